@@ -1,0 +1,51 @@
+"""`perflab env`: this machine's facts, or what differs between two runs."""
+
+from __future__ import annotations
+
+import click
+
+from perflab.cli.common import db_option, get_store
+
+
+@click.command("env")
+@click.option("--diff", "diff_runs", nargs=2, metavar="RUN1 RUN2", help="Show what differs between two runs' environments.")
+@click.option("--box", help="Testbox name to report (default: hostname).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def env_cmd(diff_runs, box, as_json, db) -> None:
+    """Print the facts recorded with every run on this machine.
+
+    \b
+    Examples:
+      perflab env
+      perflab env --diff 12 31
+    """
+    import json
+
+    from perflab import environment
+
+    if diff_runs:
+        store = get_store(db)
+        a, b = (store.get_run(r) for r in diff_runs)
+        changes = environment.diff(a.environment, b.environment)
+        if as_json:
+            click.echo(json.dumps([{"key": k, "run1": x, "run2": y} for k, x, y in changes], indent=2))
+            return
+        if not changes:
+            click.echo(f"runs #{a.id} and #{b.id}: same environment")
+            return
+        width = max(len(k) for k, _, _ in changes)
+        click.echo(f"{'':{width}}  run #{a.id}  ->  run #{b.id}")
+        for key, x, y in changes:
+            click.echo(f"{key:{width}}  {x}  ->  {y}")
+        return
+    facts = environment.capture(box=box)
+    if as_json:
+        click.echo(json.dumps(facts, indent=2))
+        return
+    width = max(len(k) for k in facts)
+    for key, value in facts.items():
+        click.echo(f"{key:{width}}  {value}")
+
+
+COMMANDS = [env_cmd]

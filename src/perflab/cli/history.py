@@ -1,0 +1,153 @@
+"""`perflab log`, `runs`, `show`, `annotate`: what has been measured."""
+
+from __future__ import annotations
+
+import click
+
+from perflab.cli.common import db_option, fmt_num, get_store, local_time, parse_since
+
+# Statuses other than finished are printed in the log, so that an interrupted
+# or failed run is never mistaken for a good one.
+_MARK = {"finished": "", "running": "running", "interrupted": "INTERRUPTED", "failed": "FAILED", "partial": "partial"}
+
+
+def _commit(row) -> str:
+    if not row.commit:
+        return "-"
+    return row.commit[:12] + ("+dirty" if row.dirty else "")
+
+
+@click.command("log")
+@click.argument("benchmark", required=False)
+@click.option("--per", type=click.FloatRange(min=0, min_open=True), metavar="N",
+              help="Divide times by N units of work (e.g. articles), as the C News log does.")
+@click.option("--tag", "-t", help="Only runs with this tag.")
+@click.option("--box", help="Only runs on this testbox.")
+@click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
+@db_option
+def log_cmd(benchmark, per, tag, box, since, db) -> None:
+    """One line per run, oldest first: date, real, user, sys, tag, commit, comment.
+
+    Times are the mean of the run's repetitions in seconds (per unit of work with --per).
+    BENCHMARK filters by benchmark family or run name.
+
+    \b
+    Example:
+      perflab log
+      perflab log "./rnews < batch" --per 171
+    """
+    store = get_store(db)
+    rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=parse_since(since))
+    scale = 1.0 / per if per else 1.0
+    unit = f"s/{per:g}" if per else "s"
+    out = [f"{'run':>5}  {'date':16}  {'real':>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'tag':14}  {'commit':18}  comment"]
+    out.append(f"{'':>5}  {'':16}  {'(' + unit + ')':>9}  {'':>9}  {'':>9}")
+    for r in rows:
+        real, user, sys_ = (None if v is None else v * scale for v in (r.m0, r.m1, r.m2))
+        # Without a comment, the run's name (the command line) says what was run.
+        comment = r.comment or r.name
+        out.append(
+            f"{r.id:>5}  {local_time(r.started):16}  {fmt_num(real, 9)}  {fmt_num(user, 9)}  {fmt_num(sys_, 9)}  "
+            f"{_MARK.get(r.status, r.status):11}  {(r.tag or '-'):14}  {_commit(r):18}  {comment}"
+        )
+    click.echo("\n".join(out))
+    if not rows:
+        click.echo("(no runs recorded yet: try `perflab run cmd -- true`)", err=True)
+
+
+@click.command("runs")
+@click.option("--benchmark", "-b", help="Benchmark family or run name.")
+@click.option("--tag", "-t", help="Only runs with this tag.")
+@click.option("--box", help="Only runs on this testbox.")
+@click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
+@click.option("--status", type=click.Choice(["running", "finished", "partial", "failed", "interrupted"]))
+@db_option
+def runs_cmd(benchmark, tag, box, since, status, db) -> None:
+    """List runs with their status, testbox, tag and commit.
+
+    \b
+    Example:
+      perflab runs --tag v6.8 --since 7d
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    store = get_store(db)
+    rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=parse_since(since), status=status)
+    counts = store.sample_counts([r.id for r in rows])
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("id", "started", "status", "testbox", "benchmark", "tag", "commit", "samples", "name"):
+        table.add_column(col, justify="right" if col in ("id", "samples") else "left", overflow="fold")
+    for r in rows:
+        table.add_row(str(r.id), local_time(r.started), r.status, r.testbox, r.benchmark, r.tag or "-",
+                      _commit(r), str(counts.get(r.id, 0)), r.name)
+    Console(width=200).print(table)
+
+
+@click.command("show")
+@click.argument("run_id")
+@db_option
+def show_cmd(run_id, db) -> None:
+    """Every sample of a run and its summary (n, mean, median, stddev, CoV, min, max).
+
+    \b
+    Example:
+      perflab show 42
+    """
+    from perflab.stats.descriptive import summarize
+
+    store = get_store(db)
+    run = store.get_run(run_id)
+    lines = [
+        f"run #{run.id}  {run.benchmark}: {run.name}",
+        f"  status    {run.status}" + (f" ({run.error})" if run.error else ""),
+        f"  started   {local_time(run.started, '%Y-%m-%d %H:%M:%S')}   finished {local_time(run.finished, '%Y-%m-%d %H:%M:%S')}",
+        f"  testbox   {run.testbox}   kernel {run.environment.get('kernel_release', 'n/a')}",
+        f"  tag       {run.tag or '-'}   commit {_commit(run)}",
+    ]
+    if run.comment:
+        lines.append(f"  comment   {run.comment}")
+    if run.params:
+        lines.append("  params    " + ", ".join(f"{k}={v}" for k, v in run.params.items() if v not in (None, [], {})))
+    for f in store.failures([run.id]):
+        lines.append(f"  FAILED    {f.item}: {f.message}")
+    by_metric: dict[str, list] = {}
+    for smp in store.samples([run.id]):
+        by_metric.setdefault(smp.metric, []).append(smp)
+    if not by_metric:
+        lines.append("  (no samples)")
+    header = f"  {'metric':40} {'unit':6} {'n':>4} {'mean':>11} {'median':>11} {'stddev':>11} {'CoV':>7} {'min':>11} {'max':>11}"
+    if by_metric:
+        lines += ["", header]
+    for metric, items in by_metric.items():
+        s = summarize([x.value for x in items], items[0].direction)
+        cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
+        lines.append(
+            f"  {metric:40} {items[0].unit:6} {s.n:>4} {fmt_num(s.mean, 11)} {fmt_num(s.median, 11)} "
+            f"{fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} {fmt_num(s.min, 11)} {fmt_num(s.max, 11)}"
+        )
+    lines += ["", "  samples (repetition: value per metric)"]
+    for metric, items in by_metric.items():
+        values = " ".join(f"{x.repetition}:{x.value:.6g}" for x in items)
+        lines.append(f"  {metric}: {values}")
+    click.echo("\n".join(lines))
+
+
+@click.command("annotate")
+@click.argument("run_id")
+@click.argument("text")
+@db_option
+def annotate_cmd(run_id, text, db) -> None:
+    """Attach a comment to a run (shown by `perflab log`).
+
+    \b
+    Example:
+      perflab annotate 42 "fewer opens: just rewind the spool file"
+    """
+    store = get_store(db)
+    run = store.get_run(run_id)
+    store.annotate(run.id, text)
+    click.echo(f"run #{run.id}: {text}")
+
+
+COMMANDS = [log_cmd, runs_cmd, show_cmd, annotate_cmd]

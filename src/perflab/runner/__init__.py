@@ -1,0 +1,1 @@
+"""Executes atomic jobs: repetition, timeouts, interruption, recording."""

@@ -1,0 +1,98 @@
+"""The store's schema: one definition for SQLite and PostgreSQL (SQLAlchemy Core).
+
+Changes to this file need a new Alembic revision under migrations/versions/.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+testbox = Table(
+    "testbox",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(255), nullable=False, unique=True),
+)
+
+# Environments are deduplicated by a hash of their facts: a thousand runs on one
+# unchanged machine share one row.
+environment = Table(
+    "environment",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("testbox_id", Integer, ForeignKey("testbox.id"), nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("facts", JSON, nullable=False),
+)
+
+run = Table(
+    "run",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    # A globally unique id, so that export/import between stores never merges
+    # two different runs or duplicates one.
+    Column("uuid", String(36), nullable=False, unique=True),
+    Column("testbox_id", Integer, ForeignKey("testbox.id"), nullable=False),
+    Column("environment_id", Integer, ForeignKey("environment.id"), nullable=False),
+    Column("benchmark", String(100), nullable=False),
+    Column("name", String(500), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("tag", String(255)),
+    Column("commit", String(64)),
+    Column("dirty", Boolean),
+    Column("started", DateTime, nullable=False),  # UTC, naive
+    Column("finished", DateTime),
+    # running | finished | partial (some parts failed) | failed | interrupted
+    Column("status", String(20), nullable=False),
+    Column("comment", Text),
+    Column("error", Text),
+    # Who is writing this run: a later command recognises a run whose
+    # process is gone (kill -9) by these three.
+    Column("host", String(255)),
+    Column("pid", Integer),
+    Column("pid_start", String(40)),
+)
+Index("ix_run_benchmark_started", run.c.benchmark, run.c.started)
+Index("ix_run_tag", run.c.tag)
+Index("ix_run_status", run.c.status)
+
+sample = Table(
+    "sample",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
+    Column("metric", String(255), nullable=False),
+    Column("value", Float, nullable=False),
+    Column("unit", String(32), nullable=False),
+    Column("direction", Integer, nullable=False),
+    Column("repetition", Integer, nullable=False),
+)
+Index("ix_sample_run_metric", sample.c.run_id, sample.c.metric)
+
+# A part of a run that failed while the rest went on (a benchmark of a suite
+# that did not compile, crashed or timed out).
+failure = Table(
+    "failure",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
+    Column("item", String(255), nullable=False),
+    Column("message", Text, nullable=False),
+    UniqueConstraint("run_id", "item", name="uq_failure_run_item"),
+)

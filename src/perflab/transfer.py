@@ -1,0 +1,166 @@
+"""Export and import of runs, with their environments and samples, without loss.
+
+JSON: {"format": "perflab-export", "version": 1, "runs": [...]}, one object per
+run with its samples as [metric, value, unit, direction, repetition] rows.
+CSV: one line per sample, the run's fields repeated (environment, params and
+failures as JSON text), so that spreadsheet users get a flat table.
+Import is all or nothing: the whole file is checked before one row is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.store import Store
+
+FORMAT = "perflab-export"
+VERSION = 1
+RUN_FIELDS = ("uuid", "testbox", "benchmark", "name", "params", "tag", "commit", "dirty",
+              "started", "finished", "status", "comment", "error", "environment", "failures")
+SAMPLE_FIELDS = ("metric", "value", "unit", "direction", "repetition")
+STATUSES = {"running", "finished", "partial", "failed", "interrupted"}
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def collect(store: Store, runs) -> list[dict]:
+    ids = [r.id for r in runs]
+    samples: dict[int, list] = {}
+    for smp in store.samples(ids):
+        samples.setdefault(smp.run_id, []).append([smp.metric, smp.value, smp.unit, smp.direction, smp.repetition])
+    failures: dict[int, list] = {}
+    for f in store.failures(ids):
+        failures.setdefault(f.run_id, []).append([f.item, f.message])
+    return [
+        {
+            "uuid": r.uuid, "testbox": r.testbox, "benchmark": r.benchmark, "name": r.name,
+            "params": r.params, "tag": r.tag, "commit": r.commit, "dirty": r.dirty,
+            "started": _iso(r.started), "finished": _iso(r.finished), "status": r.status,
+            "comment": r.comment, "error": r.error, "environment": r.environment,
+            "failures": failures.get(r.id, []), "samples": samples.get(r.id, []),
+        }
+        for r in runs
+    ]
+
+
+def to_json(runs: list[dict]) -> str:
+    return json.dumps({"format": FORMAT, "version": VERSION, "runs": runs}, indent=1) + "\n"
+
+
+def to_csv(runs: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(RUN_FIELDS + SAMPLE_FIELDS)
+    for run in runs:
+        head = [json.dumps(run[k]) if k in ("params", "environment", "failures") else
+                ("" if run[k] is None else run[k]) for k in RUN_FIELDS]
+        head[RUN_FIELDS.index("dirty")] = "" if run["dirty"] is None else str(bool(run["dirty"])).lower()
+        if not run["samples"]:
+            w.writerow(head + ["", "", "", "", ""])
+        for metric, value, unit, direction, rep in run["samples"]:
+            w.writerow(head + [metric, repr(float(value)), unit, direction, rep])
+    return buf.getvalue()
+
+
+# -- reading -----------------------------------------------------------------
+
+def _check_run(run: dict, where: str) -> dict:
+    if not isinstance(run, dict):
+        raise PerflabError(f"{where}: expected an object")
+    for key in ("uuid", "testbox", "benchmark", "name", "started", "status", "environment", "samples"):
+        if run.get(key) in (None, ""):
+            raise PerflabError(f"{where}: missing key {key!r}")
+    if run["status"] not in STATUSES:
+        raise PerflabError(f"{where}: status {run['status']!r} is not one of {', '.join(sorted(STATUSES))}")
+    for key in ("started", "finished"):
+        if run.get(key):
+            try:
+                run[key] = dt.datetime.fromisoformat(run[key])
+            except (TypeError, ValueError):
+                raise PerflabError(f"{where}: {key} {run[key]!r} is not an ISO date") from None
+    if not isinstance(run["environment"], dict):
+        raise PerflabError(f"{where}: environment must be an object")
+    if not isinstance(run.get("params") or {}, dict):
+        raise PerflabError(f"{where}: params must be an object")
+    rows = []
+    for i, smp in enumerate(run["samples"]):
+        if not isinstance(smp, (list, tuple)) or len(smp) != 5:
+            raise PerflabError(f"{where}, sample {i}: expected [metric, value, unit, direction, repetition]")
+        metric, value, unit, direction, rep = smp
+        try:
+            rows.append((str(metric), float(value), str(unit), int(direction), int(rep)))
+        except (TypeError, ValueError):
+            raise PerflabError(f"{where}, sample {i}: value {value!r}, direction {direction!r} or repetition {rep!r} is not a number") from None
+        if rows[-1][1] != rows[-1][1]:
+            raise PerflabError(f"{where}, sample {i}: value is NaN")
+    run["samples"] = rows
+    run["params"] = run.get("params") or {}
+    run["failures"] = [(str(a), str(b)) for a, b in (run.get("failures") or [])]
+    return run
+
+
+def _read_json(path: Path, text: str) -> list[dict]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PerflabError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise PerflabError(f"{path}: not a perflab export (no \"format\": \"{FORMAT}\" key; for other tools' files see `perflab import --help`)")
+    if doc.get("version") != VERSION:
+        raise PerflabError(f"{path}: export version {doc.get('version')!r} is not supported (expected {VERSION})")
+    runs = doc.get("runs")
+    if not isinstance(runs, list):
+        raise PerflabError(f"{path}: key 'runs' must be a list")
+    return [_check_run(r, f"{path}: run {i}") for i, r in enumerate(runs)]
+
+
+def _read_csv(path: Path, text: str) -> list[dict]:
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None or tuple(header) != RUN_FIELDS + SAMPLE_FIELDS:
+        raise PerflabError(f"{path}:1: not a perflab CSV export (expected header {','.join(RUN_FIELDS + SAMPLE_FIELDS)})")
+    runs: dict[str, dict] = {}
+    for line_no, row in enumerate(reader, start=2):
+        if len(row) != len(header):
+            raise PerflabError(f"{path}:{line_no}: expected {len(header)} fields, found {len(row)}")
+        rec = dict(zip(header, row))
+        run = runs.get(rec["uuid"])
+        if run is None:
+            run = {k: (rec[k] if rec[k] != "" else None) for k in RUN_FIELDS}
+            for k in ("params", "environment", "failures"):
+                try:
+                    run[k] = json.loads(rec[k])
+                except json.JSONDecodeError:
+                    raise PerflabError(f"{path}:{line_no}: column {k} is not valid JSON") from None
+            run["dirty"] = {"true": True, "false": False, "": None}.get(rec["dirty"], "?")
+            if run["dirty"] == "?":
+                raise PerflabError(f"{path}:{line_no}: dirty {rec['dirty']!r} is not true, false or empty")
+            run["samples"] = []
+            run["_line"] = line_no
+            runs[rec["uuid"]] = run
+        if rec["metric"]:
+            run["samples"].append([rec["metric"], rec["value"], rec["unit"], rec["direction"], rec["repetition"]])
+    return [_check_run(r, f"{path}:{r.pop('_line')}") for r in runs.values()]
+
+
+def read_file(path: str) -> list[dict]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise PerflabError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise PerflabError(f"{path}: not a text file") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return _read_json(p, text)
+    if stripped.startswith("uuid,"):
+        return _read_csv(p, text)
+    raise PerflabError(f"{path}: neither a perflab JSON export nor a perflab CSV export")
