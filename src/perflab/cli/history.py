@@ -94,10 +94,9 @@ def show_cmd(run_id, db) -> None:
     Example:
       perflab show 42
     """
-    from perflab.stats.descriptive import summarize
-
     store = get_store(db)
     run = store.get_run(run_id)
+    from perflab.stats.descriptive import summarize
     lines = [
         f"run #{run.id}  {run.benchmark}: {run.name}",
         f"  status    {run.status}" + (f" ({run.error})" if run.error else ""),

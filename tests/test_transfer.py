@@ -1,0 +1,74 @@
+"""Export and import round-trip runs without loss."""
+
+import json
+
+from conftest import CLI, assert_one_line_error
+
+RUN_COLUMNS = "r.uuid, b.name, r.benchmark, r.name, r.params, r.tag, r.\"commit\", r.dirty, r.started, r.finished, r.status, r.comment, r.error"
+
+
+def snapshot(cli):
+    runs = cli.sql(f"SELECT {RUN_COLUMNS}, e.facts FROM run r JOIN testbox b ON b.id=r.testbox_id JOIN environment e ON e.id=r.environment_id ORDER BY r.uuid")
+    runs = [tuple(json.loads(v) if i in (4, 13) else v for i, v in enumerate(r)) for r in runs]
+    samples = cli.sql("SELECT r.uuid, s.metric, s.value, s.unit, s.direction, s.repetition FROM sample s JOIN run r ON r.id=s.run_id ORDER BY r.uuid, s.metric, s.repetition")
+    failures = cli.sql("SELECT r.uuid, f.item, f.message FROM failure f JOIN run r ON r.id=f.run_id ORDER BY 1, 2")
+    return runs, samples, failures
+
+
+def populate(cli):
+    cli("run", "cmd", "--runs", "3", "--tag", "a", "--metric", r"v=(\d+\.\d+)", "--", "echo", "0.1234567890123")
+    cli("run", "cmd", "--runs", "2", "--tag", "b", "--box", "other", "--comment", "with, comma \"quotes\"", "--", "sleep", "0.001")
+    cli("run", "cmd", "--runs", "2", "--", "false", check=False)
+    cli("annotate", "1", "héllo ünïcode")
+
+
+def test_json_round_trip(cli, tmp_path):
+    populate(cli)
+    cli("export", "-o", tmp_path / "all.json")
+    second = CLI(tmp_path / "second.db", tmp_path)
+    assert "imported 3 runs" in second("import", tmp_path / "all.json").stdout
+    assert snapshot(second) == snapshot(cli)
+    # Importing again adds nothing.
+    assert "skipped 3" in second("import", tmp_path / "all.json").stdout
+    assert snapshot(second) == snapshot(cli)
+
+
+def test_csv_round_trip(cli, tmp_path):
+    populate(cli)
+    (tmp_path / "all.csv").write_text(cli("export", "--format", "csv").stdout)
+    second = CLI(tmp_path / "second.db", tmp_path)
+    second("import", tmp_path / "all.csv")
+    assert snapshot(second) == snapshot(cli)
+
+
+def test_export_filters(cli):
+    populate(cli)
+    doc = json.loads(cli("export", "--tag", "b").stdout)
+    assert [r["tag"] for r in doc["runs"]] == ["b"]
+    assert doc["runs"][0]["environment"]["testbox"] == "other"
+    assert len(doc["runs"][0]["samples"]) == 2 * 5
+
+
+def test_bad_import_files_write_nothing(cli, tmp_path):
+    populate(cli)
+    doc = json.loads(cli("export").stdout)
+    second = CLI(tmp_path / "second.db", tmp_path)
+    second("log")  # create the empty store
+    cases = {
+        "broken.json": '{"format": "perflab-export",\n "runs": [',
+        "other.json": '{"benchmarks": []}',
+        "missing.json": json.dumps({**doc, "runs": doc["runs"][:1] + [{k: v for k, v in doc["runs"][1].items() if k != "started"}]}),
+        "badvalue.json": json.dumps({**doc, "runs": [{**doc["runs"][0], "samples": [["m", "fast", "s", -1, 0]]}]}),
+        "garbage.txt": "hello",
+    }
+    needles = {"broken.json": "broken.json:2", "other.json": "not a perflab export", "missing.json": "'started'",
+               "badvalue.json": "'fast'", "garbage.txt": "garbage.txt"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        assert_one_line_error(second("import", tmp_path / name, check=False), needles[name])
+    assert second.sql("SELECT count(*) FROM run") == [(0,)]
+    csv_text = cli("export", "--format", "csv").stdout.splitlines()
+    csv_text[3] = csv_text[3][:-3]
+    (tmp_path / "bad.csv").write_text("\n".join(csv_text))
+    assert_one_line_error(second("import", tmp_path / "bad.csv", check=False), "bad.csv:4")
+    assert second.sql("SELECT count(*) FROM run") == [(0,)]
