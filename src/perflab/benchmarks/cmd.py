@@ -202,11 +202,15 @@ def execute(cmd: Command, timeout: float | None = None, capture_stdout: bool | N
             (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
             (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
         ]
+        # Encode argv and environment before the clock starts: posix_spawn
+        # would otherwise encode them inside the timed interval.
+        argv = [os.fsencode(a) for a in cmd.argv]
+        env = dict(os.environb)
         start = time.perf_counter()
         try:
             # setpgroup=0: the command gets its own process group, so a timeout
             # kills all it started.
-            pid = os.posix_spawn(cmd.argv[0], cmd.argv, os.environ, file_actions=actions, setpgroup=0)
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0)
         except OSError as e:
             raise PerflabError(f"cannot start {cmd.display!r}: {e.strerror}") from None
         try:

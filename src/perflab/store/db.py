@@ -16,7 +16,7 @@ import uuid as uuidlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import case, create_engine, event, func, insert, select, text, update
+from sqlalchemy import bindparam, case, create_engine, event, func, insert, select, text, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
@@ -185,18 +185,33 @@ class Store:
             raise self._fail(e) from None
 
     def add_samples(self, run_id: int, repetition: int, samples: Iterable[Sample]) -> int:
-        rows = [
-            dict(run_id=run_id, metric=x.metric, value=float(x.value), unit=x.unit,
-                 direction=int(x.direction), repetition=repetition)
-            for x in samples
-        ]
+        rows = [(run_id, x.metric, float(x.value), x.unit, int(x.direction), repetition) for x in samples]
         if rows:
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(insert(s.sample), rows)
+                    # The driver's executemany straight away: SQLAlchemy's per-row
+                    # processing would be most of the cost of recording.
+                    conn.exec_driver_sql(self._sample_insert_sql, self._sample_params(rows))
             except SQLAlchemyError as e:
                 raise self._fail(e) from None
         return len(rows)
+
+    _SAMPLE_COLUMNS = ("run_id", "metric", "value", "unit", "direction", "repetition")
+
+    @property
+    def _sample_insert_sql(self) -> str:
+        if not hasattr(self, "_sample_sql"):
+            compiled = insert(s.sample).values({c: bindparam(c) for c in self._SAMPLE_COLUMNS}).compile(dialect=self.engine.dialect)
+            self._sample_sql = compiled.string
+            self._sample_positional = compiled.positiontup if compiled.positional else None
+        return self._sample_sql
+
+    def _sample_params(self, rows: list[tuple]) -> list:
+        order = self._sample_positional
+        if order is None:
+            return [dict(zip(self._SAMPLE_COLUMNS, r)) for r in rows]
+        index = [self._SAMPLE_COLUMNS.index(name) for name in order]
+        return [tuple(r[i] for i in index) for r in rows]
 
     def add_failure(self, run_id: int, item: str, message: str) -> None:
         try:

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Install everything the tests need (Debian packages and Python packages) and
+# run the whole test suite. This is what CI runs (.ci/run).
+set -eu
+cd "$(dirname "$0")/.."
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
+        echo "test.sh: need root to run: $*" >&2; return 1; fi
+}
+
+# Real peers the tests and benchmark scripts use: hyperfine (side-by-side
+# timing), fio, git and a C compiler.
+PACKAGES="hyperfine fio git gcc python3-venv"
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+fi
+
+PERFLAB_EXTRAS="[test]" sh tools/install.sh
+exec .venv/bin/python -m pytest -q -n 2 "$@"
