@@ -152,3 +152,26 @@ def test_environment_is_recorded(cli):
     assert facts["testbox"] == "box-7"
     assert cli.sql("SELECT name FROM testbox") == [("box-7",)]
     assert facts["cpu_threads"] >= 1 and facts["memory_kib"] > 0
+
+
+def _under_a_terminal(cli, *args):
+    """Run perflab under a pseudo-terminal (util-linux `script`), as a person would."""
+    import shlex
+    import shutil
+
+    from conftest import PERFLAB
+
+    if not shutil.which("script"):
+        import pytest
+        pytest.skip("util-linux script is not installed")
+    line = shlex.join([PERFLAB, *map(str, args)])
+    return subprocess.run(["script", "-qec", line, "/dev/null"], capture_output=True, text=True,
+                          env=cli.env, cwd=cli.tmp, timeout=60)
+
+
+def test_progress_bar_with_eta_for_runs_longer_than_a_second(cli):
+    long = _under_a_terminal(cli, "run", "cmd", "--runs", "6", "--", "sleep", "0.25")
+    assert long.returncode == 0, long.stdout
+    assert "ETA" in long.stdout and "sleep 0.25" in long.stdout and "%" in long.stdout
+    short = _under_a_terminal(cli, "run", "cmd", "--runs", "3", "--", "true")
+    assert short.returncode == 0 and "ETA" not in short.stdout

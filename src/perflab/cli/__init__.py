@@ -34,9 +34,9 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
 
 def _register() -> None:
-    from perflab.cli import env, history, run, transfer
+    from perflab.cli import compare, env, history, run, transfer
 
-    for module in (run, history, env, transfer):
+    for module in (run, history, compare, env, transfer):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

@@ -92,7 +92,7 @@ def run_commands(
                     if per_round * runs > 1.0:
                         progress = _progress(console)
                         progress.start()
-                        task = progress.add_task("benchmarking", total=runs)
+                        task = progress.add_task(" vs ".join(r.command.display[:30] for r in results), total=runs)
                 if progress is not None:
                     progress.update(task, completed=repetition + 1)
                     progress.refresh()

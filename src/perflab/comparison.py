@@ -1,0 +1,133 @@
+"""Compare runs: operands -> matched groups -> statistics -> one result for the renderers.
+
+Renderers (perflab.report) format a ComparisonResult; they compute nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from perflab import environment
+from perflab.errors import PerflabError
+from perflab.selection import Group, Selection, common_facts, groups_of, select
+from perflab.stats.compare import Comparison, compare_many
+from perflab.stats.descriptive import Summary, summarize
+from perflab.store import Store
+
+
+@dataclass
+class MetricRow:
+    """One (testbox, benchmark, params, metric) across the operands."""
+
+    testbox: str | None
+    benchmark: str
+    params: dict
+    metric: str
+    unit: str
+    direction: int
+    base: Summary
+    base_values: list[float]
+    # One entry per head operand: its comparison with the base, or None when
+    # the head has no samples of this group.
+    heads: list[Comparison | None]
+    head_values: list[list[float] | None]
+
+    @property
+    def testcase(self) -> str:
+        """A short name for the group, LKP style: benchmark and its defining params."""
+        shown = [str(v) for k, v in self.params.items() if v not in (None, "", [], {})]
+        return "/".join([self.benchmark, *shown]) if shown else self.benchmark
+
+
+@dataclass
+class ComparisonResult:
+    labels: list[str]  # operand labels, base first
+    selections: list[Selection]
+    rows: list[MetricRow]
+    # Groups present on one side only: (operand label, "benchmark params metric") — listed, never dropped.
+    one_sided: list[tuple[str, str]]
+    common: dict
+    env_diff: list[tuple[str, object, object]] | None
+    alpha: float
+    threshold: float
+    warnings: list[str] = field(default_factory=list)
+
+    def verdicts(self, head: int = 0, verdict: str = "regression") -> list[MetricRow]:
+        return [r for r in self.rows if r.heads[head] is not None and r.heads[head].verdict == verdict]
+
+    @property
+    def regressions_found(self) -> bool:
+        return any(self.verdicts(i, "regression") for i in range(len(self.labels) - 1))
+
+
+def _describe(g: Group) -> str:
+    params = json.loads(g.params)
+    shown = ",".join(f"{k}={v}" for k, v in params.items())
+    return f"{g.benchmark}{'(' + shown + ')' if shown else ''} {g.metric}" + (f" on {g.testbox}" if g.testbox else "")
+
+
+def compare(
+    store: Store,
+    operands: list[str],
+    *,
+    alpha: float = 0.05,
+    threshold: float = 0.01,
+    cross_box: bool = False,
+    benchmark: str | None = None,
+    metrics: list[str] | None = None,
+) -> ComparisonResult:
+    if len(operands) < 2:
+        raise PerflabError("compare needs a base and at least one head operand")
+    all_runs = store.find_runs(benchmark=benchmark)
+    selections = [select(store, op, all_runs) for op in operands]
+    boxes = [sel.testboxes for sel in selections]
+    every_box = set().union(*boxes)
+    env_diff = None
+    if len(every_box) > 1:
+        if not cross_box:
+            detail = "; ".join(f"{sel.operand}: {', '.join(sorted(b))}" for sel, b in zip(selections, boxes))
+            raise PerflabError(f"operands come from different testboxes ({detail}); add --cross-box to compare them anyway")
+        env_diff = environment.diff(selections[0].runs[-1].environment, selections[1].runs[-1].environment)
+
+    side_groups = [groups_of(store, sel, cross_box=cross_box) for sel in selections]
+    if metrics:
+        side_groups = [{k: g for k, g in groups.items() if any(m in g.metric for m in metrics)} for groups in side_groups]
+    base_groups = side_groups[0]
+    one_sided: list[tuple[str, str]] = []
+    for sel, groups in zip(selections[1:], side_groups[1:]):
+        for key, g in groups.items():
+            if key not in base_groups:
+                one_sided.append((sel.label, _describe(g)))
+    keys = sorted(base_groups)
+    for key in keys:
+        missing = [sel.label for sel, groups in zip(selections[1:], side_groups[1:]) if key not in groups]
+        for label in missing:
+            one_sided.append((selections[0].label, _describe(base_groups[key]) + f" (absent from {label})"))
+
+    # One comparison (one FDR family) per head against the base.
+    per_head: list[dict[tuple, Comparison]] = []
+    for groups in side_groups[1:]:
+        shared = [k for k in keys if k in groups]
+        results = compare_many(
+            [(base_groups[k].values, groups[k].values, base_groups[k].direction) for k in shared],
+            alpha=alpha, threshold=threshold,
+        )
+        per_head.append(dict(zip(shared, results)))
+
+    rows = []
+    for key in keys:
+        g = base_groups[key]
+        rows.append(MetricRow(
+            testbox=g.testbox, benchmark=g.benchmark, params=json.loads(g.params), metric=g.metric,
+            unit=g.unit, direction=g.direction, base=summarize(g.values, g.direction), base_values=list(g.values),
+            heads=[ph.get(key) for ph in per_head],
+            head_values=[list(groups[key].values) if key in groups else None for groups in side_groups[1:]],
+        ))
+    warnings = []
+    if not any(h is not None for r in rows for h in r.heads):
+        warnings.append("no metric was measured on both sides")
+    return ComparisonResult(
+        labels=[sel.label for sel in selections], selections=selections, rows=rows, one_sided=one_sided,
+        common=common_facts(selections), env_diff=env_diff, alpha=alpha, threshold=threshold, warnings=warnings,
+    )
