@@ -6,6 +6,7 @@ Renderers (perflab.report) format a ComparisonResult; they compute nothing.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from perflab import environment
@@ -67,6 +68,36 @@ def _describe(g: Group) -> str:
     return f"{g.benchmark}{'(' + shown + ')' if shown else ''} {g.metric}" + (f" on {g.testbox}" if g.testbox else "")
 
 
+def _pair_single_variants(base: dict, head: dict, label: str, notes: list[str]) -> dict:
+    """Pair groups whose parameters differ when each side ran one variant only.
+
+    `perflab compare a b` of two different commands (or the same benchmark with
+    other parameters) is a comparison of those two variants: where a (testbox,
+    benchmark) has exactly one parameter set on each side, the head's groups
+    are matched to the base's, and the report says so.
+    """
+    def variants(groups):
+        out = defaultdict(set)
+        for (box, bench, params, _metric) in groups:
+            out[(box, bench)].add(params)
+        return out
+
+    vb, vh = variants(base), variants(head)
+    remap = {}
+    for key, hp in vh.items():
+        bp = vb.get(key)
+        if bp and len(bp) == 1 and len(hp) == 1 and bp != hp:
+            remap[(key, next(iter(hp)))] = next(iter(bp))
+            notes.append(f"{label}: {key[1]} parameters {next(iter(hp))} paired with the base's {next(iter(bp))}")
+    if not remap:
+        return head
+    out = {}
+    for (box, bench, params, metric), g in head.items():
+        new_params = remap.get(((box, bench), params), params)
+        out[(box, bench, new_params, metric)] = g
+    return out
+
+
 def compare(
     store: Store,
     operands: list[str],
@@ -94,6 +125,9 @@ def compare(
     if metrics:
         side_groups = [{k: g for k, g in groups.items() if any(m in g.metric for m in metrics)} for groups in side_groups]
     base_groups = side_groups[0]
+    pairing_notes: list[str] = []
+    for i in range(1, len(side_groups)):
+        side_groups[i] = _pair_single_variants(base_groups, side_groups[i], selections[i].label, pairing_notes)
     one_sided: list[tuple[str, str]] = []
     for sel, groups in zip(selections[1:], side_groups[1:]):
         for key, g in groups.items():
@@ -124,7 +158,7 @@ def compare(
             heads=[ph.get(key) for ph in per_head],
             head_values=[list(groups[key].values) if key in groups else None for groups in side_groups[1:]],
         ))
-    warnings = []
+    warnings = list(pairing_notes)
     if not any(h is not None for r in rows for h in r.heads):
         warnings.append("no metric was measured on both sides")
     return ComparisonResult(

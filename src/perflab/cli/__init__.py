@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     from perflab.runner.recorder import Interrupted, RunFailed
 
     try:
-        cli.main(args=argv, prog_name="perflab", standalone_mode=False)
-        return 0
+        # Without standalone mode click returns the code of a click.exceptions.Exit.
+        rc = cli.main(args=argv, prog_name="perflab", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
     except click.exceptions.NoArgsIsHelpError as e:
         click.echo(e.ctx.get_help() if e.ctx else "")
         return 0

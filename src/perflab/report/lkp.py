@@ -21,6 +21,8 @@ the metrics follow under their own heading so that nothing is hidden.
 
 from __future__ import annotations
 
+import json
+
 from perflab.comparison import ComparisonResult, MetricRow
 from perflab.report.numbers import value
 
@@ -41,7 +43,7 @@ def _line(row: MetricRow, name: str) -> str:
         if cmp is None:
             cells += f" {'':>10} {'-':>10}      "
             continue
-        change = f"{cmp.pct_change * 100:+.1f}%"
+        change = f"{cmp.pct_change * 100:+.1f}%" if cmp.pct_change == cmp.pct_change else "~"
         cells += f" {change:>10} {value(cmp.head.center):>10}{_stddev(cmp.head)}"
     return f"{cells}  {name}"
 
@@ -79,7 +81,7 @@ def render(result: ComparisonResult) -> str:
     lines.append("-" * 16 + " " + " ".join("-" * 26 + " " for _ in labels[1:]))
     lines.append("         %stddev" + "     %change         %stddev" * heads)
     lines.append("             \\  " + "        |                \\  " * heads)
-    several = len({(r.benchmark, tuple(sorted(r.params.items(), key=str))) for r in result.rows}) > 1
+    several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1
 
     def size(row: MetricRow) -> float:
         return max(abs(c.pct_change) for c in row.heads if c is not None)

@@ -7,6 +7,8 @@ to SQLite connections.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import datetime as dt
 import hashlib
 import json
@@ -108,41 +110,92 @@ class Store:
         return PerflabError(f"database {self.label}: {detail}")
 
     def migrate(self) -> None:
-        """Bring the schema to the head revision (Alembic), cheaply when it is there."""
-        try:
-            with self.engine.connect() as conn:
-                current = None
-                if self.engine.dialect.has_table(conn, "alembic_version"):
-                    current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-                if current == HEAD_REVISION:
-                    return
-                # Import Alembic only when there is work for it: it costs start-up time.
-                from alembic import command
-                from alembic.config import Config
+        """Bring the schema to the head revision (Alembic), cheaply when it is there.
 
-                cfg = Config(str(Path(__file__).with_name("alembic.ini")))
-                cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-                conn.commit()
+        Two processes may open a new database at once: the upgrade runs under a
+        lock (a lock file beside an SQLite database, an advisory lock on
+        PostgreSQL) and the revision is checked again once the lock is held.
+        """
+        try:
+            if self._revision() == HEAD_REVISION:
+                return
+            with self._migration_lock():
+                with self.engine.connect() as conn:
+                    if self._revision(conn) == HEAD_REVISION:
+                        return
+                    # Import Alembic only when there is work for it: it costs start-up time.
+                    from alembic import command
+                    from alembic.config import Config
+
+                    cfg = Config(str(Path(__file__).with_name("alembic.ini")))
+                    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+                    conn.commit()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
 
+    def _revision(self, conn=None) -> str | None:
+        if conn is None:
+            with self.engine.connect() as c:
+                return self._revision(c)
+        if not self.engine.dialect.has_table(conn, "alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+    @contextmanager
+    def _migration_lock(self):
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            import fcntl
+
+            try:
+                f = open(f"{url.database}.migrate-lock", "a")
+            except OSError:
+                f = None  # read-only directory: the upgrade itself will report it
+            try:
+                if f:
+                    fcntl.flock(f, fcntl.LOCK_EX)
+                yield
+            finally:
+                if f:
+                    f.close()
+        elif url.get_backend_name() == "postgresql":
+            with self.engine.connect() as lock_conn:
+                lock_conn.execute(text("SELECT pg_advisory_lock(7450811)"))
+                try:
+                    yield
+                finally:
+                    lock_conn.execute(text("SELECT pg_advisory_unlock(7450811)"))
+                    lock_conn.commit()
+        else:
+            yield
+
     # -- writing -------------------------------------------------------------
+    def _insert_ignore(self, conn, table, **values) -> None:
+        """INSERT that does nothing when a unique key already exists.
+
+        Writing first (rather than select-then-insert) matters with two writers:
+        it takes SQLite's write lock, waiting under the busy timeout, instead of
+        racing another process between the read and the write.
+        """
+        name = self.engine.dialect.name
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        elif name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            raise PerflabError(f"database {self.label}: unsupported backend {name}")
+        conn.execute(dialect_insert(table).values(**values).on_conflict_do_nothing())
+
     def _testbox_id(self, conn, name: str) -> int:
-        found = conn.execute(select(s.testbox.c.id).where(s.testbox.c.name == name)).scalar()
-        if found is not None:
-            return found
-        return conn.execute(insert(s.testbox).values(name=name)).inserted_primary_key[0]
+        self._insert_ignore(conn, s.testbox, name=name)
+        return conn.execute(select(s.testbox.c.id).where(s.testbox.c.name == name)).scalar_one()
 
     def _environment_id(self, conn, testbox_id: int, facts: dict) -> int:
         digest = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
-        found = conn.execute(select(s.environment.c.id).where(s.environment.c.digest == digest)).scalar()
-        if found is not None:
-            return found
-        return conn.execute(
-            insert(s.environment).values(testbox_id=testbox_id, digest=digest, facts=facts)
-        ).inserted_primary_key[0]
+        self._insert_ignore(conn, s.environment, testbox_id=testbox_id, digest=digest, facts=facts)
+        return conn.execute(select(s.environment.c.id).where(s.environment.c.digest == digest)).scalar_one()
 
     def create_run(
         self,
