@@ -13,7 +13,7 @@ from perflab import environment
 from perflab.errors import PerflabError
 from perflab.selection import Group, Selection, common_facts, groups_of, select
 from perflab.stats.compare import Comparison, compare_many
-from perflab.stats.descriptive import Summary, summarize
+from perflab.stats.descriptive import Summary, summarize_many
 from perflab.store import Store
 
 
@@ -150,11 +150,16 @@ def compare(
         per_head.append(dict(zip(shared, results)))
 
     rows = []
-    for key in keys:
+    base_summaries = summarize_many([base_groups[k].values for k in keys], [base_groups[k].direction for k in keys])
+    params_of = {}
+    for key, base_summary in zip(keys, base_summaries):
         g = base_groups[key]
+        params = params_of.get(g.params)
+        if params is None:
+            params = params_of[g.params] = json.loads(g.params)
         rows.append(MetricRow(
-            testbox=g.testbox, benchmark=g.benchmark, params=json.loads(g.params), metric=g.metric,
-            unit=g.unit, direction=g.direction, base=summarize(g.values, g.direction), base_values=list(g.values),
+            testbox=g.testbox, benchmark=g.benchmark, params=params, metric=g.metric,
+            unit=g.unit, direction=g.direction, base=base_summary, base_values=list(g.values),
             heads=[ph.get(key) for ph in per_head],
             head_values=[list(groups[key].values) if key in groups else None for groups in side_groups[1:]],
         ))

@@ -124,11 +124,10 @@ class Group:
 
 
 def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
-    by_run = {r.id: r for r in selection.runs}
     out: dict[tuple, Group] = {}
+    run_keys = {r.id: (None if cross_box else r.testbox, r.benchmark, params_key(r.params)) for r in selection.runs}
     for smp in store.samples(selection.run_ids):
-        run = by_run[smp.run_id]
-        key = (None if cross_box else run.testbox, run.benchmark, params_key(run.params), smp.metric)
+        key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)
         if g is None:
             g = out[key] = Group(*key, unit=smp.unit, direction=smp.direction)

@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
-from perflab.stats.descriptive import Summary
+from perflab.stats.descriptive import Summary, summarize_rows as _summaries
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, CHANGED, INSUFFICIENT = (
     "regression", "improvement", "no change", "changed", "insufficient samples")
@@ -49,25 +49,6 @@ class Comparison:
     verdict: str
     test: str                    # "welch-log", "welch" or "none"
     warnings: list[str] = field(default_factory=list)
-
-
-def _summaries(x: np.ndarray, directions: np.ndarray) -> list[Summary]:
-    """Summary of each row of x (rows are metrics, columns samples)."""
-    rows, n = x.shape
-    if n == 0:
-        nan = math.nan
-        return [Summary(0, nan, nan, nan, nan, nan, nan, nan, nan) for _ in range(rows)]
-    mean = x.mean(axis=1)
-    positive = (x > 0).all(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        hmean = np.where(positive, n / np.sum(1.0 / np.where(positive[:, None], x, 1.0), axis=1), np.nan)
-        sd = x.std(axis=1, ddof=1) if n > 1 else np.full(rows, np.nan)
-        cov = np.where(mean != 0, sd / mean, np.nan)
-    median = np.median(x, axis=1)
-    lo, hi = x.min(axis=1), x.max(axis=1)
-    center = np.where((directions == HIGHER_IS_BETTER) & positive, hmean, mean)
-    return [Summary(n, float(mean[i]), float(hmean[i]), float(median[i]), float(sd[i]), float(cov[i]),
-                    float(lo[i]), float(hi[i]), float(center[i])) for i in range(rows)]
 
 
 def _welch(a: np.ndarray, b: np.ndarray, confidence_t: float):

@@ -6,8 +6,6 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
-
 from perflab.model import HIGHER_IS_BETTER
 
 
@@ -28,18 +26,44 @@ class Summary:
 
 
 def summarize(values, direction: int = 0) -> Summary:
-    x = np.asarray(values, dtype=float)
-    n = int(x.size)
+    x = np.asarray(values, dtype=float).ravel()
+    return summarize_rows(x.reshape(1, x.size), np.array([direction]))[0]
+
+
+def summarize_many(groups, directions) -> list[Summary]:
+    """Summaries of many groups at once, vectorised over groups of one size."""
+    arrays = [np.asarray(g, dtype=float).ravel() for g in groups]
+    directions = list(directions)
+    out: list = [None] * len(arrays)
+    by_size: dict[int, list[int]] = {}
+    for i, a in enumerate(arrays):
+        by_size.setdefault(a.size, []).append(i)
+    for size, idx in by_size.items():
+        x = np.array([arrays[i] for i in idx]).reshape(len(idx), size)
+        for i, s in zip(idx, summarize_rows(x, np.array([directions[i] for i in idx]))):
+            out[i] = s
+    return out
+
+
+def summarize_rows(x: np.ndarray, directions: np.ndarray) -> list[Summary]:
+    """Summary of each row of x (rows are groups, columns samples)."""
+    rows, n = x.shape
     if n == 0:
         nan = math.nan
-        return Summary(0, nan, nan, nan, nan, nan, nan, nan, nan)
-    mean = float(np.mean(x))
-    hmean = float(stats.hmean(x)) if bool(np.all(x > 0)) else math.nan
-    stddev = float(np.std(x, ddof=1)) if n > 1 else math.nan
-    cov = stddev / mean if n > 1 and mean != 0 else math.nan
+        return [Summary(0, nan, nan, nan, nan, nan, nan, nan, nan) for _ in range(rows)]
+    mean = x.mean(axis=1)
+    positive = (x > 0).all(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Harmonic mean n / sum(1/x), defined only for positive samples.
+        hmean = np.where(positive, n / np.sum(1.0 / np.where(positive[:, None], x, 1.0), axis=1), np.nan)
+        sd = x.std(axis=1, ddof=1) if n > 1 else np.full(rows, np.nan)
+        cov = np.where(mean != 0, sd / mean, np.nan)
+    median = np.median(x, axis=1)
+    lo, hi = x.min(axis=1), x.max(axis=1)
     # Rates (ops/s, MB/s) average harmonically: the mean of the times behind them.
-    center = hmean if direction == HIGHER_IS_BETTER and not math.isnan(hmean) else mean
-    return Summary(n, mean, hmean, float(np.median(x)), stddev, cov, float(np.min(x)), float(np.max(x)), center)
+    center = np.where((directions == HIGHER_IS_BETTER) & positive, hmean, mean)
+    return [Summary(n, float(mean[i]), float(hmean[i]), float(median[i]), float(sd[i]), float(cov[i]),
+                    float(lo[i]), float(hi[i]), float(center[i])) for i in range(rows)]
 
 
 def bamean(values, direction: int, pct: float = 95) -> float:
