@@ -1,0 +1,79 @@
+"""The LMbench 2.0 summary: one row per kernel (run or tag), tables by category.
+
+Layout follows LMbench 2.0's `make see` output as people post it (see
+../shared/reference/lmbench-gcc-regression-2003.txt): the banner, then per
+table a title ending in "smaller is better" or "bigger is better", its
+underline, heading lines, a row of dashes per column and one row per kernel.
+A figure that was not measured (or whose benchmark failed) is a blank cell,
+never a zero. A table none of whose figures was measured is left out.
+"""
+
+from __future__ import annotations
+
+import math
+
+from perflab.benchmarks.lmbench.catalog import TABLES, THIRD_HEADING, Table
+
+BANNER = "L M B E N C H  2 . 0   S U M M A R Y"
+
+
+def format_value(value: float | None, width: int, metric: str = "", unit: str = "") -> str:
+    """LMbench-like precision: more decimals for small figures, none for large."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if metric == "mem.mhz":
+        text = f"{value:.0f}"
+    elif unit == "MB/s":
+        text = f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
+    elif abs(value) < 0.1:
+        text = f"{value:.4f}"
+    elif abs(value) < 100:
+        text = f"{value:.2f}"
+    elif abs(value) < 1000:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.0f}"
+    if len(text) > width:
+        text = f"{value:.{max(0, width - 2)}g}"
+    return text
+
+
+def _headings(table: Table) -> list[list[str]]:
+    """Heading lines of each column, bottom-aligned (2 or 3 lines)."""
+    cols = []
+    for f in table.figures:
+        third = THIRD_HEADING.get(f.metric)
+        cols.append([f.heading[0], f.heading[1], third] if third else ["", f.heading[0], f.heading[1]])
+    while len(cols[0]) > 1 and all(c[0] == "" for c in cols):
+        cols = [c[1:] for c in cols]
+    return cols
+
+
+def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_width: int) -> list[str]:
+    heads = _headings(table)
+    depth = len(heads[0])
+    lines = [table.title, "-" * len(table.title)]
+    for level in range(depth):
+        first = "kernel" if level == depth - 1 else ""
+        cells = [f"{h[level]:<{f.width}}" for h, f in zip(heads, table.figures)]
+        lines.append(f"{first:<{label_width}} " + " ".join(cells).rstrip())
+    lines.append("-" * label_width + " " + " ".join("-" * f.width for f in table.figures))
+    for label, values in rows:
+        cells = [f"{format_value(values.get(f.metric), f.width, f.metric, f.unit):>{f.width}}" for f in table.figures]
+        lines.append((f"{label:<{label_width}} " + " ".join(cells)).rstrip())
+    return lines
+
+
+def render_summary(rows: list[tuple[str, dict[str, float]]]) -> str:
+    """rows: (label, {metric: mean value}) per kernel, in display order."""
+    label_width = max([29] + [len(label) for label, _ in rows])
+    out = [BANNER, "-" * len(BANNER), ""]
+    shown = 0
+    for table in TABLES:
+        if not any(values.get(f.metric) is not None for _, values in rows for f in table.figures):
+            continue
+        out += render_table(table, rows, max(label_width, table.label_width)) + [""]
+        shown += 1
+    if not shown:
+        out.append("(no LMbench figures in the selected runs)")
+    return "\n".join(out).rstrip() + "\n"
