@@ -149,17 +149,18 @@ class Store:
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             import fcntl
 
+            # Lock the database's directory: no stray lock file is left behind.
             try:
-                f = open(f"{url.database}.migrate-lock", "a")
+                fd = os.open(Path(url.database).resolve().parent, os.O_RDONLY)
             except OSError:
-                f = None  # read-only directory: the upgrade itself will report it
+                fd = None  # the upgrade itself will report what is wrong
             try:
-                if f:
-                    fcntl.flock(f, fcntl.LOCK_EX)
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
-                if f:
-                    f.close()
+                if fd is not None:
+                    os.close(fd)
         elif url.get_backend_name() == "postgresql":
             with self.engine.connect() as lock_conn:
                 lock_conn.execute(text("SELECT pg_advisory_lock(7450811)"))
