@@ -140,3 +140,10 @@ def test_too_few_samples_is_said(cli, tmp_path):
     cli("run", "cmd", "--runs", "1", "--tag", "b", "--", "sleep", "0.05")
     out = cli("compare", "a", "b").stdout
     assert "too few samples" in out
+
+
+def test_cross_box_differences_above_every_text_layout(cli, tmp_path):
+    load(cli, tmp_path, box_head="other-box")
+    for style in ("mmtests", "kernbench", "benchstat"):
+        out = cli("compare", "base", "head", "--cross-box", "--style", style).stdout
+        assert out.startswith("environment differences (--cross-box):\n  testbox: lkp-box -> other-box"), style

@@ -16,6 +16,15 @@ STYLES = {
 }
 
 
+# Layouts that print the environment differences of a --cross-box comparison themselves.
+SHOWS_ENV_DIFF = {"lkp", "json", "csv"}
+
+
 def render_comparison(result, style: str) -> str:
     module, function = STYLES[style]
-    return getattr(import_module(module), function)(result)
+    text = getattr(import_module(module), function)(result)
+    if result.env_diff and style not in SHOWS_ENV_DIFF:
+        head = ["environment differences (--cross-box):"]
+        head += [f"  {key}: {a} -> {b}" for key, a, b in result.env_diff]
+        text = "\n".join(head) + "\n\n" + text
+    return text
