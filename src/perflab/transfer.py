@@ -106,11 +106,12 @@ def _check_run(run: dict, where: str) -> dict:
     return run
 
 
-def _read_json(path: Path, text: str) -> list[dict]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise PerflabError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+def _read_json(path: Path, text: str, doc=None) -> list[dict]:
+    if doc is None:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PerflabError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PerflabError(f"{path}: not a perflab export (no \"format\": \"{FORMAT}\" key; for other tools' files see `perflab import --help`)")
     if doc.get("version") != VERSION:
@@ -150,7 +151,28 @@ def _read_csv(path: Path, text: str) -> list[dict]:
     return [_check_run(r, f"{path}:{r.pop('_line')}") for r in runs.values()]
 
 
+check_run = _check_run
+
+
+def is_export(doc) -> bool:
+    """Whether a parsed JSON document declares itself a perflab export."""
+    return isinstance(doc, dict) and isinstance(doc.get("format"), str) and doc["format"].startswith("perflab")
+
+
+def read_text(path: str | Path, text: str, doc=None) -> list[dict]:
+    """The runs of a perflab export (JSON or CSV) already read into `text`
+    (and, for JSON, perhaps already parsed into `doc`)."""
+    p = Path(path)
+    stripped = text.lstrip()
+    if doc is not None or stripped.startswith("{"):
+        return _read_json(p, text, doc)
+    if stripped.startswith("uuid,"):
+        return _read_csv(p, text)
+    raise PerflabError(f"{path}: neither a perflab JSON export nor a perflab CSV export")
+
+
 def read_file(path: str) -> list[dict]:
+    """The runs of a perflab export file; other tools' files: perflab.importers.read."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -158,9 +180,4 @@ def read_file(path: str) -> list[dict]:
         raise PerflabError(f"{path}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise PerflabError(f"{path}: not a text file") from None
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        return _read_json(p, text)
-    if stripped.startswith("uuid,"):
-        return _read_csv(p, text)
-    raise PerflabError(f"{path}: neither a perflab JSON export nor a perflab CSV export")
+    return read_text(p, text)

@@ -50,25 +50,41 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
     click.echo(f"exported {len(data)} runs to {output}", err=True)
 
 
+IMPORT_FORMATS = ("auto", "perflab", "hyperfine", "pyperf", "gotest", "gbench", "pytest-benchmark")
+
+
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(IMPORT_FORMATS), default="auto", show_default=True,
+              help="Format of the files (auto: found from their content).")
+@click.option("--tag", "-t", help="Tag every imported run with this label (variant, kernel, patch ...).")
+@click.option("--box", help="Testbox of the imported runs (default: the host named in the file, else 'imported').")
 @db_option
-def import_cmd(files, db) -> None:
-    """Read runs exported by `perflab export` (JSON or CSV) into this store.
+def import_cmd(files, fmt, tag, box, db) -> None:
+    """Read runs into this store: perflab's own exports (JSON or CSV) and the files
+    of hyperfine (--export-json), pyperf (-o), Go (`go test -bench` output),
+    Google Benchmark (--benchmark_format=json) and pytest-benchmark (--benchmark-json).
 
-    Runs already present (same uuid) are skipped; a bad file writes nothing.
+    Every file is read and checked before anything is written: a bad file
+    imports nothing. Runs already present (same uuid; importing the same file
+    again with the same --tag and --box) are skipped.
 
     \b
-    Example:
+    Examples:
       perflab import lab-box1.json
+      perflab import --tag before --box $(hostname) hyperfine-before.json
+      go test -bench . -count 10 > new.txt && perflab import --tag new new.txt
     """
-    from perflab import transfer
+    from perflab import importers
 
+    parsed = [importers.read(path, fmt, tag=tag, box=box) for path in files]
     store = get_store(db)
-    for path in files:
-        runs = transfer.read_file(path)
-        imported, skipped = store.import_runs(runs)
-        click.echo(f"{path}: imported {imported} runs" + (f", skipped {skipped} already present" if skipped else ""))
+    for result in parsed:
+        imported, skipped = store.import_runs(result.runs)
+        what = "" if result.fmt == "perflab" else f" ({importers.LABELS[result.fmt]}, {result.samples} samples)"
+        click.echo(f"{result.path}: imported {imported} runs{what}" + (f", skipped {skipped} already present" if skipped else ""))
+        for warning in result.warnings:
+            click.echo(f"perflab: warning: {result.path}: {warning}", err=True)
 
 
 COMMANDS = [export_cmd, import_cmd]

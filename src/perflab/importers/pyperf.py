@@ -1,0 +1,89 @@
+"""pyperf JSON (`-o FILE`, also gzip-compressed): one run per benchmark.
+
+Layout (pyperf's format version 1.0): {"version": "1.0", "metadata": {...
+common to all benchmarks}, "benchmarks": [{"metadata": {... common to its
+runs}, "runs": [{"metadata": {...}, "warmups": [[loops, value], ...],
+"values": [...]}]}]}. Values are per loop iteration already (pyperf divides
+by loops and inner_loops). Warmups are left out; a run without values is
+pyperf's calibration run and is skipped. The benchmark's name and unit are
+in its metadata or, when the file holds one benchmark, in the suite's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from perflab.importers.base import Context, Node, Problem, parse_time, scalar_facts
+from perflab.model import LOWER_IS_BETTER
+
+NAME = "pyperf"
+LABEL = "pyperf JSON"
+KIND = "json"
+
+# pyperf's units, and what perflab calls them. pyperf's own compare_to treats
+# every unit as smaller-is-better ("slower" when bigger); so does perflab.
+UNITS = {"second": ("pyperf.time", "s"), "byte": ("pyperf.memory", "B"), "integer": ("pyperf.value", "")}
+
+# Suite metadata perflab already has a name for (environment.capture's keys).
+_CANONICAL = {"hostname": "hostname", "cpu_model_name": "cpu_model", "cpu_count": "cpu_threads"}
+
+
+def sniff(doc) -> int:
+    if not isinstance(doc, dict) or "benchmarks" not in doc:
+        return 0
+    score = 1
+    if str(doc.get("version", "")).startswith("1."):
+        score += 1
+    if isinstance(doc.get("metadata"), dict):
+        score += 1
+        score += "perf_version" in doc["metadata"]
+    benches = doc["benchmarks"]
+    if isinstance(benches, list) and benches and isinstance(benches[0], dict) and "runs" in benches[0]:
+        score += 2
+    return score
+
+
+def parse(doc, ctx: Context) -> list[dict]:
+    root = Node(doc)
+    version = root.get("version", default=None).value
+    if version is not None and not str(version).startswith("1."):
+        raise Problem(f"its format version {version!r} is not one perflab reads (1.x)")
+    suite = root.get("metadata", "object", default={}).value
+    benches = root.get("benchmarks", "list").items()
+    if not benches:
+        raise Problem("key 'benchmarks' is an empty list: there is nothing to import")
+    runs = []
+    for bench in benches:
+        meta = {**suite, **bench.get("metadata", "object", default={}).value}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise Problem(f"key '{bench.path}.metadata.name' is missing (nor is there a name in the suite's metadata)")
+        unit = meta.get("unit", "second")
+        if unit not in UNITS:
+            raise Problem(f"key '{bench.path}.metadata.unit' is {unit!r}, not one of {', '.join(UNITS)}")
+        metric, perflab_unit = UNITS[unit]
+        samples, dates = [], []
+        for run in bench.get("runs", "list").items():
+            run_meta = run.get("metadata", "object", default={}).value
+            if "date" in run_meta:
+                start = parse_time(run_meta["date"], f"{run.path}.metadata.date", naive_is_local=True)
+                duration = run_meta.get("duration")
+                end = start + dt.timedelta(seconds=duration) if isinstance(duration, (int, float)) else start
+                dates.append((start, end))
+            if not run.has("values"):
+                continue  # calibration run: warmups only
+            for value in run.get("values", "list").items():
+                samples.append([metric, value.number(), perflab_unit, LOWER_IS_BETTER, len(samples)])
+        if not samples:
+            raise Problem(f"benchmark {name!r} ({bench.path}) has no run with values, only warmups")
+        facts = {canon: meta[key] for key, canon in _CANONICAL.items() if key in meta}
+        if isinstance(meta.get("python_version"), str):
+            facts["python"] = meta["python_version"].split()[0]
+        facts.update(scalar_facts("pyperf", meta, skip=("name",)))
+        runs.append(ctx.run(
+            benchmark="pyperf", name=name, params={"name": name}, samples=samples, facts=facts,
+            hostname=meta.get("hostname") if isinstance(meta.get("hostname"), str) else None,
+            started=min(d[0] for d in dates) if dates else None,
+            finished=max(d[1] for d in dates) if dates else None,
+        ))
+    return runs

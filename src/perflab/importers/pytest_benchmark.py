@@ -1,0 +1,98 @@
+"""pytest-benchmark JSON (`--benchmark-json=FILE`, or a file under .benchmarks/
+written by `--benchmark-save`/`--benchmark-autosave`).
+
+{"machine_info": {...}, "commit_info": {id, dirty, branch, ...},
+"benchmarks": [{group, name, fullname, params, stats: {min, max, mean,
+stddev, rounds, median, ..., data?}}], "datetime": ..., "version": ...}
+
+One run per benchmark (its fullname); with stats.data (the raw per-round
+timings, each already divided by the round's iterations) one sample per value.
+Without stats.data (files saved without --benchmark-save-data) only a summary
+exists: perflab stores the mean as the one sample of the run and says so
+(a warning at import and the run's comment keep rounds, stddev, min, median
+and max): a comparison then has n=1 per side and cannot call anything
+significant, which is the truth about such a file.
+"""
+
+from __future__ import annotations
+
+from perflab.importers.base import Context, Node, Problem, parse_time, scalar_facts
+from perflab.model import LOWER_IS_BETTER
+
+NAME = "pytest-benchmark"
+LABEL = "pytest-benchmark JSON"
+KIND = "json"
+METRIC = "pytest-benchmark.time"
+
+
+def sniff(doc) -> int:
+    if not isinstance(doc, dict):
+        return 0
+    score = 2 * sum(k in doc for k in ("machine_info", "commit_info"))
+    if score:
+        score += "datetime" in doc
+    if "benchmarks" in doc:
+        score += 1
+        benches = doc["benchmarks"]
+        if isinstance(benches, list) and benches and isinstance(benches[0], dict):
+            score += 2 * sum(k in benches[0] for k in ("stats", "fullname"))
+    return score
+
+
+def parse(doc, ctx: Context) -> list[dict]:
+    root = Node(doc)
+    machine = root.get("machine_info", "object", default={}).value
+    commit_info = root.get("commit_info", "object", default={}).value
+    benches = root.get("benchmarks", "list").items()
+    if not benches:
+        raise Problem("key 'benchmarks' is an empty list: there is nothing to import")
+    started = parse_time(doc["datetime"], "datetime") if root.has("datetime") else None
+
+    facts = {}
+    host = machine.get("node") if isinstance(machine.get("node"), str) and machine.get("node") else None
+    if host:
+        facts["hostname"] = host
+    cpu = machine.get("cpu") if isinstance(machine.get("cpu"), dict) else {}
+    for canon, value in (("cpu_model", cpu.get("brand_raw")), ("cpu_threads", cpu.get("count")),
+                         ("arch", machine.get("machine")), ("kernel_release", machine.get("release")),
+                         ("python", machine.get("python_version"))):
+        if value not in (None, ""):
+            facts[canon] = value
+    facts.update(scalar_facts("pytest-benchmark", machine))
+    facts.update(scalar_facts("pytest-benchmark.commit_info", commit_info, skip=("id", "dirty")))
+    commit = commit_info.get("id") if isinstance(commit_info.get("id"), str) and commit_info.get("id") else None
+    dirty = commit_info.get("dirty") if isinstance(commit_info.get("dirty"), bool) else None
+
+    runs, summarised = [], []
+    for b in benches:
+        fullname = b.text("fullname", default=None) or b.text("name")
+        stats = b.get("stats", "object")
+        comment = None
+        if stats.has("data"):
+            values = [v.number() for v in stats.get("data", "list").items()]
+            if not values:
+                raise Problem(f"key '{stats.path}.data' is an empty list")
+        else:
+            mean = stats.number("mean")
+            values = [mean]
+            summarised.append(fullname)
+            shown = []
+            for key in ("rounds", "mean", "stddev", "min", "median", "max"):
+                if stats.has(key):
+                    shown.append(f"{key}={stats.number(key):.6g}")
+            comment = ("pytest-benchmark summary only (no stats.data): " + " ".join(shown)
+                       + "; the mean is stored as the run's one sample (n=1)")
+        samples = [[METRIC, v, "s", LOWER_IS_BETTER, i] for i, v in enumerate(values)]
+        # The test's parametrize values, so that `perflab compare n=100 ...` can select them.
+        params = {"test": fullname}
+        for key, value in b.get("params", "object", default={}).value.items():
+            params[f"param.{key}" if key == "test" else key] = value
+        runs.append(ctx.run(
+            benchmark="pytest-benchmark", name=fullname, params=params, samples=samples,
+            facts=facts, hostname=host, started=started, commit=commit, dirty=dirty, comment=comment,
+        ))
+    if summarised:
+        ctx.warn(f"{len(summarised)} of {len(benches)} benchmarks have no raw timings (stats.data): each is stored "
+                 "as one sample, its mean (n=1), so comparisons of them cannot reach significance; "
+                 "save with --benchmark-json or --benchmark-save-data to keep every round")
+    return runs
