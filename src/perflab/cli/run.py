@@ -116,4 +116,50 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
                 click.echo(f"  {mean / fastest_mean:.2f} times faster than {r.command.display}")
 
 
+@run_group.command("lmbench")
+@click.option("--quick", is_flag=True,
+              help="Fewer, shorter samples (4 processes x 3 samples of 10 ms per figure, about 25 s) "
+                   "instead of 5 x 5 of 50 ms (about 3 minutes).")
+@click.option("--only", "only", multiple=True, metavar="CATEGORY",
+              help="Run only these categories (repeatable or comma-separated): "
+                   "processes, select, ctx, filevm, latency, bandwidth, memory.")
+@click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...).")
+@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
+@click.option("--comment", "-m", help="A note kept with the run (see `perflab annotate`).")
+@db_option
+def run_lmbench(quick, only, tag, box, repo, comment, db) -> None:
+    """Run the LMbench-class OS microbenchmarks and record every sample.
+
+    Compiles the suite's C programs with $CC (default cc) -O2, runs each in
+    separate processes and stores every figure of the LMbench summary; then
+    `perflab report lmbench` prints the summary. A program that fails is
+    recorded as failed and the rest of the suite goes on.
+
+    \b
+    Examples:
+      perflab run lmbench --quick && perflab report lmbench
+      perflab run lmbench --tag 6.8-rc1 --only processes,ctx
+      CC=clang perflab run lmbench --tag clang-17
+    """
+    from perflab.benchmarks.lmbench.driver import parse_only, run_suite
+
+    categories = parse_only(only)
+    store = get_store(db)
+    result = run_suite(store, quick=quick, categories=categories or None, tag=tag, box=box, repo=repo,
+                       comment=comment)
+    figures = len({m for p in result.programs for m in _figures_of(p)})
+    line = (f"run #{result.run_id}: lmbench ({result.mode.name}), {result.samples} samples of {figures} figures "
+            f"in {result.seconds:.0f} s")
+    if result.failures:
+        line += f"; {len(result.failures)} failed: {', '.join(result.failures)} (see `perflab show {result.run_id}`)"
+    click.echo(line)
+
+
+def _figures_of(program: str) -> list[str]:
+    from perflab.benchmarks.lmbench.catalog import metrics_of_program
+
+    return metrics_of_program(program)
+
+
 COMMANDS = [run_group]

@@ -1,0 +1,543 @@
+/*
+ * bench.h - the timing harness shared by perflab's LMbench-class programs.
+ *
+ * Written for perflab; no code is taken from LMbench.  Each program:
+ *   - parses the common options (-n samples, -t target ms, -d directory,
+ *     -T tiny sizes, -o metric filter, -L harness figures) plus its own;
+ *   - calibrates an iteration count so that one timed sample lasts about the
+ *     target (far above the resolution of CLOCK_MONOTONIC);
+ *   - prints every sample as one JSON line on stdout:
+ *       {"metric": "syscall.null", "value": 0.0412, "unit": "us"}
+ *   - on any failing system call prints "PROGRAM: what: strerror" on stderr
+ *     and exits with status 1.
+ *
+ * Everything here is static: each program is one translation unit.
+ */
+#ifndef PERFLAB_BENCH_H
+#define PERFLAB_BENCH_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sched.h>
+#include <sys/prctl.h>
+#endif
+
+#define BENCH_MAX_SAMPLES 1000
+
+/* every helper is static; a program uses only some of them */
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
+struct bench_opts {
+	int samples;          /* -n: samples printed per figure by this process */
+	double target_ms;     /* -t: wall time of one sample */
+	const char *dir;      /* -d: directory for temporary files */
+	int tiny;             /* -T: tiny sizes, for the test suite */
+	const char *only;     /* -o: comma-separated metrics (a trailing '.' or '*' is a prefix) */
+	int harness;          /* -L: print the harness's own overhead figures instead */
+	int unpinned;         /* -U: do not pin this program (and its children) to one CPU */
+};
+
+static struct bench_opts opt = { 5, 10.0, NULL, 0, NULL, 0, 0 };
+static const char *progname = "bench";
+static double loop_ns;        /* cost of one empty iteration of a timing loop */
+
+/* ---- errors --------------------------------------------------------- */
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* die with the text of errno appended */
+static void die_errno(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die_errno(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+	fflush(stdout);
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s\n", strerror(e));
+	exit(1);
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = NULL;
+	/* page aligned, as a buffer handed to the kernel or walked by stride should be */
+	if (posix_memalign(&p, 4096, n ? n : 1) != 0)
+		die("out of memory allocating %zu bytes", n);
+	return p;
+}
+
+/* ---- time ----------------------------------------------------------- */
+
+static inline double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* A benchmark body runs its operation n times; the loop is inside it so that
+ * the harness adds one indirect call per sample, not per iteration. */
+typedef void (*bench_fn)(uint64_t n, void *ctx);
+
+static double time_ns(bench_fn fn, void *ctx, uint64_t n)
+{
+	double t0 = now_ns();
+	fn(n, ctx);
+	return now_ns() - t0;
+}
+
+static double target_ns(void)
+{
+	return opt.target_ms * 1e6;
+}
+
+/* Iterations for one sample of about the target time.  Grows n until a run
+ * lasts a quarter of the target, extrapolates, then re-measures once at that
+ * count (warm) and corrects: the first runs pay for cold caches and faults. */
+static uint64_t calibrate(bench_fn fn, void *ctx)
+{
+	double target = target_ns();
+	uint64_t n = 1;
+	double t;
+	for (;;) {
+		t = time_ns(fn, ctx, n);
+		if (t >= target / 4 || n >= (UINT64_C(1) << 40))
+			break;
+		double grow = t > 0 ? (target / 2) / t : 1000;
+		if (grow < 2)
+			grow = 2;
+		if (grow > 1000)
+			grow = 1000;
+		n = (uint64_t)(n * grow) + 1;
+	}
+	double est = n * target / (t > 0 ? t : 1);
+	n = est < 1 ? 1 : (uint64_t)est;
+	t = time_ns(fn, ctx, n);
+	est = n * target / (t > 0 ? t : 1);
+	return est < 1 ? 1 : (uint64_t)(est + 0.5);
+}
+
+/* Run fn until its time per iteration is steady - five runs of about 10 ms
+ * in a row within 2% of their mean - or for at most 2 s.  For benchmarks
+ * over freshly allocated memory, which can take a few hundred milliseconds
+ * to reach its steady speed (on a virtual machine the host may still be
+ * backing it with small pages).  Skipped with -T. */
+static void bench_steady(bench_fn fn, void *ctx)
+{
+	enum { RUNS = 5 };
+	double last[RUNS], spent = 0, t;
+	uint64_t n = 1;
+	if (opt.tiny)
+		return;
+	while ((t = time_ns(fn, ctx, n)) < 1e6 && n < (UINT64_C(1) << 40))
+		n *= 4;
+	n = (uint64_t)(n * 1e7 / t) + 1;
+	for (int i = 0; spent < 2e9; i++) {
+		t = time_ns(fn, ctx, n);
+		spent += t;
+		last[i % RUNS] = t;
+		if (i + 1 < RUNS)
+			continue;
+		double mean = 0, lo = last[0], hi = last[0];
+		for (int j = 0; j < RUNS; j++) {
+			mean += last[j] / RUNS;
+			lo = last[j] < lo ? last[j] : lo;
+			hi = last[j] > hi ? last[j] : hi;
+		}
+		if (lo > mean * 0.98 && hi < mean * 1.02)
+			break;
+	}
+}
+
+/* opt.samples samples of fn: per_iter[i] = ns per iteration of sample i. */
+static int bench_samples(bench_fn fn, void *ctx, double *per_iter)
+{
+	uint64_t n = calibrate(fn, ctx);
+	for (int i = 0; i < opt.samples; i++)
+		per_iter[i] = time_ns(fn, ctx, n) / (double)n;
+	return opt.samples;
+}
+
+/* A cost to subtract from other samples: the median of at least 5 samples
+ * (ns per iteration), so that one disturbed sample cannot make a figure
+ * negative. */
+static double bench_baseline(bench_fn fn, void *ctx)
+{
+	double v[BENCH_MAX_SAMPLES];
+	int saved = opt.samples;
+	if (opt.samples < 5)
+		opt.samples = 5;
+	int n = bench_samples(fn, ctx, v);
+	opt.samples = saved;
+	for (int a = 1; a < n; a++)
+		for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
+			double t = v[b];
+			v[b] = v[b - 1];
+			v[b - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- output --------------------------------------------------------- */
+
+static int want(const char *metric)
+{
+	if (!opt.only || !*opt.only)
+		return 1;
+	const char *p = opt.only;
+	size_t mlen = strlen(metric);
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len > 0) {
+			int prefix = p[len - 1] == '*' || p[len - 1] == '.';
+			size_t cmp = p[len - 1] == '*' ? len - 1 : len;
+			if (prefix ? (mlen >= cmp && strncmp(metric, p, cmp) == 0)
+				   : (mlen == len && strncmp(metric, p, len) == 0))
+				return 1;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
+static void emit(const char *metric, double value, const char *unit)
+{
+	printf("{\"metric\": \"%s\", \"value\": %.6g, \"unit\": \"%s\"}\n", metric, value, unit);
+	fflush(stdout);
+}
+
+/* Latency figure: each sample is (ns per iteration - subtract_ns), in unit
+ * (scale converts ns to it: 1e-3 for us). */
+static void bench_latency(const char *metric, bench_fn fn, void *ctx, double subtract_ns,
+			  double scale, const char *unit)
+{
+	double v[BENCH_MAX_SAMPLES];
+	if (!want(metric))
+		return;
+	bench_samples(fn, ctx, v);
+	for (int i = 0; i < opt.samples; i++)
+		emit(metric, (v[i] - subtract_ns) * scale, unit);
+}
+
+/* Bandwidth figure in MB/s (MB = 2^20 bytes, as LMbench): bytes moved per
+ * iteration over the time per iteration. */
+static void bench_bandwidth(const char *metric, bench_fn fn, void *ctx, double bytes_per_iter)
+{
+	double v[BENCH_MAX_SAMPLES];
+	if (!want(metric))
+		return;
+	bench_samples(fn, ctx, v);
+	for (int i = 0; i < opt.samples; i++)
+		emit(metric, bytes_per_iter / (v[i] * 1e-9) / (1024.0 * 1024.0), "MB/s");
+}
+
+/* ---- the harness's own overhead -------------------------------------- */
+
+static void empty_loop(uint64_t n, void *ctx)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		__asm__ __volatile__("" ::: "memory");
+}
+
+static double measure_loop_ns(void)
+{
+	double v[BENCH_MAX_SAMPLES], best = 1e9;
+	int saved = opt.samples;
+	double saved_t = opt.target_ms;
+	opt.samples = 3;
+	if (opt.target_ms > 5)
+		opt.target_ms = 5;
+	bench_samples(empty_loop, NULL, v);
+	for (int i = 0; i < opt.samples; i++)
+		if (v[i] < best)
+			best = v[i];
+	opt.samples = saved;
+	opt.target_ms = saved_t;
+	return best;
+}
+
+static void clock_loop(uint64_t n, void *ctx)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		(void)now_ns();
+}
+
+/* -L: what the harness itself costs, in ns. */
+static void report_harness(void)
+{
+	double v[BENCH_MAX_SAMPLES];
+	int saved = opt.samples;
+	opt.samples = saved < 3 ? 3 : saved;
+	bench_samples(empty_loop, NULL, v);
+	for (int i = 0; i < opt.samples; i++)
+		emit("harness.loop", v[i], "ns");
+	bench_samples(clock_loop, NULL, v);
+	for (int i = 0; i < opt.samples; i++)
+		emit("harness.clock_gettime", v[i], "ns");
+	opt.samples = saved;
+}
+
+/* ---- files and processes -------------------------------------------- */
+
+/* "<dir>/perflab-<prog>-<pid>-<name>" */
+static void tmp_path(char *buf, size_t len, const char *name)
+{
+	const char *dir = opt.dir;
+	if (!dir || !*dir)
+		dir = getenv("TMPDIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	int n = snprintf(buf, len, "%s/perflab-%s-%d-%s", dir, progname, (int)getpid(), name);
+	if (n < 0 || (size_t)n >= len)
+		die("temporary path too long in %s", dir);
+}
+
+/* Create (or replace) a file of `size` bytes of non-zero data; returns an fd open O_RDWR. */
+static int make_file(const char *path, size_t size)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		die_errno("create %s", path);
+	size_t chunk = 1 << 16;
+	char *buf = xmalloc(chunk);
+	for (size_t i = 0; i < chunk; i++)
+		buf[i] = (char)(i * 7 + 1);
+	for (size_t done = 0; done < size;) {
+		size_t want_n = size - done < chunk ? size - done : chunk;
+		ssize_t w = write(fd, buf, want_n);
+		if (w <= 0)
+			die_errno("write %s", path);
+		done += (size_t)w;
+	}
+	free(buf);
+	return fd;
+}
+
+/* fork a child that dies with its parent (a killed benchmark leaves nothing behind) */
+static pid_t fork_child(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		die_errno("fork");
+#ifdef __linux__
+	if (pid == 0)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+	return pid;
+}
+
+static void kill_child(pid_t pid)
+{
+	int status;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
+static void full_read(int fd, void *buf, size_t len, const char *what)
+{
+	char *p = buf;
+	while (len > 0) {
+		ssize_t r = read(fd, p, len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die_errno("read %s", what);
+		if (r == 0)
+			die("read %s: unexpected end of file", what);
+		p += r;
+		len -= (size_t)r;
+	}
+}
+
+static void full_write(int fd, const void *buf, size_t len, const char *what)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			die_errno("write %s", what);
+		p += w;
+		len -= (size_t)w;
+	}
+}
+
+/* Every program runs on one CPU - the first its affinity mask allows - and
+ * the processes it forks inherit that (see docs/lmbench.md).  Hand-off
+ * benchmarks (lat_ctx, lat_ipc, bw_ipc) then time switches and hand-offs,
+ * not cross-CPU wake-ups, and no figure depends on which CPU the scheduler
+ * happened to pick (CPUs of one machine differ: hybrid cores, a virtual
+ * machine's noisy siblings).  -U leaves placement to the scheduler, as
+ * LMbench does by default.  Returns the CPU, or -1 when not pinned. */
+static int pin_to_one_cpu(void)
+{
+#ifdef __linux__
+	cpu_set_t set;
+	if (opt.unpinned || sched_getaffinity(0, sizeof set, &set) != 0)
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &set))
+			continue;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		return sched_setaffinity(0, sizeof set, &set) == 0 ? cpu : -1;
+	}
+#endif
+	return -1;
+}
+
+/* Allow at least `want_fds` open files (select on 500 sockets needs it). */
+static void raise_nofile(rlim_t want_fds)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		die_errno("getrlimit");
+	if (rl.rlim_cur >= want_fds)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want_fds ? want_fds : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		die_errno("setrlimit RLIMIT_NOFILE");
+	if (rl.rlim_cur < want_fds)
+		die("needs %lu open files, the hard limit is %lu", (unsigned long)want_fds, (unsigned long)rl.rlim_max);
+}
+
+/* "64m", "512k", "1048576" -> bytes */
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || v < 0)
+		die("bad size %s", s);
+	switch (*end) {
+	case 'k': case 'K': v *= 1024; end++; break;
+	case 'm': case 'M': v *= 1024 * 1024; end++; break;
+	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+	}
+	if (*end)
+		die("bad size %s", s);
+	return (size_t)v;
+}
+
+/* "2,4,8" -> {2,4,8}; returns the count */
+static int parse_list(const char *s, int *out, int max)
+{
+	int n = 0;
+	char *end;
+	while (*s) {
+		long v = strtol(s, &end, 10);
+		if (end == s || v < 0 || n >= max)
+			die("bad list %s", s);
+		out[n++] = (int)v;
+		s = end;
+		if (*s == ',')
+			s++;
+		else if (*s)
+			die("bad list entry at %s", s);
+	}
+	return n;
+}
+
+/* ---- options -------------------------------------------------------- */
+
+typedef int (*bench_opt_fn)(int c, const char *arg);
+
+static void bench_usage(const char *extra)
+{
+	fprintf(stderr,
+		"usage: %s [-n SAMPLES] [-t TARGET_MS] [-d DIR] [-T] [-U] [-o METRICS] [-L]%s%s\n"
+		"  -n SAMPLES   samples printed per figure (default %d)\n"
+		"  -t MS        length of one timed sample in ms (default %g)\n"
+		"  -d DIR       directory for temporary files (default $TMPDIR or /tmp)\n"
+		"  -T           tiny sizes (for tests)\n"
+		"  -U           unpinned: let the scheduler place the processes (default: the first allowed CPU)\n"
+		"  -o METRICS   only these metrics (comma-separated; 'prefix.' or 'prefix*')\n"
+		"  -L           print the harness's own overhead (ns) and exit\n",
+		progname, extra && *extra ? " " : "", extra ? extra : "", opt.samples, opt.target_ms);
+	exit(2);
+}
+
+/* Parse common options and the program's own (`own` is a getopt string,
+ * `handle` returns 0 for an option it does not know). */
+static void bench_init(int argc, char **argv, const char *name, const char *own,
+		       bench_opt_fn handle, const char *usage_extra)
+{
+	char optstring[128];
+	int c;
+	progname = name;
+	snprintf(optstring, sizeof optstring, "n:t:d:TUo:Lh%s", own ? own : "");
+	while ((c = getopt(argc, argv, optstring)) != -1) {
+		switch (c) {
+		case 'n':
+			opt.samples = atoi(optarg);
+			if (opt.samples < 1 || opt.samples > BENCH_MAX_SAMPLES)
+				die("-n must be 1..%d", BENCH_MAX_SAMPLES);
+			break;
+		case 't':
+			opt.target_ms = atof(optarg);
+			if (!(opt.target_ms > 0))
+				die("-t must be a positive number of milliseconds");
+			break;
+		case 'd': opt.dir = optarg; break;
+		case 'T': opt.tiny = 1; break;
+		case 'U': opt.unpinned = 1; break;
+		case 'o': opt.only = optarg; break;
+		case 'L': opt.harness = 1; break;
+		case 'h': bench_usage(usage_extra); break;
+		default:
+			if (!handle || !handle(c, optarg))
+				bench_usage(usage_extra);
+		}
+	}
+	if (optind != argc)
+		bench_usage(usage_extra);
+	/* A benchmark writing to a closed pipe gets EPIPE, not a silent death. */
+	signal(SIGPIPE, SIG_IGN);
+	pin_to_one_cpu();
+	if (opt.harness) {
+		report_harness();
+		exit(0);
+	}
+	loop_ns = measure_loop_ns();
+}
+
+#endif /* PERFLAB_BENCH_H */

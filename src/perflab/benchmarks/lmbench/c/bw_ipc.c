@@ -1,0 +1,189 @@
+/*
+ * bw_ipc - local communication bandwidths, in MB/s (MB = 2^20 bytes).
+ *
+ *   bw.pipe  a child writes 64 KB chunks into a pipe as fast as it can; the
+ *            parent reads them with 64 KB reads (LMbench: bw_pipe, whose
+ *            default message is 64 KB)
+ *   bw.unix  the same through an AF_UNIX stream socket pair (bw_unix)
+ *   bw.tcp   the same over a TCP connection on 127.0.0.1 with 10 MB writes
+ *            and reads (-m BYTES) and 1 MB socket buffers, as bw_tcp sets
+ *            them: the LMbench summary shows bw_tcp's largest message size,
+ *            10 MB
+ *
+ * The bytes the parent receives per unit of time are the figure; nothing is
+ * done with the data on either side.  Both processes run on one CPU, the
+ * first the program may use, as lat_ipc's do (see bench.h; -U unpins): unpinned, a
+ * virtual machine's cross-CPU wake-ups make these figures vary several-fold
+ * from run to run.
+ */
+#include "bench.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+static size_t chunk = 64 * 1024;
+static size_t tcp_chunk = 10 * 1024 * 1024;
+
+struct stream {
+	int fd;
+	char *buf;
+	size_t chunk;
+	const char *what;
+};
+
+/* one iteration = `chunk` bytes received */
+static void do_receive(uint64_t n, void *ctx)
+{
+	struct stream *s = ctx;
+	for (uint64_t i = 0; i < n; i++) {
+		size_t left = s->chunk;
+		while (left > 0) {
+			ssize_t r = read(s->fd, s->buf, left);
+			if (r <= 0) {
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r == 0)
+					die("%s: the writer went away", s->what);
+				die_errno("read (%s)", s->what);
+			}
+			left -= (size_t)r;
+		}
+	}
+}
+
+static void writer(int fd, size_t len)
+{
+	char *buf = xmalloc(len);
+	memset(buf, 'w', len);
+	for (;;) {
+		size_t left = len;
+		char *p = buf;
+		while (left > 0) {
+			ssize_t w = write(fd, p, left);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				_exit(errno == EPIPE || errno == ECONNRESET ? 0 : 1);
+			}
+			left -= (size_t)w;
+			p += w;
+		}
+	}
+}
+
+static void measure(const char *metric, int rfd, size_t len, const char *what)
+{
+	struct stream s = { rfd, xmalloc(len), len, what };
+	memset(s.buf, 0, len);
+	bench_bandwidth(metric, do_receive, &s, (double)len);
+	free(s.buf);
+}
+
+static void bench_pipe(void)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		die_errno("pipe");
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		writer(p[1], chunk);
+	}
+	close(p[1]);
+	measure("bw.pipe", p[0], chunk, "pipe");
+	close(p[0]);
+	kill_child(pid);
+}
+
+static void bench_unix(void)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		die_errno("socketpair AF_UNIX");
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(sv[0]);
+		writer(sv[1], chunk);
+	}
+	close(sv[1]);
+	measure("bw.unix", sv[0], chunk, "AF_UNIX");
+	close(sv[0]);
+	kill_child(pid);
+}
+
+static void bufsize(int fd, int which)
+{
+	int size = 1024 * 1024;
+	if (setsockopt(fd, SOL_SOCKET, which, &size, sizeof size) != 0)
+		die_errno("setsockopt %s", which == SO_RCVBUF ? "SO_RCVBUF" : "SO_SNDBUF");
+}
+
+static void bench_tcp(void)
+{
+	struct sockaddr_in addr;
+	socklen_t len = sizeof addr;
+	int one = 1;
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0)
+		die_errno("socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	memset(&addr, 0, sizeof addr);
+	addr.sin_family = AF_INET;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(l, (struct sockaddr *)&addr, sizeof addr) != 0)
+		die_errno("bind 127.0.0.1");
+	bufsize(l, SO_SNDBUF);
+	if (listen(l, 8) != 0)
+		die_errno("listen");
+	if (getsockname(l, (struct sockaddr *)&addr, &len) != 0)
+		die_errno("getsockname");
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		int a = accept(l, NULL, NULL);
+		if (a < 0)
+			_exit(1);
+		close(l);
+		writer(a, tcp_chunk);
+	}
+	close(l);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0)
+		die_errno("socket");
+	bufsize(c, SO_RCVBUF);
+	if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0)
+		die_errno("connect 127.0.0.1:%d", ntohs(addr.sin_port));
+	measure("bw.tcp", c, tcp_chunk, "TCP");
+	close(c);
+	kill_child(pid);
+}
+
+static int handle(int c, const char *arg)
+{
+	if (c == 'm') {
+		tcp_chunk = parse_size(arg);
+		return 1;
+	}
+	if (c == 'p') {
+		chunk = parse_size(arg);
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	bench_init(argc, argv, "bw_ipc", "m:p:", handle, "[-m TCP_MESSAGE] [-p PIPE_MESSAGE]");
+	if (opt.tiny && tcp_chunk == 10 * 1024 * 1024)
+		tcp_chunk = 1024 * 1024;
+	if (chunk < 1 || tcp_chunk < 1)
+		die("message sizes must be positive");
+	if (want("bw.pipe"))
+		bench_pipe();
+	if (want("bw.unix"))
+		bench_unix();
+	if (want("bw.tcp"))
+		bench_tcp();
+	return 0;
+}

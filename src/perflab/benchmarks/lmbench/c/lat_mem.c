@@ -1,0 +1,111 @@
+/*
+ * lat_mem - memory load latency in nanoseconds, and the CPU clock in MHz.
+ *
+ *   mem.l1    one load of a chain of dependent loads (each loads the address
+ *             of the next) through a 1 KB buffer, the pointers 128 bytes
+ *             apart, walked in address order (LMbench: lat_mem_rd, stride
+ *             128; the summary's L1 column is its 1 KB point)
+ *   mem.l2    the same through a 128 KB buffer (the summary's L2 column is
+ *             lat_mem_rd's 0.125 MB point)
+ *   mem.main  the same through a SIZE buffer, 64 MB (-m SIZE; 8 MB with -T)
+ *             (the summary's main-memory column is lat_mem_rd's largest size)
+ *   mem.mhz   the clock of the CPU running it: a chain of dependent integer
+ *             additions, one cycle each, timed (LMbench: mhz)
+ *
+ * As with LMbench, the walk is sequential at a 128-byte stride: on CPUs
+ * whose prefetchers follow such a walk, mem.l2 and mem.main show the latency
+ * the prefetcher leaves, not that of a random access.
+ */
+#include "bench.h"
+
+#define STRIDE 128
+#define UNROLL 100
+
+static size_t main_size = 64u << 20;
+static void *volatile sink;
+
+/* build a cyclic chain through buf[0 .. size) at STRIDE, in address order */
+static void **make_chain(size_t size)
+{
+	if (size < 2 * STRIDE)
+		size = 2 * STRIDE;
+	char *buf = xmalloc(size);
+	memset(buf, 0, size);
+	size_t n = size / STRIDE;
+	for (size_t i = 0; i < n; i++)
+		*(void **)(buf + i * STRIDE) = buf + ((i + 1) % n) * STRIDE;
+	return (void **)buf;
+}
+
+#define LOAD1 p = (void **)*p;
+#define LOAD10 LOAD1 LOAD1 LOAD1 LOAD1 LOAD1 LOAD1 LOAD1 LOAD1 LOAD1 LOAD1
+#define LOAD100 LOAD10 LOAD10 LOAD10 LOAD10 LOAD10 LOAD10 LOAD10 LOAD10 LOAD10 LOAD10
+
+/* one iteration = UNROLL dependent loads */
+static void do_chase(uint64_t n, void *ctx)
+{
+	void **p = *(void ***)ctx;
+	for (uint64_t i = 0; i < n; i++) {
+		LOAD100
+	}
+	*(void ***)ctx = p; /* continue where we stopped; and the loads are used */
+	sink = p;
+}
+
+#define ADDS 64
+#define ADD1 x += y; __asm__ __volatile__("" : "+r"(x));
+#define ADD8 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1
+#define ADD64 ADD8 ADD8 ADD8 ADD8 ADD8 ADD8 ADD8 ADD8
+
+/* one iteration = ADDS dependent additions, one cycle each */
+static void do_adds(uint64_t n, void *ctx)
+{
+	uint64_t x = (uint64_t)(uintptr_t)ctx, y = 3;
+	__asm__ __volatile__("" : "+r"(y));
+	for (uint64_t i = 0; i < n; i++) {
+		ADD64
+	}
+	sink = (void *)(uintptr_t)x;
+}
+
+static void latency(const char *metric, size_t size)
+{
+	double v[BENCH_MAX_SAMPLES];
+	if (!want(metric))
+		return;
+	void **chain = make_chain(size);
+	void **p = chain;
+	do_chase(size / STRIDE / UNROLL + 1, &p); /* warm: the whole chain once */
+	if (size > 4u << 20)
+		bench_steady(do_chase, &p);
+	bench_samples(do_chase, &p, v);
+	for (int i = 0; i < opt.samples; i++)
+		emit(metric, v[i] / UNROLL, "ns");
+	free(chain);
+}
+
+static int handle(int c, const char *arg)
+{
+	if (c != 'm')
+		return 0;
+	main_size = parse_size(arg);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	bench_init(argc, argv, "lat_mem", "m:", handle, "[-m MAIN_SIZE]");
+	if (opt.tiny && main_size == (64u << 20))
+		main_size = 8u << 20;
+
+	if (want("mem.mhz")) {
+		double v[BENCH_MAX_SAMPLES];
+		bench_samples(do_adds, (void *)1, v);
+		for (int i = 0; i < opt.samples; i++)
+			emit("mem.mhz", ADDS / v[i] * 1e3, "MHz");
+	}
+	latency("mem.l1", 1024);
+	latency("mem.l2", 128 * 1024);
+	latency("mem.main", main_size);
+	return 0;
+}

@@ -1,0 +1,263 @@
+/*
+ * lat_vm - virtual memory latencies, in microseconds.
+ *
+ *   vm.mmap        map the first SIZE bytes of a file (MAP_SHARED, read and
+ *                  write), write one byte every 16 KB of the first tenth of
+ *                  the mapping, unmap it; per mapping (LMbench: lat_mmap SIZE
+ *                  FILE touches its mapping the same way; the summary shows
+ *                  the largest size)
+ *   vm.prot_fault  a write to a page mapped PROT_READ: the fault, the SIGSEGV
+ *                  delivery, the handler and the return - the write is retried
+ *                  and faults again until the handler, at the last count,
+ *                  makes the page writable - minus the signal handler
+ *                  overhead measured as signal.handle is, so that what is left
+ *                  is the fault itself, as LMbench 3 reports it (lat_sig prot)
+ *   vm.page_fault  map the file read-only, read one byte of every page in a
+ *                  shuffled order, unmap; minus the same mmap+munmap without
+ *                  touching; per page (LMbench: lat_pagefault FILE).  The file
+ *                  is in the page cache, so these are minor faults, and the
+ *                  kernel's fault-around maps neighbouring pages on each one:
+ *                  the figure is the cost per page of getting a cached file
+ *                  mapped in, as LMbench's is on Linux.
+ *
+ * SIZE is 64 MB (-m SIZE; 1 MB with -T); the file is created in -d.
+ */
+#include "bench.h"
+
+#include <setjmp.h>
+#include <sys/mman.h>
+
+#define MMAP_STRIDE (16 * 1024)
+
+static char path[4096];
+static const char *given;     /* -f FILE: use this existing file */
+static int made;
+static size_t size = 64u << 20;
+static long pagesize;
+
+static void cleanup(void)
+{
+	if (made)
+		unlink(path);
+}
+
+/* ---- vm.mmap ---- */
+
+struct map {
+	int fd;
+	size_t size;
+	size_t *order;      /* page_fault: pages in touch order */
+	size_t npages;
+};
+
+static void do_mmap(uint64_t n, void *ctx)
+{
+	struct map *m = ctx;
+	for (uint64_t i = 0; i < n; i++) {
+		char *p = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+		if (p == MAP_FAILED)
+			die_errno("mmap %zu bytes of %s", m->size, path);
+		for (size_t off = 0; off < m->size / 10; off += MMAP_STRIDE)
+			p[off] = (char)i;
+		if (munmap(p, m->size) != 0)
+			die_errno("munmap");
+	}
+}
+
+/* ---- vm.page_fault ---- */
+
+static volatile int sink;
+
+static void do_map_only(uint64_t n, void *ctx)
+{
+	struct map *m = ctx;
+	for (uint64_t i = 0; i < n; i++) {
+		char *p = mmap(NULL, m->size, PROT_READ, MAP_SHARED, m->fd, 0);
+		if (p == MAP_FAILED)
+			die_errno("mmap %zu bytes of %s", m->size, path);
+		if (munmap(p, m->size) != 0)
+			die_errno("munmap");
+	}
+}
+
+static void do_map_touch(uint64_t n, void *ctx)
+{
+	struct map *m = ctx;
+	int s = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		volatile char *p = mmap(NULL, m->size, PROT_READ, MAP_SHARED, m->fd, 0);
+		if (p == MAP_FAILED)
+			die_errno("mmap %zu bytes of %s", m->size, path);
+		for (size_t j = 0; j < m->npages; j++)
+			s += p[m->order[j] * (size_t)pagesize];
+		if (munmap((void *)p, m->size) != 0)
+			die_errno("munmap");
+	}
+	sink = s;
+}
+
+/* ---- vm.prot_fault ---- */
+
+static char *prot_page;
+static volatile uint64_t faults, faults_wanted;
+
+static void segv(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	if ((char *)si->si_addr < prot_page || (char *)si->si_addr >= prot_page + pagesize) {
+		/* a real crash, not ours: die as the default action would */
+		signal(SIGSEGV, SIG_DFL);
+		return;
+	}
+	if (++faults >= faults_wanted)
+		mprotect(prot_page, (size_t)pagesize, PROT_READ | PROT_WRITE);
+}
+
+static void do_prot(uint64_t n, void *ctx)
+{
+	(void)ctx;
+	if (mprotect(prot_page, (size_t)pagesize, PROT_READ) != 0)
+		die_errno("mprotect");
+	faults = 0;
+	faults_wanted = n;
+	/* faults n times: the handler returns, the write is retried */
+	*(volatile char *)prot_page = 1;
+	if (faults != n)
+		die("protection fault: expected %llu faults, got %llu",
+		    (unsigned long long)n, (unsigned long long)faults);
+}
+
+/* the two mprotect() calls around each sample's faults, to subtract */
+static void do_mprotect_pair(uint64_t n, void *ctx)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < n; i++) {
+		if (mprotect(prot_page, (size_t)pagesize, PROT_READ) != 0)
+			die_errno("mprotect");
+		if (mprotect(prot_page, (size_t)pagesize, PROT_READ | PROT_WRITE) != 0)
+			die_errno("mprotect");
+	}
+}
+
+/* signal handler overhead, as lat_sig's signal.handle: kill(self, SIGUSR1)
+ * with a handler minus kill(self, 0) */
+static volatile sig_atomic_t usr1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1++;
+}
+
+static void do_kill_usr1(uint64_t n, void *ctx)
+{
+	pid_t self = *(pid_t *)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		if (kill(self, SIGUSR1) != 0)
+			die_errno("kill");
+}
+
+static void do_kill0(uint64_t n, void *ctx)
+{
+	pid_t self = *(pid_t *)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		if (kill(self, 0) != 0)
+			die_errno("kill");
+}
+
+static int handle(int c, const char *arg)
+{
+	if (c == 'm') {
+		size = parse_size(arg);
+		return 1;
+	}
+	if (c == 'f') {
+		given = arg;
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	double v[BENCH_MAX_SAMPLES];
+
+	bench_init(argc, argv, "lat_vm", "m:f:", handle, "[-m FILE_SIZE] [-f EXISTING_FILE (its bytes are overwritten)]");
+	if (opt.tiny && size == (64u << 20))
+		size = 1u << 20;
+	pagesize = sysconf(_SC_PAGESIZE);
+	if (size < (size_t)pagesize)
+		size = (size_t)pagesize;
+	size -= size % (size_t)pagesize;
+
+	int fd;
+	if (given) {
+		struct stat st;
+		snprintf(path, sizeof path, "%s", given);
+		if ((fd = open(path, O_RDWR)) < 0)
+			die_errno("open %s", path);
+		if (fstat(fd, &st) != 0)
+			die_errno("fstat %s", path);
+		if ((size_t)st.st_size < size)
+			die("%s has %lld bytes, fewer than %zu", path, (long long)st.st_size, size);
+	} else {
+		tmp_path(path, sizeof path, "file");
+		atexit(cleanup);
+		made = 1;
+		fd = make_file(path, size);
+	}
+	struct map m = { fd, size, NULL, size / (size_t)pagesize };
+
+	bench_latency("vm.mmap", do_mmap, &m, 0, 1e-3, "us");
+
+	if (want("vm.prot_fault")) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = segv;
+		sa.sa_flags = SA_SIGINFO;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGSEGV, &sa, NULL) != 0)
+			die_errno("sigaction SIGSEGV");
+		prot_page = mmap(NULL, (size_t)pagesize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (prot_page == MAP_FAILED)
+			die_errno("mmap %s", path);
+		prot_page[0] = 0; /* present and dirty: the fault is a protection fault */
+		pid_t self = getpid();
+		signal(SIGUSR1, on_usr1);
+		double handler = bench_baseline(do_kill_usr1, &self) - bench_baseline(do_kill0, &self);
+		signal(SIGUSR1, SIG_DFL);
+		double mprotects = bench_baseline(do_mprotect_pair, NULL);
+		uint64_t n = calibrate(do_prot, NULL);
+		for (int i = 0; i < opt.samples; i++) {
+			double t = time_ns(do_prot, NULL, n) / (double)n;
+			emit("vm.prot_fault", (t - mprotects / (double)n - handler) * 1e-3, "us");
+		}
+		munmap(prot_page, (size_t)pagesize);
+		signal(SIGSEGV, SIG_DFL);
+	}
+
+	if (want("vm.page_fault")) {
+		/* a fixed shuffle of the pages (the same in every run) */
+		m.order = xmalloc(sizeof(size_t) * m.npages);
+		for (size_t i = 0; i < m.npages; i++)
+			m.order[i] = i;
+		uint64_t x = 88172645463325252ULL;
+		for (size_t i = m.npages - 1; i > 0; i--) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			size_t j = (size_t)(x % (i + 1));
+			size_t t = m.order[i];
+			m.order[i] = m.order[j];
+			m.order[j] = t;
+		}
+		double base = bench_baseline(do_map_only, &m);
+		bench_samples(do_map_touch, &m, v);
+		for (int i = 0; i < opt.samples; i++)
+			emit("vm.page_fault", (v[i] - base) / (double)m.npages * 1e-3, "us");
+		free(m.order);
+	}
+	close(fd);
+	return 0;
+}

@@ -1,0 +1,283 @@
+"""`perflab run lmbench`: every C program runs (tiny sizes), every figure is stored
+with its unit and a plausible value; build failures, crashes, garbage and hangs
+are recorded against the program that caused them and the suite goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.lmbench import catalog, driver
+from perflab.store import open_store
+
+TINY = {"PERFLAB_LMBENCH_TINY": "1"}
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    """One compiler cache for the module: each program is compiled once."""
+    return tmp_path_factory.mktemp("cbuild-cache")
+
+
+def run_env(cache_dir: Path, **extra) -> dict:
+    return {**TINY, "XDG_CACHE_HOME": str(cache_dir), **extra}
+
+
+def figures_of(cli, run_id: int) -> dict[str, list[tuple[float, str, int, int]]]:
+    out: dict[str, list] = {}
+    for metric, value, unit, direction, rep in cli.sql(
+            "SELECT metric, value, unit, direction, repetition FROM sample WHERE run_id=?", (run_id,)):
+        out.setdefault(metric, []).append((value, unit, direction, rep))
+    return out
+
+
+def failures(cli, run_id: int) -> dict[str, str]:
+    return {item: message for _, item, message in open_store(str(cli.db)).failures([run_id])}
+
+
+def fake_cc(tmp_path: Path, cases: dict[str, str]) -> str:
+    """A compiler that breaks the named programs and hands the rest to the real one.
+
+    cases: source file name -> shell snippet run instead of compiling (it may
+    write "$out", the binary's path, or fail)."""
+    real = os.environ.get("CC") or "cc"
+    lines = ["#!/bin/sh",
+             'for a in "$@"; do [ "$a" = --version ] && { echo "fakecc 1.0 (breaks things on purpose)"; exit 0; }; done',
+             'out=""; src=""; prev=""',
+             'for a in "$@"; do [ "$prev" = -o ] && out="$a"; case "$a" in *.c) src="$a";; esac; prev="$a"; done',
+             'case "$(basename "$src")" in']
+    for name, body in cases.items():
+        lines += [f"  {name})", body, "  ;;"]
+    lines += ["esac", f'exec {real} "$@"', ""]
+    path = tmp_path / "fakecc"
+    path.write_text("\n".join(lines))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def script_binary(text: str) -> str:
+    """Shell snippet for fake_cc: the 'binary' it writes is this shell script."""
+    return f"cat > \"$out\" <<'EOS'\n#!/bin/sh\n{text}\nEOS\nchmod +x \"$out\"; exit 0"
+
+
+# ---- the whole suite, tiny ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory, cache_dir):
+    """Run every program once (tiny sizes) and keep the store for the tests below."""
+    from conftest import CLI, PERFLAB
+
+    assert PERFLAB
+    tmp = tmp_path_factory.mktemp("suite")
+    cli = CLI(tmp / "perflab.db", tmp)
+    proc = cli("run", "lmbench", "--tag", "tiny", env=run_env(cache_dir), timeout=300)
+    return cli, proc
+
+
+def test_every_figure_is_stored_with_its_unit(suite):
+    cli, proc = suite
+    assert proc.stdout.startswith("run #1: lmbench (tiny), ")
+    assert "failed" not in proc.stdout, proc.stdout + proc.stderr
+    (status, tag, params) = cli.sql("SELECT status, tag, params FROM run WHERE id=1")[0]
+    assert (status, tag) == ("finished", "tiny")
+    assert json.loads(params) == {"quick": False, "tiny": True}
+    figs = figures_of(cli, 1)
+    assert set(figs) == set(catalog.FIGURES)
+    for metric, rows in figs.items():
+        f = catalog.FIGURES[metric]
+        # at least two processes, one sample each; (metric, repetition) unique
+        assert len(rows) >= 2, metric
+        assert sorted(r[3] for r in rows) == list(range(len(rows))), metric
+        for value, unit, direction, _ in rows:
+            assert unit == f.unit and direction == f.direction, metric
+            assert value > 0, (metric, value)
+
+
+def test_figures_are_of_a_plausible_order_of_magnitude(suite):
+    cli, _ = suite
+    mean = {m: sum(r[0] for r in rows) / len(rows) for m, rows in figures_of(cli, 1).items()}
+    # processes
+    assert 0.001 < mean["syscall.null"] < 50
+    assert mean["syscall.null"] < mean["proc.fork"]
+    assert mean["syscall.null"] <= mean["syscall.open_close"]
+    assert mean["proc.fork"] < mean["proc.sh"]
+    assert 1 < mean["proc.fork"] < 1e6
+    assert mean["signal.install"] < mean["proc.fork"]
+    # select: more descriptors cost more
+    assert mean["select.fd500"] > mean["select.fd10"]
+    assert mean["select.tcp500"] > mean["select.tcp10"]
+    # context switches: positive, below a millisecond
+    for p in catalog.CTX_PROCS:
+        for k in catalog.CTX_SIZES_K:
+            assert 0 < mean[f"ctx.{p}p_{k}k"] < 1000
+    # memory hierarchy and clock
+    assert mean["mem.main"] > mean["mem.l1"]
+    assert 0.05 < mean["mem.l1"] < 100
+    assert 50 < mean["mem.mhz"] < 20000
+    # bandwidths in MB/s, latencies in microseconds
+    for m, f in catalog.FIGURES.items():
+        if f.unit == "MB/s":
+            assert 1 < mean[m] < 1e7, m
+        if f.unit == "us":
+            assert mean[m] < 1e6, m
+    assert mean["lat.pipe"] < mean["lat.tcp_connect"] * 10
+
+
+def test_the_compiler_and_flags_are_recorded(suite):
+    cli, _ = suite
+    (facts,) = cli.sql("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id WHERE r.id=1")[0]
+    facts = json.loads(facts)
+    assert facts["cc_flags"] == "-O2"
+    assert facts["cc"] and facts["cc_version"] not in ("", "n/a")
+    assert facts["cc_path"].startswith("/")
+
+
+def test_report_shows_the_run(suite):
+    cli, _ = suite
+    out = cli("report", "lmbench").stdout
+    assert "Processor, Processes - times in microseconds - smaller is better" in out
+    assert "Memory latencies in nanoseconds" in out
+
+
+# ---- selection ------------------------------------------------------------
+
+def test_only_is_repeatable_and_comma_separated(cli, cache_dir):
+    out = cli("run", "lmbench", "--only", "memory", "--only", "latency,memory", env=run_env(cache_dir)).stdout
+    assert "run #1" in out
+    assert set(figures_of(cli, 1)) == {m for m, f in catalog.FIGURES.items() if f.program in ("lat_mem", "lat_ipc")}
+    (params,) = cli.sql("SELECT params FROM run WHERE id=1")[0]
+    assert json.loads(params)["only"] == ["latency", "memory"]
+
+
+def test_unknown_category_lists_the_valid_ones(cli, cache_dir):
+    proc = cli("run", "lmbench", "--only", "memory,disk", check=False, env=run_env(cache_dir))
+    assert_one_line_error(proc, "disk", *catalog.CATEGORIES)
+    assert proc.returncode == 2
+    assert not cli.db.exists()  # checked before anything is opened or run
+
+
+def test_parse_only():
+    assert driver.parse_only(["ctx, memory", "processes"]) == ["processes", "ctx", "memory"]
+    assert driver.parse_only([]) == []
+
+
+# ---- faults ---------------------------------------------------------------
+
+def test_compile_error_is_recorded_and_the_suite_goes_on(cli, cache_dir, tmp_path):
+    cc = fake_cc(tmp_path, {"lat_sig.c": 'echo "lat_sig.c:3:1: error: refusing to compile lat_sig" >&2; exit 1'})
+    proc = cli("run", "lmbench", "--only", "processes", env=run_env(cache_dir, CC=cc))
+    assert "1 failed: lat_sig" in proc.stdout
+    assert "warning: lat_sig: compile failed" in proc.stderr
+    assert "refusing to compile lat_sig" in proc.stderr
+    (status, error) = cli.sql("SELECT status, error FROM run WHERE id=1")[0]
+    assert status == "partial" and "lat_sig" in error
+    fails = failures(cli, 1)
+    assert list(fails) == ["lat_sig"]
+    assert fails["lat_sig"].startswith("lat_sig: compile failed") and "refusing to compile lat_sig" in fails["lat_sig"]
+    figs = figures_of(cli, 1)
+    assert "syscall.null" in figs and "proc.fork" in figs
+    assert "signal.install" not in figs
+
+
+def test_crash_garbage_and_timeout_are_recorded_per_program(cli, cache_dir, tmp_path):
+    cc = fake_cc(tmp_path, {
+        "lat_proc.c": script_binary("kill -SEGV $$"),
+        "lat_fs.c": script_binary("echo hello, not json"),
+        "lat_vm.c": script_binary("sleep 60"),
+        "lat_sig.c": script_binary("echo oops >&2; exit 3"),
+    })
+    proc = cli("run", "lmbench", "--only", "processes,filevm", timeout=120,
+               env=run_env(cache_dir, CC=cc, PERFLAB_LMBENCH_TIMEOUT="2"))
+    assert proc.returncode == 0
+    fails = failures(cli, 1)
+    assert set(fails) == {"lat_proc", "lat_fs", "lat_vm", "lat_sig"}
+    assert fails["lat_proc"] == "lat_proc: killed by SIGSEGV"
+    assert fails["lat_fs"].startswith("lat_fs: output line 1 'hello, not json' is not JSON")
+    assert fails["lat_vm"].startswith("lat_vm: timed out after 2 s")
+    assert fails["lat_sig"] == "lat_sig: exited with status 3: oops"
+    for program in fails:
+        assert f"warning: {program}: " in proc.stderr
+    assert set(figures_of(cli, 1)) == set(catalog.metrics_of_program("lat_syscall"))
+    assert cli.sql("SELECT status FROM run WHERE id=1") == [("partial",)]
+
+
+def test_a_missing_compiler_fails_the_run_but_keeps_it(cli, cache_dir):
+    proc = cli("run", "lmbench", "--only", "memory", check=False, env=run_env(cache_dir, CC="/nonexistent/cc"))
+    assert proc.returncode == 1
+    assert "lat_mem" in proc.stderr and "/nonexistent/cc" in proc.stderr and "not found" in proc.stderr
+    assert cli.sql("SELECT status FROM run WHERE id=1") == [("failed",)]
+    fails = failures(cli, 1)
+    assert list(fails) == ["lat_mem"] and "C compiler" in fails["lat_mem"]
+
+
+def test_parse_output_rejects_what_is_not_a_figure():
+    good = '{"metric": "mem.l1", "value": 1.5, "unit": "ns"}\n'
+    assert [s.metric for s in driver.parse_output("lat_mem", good)] == ["mem.l1"]
+    for bad, why in [
+        ('{"metric": "mem.l1", "value": 1.5, "unit": "us"}', "unit 'us', expected 'ns'"),
+        ('{"metric": "syscall.null", "value": 1, "unit": "us"}', "names no figure of lat_mem"),
+        ('{"metric": "mem.l1", "value": "fast", "unit": "ns"}', "not a finite number"),
+        ('{"metric": "mem.l1", "value": NaN, "unit": "ns"}', "not a finite number"),
+        ('[1, 2]', "not a JSON object"),
+        ('mem.l1 1.5', "is not JSON"),
+    ]:
+        with pytest.raises(driver.ProgramFailed, match="^lat_mem: ") as e:
+            driver.parse_output("lat_mem", good + bad)
+        assert why in str(e.value)
+    with pytest.raises(driver.ProgramFailed, match="printed no figures"):
+        driver.parse_output("lat_mem", "\n")
+
+
+# ---- the compiler cache ---------------------------------------------------
+
+def logging_cc(tmp_path: Path) -> tuple[str, Path]:
+    log = tmp_path / "cc.log"
+    real = os.environ.get("CC") or "cc"
+    path = tmp_path / "logcc"
+    path.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    path.chmod(0o755)
+    return str(path), log
+
+
+def test_cbuild_caches_by_source_compiler_and_flags(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "hello.h").write_text("#define GREETING 7\n")
+    (src / "hello.c").write_text('#include "hello.h"\nint main(void) { return GREETING - 7; }\n')
+    cc, log = logging_cc(tmp_path)
+    first = cbuild.build("hello", src, cc=cc)
+    assert first.parent == tmp_path / "cache" / "perflab" / "cbuild" and os.access(first, os.X_OK)
+    assert cbuild.build("hello", src, cc=cc) == first
+    compiles = [l for l in log.read_text().splitlines() if "--version" not in l]
+    assert len(compiles) == 1 and "-O2" in compiles[0]
+    assert cbuild.build("hello", src, cc=cc, flags=("-O1",)) != first       # flags
+    (src / "hello.h").write_text("#define GREETING 7 /* edited */\n")
+    assert cbuild.build("hello", src, cc=cc) != first                       # a header
+    assert not [p for p in first.parent.iterdir() if p.name.startswith(".")]  # no temporaries left
+
+
+def test_cbuild_errors_name_the_program(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "broken.c").write_text("int main(void) { return missing_symbol; }\n")
+    with pytest.raises(cbuild.BuildError) as e:
+        cbuild.build("broken", src)
+    assert str(e.value).startswith("broken: compile failed")
+    assert "missing_symbol" in str(e.value)
+    with pytest.raises(cbuild.BuildError, match="^broken: C compiler 'no-such-cc-here' not found"):
+        cbuild.build("broken", src, cc="no-such-cc-here")
+    assert not list((tmp_path / "cache" / "perflab" / "cbuild").glob(".*"))
+
+
+def test_sources_ship_with_the_package():
+    names = {p.name for p in driver.SOURCE_DIR.iterdir()}
+    assert {f"{p}.c" for p in catalog.PROGRAMS} <= names
+    assert "bench.h" in names
