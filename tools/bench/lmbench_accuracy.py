@@ -359,14 +359,19 @@ def quick_cov(args) -> None:
 
 
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the work directory
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick-runs", type=int, default=5)
     ap.add_argument("--cpu", type=int, default=0, help="CPU both tools are pinned to in part 1")
     ap.add_argument("--dir", default="/var/tmp", help="directory for the test files (LMbench's FSDIR default is /var/tmp)")
     ap.add_argument("--only", nargs="*", default=[], metavar="PREFIX", help="only figures starting with these")
-    ap.add_argument("--enough", type=int, default=0, metavar="US",
-                    help="LMbench's ENOUGH (µs per timed interval) instead of what its `enough` program says")
+    ap.add_argument("--enough", type=int, default=20000, metavar="US",
+                    help="LMbench's ENOUGH, µs per timed interval (default 20000, about our sample length); "
+                         "0: what LMbench's own `enough` program says (on a noisy machine anything from "
+                         "5000 to 1000000)")
     ap.add_argument("--skip-cov", action="store_true")
     ap.add_argument("--skip-accuracy", action="store_true")
     args = ap.parse_args()
