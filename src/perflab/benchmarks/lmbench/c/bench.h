@@ -37,6 +37,9 @@
 #ifdef __linux__
 #include <sched.h>
 #include <sys/prctl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #endif
 
 #define BENCH_MAX_SAMPLES 1000
@@ -541,3 +544,28 @@ static void bench_init(int argc, char **argv, const char *name, const char *own,
 }
 
 #endif /* PERFLAB_BENCH_H */
+
+/* A TCP socket listening on 127.0.0.1 at a kernel-chosen port, written to
+ * *addr. sndbuf > 0 sets SO_SNDBUF before listen(), so accepted sockets
+ * inherit it. */
+static int tcp_listen_loopback(int backlog, int sndbuf, struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof *addr;
+	int one = 1;
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0)
+		die_errno("socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	memset(addr, 0, sizeof *addr);
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(l, (struct sockaddr *)addr, sizeof *addr) != 0)
+		die_errno("bind TCP 127.0.0.1");
+	if (sndbuf > 0 && setsockopt(l, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0)
+		die_errno("setsockopt SO_SNDBUF");
+	if (listen(l, backlog) != 0)
+		die_errno("listen");
+	if (getsockname(l, (struct sockaddr *)addr, &len) != 0)
+		die_errno("getsockname");
+	return l;
+}

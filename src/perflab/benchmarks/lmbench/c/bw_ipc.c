@@ -123,22 +123,7 @@ static void bufsize(int fd, int which)
 static void bench_tcp(void)
 {
 	struct sockaddr_in addr;
-	socklen_t len = sizeof addr;
-	int one = 1;
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-	if (l < 0)
-		die_errno("socket");
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	memset(&addr, 0, sizeof addr);
-	addr.sin_family = AF_INET;
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(l, (struct sockaddr *)&addr, sizeof addr) != 0)
-		die_errno("bind 127.0.0.1");
-	bufsize(l, SO_SNDBUF);
-	if (listen(l, 8) != 0)
-		die_errno("listen");
-	if (getsockname(l, (struct sockaddr *)&addr, &len) != 0)
-		die_errno("getsockname");
+	int l = tcp_listen_loopback(8, 1024 * 1024, &addr);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		int a = accept(l, NULL, NULL);

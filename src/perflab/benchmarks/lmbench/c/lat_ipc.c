@@ -157,25 +157,10 @@ static void bench_udp(void)
 	kill_child(pid);
 }
 
-static int tcp_listener(struct sockaddr_in *addr)
-{
-	socklen_t len = sizeof *addr;
-	int one = 1;
-	int l = inet_socket(SOCK_STREAM, addr);
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(l, (struct sockaddr *)addr, sizeof *addr) != 0)
-		die_errno("bind TCP 127.0.0.1");
-	if (listen(l, 128) != 0)
-		die_errno("listen");
-	if (getsockname(l, (struct sockaddr *)addr, &len) != 0)
-		die_errno("getsockname");
-	return l;
-}
-
 static void bench_tcp(void)
 {
 	struct sockaddr_in addr, me;
-	int l = tcp_listener(&addr);
+	int l = tcp_listen_loopback(128, 0, &addr);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		int a = accept(l, NULL, NULL);
@@ -216,7 +201,7 @@ static void do_connect(uint64_t n, void *ctx)
 static void bench_connect(void)
 {
 	struct sockaddr_in addr;
-	int l = tcp_listener(&addr);
+	int l = tcp_listen_loopback(128, 0, &addr);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		for (;;) {

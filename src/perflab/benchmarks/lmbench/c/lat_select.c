@@ -116,21 +116,7 @@ int main(int argc, char **argv)
 	}
 	if (any_tcp) {
 		struct sockaddr_in addr;
-		socklen_t alen = sizeof addr;
-		int one = 1;
-		int l = socket(AF_INET, SOCK_STREAM, 0);
-		if (l < 0)
-			die_errno("socket");
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		memset(&addr, 0, sizeof addr);
-		addr.sin_family = AF_INET;
-		addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (bind(l, (struct sockaddr *)&addr, sizeof addr) != 0)
-			die_errno("bind 127.0.0.1");
-		if (listen(l, 64) != 0)
-			die_errno("listen");
-		if (getsockname(l, (struct sockaddr *)&addr, &alen) != 0)
-			die_errno("getsockname");
+		int l = tcp_listen_loopback(64, 0, &addr);
 		/* one connected socket, duplicated N times, as LMbench 3 does */
 		int c = socket(AF_INET, SOCK_STREAM, 0);
 		if (c < 0)
