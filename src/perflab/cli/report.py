@@ -67,29 +67,20 @@ def report_lmbench(operands, box, db) -> None:
                 "; run `perflab run lmbench --quick` first"
             raise PerflabError(f"no LMbench runs of testbox {box!r}{hint}")
         groups = [(_label(r), [r]) for r in mine]
-    # One query for every run: the database averages each (run, metric).
-    ids = [r.id for _, rs in groups for r in rs]
-    means = store.metric_means(ids, FIGURES)
-    counts = store.metric_counts(ids, FIGURES) if len(ids) != len(groups) else None
-    rows = []
-    for label, rs in groups:
-        values: dict[str, float] = {}
-        for metric in FIGURES:
-            if counts is None or len(rs) == 1:
-                v = means.get((rs[0].id, metric))
-                if v is not None:
-                    values[metric] = v
-                continue
-            # A tag of several runs: the mean of all their samples.
-            total = n = 0
-            for r in rs:
-                if (r.id, metric) in means:
-                    c = counts[(r.id, metric)]
-                    total += means[(r.id, metric)] * c
-                    n += c
-            if n:
-                values[metric] = total / n
-        rows.append((label, values))
+    # One query for every run: the database sums each (run, metric); a row's
+    # figure is the mean of all the samples of its runs.
+    sums = store.metric_sums([r.id for _, rs in groups for r in rs], FIGURES)
+    rows_of: dict[int, list[int]] = {}  # one run may stand in several rows (e.g. its id and its tag)
+    for i, (_, rs) in enumerate(groups):
+        for r in rs:
+            rows_of.setdefault(r.id, []).append(i)
+    pooled: list[dict[str, list[float]]] = [{} for _ in groups]
+    for (run_id, metric), (total, n) in sums.items():
+        for i in rows_of[run_id]:
+            acc = pooled[i].setdefault(metric, [0.0, 0])
+            acc[0] += total
+            acc[1] += n
+    rows = [(label, {m: t / n for m, (t, n) in acc.items()}) for (label, _), acc in zip(groups, pooled)]
     click.echo(render_summary(rows), nl=False)
 
 
