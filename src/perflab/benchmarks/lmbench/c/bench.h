@@ -354,6 +354,77 @@ static int make_file(const char *path, size_t size)
 	return fd;
 }
 
+/* The file a file benchmark works on: `given` (-f FILE, which must hold at
+ * least `size` bytes), or a new temporary file of `size` bytes, removed at
+ * exit.  Its path is left in `path`; returns an fd open with `flags`. */
+static char *test_file_made;
+
+static void remove_test_file(void)
+{
+	if (test_file_made)
+		unlink(test_file_made);
+}
+
+static int open_test_file(char *path, size_t len, const char *given, size_t size, int flags)
+{
+	if (!given) {
+		tmp_path(path, len, "file");
+		test_file_made = path;
+		atexit(remove_test_file);
+		return make_file(path, size); /* O_RDWR serves every `flags` */
+	}
+	struct stat st;
+	int fd;
+	if ((size_t)snprintf(path, len, "%s", given) >= len)
+		die("-f: path too long: %s", given);
+	if ((fd = open(path, flags)) < 0)
+		die_errno("open %s", path);
+	if (fstat(fd, &st) != 0)
+		die_errno("fstat %s", path);
+	if ((size_t)st.st_size < size)
+		die("%s has %lld bytes, fewer than %zu", path, (long long)st.st_size, size);
+	return fd;
+}
+
+/* ---- signals --------------------------------------------------------- */
+
+/* SIGUSR1 sent to oneself, with usr1_handler installed: delivery, handler,
+ * return; kill(self, 0) is the same call delivering nothing.  Their
+ * difference is LMbench's "signal handler overhead" (lat_sig, lat_vm). */
+static volatile sig_atomic_t usr1_caught;
+
+static void usr1_handler(int sig)
+{
+	(void)sig;
+	usr1_caught++;
+}
+
+static void install_usr1_handler(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = usr1_handler;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) != 0)
+		die_errno("sigaction SIGUSR1");
+}
+
+static void do_kill_usr1(uint64_t n, void *ctx)
+{
+	pid_t self = *(pid_t *)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		if (kill(self, SIGUSR1) != 0)
+			die_errno("kill");
+}
+
+static void do_kill0(uint64_t n, void *ctx)
+{
+	pid_t self = *(pid_t *)ctx;
+	for (uint64_t i = 0; i < n; i++)
+		if (kill(self, 0) != 0)
+			die_errno("kill");
+}
+
 /* fork a child that dies with its parent (a killed benchmark leaves nothing behind) */
 static pid_t fork_child(void)
 {

@@ -25,15 +25,8 @@
 
 static char path[4096];
 static const char *given;
-static int made;
 static size_t size = 64u << 20;
 static volatile int sink;
-
-static void cleanup(void)
-{
-	if (made)
-		unlink(path);
-}
 
 /* the reader's work on the data: one 4-byte word in four, unrolled */
 static int sum_block(const int *p, size_t bytes)
@@ -156,22 +149,7 @@ int main(int argc, char **argv)
 		die("-m: the file must have at least 4 KB");
 	size -= size % 4096;
 
-	int fd;
-	if (given) {
-		struct stat st;
-		snprintf(path, sizeof path, "%s", given);
-		if ((fd = open(path, O_RDONLY)) < 0)
-			die_errno("open %s", path);
-		if (fstat(fd, &st) != 0)
-			die_errno("fstat %s", path);
-		if ((size_t)st.st_size < size)
-			die("%s has %lld bytes, fewer than %zu", path, (long long)st.st_size, size);
-	} else {
-		tmp_path(path, sizeof path, "file");
-		atexit(cleanup);
-		made = 1;
-		fd = make_file(path, size);
-	}
+	int fd = open_test_file(path, sizeof path, given, size, O_RDONLY);
 
 	struct rd r = { fd, xmalloc(BLOCK), NULL };
 	memset(r.buf, 0, BLOCK);

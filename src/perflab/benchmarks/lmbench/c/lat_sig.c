@@ -13,40 +13,16 @@
  */
 #include "bench.h"
 
-static volatile sig_atomic_t caught;
-
-static void handler(int sig)
-{
-	(void)sig;
-	caught++;
-}
-
 static void do_install(uint64_t n, void *ctx)
 {
 	struct sigaction sa, old;
 	(void)ctx;
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = handler;
+	sa.sa_handler = usr1_handler;
 	sigemptyset(&sa.sa_mask);
 	for (uint64_t i = 0; i < n; i++)
 		if (sigaction(SIGUSR1, &sa, &old) != 0)
 			die_errno("sigaction");
-}
-
-static void do_handle(uint64_t n, void *ctx)
-{
-	pid_t self = *(pid_t *)ctx;
-	for (uint64_t i = 0; i < n; i++)
-		if (kill(self, SIGUSR1) != 0)
-			die_errno("kill");
-}
-
-static void do_kill0(uint64_t n, void *ctx)
-{
-	pid_t self = *(pid_t *)ctx;
-	for (uint64_t i = 0; i < n; i++)
-		if (kill(self, 0) != 0)
-			die_errno("kill");
 }
 
 int main(int argc, char **argv)
@@ -55,19 +31,14 @@ int main(int argc, char **argv)
 
 	bench_latency("signal.install", do_install, NULL, loop_ns, 1e-3, "us");
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = handler;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGUSR1, &sa, NULL) != 0)
-		die_errno("sigaction");
+	install_usr1_handler();
 	pid_t self = getpid();
 	if (want("signal.handle")) {
 		double h[BENCH_MAX_SAMPLES];
-		caught = 0;
+		usr1_caught = 0;
 		double k = bench_baseline(do_kill0, &self);
-		bench_samples(do_handle, &self, h);
-		if (caught == 0)
+		bench_samples(do_kill_usr1, &self, h);
+		if (usr1_caught == 0)
 			die("SIGUSR1 was sent but the handler never ran");
 		for (int i = 0; i < opt.samples; i++)
 			emit("signal.handle", (h[i] - k) * 1e-3, "us");

@@ -31,15 +31,8 @@
 
 static char path[4096];
 static const char *given;     /* -f FILE: use this existing file */
-static int made;
 static size_t size = 64u << 20;
 static long pagesize;
-
-static void cleanup(void)
-{
-	if (made)
-		unlink(path);
-}
 
 /* ---- vm.mmap ---- */
 
@@ -140,32 +133,6 @@ static void do_mprotect_pair(uint64_t n, void *ctx)
 	}
 }
 
-/* signal handler overhead, as lat_sig's signal.handle: kill(self, SIGUSR1)
- * with a handler minus kill(self, 0) */
-static volatile sig_atomic_t usr1;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	usr1++;
-}
-
-static void do_kill_usr1(uint64_t n, void *ctx)
-{
-	pid_t self = *(pid_t *)ctx;
-	for (uint64_t i = 0; i < n; i++)
-		if (kill(self, SIGUSR1) != 0)
-			die_errno("kill");
-}
-
-static void do_kill0(uint64_t n, void *ctx)
-{
-	pid_t self = *(pid_t *)ctx;
-	for (uint64_t i = 0; i < n; i++)
-		if (kill(self, 0) != 0)
-			die_errno("kill");
-}
-
 static int handle(int c, const char *arg)
 {
 	if (c == 'm') {
@@ -191,22 +158,7 @@ int main(int argc, char **argv)
 		size = (size_t)pagesize;
 	size -= size % (size_t)pagesize;
 
-	int fd;
-	if (given) {
-		struct stat st;
-		snprintf(path, sizeof path, "%s", given);
-		if ((fd = open(path, O_RDWR)) < 0)
-			die_errno("open %s", path);
-		if (fstat(fd, &st) != 0)
-			die_errno("fstat %s", path);
-		if ((size_t)st.st_size < size)
-			die("%s has %lld bytes, fewer than %zu", path, (long long)st.st_size, size);
-	} else {
-		tmp_path(path, sizeof path, "file");
-		atexit(cleanup);
-		made = 1;
-		fd = make_file(path, size);
-	}
+	int fd = open_test_file(path, sizeof path, given, size, O_RDWR);
 	struct map m = { fd, size, NULL, size / (size_t)pagesize };
 
 	bench_latency("vm.mmap", do_mmap, &m, 0, 1e-3, "us");
@@ -224,7 +176,7 @@ int main(int argc, char **argv)
 			die_errno("mmap %s", path);
 		prot_page[0] = 0; /* present and dirty: the fault is a protection fault */
 		pid_t self = getpid();
-		signal(SIGUSR1, on_usr1);
+		install_usr1_handler();
 		double handler = bench_baseline(do_kill_usr1, &self) - bench_baseline(do_kill0, &self);
 		signal(SIGUSR1, SIG_DFL);
 		double mprotects = bench_baseline(do_mprotect_pair, NULL);
