@@ -118,6 +118,7 @@ def test_figures_are_of_a_plausible_order_of_magnitude(suite):
             assert 0 < mean[f"ctx.{p}p_{k}k"] < 1000
     # memory hierarchy and clock
     assert mean["mem.main"] > mean["mem.l1"]
+    assert mean["mem.main_random"] > mean["mem.l1"]
     assert 0.05 < mean["mem.l1"] < 100
     assert 50 < mean["mem.mhz"] < 20000
     # bandwidths in MB/s, latencies in microseconds

@@ -201,6 +201,7 @@ def checks() -> list[Check]:
     add("mem.l1", "lat_mem", lambda c: _memrd(c)["l1"], "lat_mem_rd 64 128 (1 KB point)")
     add("mem.l2", "lat_mem", lambda c: _memrd(c)["l2"], "lat_mem_rd 64 128 (128 KB point)")
     add("mem.main", "lat_mem", lambda c: _memrd(c)["main"], "lat_mem_rd 64 128 (64 MB point)")
+    add("mem.main_random", "lat_mem", lambda c: _memrd(c, "-t")["main"], "lat_mem_rd -t 64 128 (64 MB point)")
     return out
 
 
@@ -226,12 +227,13 @@ def _fs(c: Ctx) -> dict[int, tuple[float, float]]:
     return _round_cache["fs"]
 
 
-def _memrd(c: Ctx) -> dict[str, float]:
-    if "memrd" not in _round_cache:
-        text = c.lm("lat_mem_rd", "64", "128")
+def _memrd(c: Ctx, *options: str) -> dict[str, float]:
+    key = ("memrd", *options)
+    if key not in _round_cache:
+        text = c.lm("lat_mem_rd", *options, "64", "128")
         points = {float(m.group(1)): float(m.group(2)) for m in re.finditer(r"^([\d.]+) ([\d.]+)$", text, re.M)}
-        _round_cache["memrd"] = {"l1": points[0.00098], "l2": points[0.125], "main": points[max(points)]}
-    return _round_cache["memrd"]
+        _round_cache[key] = {"l1": points[0.00098], "l2": points[0.125], "main": points[max(points)]}
+    return _round_cache[key]
 
 
 def _client(c: Ctx, name: str, pattern: str, *args: str) -> float:

@@ -116,7 +116,16 @@ TABLES: tuple[Table, ...] = (
 # in LMbench ("close"); kept here so the report can print it.
 THIRD_HEADING = {"bw.file_open_close": "close", "bw.mmap_open_close": "close"}
 
+# Figures measured and stored with the suite but not columns of the LMbench
+# 2.0 summary (so `report lmbench` keeps LMbench's layout); `compare` and
+# `show` list them.  category: the `--only` category that runs them.
+EXTRA_FIGURES: tuple[tuple[str, Figure], ...] = (
+    # a random walk: the load latency no prefetcher hides (LMbench 3: lat_mem_rd -t)
+    ("memory", _f("mem.main_random", "lat_mem", "Rand", "mem", NS, width=9)),
+)
+
 FIGURES: dict[str, Figure] = {f.metric: f for t in TABLES for f in t.figures}
+FIGURES.update({f.metric: f for _, f in EXTRA_FIGURES})
 CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(t.category for t in TABLES))
 PROGRAMS: tuple[str, ...] = tuple(dict.fromkeys(f.program for t in TABLES for f in t.figures))
 

@@ -9,10 +9,15 @@
  *             lat_mem_rd's 0.125 MB point)
  *   mem.main  the same through a SIZE buffer, 64 MB (-m SIZE; 8 MB with -T)
  *             (the summary's main-memory column is lat_mem_rd's largest size)
+ *   mem.main_random  the same SIZE buffer, each 128-byte line visited once
+ *             per lap in a random order, so that consecutive loads fall on
+ *             different pages and no prefetcher can follow: the latency of
+ *             a cache and TLB miss (LMbench: lat_mem_rd -t, largest size;
+ *             not a column of the LMbench 2.0 summary)
  *   mem.mhz   the clock of the CPU running it: a chain of dependent integer
  *             additions, one cycle each, timed (LMbench: mhz)
  *
- * As with LMbench, the walk is sequential at a 128-byte stride: on CPUs
+ * As with LMbench, the walk of the first three is sequential at a 128-byte stride: on CPUs
  * whose prefetchers follow such a walk, mem.l2 and mem.main show the latency
  * the prefetcher leaves, not that of a random access.
  */
@@ -23,6 +28,7 @@
 
 static size_t main_size = 64u << 20;
 static void *volatile sink;
+static void *chain_base;  /* what free() takes of the last chain made */
 
 /* build a cyclic chain through buf[0 .. size) at STRIDE, in address order */
 static void **make_chain(size_t size)
@@ -34,7 +40,35 @@ static void **make_chain(size_t size)
 	size_t n = size / STRIDE;
 	for (size_t i = 0; i < n; i++)
 		*(void **)(buf + i * STRIDE) = buf + ((i + 1) % n) * STRIDE;
+	chain_base = buf;
 	return (void **)buf;
+}
+
+/* the same lines, linked in a random order (Fisher-Yates with a per-process
+ * seed: each process walks its own order) */
+static void **make_random_chain(size_t size)
+{
+	if (size < 2 * STRIDE)
+		size = 2 * STRIDE;
+	char *buf = xmalloc(size);
+	memset(buf, 0, size);
+	size_t n = size / STRIDE;
+	size_t *order = xmalloc(n * sizeof *order);
+	uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15u | 1;
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	for (size_t i = n - 1; i > 0; i--) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		size_t j = (size_t)(x % (i + 1)), t = order[i];
+		order[i] = order[j], order[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		*(void **)(buf + order[i] * STRIDE) = buf + order[(i + 1) % n] * STRIDE;
+	void **start = (void **)(buf + order[0] * STRIDE);
+	free(order);
+	/* the walk starts at a random line; free() needs the buffer's start */
+	chain_base = buf;
+	return start;
 }
 
 #define LOAD1 p = (void **)*p;
@@ -68,12 +102,12 @@ static void do_adds(uint64_t n, void *ctx)
 	sink = (void *)(uintptr_t)x;
 }
 
-static void latency(const char *metric, size_t size)
+static void latency(const char *metric, size_t size, void **(*make)(size_t))
 {
 	double v[BENCH_MAX_SAMPLES];
 	if (!want(metric))
 		return;
-	void **chain = make_chain(size);
+	void **chain = make(size);
 	void **p = chain;
 	do_chase(size / STRIDE / UNROLL + 1, &p); /* warm: the whole chain once */
 	if (size > 4u << 20)
@@ -81,7 +115,7 @@ static void latency(const char *metric, size_t size)
 	bench_samples(do_chase, &p, v);
 	for (int i = 0; i < opt.samples; i++)
 		emit(metric, v[i] / UNROLL, "ns");
-	free(chain);
+	free(chain_base);
 }
 
 static int handle(int c, const char *arg)
@@ -104,8 +138,9 @@ int main(int argc, char **argv)
 		for (int i = 0; i < opt.samples; i++)
 			emit("mem.mhz", ADDS / v[i] * 1e3, "MHz");
 	}
-	latency("mem.l1", 1024);
-	latency("mem.l2", 128 * 1024);
-	latency("mem.main", main_size);
+	latency("mem.l1", 1024, make_chain);
+	latency("mem.l2", 128 * 1024, make_chain);
+	latency("mem.main", main_size, make_chain);
+	latency("mem.main_random", main_size, make_random_chain);
 	return 0;
 }
