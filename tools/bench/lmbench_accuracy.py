@@ -221,7 +221,11 @@ def _fs(c: Ctx) -> dict[int, tuple[float, float]]:
     if "fs" not in _round_cache:
         d = c.workdir / "lmbench_fs"
         d.mkdir(exist_ok=True)
-        text = c.lm("lat_fs", str(d))
+        # Debian's lat_fs makes its files under tempnam(): $TMPDIR, else /tmp,
+        # whatever directory it is given; where the files land matters (on
+        # one ext4 here creating a file costs 12 us in one directory, 1 ms in
+        # another), so both tools must use the same one
+        text = c.lm("lat_fs", str(d), env={"TMPDIR": str(d)})
         _round_cache["fs"] = {int(m.group(1)): (1e6 / float(m.group(2)), 1e6 / float(m.group(3)))
                               for m in re.finditer(r"^(\d+)k\s+\d+\s+(\d+)\s+(\d+)", text, re.M)}
     return _round_cache["fs"]

@@ -9,7 +9,9 @@
  *   bw.mem_read    sum every 4-byte word of a SIZE buffer, 128 words a step
  *                  (bw_mem SIZE frd, "Memory read")
  *   bw.mem_write   store every 4-byte word of a SIZE buffer, one store per
- *                  word, unrolled (bw_mem SIZE fwr, "Memory write")
+ *                  word, 512-byte blocks in address order, each block's
+ *                  128 words from the last to the first, as LMbench's fwr
+ *                  executes them (bw_mem SIZE fwr, "Memory write")
  *   bw.bzero       memset() of a SIZE buffer to zero (bw_mem SIZE bzero)
  *
  * Bytes are counted as LMbench counts them: a copy of N bytes moves N bytes
@@ -88,18 +90,21 @@ static void do_read(uint64_t n, void *ctx)
 	sink = s;
 }
 
+/* 128 stores, from the block's last word down to its first */
+#define W1(k) p[k] = v;
+#define W8(k) W1(k + 7) W1(k + 6) W1(k + 5) W1(k + 4) W1(k + 3) W1(k + 2) W1(k + 1) W1(k)
+#define W64(k) W8(k + 56) W8(k + 48) W8(k + 40) W8(k + 32) W8(k + 24) W8(k + 16) W8(k + 8) W8(k)
+#define W128 W64(64) W64(0)
+
 static void do_write(uint64_t n, void *ctx)
 {
 	struct buf *m = ctx;
 	for (uint64_t i = 0; i < n; i++) {
 		volatile int *p = m->a, *end = m->a + m->bytes / sizeof(int);
 		int v = (int)i;
-		while (p + 16 <= end) {
-			p[0] = v; p[1] = v; p[2] = v; p[3] = v;
-			p[4] = v; p[5] = v; p[6] = v; p[7] = v;
-			p[8] = v; p[9] = v; p[10] = v; p[11] = v;
-			p[12] = v; p[13] = v; p[14] = v; p[15] = v;
-			p += 16;
+		while (p + 128 <= end) {
+			W128
+			p += 128;
 		}
 		while (p < end)
 			*p++ = v;
