@@ -163,6 +163,13 @@ def test_unknown_category_lists_the_valid_ones(cli, cache_dir):
     assert not cli.db.exists()  # checked before anything is opened or run
 
 
+def test_unknown_benchmark_lists_the_valid_ones(cli):
+    proc = cli("run", "lmbenhc", check=False)
+    assert_one_line_error(proc, "lmbenhc", "cmd", "lmbench")
+    assert proc.returncode == 2
+    assert not cli.db.exists()
+
+
 def test_parse_only():
     assert driver.parse_only(["ctx, memory", "processes"]) == ["processes", "ctx", "memory"]
     assert driver.parse_only([]) == []

@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.UsageError as e:
         cmd = e.ctx.command_path if e.ctx else "perflab"
-        click.echo(f"{cmd}: error: {_one_line(e.format_message())} (see '{cmd} --help')", err=True)
+        message = _one_line(e.format_message())
+        if e.ctx and isinstance(e.ctx.command, click.Group) and message.startswith("No such command"):
+            # e.g. `perflab run foo`: name the benchmarks there are
+            message = f"{message.rstrip('.')}; valid: {', '.join(e.ctx.command.list_commands(e.ctx))}"
+        click.echo(f"{cmd}: error: {message} (see '{cmd} --help')", err=True)
         return 2
     except click.ClickException as e:
         click.echo(f"perflab: error: {_one_line(e.format_message())}", err=True)
