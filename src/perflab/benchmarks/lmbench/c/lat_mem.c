@@ -30,23 +30,11 @@ static size_t main_size = 64u << 20;
 static void *volatile sink;
 static void *chain_base;  /* what free() takes of the last chain made */
 
-/* build a cyclic chain through buf[0 .. size) at STRIDE, in address order */
-static void **make_chain(size_t size)
-{
-	if (size < 2 * STRIDE)
-		size = 2 * STRIDE;
-	char *buf = xmalloc(size);
-	memset(buf, 0, size);
-	size_t n = size / STRIDE;
-	for (size_t i = 0; i < n; i++)
-		*(void **)(buf + i * STRIDE) = buf + ((i + 1) % n) * STRIDE;
-	chain_base = buf;
-	return (void **)buf;
-}
-
-/* the same lines, linked in a random order (Fisher-Yates with a per-process
- * seed: each process walks its own order) */
-static void **make_random_chain(size_t size)
+/* A cyclic chain through the STRIDE-apart lines of a new buffer of `size`
+ * bytes: in address order, or (shuffled) in a random order, Fisher-Yates with
+ * a per-process seed so that each process walks its own order.  Returns the
+ * chain's first line; chain_base is what free() takes. */
+static void **make_chain(size_t size, int shuffled)
 {
 	if (size < 2 * STRIDE)
 		size = 2 * STRIDE;
@@ -54,21 +42,20 @@ static void **make_random_chain(size_t size)
 	memset(buf, 0, size);
 	size_t n = size / STRIDE;
 	size_t *order = xmalloc(n * sizeof *order);
-	uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15u | 1;
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
-	for (size_t i = n - 1; i > 0; i--) {
+	uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15u | 1;
+	for (size_t i = n - 1; shuffled && i > 0; i--) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
 		size_t j = (size_t)(x % (i + 1)), t = order[i];
 		order[i] = order[j], order[j] = t;
 	}
 	for (size_t i = 0; i < n; i++)
 		*(void **)(buf + order[i] * STRIDE) = buf + order[(i + 1) % n] * STRIDE;
-	void **start = (void **)(buf + order[0] * STRIDE);
+	void **first = (void **)(buf + order[0] * STRIDE);
 	free(order);
-	/* the walk starts at a random line; free() needs the buffer's start */
 	chain_base = buf;
-	return start;
+	return first;
 }
 
 #define LOAD1 p = (void **)*p;
@@ -102,12 +89,12 @@ static void do_adds(uint64_t n, void *ctx)
 	sink = (void *)(uintptr_t)x;
 }
 
-static void latency(const char *metric, size_t size, void **(*make)(size_t))
+static void latency(const char *metric, size_t size, int shuffled)
 {
 	double v[BENCH_MAX_SAMPLES];
 	if (!want(metric))
 		return;
-	void **chain = make(size);
+	void **chain = make_chain(size, shuffled);
 	void **p = chain;
 	do_chase(size / STRIDE / UNROLL + 1, &p); /* warm: the whole chain once */
 	if (size > 4u << 20)
@@ -138,9 +125,9 @@ int main(int argc, char **argv)
 		for (int i = 0; i < opt.samples; i++)
 			emit("mem.mhz", ADDS / v[i] * 1e3, "MHz");
 	}
-	latency("mem.l1", 1024, make_chain);
-	latency("mem.l2", 128 * 1024, make_chain);
-	latency("mem.main", main_size, make_chain);
-	latency("mem.main_random", main_size, make_random_chain);
+	latency("mem.l1", 1024, 0);
+	latency("mem.l2", 128 * 1024, 0);
+	latency("mem.main", main_size, 0);
+	latency("mem.main_random", main_size, 1);
 	return 0;
 }
