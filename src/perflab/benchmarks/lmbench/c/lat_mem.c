@@ -17,9 +17,9 @@
  *   mem.mhz   the clock of the CPU running it: a chain of dependent integer
  *             additions, one cycle each, timed (LMbench: mhz)
  *
- * As with LMbench, the walk of the first three is sequential at a 128-byte stride: on CPUs
- * whose prefetchers follow such a walk, mem.l2 and mem.main show the latency
- * the prefetcher leaves, not that of a random access.
+ * As with LMbench, the first three walks are sequential at a 128-byte
+ * stride: on CPUs whose prefetchers follow such a walk, mem.l2 and mem.main
+ * show the latency the prefetcher leaves, not that of a random access.
  */
 #include "bench.h"
 
