@@ -118,7 +118,7 @@ def test_figures_are_of_a_plausible_order_of_magnitude(suite):
             assert 0 < mean[f"ctx.{p}p_{k}k"] < 1000
     # memory hierarchy and clock
     assert mean["mem.main"] > mean["mem.l1"]
-    assert mean["mem.main_random"] > mean["mem.l1"]
+    assert mean["mem.main_random"] > mean["mem.l2"]  # no prefetcher follows a random walk
     assert 0.05 < mean["mem.l1"] < 100
     assert 50 < mean["mem.mhz"] < 20000
     # bandwidths in MB/s, latencies in microseconds
@@ -168,6 +168,30 @@ def test_unknown_benchmark_lists_the_valid_ones(cli):
     assert_one_line_error(proc, "lmbenhc", "cmd", "lmbench")
     assert proc.returncode == 2
     assert not cli.db.exists()
+
+
+def test_a_capped_program_runs_in_fewer_processes(tmp_path, cache_dir, monkeypatch):
+    """--quick runs lat_fs in 2 processes: a cap leaves the later rounds to the others."""
+    assert driver.QUICK.processes_of("lat_fs") == 2 and driver.QUICK.processes_of("lat_mem") == 4
+    with pytest.raises(ValueError, match="at least 2"):
+        driver.Mode("x", processes=4, samples=1, target_ms=1, timeout=1, process_caps=(("lat_fs", 1),))
+    capped = driver.Mode("tiny", processes=3, samples=1, target_ms=0.5, timeout=120, extra=("-T",),
+                         process_caps=(("lat_mem", 2),))
+    monkeypatch.setattr(driver, "TINY", capped)
+    for k, v in run_env(cache_dir).items():
+        monkeypatch.setenv(k, v)
+    store = open_store(str(tmp_path / "perflab.db"))
+    result = driver.run_suite(store, categories=["latency", "memory"], tag="capped")
+    assert not result.failures
+    reps: dict[str, list[int]] = {}
+    with store.engine.connect() as conn:
+        for metric, rep in conn.exec_driver_sql(
+                "SELECT metric, repetition FROM sample WHERE run_id=?", (result.run_id,)):
+            reps.setdefault(metric, []).append(rep)
+    for metric in catalog.metrics_of_program("lat_mem"):
+        assert sorted(reps[metric]) == [0, 1], metric        # two processes x one sample
+    for metric in catalog.metrics_of_program("lat_ipc"):
+        assert sorted(reps[metric]) == [0, 1, 2], metric     # three
 
 
 def test_parse_only():

@@ -118,8 +118,8 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
 
 @run_group.command("lmbench")
 @click.option("--quick", is_flag=True,
-              help="Fewer, shorter samples (4 processes x 3 samples of 10 ms per figure, about 25 s) "
-                   "instead of 5 x 5 of 50 ms (about 3 minutes).")
+              help="Fewer, shorter samples (4 processes x 3 samples of 10 ms per figure, file "
+                   "create/delete 2 x 3; under a minute) instead of 5 x 5 of 50 ms (about 4 minutes).")
 @click.option("--only", "only", multiple=True, metavar="CATEGORY",
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")

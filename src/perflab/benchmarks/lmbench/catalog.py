@@ -127,13 +127,18 @@ EXTRA_FIGURES: tuple[tuple[str, Figure], ...] = (
 FIGURES: dict[str, Figure] = {f.metric: f for t in TABLES for f in t.figures}
 FIGURES.update({f.metric: f for _, f in EXTRA_FIGURES})
 CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(t.category for t in TABLES))
-PROGRAMS: tuple[str, ...] = tuple(dict.fromkeys(f.program for t in TABLES for f in t.figures))
+def _in_category() -> list[tuple[str, Figure]]:
+    """(category, figure) of every figure, in suite order: the tables', then the extras."""
+    return [(t.category, f) for t in TABLES for f in t.figures] + list(EXTRA_FIGURES)
+
+
+PROGRAMS: tuple[str, ...] = tuple(dict.fromkeys(f.program for _, f in _in_category()))
 
 
 def programs_of(categories: list[str] | tuple[str, ...]) -> list[str]:
     """Programs needed to fill the given categories, in suite order."""
     wanted = set(categories)
-    return list(dict.fromkeys(f.program for t in TABLES if t.category in wanted for f in t.figures))
+    return list(dict.fromkeys(f.program for c, f in _in_category() if c in wanted))
 
 
 def metrics_of_program(program: str) -> list[str]:

@@ -3,7 +3,7 @@ processes, parse its JSON lines and store every sample as it arrives.
 
 One `perflab run lmbench` is one run. Each selected program runs once per
 round, in `processes` rounds (all programs in round 1, then all in round 2,
-...), so that per-process effects (address layout, page placement, the CPU a
+...; a program the mode caps at fewer processes sits out the later rounds), so that per-process effects (address layout, page placement, the CPU a
 process lands on) are part of the spread and slow drift of the machine hits
 every program alike. A program that cannot be built, crashes, exits non-zero,
 exceeds its timeout or prints something that is not one of its figures is
@@ -54,6 +54,12 @@ class Mode:
     extra: tuple[str, ...] = ()
     # programs run in fewer processes than `processes` (never fewer than two)
     process_caps: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        # every figure's samples come from at least two separate processes
+        for program, cap in self.process_caps:
+            if cap < 2:
+                raise ValueError(f"mode {self.name}: {program} capped at {cap} process(es); at least 2")
 
     def processes_of(self, program: str) -> int:
         return min(self.processes, dict(self.process_caps).get(program, self.processes))

@@ -26,13 +26,13 @@
 static char path[4096];
 static const char *given;
 static size_t size = 64u << 20;
-static volatile int sink;
+static volatile unsigned sink;
 
 /* the reader's work on the data: one 4-byte word in four, unrolled */
-static int sum_block(const int *p, size_t bytes)
+static unsigned sum_block(const unsigned *p, size_t bytes)
 {
-	int s = 0;
-	const int *end = p + bytes / sizeof(int);
+	unsigned s = 0; /* unsigned: the sum may wrap */
+	const unsigned *end = p + bytes / sizeof(int);
 	while (p + 64 <= end) {
 		s += p[0] + p[4] + p[8] + p[12] + p[16] + p[20] + p[24] + p[28]
 		   + p[32] + p[36] + p[40] + p[44] + p[48] + p[52] + p[56] + p[60];
@@ -47,13 +47,13 @@ static int sum_block(const int *p, size_t bytes)
 
 struct rd {
 	int fd;
-	int *buf;
+	unsigned *buf;
 	char *map;
 };
 
-static int read_all(int fd, int *buf)
+static unsigned read_all(int fd, unsigned *buf)
 {
-	int s = 0;
+	unsigned s = 0;
 	for (size_t done = 0; done < size;) {
 		size_t want_n = size - done < BLOCK ? size - done : BLOCK;
 		ssize_t r = read(fd, buf, want_n);
@@ -73,7 +73,7 @@ static int read_all(int fd, int *buf)
 static void do_file_reread(uint64_t n, void *ctx)
 {
 	struct rd *r = ctx;
-	int s = 0;
+	unsigned s = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		if (lseek(r->fd, 0, SEEK_SET) != 0)
 			die_errno("lseek %s", path);
@@ -85,7 +85,7 @@ static void do_file_reread(uint64_t n, void *ctx)
 static void do_file_open_close(uint64_t n, void *ctx)
 {
 	struct rd *r = ctx;
-	int s = 0;
+	unsigned s = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
@@ -99,9 +99,9 @@ static void do_file_open_close(uint64_t n, void *ctx)
 static void do_mmap_reread(uint64_t n, void *ctx)
 {
 	struct rd *r = ctx;
-	int s = 0;
+	unsigned s = 0;
 	for (uint64_t i = 0; i < n; i++) {
-		const int *p = (const int *)r->map;
+		const unsigned *p = (const unsigned *)r->map;
 		/* the compiler must not hoist the (loop-invariant) sum out of the loop */
 		__asm__ __volatile__("" : "+r"(p) : : "memory");
 		s += sum_block(p, size);
@@ -112,7 +112,7 @@ static void do_mmap_reread(uint64_t n, void *ctx)
 static void do_mmap_open_close(uint64_t n, void *ctx)
 {
 	(void)ctx;
-	int s = 0;
+	unsigned s = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
@@ -166,5 +166,6 @@ int main(int argc, char **argv)
 	}
 	bench_bandwidth("bw.mmap_open_close", do_mmap_open_close, &r, (double)size);
 	close(fd);
+	free(r.buf);
 	return 0;
 }

@@ -24,7 +24,7 @@
 #include "bench.h"
 
 static size_t size = 64u << 20;
-static volatile int sink;
+static volatile unsigned sink;
 
 /* keep the compiler from turning a loop into a library call or hoisting it */
 #define BARRIER(p) __asm__ __volatile__("" : "+r"(p) : : "memory")
@@ -75,10 +75,10 @@ static void do_copy_hand(uint64_t n, void *ctx)
 static void do_read(uint64_t n, void *ctx)
 {
 	struct buf *m = ctx;
-	int s = 0;
+	unsigned s = 0; /* unsigned: the sum may wrap */
 	for (uint64_t i = 0; i < n; i++) {
 		/* every word loaded and added, 128 words (512 bytes) a step */
-		const int *p = m->a, *end = m->a + m->bytes / sizeof(int);
+		const unsigned *p = (const unsigned *)m->a, *end = p + m->bytes / sizeof(int);
 		BARRIER(p);
 		while (p + 128 <= end) {
 			s += R128;

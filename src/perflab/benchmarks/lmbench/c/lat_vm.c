@@ -177,7 +177,10 @@ int main(int argc, char **argv)
 		prot_page[0] = 0; /* present and dirty: the fault is a protection fault */
 		pid_t self = getpid();
 		install_usr1_handler();
+		usr1_caught = 0;
 		double handler = bench_baseline(do_kill_usr1, &self) - bench_baseline(do_kill0, &self);
+		if (usr1_caught == 0)
+			die("SIGUSR1 was sent but the handler never ran");
 		signal(SIGUSR1, SIG_DFL);
 		double mprotects = bench_baseline(do_mprotect_pair, NULL);
 		uint64_t n = calibrate(do_prot, NULL);
