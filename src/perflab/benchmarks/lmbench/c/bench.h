@@ -65,17 +65,25 @@ static double loop_ns;        /* cost of one empty iteration of a timing loop */
 
 /* ---- errors --------------------------------------------------------- */
 
+/* "<prog>: <message>[: <strerror(e)>]" on stderr, exit 1; e < 0: no errno text */
+static void vdie(int e, const char *fmt, va_list ap) __attribute__((noreturn, format(printf, 2, 0)));
+static void vdie(int e, const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fprintf(stderr, "%s: ", progname);
+	vfprintf(stderr, fmt, ap);
+	if (e >= 0)
+		fprintf(stderr, ": %s", strerror(e));
+	fputc('\n', stderr);
+	exit(1);
+}
+
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)
 {
 	va_list ap;
-	fflush(stdout);
-	fprintf(stderr, "%s: ", progname);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
+	vdie(-1, fmt, ap);
 }
 
 /* die with the text of errno appended */
@@ -84,13 +92,8 @@ static void die_errno(const char *fmt, ...)
 {
 	int e = errno;
 	va_list ap;
-	fflush(stdout);
-	fprintf(stderr, "%s: ", progname);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, ": %s\n", strerror(e));
-	exit(1);
+	vdie(e, fmt, ap);
 }
 
 static void *xmalloc(size_t n)
@@ -530,6 +533,30 @@ static size_t parse_size(const char *s)
 	if (*end)
 		die("bad size %s", s);
 	return (size_t)v;
+}
+
+/* -m SIZE and -f FILE of the programs that work on one file (bw_file,
+ * lat_vm): pass test_file_option to bench_init; the file is 64 MB, 1 MB
+ * with -T unless -m says otherwise */
+static struct {
+	size_t size;
+	const char *given;
+} test_file = { 64u << 20, NULL };
+
+static int test_file_option(int c, const char *arg)
+{
+	if (c == 'm')
+		test_file.size = parse_size(arg);
+	else if (c == 'f')
+		test_file.given = arg;
+	else
+		return 0;
+	return 1;
+}
+
+static size_t test_file_size(void)
+{
+	return opt.tiny && test_file.size == (64u << 20) ? 1u << 20 : test_file.size;
 }
 
 /* "2,4,8" -> {2,4,8}; returns the count */

@@ -24,8 +24,7 @@
 #define BLOCK (64 * 1024)
 
 static char path[4096];
-static const char *given;
-static size_t size = 64u << 20;
+static size_t size;            /* of the file: test_file_size() */
 static volatile unsigned sink;
 
 /* the reader's work on the data: one 4-byte word in four, unrolled */
@@ -127,29 +126,15 @@ static void do_mmap_open_close(uint64_t n, void *ctx)
 	sink = s;
 }
 
-static int handle(int c, const char *arg)
-{
-	if (c == 'm') {
-		size = parse_size(arg);
-		return 1;
-	}
-	if (c == 'f') {
-		given = arg;
-		return 1;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
-	bench_init(argc, argv, "bw_file", "m:f:", handle, "[-m FILE_SIZE] [-f EXISTING_FILE]");
-	if (opt.tiny && size == (64u << 20))
-		size = 1u << 20;
+	bench_init(argc, argv, "bw_file", "m:f:", test_file_option, "[-m FILE_SIZE] [-f EXISTING_FILE]");
+	size = test_file_size();
 	if (size < 4096)
 		die("-m: the file must have at least 4 KB");
 	size -= size % 4096;
 
-	int fd = open_test_file(path, sizeof path, given, size, O_RDONLY);
+	int fd = open_test_file(path, sizeof path, test_file.given, size, O_RDONLY);
 
 	struct rd r = { fd, xmalloc(BLOCK), NULL };
 	memset(r.buf, 0, BLOCK);

@@ -81,20 +81,26 @@ static void measure(const char *metric, int rfd, size_t len, const char *what)
 	free(s.buf);
 }
 
+/* a child writes into fds[1] without pause; we read fds[0] */
+static void bench_stream(const char *metric, int fds[2], const char *what)
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(fds[0]);
+		writer(fds[1], chunk);
+	}
+	close(fds[1]);
+	measure(metric, fds[0], chunk, what);
+	close(fds[0]);
+	kill_child(pid);
+}
+
 static void bench_pipe(void)
 {
 	int p[2];
 	if (pipe(p) != 0)
 		die_errno("pipe");
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		writer(p[1], chunk);
-	}
-	close(p[1]);
-	measure("bw.pipe", p[0], chunk, "pipe");
-	close(p[0]);
-	kill_child(pid);
+	bench_stream("bw.pipe", p, "pipe");
 }
 
 static void bench_unix(void)
@@ -102,15 +108,7 @@ static void bench_unix(void)
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
 		die_errno("socketpair AF_UNIX");
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(sv[0]);
-		writer(sv[1], chunk);
-	}
-	close(sv[1]);
-	measure("bw.unix", sv[0], chunk, "AF_UNIX");
-	close(sv[0]);
-	kill_child(pid);
+	bench_stream("bw.unix", sv, "AF_UNIX");
 }
 
 static void bufsize(int fd, int which)

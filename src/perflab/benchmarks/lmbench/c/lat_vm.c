@@ -30,8 +30,7 @@
 #define MMAP_STRIDE (16 * 1024)
 
 static char path[4096];
-static const char *given;     /* -f FILE: use this existing file */
-static size_t size = 64u << 20;
+static size_t size;            /* of the file: test_file_size() */
 static long pagesize;
 
 /* ---- vm.mmap ---- */
@@ -133,32 +132,18 @@ static void do_mprotect_pair(uint64_t n, void *ctx)
 	}
 }
 
-static int handle(int c, const char *arg)
-{
-	if (c == 'm') {
-		size = parse_size(arg);
-		return 1;
-	}
-	if (c == 'f') {
-		given = arg;
-		return 1;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	double v[BENCH_MAX_SAMPLES];
 
-	bench_init(argc, argv, "lat_vm", "m:f:", handle, "[-m FILE_SIZE] [-f EXISTING_FILE (its bytes are overwritten)]");
-	if (opt.tiny && size == (64u << 20))
-		size = 1u << 20;
+	bench_init(argc, argv, "lat_vm", "m:f:", test_file_option, "[-m FILE_SIZE] [-f EXISTING_FILE (its bytes are overwritten)]");
+	size = test_file_size();
 	pagesize = sysconf(_SC_PAGESIZE);
 	if (size < (size_t)pagesize)
 		size = (size_t)pagesize;
 	size -= size % (size_t)pagesize;
 
-	int fd = open_test_file(path, sizeof path, given, size, O_RDWR);
+	int fd = open_test_file(path, sizeof path, test_file.given, size, O_RDWR);
 	struct map m = { fd, size, NULL, size / (size_t)pagesize };
 
 	bench_latency("vm.mmap", do_mmap, &m, 0, 1e-3, "us");
