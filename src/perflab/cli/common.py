@@ -57,3 +57,30 @@ def fmt_num(value: float | None, width: int = 0) -> str:
     else:
         text = f"{value:.4g}"
     return text.rjust(width)
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that refuses nan and inf (click's FloatRange lets them through).
+
+    `minimum` with `open_min` bounds it below, as FloatRange(min=..., min_open=...).
+    """
+
+    name = "float"
+
+    def __init__(self, minimum: float | None = None, open_min: bool = False):
+        self.minimum = minimum
+        self.open_min = open_min
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if number != number or number in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.minimum is not None and (number < self.minimum or (self.open_min and number == self.minimum)):
+            self.fail(f"{value!r} must be {'>' if self.open_min else '>='} {self.minimum:g}", param, ctx)
+        return number
