@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from perflab.errors import PerflabError
+from perflab.spreadsheet import guard, unguard
 from perflab.store import Store
 
 FORMAT = "perflab-export"
@@ -62,10 +63,11 @@ def to_csv(runs: list[dict]) -> str:
         head = [json.dumps(run[k]) if k in ("params", "environment", "failures") else
                 ("" if run[k] is None else run[k]) for k in RUN_FIELDS]
         head[RUN_FIELDS.index("dirty")] = "" if run["dirty"] is None else str(bool(run["dirty"])).lower()
+        head = [guard(cell) for cell in head]  # no cell may run as a spreadsheet formula
         if not run["samples"]:
             w.writerow(head + ["", "", "", "", ""])
         for metric, value, unit, direction, rep in run["samples"]:
-            w.writerow(head + [metric, repr(float(value)), unit, direction, rep])
+            w.writerow(head + [guard(metric), repr(float(value)), guard(unit), direction, rep])
     return buf.getvalue()
 
 
@@ -131,7 +133,7 @@ def _read_csv(path: Path, text: str) -> list[dict]:
     for line_no, row in enumerate(reader, start=2):
         if len(row) != len(header):
             raise PerflabError(f"{path}:{line_no}: expected {len(header)} fields, found {len(row)}")
-        rec = dict(zip(header, row))
+        rec = dict(zip(header, map(unguard, row)))  # undo to_csv's formula guard
         run = runs.get(rec["uuid"])
         if run is None:
             run = {k: (rec[k] if rec[k] != "" else None) for k in RUN_FIELDS}
