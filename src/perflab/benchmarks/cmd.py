@@ -1,8 +1,10 @@
 """The `cmd` family: time any command, as hyperfine does, without a shell.
 
-One execution is spawned with posix_spawn, its stdout and stderr go to
-temporary files (nothing is read while it runs), and wait4 gives the child's
-own rusage. Wall time is measured around spawn..wait4 with a monotonic clock.
+One repetition is one execution of the command (after the untimed --prepare
+command, if any), started by the runner's executor: wall time and the rusage
+of the command alone (wait4 in the launcher), stdout and stderr to temporary
+files, nothing read while it runs. Extra metrics come from its output
+(--metric NAME=REGEX or NAME=json:PATH).
 """
 
 from __future__ import annotations
@@ -10,18 +12,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shlex
 import shutil
-import signal
-import tempfile
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from perflab.errors import PerflabError
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from pydantic import Field, field_validator, model_validator
 
-STDERR_TAIL_BYTES = 2000
+from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
+from perflab.errors import PerflabError, UsageProblem
+from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
 
 # LKP's names for what /usr/bin/time reports.
 WALL = "time.elapsed_time"
@@ -29,6 +31,14 @@ USER = "time.user_time"
 SYS = "time.system_time"
 MAXRSS = "time.maximum_resident_set_size"
 EXIT = "time.exit_status"
+
+BUILTIN_METRICS = {
+    WALL: Metric(WALL, "s", LOWER_IS_BETTER, "wall-clock time of one execution"),
+    USER: Metric(USER, "s", LOWER_IS_BETTER, "user CPU time (wait4)"),
+    SYS: Metric(SYS, "s", LOWER_IS_BETTER, "system CPU time (wait4)"),
+    MAXRSS: Metric(MAXRSS, "KiB", LOWER_IS_BETTER, "maximum resident set size of the command alone"),
+    EXIT: Metric(EXIT, "", INFORMATIONAL, "exit status (128+N when killed by signal N)"),
+}
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,9 @@ class MetricRule:
             raise PerflabError(f"--metric {spec!r}: expected NAME=REGEX or NAME=json:PATH")
         if not re.fullmatch(r"[A-Za-z0-9_.\-/%]+", name):
             raise PerflabError(f"--metric {spec!r}: metric name {name!r} may hold only letters, digits and . _ - / %")
+        if name in BUILTIN_METRICS:
+            raise UsageProblem(f"--metric {spec!r}: {name!r} is a metric perflab records itself "
+                               f"({', '.join(BUILTIN_METRICS)}); choose another name")
         if pattern.startswith("json:"):
             _parse_json_path(pattern[5:], spec)
         else:
@@ -149,95 +162,124 @@ class Command:
         return cls([resolved, *words[1:]], shlex.join(words), False, metrics)
 
 
-@dataclass
-class Execution:
-    wall: float
-    user: float
-    sys: float
-    maxrss_kib: int
-    exit_status: int  # 128+N when killed by signal N, like a shell
-    stdout: str
-    stderr_tail: str
-    timed_out: bool = False
+def check_unique(rules: list[MetricRule]) -> None:
+    """A repeated --metric name would store every sample twice."""
+    seen = set()
+    for r in rules:
+        if r.name in seen:
+            raise UsageProblem(f"--metric {r.name!r} is given twice; each metric name once")
+        seen.add(r.name)
 
-    def samples(self, metrics: list[MetricRule]) -> list[Sample]:
+
+class MetricSpec(Params):
+    """An extracted metric in a job file: {name, pattern, unit, direction}."""
+
+    name: str
+    pattern: str
+    unit: str = ""
+    direction: int = LOWER_IS_BETTER
+
+    @field_validator("direction")
+    @classmethod
+    def _direction(cls, v: int) -> int:
+        if v not in (LOWER_IS_BETTER, HIGHER_IS_BETTER, INFORMATIONAL):
+            raise ValueError("direction must be -1 (lower is better), 1 (higher is better) or 0")
+        return v
+
+
+class CmdParams(Params):
+    command: str | list[str] = Field(description="the command: a string split like a shell would, or its words")
+    shell: bool = Field(False, description="run it through /bin/sh -c")
+    prepare: str | None = Field(None, description="shell command run before every execution (untimed)")
+    metrics: list[MetricSpec] = Field(default_factory=list, description="metrics extracted from the output")
+    ignore_failure: bool = Field(False, description="keep going when the command exits non-zero")
+    name: str | None = Field(None, description="the run's name in the log (default: the command line)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CmdParams":
+        if not self.command:
+            raise ValueError("empty command")
+        rules = self.rules()
+        check_unique(rules)
+        return self
+
+    def rules(self) -> list[MetricRule]:
+        return [MetricRule.parse(f"{m.name}={m.pattern}", {m.name: m.unit},
+                                 {m.name} if m.direction == HIGHER_IS_BETTER else set()) for m in self.metrics]
+
+    def words(self) -> list[str]:
+        return [self.command] if isinstance(self.command, str) else list(self.command)
+
+
+class CmdSession(Session):
+    def __init__(self, command: Command, params: CmdParams, job: dict):
+        self.command = command
+        self.prepare = params.prepare
+        self.ignore_failure = params.ignore_failure
+        self.timeout = job.get("timeout")
+        super().__init__(
+            name=params.name or command.display,
+            params={"command": command.display, "shell": command.shell, "runs": job["runs"],
+                    "warmup": job.get("warmup", 0), "prepare": params.prepare, "timeout": self.timeout,
+                    "metrics": [[m.name, m.pattern, m.unit, m.direction] for m in command.metrics]},
+        )
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        specs = []
+        if self.prepare:
+            specs.append(ProcessSpec(["/bin/sh", "-c", self.prepare], item=f"--prepare {self.prepare!r}",
+                                     timeout=self.timeout, capture_stdout=False, record=False))
+        specs.append(ProcessSpec(self.command.argv, item=repr(self.command.display), timeout=self.timeout,
+                                 capture_stdout=bool(self.command.metrics)))
+        return specs
+
+    def judge(self, spec: ProcessSpec, result: ProcessResult) -> str | None:
+        if result.interrupted or (spec.record and self.ignore_failure and not result.timed_out):
+            return None
+        if result.ok:
+            return None
+        if result.timed_out:
+            return f"{spec.item} timed out after {spec.timeout:g}s" + _tail(result)
+        return f"{spec.item} exited with status {result.exit_status}" + _tail(result)
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
         out = [
-            Sample(WALL, self.wall, "s", LOWER_IS_BETTER),
-            Sample(USER, self.user, "s", LOWER_IS_BETTER),
-            Sample(SYS, self.sys, "s", LOWER_IS_BETTER),
-            Sample(MAXRSS, float(self.maxrss_kib), "KiB", LOWER_IS_BETTER),
-            Sample(EXIT, float(self.exit_status), "", INFORMATIONAL),
+            Sample(WALL, result.wall, "s", LOWER_IS_BETTER),
+            Sample(USER, result.user, "s", LOWER_IS_BETTER),
+            Sample(SYS, result.sys, "s", LOWER_IS_BETTER),
+            Sample(MAXRSS, float(result.maxrss_kib), "KiB", LOWER_IS_BETTER),
+            Sample(EXIT, float(result.exit_status), "", INFORMATIONAL),
         ]
-        combined = self.stdout + ("\n" + self.stderr_tail if self.stderr_tail else "")
-        out += [Sample(m.name, m.extract(combined), m.unit, m.direction) for m in metrics]
+        if result.exit_status != 0 and not self.ignore_failure:
+            return out   # a failed execution is kept with its exit status; its output is not measured
+        combined = result.stdout + ("\n" + result.stderr_tail if result.stderr_tail else "")
+        out += [Sample(m.name, m.extract(combined), m.unit, m.direction) for m in self.command.metrics]
         return out
 
 
-def _wait(pid: int, timeout: float | None) -> tuple[int, object, bool]:
-    if timeout is None:
-        _, status, usage = os.wait4(pid, 0)
-        return status, usage, False
-    pidfd = os.pidfd_open(pid)
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        timed_out = not poller.poll(timeout * 1000)
-        if timed_out:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    finally:
-        os.close(pidfd)
-    _, status, usage = os.wait4(pid, 0)
-    return status, usage, timed_out
+def _tail(result: ProcessResult) -> str:
+    tail = result.stderr_tail.strip().splitlines()[-5:]
+    return ": " + " | ".join(tail) if tail else ""
 
 
-def execute(cmd: Command, timeout: float | None = None, capture_stdout: bool | None = None) -> Execution:
-    """Run the command once and measure it."""
-    want_stdout = bool(cmd.metrics) if capture_stdout is None else capture_stdout
-    with tempfile.TemporaryFile() as err, (tempfile.TemporaryFile() if want_stdout else open(os.devnull, "wb")) as out:
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
-            (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
-        ]
-        # Encode argv and environment before the clock starts: posix_spawn
-        # would otherwise encode them inside the timed interval.
-        argv = [os.fsencode(a) for a in cmd.argv]
-        env = dict(os.environb)
-        start = time.perf_counter()
-        try:
-            # setpgroup=0: the command gets its own process group, so a timeout
-            # kills all it started.
-            pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0)
-        except OSError as e:
-            raise PerflabError(f"cannot start {cmd.display!r}: {e.strerror}") from None
-        try:
-            status, usage, timed_out = _wait(pid, timeout)
-        except BaseException:
-            # Ctrl-C or SIGTERM while waiting: do not leave the command running.
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-            raise
-        wall = time.perf_counter() - start
-        if os.WIFSIGNALED(status):
-            code = 128 + os.WTERMSIG(status)
-        else:
-            code = os.WEXITSTATUS(status)
-        stdout = ""
-        if want_stdout:
-            out.seek(0)
-            stdout = out.read().decode(errors="replace")
-        size = err.seek(0, os.SEEK_END)
-        err.seek(max(0, size - STDERR_TAIL_BYTES))
-        tail = err.read().decode(errors="replace")
-    return Execution(wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss, code, stdout, tail, timed_out)
+class CmdFamily(Family):
+    name = "cmd"
+    summary = "time any command, as hyperfine does"
+    Params = CmdParams
+    duration_params = frozenset({"runs", "warmup", "timeout", "prepare"})
+    failure_policy = STOP
+    secondary_metrics = frozenset({USER, SYS, MAXRSS, EXIT})
+
+    def metrics(self, params: CmdParams) -> dict[str, Metric]:
+        extra = {r.name: Metric(r.name, r.unit, r.direction, f"from the output: {r.pattern}") for r in params.rules()}
+        return {**BUILTIN_METRICS, **extra}
+
+    def command(self, params: CmdParams) -> Command:
+        return Command.build(params.words(), params.shell, params.rules())
+
+    @contextmanager
+    def session(self, params: CmdParams, job: dict) -> Iterator[CmdSession]:
+        yield CmdSession(self.command(params), params, job)
 
 
-def run_shell(text: str, timeout: float | None = None) -> Execution:
-    """Run a --prepare command through /bin/sh, as hyperfine does."""
-    return execute(Command(["/bin/sh", "-c", text], text, True), timeout)
+FAMILY = CmdFamily()

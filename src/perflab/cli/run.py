@@ -1,22 +1,19 @@
-"""`perflab run ...`: execute benchmarks and record every sample."""
+"""`perflab run FAMILY ...` and `perflab run JOB.yaml`: execute benchmarks and record every sample.
+
+The subcommands are built from the family registry (perflab.benchmarks.FAMILIES):
+`cmd` and `lmbench` keep their own options; any other family gets options
+made from its parameter model. A job file given instead of a family runs its
+whole matrix.
+"""
 
 from __future__ import annotations
 
-import statistics
+import os
 
 import click
 
-from perflab.cli.common import db_option, get_store
-
-
-@click.group("run")
-def run_group() -> None:
-    """Run a benchmark and record every sample with its environment.
-
-    \b
-    Example:
-      perflab run cmd --runs 20 --tag v6.8 -- make -s -C /src/tool
-    """
+from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.errors import PerflabError
 
 
 def _key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -51,11 +48,34 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} µs"
 
 
-@run_group.command("cmd", context_settings={"ignore_unknown_options": False})
+def _variant_options(f):
+    for option in reversed([
+        click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...)."),
+        click.option("--box", help="Testbox name (default: hostname)."),
+        click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded."),
+        click.option("--comment", "-m", help="A note kept with the run (see `perflab annotate`)."),
+    ]):
+        f = option(f)
+    return db_option(f)
+
+
+def _finish(outcomes) -> None:
+    """Exit status of a run command: a failed job fails the command (after the others ran)."""
+    from perflab.runner.recorder import RunFailed
+
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        more = f" (and {len(failed) - 1} more failed jobs)" if len(failed) > 1 else ""
+        raise RunFailed(failed[0].error + more)
+
+
+# -- cmd --------------------------------------------------------------------------
+
+@click.command("cmd", context_settings={"ignore_unknown_options": False})
 @click.option("--runs", "-r", type=click.IntRange(min=1), default=10, show_default=True, help="Timed runs per command.")
 @click.option("--warmup", "-w", type=click.IntRange(min=0), default=0, show_default=True, help="Untimed runs first.")
 @click.option("--prepare", "-p", metavar="CMD", help="Shell command run before every run (untimed).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Kill a run after S seconds.")
+@click.option("--timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a run after S seconds.")
 @click.option("--cmd", "cmds", multiple=True, metavar="CMD", help="A command to time (repeat to compare; run interleaved).")
 @click.option("--shell", is_flag=True, help="Run the command through /bin/sh -c (default: no shell).")
 @click.option("--metric", "metrics", multiple=True, metavar="NAME=REGEX",
@@ -63,19 +83,17 @@ def _fmt_time(seconds: float) -> str:
 @click.option("--unit", "units", multiple=True, metavar="NAME=UNIT", help="Unit of an extracted metric.")
 @click.option("--higher-is-better", "higher", multiple=True, metavar="NAME", help="An extracted metric where bigger is better.")
 @click.option("--ignore-failure", "-i", is_flag=True, help="Keep going when the command exits non-zero.")
-@click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...).")
 @click.option("--name", help="Name the run in the log (default: the command line).")
-@click.option("--box", help="Testbox name (default: hostname).")
-@click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
-@click.option("--comment", "-m", help="A note kept with the run (see `perflab annotate`).")
-@db_option
+@_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure,
             tag, name, box, repo, comment, db, command) -> None:
     """Time any command, as hyperfine does, and record every run.
 
-    Records wall time, user and system CPU time (from wait4), maximum RSS and exit
-    status of every run. Several commands run interleaved (A B A B ...).
+    Records wall time, user and system CPU time, maximum RSS and exit status
+    of every run, measured for the command alone (perflab starts it through
+    a small launcher that forks, execs and wait4s). Several commands run
+    interleaved (A B A B ...).
 
     \b
     Examples:
@@ -83,51 +101,64 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --cmd 'gzip -1 -c big' --cmd 'gzip -9 -c big' --tag zlib-1.3
       perflab run cmd --metric 'ops=(\\d+) ops/s' --unit ops=ops/s --higher-is-better ops -- ./bench
     """
-    from perflab.benchmarks.cmd import Command, MetricRule
-    from perflab.runner.commands import run_commands
+    from perflab.benchmarks.cmd import FAMILY, MetricRule, check_unique
+    from perflab.runner.loop import run_jobs
+    from perflab.stats.descriptive import summarize
+    from perflab.stats.relative import relative_to_fastest
 
     unit_map = _key_values(units, "--unit")
     rules = [MetricRule.parse(m, unit_map, set(higher)) for m in metrics]
+    check_unique(rules)
     for key in list(unit_map) + list(higher):
         if key not in {r.name for r in rules}:
             raise click.BadParameter(f"{key!r} names no --metric", param_hint="--unit/--higher-is-better")
     groups = [[c] for c in cmds] + _split_commands(command)
     if not groups:
         raise click.UsageError("no command given: put it after -- or use --cmd")
-    commands = [Command.build(g, shell, rules) for g in groups]
-    if name and len(commands) > 1:
+    if name and len(groups) > 1:
         raise click.BadParameter("--name applies to a single command", param_hint="--name")
+    jobs = []
+    for words in groups:
+        params = {"command": words, "shell": shell, "prepare": prepare, "ignore_failure": ignore_failure,
+                  "metrics": [{"name": r.name, "pattern": r.pattern, "unit": r.unit, "direction": r.direction}
+                              for r in rules]}
+        if name:
+            params["name"] = name
+        parsed = FAMILY.parse_params(params)
+        FAMILY.command(parsed)   # the executable exists: checked before the store is opened
+        jobs.append({"benchmark": "cmd", "params": params, "runs": runs, "warmup": warmup, "timeout": timeout,
+                     "tag": tag, "comment": comment, "monitors": {}})
     store = get_store(db)
-    results = run_commands(store, commands, runs=runs, warmup=warmup, prepare=prepare, timeout=timeout,
-                           ignore_failure=ignore_failure, tag=tag, box=box, repo=repo, comment=comment, name=name)
-    for r in results:
-        walls = r.walls
-        mean = statistics.fmean(walls)
-        sd = statistics.stdev(walls) if len(walls) > 1 else 0.0
-        click.echo(f"run #{r.recorder.run_id}: {r.command.display}")
-        click.echo(f"  Time (mean ± σ):   {_fmt_time(mean):>10} ± {_fmt_time(sd):>10}")
-        click.echo(f"  Range (min … max): {_fmt_time(min(walls)):>10} … {_fmt_time(max(walls)):>10}    {len(walls)} runs")
-    if len(results) > 1:
-        means = [(statistics.fmean(r.walls), r) for r in results]
-        fastest_mean, fastest = min(means, key=lambda x: x[0])
-        click.echo(f"Fastest: {fastest.command.display}")
-        for mean, r in means:
-            if r is not fastest:
-                click.echo(f"  {mean / fastest_mean:.2f} times faster than {r.command.display}")
+    outcomes = run_jobs(store, jobs, interleave=True, box=box, repo=repo)
+    done = [o for o in outcomes if o.walls.get(o.session.processes(0)[-1].item)]
+    means = []
+    for o in done:
+        walls = o.walls[o.session.processes(0)[-1].item]
+        s = summarize(walls)
+        means.append(s.mean)
+        sd = 0.0 if s.n < 2 else s.stddev
+        click.echo(f"run #{o.run_id}: {o.session.command.display}")
+        click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(sd):>10}")
+        click.echo(f"  Range (min … max): {_fmt_time(s.min):>10} … {_fmt_time(s.max):>10}    {s.n} runs")
+    if len(done) > 1 and len(done) == len(outcomes):
+        fastest, ratios = relative_to_fastest(means)
+        click.echo(f"Fastest: {done[fastest].session.command.display}")
+        for i, o in enumerate(done):
+            if i != fastest:
+                click.echo(f"  {ratios[i]:.2f} times faster than {o.session.command.display}")
+    _finish(outcomes)
 
 
-@run_group.command("lmbench")
+# -- lmbench ----------------------------------------------------------------------
+
+@click.command("lmbench")
 @click.option("--quick", is_flag=True,
               help="Fewer, shorter samples (4 processes x 3 samples of 10 ms per figure, file "
                    "create/delete 2 x 3; under a minute) instead of 5 x 5 of 50 ms (about 4 minutes).")
 @click.option("--only", "only", multiple=True, metavar="CATEGORY",
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")
-@click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...).")
-@click.option("--box", help="Testbox name (default: hostname).")
-@click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
-@click.option("--comment", "-m", help="A note kept with the run (see `perflab annotate`).")
-@db_option
+@_variant_options
 def run_lmbench(quick, only, tag, box, repo, comment, db) -> None:
     """Run the LMbench-class OS microbenchmarks and record every sample.
 
@@ -142,13 +173,14 @@ def run_lmbench(quick, only, tag, box, repo, comment, db) -> None:
       perflab run lmbench --tag 6.8-rc1 --only processes,ctx
       CC=clang perflab run lmbench --tag clang-17
     """
+    from perflab.benchmarks.lmbench.catalog import metrics_of_program
     from perflab.benchmarks.lmbench.driver import parse_only, run_suite
 
     categories = parse_only(only)
     store = get_store(db)
     result = run_suite(store, quick=quick, categories=categories or None, tag=tag, box=box, repo=repo,
                        comment=comment)
-    figures = len({m for p in result.programs for m in _figures_of(p)})
+    figures = len({m for p in result.programs for m in metrics_of_program(p)})
     line = (f"run #{result.run_id}: lmbench ({result.mode.name}), {result.samples} samples of {figures} figures "
             f"in {result.seconds:.0f} s")
     if result.failures:
@@ -156,10 +188,130 @@ def run_lmbench(quick, only, tag, box, repo, comment, db) -> None:
     click.echo(line)
 
 
-def _figures_of(program: str) -> list[str]:
-    from perflab.benchmarks.lmbench.catalog import metrics_of_program
+HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 
-    return metrics_of_program(program)
+
+# -- any other family, and job files ---------------------------------------------
+
+def _report_jobs(outcomes) -> None:
+    from perflab.text import printable
+
+    for o in outcomes:
+        if o.recorder is None:
+            continue
+        status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
+        click.echo(f"run #{o.run_id}: {printable(o.session.name, 80)}: {o.samples} samples in {o.seconds:.1f} s ({printable(status, 200)})")
+
+
+def _run_atomic_jobs(jobs: list[dict], box, repo, db) -> None:
+    from perflab.runner.loop import run_jobs
+
+    store = get_store(db)
+    outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo)
+    _report_jobs(outcomes)
+    _finish(outcomes)
+
+
+def _family_command(name: str) -> click.Command:
+    """A `perflab run NAME` command made from the family's parameter model."""
+    from perflab import benchmarks
+
+    fam = benchmarks.family(name)
+
+    def callback(runs, warmup, timeout, tag, box, repo, comment, db, **values):
+        from perflab import jobs as jobfiles
+
+        doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment}
+        for key, given in values.items():
+            if given:
+                parsed = [jobfiles.parse_scalar(v) for v in given]
+                doc[key] = parsed if len(parsed) > 1 else parsed[0]
+        _run_atomic_jobs(jobfiles.expand(doc, f"perflab run {name}"), box, repo, db)
+
+    params = [
+        click.Option(["--runs", "-r"], type=click.IntRange(min=1), default=None,
+                     help="Repetitions of each atomic job (default: the family's)."),
+        click.Option(["--warmup", "-w"], type=click.IntRange(min=0), default=0, show_default=True, help="Untimed repetitions first."),
+        click.Option(["--timeout"], type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a process after S seconds."),
+    ]
+    for key, field in fam.Params.model_fields.items():
+        params.append(click.Option([f"--{key.replace('_', '-')}", key], multiple=True, metavar="VALUE",
+                                   help=(field.description or key) + " (repeat for a matrix axis)."))
+    command = click.Command(name, callback=callback, params=params,
+                            help=f"Run {name}: {fam.summary}.\n\nEvery parameter option may be repeated: "
+                                 f"each value is one point of the matrix.\n\n\b\nExample:\n"
+                                 f"  perflab jobs list   # shipped job files, e.g. perflab run JOB.yaml")
+    for option in [click.Option(["--tag", "-t"], help="Label of this variant (kernel, patch, compiler ...)."),
+                   click.Option(["--box"], help="Testbox name (default: hostname)."),
+                   click.Option(["--repo"], type=click.Path(), help="Git checkout of the system under test: its commit is recorded."),
+                   click.Option(["--comment", "-m"], help="A note kept with the run."),
+                   click.Option(["--db"], metavar="URL", help="Store URL or SQLite path (overrides the global --db and $PERFLAB_DB).")]:
+        command.params.append(option)
+    return command
+
+
+def _job_command(path: str) -> click.Command:
+    @click.command(path)
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                  help="Override a key of the job file (a YAML value; a list makes an axis).")
+    @_variant_options
+    def run_job(overrides, tag, box, repo, comment, db) -> None:
+        """Run every atomic job of a job file (the Cartesian product of its list values).
+
+        \b
+        Example:
+          perflab run will-it-scale-seed.yaml --set runs=3 --tag v6.8
+        """
+        from perflab import jobs as jobfiles
+
+        atomic = jobfiles.load(path, list(overrides))
+        for job in atomic:
+            if tag is not None:
+                job["tag"] = tag
+            if comment is not None:
+                job["comment"] = comment
+        _run_atomic_jobs(atomic, box, repo, db)
+
+    return run_job
+
+
+class RunGroup(click.Group):
+    """`perflab run FAMILY` for every registered family, or `perflab run JOB.yaml`."""
+
+    def list_commands(self, ctx):
+        from perflab import benchmarks
+
+        return list(benchmarks.FAMILIES)
+
+    def get_command(self, ctx, name):
+        from perflab import benchmarks
+
+        if name in HANDWRITTEN:
+            return HANDWRITTEN[name]
+        if name in benchmarks.FAMILIES:
+            return _family_command(name)
+        if name.endswith((".yaml", ".yml")) or os.sep in name or os.path.isfile(name):
+            from perflab import jobs as jobfiles
+
+            if not os.path.isfile(name):
+                shipped = {p.name: p for p in jobfiles.shipped()}
+                if name in shipped:
+                    return _job_command(str(shipped[name]))
+                raise PerflabError(f"job file {name}: no such file (shipped job files: `perflab jobs list`)")
+            return _job_command(name)
+        return None
+
+
+@click.group("run", cls=RunGroup)
+def run_group() -> None:
+    """Run a benchmark (a family, or a job file) and record every sample with its environment.
+
+    \b
+    Example:
+      perflab run cmd --runs 20 --tag v6.8 -- make -s -C /src/tool
+      perflab run will-it-scale --test page_fault1 --mode thread --nr-task 1 --nr-task 2
+      perflab run will-it-scale-seed.yaml --tag v6.8
+    """
 
 
 COMMANDS = [run_group]

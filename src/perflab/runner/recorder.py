@@ -1,22 +1,21 @@
 """A run as it is being recorded: every repetition is committed as it exists.
 
 Ctrl-C and SIGTERM mark the run interrupted (the samples already committed
-stay); after kill -9 a later command finds the writer gone (Store.reap_dead_runs).
+stay; see runner.interrupt for why they arrive as a flag); after kill -9 a
+later command finds the writer gone (Store.reap_dead_runs).
 """
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from perflab import environment
 from perflab.model import Sample
+from perflab.runner.interrupt import Interrupted
 from perflab.store import Store
 
-
-class Interrupted(Exception):
-    """Raised in the main thread by SIGTERM, as KeyboardInterrupt is by SIGINT."""
+__all__ = ["Interrupted", "RunFailed", "RunRecorder", "recording", "start_run"]
 
 
 class RunRecorder:
@@ -26,29 +25,21 @@ class RunRecorder:
         self.repetitions = 0
         self.samples = 0
         self.failed_items: list[str] = []
+        self.error: str | None = None
 
-    def add_samples(self, repetition: int, samples: Iterable[Sample]) -> None:
-        """Store one repetition's samples and commit them before returning."""
-        self.samples += self.store.add_samples(self.run_id, repetition, samples)
-        self.repetitions += 1
+    def add_samples(self, repetition: int, samples: Iterable[Sample], process: int | None = None) -> None:
+        """Store samples of one repetition (from one of its processes) and commit them before returning."""
+        self.samples += self.store.add_samples(self.run_id, repetition, samples, process=process)
+        self.repetitions = max(self.repetitions, repetition + 1)
 
     def add_failure(self, item: str, message: str) -> None:
         """Record that one part of the run failed; the rest of the run goes on."""
         self.failed_items.append(item)
         self.store.add_failure(self.run_id, item, message)
 
-
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(f"signal {signal.Signals(signum).name}")
-
-
-@contextmanager
-def sigterm_as_exception() -> Iterator[None]:
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def fail(self, message: str) -> None:
+        """The run as a whole failed; it is closed as failed, its samples kept."""
+        self.error = message
 
 
 class RunFailed(Exception):
@@ -67,6 +58,7 @@ def start_run(
     comment: str | None = None,
     cc: str | None = None,
     extra_facts: dict | None = None,
+    job: dict | None = None,
 ) -> RunRecorder:
     """Capture the environment and create the run row (status 'running')."""
     facts = environment.capture(box=box, cc=cc)
@@ -79,7 +71,7 @@ def start_run(
         facts.update(extra_facts)
     run_id = store.create_run(
         testbox=facts["testbox"], environment=facts, benchmark=benchmark, name=name,
-        params=params, tag=tag, commit=commit, dirty=dirty, comment=comment,
+        params=params, tag=tag, commit=commit, dirty=dirty, comment=comment, job=job,
     )
     return RunRecorder(store, run_id)
 
@@ -88,28 +80,30 @@ def start_run(
 def recording(recorders: list[RunRecorder]) -> Iterator[list[RunRecorder]]:
     """Close the runs with the right status whatever happens inside.
 
-    Normal exit: finished (or failed when a part failed); RunFailed: failed;
-    Ctrl-C / SIGTERM: interrupted; any other error: failed with its message.
+    Normal exit: finished, partial when a part failed, failed when the run was
+    marked failed; RunFailed: failed; Ctrl-C / SIGTERM: interrupted; any other
+    error: failed with its message. The status is written once, here.
     """
-    with sigterm_as_exception():
-        try:
-            yield recorders
-        except (KeyboardInterrupt, Interrupted) as e:
-            reason = "Ctrl-C" if isinstance(e, KeyboardInterrupt) else str(e)
-            for rec in recorders:
-                rec.store.finish_run(rec.run_id, "interrupted", f"interrupted by {reason}")
-            raise
-        except RunFailed as e:
-            for rec in recorders:
-                rec.store.finish_run(rec.run_id, "failed", str(e))
-            raise
-        except Exception as e:
-            for rec in recorders:
-                rec.store.finish_run(rec.run_id, "failed", f"{type(e).__name__}: {e}")
-            raise
-        else:
-            for rec in recorders:
-                if rec.failed_items:
-                    rec.store.finish_run(rec.run_id, "partial", "failed parts: " + ", ".join(rec.failed_items))
-                else:
-                    rec.store.finish_run(rec.run_id, "finished")
+    try:
+        yield recorders
+    except (KeyboardInterrupt, Interrupted) as e:
+        reason = "interrupted by Ctrl-C" if isinstance(e, KeyboardInterrupt) else str(e)
+        for rec in recorders:
+            rec.store.finish_run(rec.run_id, "interrupted", reason)
+        raise
+    except RunFailed as e:
+        for rec in recorders:
+            rec.store.finish_run(rec.run_id, "failed", str(e))
+        raise
+    except Exception as e:
+        for rec in recorders:
+            rec.store.finish_run(rec.run_id, "failed", f"{type(e).__name__}: {e}")
+        raise
+    else:
+        for rec in recorders:
+            if rec.error is not None:
+                rec.store.finish_run(rec.run_id, "failed", rec.error)
+            elif rec.failed_items:
+                rec.store.finish_run(rec.run_id, "partial", "failed parts: " + ", ".join(rec.failed_items))
+            else:
+                rec.store.finish_run(rec.run_id, "finished")

@@ -67,6 +67,8 @@ run = Table(
     Column("host", String(255)),
     Column("pid", Integer),
     Column("pid_start", String(40)),
+    # The atomic job this run executed (family, params, runs, ...): `perflab rerun` runs it again.
+    Column("job", JSON),
 )
 Index("ix_run_benchmark_started", run.c.benchmark, run.c.started)
 Index("ix_run_tag", run.c.tag)
@@ -82,6 +84,8 @@ sample = Table(
     Column("unit", String(32), nullable=False),
     Column("direction", Integer, nullable=False),
     Column("repetition", Integer, nullable=False),
+    # Which process of the repetition printed it (a suite runs several per repetition).
+    Column("process", Integer),
 )
 Index("ix_sample_run_metric", sample.c.run_id, sample.c.metric)
 

@@ -1,14 +1,15 @@
-"""Run the LMbench-class suite: build each C program, run it in separate
-processes, parse its JSON lines and store every sample as it arrives.
+"""The `lmbench` family: build each C program, run it in separate processes,
+parse its JSON lines into samples.
 
-One `perflab run lmbench` is one run. Each selected program runs once per
-round, in `processes` rounds (all programs in round 1, then all in round 2,
-...; a program the mode caps at fewer processes sits out the later rounds), so that per-process effects (address layout, page placement, the CPU a
-process lands on) are part of the spread and slow drift of the machine hits
-every program alike. A program that cannot be built, crashes, exits non-zero,
-exceeds its timeout or prints something that is not one of its figures is
-recorded as a failure of that program (named) and skipped from then on; the
-rest of the suite goes on and the run ends "partial".
+One `perflab run lmbench` is one run. A repetition is one round: each
+selected program runs once, in its own process (a program the mode caps at
+fewer processes sits out the later rounds), so that per-process effects
+(address layout, page placement, the CPU a process lands on) are part of the
+spread and slow drift of the machine hits every program alike. A program that
+cannot be built, crashes, exits non-zero, exceeds its timeout or prints
+something that is not one of its figures is recorded by the runner as a
+failure of that program (named) and skipped from then on; the rest of the
+suite goes on and the run ends "partial".
 """
 
 from __future__ import annotations
@@ -17,31 +18,28 @@ import json
 import math
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import Field, field_validator
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perflab.benchmarks import cbuild
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
 from perflab.benchmarks.lmbench import catalog
 from perflab.errors import UsageProblem
 from perflab.model import Sample
-from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
+from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.runner.recorder import RunFailed
 from perflab.store import Store
 
 SOURCE_DIR = Path(__file__).parent / "c"
 FLAGS = cbuild.DEFAULT_FLAGS
 TINY_ENV = "PERFLAB_LMBENCH_TINY"        # tiny sizes and counts: the test suite's knob
 TIMEOUT_ENV = "PERFLAB_LMBENCH_TIMEOUT"  # seconds per program execution (overrides the mode's)
-STDERR_TAIL = 5
 
 
 @dataclass(frozen=True)
@@ -96,24 +94,7 @@ def parse_only(values: Iterable[str]) -> list[str]:
     return [c for c in catalog.CATEGORIES if c in wanted]
 
 
-@dataclass
-class SuiteResult:
-    recorder: RunRecorder
-    mode: Mode
-    programs: list[str]
-    failures: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def run_id(self) -> int:
-        return self.recorder.run_id
-
-    @property
-    def samples(self) -> int:
-        return self.recorder.samples
-
-
-class ProgramFailed(Exception):
+class ProgramFailed(ItemFailed):
     """One execution of one program went wrong; the message names the program."""
 
 
@@ -132,55 +113,6 @@ def _tmp_filesystem(path: str) -> str:
     except OSError:
         pass
     return fstype
-
-
-def _describe_exit(program: str, returncode: int, stderr: str) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        why = f"killed by {name}"
-    else:
-        why = f"exited with status {returncode}"
-    tail = [line.strip() for line in stderr.splitlines() if line.strip()][-STDERR_TAIL:]
-    return f"{program}: {why}" + (": " + " | ".join(tail) if tail else "")
-
-
-def execute(program: str, binary: Path, args: list[str], timeout: float, cwd: str) -> str:
-    """Run one execution of a program in its own process group; its stdout.
-
-    Raises ProgramFailed on a crash, a non-zero exit or a timeout (the whole
-    process group is killed: a ring of lat_ctx processes goes with it).
-    """
-    try:
-        proc = subprocess.Popen([str(binary), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=cwd, start_new_session=True, text=True,
-                                errors="replace")
-    except OSError as e:
-        raise ProgramFailed(f"{program}: cannot start {binary}: {e.strerror or e}") from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        tail = [line.strip() for line in (err or "").splitlines() if line.strip()][-STDERR_TAIL:]
-        raise ProgramFailed(f"{program}: timed out after {timeout:g} s (killed)" + (": " + " | ".join(tail) if tail else "")) from None
-    except BaseException:
-        # Ctrl-C or SIGTERM while it runs: leave nothing behind.
-        _kill_group(proc)
-        proc.wait()
-        raise
-    if proc.returncode != 0:
-        raise ProgramFailed(_describe_exit(program, proc.returncode, err or ""))
-    return out
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def parse_output(program: str, text: str) -> list[Sample]:
@@ -216,9 +148,99 @@ def parse_output(program: str, text: str) -> list[Sample]:
     return samples
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("lmbench {task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)
+
+class LmbenchParams(Params):
+    quick: bool = Field(False, description="fewer, shorter samples (under a minute)")
+    only: list[str] | None = Field(None, description=f"categories to run: {', '.join(catalog.CATEGORIES)}")
+
+    @field_validator("only", mode="before")
+    @classmethod
+    def _only(cls, v):
+        if v is None:
+            return None
+        values = [v] if isinstance(v, str) else list(v)
+        return parse_only(values) or None
+
+
+class LmbenchSession(Session):
+    def __init__(self, params: LmbenchParams, job: dict, workdir: str):
+        self.mode = mode_for(params.quick)
+        self.programs = catalog.programs_of(params.only or list(catalog.CATEGORIES))
+        env_timeout = os.environ.get(TIMEOUT_ENV)
+        self.timeout = float(job.get("timeout") or env_timeout or self.mode.timeout)
+        self.workdir = workdir
+        self.binaries: dict[str, Path] = {}
+        stored: dict = {"quick": bool(params.quick)}
+        if params.only:
+            stored["only"] = list(params.only)
+        if self.mode is TINY:
+            stored["tiny"] = True
+        tmp_parent = os.path.dirname(workdir)
+        facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
+                 "lmbench_tmpdir_fs": _tmp_filesystem(tmp_parent),
+                 "placement": "each program pinned to the first CPU it may use"}
+        try:
+            facts["cc_path"] = cbuild.compiler().path
+        except cbuild.BuildError:
+            facts["cc_path"] = "n/a"
+        super().__init__(name="lmbench", params=stored, facts=facts)
+
+    def build(self) -> None:
+        for program in self.programs:
+            try:
+                self.binaries[program] = cbuild.build(program, SOURCE_DIR, flags=FLAGS)
+            except cbuild.BuildError as e:
+                self.build_failures[program] = str(e)
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        args = ["-n", str(self.mode.samples), "-t", f"{self.mode.target_ms:g}", "-d", self.workdir, *self.mode.extra]
+        return [ProcessSpec([str(binary), *args], item=program, cwd=self.workdir, timeout=self.timeout)
+                for program, binary in self.binaries.items() if repetition < self.mode.processes_of(program)]
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        samples = parse_output(spec.item, result.stdout)
+        missing = [m for m in catalog.metrics_of_program(spec.item) if not any(s.metric == m for s in samples)]
+        if missing:
+            raise ProgramFailed(f"{spec.item}: printed no value for {', '.join(missing)}")
+        return samples
+
+
+class LmbenchFamily(Family):
+    name = "lmbench"
+    summary = "LMbench-class OS microbenchmarks (the LMbench 2.0 summary's figures)"
+    Params = LmbenchParams
+    duration_params = frozenset({"quick", "only", "runs", "warmup", "timeout"})
+
+    def metrics(self, params: LmbenchParams) -> dict[str, Metric]:
+        wanted = set(catalog.programs_of(params.only or list(catalog.CATEGORIES)))
+        return {name: Metric(name, f.unit, f.direction) for name, f in catalog.FIGURES.items()
+                if any(name in catalog.metrics_of_program(p) for p in wanted)}
+
+    def default_runs(self, params: LmbenchParams) -> int:
+        return mode_for(params.quick).processes
+
+    @contextmanager
+    def session(self, params: LmbenchParams, job: dict) -> Iterator[LmbenchSession]:
+        workdir = tempfile.mkdtemp(prefix="perflab-lmbench-")
+        try:
+            session = LmbenchSession(params, job, workdir)
+            session.build()
+            yield session
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+FAMILY = LmbenchFamily()
+
+
+@dataclass
+class SuiteResult:
+    run_id: int
+    mode: Mode
+    programs: list[str]
+    samples: int
+    failures: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 def run_suite(
@@ -232,86 +254,17 @@ def run_suite(
     comment: str | None = None,
     console: Console | None = None,
 ) -> SuiteResult:
-    """Build and run the selected programs; store every sample of one run."""
-    console = console or Console(stderr=True)
-    selected = categories or list(catalog.CATEGORIES)
-    programs = catalog.programs_of(selected)
-    mode = mode_for(quick)
-    timeout = float(os.environ.get(TIMEOUT_ENV) or mode.timeout)
-    cc = cbuild.cc_command()
-    tmp_parent = tempfile.gettempdir()
+    """Build and run the selected programs as one run (one atomic job on the runner)."""
+    from perflab.runner.loop import run_jobs
 
-    facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
-             "lmbench_tmpdir_fs": _tmp_filesystem(tmp_parent)}
-    try:
-        comp = cbuild.compiler(cc)
-        facts["cc_path"] = comp.path
-    except cbuild.BuildError:
-        facts["cc_path"] = "n/a"
     params: dict = {"quick": bool(quick)}
     if categories:
-        params["only"] = list(selected)
-    if mode is TINY:
-        params["tiny"] = True
-
-    rec = start_run(store, benchmark="lmbench", name="lmbench", params=params, box=box, tag=tag,
-                    repo=repo, comment=comment, cc=cc, extra_facts=facts)
-    result = SuiteResult(rec, mode, programs)
-    began = time.monotonic()
-    workdir = tempfile.mkdtemp(prefix="perflab-lmbench-")
-    progress = _progress(console)
-
-    def fail(program: str, message: str) -> None:
-        result.failures[program] = message
-        rec.add_failure(program, message)
-        progress.console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, highlight=False)
-
-    try:
-        with recording([rec]), progress:
-            binaries: dict[str, Path] = {}
-            build = progress.add_task("building", total=len(programs))
-            for program in programs:
-                progress.update(build, description=f"building {program}")
-                try:
-                    binaries[program] = cbuild.build(program, SOURCE_DIR, cc=cc, flags=FLAGS)
-                except cbuild.BuildError as e:
-                    fail(program, str(e))
-                progress.advance(build)
-            progress.remove_task(build)
-
-            task = progress.add_task("", total=sum(mode.processes_of(p) for p in binaries))
-            counts: dict[str, int] = defaultdict(int)   # samples stored so far, per metric
-            args = ["-n", str(mode.samples), "-t", f"{mode.target_ms:g}", "-d", workdir, *mode.extra]
-            for round_no in range(mode.processes):
-                for program, binary in binaries.items():
-                    if round_no >= mode.processes_of(program):
-                        continue
-                    if program in result.failures:
-                        progress.advance(task)
-                        continue
-                    progress.update(task, description=f"{program} ({round_no + 1}/{mode.processes_of(program)})")
-                    try:
-                        samples = parse_output(program, execute(program, binary, args, timeout, workdir))
-                    except ProgramFailed as e:
-                        fail(program, str(e))
-                        progress.advance(task)
-                        continue
-                    # one repetition per sample index of each metric: (metric, repetition) stays unique
-                    by_rep: dict[int, list[Sample]] = defaultdict(list)
-                    for s in samples:
-                        by_rep[counts[s.metric]].append(s)
-                        counts[s.metric] += 1
-                    for rep in sorted(by_rep):
-                        rec.add_samples(rep, by_rep[rep])
-                    missing = [m for m in catalog.metrics_of_program(program) if not any(s.metric == m for s in samples)]
-                    if missing:
-                        fail(program, f"{program}: printed no value for {', '.join(missing)}")
-                    progress.advance(task)
-            result.seconds = time.monotonic() - began
-            if rec.samples == 0:
-                first = next(iter(result.failures.values()), "nothing was run")
-                raise RunFailed(f"lmbench: no figure was measured ({len(result.failures)} of {len(programs)} "
-                                f"programs failed; first: {first})")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return result
+        params["only"] = list(categories)
+    job = {"benchmark": "lmbench", "params": params, "runs": None, "warmup": 0, "timeout": None,
+           "tag": tag, "comment": comment, "monitors": {}}
+    (outcome,) = run_jobs(store, [job], box=box, repo=repo, console=console)
+    if outcome.error is not None:
+        raise RunFailed(outcome.error)
+    session = outcome.session
+    return SuiteResult(outcome.run_id, session.mode, session.programs, outcome.samples,
+                       dict(outcome.failures), outcome.seconds)

@@ -1,0 +1,106 @@
+"""The family interface: what a benchmark family tells the one runner.
+
+A family is a plug-in. It declares its parameters (a pydantic model; which of
+them only change how long a run takes), its metric catalog (LKP-style names,
+unit, direction), how its C programs are built, the processes one repetition
+of an atomic job runs, and how their output becomes samples. It knows
+nothing of the store, the progress bar, repetitions or other families: the
+runner (perflab.runner.loop) owns all of that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from perflab.model import Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str        # "suite.metric", as LKP names them
+    unit: str
+    direction: int   # +1 higher is better, -1 lower is better, 0 informational
+    description: str = ""
+
+
+class Params(BaseModel):
+    """Base of every family's parameter model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ItemFailed(Exception):
+    """One process of a repetition went wrong (crash, garbage, timeout); the message names the item."""
+
+
+# What happens when an item fails: "skip" records it, skips that item from then
+# on and lets the rest go on (a suite: the run ends partial); "stop" ends the
+# run failed (one command: later repetitions would not be comparable).
+SKIP, STOP = "skip", "stop"
+
+
+@dataclass
+class Session:
+    """One atomic job made ready to run: binaries built, directories made.
+
+    `build_failures` are items that could not be prepared (a program that did
+    not compile); the runner records them and runs the rest.
+    """
+
+    name: str                                   # the run's name in the log
+    params: dict                                # resolved parameters, as stored with the run
+    facts: dict = field(default_factory=dict)   # environment facts this family adds
+    build_failures: dict[str, str] = field(default_factory=dict)
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        """The processes of one repetition, in order; each ProcessSpec.item names it."""
+        raise NotImplementedError
+
+    def judge(self, spec: ProcessSpec, result: ProcessResult) -> str | None:
+        """Why this process counts as failed (None: it did not). Default: non-zero exit or timeout."""
+        if result.ok:
+            return None
+        return f"{spec.item}: {result.describe_failure(spec.timeout)}"
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        """The samples a finished process produced; ItemFailed for garbage, PerflabError for bad input."""
+        raise NotImplementedError
+
+
+class Family:
+    """A benchmark family: subclass it and register the subclass in benchmarks.FAMILIES."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    Params: ClassVar[type[Params]]
+    # Parameters that only change how long a run takes: `compare` ignores them when it matches groups.
+    duration_params: ClassVar[frozenset[str]] = frozenset()
+    failure_policy: ClassVar[str] = SKIP
+    # Metrics that describe the harness's view of a process rather than the benchmark's result.
+    secondary_metrics: ClassVar[frozenset[str]] = frozenset()
+
+    def metrics(self, params: Params) -> dict[str, Metric]:
+        """The metric catalog (for these parameters)."""
+        raise NotImplementedError
+
+    def default_runs(self, params: Params) -> int:
+        """Repetitions when the job does not say."""
+        return 1
+
+    def parse_params(self, raw: dict, where: str = "") -> Params:
+        """Validate raw parameters; PerflabError naming the key and the valid values."""
+        from perflab.jobs import validate_params
+
+        return validate_params(self, raw, where)
+
+    @contextmanager
+    def session(self, params: Params, job: dict) -> Iterator[Session]:
+        """Build and set up what the atomic `job` needs; undo the set-up on leaving (also on failure)."""
+        raise NotImplementedError
+        yield  # pragma: no cover

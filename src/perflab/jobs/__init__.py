@@ -1,0 +1,257 @@
+"""Job files, LKP's habit: load, validate, expand into atomic jobs.
+
+A job file names a benchmark and its parameters:
+
+    benchmark: will-it-scale
+    runs: 3
+    timeout: 300
+    test: [page_fault1, brk1]      # a list is an axis of the matrix
+    mode: [process, thread]
+    nr_task: [1, 50%, 100%]        # N% of the online CPUs (at least 1)
+
+Top-level keys other than the job's own (benchmark, runs, warmup, timeout,
+tag, comment, monitors) are the family's parameters; they may also sit in a
+mapping under the family's name (`will-it-scale: {mode: thread}`), as LKP
+writes them. A list value is an axis and the job expands to the Cartesian
+product of its axes; a parameter whose value is itself a list (cmd's
+`command` words, lmbench's `only`) takes a list of lists as an axis.
+
+An **atomic job** is one point of the matrix, a plain JSON-serialisable
+dict: {"benchmark", "params", "runs", "warmup", "timeout", "tag", "comment",
+"monitors"}. The same dict runs locally, under bisection and on a remote
+worker; every run stores the atomic job it ran.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import typing
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from perflab.errors import PerflabError, UsageProblem
+
+JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
+SHIPPED_DIR = Path(__file__).parent
+DEFAULT_RUNS = 1
+
+
+class JobError(UsageProblem):
+    pass
+
+
+# -- parameters ---------------------------------------------------------------
+
+def _is_list_type(annotation) -> bool:
+    """Whether a pydantic field's type takes a list as one value."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_is_list_type(a) for a in typing.get_args(annotation))
+    return annotation in (list, tuple)
+
+
+def validate_params(family, raw: dict, where: str = ""):
+    """Raw parameters -> the family's model; JobError naming the key, and the valid keys or values."""
+    prefix = f"{where}: " if where else ""
+    fields = family.Params.model_fields
+    for key in raw:
+        if key not in fields:
+            raise JobError(f"{prefix}unknown parameter {key!r} for {family.name}; valid: {', '.join(fields)}")
+    try:
+        return family.Params(**raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(parameters)"
+        value = raw.get(err["loc"][0]) if err["loc"] else None
+        message = err["msg"].removeprefix("Value error, ")
+        shown = f" = {value!r}" if value is not None else ""
+        raise JobError(f"{prefix}{family.name} parameter {key}{shown}: {message}") from None
+    except PerflabError as e:
+        raise JobError(f"{prefix}{e}") from None
+
+
+def cpu_percent(value, key: str) -> int:
+    """'50%' -> half the online CPUs (at least 1); ints pass through."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", value)
+        if not m:
+            raise ValueError(f"{value!r} is not a number or N% of the CPUs")
+        cpus = len(os.sched_getaffinity(0))
+        return max(1, round(cpus * float(m.group(1)) / 100))
+    return value
+
+
+# -- files --------------------------------------------------------------------
+
+class _LineLoader(yaml.SafeLoader):
+    """Records the line of every mapping key, so errors can name it."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    lines = {}
+    for key_node, _ in node.value:
+        lines[loader.construct_object(key_node, deep=deep)] = key_node.start_mark.line + 1
+    mapping_with_lines = _Mapping(mapping)
+    mapping_with_lines.lines = lines
+    return mapping_with_lines
+
+
+class _Mapping(dict):
+    lines: dict
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _line(doc, key) -> str:
+    line = getattr(doc, "lines", {}).get(key)
+    return f":{line}" if line else ""
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> list[dict]:
+    """Read a job file, apply --set overrides and expand it; the atomic jobs."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise JobError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise JobError(f"{path}: not a text file") from None
+    try:
+        doc = yaml.load(text, Loader=_LineLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise JobError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(doc, dict):
+        raise JobError(f"{path}: a job file is a mapping of keys (benchmark: ..., runs: ...)")
+    return expand(doc, str(path), overrides)
+
+
+def parse_scalar(value: str):
+    """A value from the command line, read as YAML would ('3' -> 3, '[1, 2]' -> a list, 'x' -> 'x')."""
+    try:
+        return yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        return value
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise JobError(f"--set {text!r}: expected KEY=VALUE")
+    return key.strip(), parse_scalar(value)
+
+
+def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[dict]:
+    """A job mapping -> its atomic jobs (the Cartesian product of its list-valued parameters)."""
+    from perflab import benchmarks
+
+    doc = dict(doc)
+    lines = getattr(doc, "lines", None) or {}
+    for text in overrides:
+        key, value = _parse_override(text)
+        doc[key] = value
+    name = doc.get("benchmark")
+    if not isinstance(name, str):
+        raise JobError(f"{source}: key 'benchmark' is missing: name one of {', '.join(benchmarks.FAMILIES)}")
+    try:
+        family = benchmarks.family(name)
+    except UsageProblem as e:
+        raise JobError(f"{source}{_line(doc, 'benchmark')}: {e}") from None
+    raw = {k: v for k, v in doc.items() if k not in JOB_KEYS and k != name}
+    nested = doc.get(name)
+    if nested is not None:
+        if not isinstance(nested, dict):
+            raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
+        raw.update(nested)
+    job = {"benchmark": name, "runs": doc.get("runs", DEFAULT_RUNS), "warmup": doc.get("warmup", 0),
+           "timeout": doc.get("timeout"), "tag": doc.get("tag"), "comment": doc.get("comment"),
+           "monitors": doc.get("monitors") or {}}
+    for key, check in (("runs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+                       ("warmup", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                       ("timeout", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                            and 0 < v < float("inf")))):
+        if not check(job[key]):
+            want = {"runs": "an integer >= 1", "warmup": "an integer >= 0", "timeout": "a number of seconds > 0"}[key]
+            raise JobError(f"{source}{_line(doc, key)}: key {key!r} = {job[key]!r}: expected {want}")
+    for key in ("tag", "comment"):
+        if job[key] is not None and not isinstance(job[key], str):
+            job[key] = str(job[key])
+    if not isinstance(job["monitors"], dict):
+        raise JobError(f"{source}{_line(doc, 'monitors')}: key 'monitors': expected a mapping of monitor names")
+
+    fields = family.Params.model_fields
+    axes: list[tuple[str, list]] = []
+    for key, value in raw.items():
+        if key not in fields:
+            nested_lines = getattr(nested, "lines", {}) if isinstance(nested, dict) else {}
+            where = f"{source}:{nested_lines[key]}" if key in nested_lines else f"{source}{_line(doc, key)}"
+            raise JobError(f"{where}: unknown key {key!r} for {name}; valid: {', '.join([*JOB_KEYS, *fields])}")
+        list_typed = _is_list_type(fields[key].annotation)
+        if isinstance(value, list) and (not list_typed or (value and all(isinstance(v, list) for v in value))):
+            if not value:
+                raise JobError(f"{source}{_line(doc, key)}: key {key!r}: an empty list gives no job")
+            axes.append((key, value))
+        else:
+            axes.append((key, [value]))
+    atomic = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
+        label = ", ".join(f"{k}={v}" for k, v in params.items())
+        first_key = next(iter(params), None)
+        validate_params(family, params, f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
+        atomic.append({**job, "params": params})
+    return atomic
+
+
+def _plain(value):
+    """YAML's mapping subclass -> plain JSON-able values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def file_name(job: dict, varying: list[str]) -> str:
+    """A file name for an atomic job from the parameters that vary across the matrix."""
+    parts = [job["benchmark"]]
+    for key in varying:
+        value = job["params"][key]
+        text = "-".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(text)
+    name = "-".join(parts)
+    return re.sub(r"[^A-Za-z0-9_.%=+-]+", "_", name)[:200] + ".yaml"
+
+
+def varying_keys(jobs: list[dict]) -> list[str]:
+    keys: list[str] = []
+    for job in jobs:
+        for k in job["params"]:
+            if k not in keys:
+                keys.append(k)
+    return [k for k in keys if len({repr(j["params"].get(k)) for j in jobs}) > 1]
+
+
+def to_yaml(job: dict) -> str:
+    """An atomic job as a job file that expands to exactly itself."""
+    doc = {k: v for k, v in job.items() if k != "params" and v not in (None, {}, [])}
+    params = {}
+    for k, v in job["params"].items():
+        # A list-valued parameter is written as a one-element axis so it is not taken for an axis.
+        params[k] = [v] if isinstance(v, list) else v
+    doc[job["benchmark"]] = params
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def shipped() -> list[Path]:
+    """The job files shipped in the package."""
+    return sorted(SHIPPED_DIR.glob("*.yaml"))

@@ -1,0 +1,197 @@
+"""The one executor: start a benchmark process, measure it alone, clean up.
+
+Every benchmark process of every family starts here, through the C launcher
+in runner/c/launch.c (built on first use with the machine's compiler). The
+launcher forks the benchmark into its own process group, takes the wall time
+and the rusage (wait4) of the benchmark alone — not of this Python process,
+whose RSS high-water mark a child spawned from it would inherit — kills the
+whole group at the timeout (SIGTERM, SIGKILL after a grace period; orphans
+too, as a child subreaper), and dies with perflab (parent-death signal), so
+kill -9 of perflab leaves no benchmark running.
+
+An argv wrapper (e.g. `perf stat -o F --`) is put in front of the command and
+start/stop hooks run around it; the monitors use both.
+"""
+
+from __future__ import annotations
+
+import errno as errno_names
+import os
+import signal
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab.benchmarks import cbuild
+from perflab.errors import PerflabError
+
+LAUNCHER_DIR = Path(__file__).parent / "c"
+STDERR_TAIL_BYTES = 2000
+STDOUT_LIMIT_BYTES = 64 << 20    # what is read back of a benchmark's stdout
+DEFAULT_GRACE = 2.0              # seconds between SIGTERM and SIGKILL at a timeout
+
+_launcher: Path | None = None
+# The launcher now running: a SIGINT/SIGTERM handler stops it (runner.interrupt).
+current_launcher: int | None = None
+
+
+def launcher() -> Path:
+    """The launcher binary (compiled once per compiler/source, cached by cbuild)."""
+    global _launcher
+    if _launcher is None:
+        try:
+            _launcher = cbuild.build("launch", LAUNCHER_DIR)
+        except cbuild.BuildError as e:
+            raise PerflabError(f"cannot build perflab's process launcher: {e.detail}") from None
+    return _launcher
+
+
+@dataclass
+class ProcessSpec:
+    """One benchmark process: what to start and how."""
+
+    argv: list[str]
+    item: str = ""                  # what it is, in failure messages ("lat_ctx", a command line)
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    timeout: float | None = None
+    capture_stdout: bool = True
+    no_aslr: bool = False           # personality(ADDR_NO_RANDOMIZE) for the benchmark
+    cpus: str | None = None         # "0" or "0,2-3": bind the benchmark to these CPUs
+    record: bool = True             # False: an untimed helper (e.g. --prepare), judged but not parsed
+
+
+@dataclass
+class ProcessResult:
+    wall: float                     # seconds, measured by the launcher around fork..wait4
+    user: float
+    sys: float
+    maxrss_kib: int
+    voluntary_switches: int
+    involuntary_switches: int
+    exit_status: int                # 128+N when killed by signal N, as a shell says
+    signal: int                     # the signal that ended it, 0 when it exited
+    timed_out: bool
+    interrupted: bool               # stopped because perflab was asked to stop
+    stdout: str
+    stderr_tail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0 and not self.timed_out and not self.interrupted
+
+    def describe_failure(self, timeout: float | None, tail_lines: int = 5) -> str:
+        """'timed out after 2 s (killed)' / 'killed by SIGSEGV' / 'exited with status 3', with stderr's tail."""
+        if self.timed_out:
+            why = f"timed out after {timeout:g} s (killed)"
+        elif self.signal:
+            try:
+                why = f"killed by {signal.Signals(self.signal).name}"
+            except ValueError:
+                why = f"killed by signal {self.signal}"
+        else:
+            why = f"exited with status {self.exit_status}"
+        tail = [line.strip() for line in self.stderr_tail.splitlines() if line.strip()][-tail_lines:]
+        return why + (": " + " | ".join(tail) if tail else "")
+
+
+@dataclass
+class Hooks:
+    """Callables run just before the benchmark starts and just after it ends."""
+
+    start: list[Callable[[], None]] = field(default_factory=list)
+    stop: list[Callable[[], None]] = field(default_factory=list)
+
+
+def _parse_result(text: str, display: str) -> dict[str, str]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and lines[-1].startswith("execerror="):
+        code = int(lines[-1].split("=", 1)[1])
+        raise PerflabError(f"cannot start {display!r}: {os.strerror(code)} ({errno_names.errorcode.get(code, code)})")
+    if not lines or not lines[-1].startswith("exit="):
+        raise PerflabError(f"{display!r}: perflab's launcher ended without a result (was it killed?)")
+    return dict(word.split("=", 1) for word in lines[-1].split())
+
+
+def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | None = None,
+            grace: float = DEFAULT_GRACE) -> ProcessResult:
+    """Run one benchmark process to its end and measure it.
+
+    Raises PerflabError when the program cannot be started at all.
+    """
+    global current_launcher
+    display = spec.item or " ".join(spec.argv)
+    if spec.cwd and not os.path.isdir(spec.cwd):
+        raise PerflabError(f"{display!r}: working directory {spec.cwd} does not exist")
+    argv = [*wrapper, *spec.argv]
+    options = ["-G", f"{grace:g}"]
+    if spec.timeout:
+        options += ["-T", repr(float(spec.timeout))]
+    if spec.no_aslr:
+        options.append("-R")
+    if spec.cpus:
+        options += ["-c", spec.cpus]
+    if spec.cwd:
+        options += ["-C", spec.cwd]
+    command = [os.fsencode(str(launcher())), *map(os.fsencode, options), b"--", *map(os.fsencode, argv)]
+    env = os.environb if spec.env is None else {os.fsencode(k): os.fsencode(v) for k, v in spec.env.items()}
+    hooks = hooks or Hooks()
+    with tempfile.TemporaryFile() as err, (tempfile.TemporaryFile() if spec.capture_stdout else open(os.devnull, "wb")) as out:
+        read_end, write_end = os.pipe()
+        try:
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
+                (os.POSIX_SPAWN_DUP2, write_end, 3),
+            ]
+            for start in hooks.start:
+                start()
+            try:
+                pid = os.posix_spawn(command[0], command, env, file_actions=actions)
+            except OSError as e:
+                raise PerflabError(f"cannot start perflab's launcher for {display!r}: {e.strerror}") from None
+            current_launcher = pid
+            os.close(write_end)
+            write_end = -1
+            chunks = []
+            try:
+                while True:
+                    chunk = os.read(read_end, 4096)     # EOF when the launcher exits
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                os.waitpid(pid, 0)
+            except BaseException:
+                # Not expected (SIGINT/SIGTERM are flags while a run is recorded), but never
+                # leave the benchmark running.
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+                raise
+            finally:
+                current_launcher = None
+                for stop in hooks.stop:
+                    stop()
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        fields = _parse_result(b"".join(chunks).decode(errors="replace"), display)
+        stdout = ""
+        if spec.capture_stdout:
+            out.seek(0)
+            stdout = out.read(STDOUT_LIMIT_BYTES).decode(errors="replace")
+        size = err.seek(0, os.SEEK_END)
+        err.seek(max(0, size - STDERR_TAIL_BYTES))
+        tail = err.read().decode(errors="replace")
+    return ProcessResult(
+        wall=float(fields["wall"]), user=float(fields["utime"]), sys=float(fields["stime"]),
+        maxrss_kib=int(fields["maxrss"]), voluntary_switches=int(fields["nvcsw"]),
+        involuntary_switches=int(fields["nivcsw"]), exit_status=int(fields["exit"]),
+        signal=int(fields["signal"]), timed_out=fields["timedout"] == "1",
+        interrupted=fields["interrupted"] == "1", stdout=stdout, stderr_tail=tail,
+    )

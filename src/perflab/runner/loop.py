@@ -1,0 +1,220 @@
+"""The one loop: warm-up, repetitions, interleaving, failures, interruption, progress.
+
+Every family's atomic jobs run here. A repetition means the same in every
+family: one execution of each of the job's processes; every sample records
+its repetition and the process (index within the repetition) it came from,
+and is committed as soon as it exists.
+
+Jobs given together with `interleave=True` (the commands of one `perflab run
+cmd --cmd A --cmd B`) run round by round, A B A B ..., so slow drift of the
+machine hits every variant alike; otherwise (a job file's matrix) each job
+runs to its end before the next starts, so that a kill mid-matrix leaves every
+completed job stored.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+from perflab import benchmarks
+from perflab.benchmarks.base import STOP, ItemFailed, Session
+from perflab.errors import PerflabError
+from perflab.runner import interrupt
+from perflab.runner.executor import ProcessResult, ProcessSpec, execute
+from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
+from perflab.store import Store
+from perflab.text import printable
+
+# A progress bar appears once the whole is expected to take longer than this.
+PROGRESS_AFTER_S = 1.0
+
+
+@dataclass
+class JobOutcome:
+    """What one atomic job gave: its run and what the CLI prints about it."""
+
+    job: dict
+    session: Session | None = None
+    recorder: RunRecorder | None = None
+    walls: dict[str, list[float]] = field(default_factory=dict)   # item -> wall times of its processes
+    failures: dict[str, str] = field(default_factory=dict)        # item -> message
+    error: str | None = None                                     # why the run failed, if it did
+    seconds: float = 0.0
+
+    @property
+    def run_id(self) -> int | None:
+        return self.recorder.run_id if self.recorder else None
+
+    @property
+    def samples(self) -> int:
+        return self.recorder.samples if self.recorder else 0
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                    TextColumn("ETA"), TimeRemainingColumn(), console=console, auto_refresh=False,
+                    transient=True)
+
+
+class _Bar:
+    """One progress bar with ETA for the whole invocation, shown only when it is worth it."""
+
+    def __init__(self, console: Console, total: int):
+        self.console, self.total, self.done = console, total, 0
+        self.began = time.monotonic()
+        self.progress: Progress | None = None
+
+    def step(self, description: str) -> None:
+        self.done += 1
+        if self.progress is None:
+            elapsed = time.monotonic() - self.began
+            if self.done >= 1 and self.total > self.done and elapsed / self.done * self.total > PROGRESS_AFTER_S:
+                self.progress = _progress(self.console)
+                self.progress.start()
+                self.task = self.progress.add_task("", total=self.total)
+        if self.progress is not None:
+            self.progress.update(self.task, completed=self.done, description=printable(description, 40))
+            self.progress.refresh()
+
+    def warn(self, message: str) -> None:
+        target = self.progress.console if self.progress is not None else self.console
+        target.print(f"[yellow]warning:[/] {escape(printable(message, None))}", soft_wrap=True, highlight=False)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _run_process(spec: ProcessSpec) -> ProcessResult:
+    interrupt.check()
+    result = execute(spec)
+    if result.interrupted:
+        interrupt.check()
+    return result
+
+
+def run_jobs(
+    store: Store,
+    jobs: list[dict],
+    *,
+    interleave: bool = False,
+    box: str | None = None,
+    repo: str | None = None,
+    console: Console | None = None,
+) -> list[JobOutcome]:
+    """Run atomic jobs (see perflab.jobs) and record every sample; their outcomes.
+
+    A job that fails is recorded failed and the others go on; the caller
+    decides what a failure means for the exit status. Bad input found before
+    anything was measured (PerflabError) removes the runs that hold nothing
+    and is raised. Ctrl-C and SIGTERM end everything, runs marked interrupted.
+    """
+    console = console or Console(stderr=True)
+    outcomes = []
+    for job in jobs:
+        if job.get("runs") is None:
+            fam = benchmarks.family(job["benchmark"])
+            job = {**job, "runs": fam.default_runs(fam.parse_params(job.get("params") or {}))}
+        outcomes.append(JobOutcome(job))
+    batches = [outcomes] if interleave else [[o] for o in outcomes]
+    total = sum(int(o.job.get("warmup") or 0) + int(o.job.get("runs") or 1) for o in outcomes)
+    bar = _Bar(console, total)
+    try:
+        with interrupt.stop_requests_as_flag():
+            for batch in batches:
+                _run_batch(store, batch, bar, box=box, repo=repo)
+    finally:
+        bar.close()
+    return outcomes
+
+
+def _run_batch(store: Store, batch: list[JobOutcome], bar: _Bar, *, box, repo) -> None:
+    with ExitStack() as stack:
+        for o in batch:
+            fam = benchmarks.family(o.job["benchmark"])
+            params = fam.parse_params(o.job.get("params") or {})
+            o.session = stack.enter_context(fam.session(params, o.job))
+            # Placement and address randomisation are recorded for every run of every family.
+            o.session.facts.setdefault("placement", "the scheduler's choice")
+            o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
+            interrupt.check()
+        for o in batch:
+            fam = benchmarks.family(o.job["benchmark"])
+            o.recorder = start_run(store, benchmark=fam.name, name=o.session.name, params=o.session.params,
+                                   box=box, tag=o.job.get("tag"), repo=repo, comment=o.job.get("comment"),
+                                   extra_facts=o.session.facts, job=o.job)
+        began = time.monotonic()
+        with recording([o.recorder for o in batch]):
+            for o in batch:
+                for item, message in o.session.build_failures.items():
+                    _fail_item(o, item, message, bar, policy=benchmarks.family(o.job["benchmark"]).failure_policy)
+            rounds = max(int(o.job.get("warmup") or 0) + int(o.job["runs"]) for o in batch)
+            try:
+                for round_no in range(rounds):
+                    for o in batch:
+                        _one_round(store, o, round_no, bar)
+            except PerflabError:
+                # Bad input (e.g. a --metric that matches nothing) before anything was
+                # measured: nothing of those runs is kept.
+                for o in batch:
+                    if o.recorder.samples == 0:
+                        store.delete_run(o.recorder.run_id)
+                raise
+            for o in batch:
+                o.seconds = time.monotonic() - began
+                if o.error is None and o.recorder.samples == 0 and o.failures:
+                    o.error = _nothing_measured(o)
+                if o.error is not None:
+                    o.recorder.fail(o.error)
+
+
+def _nothing_measured(o: JobOutcome) -> str:
+    first = next(iter(o.failures.values()))
+    if len(o.failures) == 1:
+        return first
+    return f"{o.session.name}: nothing was measured ({len(o.failures)} items failed; first: {first})"
+
+
+def _fail_item(o: JobOutcome, item: str, message: str, bar: _Bar, policy: str) -> None:
+    o.failures[item] = message
+    if policy == STOP:
+        o.error = message
+        return
+    o.recorder.add_failure(item, message)
+    bar.warn(message)
+
+
+def _one_round(store: Store, o: JobOutcome, round_no: int, bar: _Bar) -> None:
+    warmups = int(o.job.get("warmup") or 0)
+    if o.error is not None or round_no >= warmups + int(o.job["runs"]):
+        return
+    fam = benchmarks.family(o.job["benchmark"])
+    warmup = round_no < warmups
+    repetition = round_no - warmups
+    for index, spec in enumerate(o.session.processes(round_no if warmup else repetition)):
+        if spec.item in o.failures:
+            continue
+        result = _run_process(spec)
+        why = o.session.judge(spec, result)
+        if not warmup and spec.record:
+            try:
+                samples = o.session.parse(spec, result) if why is None or fam.failure_policy == STOP else []
+            except ItemFailed as e:
+                samples, why = [], str(e)
+            if samples:
+                o.recorder.add_samples(repetition, samples, process=index)
+            o.walls.setdefault(spec.item, []).append(result.wall)
+        if why is not None:
+            # A failing warm-up is a failure of the command, as a failing timed run is.
+            _fail_item(o, spec.item, ("warm-up: " if warmup else "") + why, bar, fam.failure_policy)
+            if o.error is not None:
+                break
+        interrupt.check()
+    bar.step(f"{o.session.name} ({repetition + 1 if not warmup else 'warm-up'}/{o.job['runs']})")
+    interrupt.check()
