@@ -188,7 +188,8 @@ class MetricSpec(Params):
 
 
 class CmdParams(Params):
-    command: str | list[str] = Field(description="the command: a string split like a shell would, or its words")
+    command: str | None = Field(None, description="the command line (split like a shell would, or run by /bin/sh with shell: true)")
+    argv: list[str] | None = Field(None, description="the command as exact words (instead of command)")
     shell: bool = Field(False, description="run it through /bin/sh -c")
     prepare: str | None = Field(None, description="shell command run before every execution (untimed)")
     metrics: list[MetricSpec] = Field(default_factory=list, description="metrics extracted from the output")
@@ -197,7 +198,9 @@ class CmdParams(Params):
 
     @model_validator(mode="after")
     def _check(self) -> "CmdParams":
-        if not self.command:
+        if (self.command is None) == (self.argv is None):
+            raise ValueError("give the command as `command` (a string) or `argv` (a list of words), one of them")
+        if not self.words() or not any(self.words()):
             raise ValueError("empty command")
         rules = self.rules()
         check_unique(rules)
@@ -208,7 +211,7 @@ class CmdParams(Params):
                                  {m.name} if m.direction == HIGHER_IS_BETTER else set()) for m in self.metrics]
 
     def words(self) -> list[str]:
-        return [self.command] if isinstance(self.command, str) else list(self.command)
+        return [self.command] if self.command is not None else list(self.argv or [])
 
 
 class CmdSession(Session):

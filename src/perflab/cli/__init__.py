@@ -34,24 +34,24 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
 
 def _register() -> None:
-    from perflab.cli import compare, env, history, run, transfer
+    # A command module that fails to import is a bug: it must fail loudly, not vanish from the CLI.
+    from perflab.cli import compare, env, history, jobs, report, run, transfer
 
-    for module in (run, history, compare, env, transfer):
+    for module in (run, jobs, history, compare, report, env, transfer):
         for command in module.COMMANDS:
             cli.add_command(command)
-    try:
-        from perflab.cli import report
-    except ImportError:  # the report group arrives with the microbenchmark suite
-        return
-    for command in report.COMMANDS:
-        cli.add_command(command)
 
 
 _register()
 
 
-def _one_line(message: str) -> str:
-    return " ".join(str(message).split())
+def _one_line(message: object) -> str:
+    """An error message as one line that is safe to print: whitespace runs made one
+    space, other control characters shown (\\x1b), URL passwords masked, bounded."""
+    from perflab.store.db import redact
+    from perflab.text import printable
+
+    return printable(redact(" ".join(str(message).split())), limit=2000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Interrupted as e:
         click.echo(f"perflab: {e}; the samples recorded so far are kept", err=True)
-        return 143
+        return 128 + e.signum
     except BrokenPipeError:
         return 0
     except OSError as e:
-        where = f" {e.filename}" if e.filename else ""
-        click.echo(f"perflab: error:{where}: {e.strerror or e}", err=True)
+        where = f" {_one_line(e.filename)}" if e.filename else ""
+        click.echo(f"perflab: error:{where}: {_one_line(e.strerror or e)}", err=True)
         return 1
     except Exception as e:  # a bug: still one line, with a way to see the traceback
         if os.environ.get("PERFLAB_DEBUG"):

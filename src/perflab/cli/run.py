@@ -119,7 +119,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         raise click.BadParameter("--name applies to a single command", param_hint="--name")
     jobs = []
     for words in groups:
-        params = {"command": words, "shell": shell, "prepare": prepare, "ignore_failure": ignore_failure,
+        params = {"argv": words, "shell": shell, "prepare": prepare, "ignore_failure": ignore_failure,
                   "metrics": [{"name": r.name, "pattern": r.pattern, "unit": r.unit, "direction": r.direction}
                               for r in rules]}
         if name:
@@ -194,13 +194,25 @@ HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 # -- any other family, and job files ---------------------------------------------
 
 def _report_jobs(outcomes) -> None:
+    from perflab import benchmarks
+    from perflab.cli.common import fmt_num
+    from perflab.stats.descriptive import summarize
     from perflab.text import printable
 
     for o in outcomes:
         if o.recorder is None:
             continue
+        fam = benchmarks.family(o.job["benchmark"])
+        headline = ""
+        for metric in fam.metrics(fam.parse_params(o.job["params"])).values():
+            if o.values.get(metric.name):
+                s = summarize(o.values[metric.name])
+                headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
+                    f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
+                break
         status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
-        click.echo(f"run #{o.run_id}: {printable(o.session.name, 80)}: {o.samples} samples in {o.seconds:.1f} s ({printable(status, 200)})")
+        click.echo(f"run #{o.run_id}: {printable(o.session.name, 80)}: {headline}{o.samples} samples "
+                   f"in {o.seconds:.1f} s ({printable(status, 200)})")
 
 
 def _run_atomic_jobs(jobs: list[dict], box, repo, db) -> None:

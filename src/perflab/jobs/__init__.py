@@ -16,6 +16,9 @@ writes them. A list value is an axis and the job expands to the Cartesian
 product of its axes; a parameter whose value is itself a list (cmd's
 `command` words, lmbench's `only`) takes a list of lists as an axis.
 
+`runs` left out means the family's default (will-it-scale 3, lmbench its
+mode's process count, cmd 1).
+
 An **atomic job** is one point of the matrix, a plain JSON-serialisable
 dict: {"benchmark", "params", "runs", "warmup", "timeout", "tag", "comment",
 "monitors"}. The same dict runs locally, under bisection and on a remote
@@ -37,7 +40,6 @@ from perflab.errors import PerflabError, UsageProblem
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
 SHIPPED_DIR = Path(__file__).parent
-DEFAULT_RUNS = 1
 
 
 class JobError(UsageProblem):
@@ -172,10 +174,10 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
         if not isinstance(nested, dict):
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
-    job = {"benchmark": name, "runs": doc.get("runs", DEFAULT_RUNS), "warmup": doc.get("warmup", 0),
+    job = {"benchmark": name, "runs": doc.get("runs"), "warmup": doc.get("warmup", 0),
            "timeout": doc.get("timeout"), "tag": doc.get("tag"), "comment": doc.get("comment"),
            "monitors": doc.get("monitors") or {}}
-    for key, check in (("runs", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+    for key, check in (("runs", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)),
                        ("warmup", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
                        ("timeout", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
                                                             and 0 < v < float("inf")))):

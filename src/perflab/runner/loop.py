@@ -44,6 +44,7 @@ class JobOutcome:
     recorder: RunRecorder | None = None
     walls: dict[str, list[float]] = field(default_factory=dict)   # item -> wall times of its processes
     failures: dict[str, str] = field(default_factory=dict)        # item -> message
+    values: dict[str, list[float]] = field(default_factory=dict)  # metric -> its samples, for the summary line
     error: str | None = None                                     # why the run failed, if it did
     seconds: float = 0.0
 
@@ -209,6 +210,8 @@ def _one_round(store: Store, o: JobOutcome, round_no: int, bar: _Bar) -> None:
                 samples, why = [], str(e)
             if samples:
                 o.recorder.add_samples(repetition, samples, process=index)
+                for smp in samples:
+                    o.values.setdefault(smp.metric, []).append(smp.value)
             o.walls.setdefault(spec.item, []).append(result.wall)
         if why is not None:
             # A failing warm-up is a failure of the command, as a failing timed run is.

@@ -1,0 +1,226 @@
+"""The `will-it-scale` family: one operation in a loop, in N processes or N threads.
+
+Each testcase is a C program (c/<test>.c with the harness c/wis.h) that
+counts its operation per task in a cache line of its own and prints the
+per-task counts of every interval as JSON lines; one execution is one
+repetition. ASLR is off for the benchmark (the launcher's personality), task
+i is bound to the i-th CPU it may use unless `bind: false`, and THP is set as
+the job asks: system-wide when /sys/kernel/mm/transparent_hugepage/enabled
+can be written (and restored afterwards), else per process (prctl for
+`never`, madvise(MADV_HUGEPAGE) on the testcase's mappings for `always`).
+What was in effect is recorded with the run.
+
+Metrics, with LKP's names: will-it-scale.per_process_ops or .per_thread_ops
+(ops/s of one task: the workload divided by nr_task, as LKP computes it),
+will-it-scale.workload (ops/s of all tasks), and will-it-scale.scalability
+(the workload against nr_task times the 1-task workload) when a job file
+sweeps nr_task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.will_it_scale import testcases as tc
+from perflab.jobs import cpu_percent
+from perflab.model import HIGHER_IS_BETTER, Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
+
+THP_SYSFS = "/sys/kernel/mm/transparent_hugepage/enabled"
+PER_PROCESS = "will-it-scale.per_process_ops"
+PER_THREAD = "will-it-scale.per_thread_ops"
+WORKLOAD = "will-it-scale.workload"
+SCALABILITY = "will-it-scale.scalability"
+
+Testcase = Literal[tuple(tc.TESTCASES)]  # type: ignore[valid-type]
+
+
+class WillItScaleParams(Params):
+    test: Testcase = Field(description=f"the testcase: {', '.join(tc.TESTCASES)}")
+    mode: Literal["process", "thread"] = Field("process", description="tasks are processes or threads")
+    nr_task: int = Field(1, description="tasks: a number or N% of the online CPUs")
+    duration: float = Field(5.0, description="timed seconds per repetition")
+    warmup_time: float = Field(1.0, description="untimed seconds before the timed part")
+    interval: float = Field(1.0, description="seconds between the harness's counts")
+    bind: bool = Field(True, description="task i bound to the i-th online CPU (false: the scheduler places them)")
+    thp: Literal["always", "never", "madvise", "system"] = Field(
+        "system", description="transparent huge pages for the run (system: leave the setting alone)")
+    dir: str | None = Field(None, description="directory for the file testcases (default: $TMPDIR)")
+
+    @field_validator("nr_task", mode="before")
+    @classmethod
+    def _tasks(cls, v):
+        v = cpu_percent(v, "nr_task")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{v!r} is not a whole number of tasks")
+        if not tc.MIN_TASKS <= v <= tc.MAX_TASKS:
+            raise ValueError(f"must be between {tc.MIN_TASKS} and {tc.MAX_TASKS}")
+        return v
+
+    @field_validator("duration", "interval")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not (v > 0 and math.isfinite(v)):
+            raise ValueError("must be a positive number of seconds")
+        return v
+
+    @field_validator("warmup_time")
+    @classmethod
+    def _non_negative(cls, v: float) -> float:
+        if not (v >= 0 and math.isfinite(v)):
+            raise ValueError("must be zero or a positive number of seconds")
+        return v
+
+
+def per_task_metric(mode: str) -> str:
+    return PER_PROCESS if mode == "process" else PER_THREAD
+
+
+def _apply_system_thp(wanted: str) -> str | None:
+    """Set the system THP mode; the previous mode when it took effect (to restore), else None."""
+    from perflab.environment import _bracketed
+
+    before = _bracketed(THP_SYSFS)
+    if before == wanted:
+        return before
+    try:
+        with open(THP_SYSFS, "w") as f:
+            f.write(wanted)
+    except OSError:
+        return None
+    if _bracketed(THP_SYSFS) != wanted:     # some kernels (this VM's) accept the write and ignore it
+        return None
+    return before
+
+
+class WillItScaleSession(Session):
+    def __init__(self, params: WillItScaleParams, job: dict, binary, workdir: str, thp_fact: str, harness_thp: str):
+        self.p = params
+        self.binary = str(binary)
+        self.workdir = workdir
+        self.harness_thp = harness_thp
+        self.timeout = float(job.get("timeout") or (params.duration + params.warmup_time + 60))
+        cpus = sorted(os.sched_getaffinity(0))
+        placement = (f"task i bound to CPU cpus[i mod {len(cpus)}] of {cpus}" if params.bind
+                     else "the scheduler's choice")
+        name = f"will-it-scale {params.test} {params.mode} x{params.nr_task}"
+        stored = params.model_dump()
+        stored.pop("dir")
+        super().__init__(name=name, params=stored, facts={
+            "placement": placement, "benchmark_aslr": "off (personality ADDR_NO_RANDOMIZE)",
+            "thp_in_effect": thp_fact, "wis_dir": workdir})
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        p = self.p
+        argv = [self.binary, "-m", p.mode, "-n", str(p.nr_task), "-d", repr(p.duration), "-w", repr(p.warmup_time),
+                "-i", repr(p.interval), "-H", self.harness_thp, "-D", self.workdir]
+        if not p.bind:
+            argv.append("-B")
+        return [ProcessSpec(argv, item=p.test, cwd=self.workdir, timeout=self.timeout, no_aslr=True)]
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        return parse_output(spec.item, self.p.mode, self.p.nr_task, result.stdout)
+
+
+def parse_output(test: str, mode: str, tasks: int, text: str) -> list[Sample]:
+    """The harness's JSON lines -> per-task ops/s and workload; ItemFailed on anything else."""
+    total_ops = 0.0
+    total_time = 0.0
+    started = ended = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{test}: output line {number} {line[:80]!r}"
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            raise ItemFailed(f"{where} is not JSON") from None
+        event = doc.get("event") if isinstance(doc, dict) else None
+        if event == "start":
+            started = True
+            if doc.get("tasks") != tasks:
+                raise ItemFailed(f"{where}: started {doc.get('tasks')} tasks, asked for {tasks}")
+        elif event == "interval":
+            ops, elapsed = doc.get("ops"), doc.get("elapsed")
+            if (not isinstance(ops, list) or len(ops) != tasks or not all(isinstance(o, int) and o >= 0 for o in ops)
+                    or not isinstance(elapsed, (int, float)) or not elapsed > 0):
+                raise ItemFailed(f"{where}: not an interval of {tasks} task counts")
+            if not doc.get("warmup"):
+                total_ops += sum(ops)
+                total_time += elapsed
+        elif event == "end":
+            ended = True
+        else:
+            raise ItemFailed(f"{where}: unknown event")
+    if not (started and ended) or total_time <= 0:
+        raise ItemFailed(f"{test}: the harness printed no complete run (start, timed intervals, end)")
+    workload = total_ops / total_time
+    return [Sample(per_task_metric(mode), workload / tasks, "ops/s", HIGHER_IS_BETTER),
+            Sample(WORKLOAD, workload, "ops/s", HIGHER_IS_BETTER)]
+
+
+class WillItScaleFamily(Family):
+    name = "will-it-scale"
+    summary = "scalability testcases: one operation in a loop in N processes or threads"
+    Params = WillItScaleParams
+    duration_params = frozenset({"runs", "warmup", "timeout", "duration", "warmup_time", "interval"})
+
+    def metrics(self, params: WillItScaleParams) -> dict[str, Metric]:
+        per_task = per_task_metric(params.mode)
+        return {
+            per_task: Metric(per_task, "ops/s", HIGHER_IS_BETTER, "operations per second of one task"),
+            WORKLOAD: Metric(WORKLOAD, "ops/s", HIGHER_IS_BETTER, "operations per second of all tasks"),
+            SCALABILITY: Metric(SCALABILITY, "", HIGHER_IS_BETTER,
+                                "workload / (nr_task x the 1-task workload), when nr_task is swept"),
+        }
+
+    def default_runs(self, params: WillItScaleParams) -> int:
+        return 3
+
+    @contextmanager
+    def session(self, params: WillItScaleParams, job: dict) -> Iterator[WillItScaleSession]:
+        binary = cbuild.build(params.test, tc.SOURCE_DIR, flags=tc.BUILD_FLAGS, libs=tc.BUILD_LIBS)
+        parent = params.dir or tempfile.gettempdir()
+        if not os.path.isdir(parent):
+            from perflab.errors import UsageProblem
+
+            raise UsageProblem(f"will-it-scale parameter dir = {parent!r}: no such directory")
+        workdir = tempfile.mkdtemp(prefix="perflab-wis-", dir=parent)
+        restore = None
+        try:
+            if params.thp == "system":
+                from perflab.environment import _bracketed
+
+                thp_fact, harness_thp = f"system setting: {_bracketed(THP_SYSFS)}", "system"
+            else:
+                restore = _apply_system_thp(params.thp)
+                if restore is not None:
+                    thp_fact, harness_thp = f"system setting: {params.thp} (set for the run)", "system"
+                else:
+                    how = ("prctl(PR_SET_THP_DISABLE)" if params.thp == "never" else
+                           "madvise(MADV_HUGEPAGE) on the testcase's mappings" if params.thp == "always" else
+                           "the system setting's madvise behaviour")
+                    thp_fact, harness_thp = f"per process: {params.thp} via {how} (system setting read-only)", params.thp
+            yield WillItScaleSession(params, job, binary, workdir, thp_fact, harness_thp)
+        finally:
+            if restore is not None and restore != params.thp:
+                try:
+                    with open(THP_SYSFS, "w") as f:
+                        f.write(restore)
+                except OSError:
+                    pass
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+FAMILY = WillItScaleFamily()

@@ -1,0 +1,109 @@
+"""`perflab jobs list|split` and `perflab rerun`: job files and atomic jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from perflab.cli.common import db_option, get_store
+from perflab.errors import PerflabError
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """Job files: list the shipped ones, split one into its atomic jobs.
+
+    \b
+    Example:
+      perflab jobs list
+      perflab jobs split will-it-scale-seed.yaml -o /tmp/atomic
+    """
+
+
+@jobs_group.command("list")
+def jobs_list() -> None:
+    """The job files shipped with perflab, with the atomic jobs each expands to.
+
+    \b
+    Example:
+      perflab jobs list && perflab run will-it-scale-seed.yaml
+    """
+    from perflab import jobs as jobfiles
+
+    for path in jobfiles.shipped():
+        atomic = jobfiles.load(path)
+        first = path.read_text().splitlines()[0].lstrip("# ").strip() if path.read_text().startswith("#") else ""
+        click.echo(f"{path.name:34} {atomic[0]['benchmark']:14} {len(atomic):4} atomic jobs  {first}")
+    click.echo(f"(in {jobfiles.SHIPPED_DIR}; run one with `perflab run NAME.yaml`)", err=True)
+
+
+def _resolve(path: str) -> str:
+    from perflab import jobs as jobfiles
+
+    if Path(path).is_file():
+        return path
+    for shipped in jobfiles.shipped():
+        if shipped.name == path:
+            return str(shipped)
+    raise PerflabError(f"job file {path}: no such file (shipped job files: `perflab jobs list`)")
+
+
+@jobs_group.command("split")
+@click.argument("job_file")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key first.")
+@click.option("-o", "--output", "output", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Directory to write the atomic job files to.")
+def jobs_split(job_file, overrides, output) -> None:
+    """Write each atomic job of JOB_FILE as a YAML file named by its parameters (as `lkp split-job`).
+
+    \b
+    Example:
+      perflab jobs split will-it-scale-seed.yaml -o atomic/ && perflab run atomic/*brk1*.yaml
+    """
+    from perflab import jobs as jobfiles
+
+    atomic = jobfiles.load(_resolve(job_file), list(overrides))
+    varying = jobfiles.varying_keys(atomic)
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [jobfiles.file_name(job, varying) for job in atomic]
+    if len(set(names)) != len(names):
+        raise PerflabError(f"{job_file}: two atomic jobs would get one file name")
+    for job, name in zip(atomic, names):
+        target = out / name
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(jobfiles.to_yaml(job))
+        tmp.replace(target)
+        click.echo(str(target))
+
+
+@click.command("rerun")
+@click.argument("run_id")
+@click.option("--tag", "-t", help="Tag of the new run (default: the old run's).")
+@click.option("--comment", "-m", help="A note kept with the new run.")
+@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
+@db_option
+def rerun_cmd(run_id, tag, comment, box, repo, db) -> None:
+    """Run the atomic job a stored run ran, again, as a new run.
+
+    \b
+    Example:
+      perflab rerun 12 --tag after-fix
+    """
+    from perflab.cli.run import _run_atomic_jobs
+
+    store = get_store(db)
+    run = store.get_run(run_id)
+    if not run.job:
+        raise PerflabError(f"run #{run.id} has no stored job (it was recorded before jobs were stored, or imported)")
+    job = dict(run.job)
+    if tag is not None:
+        job["tag"] = tag
+    if comment is not None:
+        job["comment"] = comment
+    _run_atomic_jobs([job], box, repo, db)
+
+
+COMMANDS = [jobs_group, rerun_cmd]
