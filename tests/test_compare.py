@@ -19,7 +19,8 @@ def loaded(cli, tmp_path):
 
 
 def lkp_line(out, metric):
-    return next(l for l in out.splitlines() if l.rstrip().endswith(metric))
+    """The lkp line of a metric: the name follows the figures (and its caveats may follow it)."""
+    return next(l for l in out.splitlines() if re.search(rf"\s{re.escape(metric)}(\s|$)", l) and "only in" not in l)
 
 
 def test_lkp_layout(loaded):

@@ -5,16 +5,44 @@ Renderers (perflab.report) format a ComparisonResult; they compute nothing.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from perflab import environment
+from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER
 from perflab.errors import PerflabError
+from perflab.model import INFORMATIONAL
 from perflab.selection import Group, Selection, common_facts, groups_of, select
-from perflab.stats.compare import Comparison, compare_many
+from perflab.stats.compare import PRIMARY, SECONDARY, Comparison, compare_many, geomean_ratio
 from perflab.stats.descriptive import Summary, summarize_many
 from perflab.store import Store
+
+# What /usr/bin/time reports about a command beside its elapsed time: figures
+# of the process's resources, not of the work the benchmark measures. By
+# default they are secondary metrics (their own FDR family), so that they do
+# not dilute the power of the benchmark's own metrics. Every other metric of
+# every family (cmd's time.elapsed_time and --metric figures, each LMbench
+# figure) is primary. docs/statistics.md explains the choice.
+RESOURCE_FIGURES = frozenset({USER, SYS, MAXRSS, EXIT})
+
+
+def is_primary(metric: str, primary: list[str] | None = None) -> bool:
+    """Whether a metric belongs to the primary FDR family (`--primary GLOB` or the default)."""
+    if primary:
+        return any(fnmatch.fnmatchcase(metric, glob) for glob in primary)
+    return metric not in RESOURCE_FIGURES
+
+
+@dataclass(frozen=True)
+class Family:
+    """One FDR family of one head's comparison: how many metrics its adjustment covered."""
+
+    name: str            # "primary" or "secondary"
+    tested: int          # directional metrics: one Benjamini-Hochberg adjustment per direction over these
+    informational: int   # informational metrics: two-sided, adjusted among themselves
+    untested: int        # too few samples to be tested: not in the adjustment
 
 
 @dataclass
@@ -33,6 +61,7 @@ class MetricRow:
     # the head has no samples of this group.
     heads: list[Comparison | None]
     head_values: list[list[float] | None]
+    family: str = PRIMARY  # the FDR family it is tested in: "primary" or "secondary"
 
     @property
     def testcase(self) -> str:
@@ -53,6 +82,11 @@ class ComparisonResult:
     alpha: float
     threshold: float
     warnings: list[str] = field(default_factory=list)
+    # Per head: its FDR families (primary first), and benchstat's geomean row,
+    # the geometric mean of the median ratios of the directional metrics of each unit.
+    families: list[list[Family]] = field(default_factory=list)
+    median_geomeans: list[dict[str, float]] = field(default_factory=list)
+    primary: list[str] | None = None  # the --primary globs, None for the default
 
     def verdicts(self, head: int = 0, verdict: str = "regression") -> list[MetricRow]:
         return [r for r in self.rows if r.heads[head] is not None and r.heads[head].verdict == verdict]
@@ -107,6 +141,7 @@ def compare(
     cross_box: bool = False,
     benchmark: str | None = None,
     metrics: list[str] | None = None,
+    primary: list[str] | None = None,
 ) -> ComparisonResult:
     if len(operands) < 2:
         raise PerflabError("compare needs a base and at least one head operand")
@@ -139,15 +174,36 @@ def compare(
         for label in missing:
             one_sided.append((selections[0].label, _describe(base_groups[key]) + f" (absent from {label})"))
 
-    # One comparison (one FDR family) per head against the base.
+    if primary:
+        names = sorted({g.metric for groups in side_groups for g in groups.values()})
+        for glob in primary:
+            if not any(fnmatch.fnmatchcase(n, glob) for n in names):
+                shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
+                raise PerflabError(f"--primary {glob!r} matches no metric of this comparison (metrics: {shown or 'none'})")
+    family_of = {k: PRIMARY if is_primary(base_groups[k].metric, primary) else SECONDARY for k in keys}
+
+    # Per head against the base: the primary metrics form one FDR family, the
+    # secondary ones another, so that secondary figures do not dilute the power
+    # of the primary ones.
     per_head: list[dict[tuple, Comparison]] = []
+    families: list[list[Family]] = []
     for groups in side_groups[1:]:
-        shared = [k for k in keys if k in groups]
-        results = compare_many(
-            [(base_groups[k].values, groups[k].values, base_groups[k].direction) for k in shared],
-            alpha=alpha, threshold=threshold,
-        )
-        per_head.append(dict(zip(shared, results)))
+        results: dict[tuple, Comparison] = {}
+        head_families = []
+        for name in (PRIMARY, SECONDARY):
+            shared = [k for k in keys if k in groups and family_of[k] == name]
+            if not shared:
+                continue
+            compared = compare_many(
+                [(base_groups[k].values, groups[k].values, base_groups[k].direction) for k in shared],
+                alpha=alpha, threshold=threshold, family=name,
+            )
+            results.update(zip(shared, compared))
+            tested = [c for k, c in zip(shared, compared) if c.test != "none"]
+            informational = sum(base_groups[k].direction == INFORMATIONAL for k, c in zip(shared, compared) if c.test != "none")
+            head_families.append(Family(name, len(tested) - informational, informational, len(shared) - len(tested)))
+        per_head.append(results)
+        families.append(head_families)
 
     rows = []
     base_summaries = summarize_many([base_groups[k].values for k in keys], [base_groups[k].direction for k in keys])
@@ -162,11 +218,20 @@ def compare(
             unit=g.unit, direction=g.direction, base=base_summary, base_values=list(g.values),
             heads=[ph.get(key) for ph in per_head],
             head_values=[list(groups[key].values) if key in groups else None for groups in side_groups[1:]],
+            family=family_of[key],
         ))
+    median_geomeans = []
+    for i in range(len(per_head)):
+        by_unit: dict[str, list[Comparison]] = defaultdict(list)
+        for r in rows:
+            if r.direction != INFORMATIONAL and r.heads[i] is not None:
+                by_unit[r.unit].append(r.heads[i])
+        median_geomeans.append({unit: geomean_ratio(cs, of="median") for unit, cs in by_unit.items()})
     warnings = list(pairing_notes)
     if not any(h is not None for r in rows for h in r.heads):
         warnings.append("no metric was measured on both sides")
     return ComparisonResult(
         labels=[sel.label for sel in selections], selections=selections, rows=rows, one_sided=one_sided,
         common=common_facts(selections), env_diff=env_diff, alpha=alpha, threshold=threshold, warnings=warnings,
+        families=families, median_geomeans=median_geomeans, primary=list(primary) if primary else None,
     )

@@ -3,9 +3,13 @@
 
 Each cell is the fraction of simulated comparisons (lognormal noise, one
 metric, default alpha 0.05 and 1% minimum effect) in which a slowdown of the
-given size is called a regression. Also prints the A/A false-regression rate.
+given size is called a regression. Also prints the A/A false-regression rate,
+and the power in a family of many metrics: one metric slowed down among
+unchanged others, all in one Benjamini-Hochberg family, as when a comparison
+holds many metrics and all of them are primary.
 
     .venv/bin/python tools/bench/power_curve.py [--trials 300] [--write docs/power-curve.md]
+    .venv/bin/python tools/bench/power_curve.py --family-only   # the family table alone (seconds)
 """
 
 from __future__ import annotations
@@ -37,6 +41,30 @@ def power(rng, shift, n, cov, trials):
     return hits / trials
 
 
+FAMILY_SIZES = (1, 2, 5, 10, 20, 50)
+
+
+def family_power(rng, shift, n, cov, metrics, trials):
+    """Power for one metric slowed by `shift` among `metrics - 1` unchanged ones, one FDR family."""
+    hits = 0
+    for _ in range(trials):
+        pairs = [(lognormal(rng, n, cov, 100.0), lognormal(rng, n, cov, 100.0 * (1 + shift)), LOWER_IS_BETTER)]
+        pairs += [(lognormal(rng, n, cov, 100.0), lognormal(rng, n, cov, 100.0), LOWER_IS_BETTER)
+                  for _ in range(metrics - 1)]
+        hits += compare_many(pairs)[0].verdict == "regression"
+    return hits / trials
+
+
+def family_table(trials: int) -> list[str]:
+    lines = [f"Power in a family of m metrics (3% slowdown of one metric, m - 1 unchanged, CoV 2%, n=10 per side, "
+             f"{trials} trials each)", "",
+             "| metrics in the FDR family | " + " | ".join(str(m) for m in FAMILY_SIZES) + " |",
+             "|---|" + "---|" * len(FAMILY_SIZES)]
+    cells = [f"{family_power(np.random.default_rng(17 + m), 0.03, 10, 0.02, m, trials):.3f}" for m in FAMILY_SIZES]
+    lines.append("| power | " + " | ".join(cells) + " |")
+    return lines
+
+
 def aa_rate(rng, comparisons, metrics=20):
     bad = 0
     for _ in range(comparisons):
@@ -53,9 +81,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--write", metavar="FILE", help="also write the table as Markdown to FILE")
+    ap.add_argument("--family-trials", type=int, default=2000)
+    ap.add_argument("--family-only", action="store_true", help="print only the power in families of many metrics")
     args = ap.parse_args()
     rng = np.random.default_rng(7)
     t0 = time.perf_counter()
+    if args.family_only:
+        print("\n".join(family_table(args.family_trials)))
+        print(f"\n({time.perf_counter() - t0:.1f} s)")
+        return 0
     lines = [f"Power (fraction of {args.trials} simulated comparisons called a regression; alpha 0.05, threshold 1%)", ""]
     for cov in COVS:
         lines.append(f"CoV {cov * 100:g}%")
@@ -69,6 +103,7 @@ def main() -> int:
     aa = aa_rate(np.random.default_rng(13), 2000)
     lines.append(f"Target cell (3% shift, CoV 2%, n=10, 2000 trials): {target:.3f} (target >= 0.90, ratio {target / 0.90:.3f})")
     lines.append(f"A/A false-regression rate (2000 comparisons x 20 metrics, n 5-30, CoV 1-10%): {aa:.4f} (alpha 0.05)")
+    lines += [""] + family_table(args.family_trials)
     text = "\n".join(lines)
     print(text)
     print(f"\n({time.perf_counter() - t0:.1f} s)")

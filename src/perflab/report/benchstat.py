@@ -1,8 +1,12 @@
-"""benchstat's layout: median ± CI, vs base, p and n, and a geomean row.
+"""benchstat's layout: median ± CI, vs base, p and n, a geomean row, footnotes.
 
 One table per unit. "± x%" is the half-width of the 95% confidence interval
 of the median relative to the median ("∞" when there are too few samples to
-bound it); "~" marks a difference that is not significant.
+bound it, with a footnote saying so). "vs base" is the change of the medians,
+as the columns are medians; "~" marks a difference that is not called (the
+test, docs/statistics.md, is perflab's: Welch on logarithms, FDR-adjusted p).
+Every caveat of a comparison is a numbered footnote, as benchstat prints them.
+Column widths follow their contents: nothing is cut.
 """
 
 from __future__ import annotations
@@ -10,62 +14,107 @@ from __future__ import annotations
 import math
 
 from perflab.comparison import ComparisonResult, MetricRow
-from perflab.report.numbers import with_unit
-from perflab.stats.median import median_ci
+from perflab.report.notes import family_lines, shown, tail_lines
+from perflab.report.numbers import percent, with_unit
+from perflab.stats.compare import IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
+from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
 
 UNIT_HEADINGS = {"s": "sec/op", "us": "µs", "ns": "ns", "KiB": "KiB", "MB/s": "MB/s", "": "value"}
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+LABEL_LIMIT = 40
 
 
-def _pm(values: list[float]) -> str:
-    lo, hi = median_ci(values)
-    med = sorted(values)[len(values) // 2] if len(values) % 2 else sum(sorted(values)[len(values) // 2 - 1: len(values) // 2 + 1]) / 2
-    if math.isinf(lo) or math.isinf(hi) or med == 0:
-        return "± ∞ "
-    return f"± {max(med - lo, hi - med) / abs(med) * 100:.0f}%"
+class Footnotes:
+    """Numbered footnotes, one per distinct text, in order of first use."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def mark(self, texts) -> str:
+        marks = []
+        for text in texts:
+            if text not in self.texts:
+                self.texts.append(text)
+            marks.append(str(self.texts.index(text) + 1).translate(SUPERSCRIPTS))
+        return " " + " ".join(marks) if marks else ""
+
+    def lines(self) -> list[str]:
+        return [f"{str(i).translate(SUPERSCRIPTS)} {shown(t, 240)}" for i, t in enumerate(self.texts, start=1)]
+
+
+def _pm(summary, notes: Footnotes) -> str:
+    pm = summary.median_pm
+    if math.isinf(pm):
+        return "± ∞" + notes.mark([f"need >= {min_samples_for_median_ci(CONFIDENCE)} samples for a "
+                                   f"{CONFIDENCE * 100:g}% confidence interval of the median"])
+    if math.isnan(pm):
+        return "± ?"
+    return f"± {pm * 100:.0f}%"
 
 
 def _name(row: MetricRow) -> str:
-    return f"{row.testcase}:{row.metric}"
+    return shown(f"{row.testcase}:{row.metric}") + (" [secondary]" if row.family == SECONDARY else "")
+
+
+def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes) -> list[str]:
+    heading = UNIT_HEADINGS.get(unit, shown(unit))
+    heads = len(result.labels) - 1
+    # Cells first, widths after: (name, base cell, [(value, vs, p/n) per head]).
+    table = []
+    for row in rows:
+        base_cell = f"{with_unit(row.base.median, unit)} {_pm(row.base, notes)}"
+        head_cells = []
+        for cmp in row.heads:
+            if cmp is None:
+                head_cells.append(("-", "", "(absent)"))
+                continue
+            head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(cmp.head, notes)}"
+            n = f"n={cmp.base.n}" if cmp.base.n == cmp.head.n else f"n={cmp.base.n}+{cmp.head.n}"
+            called = cmp.verdict in (REGRESSION, IMPROVEMENT)
+            vs = percent(cmp.median_change, decimals=2) if called else "~"
+            pn = f"({n})" if cmp.verdict == INSUFFICIENT else f"(p={cmp.p_adjusted:.3f} {n})"
+            head_cells.append((head_cell, vs, pn + notes.mark(cmp.warnings)))
+        table.append((_name(row), base_cell, head_cells))
+    geo = []
+    for i in range(heads):
+        g = result.median_geomeans[i].get(unit, math.nan)
+        geo.append(("", "-" if g != g else percent(g - 1, decimals=2), ""))
+    table.append(("geomean", "", geo))
+
+    name_w = max(len(t[0]) for t in table)
+    base_w = max([len(t[1]) for t in table] + [len(heading), len(shown(result.labels[0], LABEL_LIMIT))])
+    hv_w = [max([len(t[2][i][0]) for t in table] + [len(heading)]) for i in range(heads)]
+    vs_w = [max([len(t[2][i][1]) for t in table] + [len("vs base")]) for i in range(heads)]
+    pn_w = [max(len(t[2][i][2]) for t in table) for i in range(heads)]
+    head_w = [max(hv_w[i] + 2 + vs_w[i] + 1 + pn_w[i], len(shown(result.labels[i + 1], LABEL_LIMIT)))
+              for i in range(heads)]
+
+    lines = ["", " " * name_w + " │" + f"{shown(result.labels[0], LABEL_LIMIT):^{base_w + 2}}│"
+             + "".join(f"{shown(label, LABEL_LIMIT):^{head_w[i] + 2}}│" for i, label in enumerate(result.labels[1:])),
+             " " * name_w + " │" + f"{heading:^{base_w + 2}}│"
+             + "".join(f" {heading:^{hv_w[i]}}  {'vs base':<{head_w[i] - hv_w[i] - 2}} │" for i in range(heads))]
+    for name, base_cell, head_cells in table:
+        text = f"{name:<{name_w}}  {base_cell:>{base_w}}  "
+        for i, (hv, vs, pn) in enumerate(head_cells):
+            text += f" {hv:>{hv_w[i]}}  {vs:>{vs_w[i]}} {pn:<{pn_w[i]}}".ljust(head_w[i] + 2) + " "
+        lines.append(text.rstrip())
+    return lines
 
 
 def render(result: ComparisonResult) -> str:
-    from perflab.stats.compare import geomean_ratio
-
     lines = []
     for key in ("kernel_release", "arch", "cpu_model", "testbox"):
         if key in result.common:
-            lines.append(f"{key}: {result.common[key]}")
+            lines.append(f"{key}: {shown(result.common[key])}")
     units: dict[str, list[MetricRow]] = {}
     for row in result.rows:
         if row.direction != 0:
             units.setdefault(row.unit, []).append(row)
+    notes = Footnotes()
     for unit, rows in units.items():
-        heading = UNIT_HEADINGS.get(unit, unit)
-        name_w = max(len(_name(r)) for r in rows + []) if rows else 10
-        name_w = max(name_w, 7)
-        col = 22
-        lines.append("")
-        lines.append(" " * name_w + " │" + "".join(f"{label[:col]:^{col}}│" if i == 0 else f"{label[:col + 24]:^{col + 24}}│"
-                                                 for i, label in enumerate(result.labels)))
-        lines.append(" " * name_w + " │" + f"{heading:^{col}}│" + "".join(f"{heading:^{col}}{'vs base':<24}│" for _ in result.labels[1:]))
-        for row in rows:
-            base_cell = f"{with_unit(row.base.median, unit)} {_pm(row.base_values)}"
-            cells = [f"{base_cell:>{col}}"]
-            for cmp, values in zip(row.heads, row.head_values):
-                if cmp is None:
-                    cells.append(f"{'-':>{col}}{'(absent)':<24}")
-                    continue
-                head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(values)}"
-                called = cmp.verdict in ("regression", "improvement")
-                n = f"n={cmp.base.n}" if cmp.base.n == cmp.head.n else f"n={cmp.base.n}+{cmp.head.n}"
-                vs = f"{cmp.pct_change * 100:+.2f}%" if called else "~"
-                cells.append(f"{head_cell:>{col}}  {vs:>8} (p={cmp.p_adjusted:.3f} {n})"[:col + 24].ljust(col + 24))
-            lines.append(f"{_name(row):<{name_w}}  " + " ".join(cells))
-        geo = [geomean_ratio([r.heads[i] for r in rows if r.heads[i] is not None]) for i in range(len(result.labels) - 1)]
-        lines.append(f"{'geomean':<{name_w}}  " + f"{'':>{col}} " + " ".join(
-            f"{'':>{col}}  {('-' if g is None or g != g else f'{(g - 1) * 100:+.2f}%'):>8}".ljust(col + 24) for g in geo))
-    for label, what in result.one_sided:
-        lines.append(f"only in {label}: {what}")
-    for w in result.warnings:
-        lines.append(f"note: {w}")
+        lines += _table(result, unit, rows, notes)
+    lines += notes.lines()
+    lines.append("")
+    lines += family_lines(result)
+    lines += tail_lines(result)
     return "\n".join(lines) + "\n"

@@ -24,7 +24,9 @@ from __future__ import annotations
 import json
 
 from perflab.comparison import ComparisonResult, MetricRow
-from perflab.report.numbers import value
+from perflab.report.notes import caveats, family_lines, shown, tail_lines
+from perflab.report.numbers import percent, value
+from perflab.stats.compare import CHANGED, IMPROVEMENT, REGRESSION, SECONDARY
 
 STDDEV_SHOWN_ABOVE = 0.02
 HEADER_KEYS = ("cc_version", "kernel_release", "cpufreq_governor", "thp_enabled", "testbox")
@@ -37,79 +39,99 @@ def _stddev(summary) -> str:
     return f" ±{min(abs(cov) * 100, 999):3.0f}%"
 
 
-def _line(row: MetricRow, name: str) -> str:
+def _note(row: MetricRow, labels: list[str]) -> str:
+    """The row's verdicts that its section heading does not say, and its caveats, in words."""
+    parts = []
+    several = len(row.heads) > 1
+    for label, cmp in zip(labels, row.heads):
+        if cmp is None:
+            continue
+        words = []
+        if cmp.verdict == CHANGED or (row.family == SECONDARY and cmp.verdict in (REGRESSION, IMPROVEMENT)):
+            words.append(cmp.verdict)
+        if caveats(cmp):
+            words.append(caveats(cmp))
+        if words:
+            parts.append((f"{shown(label)}: " if several else "") + "; ".join(words))
+    return f"   [{' | '.join(parts)}]" if parts else ""
+
+
+def _line(row: MetricRow, name: str, labels: list[str]) -> str:
     cells = f"{value(row.base.center):>10}{_stddev(row.base)}"
     for cmp in row.heads:
         if cmp is None:
             cells += f" {'':>10} {'-':>10}      "
             continue
-        change = f"{cmp.pct_change * 100:+.1f}%" if cmp.pct_change == cmp.pct_change else "~"
+        change = percent(cmp.pct_change) if cmp.pct_change == cmp.pct_change else "~"
         cells += f" {change:>10} {value(cmp.head.center):>10}{_stddev(cmp.head)}"
-    return f"{cells}  {name}"
+    return f"{cells}  {name}{_note(row, labels)}"
 
 
 def _header(result: ComparisonResult) -> list[str]:
     common = result.common
     keys = [k for k in common if k.startswith("param.")] + [k for k in HEADER_KEYS if k in common]
     keys = ["benchmark"] + [k for k in keys if k != "benchmark"] if "benchmark" in common else keys
-    names = "/".join(k.removeprefix("param.") for k in keys)
-    values = "/".join(str(common[k]) for k in keys)
+    names = "/".join(shown(k.removeprefix("param.")) for k in keys)
+    values = "/".join(shown(common[k]) for k in keys)
     lines = ["=" * 89, f"{names}:", f"  {values}", ""]
     kinds = {"commit" if any(r.commit and r.commit.startswith(sel.operand.lower()) for r in sel.runs) else "tag"
              for sel in result.selections}
     lines.append(("commit" if kinds == {"commit"} else "variant") + ":")
     for sel in result.selections:
-        lines.append(f"  {sel.label}")
+        lines.append(f"  {shown(sel.label)}")
     lines.append("")
     if result.env_diff:
         lines.append("environment differences (--cross-box):")
         for key, a, b in result.env_diff:
-            lines.append(f"  {key}: {a} -> {b}")
+            lines.append(f"  {shown(key)}: {shown(a)} -> {shown(b)}")
         lines.append("")
     return lines
 
 
 def _metric_name(row: MetricRow, several_testcases: bool) -> str:
-    return f"{row.testcase}:{row.metric}" if several_testcases else row.metric
+    return shown(f"{row.testcase}:{row.metric}" if several_testcases else row.metric)
 
 
 def render(result: ComparisonResult) -> str:
     lines = _header(result)
     heads = len(result.labels) - 1
-    labels = [label[:16] for label in result.labels]
+    labels = [shown(label, 16) for label in result.labels]
     lines.append(f"{labels[0]:>16} " + " ".join(f"{l:>26} " for l in labels[1:]))
     lines.append("-" * 16 + " " + " ".join("-" * 26 + " " for _ in labels[1:]))
     lines.append("         %stddev" + "     %change         %stddev" * heads)
     lines.append("             \\  " + "        |                \\  " * heads)
     several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1
+    head_labels = result.labels[1:]
 
     def size(row: MetricRow) -> float:
-        return max(abs(c.pct_change) for c in row.heads if c is not None)
+        return max((abs(c.pct_change) for c in row.heads if c is not None), default=0.0)
 
     def has(row: MetricRow, verdict: str) -> bool:
         return any(c is not None and c.verdict == verdict for c in row.heads)
 
-    regressions = sorted((r for r in result.rows if has(r, "regression")), key=size, reverse=True)
-    improvements = sorted((r for r in result.rows if has(r, "improvement") and not has(r, "regression")), key=size, reverse=True)
+    def line(row: MetricRow) -> str:
+        return _line(row, _metric_name(row, several), head_labels)
+
+    primary = [r for r in result.rows if r.family != SECONDARY]
+    secondary = [r for r in result.rows if r.family == SECONDARY]
+    regressions = sorted((r for r in primary if has(r, REGRESSION)), key=size, reverse=True)
+    improvements = sorted((r for r in primary if has(r, IMPROVEMENT) and not has(r, REGRESSION)), key=size, reverse=True)
     called = {id(r) for r in regressions + improvements}
-    rest = [r for r in result.rows if id(r) not in called and r.direction != 0]
+    rest = [r for r in primary if id(r) not in called]
 
     for title, rows in (("regressions", regressions), ("improvements", improvements)):
         if rows:
             lines.append(f"  -- {title} --")
-            lines += [_line(r, _metric_name(r, several)) for r in rows]
+            lines += [line(r) for r in rows]
     if not regressions and not improvements:
         lines.append("  -- no significant change --")
     if rest:
         lines.append(f"  -- not significant (alpha {result.alpha:g} after FDR, minimum effect {result.threshold * 100:g}%) --")
-        for r in rest:
-            note = ""
-            for c in r.heads:
-                if c is not None and c.verdict == "insufficient samples":
-                    note = "   [too few samples to tell]"
-            lines.append(_line(r, _metric_name(r, several)) + note)
-    for label, what in result.one_sided:
-        lines.append(f"  only in {label}: {what}")
-    for w in result.warnings:
-        lines.append(f"  note: {w}")
+        lines += [line(r) for r in rest]
+    if secondary:
+        lines.append("  -- secondary metrics (their own FDR family; calls said in brackets) --")
+        first = [r for r in secondary if has(r, REGRESSION) or has(r, IMPROVEMENT) or has(r, CHANGED)]
+        lines += [line(r) for r in first + [r for r in secondary if r not in first]]
+    lines += ["  " + l for l in family_lines(result)]
+    lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"

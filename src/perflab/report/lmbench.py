@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from perflab.benchmarks.lmbench.catalog import TABLES, THIRD_HEADING, Table
+from perflab.text import printable
 
 BANNER = "L M B E N C H  2 . 0   S U M M A R Y"
 
@@ -66,6 +67,7 @@ def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_w
 
 def render_summary(rows: list[tuple[str, dict[str, float]]]) -> str:
     """rows: (label, {metric: mean value}) per kernel, in display order."""
+    rows = [(printable(label), values) for label, values in rows]  # tags and releases come from users
     label_width = max([29] + [len(label) for label, _ in rows])
     out = [BANNER, "-" * len(BANNER), ""]
     shown = 0

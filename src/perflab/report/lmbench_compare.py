@@ -1,11 +1,15 @@
 """`perflab compare --style lmbench`: the LMbench summary, one row per operand,
-followed by the changes the comparison calls significant."""
+followed by the changes the comparison calls significant, the FDR families
+and every metric's caveats in words."""
 
 from __future__ import annotations
 
 from perflab.benchmarks.lmbench.catalog import FIGURES
 from perflab.comparison import ComparisonResult
 from perflab.report.lmbench import render_summary
+from perflab.report.notes import caveat_lines, family_lines, shown, tail_lines
+from perflab.report.numbers import percent
+from perflab.stats.compare import CHANGED, IMPROVEMENT, REGRESSION, SECONDARY
 
 
 def render(result: ComparisonResult) -> str:
@@ -18,12 +22,15 @@ def render(result: ComparisonResult) -> str:
         for i, cmp in enumerate(r.heads, start=1):
             if cmp is not None:
                 rows[i][1][r.metric] = cmp.head.center
-                if cmp.verdict in ("regression", "improvement"):
-                    calls.append(f"  {result.labels[i]}: {r.metric} {cmp.pct_change * 100:+.1f}% "
-                                 f"{cmp.verdict} (p={cmp.p_adjusted:.2g})")
+                if cmp.verdict in (REGRESSION, IMPROVEMENT, CHANGED):
+                    secondary = " secondary" if r.family == SECONDARY else ""
+                    calls.append(f"  {shown(result.labels[i])}: {shown(r.metric)} {percent(cmp.pct_change)} "
+                                 f"{cmp.verdict}{secondary} (p={cmp.p_adjusted:.2g})")
     text = render_summary(rows)
+    base = shown(result.labels[0])
     if calls:
-        text += "\nSignificant changes against " + result.labels[0] + ":\n" + "\n".join(calls) + "\n"
+        text += "\nSignificant changes against " + base + ":\n" + "\n".join(calls) + "\n"
     else:
-        text += f"\nNo significant change against {result.labels[0]} (alpha {result.alpha:g} after FDR, minimum effect {result.threshold * 100:g}%).\n"
-    return text
+        text += f"\nNo significant change against {base} (alpha {result.alpha:g} after FDR, minimum effect {result.threshold * 100:g}%).\n"
+    notes = family_lines(result) + caveat_lines(result, lambda row: shown(row.metric)) + tail_lines(result)
+    return text + "\n" + "\n".join(notes) + "\n"

@@ -4,14 +4,19 @@ Per operation the rows Min, Amean (lower is better) or Hmean (higher is
 better), Stddev, CoeffVar, Max and BAmean-95; each value is followed by its
 (x.xx%) change against the first column, signed so that positive means better.
 A mean whose difference is statistically significant is marked with '*'.
+Columns are as wide as their widest value: a number is never cut.
 """
 
 from __future__ import annotations
 
-from perflab.comparison import ComparisonResult, MetricRow
-from perflab.stats.descriptive import bamean
+import math
 
-WIDTH = 22
+from perflab.comparison import ComparisonResult, MetricRow
+from perflab.report.notes import caveat_lines, family_lines, secondary_names, shown, tail_lines
+
+MIN_VALUE_WIDTH = 11
+LABEL_LIMIT = 30  # what a column heading shows of a kernel release or tag
+OP_WIDTH = 17     # the operation column widens to the longest name shown
 
 
 def _better_pct(base: float, head: float, direction: int) -> float | None:
@@ -22,41 +27,52 @@ def _better_pct(base: float, head: float, direction: int) -> float | None:
     return raw if direction > 0 else -raw
 
 
-def _cell(v: float | None, pct: float | None, mark: str = " ") -> str:
-    if v is None or v != v:
-        return f"{'-':>{WIDTH}}"
-    p = "" if pct is None else f"({pct * 100:7.2f}%)"
-    return f"{v:>11.4f} {p:>10}{mark}"[-(WIDTH + 1):].rjust(WIDTH + 1)
+def _pct(pct: float | None) -> str:
+    if pct is None:
+        return ""
+    x = pct * 100
+    return f"({0.0 if round(x, 2) == 0 else x:7.2f}%)"  # never "( -0.00%)"
 
 
-def _rows_for(row: MetricRow, op: str) -> list[str]:
+def _number(x: float) -> str:
+    """mmtests' four decimals, with more below 1 so that at least 4 significant digits show."""
+    a = abs(x)
+    if a == 0 or a >= 1 or math.isinf(a):
+        return f"{x:.4f}"
+    return f"{x:.{max(4, 3 - math.floor(math.log10(a)))}f}"
+
+
+def _rows_for(row: MetricRow) -> list[tuple[str, list[tuple[str, str, str] | None]]]:
+    """(statistic, per column (value, (pct), mark) or None) for one metric."""
     direction = row.direction if row.direction != 0 else -1
     summaries = [row.base] + [c.head if c is not None else None for c in row.heads]
-    values = [row.base_values] + row.head_values
     mean_name = "Hmean" if direction > 0 else "Amean"
     stats = [
-        ("Min", lambda s, v: s.min, direction),
-        (mean_name, lambda s, v: s.center, direction),
-        ("Stddev", lambda s, v: s.stddev, -1),
-        ("CoeffVar", lambda s, v: None if s.cov is None else s.cov * 100, -1),
-        ("Max", lambda s, v: s.max, direction),
-        ("BAmean-95", lambda s, v: bamean(v, direction, 95), direction),
+        ("Min", lambda s: s.min, direction),
+        (mean_name, lambda s: s.center, direction),
+        ("Stddev", lambda s: s.stddev, -1),
+        ("CoeffVar", lambda s: s.cov * 100, -1),
+        ("Max", lambda s: s.max, direction),
+        ("BAmean-95", lambda s: s.bamean, direction),
     ]
     out = []
     for name, get, better in stats:
-        base_v = get(row.base, row.base_values)
-        cells = []
-        for i, (s, v) in enumerate(zip(summaries, values)):
+        base_v = get(row.base)
+        cells: list[tuple[str, str, str] | None] = []
+        for i, s in enumerate(summaries):
             if s is None:
-                cells.append(f"{'-':>{WIDTH + 1}}")
+                cells.append(None)
                 continue
-            x = get(s, v)
-            pct = 0.0 if i == 0 else (None if x is None or base_v is None else _better_pct(base_v, x, better))
+            x = get(s)
+            if x != x:
+                cells.append(("-", "", " "))
+                continue
+            pct = 0.0 if i == 0 else _better_pct(base_v, x, better)
             mark = " "
-            if name == mean_name and i > 0 and row.heads[i - 1] is not None and row.heads[i - 1].verdict in ("regression", "improvement"):
+            if name == mean_name and i > 0 and row.heads[i - 1].verdict in ("regression", "improvement"):
                 mark = "*"
-            cells.append(_cell(x, pct, mark))
-        out.append(f"{name:<10}{op:<18}" + "".join(cells))
+            cells.append((_number(x), _pct(pct), mark))
+        out.append((name, cells))
     return out
 
 
@@ -64,24 +80,46 @@ def render(result: ComparisonResult) -> str:
     kernels, tags = [], []
     for sel in result.selections:
         releases = {(r.environment or {}).get("kernel_release", "") for r in sel.runs}
-        kernels.append(releases.pop() if len(releases) == 1 else "mixed")
-        tags.append(sel.label)
+        kernels.append(shown(releases.pop() if len(releases) == 1 else "mixed", LABEL_LIMIT))
+        tags.append(shown(sel.label, LABEL_LIMIT))
     lines = []
     by_benchmark: dict[str, list[MetricRow]] = {}
     for row in result.rows:
         by_benchmark.setdefault(row.testcase, []).append(row)
     for testcase, rows in by_benchmark.items():
-        lines.append(testcase)
-        lines.append(" " * 28 + "".join(f"{k[:WIDTH]:>{WIDTH + 1}}" for k in kernels))
-        lines.append(" " * 28 + "".join(f"{t[:WIDTH]:>{WIDTH + 1}}" for t in tags))
+        table = []
         for row in rows:
             if row.direction == 0:
                 continue
             op = row.metric.split(".", 1)[-1] if row.metric.startswith(row.benchmark + ".") else row.metric
-            lines += _rows_for(row, op[:17])
+            for name, cells in _rows_for(row):
+                table.append((name, shown(op), cells))
+        ncols = len(result.labels)
+        value_w = [max([MIN_VALUE_WIDTH] + [len(c[0]) for _, _, cells in table if (c := cells[j]) is not None])
+                   for j in range(ncols)]
+        col_w = [max(w + 12, len(kernels[j]) + 1, len(tags[j]) + 1) for j, w in enumerate(value_w)]
+        op_w = max([OP_WIDTH] + [len(op) for _, op, _ in table])
+        lines.append(shown(testcase, None))
+        lines.append(" " * (op_w + 11) + "".join(f"{kernels[j]:>{col_w[j]}}" for j in range(ncols)))
+        lines.append(" " * (op_w + 11) + "".join(f"{tags[j]:>{col_w[j]}}" for j in range(ncols)))
+        for name, op, cells in table:
+            text = []
+            for j, c in enumerate(cells):
+                if c is None:
+                    text.append(f"{'-':>{col_w[j]}}")
+                else:
+                    v, p, mark = c
+                    text.append(f"{v:>{value_w[j]}} {p:>10}{mark}".rjust(col_w[j]))
+            lines.append(f"{name:<10}{op:<{op_w + 1}}" + "".join(text))
         lines.append("")
-    for label, what in result.one_sided:
-        lines.append(f"only in {label}: {what}")
-    for w in result.warnings:
-        lines.append(f"note: {w}")
+
+    def name(row: MetricRow) -> str:
+        return shown(row.metric if len(by_benchmark) == 1 else f"{row.testcase}:{row.metric}")
+
+    secondary = secondary_names(result.rows, name)
+    if secondary:
+        lines.append("secondary metrics (their own FDR family): " + ", ".join(secondary))
+    lines += family_lines(result)
+    lines += caveat_lines(result, name)
+    lines += tail_lines(result)
     return "\n".join(lines) + "\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from perflab.text import printable
+
 # style -> (module, function)
 STYLES = {
     "lkp": ("perflab.report.lkp", "render"),
@@ -25,6 +27,6 @@ def render_comparison(result, style: str) -> str:
     text = getattr(import_module(module), function)(result)
     if result.env_diff and style not in SHOWS_ENV_DIFF:
         head = ["environment differences (--cross-box):"]
-        head += [f"  {key}: {a} -> {b}" for key, a, b in result.env_diff]
+        head += [f"  {printable(key)}: {printable(a)} -> {printable(b)}" for key, a, b in result.env_diff]
         text = "\n".join(head) + "\n\n" + text
     return text

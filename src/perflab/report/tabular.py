@@ -1,4 +1,11 @@
-"""json and csv: every number of the comparison, for programs and spreadsheets."""
+"""json and csv: every number of the comparison, for programs and spreadsheets.
+
+Strings are exact here (no escaping for terminals); in csv a cell that a
+spreadsheet would run as a formula is guarded (perflab.spreadsheet).
+`ci_low`/`ci_high` are the interval at the FDR-adjusted level `ci_level`,
+which excludes zero exactly when `p_adjusted` < alpha; the unadjusted one
+(each end a one-sided 1 - alpha bound) is `ci_unadjusted_low`/`_high`.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,10 @@ import json
 import math
 
 from perflab.comparison import ComparisonResult
+from perflab.spreadsheet import guard
 
-SUMMARY_FIELDS = ("n", "mean", "hmean", "median", "stddev", "cov", "min", "max", "center")
+SUMMARY_FIELDS = ("n", "mean", "hmean", "median", "stddev", "cov", "min", "max", "center",
+                  "bamean", "median_low", "median_high")
 
 
 def _clean(v):
@@ -23,6 +32,10 @@ def _summary(s) -> dict:
     return {k: _clean(getattr(s, k)) for k in SUMMARY_FIELDS}
 
 
+def _bound(ci, i):
+    return _clean(ci[i]) if ci else None
+
+
 def records(result: ComparisonResult) -> list[dict]:
     out = []
     for row in result.rows:
@@ -30,16 +43,22 @@ def records(result: ComparisonResult) -> list[dict]:
             rec = {
                 "testbox": row.testbox, "benchmark": row.benchmark, "params": row.params, "metric": row.metric,
                 "unit": row.unit, "direction": row.direction, "base": result.labels[0], "head": result.labels[i + 1],
+                "family": row.family,
                 "base_stats": _summary(row.base),
                 "head_stats": _summary(cmp.head) if cmp else None,
                 "pct_change": _clean(cmp.pct_change) if cmp else None,
-                "ci_low": _clean(cmp.ci[0]) if cmp and cmp.ci else None,
-                "ci_high": _clean(cmp.ci[1]) if cmp and cmp.ci else None,
+                "median_change": _clean(cmp.median_change) if cmp else None,
+                "ci_low": _bound(cmp.ci_adjusted, 0) if cmp else None,
+                "ci_high": _bound(cmp.ci_adjusted, 1) if cmp else None,
+                "ci_level": _clean(cmp.ci_level) if cmp else None,
+                "ci_unadjusted_low": _bound(cmp.ci, 0) if cmp else None,
+                "ci_unadjusted_high": _bound(cmp.ci, 1) if cmp else None,
                 "p_value": _clean(cmp.p_value) if cmp else None,
                 "p_adjusted": _clean(cmp.p_adjusted) if cmp else None,
+                "family_size": cmp.family_size if cmp else None,
                 "test": cmp.test if cmp else None,
                 "verdict": cmp.verdict if cmp else "absent from head",
-                "warnings": list(cmp.warnings) if cmp else [],
+                "warnings": [str(w) for w in cmp.warnings] if cmp else [],
                 "base_values": row.base_values,
                 "head_values": row.head_values[i],
             }
@@ -52,6 +71,8 @@ def render_json(result: ComparisonResult) -> str:
         "operands": result.labels,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
         "alpha": result.alpha, "threshold": result.threshold,
+        "primary": result.primary,
+        "families": {label: [dataclasses.asdict(f) for f in fams] for label, fams in zip(result.labels[1:], result.families)},
         "common": result.common,
         "environment_differences": [list(x) for x in result.env_diff] if result.env_diff else [],
         "only_in": [{"operand": a, "group": b} for a, b in result.one_sided],
@@ -63,9 +84,10 @@ def render_json(result: ComparisonResult) -> str:
 
 def render_csv(result: ComparisonResult) -> str:
     buf = io.StringIO()
-    cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head"]
+    cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family"]
     cols += [f"base_{k}" for k in SUMMARY_FIELDS] + [f"head_{k}" for k in SUMMARY_FIELDS]
-    cols += ["pct_change", "ci_low", "ci_high", "p_value", "p_adjusted", "test", "verdict", "warnings"]
+    cols += ["pct_change", "median_change", "ci_low", "ci_high", "ci_level", "ci_unadjusted_low", "ci_unadjusted_high",
+             "p_value", "p_adjusted", "family_size", "test", "verdict", "warnings"]
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for rec in records(result):
@@ -75,5 +97,5 @@ def render_csv(result: ComparisonResult) -> str:
             for k in SUMMARY_FIELDS:
                 flat[f"{side}_{k}"] = (rec[f"{side}_stats"] or {}).get(k)
         flat["warnings"] = "; ".join(rec["warnings"])
-        w.writerow({k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in flat.items()})
+        w.writerow({k: guard("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in flat.items()})
     return buf.getvalue()

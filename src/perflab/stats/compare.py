@@ -8,10 +8,15 @@ Choices (docs/statistics.md has the reasoning and the measured error rates):
 - Directional: a regression and an improvement are separate one-sided
   questions, each at level alpha, as a performance engineer asks them ("did it
   get slower?"). Each direction's p-values are adjusted over all metrics of
-  the comparison by Benjamini-Hochberg, so the false-discovery rate of
-  regression calls is at most alpha.
-- The interval reported is two-sided at 1 - 2*alpha: each end is a one-sided
-  (1 - alpha) bound, so a call and its interval never disagree.
+  the family by Benjamini-Hochberg, so the false-discovery rate of
+  regression calls is at most alpha. One call of compare_many is one family;
+  the caller decides which metrics form it (primary and secondary metrics are
+  separate families: perflab.comparison).
+- Two intervals per metric, each end a one-sided bound: `ci` at (1 - alpha),
+  unadjusted; `ci_adjusted` at the Benjamini-Yekutieli FCR level
+  (1 - alpha * R / m, R the calls of the metric's family, m its size), so that
+  it excludes zero exactly when the adjusted p-value is below alpha: the
+  interval shown beside a verdict never contradicts it.
 - Nothing smaller than `threshold` (relative change) is called.
 - With fewer than two samples on a side no variance exists and no test can
   reach significance: the verdict is "insufficient samples".
@@ -34,8 +39,25 @@ from perflab.stats.descriptive import Summary, summarize_rows as _summaries
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, CHANGED, INSUFFICIENT = (
     "regression", "improvement", "no change", "changed", "insufficient samples")
+PRIMARY, SECONDARY = "primary", "secondary"
+MIN_SAMPLES = 2       # per side, for a variance and so a test
 FEW_SAMPLES = 5       # below this per side, warn that power is low
 NOISY_COV = 0.10      # above this CoV, warn that the metric is noisy
+
+# Kinds of caveat a comparison carries (the layouts group and word them).
+TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT = (
+    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect")
+
+
+class Caveat(str):
+    """A warning that travels with one comparison: its text, and its kind."""
+
+    kind: str
+
+    def __new__(cls, kind: str, text: str) -> "Caveat":
+        obj = super().__new__(cls, text)
+        obj.kind = kind
+        return obj
 
 
 @dataclass
@@ -43,17 +65,24 @@ class Comparison:
     base: Summary
     head: Summary
     pct_change: float            # head.center / base.center - 1 (a fraction)
-    ci: tuple[float, float] | None   # bounds of the relative change (fractions)
+    ci: tuple[float, float] | None   # bounds of the relative change (fractions), each end one-sided 1 - alpha
     p_value: float               # one-sided, in the direction of the observed change
-    p_adjusted: float            # Benjamini-Hochberg over the comparison's metrics
+    p_adjusted: float            # Benjamini-Hochberg over the metric's family
     verdict: str
     test: str                    # "welch-log", "welch" or "none"
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Caveat] = field(default_factory=list)
+    median_change: float = math.nan  # head.median / base.median - 1
+    # The interval at the family's FCR-adjusted level: excludes zero iff p_adjusted < alpha.
+    ci_adjusted: tuple[float, float] | None = None
+    ci_level: float = math.nan   # two-sided confidence of ci_adjusted
+    family: str = PRIMARY        # which FDR family the metric was tested in
+    family_size: int = 0         # p-values in the Benjamini-Hochberg adjustment that included this one
 
 
-def _welch(a: np.ndarray, b: np.ndarray, confidence_t: float):
-    """Welch statistics per row: difference of means (b - a), its standard error,
-    degrees of freedom and the one-sided p-values for 'b > a' and 'b < a'."""
+def _welch(a: np.ndarray, b: np.ndarray):
+    """Welch statistics per row: mean of a, difference of means (b - a), its
+    standard error, degrees of freedom and the one-sided p-values for 'b > a'
+    and 'b < a'."""
     na, nb = a.shape[1], b.shape[1]
     ma, mb = a.mean(axis=1), b.mean(axis=1)
     va, vb = a.var(axis=1, ddof=1), b.var(axis=1, ddof=1)
@@ -70,21 +99,41 @@ def _welch(a: np.ndarray, b: np.ndarray, confidence_t: float):
     p_down = stats.t.cdf(t, df)     # evidence that b < a
     p_up = np.where(degenerate & (diff == 0), 1.0, p_up)
     p_down = np.where(degenerate & (diff == 0), 1.0, p_down)
-    half = stats.t.ppf(confidence_t, df) * se
-    half = np.where(degenerate, 0.0, half)
-    return ma, diff, half, p_up, p_down
+    return ma, diff, se, df, p_up, p_down
 
 
-def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01) -> list[Comparison]:
+def _interval(diff, se, df, scale, logged, tail):
+    """Bounds of the relative change, each end a one-sided (1 - tail) bound."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        half = np.where(se == 0, 0.0, stats.t.ppf(1 - tail, df) * se)
+        lo = np.where(logged, np.expm1(diff - half), (diff - half) / scale)
+        hi = np.where(logged, np.expm1(diff + half), (diff + half) / scale)
+    return lo, hi
+
+
+def _adjusted_tail(adjusted: np.ndarray, alpha: float) -> float:
+    """The per-metric level at which Benjamini-Hochberg called R of m: alpha * max(R, 1) / m.
+
+    A p-value below it is exactly a BH call (R = 0: none is), so an interval at
+    this level excludes zero exactly for the called metrics."""
+    tested = ~np.isnan(adjusted)
+    m = int(tested.sum())
+    if m == 0:
+        return math.nan
+    return alpha * max(int((adjusted[tested] < alpha).sum()), 1) / m
+
+
+def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, family: str = PRIMARY) -> list[Comparison]:
     """Compare each (base_values, head_values, direction) pair; one FDR family."""
     m = len(pairs)
     arrays = [(np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel(), int(d)) for a, b, d in pairs]
     base_s: list = [None] * m
     head_s: list = [None] * m
-    ci: list = [None] * m
     test = ["none"] * m
     p_up = np.full(m, np.nan)
     p_down = np.full(m, np.nan)
+    diff, se, df, scale = (np.full(m, np.nan) for _ in range(4))
+    logged = np.zeros(m, dtype=bool)
     buckets: dict[tuple, list[int]] = defaultdict(list)
     for i, (a, b, _d) in enumerate(arrays):
         positive = bool(a.size and b.size and (a > 0).all() and (b > 0).all())
@@ -98,19 +147,15 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01) -> list[Co
             base_s[j] = s
         for j, s in zip(idx, _summaries(b, dirs)):
             head_s[j] = s
-        if na < 2 or nb < 2:
+        if na < MIN_SAMPLES or nb < MIN_SAMPLES:
             continue
         la, lb = (np.log(a), np.log(b)) if positive else (a, b)
-        ma, diff, half, up, down = _welch(la, lb, 1 - alpha)
-        if positive:
-            lo, hi = np.expm1(diff - half), np.expm1(diff + half)
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                scale = np.abs(ma)
-                lo, hi = (diff - half) / scale, (diff + half) / scale
-        for k, j in enumerate(idx):
-            p_up[j], p_down[j] = up[k], down[k]
-            ci[j] = (float(lo[k]), float(hi[k]))
+        ma, d_, s_, f_, up, down = _welch(la, lb)
+        ix = np.array(idx)
+        p_up[ix], p_down[ix], diff[ix], se[ix], df[ix] = up, down, d_, s_, f_
+        scale[ix] = np.abs(ma)
+        logged[ix] = positive
+        for j in idx:
             test[j] = "welch-log" if positive else "welch"
 
     # Which one-sided question is a regression depends on the metric's direction.
@@ -120,33 +165,51 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01) -> list[Co
     # Informational metrics: two-sided, in a family of their own.
     p_inf = np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * np.fmin(p_up, p_down)), np.nan)
     adj_reg, adj_imp, adj_inf = (_bh(p) for p in (p_reg, p_imp, p_inf))
+    size_dir, size_inf = int((~np.isnan(p_reg)).sum()), int((~np.isnan(p_inf)).sum())
+
+    # Intervals: unadjusted (each end at 1 - alpha), and at the level of the
+    # family the observed change is tested in (two-sided for informational).
+    went_up = p_up <= p_down
+    worse = went_up == (directions == LOWER_IS_BETTER)
+    tail = np.where(directions == INFORMATIONAL, _adjusted_tail(adj_inf, alpha) / 2,
+                    np.where(worse, _adjusted_tail(adj_reg, alpha), _adjusted_tail(adj_imp, alpha)))
+    lo, hi = _interval(diff, se, df, scale, logged, np.full(m, alpha))
+    lo_adj, hi_adj = _interval(diff, se, df, scale, logged, tail)
 
     out = []
     for i in range(m):
         b0, h0, d = base_s[i], head_s[i], arrays[i][2]
         pct = h0.center / b0.center - 1 if b0.n and h0.n and b0.center != 0 else math.nan
+        med = h0.median / b0.median - 1 if b0.n and h0.n and b0.median != 0 else math.nan
         warnings = []
         if test[i] == "none":
             out.append(Comparison(b0, h0, pct, None, math.nan, math.nan, INSUFFICIENT, "none",
-                                  [f"need at least 2 samples per side to test (n={b0.n} vs {h0.n})"]))
+                                  [Caveat(TOO_FEW, f"too few samples to tell: a test needs at least {MIN_SAMPLES} "
+                                                   f"samples per side (n={b0.n} vs {h0.n})")],
+                                  median_change=med, family=family))
             continue
         if min(b0.n, h0.n) < FEW_SAMPLES:
-            warnings.append(f"few samples (n={b0.n} vs {h0.n}): only large changes can be detected")
+            warnings.append(Caveat(FEW, f"few samples (n={b0.n} vs {h0.n}): only large changes can be detected"))
         worst_cov = max(abs(b0.cov), abs(h0.cov)) if not (math.isnan(b0.cov) or math.isnan(h0.cov)) else math.nan
         if worst_cov > NOISY_COV:
-            warnings.append(f"noisy: CoV {worst_cov * 100:.1f}%")
+            warnings.append(Caveat(NOISY, f"noisy: CoV {worst_cov * 100:.1f}%"))
         if test[i] == "welch":
-            warnings.append("values not all positive: tested on raw values, not logs")
+            warnings.append(Caveat(RAW_VALUES, "values not all positive: tested on raw values, not logs"))
         if d == INFORMATIONAL:
-            p, padj = p_inf[i], adj_inf[i]
-            verdict = CHANGED if padj < alpha and abs(pct) >= threshold else NO_CHANGE
+            p, padj, size = p_inf[i], adj_inf[i], size_inf
+            big_enough = not math.isnan(pct) and abs(pct) >= threshold
+            verdict = CHANGED if padj < alpha and big_enough else NO_CHANGE
         else:
-            went_up = p_up[i] <= p_down[i]
-            worse = went_up == (d == LOWER_IS_BETTER)
-            p, padj = (p_reg[i], adj_reg[i]) if worse else (p_imp[i], adj_imp[i])
-            called = padj < alpha and not math.isnan(pct) and abs(pct) >= threshold
-            verdict = (REGRESSION if worse else IMPROVEMENT) if called else NO_CHANGE
-        out.append(Comparison(b0, h0, pct, ci[i], float(p), float(padj), verdict, test[i], warnings))
+            p, padj, size = (p_reg[i], adj_reg[i], size_dir) if worse[i] else (p_imp[i], adj_imp[i], size_dir)
+            big_enough = not math.isnan(pct) and abs(pct) >= threshold
+            called = padj < alpha and big_enough
+            verdict = (REGRESSION if worse[i] else IMPROVEMENT) if called else NO_CHANGE
+        if padj < alpha and not big_enough:
+            warnings.append(Caveat(BELOW_EFFECT, f"significant, but the change is below the {threshold * 100:g}% "
+                                                 "minimum effect: not called"))
+        out.append(Comparison(b0, h0, pct, (float(lo[i]), float(hi[i])), float(p), float(padj), verdict, test[i],
+                              warnings, median_change=med, ci_adjusted=(float(lo_adj[i]), float(hi_adj[i])),
+                              ci_level=float(1 - 2 * tail[i]), family=family, family_size=size))
     return out
 
 
@@ -159,10 +222,13 @@ def _bh(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def geomean_ratio(comparisons) -> float:
-    """Geometric mean of head/base over the comparisons with positive centres."""
-    ratios = [c.head.center / c.base.center for c in comparisons
-              if c is not None and c.base.center > 0 and c.head.center > 0]
+def geomean_ratio(comparisons, of: str = "center") -> float:
+    """Geometric mean of head/base over the comparisons with positive figures.
+
+    `of` is the figure compared: "center" (the mean, or hmean for rates) or
+    "median" (benchstat's geomean row)."""
+    pairs = [(getattr(c.base, of), getattr(c.head, of)) for c in comparisons if c is not None]
+    ratios = [h / b for b, h in pairs if b > 0 and h > 0]
     if not ratios:
         return math.nan
     return float(np.exp(np.mean(np.log(ratios))))

@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from perflab.model import HIGHER_IS_BETTER
+from perflab.stats.median import median_ci_rows
+
+BAMEAN_PCT = 95  # mmtests' BAmean-95
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,10 @@ class Summary:
     min: float
     max: float
     center: float     # the average a report leads with: hmean for higher-is-better rates, else mean
+    bamean: float = math.nan        # mmtests' BAmean-95: mean of the best 95% of the samples
+    median_low: float = math.nan    # distribution-free 95% interval of the median (±inf below 6 samples)
+    median_high: float = math.nan
+    median_pm: float = math.nan     # benchstat's "± x%": the interval's larger half-width / |median|
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -45,6 +52,16 @@ def summarize_many(groups, directions) -> list[Summary]:
     return out
 
 
+def _bamean_rows(x: np.ndarray, directions: np.ndarray, pct: float = BAMEAN_PCT) -> np.ndarray:
+    """Mean of the best pct% of each row (at least one sample), the worst dropped by direction."""
+    rows, n = x.shape
+    keep = max(1, int(n * pct / 100))
+    xs = np.sort(x, axis=1)
+    low_best = xs[:, :keep].mean(axis=1)
+    high_best = xs[:, n - keep:].mean(axis=1)
+    return np.where(directions == HIGHER_IS_BETTER, high_best, low_best)
+
+
 def summarize_rows(x: np.ndarray, directions: np.ndarray) -> list[Summary]:
     """Summary of each row of x (rows are groups, columns samples)."""
     rows, n = x.shape
@@ -62,19 +79,22 @@ def summarize_rows(x: np.ndarray, directions: np.ndarray) -> list[Summary]:
     lo, hi = x.min(axis=1), x.max(axis=1)
     # Rates (ops/s, MB/s) average harmonically: the mean of the times behind them.
     center = np.where((directions == HIGHER_IS_BETTER) & positive, hmean, mean)
+    ba = _bamean_rows(x, directions)
+    mlo, mhi = median_ci_rows(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pm = np.where(median != 0, np.maximum(median - mlo, mhi - median) / np.abs(median), np.nan)
     return [Summary(n, float(mean[i]), float(hmean[i]), float(median[i]), float(sd[i]), float(cov[i]),
-                    float(lo[i]), float(hi[i]), float(center[i])) for i in range(rows)]
+                    float(lo[i]), float(hi[i]), float(center[i]), float(ba[i]), float(mlo[i]), float(mhi[i]),
+                    float(pm[i])) for i in range(rows)]
 
 
-def bamean(values, direction: int, pct: float = 95) -> float:
+def bamean(values, direction: int, pct: float = BAMEAN_PCT) -> float:
     """mmtests' BAmean-PCT: the mean of the best PCT% of the samples.
 
     The worst samples (largest when lower is better, smallest when higher is
     better) are dropped; at least one sample is kept.
     """
-    x = np.sort(np.asarray(values, dtype=float))
+    x = np.asarray(values, dtype=float).ravel()
     if x.size == 0:
         return math.nan
-    keep = max(1, int(x.size * pct / 100))
-    best = x[-keep:] if direction == HIGHER_IS_BETTER else x[:keep]
-    return float(np.mean(best))
+    return float(_bamean_rows(x.reshape(1, x.size), np.array([direction]), pct)[0])

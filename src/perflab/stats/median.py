@@ -10,23 +10,48 @@ requested confidence. With fewer than 6 samples no such k exists at 95%
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats
 
+CONFIDENCE = 0.95
 
-def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
-    x = np.sort(np.asarray(values, dtype=float))
-    n = len(x)
-    if n == 0:
-        return (math.nan, math.nan)
+
+@lru_cache(maxsize=256)
+def median_ci_rank(n: int, confidence: float = CONFIDENCE) -> int | None:
+    """The k of the interval [x_(k), x_(n-k+1)] (1-based), or None when n is too small."""
     best = None
     for k in range(1, n // 2 + 1):
-        coverage = 1 - 2 * stats.binom.cdf(k - 1, n, 0.5)
-        if coverage >= confidence:
+        if 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) >= confidence:
             best = k
         else:
             break
-    if best is None:
-        return (-math.inf, math.inf)
-    return (float(x[best - 1]), float(x[n - best]))
+    return best
+
+
+@lru_cache(maxsize=16)
+def min_samples_for_median_ci(confidence: float = CONFIDENCE) -> int:
+    """The fewest samples whose median interval is bounded (6 at 95%)."""
+    n = 1
+    while median_ci_rank(n, confidence) is None:
+        n += 1
+    return n
+
+
+def median_ci_rows(x: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """The interval of each row of x (rows are groups of one size); ±inf when unbounded."""
+    rows, n = x.shape
+    k = median_ci_rank(n, confidence) if n else None
+    if k is None:
+        return np.full(rows, -np.inf if n else np.nan), np.full(rows, np.inf if n else np.nan)
+    xs = np.sort(x, axis=1)
+    return xs[:, k - 1].copy(), xs[:, n - k].copy()
+
+
+def median_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size == 0:
+        return (math.nan, math.nan)
+    lo, hi = median_ci_rows(x.reshape(1, x.size), confidence)
+    return (float(lo[0]), float(hi[0]))

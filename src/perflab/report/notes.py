@@ -1,0 +1,82 @@
+"""What every text layout says beside its table: the FDR families of the
+comparison, each metric's caveats in words, and user strings made safe to print.
+
+Formatting only: the counts and caveats come from perflab.comparison and
+perflab.stats.
+"""
+
+from __future__ import annotations
+
+from perflab.comparison import ComparisonResult, MetricRow
+from perflab.stats.compare import SECONDARY, Comparison
+from perflab.text import printable
+
+NOTE_LIMIT = 240  # a warning line (it may quote parameters) is bounded, not cut to a cell
+
+
+def shown(text: object, limit: int | None = None) -> str:
+    """A user string (tag, metric, parameter, environment value) as a text layout prints it."""
+    return printable(text) if limit is None else printable(text, limit)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def family_lines(result: ComparisonResult) -> list[str]:
+    """One line per head: the size of each FDR family its verdicts were adjusted over."""
+    lines = []
+    base = shown(result.labels[0])
+    for label, families in zip(result.labels[1:], result.families):
+        parts = []
+        untested = 0
+        for fam in families:
+            what = _plural(fam.tested, f"{fam.name} metric")
+            if fam.informational:
+                what += f" + {fam.informational} informational (two-sided)"
+            if fam.name == SECONDARY:
+                what += ", a family of their own"
+            parts.append(what)
+            untested += fam.untested
+        if untested:
+            parts.append(f"{untested} not tested (too few samples)")
+        lines.append(f"FDR family of {shown(label)} vs {base}: {'; '.join(parts) or 'no metric'}"
+                     f"; alpha {result.alpha:g} per direction, minimum effect {result.threshold * 100:g}%")
+    if result.primary:
+        lines.append("primary metrics: " + ", ".join(shown(g) for g in result.primary) + " (--primary)")
+    return lines
+
+
+def caveats(cmp: Comparison | None) -> str:
+    """A comparison's caveats in words, "; "-separated ("" when it has none)."""
+    return "; ".join(cmp.warnings) if cmp is not None else ""
+
+
+def grouped_caveats(result: ComparisonResult, name) -> list[tuple[str, list[str]]]:
+    """(caveat, [metric names]) in order of first appearance; `name(row)` names a metric.
+
+    With several heads each name says which head the caveat is about."""
+    groups: dict[str, list[str]] = {}
+    several = len(result.labels) > 2
+    for row in result.rows:
+        for label, cmp in zip(result.labels[1:], row.heads):
+            for w in (cmp.warnings if cmp is not None else ()):
+                who = name(row) + (f" ({shown(label)})" if several else "")
+                groups.setdefault(w, []).append(who)
+    return list(groups.items())
+
+
+def caveat_lines(result: ComparisonResult, name, indent: str = "") -> list[str]:
+    """The grouped caveats as lines: "caveat (metric, metric, ...)"."""
+    return [f"{indent}{shown(w, NOTE_LIMIT)} ({', '.join(names)})" for w, names in grouped_caveats(result, name)]
+
+
+def secondary_names(rows: list[MetricRow], name) -> list[str]:
+    return [name(r) for r in rows if r.family == SECONDARY]
+
+
+def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:
+    """Groups on one side only and the comparison's own notes, made printable."""
+    lines = [f"{indent}only in {shown(label)}: {shown(what, NOTE_LIMIT)}" for label, what in result.one_sided]
+    lines += [f"{indent}note: {shown(w, NOTE_LIMIT)}" for w in result.warnings]
+    return lines
