@@ -1,0 +1,892 @@
+/*
+ * wis.h - the harness shared by perflab's will-it-scale-class testcases.
+ *
+ * Written for perflab; no code is taken from will-it-scale.  A testcase file
+ * includes this header and defines
+ *
+ *     static const struct wis_testcase testcase = { ... };
+ *
+ * whose task() does its own setup, calls wis_ready(), then repeats one
+ * operation forever, counting it with wis_count().  This header holds main():
+ * it parses the options, starts N tasks (processes or threads, each bound to
+ * a CPU), waits until every task is ready, opens the start gate and samples
+ * the per-task counters at fixed intervals, printing JSON lines on stdout:
+ *
+ *   {"event":"start","testcase":...,"tasks":N,"bind":true,"cpus":[...],...}
+ *   {"event":"interval","warmup":true|false,"elapsed":S,"ops":[n0,n1,...]}
+ *   {"event":"end"}
+ *
+ * Errors go to stderr as one line; bad options exit 2, any other failure 1.
+ * Everything is static: each testcase is one translation unit.
+ */
+#ifndef PERFLAB_WIS_H
+#define PERFLAB_WIS_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
+#define WIS_SLOT 128            /* bytes per counter: two 64-byte lines, so the
+                                   adjacent-line prefetcher cannot couple tasks */
+#define WIS_MAX_TASKS 65536
+#define WIS_PARK_SIGNAL SIGUSR2 /* stops a task thread at the end of a run */
+
+struct wis_task {
+	unsigned nr;                    /* 0 .. tasks-1 (a partner has its task's nr) */
+	unsigned long long *iterations; /* this task's counter, alone in its slot */
+	int cpu;                        /* bound to this CPU, -1 when unbound */
+	int partner;                    /* 1 for the uncounted partner of a pair */
+	pthread_t thread;
+	pid_t pid;
+};
+
+struct wis_testcase {
+	const char *name;
+	const char *description;
+	/* optional: runs in the harness before any task exists (shared files) */
+	void (*prepare)(unsigned ntasks);
+	/* per task: setup, wis_ready(t), then the operation in a loop; never returns */
+	void (*task)(struct wis_task *t);
+	/* optional: a second, uncounted task per task on the same CPU (pairs) */
+	void (*partner)(struct wis_task *t);
+};
+
+/* defined by the testcase file that includes this header */
+static const struct wis_testcase testcase;
+
+enum wis_mode { WIS_PROCESS, WIS_THREAD };
+enum wis_thp { WIS_THP_SYSTEM, WIS_THP_ALWAYS, WIS_THP_NEVER, WIS_THP_MADVISE };
+static const char *const wis_thp_names[] = { "system", "always", "never", "madvise" };
+
+/* the control slot shared by the harness and its tasks */
+struct wis_control {
+	unsigned ready;                 /* tasks that finished their setup */
+	unsigned parked;                /* task threads stopped at the end */
+};
+
+static struct {
+	enum wis_mode mode;
+	unsigned ntasks;
+	double duration, warmup, interval;
+	int bind;
+	enum wis_thp thp;
+	const char *dir;
+	/* run state */
+	struct wis_control *control;
+	unsigned char *slots;           /* WIS_SLOT bytes per task */
+	struct wis_task *tasks;         /* ntasks, then the partners */
+	unsigned nspawned;              /* tasks (and partners) started so far */
+	int *cpus;                      /* CPUs this process may run on */
+	int ncpus;
+	int gate[2];                    /* tasks block reading gate[0] until it is closed */
+	pid_t harness_pid;
+	int in_task_process;            /* this process is a task (process mode) */
+	pthread_t main_thread;
+	volatile sig_atomic_t stop_signal;
+	char **paths;                   /* files and directories to remove at exit */
+	unsigned char *path_is_dir;
+	unsigned npaths, path_cap;
+} wis = { .mode = WIS_PROCESS, .ntasks = 1, .duration = 5, .warmup = 1, .interval = 1,
+	  .bind = 1, .thp = WIS_THP_SYSTEM, .gate = { -1, -1 } };
+
+/* the task the calling thread runs, for error messages (-1: the harness) */
+static __thread int wis_self_nr = -1;
+static __thread int wis_self_partner;
+
+static void wis_shutdown_tasks(void);
+static void wis_remove_files(void);
+
+/* ---- output and errors ---------------------------------------------- */
+
+/* write all of buf to fd; 0 or -1 with errno (stdio is not used: it could
+ * allocate from the heap that brk1/brk2 move under it) */
+static int wis_write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* "<testcase>: <message>[: <strerror>]" on stderr, then leave with `status`:
+ * a task process just exits (the harness sees it and stops the rest); the
+ * harness (or a task thread, which shares it) stops the tasks first and
+ * removes the temporary files. */
+static void wis_vfail(int status, int e, const char *fmt, va_list ap)
+	__attribute__((noreturn, format(printf, 3, 0)));
+static void wis_vfail(int status, int e, const char *fmt, va_list ap)
+{
+	char line[768];
+	int n;
+	if (wis_self_nr >= 0)
+		n = snprintf(line, sizeof line, "%s: task %d%s: ", testcase.name, wis_self_nr,
+			     wis_self_partner ? " (partner)" : "");
+	else
+		n = snprintf(line, sizeof line, "%s: ", testcase.name);
+	if (n < 0 || (size_t)n >= sizeof line)
+		n = 0;
+	int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	n = (m < 0 || (size_t)m >= sizeof line - (size_t)n) ? (int)strlen(line) : n + m;
+	if (e >= 0)
+		n += snprintf(line + n, sizeof line - (size_t)n, ": %s", strerror(e));
+	if ((size_t)n > sizeof line - 2)
+		n = sizeof line - 2;
+	line[n++] = '\n';
+	wis_write_all(2, line, (size_t)n);
+	if (!wis.in_task_process) {
+		if (wis.mode == WIS_PROCESS || pthread_equal(pthread_self(), wis.main_thread))
+			wis_shutdown_tasks();
+		wis_remove_files();
+	}
+	_exit(status);
+}
+
+static void wis_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void wis_die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	wis_vfail(1, -1, fmt, ap);
+}
+
+/* wis_die with the text of errno appended */
+static void wis_die_errno(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void wis_die_errno(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	wis_vfail(1, e, fmt, ap);
+}
+
+/* a bad command line: one line naming the option and value, exit 2 */
+static void wis_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void wis_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	wis_vfail(2, -1, fmt, ap);
+}
+
+/* ---- time ----------------------------------------------------------- */
+
+static int64_t wis_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* sleep until the CLOCK_MONOTONIC instant `when`; returns early (non-zero)
+ * when a stop signal arrived */
+static int wis_sleep_until(int64_t when)
+{
+	struct timespec ts = { (time_t)(when / 1000000000), (long)(when % 1000000000) };
+	for (;;) {
+		if (wis.stop_signal)
+			return 1;
+		int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		if (rc == 0)
+			return wis.stop_signal != 0;
+		if (rc != EINTR)
+			wis_die("clock_nanosleep: %s", strerror(rc));
+	}
+}
+
+static void wis_pause_ms(int ms)
+{
+	struct timespec ts = { 0, ms * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the testcases' side -------------------------------------------- */
+
+/* count n operations: a relaxed store of this task's own counter (on x86 and
+ * arm64 the same instructions as a plain increment) */
+static inline void wis_count(struct wis_task *t, unsigned n)
+{
+	__atomic_store_n(t->iterations, __atomic_load_n(t->iterations, __ATOMIC_RELAXED) + n,
+			 __ATOMIC_RELAXED);
+}
+
+/* setup is done: wait for the start gate, which opens once every task is ready */
+static void wis_ready(struct wis_task *t)
+{
+	char c;
+	__atomic_add_fetch(&wis.control->ready, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		ssize_t n = read(wis.gate[0], &c, 1);
+		if (n == 0)
+			return;                 /* the harness closed the gate's write end */
+		if (n < 0 && errno != EINTR)
+			wis_die_errno("waiting for the start (task %u)", t->nr);
+	}
+}
+
+/* -H always: ask for huge pages on a big mapping the testcase is about to touch */
+static void wis_thp_advise(void *addr, size_t len)
+{
+	if (wis.thp == WIS_THP_ALWAYS && madvise(addr, len, MADV_HUGEPAGE) != 0)
+		wis_die_errno("madvise(MADV_HUGEPAGE)");
+}
+
+/* keep a pointer alive so that the compiler cannot drop an allocation */
+static inline void wis_keep(void *p)
+{
+	__asm__ __volatile__("" : : "r"(p) : "memory");
+}
+
+static void wis_write_zeros(int fd, size_t bytes)
+{
+	static const char zeros[65536];
+	while (bytes > 0) {
+		size_t chunk = bytes < sizeof zeros ? bytes : sizeof zeros;
+		ssize_t n = write(fd, zeros, chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			wis_die_errno("writing a temporary file in %s", wis.dir);
+		bytes -= (size_t)n;
+	}
+}
+
+/* a private file for one task: created in the -D directory and unlinked at
+ * once, so nothing is left behind whatever happens; `fill` bytes of zeros
+ * are written, then it is extended to `size` bytes (sparse) */
+static int wis_private_file(size_t fill, off_t size)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/wis-%s.XXXXXX", wis.dir, testcase.name);
+	int fd = mkstemp(path);
+	if (fd < 0)
+		wis_die_errno("creating a temporary file in %s", wis.dir);
+	if (unlink(path) != 0)
+		wis_die_errno("unlink %s", path);
+	wis_write_zeros(fd, fill);
+	if (size > 0 && ftruncate(fd, size) != 0)
+		wis_die_errno("ftruncate of a temporary file in %s to %lld bytes", wis.dir, (long long)size);
+	return fd;
+}
+
+/* remember a path for removal at exit (called in the harness, before the tasks) */
+static const char *wis_register_path(const char *path, int is_dir)
+{
+	if (wis.npaths == wis.path_cap) {
+		unsigned cap = wis.path_cap ? 2 * wis.path_cap : 16;
+		char **p = realloc(wis.paths, cap * sizeof *p);
+		unsigned char *d = realloc(wis.path_is_dir, cap);
+		if (!p || !d)
+			wis_die("out of memory");
+		wis.paths = p;
+		wis.path_is_dir = d;
+		wis.path_cap = cap;
+	}
+	char *copy = strdup(path);
+	if (!copy)
+		wis_die("out of memory");
+	wis.paths[wis.npaths] = copy;
+	wis.path_is_dir[wis.npaths] = (unsigned char)is_dir;
+	wis.npaths++;
+	return copy;
+}
+
+/* a named file shared by the tasks (prepare only): `fill` bytes of zeros;
+ * removed at exit.  With `keep_name_only` the file is removed at once and only
+ * its (unique) name is kept, for testcases that create it themselves. */
+static const char *wis_shared_file(const char *in_dir, size_t fill, int keep_name_only)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/wis-%s.XXXXXX", in_dir ? in_dir : wis.dir, testcase.name);
+	int fd = mkstemp(path);
+	if (fd < 0)
+		wis_die_errno("creating a temporary file in %s", in_dir ? in_dir : wis.dir);
+	const char *kept = wis_register_path(path, 0);
+	wis_write_zeros(fd, fill);
+	close(fd);
+	if (keep_name_only && unlink(path) != 0)
+		wis_die_errno("unlink %s", path);
+	return kept;
+}
+
+/* a directory of its own (prepare only); removed at exit after its files */
+static const char *wis_shared_dir(void)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/wis-%s.XXXXXX", wis.dir, testcase.name);
+	if (!mkdtemp(path))
+		wis_die_errno("creating a temporary directory in %s", wis.dir);
+	return wis_register_path(path, 1);
+}
+
+/* remove what wis_shared_file/wis_shared_dir created, newest first (files
+ * before their directory); async-signal-safe after setup */
+static void wis_remove_files(void)
+{
+	for (unsigned i = wis.npaths; i-- > 0;) {
+		if (wis.path_is_dir[i])
+			rmdir(wis.paths[i]);
+		else
+			unlink(wis.paths[i]);
+	}
+}
+
+/* ---- options -------------------------------------------------------- */
+
+static void wis_usage(void)
+{
+	char text[2048];
+	int n = snprintf(text, sizeof text,
+		"usage: %s [-m process|thread] [-n TASKS] [-d SECONDS] [-w SECONDS] [-i SECONDS]\n"
+		"       %*s [-B] [-H always|never|madvise|system] [-D DIR] [-h]\n"
+		"%s: %s\n"
+		"  -m MODE     tasks are processes (default) or threads\n"
+		"  -n TASKS    number of tasks (default 1)\n"
+		"  -d SECONDS  measured duration (default 5)\n"
+		"  -w SECONDS  warm-up before it, reported as warm-up intervals (default 1)\n"
+		"  -i SECONDS  reporting interval (default 1)\n"
+		"  -B          do not bind task i to the i-th allowed CPU (modulo their number)\n"
+		"  -H POLICY   transparent huge pages for this run: never (prctl), always\n"
+		"              (madvise on the testcase's mappings), madvise or system (as set)\n"
+		"  -D DIR      directory for temporary files (default $TMPDIR or /tmp)\n",
+		testcase.name, (int)strlen(testcase.name), "", testcase.name, testcase.description);
+	wis_write_all(1, text, (size_t)(n > 0 && (size_t)n < sizeof text ? n : (int)strlen(text)));
+}
+
+static double wis_parse_seconds(char opt, const char *arg, int allow_zero)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	if (end == arg || *end != '\0' || errno == ERANGE || !(v == v) || v > 1e7 ||
+	    v < 0 || (v == 0 && !allow_zero))
+		wis_usage_error("-%c: invalid value '%.100s' (expected seconds, a number %s 0)", opt, arg,
+				allow_zero ? ">=" : ">");
+	return v;
+}
+
+static void wis_parse_options(int argc, char **argv)
+{
+	int c;
+	opterr = 0;
+	while ((c = getopt(argc, argv, ":m:n:d:w:i:BH:D:h")) != -1) {
+		switch (c) {
+		case 'm':
+			if (strcmp(optarg, "process") == 0)
+				wis.mode = WIS_PROCESS;
+			else if (strcmp(optarg, "thread") == 0)
+				wis.mode = WIS_THREAD;
+			else
+				wis_usage_error("-m: invalid value '%.100s' (expected process or thread)", optarg);
+			break;
+		case 'n': {
+			char *end;
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end != '\0' || errno == ERANGE || v < 1 || v > WIS_MAX_TASKS)
+				wis_usage_error("-n: invalid value '%.100s' (expected an integer from 1 to %d)",
+						optarg, WIS_MAX_TASKS);
+			wis.ntasks = (unsigned)v;
+			break;
+		}
+		case 'd':
+			wis.duration = wis_parse_seconds('d', optarg, 0);
+			break;
+		case 'w':
+			wis.warmup = wis_parse_seconds('w', optarg, 1);
+			break;
+		case 'i':
+			wis.interval = wis_parse_seconds('i', optarg, 0);
+			if (wis.interval < 0.001)
+				wis_usage_error("-i: invalid value '%.100s' (at least 0.001 seconds)", optarg);
+			break;
+		case 'B':
+			wis.bind = 0;
+			break;
+		case 'H': {
+			int found = 0;
+			for (int k = 0; k < 4; k++)
+				if (strcmp(optarg, wis_thp_names[k]) == 0) {
+					wis.thp = (enum wis_thp)k;
+					found = 1;
+				}
+			if (!found)
+				wis_usage_error("-H: invalid value '%.100s' (expected always, never, madvise or system)",
+						optarg);
+			break;
+		}
+		case 'D':
+			wis.dir = optarg;
+			break;
+		case 'h':
+			wis_usage();
+			exit(0);
+		case ':':
+			wis_usage_error("-%c: missing value", optopt);
+		default:
+			if (optopt >= 0x21 && optopt < 0x7f)
+				wis_usage_error("-%c: unknown option (see -h)", optopt);
+			wis_usage_error("unknown option (see -h)");
+		}
+	}
+	if (optind < argc)
+		wis_usage_error("unexpected argument '%.100s' (see -h)", argv[optind]);
+
+	const char *what = "-D";
+	if (!wis.dir) {
+		const char *tmp = getenv("TMPDIR");
+		wis.dir = (tmp && *tmp) ? tmp : "/tmp";
+		what = (tmp && *tmp) ? "$TMPDIR" : "/tmp";
+	}
+	struct stat st;
+	if (strlen(wis.dir) > PATH_MAX - 64)
+		wis_usage_error("%s: directory name too long", what);
+	if (stat(wis.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(wis.dir, W_OK | X_OK) != 0)
+		wis_usage_error("%s: '%.200s' is not a writable directory", what, wis.dir);
+}
+
+/* ---- CPUs, THP, ASLR ------------------------------------------------ */
+
+/* the CPUs this process may run on, in increasing order */
+static void wis_allowed_cpus(void)
+{
+	for (int size = 1024;; size *= 2) {
+		cpu_set_t *set = CPU_ALLOC(size);
+		size_t bytes = CPU_ALLOC_SIZE(size);
+		if (!set)
+			wis_die("out of memory");
+		if (sched_getaffinity(0, bytes, set) == 0) {
+			wis.ncpus = CPU_COUNT_S(bytes, set);
+			wis.cpus = calloc((size_t)wis.ncpus + 1, sizeof *wis.cpus);
+			if (!wis.cpus)
+				wis_die("out of memory");
+			int k = 0;
+			for (int cpu = 0; cpu < size && k < wis.ncpus; cpu++)
+				if (CPU_ISSET_S(cpu, bytes, set))
+					wis.cpus[k++] = cpu;
+			CPU_FREE(set);
+			if (wis.ncpus < 1)
+				wis_die("sched_getaffinity: no CPU allowed");
+			return;
+		}
+		CPU_FREE(set);
+		if (errno != EINVAL || size > (1 << 20))
+			wis_die_errno("sched_getaffinity");
+	}
+}
+
+/* bind the calling process or thread (tid 0) to one CPU */
+static void wis_bind_self(int cpu)
+{
+	if (cpu < 0)
+		return;
+	cpu_set_t *set = CPU_ALLOC(cpu + 1);
+	size_t bytes = CPU_ALLOC_SIZE(cpu + 1);
+	if (!set)
+		wis_die("out of memory");
+	CPU_ZERO_S(bytes, set);
+	CPU_SET_S(cpu, bytes, set);
+	if (sched_setaffinity(0, bytes, set) != 0)
+		wis_die_errno("binding a task to CPU %d", cpu);
+	CPU_FREE(set);
+}
+
+/* the system's THP setting: the bracketed word of .../enabled, or "unavailable" */
+static const char *wis_thp_system(char *buf, size_t len)
+{
+	int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
+	if (fd < 0)
+		return "unavailable";
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return "unknown";
+	buf[n] = '\0';
+	char *open_ = strchr(buf, '['), *close_ = open_ ? strchr(open_, ']') : NULL;
+	if (!open_ || !close_)
+		return "unknown";
+	*close_ = '\0';
+	return open_ + 1;
+}
+
+static void wis_apply_thp(const char *system)
+{
+	if (wis.thp == WIS_THP_NEVER) {
+		if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+			wis_die_errno("-H never: prctl(PR_SET_THP_DISABLE)");
+	} else if (wis.thp == WIS_THP_ALWAYS) {
+		if (strcmp(system, "unavailable") == 0)
+			wis_die("-H always: this kernel has no transparent huge pages");
+	}
+}
+
+/* is address-space randomisation in effect for this process? */
+static int wis_aslr(void)
+{
+	int persona = personality(0xffffffff);
+	if (persona != -1 && (persona & ADDR_NO_RANDOMIZE))
+		return 0;
+	int fd = open("/proc/sys/kernel/randomize_va_space", O_RDONLY);
+	if (fd >= 0) {
+		char c = '1';
+		ssize_t n = read(fd, &c, 1);
+		close(fd);
+		if (n == 1 && c == '0')
+			return 0;
+	}
+	return 1;
+}
+
+/* ---- signals -------------------------------------------------------- */
+
+static const int wis_stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+
+static void wis_on_stop(int sig)
+{
+	wis.stop_signal = sig;
+}
+
+/* a task thread asked to stop: count itself stopped and wait to be killed
+ * with the process (it may hold any lock; nobody takes them any more) */
+static void wis_on_park(int sig)
+{
+	(void)sig;
+	__atomic_add_fetch(&wis.control->parked, 1, __ATOMIC_SEQ_CST);
+	for (;;)
+		pause();
+}
+
+static void wis_set_handler(int sig, void (*handler)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, NULL) != 0)
+		wis_die_errno("sigaction");
+}
+
+static void wis_block_stop_signals(int how)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t k = 0; k < sizeof wis_stop_signals / sizeof *wis_stop_signals; k++)
+		sigaddset(&set, wis_stop_signals[k]);
+	pthread_sigmask(how, &set, NULL);
+}
+
+/* ---- tasks ---------------------------------------------------------- */
+
+static void wis_task_body(struct wis_task *t)
+{
+	wis_self_nr = (int)t->nr;
+	wis_self_partner = t->partner;
+	if (t->partner)
+		testcase.partner(t);
+	else
+		testcase.task(t);
+	wis_die("the testcase returned");
+}
+
+static void *wis_thread_main(void *arg)
+{
+	wis_task_body(arg);
+	return NULL;
+}
+
+static void wis_start_process(struct wis_task *t)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		wis_die_errno("fork (task %u)", t->nr);
+	if (pid > 0) {
+		t->pid = pid;
+		return;
+	}
+	wis.in_task_process = 1;
+	/* die with the harness, even on its kill -9 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		wis_die_errno("prctl(PR_SET_PDEATHSIG)");
+	if (getppid() != wis.harness_pid)
+		_exit(1);
+	for (size_t k = 0; k < sizeof wis_stop_signals / sizeof *wis_stop_signals; k++)
+		signal(wis_stop_signals[k], SIG_DFL);
+	wis_block_stop_signals(SIG_UNBLOCK);
+	close(wis.gate[1]);
+	wis_bind_self(t->cpu);
+	wis_task_body(t);
+}
+
+static void wis_start_thread(struct wis_task *t)
+{
+	pthread_attr_t attr;
+	int rc = pthread_attr_init(&attr);
+	if (rc == 0 && t->cpu >= 0) {
+		cpu_set_t *set = CPU_ALLOC(t->cpu + 1);
+		size_t bytes = CPU_ALLOC_SIZE(t->cpu + 1);
+		if (!set)
+			wis_die("out of memory");
+		CPU_ZERO_S(bytes, set);
+		CPU_SET_S(t->cpu, bytes, set);
+		rc = pthread_attr_setaffinity_np(&attr, bytes, set);
+		CPU_FREE(set);
+	}
+	if (rc == 0)
+		rc = pthread_create(&t->thread, &attr, wis_thread_main, t);
+	if (rc != 0)
+		wis_die("starting task thread %u: %s", t->nr, strerror(rc));
+	pthread_attr_destroy(&attr);
+}
+
+/* stop every task started so far: kill and reap the processes, or park the
+ * threads (they die with the process when it exits) */
+static void wis_shutdown_tasks(void)
+{
+	if (wis.mode == WIS_PROCESS) {
+		for (unsigned k = 0; k < wis.nspawned; k++)
+			if (wis.tasks[k].pid > 0)
+				kill(wis.tasks[k].pid, SIGKILL);
+		for (unsigned k = 0; k < wis.nspawned; k++)
+			if (wis.tasks[k].pid > 0) {
+				while (waitpid(wis.tasks[k].pid, NULL, 0) < 0 && errno == EINTR)
+					;
+				wis.tasks[k].pid = 0;
+			}
+	} else if (wis.control) {
+		unsigned asked = 0;
+		for (unsigned k = 0; k < wis.nspawned; k++)
+			if (pthread_kill(wis.tasks[k].thread, WIS_PARK_SIGNAL) == 0)
+				asked++;
+		/* a thread in an uninterruptible sleep parks when it returns to user space */
+		for (int waited = 0; waited < 10000; waited++) {
+			if (__atomic_load_n(&wis.control->parked, __ATOMIC_SEQ_CST) >= asked)
+				break;
+			wis_pause_ms(1);
+		}
+	}
+	wis.nspawned = 0;
+}
+
+/* process mode: a task that exits before the harness stops it is a failure */
+static void wis_check_tasks(void)
+{
+	if (wis.mode != WIS_PROCESS)
+		return;
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (unsigned k = 0; k < wis.nspawned; k++) {
+			struct wis_task *t = &wis.tasks[k];
+			if (t->pid != pid)
+				continue;
+			t->pid = 0;
+			if (WIFSIGNALED(status))
+				wis_die("task %u%s (pid %d) was killed by signal %d", t->nr,
+					t->partner ? "'s partner" : "", (int)pid, WTERMSIG(status));
+			wis_die("task %u%s (pid %d) exited with status %d", t->nr,
+				t->partner ? "'s partner" : "", (int)pid, WEXITSTATUS(status));
+		}
+	}
+}
+
+/* leave after a stop signal: tasks stopped, files removed, then die of it */
+static void wis_exit_on_signal(void)
+{
+	int sig = wis.stop_signal;
+	wis_shutdown_tasks();
+	wis_remove_files();
+	signal(sig, SIG_DFL);
+	wis_block_stop_signals(SIG_UNBLOCK);
+	raise(sig);
+	_exit(128 + sig);
+}
+
+/* ---- main ----------------------------------------------------------- */
+
+static char *wis_out;
+static size_t wis_out_cap;
+
+static void wis_emit(size_t len)
+{
+	if (wis_write_all(1, wis_out, len) != 0)
+		wis_die_errno("writing to stdout");
+}
+
+static size_t wis_append(size_t at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static size_t wis_append(size_t at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(wis_out + at, wis_out_cap - at, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= wis_out_cap - at)
+		wis_die("internal error: output line too long");
+	return at + (size_t)n;
+}
+
+int main(int argc, char **argv)
+{
+	wis.harness_pid = getpid();
+	wis.main_thread = pthread_self();
+	wis_parse_options(argc, argv);
+
+	/* a known signal state whatever the parent left us */
+	sigset_t none;
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, NULL);
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGPIPE, SIG_IGN);         /* a closed stdout is reported, not fatal */
+	for (size_t k = 0; k < sizeof wis_stop_signals / sizeof *wis_stop_signals; k++)
+		wis_set_handler(wis_stop_signals[k], wis_on_stop);
+	if (wis.mode == WIS_THREAD)
+		wis_set_handler(WIS_PARK_SIGNAL, wis_on_park);
+
+	wis_allowed_cpus();
+	char thp_buf[256];
+	const char *thp_system = wis_thp_system(thp_buf, sizeof thp_buf);
+	wis_apply_thp(thp_system);
+
+	unsigned nper = testcase.partner ? 2 : 1;
+	unsigned ntotal = wis.ntasks * nper;
+	/* the output line: room for every counter, allocated before any task runs */
+	wis_out_cap = 512 + (size_t)wis.ntasks * 24 + (size_t)wis.ncpus * 12 + strlen(thp_system);
+	wis_out = malloc(wis_out_cap);
+	wis.tasks = calloc(ntotal, sizeof *wis.tasks);
+	unsigned long long *prev = calloc(wis.ntasks, sizeof *prev);
+	if (!wis_out || !wis.tasks || !prev)
+		wis_die("out of memory for %u tasks", wis.ntasks);
+
+	size_t shared = ((size_t)wis.ntasks + 1) * WIS_SLOT;
+	void *area = mmap(NULL, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (area == MAP_FAILED)
+		wis_die_errno("mmap of %zu bytes for the counters", shared);
+	memset(area, 0, shared);
+	wis.control = area;
+	wis.slots = (unsigned char *)area + WIS_SLOT;
+
+	for (unsigned k = 0; k < ntotal; k++) {
+		struct wis_task *t = &wis.tasks[k];
+		t->nr = k % wis.ntasks;
+		t->partner = k >= wis.ntasks;
+		t->iterations = (unsigned long long *)(wis.slots + (size_t)t->nr * WIS_SLOT);
+		/* a partner shares its task's CPU, as a child inherits its parent's binding */
+		t->cpu = wis.bind ? wis.cpus[t->nr % (unsigned)wis.ncpus] : -1;
+	}
+
+	if (pipe(wis.gate) != 0)
+		wis_die_errno("pipe");
+	if (testcase.prepare)
+		testcase.prepare(wis.ntasks);
+	if (wis.stop_signal)
+		wis_exit_on_signal();
+
+	/* children and threads start with the stop signals blocked: threads keep
+	 * them blocked (the harness thread handles them), processes restore them */
+	wis_block_stop_signals(SIG_BLOCK);
+	for (unsigned k = 0; k < ntotal; k++) {
+		if (wis.mode == WIS_PROCESS)
+			wis_start_process(&wis.tasks[k]);
+		else
+			wis_start_thread(&wis.tasks[k]);
+		wis.nspawned = k + 1;
+	}
+	wis_block_stop_signals(SIG_UNBLOCK);
+
+	while (__atomic_load_n(&wis.control->ready, __ATOMIC_SEQ_CST) < ntotal) {
+		if (wis.stop_signal)
+			wis_exit_on_signal();
+		wis_check_tasks();
+		wis_pause_ms(1);
+	}
+
+	size_t len = wis_append(0, "{\"event\":\"start\",\"testcase\":\"%s\",\"mode\":\"%s\",\"tasks\":%u,"
+				"\"bind\":%s,\"cpus\":", testcase.name,
+				wis.mode == WIS_PROCESS ? "process" : "thread", wis.ntasks,
+				wis.bind ? "true" : "false");
+	if (wis.bind) {
+		for (unsigned k = 0; k < wis.ntasks; k++)
+			len = wis_append(len, "%c%d", k ? ',' : '[', wis.tasks[k].cpu);
+		len = wis_append(len, "]");
+	} else {
+		len = wis_append(len, "null");
+	}
+	len = wis_append(len, ",\"thp\":\"%s\",\"aslr\":%s,\"allowed_cpus\":", wis_thp_names[wis.thp],
+			 wis_aslr() ? "true" : "false");
+	for (int k = 0; k < wis.ncpus; k++)
+		len = wis_append(len, "%c%d", k ? ',' : '[', wis.cpus[k]);
+	len = wis_append(len, "],\"thp_system\":\"%s\",\"partners\":%u,\"duration_s\":%g,\"warmup_s\":%g,"
+			 "\"interval_s\":%g}\n", thp_system, ntotal - wis.ntasks, wis.duration, wis.warmup,
+			 wis.interval);
+	wis_emit(len);
+
+	/* interval boundaries are fixed offsets from the start, so they do not drift */
+	int64_t warm_ns = (int64_t)(wis.warmup * 1e9 + 0.5);
+	int64_t dur_ns = (int64_t)(wis.duration * 1e9 + 0.5);
+	int64_t step_ns = (int64_t)(wis.interval * 1e9 + 0.5);
+	if (dur_ns < 1)
+		dur_ns = 1;
+	long nwarm = (long)((warm_ns + step_ns - 1) / step_ns);
+	long nmeas = (long)((dur_ns + step_ns - 1) / step_ns);
+	int64_t t0 = wis_now_ns(), last = t0;
+	close(wis.gate[1]);
+	wis.gate[1] = -1;
+	for (long k = 1; k <= nwarm + nmeas; k++) {
+		int warm = k <= nwarm;
+		int64_t offset = warm ? (k * step_ns < warm_ns ? k * step_ns : warm_ns)
+				      : warm_ns + ((k - nwarm) * step_ns < dur_ns ? (k - nwarm) * step_ns : dur_ns);
+		if (wis_sleep_until(t0 + offset))
+			wis_exit_on_signal();
+		int64_t now = wis_now_ns();
+		len = wis_append(0, "{\"event\":\"interval\",\"warmup\":%s,\"elapsed\":%.6f,\"ops\":",
+				 warm ? "true" : "false", (double)(now - last) / 1e9);
+		for (unsigned n = 0; n < wis.ntasks; n++) {
+			unsigned long long v = __atomic_load_n(
+				(unsigned long long *)(wis.slots + (size_t)n * WIS_SLOT), __ATOMIC_RELAXED);
+			len = wis_append(len, "%c%llu", n ? ',' : '[', v - prev[n]);
+			prev[n] = v;
+		}
+		len = wis_append(len, "]}\n");
+		last = now;
+		wis_check_tasks();
+		wis_emit(len);
+	}
+
+	wis_shutdown_tasks();
+	wis_remove_files();
+	len = wis_append(0, "{\"event\":\"end\"}\n");
+	wis_emit(len);
+	_exit(0);
+}
+
+#endif /* PERFLAB_WIS_H */

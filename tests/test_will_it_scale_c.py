@@ -1,0 +1,272 @@
+"""The will-it-scale-class C programs, run directly: every testcase at 1 and 2
+tasks in both modes produces the documented JSON lines with positive ops per
+task and leaves no file behind; bad options exit 2 with one line; binding,
+THP and ASLR are applied and reported; a failing task fails the run; SIGTERM
+cleans up; kill -9 of the harness leaves no task running."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.will_it_scale import testcases as wis
+
+NAMES = sorted(wis.TESTCASES)
+ADDR_NO_RANDOMIZE = 0x0040000
+RUN_ARGS = ("-d", "1", "-w", "0", "-i", "0.5")
+
+
+def allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory) -> dict[str, Path]:
+    """Every testcase compiled once by cbuild, into a cache of this module's own
+    (before anything runs: the compiles would starve beside the benchmarks)."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("wis-cbuild"))
+    try:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            built = pool.map(lambda name: cbuild.build(name, wis.SOURCE_DIR, flags=wis.BUILD_FLAGS,
+                                                       libs=wis.BUILD_LIBS), NAMES)
+            return dict(zip(NAMES, built))
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
+
+
+@pytest.fixture(scope="module")
+def matrix(binaries, tmp_path_factory) -> dict[tuple[str, str, int], tuple]:
+    """Every testcase x mode x {1, 2} tasks for 1 s, several at a time (the
+    duration is fixed, so sharing the CPUs costs ops, not wall time)."""
+    root = tmp_path_factory.mktemp("wis-runs")
+
+    def run(point):
+        name, mode, tasks = point
+        files = root / f"{name}-{mode}-{tasks}"
+        files.mkdir()
+        proc = subprocess.run([binaries[name], "-m", mode, "-n", str(tasks), *RUN_ARGS, "-D", str(files)],
+                              capture_output=True, text=True, timeout=60)
+        return point, (proc.returncode, proc.stdout, proc.stderr, sorted(os.listdir(files)))
+
+    points = [(name, mode, tasks) for name in NAMES for mode in wis.MODES for tasks in (1, 2)]
+    with ThreadPoolExecutor(max_workers=6 * (os.cpu_count() or 2)) as pool:
+        return dict(pool.map(run, points))
+
+
+def events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_every_testcase_has_a_source_and_a_description():
+    sources = {p.stem for p in wis.SOURCE_DIR.glob("*.c")}
+    assert sources == set(wis.TESTCASES)
+    assert all(desc.strip() and "\n" not in desc for desc in wis.TESTCASES.values())
+    assert wis.PARTNERED <= set(wis.TESTCASES) and wis.THP_ADVISED <= set(wis.TESTCASES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_testcase_runs_in_both_modes_at_1_and_2_tasks(matrix, name):
+    cpus = allowed_cpus()
+    for mode in wis.MODES:
+        for tasks in (1, 2):
+            rc, stdout, stderr, left = matrix[(name, mode, tasks)]
+            where = f"{name} -m {mode} -n {tasks}"
+            assert rc == 0, f"{where}: exit {rc}: {stderr}"
+            assert stderr == "", where
+            assert left == [], f"{where} left files behind: {left}"
+            lines = events(stdout)
+            start, intervals, end = lines[0], lines[1:-1], lines[-1]
+            assert start["event"] == "start" and end == {"event": "end"}, where
+            assert (start["testcase"], start["mode"], start["tasks"]) == (name, mode, tasks)
+            assert start["bind"] is True and start["thp"] == "system"
+            assert start["cpus"] == [cpus[i % len(cpus)] for i in range(tasks)]
+            assert isinstance(start["aslr"], bool)
+            assert start["partners"] == (tasks if name in wis.PARTNERED else 0)
+            assert len(intervals) == 2, where
+            totals = [0] * tasks
+            for iv in intervals:
+                assert iv["event"] == "interval" and iv["warmup"] is False
+                assert 0.3 < iv["elapsed"] < 1.5, f"{where}: {iv}"
+                assert len(iv["ops"]) == tasks
+                totals = [t + n for t, n in zip(totals, iv["ops"])]
+            assert all(t > 0 for t in totals), f"{where}: ops per task {totals}"
+
+
+def run_until_start(binary: Path, *args, **kw) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen([binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read()
+    return proc, json.loads(line)
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{pid}\n" in status:
+                found.append(int(entry))
+    return found
+
+
+def status_field(path: str, field: str) -> str | None:
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def running(pid: int) -> bool:
+    try:
+        return status_field(f"/proc/{pid}/status", "State")[0] not in "ZX"
+    except (OSError, TypeError):
+        return False
+
+
+def test_warmup_intervals_are_flagged_and_cover_the_warmup(binaries):
+    proc = subprocess.run([binaries["getppid1"], "-w", "0.5", "-d", "0.5", "-i", "0.25"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    intervals = [e for e in events(proc.stdout) if e["event"] == "interval"]
+    assert [e["warmup"] for e in intervals] == [True, True, False, False]
+    assert sum(e["elapsed"] for e in intervals if e["warmup"]) == pytest.approx(0.5, abs=0.05)
+    assert sum(e["elapsed"] for e in intervals if not e["warmup"]) == pytest.approx(0.5, abs=0.05)
+
+
+@pytest.mark.parametrize("args, names", [
+    (["-n", "0"], ["-n", "'0'"]),
+    (["-n", "two"], ["-n", "'two'"]),
+    (["-m", "fibre"], ["-m", "'fibre'"]),
+    (["-d", "-1"], ["-d", "'-1'"]),
+    (["-d", "nan"], ["-d", "'nan'"]),
+    (["-w", "inf"], ["-w", "'inf'"]),
+    (["-i", "0"], ["-i", "'0'"]),
+    (["-H", "sometimes"], ["-H", "'sometimes'"]),
+    (["-D", "/nonexistent/dir"], ["-D", "/nonexistent/dir"]),
+    (["-q"], ["-q"]),
+    (["-n"], ["-n", "missing"]),
+    (["stray"], ["'stray'"]),
+])
+def test_bad_option_exits_2_with_one_line(binaries, args, names):
+    proc = subprocess.run([binaries["lseek1"], *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("lseek1: ") and all(n in lines[0] for n in names), lines[0]
+
+
+def test_kill_9_of_the_harness_leaves_no_task_running(binaries):
+    proc, start = run_until_start(binaries["context_switch1"], "-m", "process", "-n", "2", "-d", "60", "-w", "0")
+    kids = children_of(proc.pid)
+    assert len(kids) == 4, kids      # two tasks and their partners
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while any(running(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [k for k in kids if running(k)]
+
+
+@pytest.mark.parametrize("mode", wis.MODES)
+def test_sigterm_stops_the_tasks_and_removes_the_files(binaries, tmp_path, mode):
+    proc, start = run_until_start(binaries["unlink1"], "-m", mode, "-n", "2", "-d", "60", "-w", "0",
+                                  "-D", str(tmp_path))
+    kids = children_of(proc.pid)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+    assert os.listdir(tmp_path) == []
+    assert not [k for k in kids if running(k)]
+
+
+@pytest.mark.parametrize("mode", wis.MODES)
+def test_tasks_are_bound_and_thp_never_applies_to_them(binaries, tmp_path, mode):
+    proc, start = run_until_start(binaries["page_fault1"], "-m", mode, "-n", "2", "-d", "2", "-w", "0",
+                                  "-H", "never")
+    try:
+        cpus = allowed_cpus()
+        assert start["thp"] == "never" and start["cpus"] == [cpus[0], cpus[1 % len(cpus)]]
+        if mode == "process":
+            tasks = [f"/proc/{k}/status" for k in children_of(proc.pid)]
+        else:
+            tasks = [f"/proc/{proc.pid}/task/{t}/status" for t in os.listdir(f"/proc/{proc.pid}/task")
+                     if int(t) != proc.pid]
+        assert len(tasks) == 2
+        bound = sorted(status_field(path, "Cpus_allowed_list") for path in tasks)
+        assert bound == sorted(str(c) for c in start["cpus"])
+        if status_field(tasks[0], "THP_enabled") is not None:
+            assert {status_field(path, "THP_enabled") for path in tasks} == {"0"}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_unbound_tasks_keep_the_harness_cpus(binaries):
+    proc, start = run_until_start(binaries["getppid1"], "-n", "2", "-d", "1", "-w", "0", "-B")
+    try:
+        assert start["bind"] is False and start["cpus"] is None
+        assert start["allowed_cpus"] == allowed_cpus()
+        for kid in children_of(proc.pid):
+            assert status_field(f"/proc/{kid}/status", "Cpus_allowed_list") == \
+                status_field(f"/proc/{proc.pid}/status", "Cpus_allowed_list")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def no_aslr():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.personality(ctypes.c_ulong(libc.personality(ctypes.c_ulong(0xffffffff)) | ADDR_NO_RANDOMIZE))
+
+
+def test_aslr_is_reported_as_in_effect(binaries):
+    args = [binaries["getppid1"], "-d", "0.1", "-w", "0", "-i", "0.1"]
+    off = subprocess.run(args, capture_output=True, text=True, timeout=30, preexec_fn=no_aslr)
+    assert events(off.stdout)[0]["aslr"] is False
+    system = Path("/proc/sys/kernel/randomize_va_space").read_text().strip() != "0"
+    on = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert events(on.stdout)[0]["aslr"] is system
+
+
+def small_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (96 << 20, 96 << 20))
+
+
+@pytest.mark.parametrize("mode", wis.MODES)
+def test_a_failing_task_fails_the_run_and_cleans_up(binaries, tmp_path, mode):
+    # a 128 MB mapping cannot fit in 96 MB of address space: the task's mmap fails
+    proc = subprocess.run([binaries["page_fault2"], "-m", mode, "-n", "2", "-d", "5", "-w", "0",
+                           "-D", str(tmp_path)], capture_output=True, text=True, timeout=30,
+                          preexec_fn=small_address_space)
+    assert proc.returncode == 1
+    assert "page_fault2: task " in proc.stderr and "mmap" in proc.stderr, proc.stderr
+    assert '"event":"end"' not in proc.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("policy", ["always", "madvise"])
+def test_thp_policy_is_applied_and_recorded(binaries, policy):
+    proc = subprocess.run([binaries["page_fault1"], "-m", "thread", "-H", policy, "-d", "0.3", "-w", "0",
+                           "-i", "0.3"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    lines = events(proc.stdout)
+    assert lines[0]["thp"] == policy and lines[0]["thp_system"]
+    assert sum(lines[1]["ops"]) > 0
