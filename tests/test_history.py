@@ -77,3 +77,67 @@ def test_env_diff_between_runs(cli):
     assert re.search(r"^cc\s+cc\s+->\s+gcc", out, re.M)
     assert "kernel_release" not in out
     assert_one_line_error(cli("env", "--diff", "1", "77", check=False), "77")
+
+
+HOSTILE = "\x1b]0;pwn\x07\x1b[2J[bold]x[/]"
+
+
+def test_control_characters_are_shown_not_obeyed(cli):
+    cli("run", "cmd", "--runs", "2", "--tag", HOSTILE, "--box", "box\x1b[31m", "--name", "n\x1b[2Jame", "--", "true")
+    cli("run", "cmd", "--runs", "1", "--box", "other", "--", "true")
+    cli("annotate", "1", "note\x1b[2J")
+    outputs = [cli("runs").stdout, cli("log").stdout, cli("show", "1").stdout, cli("env", "--diff", "1", "2").stdout,
+               cli("annotate", "1", "again\x1b[2J").stdout]
+    for out in outputs:
+        assert "\x1b" not in out and "\x07" not in out, out
+        assert "\\x1b" in out, out
+    runs, log, show, diff, annotate = outputs
+    # rich would have taken [bold]...[/] as markup and dropped it
+    assert "\\x1b]0;pwn\\x07\\x1b[2J[bold]x[/]" in runs and "\\x1b]0;pwn\\x07" in log and "[bold]x[/]" in show
+    assert "box\\x1b[31m" in diff and "n\\x1b[2Jame" in show and "again\\x1b[2J" in annotate
+
+
+def test_long_strings_are_bounded_on_screen(cli):
+    cli("run", "cmd", "--runs", "1", "--name", "n" * 500, "--", "true")
+    cli("annotate", "1", "c" * 100_000)
+    runs = cli("runs").stdout.splitlines()
+    assert len(runs) == 2 and max(map(len, runs)) < 200
+    log = cli("log").stdout.splitlines()
+    assert len(log) == 3 and max(map(len, log)) < 300 and "(+" in log[2]
+    show = cli("show", "1").stdout.splitlines()
+    comment = next(l for l in show if l.startswith("  comment"))
+    assert 1000 <= len(comment) < 1100 and "(+99" in comment
+    assert len(cli("annotate", "1", "d" * 100_000).stdout) < 1100
+    assert cli.sql("SELECT length(comment) FROM run") == [(100_000,)]  # kept whole
+
+
+def test_strings_longer_than_the_store_keeps_are_refused_before_writing(cli):
+    for option, limit in (("--tag", 255), ("--box", 255), ("--name", 500)):
+        proc = cli("run", "cmd", "--runs", "1", option, "x" * (limit + 1), "--", "true", check=False)
+        assert_one_line_error(proc, option, str(limit))
+        cli("run", "cmd", "--runs", "1", option, "x" * limit, "--", "true")
+    proc = cli("run", "cmd", "--runs", "1", "--tag", "t" * 100_000, "--", "true", check=False)
+    assert_one_line_error(proc, "--tag", "255")
+    assert len(proc.stderr) < 200
+    assert cli.sql("SELECT count(*) FROM run") == [(3,)]
+    assert cli.sql("SELECT count(*) FROM testbox WHERE length(name) > 255") == [(0,)]
+
+
+def test_log_of_an_unknown_benchmark_names_those_there_are(cli):
+    assert "no runs recorded yet" in cli("log").stderr
+    cli("run", "cmd", "--runs", "1", "--name", "rnews", "--", "true")
+    cli("run", "cmd", "--runs", "1", "--tag", "t1", "--", "sleep", "0.001")
+    for command in (["log", "NOSUCHBENCH"], ["runs", "--benchmark", "NOSUCHBENCH"]):
+        proc = cli(*command, check=False)
+        assert_one_line_error(proc, "NOSUCHBENCH", "cmd", "rnews", "sleep 0.001")
+        assert "recorded yet" not in proc.stderr
+    proc = cli("log", "rnews", "--tag", "t1")
+    assert "no run matches these filters" in proc.stderr and "recorded yet" not in proc.stderr
+
+
+def test_log_per_refuses_non_finite_and_tiny_divisors(cli):
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    for value in ("nan", "inf", "-inf", "0", "-1", "1e-320"):
+        proc = cli("log", "--per", value, check=False)
+        assert_one_line_error(proc, "--per")
+        assert proc.returncode == 2, value

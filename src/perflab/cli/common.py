@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import click
 
 from perflab.store import Store, open_store
+from perflab.text import printable
 
 
 def db_option(f):
@@ -30,20 +32,31 @@ def local_time(value: dt.datetime | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
     return value.replace(tzinfo=dt.UTC).astimezone().strftime(fmt)
 
 
+_AGE = re.compile(r"([0-9]+)([wdhm])")
+_AGE_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60}
+
+
 def parse_since(text: str | None) -> dt.datetime | None:
-    """'2026-11-01', '2026-11-01T12:00', or a relative '3d', '12h', '30m'."""
+    """'2026-11-01', '2026-11-01T12:00', or a relative '3d', '12h', '30m', '2w'."""
     if not text:
         return None
-    units = {"d": 86400, "h": 3600, "m": 60, "w": 604800}
-    if text[-1:] in units and text[:-1].isdigit():
-        return dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    age = _AGE.fullmatch(text)
+    if not age:
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise click.BadParameter(f"{printable(text, 40)!r} is not a date (YYYY-MM-DD[THH:MM]) or an age like 3d, 12h", param_hint="--since") from None
     try:
-        value = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a date (YYYY-MM-DD[THH:MM]) or an age like 3d, 12h", param_hint="--since") from None
-    if value.tzinfo is None:
-        value = value.astimezone()
-    return value.astimezone(dt.UTC).replace(tzinfo=None)
+        if age:
+            digits, unit = age.groups()
+            if len(digits) > 12:  # int() of thousands of digits is slow, and any such age overflows
+                raise OverflowError
+            return dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(seconds=int(digits) * _AGE_UNITS[unit])
+        if value.tzinfo is None:
+            value = value.astimezone()
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    except (OverflowError, ValueError):  # before year 1 (or after 9999) once in UTC
+        raise click.BadParameter(f"{printable(text, 40)!r} is out of range: the calendar runs from year 1 to 9999", param_hint="--since") from None
 
 
 def fmt_num(value: float | None, width: int = 0) -> str:

@@ -5,6 +5,21 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import db_option, get_store
+from perflab.store.db import redact
+from perflab.text import printable
+
+# An environment value (a kernel command line, a compiler banner) is shown whole up
+# to this bound; control characters are made visible and URL passwords masked.
+VALUE_LIMIT = 500
+
+
+def _shown(value) -> str:
+    return printable(redact(value), VALUE_LIMIT)
+
+
+def _masked(value):
+    """A fact for --json: strings with URL passwords masked, the rest as is."""
+    return redact(value) if isinstance(value, str) else value
 
 
 @click.command("env")
@@ -29,23 +44,24 @@ def env_cmd(diff_runs, box, as_json, db) -> None:
         a, b = (store.get_run(r) for r in diff_runs)
         changes = environment.diff(a.environment, b.environment)
         if as_json:
-            click.echo(json.dumps([{"key": k, "run1": x, "run2": y} for k, x, y in changes], indent=2))
+            click.echo(json.dumps([{"key": k, "run1": _masked(x), "run2": _masked(y)} for k, x, y in changes], indent=2))
             return
         if not changes:
             click.echo(f"runs #{a.id} and #{b.id}: same environment")
             return
-        width = max(len(k) for k, _, _ in changes)
+        keys = [printable(k) for k, _, _ in changes]
+        width = max(len(k) for k in keys)
         click.echo(f"{'':{width}}  run #{a.id}  ->  run #{b.id}")
-        for key, x, y in changes:
-            click.echo(f"{key:{width}}  {x}  ->  {y}")
+        for key, (_, x, y) in zip(keys, changes):
+            click.echo(f"{key:{width}}  {_shown(x)}  ->  {_shown(y)}")
         return
     facts = environment.capture(box=box)
     if as_json:
-        click.echo(json.dumps(facts, indent=2))
+        click.echo(json.dumps({k: _masked(v) for k, v in facts.items()}, indent=2))
         return
     width = max(len(k) for k in facts)
     for key, value in facts.items():
-        click.echo(f"{key:{width}}  {value}")
+        click.echo(f"{key:{width}}  {_shown(value)}")
 
 
 COMMANDS = [env_cmd]

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
-from perflab.cli.common import db_option, fmt_num, get_store, local_time, parse_since
+from perflab.cli.common import FiniteFloat, db_option, fmt_num, get_store, local_time, parse_since
+from perflab.errors import PerflabError
+from perflab.text import printable
+
+# `show` is about one run: it shows more of a long string than a table cell does,
+# still bounded (a 100 KB comment is not read on a terminal).
+SHOW_LIMIT = 1000
 
 # Statuses other than finished are printed in the log, so that an interrupted
 # or failed run is never mistaken for a good one.
@@ -14,12 +22,27 @@ _MARK = {"finished": "", "running": "running", "interrupted": "INTERRUPTED", "fa
 def _commit(row) -> str:
     if not row.commit:
         return "-"
-    return row.commit[:12] + ("+dirty" if row.dirty else "")
+    return printable(row.commit[:12]) + ("+dirty" if row.dirty else "")
+
+
+def _nothing_matched(store, benchmark, filtered: bool) -> str:
+    """Why a listing is empty, for stderr; raises when BENCHMARK names no run at all."""
+    if not store.find_runs(limit=1):
+        return "(no runs recorded yet: try `perflab run cmd -- true`)"
+    if benchmark and not store.find_runs(benchmark=benchmark, limit=1):
+        families, names, count = store.run_names(limit=8)
+        more = f", ... ({count - len(names)} more)" if count > len(names) else ""
+        raise PerflabError(
+            f"no run matches {printable(benchmark, 40)!r} (a benchmark family or run name); "
+            f"families: {', '.join(printable(f, 40) for f in families)}; "
+            f"names: {', '.join(printable(n, 40) for n in names)}{more}"
+        )
+    return "(no run matches these filters)" if filtered else ""
 
 
 @click.command("log")
 @click.argument("benchmark", required=False)
-@click.option("--per", type=click.FloatRange(min=0, min_open=True), metavar="N",
+@click.option("--per", type=FiniteFloat(0, open_min=True), metavar="N",
               help="Divide times by N units of work (e.g. articles), as the C News log does.")
 @click.option("--tag", "-t", help="Only runs with this tag.")
 @click.option("--box", help="Only runs on this testbox.")
@@ -36,8 +59,12 @@ def log_cmd(benchmark, per, tag, box, since, db) -> None:
       perflab log
       perflab log "./rnews < batch" --per 171
     """
+    if per is not None and not math.isfinite(1.0 / per):
+        raise click.BadParameter(f"{per!r} is too small to divide by", param_hint="--per")
+    since_time = parse_since(since)
     store = get_store(db)
-    rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=parse_since(since))
+    rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=since_time)
+    note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since))
     scale = 1.0 / per if per else 1.0
     unit = f"s/{per:g}" if per else "s"
     out = [f"{'run':>5}  {'date':16}  {'real':>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'tag':14}  {'commit':18}  comment"]
@@ -45,14 +72,14 @@ def log_cmd(benchmark, per, tag, box, since, db) -> None:
     for r in rows:
         real, user, sys_ = (None if v is None else v * scale for v in (r.m0, r.m1, r.m2))
         # Without a comment, the run's name (the command line) says what was run.
-        comment = r.comment or r.name
+        comment = printable(r.comment or r.name, 120)
         out.append(
             f"{r.id:>5}  {local_time(r.started):16}  {fmt_num(real, 9)}  {fmt_num(user, 9)}  {fmt_num(sys_, 9)}  "
-            f"{_MARK.get(r.status, r.status):11}  {(r.tag or '-'):14}  {_commit(r):18}  {comment}"
+            f"{_MARK.get(r.status, r.status):11}  {printable(r.tag):14}  {_commit(r):18}  {comment}"
         )
     click.echo("\n".join(out))
-    if not rows:
-        click.echo("(no runs recorded yet: try `perflab run cmd -- true`)", err=True)
+    if note:
+        click.echo(note, err=True)
 
 
 @click.command("runs")
@@ -71,17 +98,23 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
     """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    since_time = parse_since(since)
     store = get_store(db)
-    rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=parse_since(since), status=status)
+    rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time, status=status)
+    note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since or status))
     counts = store.sample_counts([r.id for r in rows])
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("id", "started", "status", "testbox", "benchmark", "tag", "commit", "samples", "name"):
         table.add_column(col, justify="right" if col in ("id", "samples") else "left", overflow="fold")
     for r in rows:
-        table.add_row(str(r.id), local_time(r.started), r.status, r.testbox, r.benchmark, r.tag or "-",
-                      _commit(r), str(counts.get(r.id, 0)), r.name)
+        # Text, not str: rich would read "[...]" in a tag as markup.
+        table.add_row(str(r.id), local_time(r.started), r.status, *(Text(printable(v)) for v in (r.testbox, r.benchmark, r.tag)),
+                      Text(_commit(r)), str(counts.get(r.id, 0)), Text(printable(r.name)))
     Console(width=200).print(table)
+    if note:
+        click.echo(note, err=True)
 
 
 @click.command("show")
@@ -97,19 +130,22 @@ def show_cmd(run_id, db) -> None:
     store = get_store(db)
     run = store.get_run(run_id)
     from perflab.stats.descriptive import summarize
+    def shown(value) -> str:
+        return printable(value, SHOW_LIMIT)
+
     lines = [
-        f"run #{run.id}  {run.benchmark}: {run.name}",
-        f"  status    {run.status}" + (f" ({run.error})" if run.error else ""),
+        f"run #{run.id}  {shown(run.benchmark)}: {shown(run.name)}",
+        f"  status    {run.status}" + (f" ({shown(run.error)})" if run.error else ""),
         f"  started   {local_time(run.started, '%Y-%m-%d %H:%M:%S')}   finished {local_time(run.finished, '%Y-%m-%d %H:%M:%S')}",
-        f"  testbox   {run.testbox}   kernel {run.environment.get('kernel_release', 'n/a')}",
-        f"  tag       {run.tag or '-'}   commit {_commit(run)}",
+        f"  testbox   {shown(run.testbox)}   kernel {shown(run.environment.get('kernel_release', 'n/a'))}",
+        f"  tag       {shown(run.tag)}   commit {_commit(run)}",
     ]
     if run.comment:
-        lines.append(f"  comment   {run.comment}")
+        lines.append(f"  comment   {shown(run.comment)}")
     if run.params:
-        lines.append("  params    " + ", ".join(f"{k}={v}" for k, v in run.params.items() if v not in (None, [], {})))
+        lines.append("  params    " + shown(", ".join(f"{k}={v}" for k, v in run.params.items() if v not in (None, [], {}))))
     for f in store.failures([run.id]):
-        lines.append(f"  FAILED    {f.item}: {f.message}")
+        lines.append(f"  FAILED    {shown(f.item)}: {shown(f.message)}")
     by_metric: dict[str, list] = {}
     for smp in store.samples([run.id]):
         by_metric.setdefault(smp.metric, []).append(smp)
@@ -122,13 +158,13 @@ def show_cmd(run_id, db) -> None:
         s = summarize([x.value for x in items], items[0].direction)
         cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
         lines.append(
-            f"  {metric:40} {items[0].unit:6} {s.n:>4} {fmt_num(s.mean, 11)} {fmt_num(s.median, 11)} "
+            f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.mean, 11)} {fmt_num(s.median, 11)} "
             f"{fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} {fmt_num(s.min, 11)} {fmt_num(s.max, 11)}"
         )
     lines += ["", "  samples (repetition: value per metric)"]
     for metric, items in by_metric.items():
         values = " ".join(f"{x.repetition}:{x.value:.6g}" for x in items)
-        lines.append(f"  {metric}: {values}")
+        lines.append(f"  {printable(metric, 80)}: {values}")
     click.echo("\n".join(lines))
 
 
@@ -146,7 +182,7 @@ def annotate_cmd(run_id, text, db) -> None:
     store = get_store(db)
     run = store.get_run(run_id)
     store.annotate(run.id, text)
-    click.echo(f"run #{run.id}: {text}")
+    click.echo(f"run #{run.id}: {printable(text, SHOW_LIMIT)}")
 
 
 COMMANDS = [log_cmd, runs_cmd, show_cmd, annotate_cmd]

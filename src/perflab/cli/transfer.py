@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import db_option, get_store, parse_since
+from perflab.errors import PerflabError
+from perflab.store.db import MAX_RUN_ID
 
 
 @click.command("export")
@@ -14,7 +16,7 @@ from perflab.cli.common import db_option, get_store, parse_since
 @click.option("--tag", "-t", help="Only runs with this tag.")
 @click.option("--box", help="Only runs on this testbox.")
 @click.option("--since", help="Only runs started since a date or an age (3d).")
-@click.option("--run", "run_ids", multiple=True, type=int, help="Only these run ids (repeatable).")
+@click.option("--run", "run_ids", multiple=True, type=click.IntRange(1, MAX_RUN_ID), help="Only these run ids (repeatable).")
 @db_option
 def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
     """Write runs with their environments and samples as JSON or CSV.
@@ -29,8 +31,9 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
 
     from perflab import transfer
 
+    since_time = parse_since(since)
     store = get_store(db)
-    rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=parse_since(since),
+    rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time,
                            ids=list(run_ids) if run_ids else None)
     data = transfer.collect(store, rows)
     text = transfer.to_json(data) if fmt == "json" else transfer.to_csv(data)
@@ -38,14 +41,23 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
         click.echo(text, nl=False)
         return
     # Write beside the target and rename: a failed export leaves no half-written file.
+    # Errors name the target: the temporary file is ours, not the user's.
     directory = os.path.dirname(os.path.abspath(output))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-export-")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-export-")
+    except OSError as e:
+        raise PerflabError(f"cannot write {output}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, output)
-    except BaseException:
-        os.unlink(tmp)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise PerflabError(f"cannot write {output}: {e.strerror or e}") from None
         raise
     click.echo(f"exported {len(data)} runs to {output}", err=True)
 

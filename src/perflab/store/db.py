@@ -13,20 +13,96 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import socket
 import uuid as uuidlib
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import bindparam, case, create_engine, event, func, insert, select, text, update
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from perflab.errors import PerflabError
 from perflab.model import Sample
 from perflab.store import schema as s
 
-HEAD_REVISION = "0001"
+def _head_revision() -> str:
+    """The newest Alembic revision shipped (read from the scripts, without importing Alembic)."""
+    import re
+
+    revisions, parents = set(), set()
+    for script in (Path(__file__).parent / "migrations" / "versions").glob("*.py"):
+        body = script.read_text()
+        rev = re.search(r'^revision = "([^"]+)"', body, re.M)
+        down = re.search(r'^down_revision = "([^"]+)"', body, re.M)
+        if rev:
+            revisions.add(rev.group(1))
+        if down:
+            parents.add(down.group(1))
+    heads = revisions - parents
+    if len(heads) != 1:
+        raise RuntimeError(f"store migrations have {len(heads)} heads: {sorted(heads)}")
+    return heads.pop()
+
+
+HEAD_REVISION = _head_revision()
+
+
+# Run ids are 64-bit integers in SQLite (and bigger than PostgreSQL's serial): a
+# larger number names no run, and SQLite would refuse to even compare with it.
+MAX_RUN_ID = 2**63 - 1
+
+# Free space kept beside an SQLite store (the file DATABASE-reserve): on a full
+# disk, deleting it makes room to record why the run ended (a few WAL frames).
+RESERVE_BYTES = 256 * 1024
+
+# The strings of a run row that users choose, with what sets each: a longer value
+# is refused before anything is written (PostgreSQL would refuse it half-way and
+# SQLite would keep it whole, so two stores would differ).
+_RUN_STRINGS = {
+    "testbox": (s.testbox.c.name, "--box (the testbox name)"),
+    "benchmark": (s.run.c.benchmark, "the benchmark name"),
+    "name": (s.run.c.name, "the run name (--name; by default the command line)"),
+    "tag": (s.run.c.tag, "--tag"),
+    "commit": (s.run.c.commit, "the commit id"),
+}
+
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@]+@")
+
+
+def redact(text: str) -> str:
+    """`text` with the password of every URL in it shown as ***."""
+    return _URL_PASSWORD.sub(r"\1***@", str(text))
+
+
+def check_run_strings(**values: str | None) -> None:
+    """Refuse a user string longer than the column that keeps it, naming what sets it.
+
+    Keys are those of _RUN_STRINGS (testbox, benchmark, name, tag, commit).
+    """
+    for key, value in values.items():
+        column, what = _RUN_STRINGS[key]
+        limit = column.type.length
+        if value is not None and len(value) > limit:
+            raise PerflabError(f"{what} is {len(value)} characters long; the store keeps at most {limit}")
+
+
+def _check_sample_strings(rows: list[tuple]) -> None:
+    """The metric name and unit of each sample row fit their columns (a backstop:
+    the options that name them should have refused them already)."""
+    for index, column, what in ((1, s.sample.c.metric, "metric name"), (3, s.sample.c.unit, "unit")):
+        limit = column.type.length
+        for value in {r[index] for r in rows}:
+            if len(value) > limit:
+                raise PerflabError(f"{what} {value[:40]!r}... is {len(value)} characters long; the store keeps at most {limit}")
+
+
+def _disk_full(e: SQLAlchemyError) -> bool:
+    orig = getattr(e, "orig", None)
+    # SQLITE_FULL is 13 (the low byte of an extended code); 53100 is PostgreSQL's disk_full.
+    return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) == 13 or getattr(orig, "sqlstate", None) == "53100"
 
 
 def utcnow() -> dt.datetime:
@@ -72,42 +148,112 @@ def process_start_time(pid: int) -> str | None:
     return fields[19]  # field 22 of stat(5): starttime
 
 
+def _in_memory(target: str, url: URL) -> bool:
+    """An SQLite database that lives in memory (sqlite://, sqlite:///, :memory:, file::memory:, mode=memory)."""
+    if "://" not in target:
+        return target == ":memory:" or target.startswith("file::memory:")
+    if url.get_backend_name() != "sqlite":
+        return False
+    database = url.database or ""
+    return (database in ("", ":memory:") or database.startswith("file::memory:")
+            or url.query.get("mode") == "memory" or "mode=memory" in database)
+
+
+def _read_only_url(path: Path, immutable: bool = False) -> URL:
+    """A URL that opens the SQLite file at `path` read-only.
+
+    mode=ro still needs WAL's -shm file, which SQLite creates beside the database
+    when the directory is writable, or uses when the -wal and -shm are there.
+    Otherwise (a read-only mount; a full disk with no -wal) no process can have
+    commits in a -wal, so the main file is complete and immutable=1 reads it
+    without locks or a -shm.
+    """
+    beside = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    if immutable or not (os.access(path.parent, os.W_OK) or all(p.exists() for p in beside)):
+        flags = {"immutable": "1"}
+    else:
+        flags = {"mode": "ro"}
+    return URL.create("sqlite", database="file:" + quote(str(path.resolve())), query={**flags, "uri": "true"})
+
+
+def _no_room(e: SQLAlchemyError) -> bool:
+    """SQLite could not make room to even read: the disk is full, or it could not
+    size the -shm file (SQLITE_IOERR_SHMOPEN/SHMSIZE/SHMMAP, on a full tmpfs)."""
+    code = getattr(getattr(e, "orig", None), "sqlite_errorcode", 0)
+    return _disk_full(e) or code in (10 | 18 << 8, 10 | 19 << 8, 10 | 21 << 8)
+
+
+def _engine(url: URL, label: str) -> Engine:
+    try:
+        engine = create_engine(url)
+    except (NoSuchModuleError, ArgumentError, ImportError) as e:
+        raise PerflabError(f"cannot use database URL {label}: {redact(e)}") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
 def open_store(target: str | None = None) -> "Store":
+    """Open the store at a path or URL, creating or upgrading its schema.
+
+    An SQLite file this process may read but not write (its mode, a read-only
+    mount, a disk so full that SQLite cannot create its -shm file) opens
+    read-only: reading works, writing is refused saying why. An in-memory
+    database is refused: it would keep nothing once perflab exits. Passwords
+    in URLs are masked in every message.
+    """
     target = target or default_url()
     try:
         url = make_url(_as_url(target))
     except ArgumentError:
-        raise PerflabError(f"invalid database URL {target!r}: expected a path or a URL like sqlite:///FILE or postgresql+psycopg://HOST/DB") from None
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        raise PerflabError(f"invalid database URL {redact(target)!r}: expected a path or a URL like sqlite:///FILE or postgresql+psycopg://HOST/DB") from None
+    label = url.render_as_string(hide_password=True) if "://" in target else target
+    if _in_memory(target, url):
+        raise PerflabError(f"database {label} is in memory: it would keep nothing once perflab exits; give a file path or a server URL")
+    path, read_only = None, None
+    if url.get_backend_name() == "sqlite" and url.query.get("uri") is None:
         path = Path(url.database)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise PerflabError(f"cannot create the database directory {path.parent}: {e.strerror}") from None
-        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-            raise PerflabError(f"database file {path} is not readable and writable")
-        if not path.exists() and not os.access(path.parent, os.W_OK):
+        if path.exists():
+            if not os.access(path, os.R_OK):
+                raise PerflabError(f"database file {path} is not readable")
+            if not os.access(path, os.W_OK):
+                read_only, url = "is read-only here", _read_only_url(path)
+        elif not os.access(path.parent, os.W_OK):
             raise PerflabError(f"cannot create database file {path}: directory {path.parent} is not writable")
+    store = Store(_engine(url, label), label, path=path, read_only=read_only)
     try:
-        engine = create_engine(url)
-    except (NoSuchModuleError, ArgumentError, ImportError) as e:
-        raise PerflabError(f"cannot use database URL {target!r}: {e}") from None
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
-    store = Store(engine, str(target))
-    store.migrate()
+        store.migrate()
+    except _NoRoom:
+        store.engine.dispose()
+        store = Store(_engine(_read_only_url(path, immutable=True), label), label, path=path, read_only="is on a full disk")
+        store.migrate()
     return store
 
 
+class _NoRoom(PerflabError):
+    """An SQLite store that cannot be opened for want of disk space, and whose -wal holds no commits."""
+
+
 class Store:
-    def __init__(self, engine: Engine, label: str):
+    def __init__(self, engine: Engine, label: str, *, path: Path | None = None, read_only: str | None = None):
         self.engine = engine
-        self.label = label
+        self.label = redact(label)
+        self.path = path  # of an SQLite file store
+        # Why this store can be read but not written ("is read-only here"), or None.
+        self.read_only = read_only
 
     # -- setup ---------------------------------------------------------------
     def _fail(self, e: Exception) -> PerflabError:
         detail = str(getattr(e, "orig", e) or e).splitlines()[0]
-        return PerflabError(f"database {self.label}: {detail}")
+        return PerflabError(f"database {self.label}: {redact(detail)}")
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise PerflabError(f"database file {self.label} {self.read_only}: cannot {what}")
 
     def migrate(self) -> None:
         """Bring the schema to the head revision (Alembic), cheaply when it is there.
@@ -117,8 +263,13 @@ class Store:
         PostgreSQL) and the revision is checked again once the lock is held.
         """
         try:
-            if self._revision() == HEAD_REVISION:
+            revision = self._revision()
+            if revision == HEAD_REVISION:
                 return
+            if self.read_only:
+                found = f"its schema is at revision {revision}" if revision else "it holds no perflab store"
+                raise PerflabError(f"database file {self.label} {self.read_only} and {found}; "
+                                   f"this perflab needs revision {HEAD_REVISION}: open it once with write access")
             with self._migration_lock():
                 with self.engine.connect() as conn:
                     if self._revision(conn) == HEAD_REVISION:
@@ -133,7 +284,17 @@ class Store:
                     command.upgrade(cfg, "head")
                     conn.commit()
         except SQLAlchemyError as e:
+            if self.path is not None and not self.read_only and _no_room(e) and self._wal_is_empty():
+                raise _NoRoom(str(self._fail(e))) from None
             raise self._fail(e) from None
+
+    def _wal_is_empty(self) -> bool:
+        try:
+            return self.path.with_name(self.path.name + "-wal").stat().st_size == 0
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
 
     def _revision(self, conn=None) -> str | None:
         if conn is None:
@@ -210,7 +371,11 @@ class Store:
         commit: str | None = None,
         dirty: bool | None = None,
         comment: str | None = None,
+        job: dict | None = None,
     ) -> int:
+        self._check_writable("record a run")
+        check_run_strings(testbox=testbox, benchmark=benchmark, name=name, tag=tag, commit=commit)
+        self._keep_reserve()
         try:
             with self.engine.begin() as conn:
                 box_id = self._testbox_id(conn, testbox)
@@ -224,6 +389,7 @@ class Store:
                         benchmark=benchmark,
                         name=name,
                         params=params,
+                        job=job,
                         tag=tag,
                         commit=commit,
                         dirty=dirty,
@@ -238,9 +404,11 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail(e) from None
 
-    def add_samples(self, run_id: int, repetition: int, samples: Iterable[Sample]) -> int:
-        rows = [(run_id, x.metric, float(x.value), x.unit, int(x.direction), repetition) for x in samples]
+    def add_samples(self, run_id: int, repetition: int, samples: Iterable[Sample], process: int | None = None) -> int:
+        """Store and commit samples of one repetition (from its `process`-th process)."""
+        rows = [(run_id, x.metric, float(x.value), x.unit, int(x.direction), repetition, process) for x in samples]
         if rows:
+            _check_sample_strings(rows)
             try:
                 with self.engine.begin() as conn:
                     # The driver's executemany straight away: SQLAlchemy's per-row
@@ -250,7 +418,7 @@ class Store:
                 raise self._fail(e) from None
         return len(rows)
 
-    _SAMPLE_COLUMNS = ("run_id", "metric", "value", "unit", "direction", "repetition")
+    _SAMPLE_COLUMNS = ("run_id", "metric", "value", "unit", "direction", "repetition", "process")
 
     @property
     def _sample_insert_sql(self) -> str:
@@ -276,14 +444,50 @@ class Store:
             raise self._fail(e) from None
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
-        try:
+        """Close a run with its status; on a full disk, the reserve makes room for it."""
+        def close() -> None:
             with self.engine.begin() as conn:
                 conn.execute(
                     update(s.run).where(s.run.c.id == run_id)
                     .values(status=status, finished=utcnow(), error=error)
                 )
+
+        try:
+            try:
+                close()
+            except OperationalError as e:
+                if not (_disk_full(e) and self._release_reserve()):
+                    raise
+                close()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
+
+    def _reserve_path(self) -> Path | None:
+        return self.path.with_name(self.path.name + "-reserve") if self.path is not None else None
+
+    def _keep_reserve(self) -> None:
+        """Make sure RESERVE_BYTES of disk are held beside an SQLite store (best effort)."""
+        reserve = self._reserve_path()
+        if reserve is None or reserve.exists():
+            return
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError:
+            reserve.unlink(missing_ok=True)  # no room even for that: go without
+        finally:
+            os.close(fd)
+
+    def _release_reserve(self) -> bool:
+        reserve = self._reserve_path()
+        try:
+            reserve.unlink()
+        except (AttributeError, OSError):
+            return False
+        return True
 
     def delete_run(self, run_id: int) -> None:
         """Remove a run that holds no samples (bad input found before any measurement)."""
@@ -296,28 +500,47 @@ class Store:
             raise self._fail(e) from None
 
     def annotate(self, run_id: int, comment: str) -> None:
+        self._check_writable("annotate a run")
         self.get_run(run_id)
-        with self.engine.begin() as conn:
-            conn.execute(update(s.run).where(s.run.c.id == run_id).values(comment=comment))
-
-    def reap_dead_runs(self) -> int:
-        """Mark as interrupted the runs of this host whose writer process is gone."""
-        host = socket.gethostname()
         try:
             with self.engine.begin() as conn:
+                conn.execute(update(s.run).where(s.run.c.id == run_id).values(comment=comment))
+        except SQLAlchemyError as e:
+            raise self._fail(e) from None
+
+    def reap_dead_runs(self) -> int:
+        """Mark as interrupted the runs of this host whose writer process is gone.
+
+        Housekeeping that every command does on the way in, so it never stops a
+        reading command: on a store that cannot be written now (read-only, a full
+        disk, a writer holding the lock) it is left to a later command.
+        """
+        if self.read_only:
+            return 0
+        host = socket.gethostname()
+        try:
+            with self.engine.connect() as conn:
                 rows = conn.execute(
                     select(s.run.c.id, s.run.c.pid, s.run.c.pid_start)
                     .where((s.run.c.status == "running") & (s.run.c.host == host))
                 ).all()
-                dead = [r.id for r in rows if r.pid is None or process_start_time(r.pid) != r.pid_start]
-                if dead:
-                    conn.execute(
-                        update(s.run).where(s.run.c.id.in_(dead))
-                        .values(status="interrupted", error="the perflab process was killed (found gone by a later command)")
-                    )
-                return len(dead)
         except SQLAlchemyError as e:
             raise self._fail(e) from None
+        dead = [r.id for r in rows if r.pid is None or process_start_time(r.pid) != r.pid_start]
+        if not dead:
+            return 0
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    # still running: a run that ended since the select keeps its own status
+                    update(s.run).where(s.run.c.id.in_(dead) & (s.run.c.status == "running"))
+                    .values(status="interrupted",
+                            error="the perflab process recording it ended without closing it "
+                                  "(killed, or it could not write); found by a later command")
+                )
+        except OperationalError:
+            return 0
+        return len(dead)
 
     # -- reading -------------------------------------------------------------
     def run_columns(self):
@@ -331,10 +554,14 @@ class Store:
         )
 
     def get_run(self, run_id: int | str):
+        from perflab.text import printable
+
         try:
             rid = int(str(run_id).lstrip("#"))
         except ValueError:
-            raise PerflabError(f"run id {run_id!r} is not a number") from None
+            raise PerflabError(f"run id '{printable(run_id, 40)}' is not a number") from None
+        if not 1 <= rid <= MAX_RUN_ID:
+            raise PerflabError(f"run id {printable(run_id, 40)} is out of range: run ids are 1 to {MAX_RUN_ID}")
         try:
             with self.engine.connect() as conn:
                 row = conn.execute(self._run_select().where(s.run.c.id == rid)).first()
@@ -366,6 +593,19 @@ class Store:
                 return conn.execute(q).all()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
+
+    def run_names(self, limit: int = 10) -> tuple[list[str], list[str], int]:
+        """(benchmark families, run names most recently run first, number of names),
+        at most `limit` of each: what a filter that matched nothing could have named."""
+        last = func.max(s.run.c.started)
+        try:
+            with self.engine.connect() as conn:
+                families = conn.execute(select(s.run.c.benchmark).distinct().order_by(s.run.c.benchmark).limit(limit)).scalars().all()
+                names = conn.execute(select(s.run.c.name).group_by(s.run.c.name).order_by(last.desc()).limit(limit)).scalars().all()
+                count = conn.execute(select(func.count(s.run.c.name.distinct()))).scalar_one()
+        except SQLAlchemyError as e:
+            raise self._fail(e) from None
+        return families, names, count
 
     def samples(self, run_ids: Iterable[int]):
         ids = list(run_ids)

@@ -1,0 +1,163 @@
+"""The store under faults: read-only files, a full disk, in-memory URLs, secrets in URLs,
+ids and ages out of range, an export that cannot be written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error
+
+IS_ROOT = os.geteuid() == 0
+
+
+@contextlib.contextmanager
+def tmpfs(directory: Path, size: str):
+    """A small tmpfs mounted on `directory` for the test (root only)."""
+    directory.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], check=True)
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def remount(directory: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(directory)], check=True)
+
+
+def fill(directory: Path) -> None:
+    """Write zeros into `directory` until its filesystem has no space left."""
+    block = b"\0" * 4096
+    with open(directory / "filler", "wb", buffering=0) as f:
+        try:
+            while f.write(block):
+                pass
+        except OSError:
+            pass
+
+
+def test_password_of_a_url_is_never_printed(cli):
+    # psycopg is optional: with it the connection fails, without it the import does;
+    # either way the one line names the URL with its password masked.
+    for url in ("postgresql://u:s3cret@127.0.0.1:1/x", "postgresql+psycopg://u:s3cret@127.0.0.1:1/x",
+                "nosuchdialect://u:s3cret@host/x"):
+        proc = cli("--db", url, "runs", check=False)
+        assert_one_line_error(proc, "u:***@")
+        assert "s3cret" not in proc.stderr + proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", ":memory:",
+                                 "sqlite:///file::memory:?uri=true", "sqlite:///file:x?mode=memory&uri=true"])
+def test_in_memory_database_is_refused(cli, url):
+    proc = cli("--db", url, "run", "cmd", "--runs", "1", "--", "true", check=False)
+    assert_one_line_error(proc, "in memory")
+    assert_one_line_error(cli("--db", url, "runs", check=False), "in memory")
+    assert not (cli.tmp / ":memory:").exists()
+
+
+def test_ids_and_ages_out_of_range_are_one_line_errors(cli):
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    huge = "99999999999999999999999"
+    for args in (["show", huge], ["annotate", huge, "x"], ["env", "--diff", "1", huge]):
+        proc = cli(*args, check=False)
+        assert_one_line_error(proc, huge)
+        assert proc.returncode == 1, args
+    proc = cli("show", "9" * 5000, check=False)
+    assert_one_line_error(proc, "not a number")
+    assert len(proc.stderr) < 300
+    for args in (["runs", "--since", "99999999d"], ["log", "--since", "99999999d"],
+                 ["export", "--since", "99999999d"], ["runs", "--since", "9" * 5000 + "d"],
+                 ["runs", "--since", "0001-01-01T00:00+05:00"], ["export", "--run", huge]):
+        proc = cli(*args, check=False)
+        assert_one_line_error(proc, "--")
+        assert proc.returncode == 2, args
+
+
+def test_export_errors_name_the_target_file(cli, tmp_path):
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    target = tmp_path / "no" / "such" / "dir" / "out.json"
+    proc = cli("export", "-o", target, check=False)
+    assert_one_line_error(proc, str(target))
+    assert ".perflab-export" not in proc.stderr
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a small tmpfs needs root")
+def test_export_to_a_full_disk_names_the_target_and_leaves_nothing(cli, tmp_path):
+    cli("run", "cmd", "--runs", "200", "--", "true")
+    with tmpfs(tmp_path / "small", "64k") as small:
+        proc = cli("export", "-o", small / "out.json", check=False)
+        assert_one_line_error(proc, str(small / "out.json"), "No space left")
+        assert list(small.iterdir()) == []
+
+
+@contextlib.contextmanager
+def read_only_store(cli, tmp_path):
+    """The CLI's store, with one finished run, made unwritable: a read-only mount
+    when root (root ignores file modes), else mode 0444 in a 0555 directory."""
+    if IS_ROOT:
+        with tmpfs(tmp_path / "ro", "8m") as mnt:
+            cli.db = mnt / "perflab.db"
+            cli.env["PERFLAB_DB"] = str(cli.db)
+            cli("run", "cmd", "--runs", "3", "--tag", "base", "--", "true")
+            remount(mnt, "ro")
+            yield cli
+    else:
+        directory = tmp_path / "ro"
+        directory.mkdir()
+        cli.db = directory / "perflab.db"
+        cli.env["PERFLAB_DB"] = str(cli.db)
+        cli("run", "cmd", "--runs", "3", "--tag", "base", "--", "true")
+        os.chmod(cli.db, 0o444)
+        os.chmod(directory, 0o555)
+        try:
+            yield cli
+        finally:
+            os.chmod(directory, 0o755)
+
+
+def test_reading_commands_work_on_a_read_only_store(cli, tmp_path):
+    with read_only_store(cli, tmp_path) as ro:
+        assert "base" in ro("runs").stdout
+        assert "true" in ro("log").stdout
+        assert "run #1" in ro("show", "1").stdout
+        assert '"perflab-export"' in ro("export").stdout
+        assert "same environment" in ro("env", "--diff", "1", "1").stdout
+        ro("compare", "base", "base")
+        for args in (["annotate", "1", "note"], ["run", "cmd", "--runs", "1", "--", "true"]):
+            assert_one_line_error(ro(*args, check=False), str(ro.db), "read-only")
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a small tmpfs needs root")
+def test_reading_commands_work_on_a_full_disk(cli, tmp_path):
+    with tmpfs(tmp_path / "full", "2m") as mnt:
+        cli.db = mnt / "perflab.db"
+        cli.env["PERFLAB_DB"] = str(cli.db)
+        cli("run", "cmd", "--runs", "3", "--", "true")
+        # A run whose process is gone: reaping it would be a write.
+        with contextlib.closing(sqlite3.connect(cli.db)) as con, con:
+            con.execute("UPDATE run SET status = 'running', pid = 999999999")
+        (mnt / "perflab.db-reserve").unlink()
+        fill(mnt)
+        assert "running" in cli("runs").stdout
+        assert "true" in cli("log").stdout
+        assert_one_line_error(cli("annotate", "1", "x", check=False), "full disk")
+        (mnt / "filler").unlink()
+        assert "interrupted" in cli("runs").stdout
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a small tmpfs needs root")
+def test_a_run_that_fills_the_disk_records_the_disk_full_error(cli, tmp_path):
+    with tmpfs(tmp_path / "full", "1m") as mnt:
+        cli.db = mnt / "perflab.db"
+        cli.env["PERFLAB_DB"] = str(cli.db)
+        proc = cli("run", "cmd", "--runs", "1000000", "--", "true", check=False)
+        assert_one_line_error(proc, "database or disk is full")
+        (status, error), = cli.sql("SELECT status, error FROM run")
+        assert status == "failed" and "database or disk is full" in error
+        assert "disk is full" in cli("show", "1").stdout
+        assert "FAILED" in cli("log").stdout
