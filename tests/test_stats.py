@@ -166,3 +166,64 @@ def power(shift, cov, n, trials, seed=2, alpha=0.05):
 
 def test_power_three_percent_shift_cov_two_percent_n10():
     assert power(0.03, 0.02, 10, 1000) >= 0.90
+
+
+def test_adjusted_interval_agrees_with_the_verdict_and_scipy():
+    """The interval shown beside a verdict is the Benjamini-Yekutieli FCR interval:
+    each end one-sided at alpha * R / m (R calls of m in the family), so it excludes
+    zero exactly when the BH-adjusted p-value is below alpha (issue 8 item 7)."""
+    rng = np.random.default_rng(8)
+    alpha = 0.05
+    unadjusted_only = 0
+    for family in range(40):
+        pairs = []
+        for i in range(20):
+            n = int(rng.integers(3, 12))
+            shift = rng.choice([0.0, 0.0, 0.0, 0.02, 0.05, 0.2])
+            pairs.append((lognormal(n, 0.03, 10, rng), lognormal(n, 0.03, 10 * (1 + shift), rng),
+                          [LOWER_IS_BETTER, HIGHER_IS_BETTER][i % 2]))
+        results = compare_many(pairs, alpha=alpha, threshold=0.0)
+        p_up = np.array([stats.ttest_ind(np.log(b), np.log(a), equal_var=False, alternative="greater").pvalue
+                         for a, b, _d in pairs])
+        p_down = 1 - p_up
+        p_reg = np.where(np.array([d for *_x, d in pairs]) == LOWER_IS_BETTER, p_up, p_down)
+        p_imp = 1 - p_reg
+        m = len(pairs)
+        level = {name: alpha * max(int((stats.false_discovery_control(p, method="bh") < alpha).sum()), 1) / m
+                 for name, p in (("regression", p_reg), ("improvement", p_imp))}
+        for (a, b, d), c, reg in zip(pairs, results, p_reg):
+            lo, hi = c.ci_adjusted
+            assert (lo > 0 or hi < 0) == (c.p_adjusted < alpha), (c, family)
+            assert c.family_size == m
+            worse = (c.p_value == pytest.approx(reg, rel=1e-9, abs=1e-15))
+            tail = level["regression" if worse else "improvement"]
+            ci = stats.ttest_ind(np.log(b), np.log(a), equal_var=False).confidence_interval(1 - 2 * tail)
+            assert lo == pytest.approx(math.expm1(ci.low), rel=1e-7, abs=1e-12)
+            assert hi == pytest.approx(math.expm1(ci.high), rel=1e-7, abs=1e-12)
+            assert c.ci_level == pytest.approx(1 - 2 * tail)
+            # The confusing case of the issue: unadjusted interval excludes zero, no call.
+            if (c.ci[0] > 0 or c.ci[1] < 0) and c.verdict == "no change":
+                unadjusted_only += 1
+                assert lo <= 0 <= hi
+    assert unadjusted_only > 0
+
+
+def test_summary_carries_median_interval_and_bamean():
+    x = lognormal(9, 0.1, 50.0)
+    s = summarize(x, HIGHER_IS_BETTER)
+    assert (s.median_low, s.median_high) == median_ci(x)
+    assert s.bamean == bamean(x, HIGHER_IS_BETTER)
+    assert s.median_pm == pytest.approx(max(s.median - s.median_low, s.median_high - s.median) / s.median)
+    assert math.isinf(summarize(x[:5]).median_pm)  # below 6 samples the median is unbounded
+    (c,) = compare_many([(x, x * 1.1, LOWER_IS_BETTER)])
+    assert c.median_change == pytest.approx(0.1)
+
+
+def test_secondary_family_is_adjusted_apart():
+    a, b = lognormal(10, 0.02, 1.0), lognormal(10, 0.02, 1.03)
+    nulls = [(lognormal(10, 0.02, 1.0), lognormal(10, 0.02, 1.0), LOWER_IS_BETTER) for _ in range(19)]
+    (alone,) = compare_many([(a, b, LOWER_IS_BETTER)])
+    crowded = compare_many([(a, b, LOWER_IS_BETTER)] + nulls)[0]
+    assert alone.p_adjusted == alone.p_value and alone.family_size == 1
+    assert crowded.family_size == 20 and crowded.p_adjusted >= alone.p_adjusted
+    assert compare_many(nulls, family="secondary")[0].family == "secondary"

@@ -35,10 +35,13 @@ def _pct(pct: float | None) -> str:
 
 
 def _number(x: float) -> str:
-    """mmtests' four decimals, with more below 1 so that at least 4 significant digits show."""
+    """mmtests' four decimals, with more below 1 so that at least 4 significant digits show
+    (scientific notation below 1e-4)."""
     a = abs(x)
     if a == 0 or a >= 1 or math.isinf(a):
         return f"{x:.4f}"
+    if a < 1e-4:
+        return f"{x:.3e}"
     return f"{x:.{max(4, 3 - math.floor(math.log10(a)))}f}"
 
 
