@@ -6,7 +6,6 @@ import csv
 import inspect
 import io
 import json
-import math
 import re
 
 import numpy as np

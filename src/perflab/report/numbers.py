@@ -43,7 +43,7 @@ def ci_percent(ci: tuple[float, float] | None, decimals: int = 1) -> str:
 
 
 def with_unit(v: float | None, unit: str) -> str:
-    """benchstat-style scaled values: 1.234µ, 12.3Ki ... for seconds and bytes."""
+    """benchstat-style scaled values, 4 significant digits: 1.234µ, 11.25m for seconds."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if v == 0:
@@ -51,5 +51,5 @@ def with_unit(v: float | None, unit: str) -> str:
     if unit == "s":
         for scale, suffix in ((1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
             if abs(v) >= scale or scale == 1e-9:
-                return f"{v / scale:.4g}{suffix}"
-    return f"{v:.4g}"
+                return f"{value(v / scale)}{suffix}"
+    return value(v)
