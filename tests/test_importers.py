@@ -6,10 +6,15 @@ every assertion is on what the store holds afterwards, read back with `perflab e
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
+import os
 import shutil
+import signal
 import socket
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -368,6 +373,65 @@ def _go_line(number: int, replace: tuple[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _hyperfine_with(result: int, key: str, index: int, value):
+    doc = fixture("hyperfine.json")
+    doc["results"][result].setdefault(key, [1000] * len(doc["results"][result]["times"]))[index] = value
+    return json.dumps(doc)
+
+
+def _pyperf_value(value):
+    doc = fixture("pyperf-suite.json")
+    doc["benchmarks"][1]["runs"][2]["values"][0] = value
+    return json.dumps(doc)
+
+
+def _gbench_entry(index: int, key: str, value):
+    doc = fixture("gbench.json")
+    doc["benchmarks"][index][key] = value
+    return json.dumps(doc)
+
+
+def _pytest_data(value, summary: bool = False):
+    doc = fixture("pytest-benchmark-nodata.json" if summary else "pytest-benchmark.json")
+    if summary:
+        doc["benchmarks"][0]["stats"]["mean"] = value
+    else:
+        doc["benchmarks"][2]["stats"]["data"][5] = value
+    return json.dumps(doc)
+
+
+# Item 15 of issue 8: durations that are 0 or negative, and values that are not finite.
+BAD_VALUES = {
+    "hf-negative.json": (lambda: _hyperfine_with(0, "times", 1, -0.5),
+                         ["hf-negative.json: looks like hyperfine JSON but key 'results[0].times[1]': -0.5 is not a positive duration"]),
+    "hf-zero.json": (lambda: _hyperfine_with(1, "times", 7, 0), ["'results[1].times[7]': 0 is not a positive duration"]),
+    "hf-memory.json": (lambda: _hyperfine_with(0, "memory_usage_byte", 2, -4096),
+                       ["'results[0].memory_usage_byte[2]': -4096 is not a size (>= 0)"]),
+    "hf-exit.json": (lambda: _hyperfine_with(0, "exit_codes", 3, 0.5), ["'results[0].exit_codes[3]': 0.5 is not an exit status"]),
+    "hf-inf.json": (lambda: _hyperfine_with(0, "times", 0, float("inf")), ["'results[0].times[0]': inf is not a finite number"]),
+    "pyperf-negative.json": (lambda: _pyperf_value(-1e-06),
+                             ["looks like pyperf JSON but key 'benchmarks[1].runs[2].values[0]': -1e-06 is not a positive duration"]),
+    "gb-real-zero.json": (lambda: _gbench_entry(0, "real_time", 0),
+                          ["looks like Google Benchmark JSON but key 'benchmarks[0].real_time': 0 is not a positive duration"]),
+    "gb-cpu-negative.json": (lambda: _gbench_entry(1, "cpu_time", -2.5), ["'benchmarks[1].cpu_time': -2.5 is not a CPU time"]),
+    "gb-rate.json": (lambda: _gbench_entry(0, "items_per_second", -1.0), ["'benchmarks[0].items_per_second': -1.0 is not a rate"]),
+    "pt-zero.json": (lambda: _pytest_data(0.0), ["pytest-benchmark JSON but key 'benchmarks[2].stats.data[5]': 0.0 is not a positive duration"]),
+    "pt-mean.json": (lambda: _pytest_data(-0.001, summary=True), ["'benchmarks[0].stats.mean': -0.001 is not a positive duration"]),
+    "go-negative.txt": (lambda: _go_line(8, ("47.51 ns/op", "-47.51 ns/op")),
+                        ["go-negative.txt:8: looks like Go benchmark output but line 8", "-47.51 ns/op is not a positive duration"]),
+    "go-rate.txt": (lambda: _go_rate(), ["looks like Go benchmark output", "-1.5 MB/s is not a rate"]),
+}
+
+
+def _go_rate() -> str:
+    lines = (DATA / "gotest.txt").read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if "MB/s" in line)
+    fields = lines[number].split()
+    fields[fields.index("MB/s") - 1] = "-1.5"
+    lines[number] = " ".join(fields)
+    return "\n".join(lines) + "\n"
+
+
 BAD = {
     "hf-notimes.json": (_hyperfine_without_times, ["hf-notimes.json: looks like hyperfine JSON but key 'results[0].times' is missing"]),
     "hf-nan.json": (_hyperfine_nan, ["looks like hyperfine JSON", "'results[1].times[3]'", "finite"]),
@@ -387,6 +451,7 @@ BAD = {
     "other.json": (lambda: '{"name": "x", "values": [1, 2]}', [TRIED, "not a perflab export"]),
     "hello.txt": (lambda: "hello\n", [TRIED, "hello.txt"]),
     "empty.txt": (lambda: "", [TRIED]),
+    **BAD_VALUES,
 }
 
 
@@ -429,3 +494,186 @@ def test_one_bad_file_among_several_imports_nothing(cli, tmp_path):
     assert_one_line_error(proc, "bad.txt:8:")
     assert proc.stdout == ""
     assert run_count(cli) == 0
+
+
+# -- values that can be 0 or negative (issue 8, item 15) ---------------------
+
+def test_values_that_can_be_zero_or_negative_are_kept(cli, tmp_path):
+    # hyperfine: a non-zero or negative exit status (Windows), null (killed by a signal), 0 bytes.
+    doc = fixture("hyperfine.json")
+    doc["results"][0]["exit_codes"][:3] = [1, -1073741819, None]
+    doc["results"][0]["memory_usage_byte"] = [0] * 8
+    (tmp_path / "hf.json").write_text(json.dumps(doc))
+    # Google Benchmark: a CPU time of 0 (a benchmark that waits), a negative user counter.
+    gb = fixture("gbench.json")
+    gb["benchmarks"][0]["cpu_time"] = 0
+    gb["benchmarks"][0]["delta"] = -3.5
+    (tmp_path / "gb.json").write_text(json.dumps(gb))
+    # Go: 0 B/op and 0 allocs/op are common; a custom unit keeps its sign.
+    go = (DATA / "gotest.txt").read_text().replace("24 B/op", "0 B/op", 1).replace("1 allocs/op", "0 allocs/op", 1)
+    go = go.replace("BenchmarkJoin        \t   20000\t       100.5 ns/op",
+                    "BenchmarkJoin        \t   20000\t       100.5 ns/op\t  -2 delta/op", 1)
+    (tmp_path / "go.txt").write_text(go)
+    cli("import", tmp_path / "hf.json", tmp_path / "gb.json", tmp_path / "go.txt")
+    runs = stored(cli)
+    hf = next(r for r in runs if r["name"] == "sleep 0.01")
+    assert series(hf, "time.exit_status") == [1.0, -1073741819.0] + [0.0] * 5  # the null one is left out
+    assert set(series(hf, "time.maximum_resident_set_size")) == {0.0}
+    sort = next(r for r in runs if r["name"] == "BM_Memcpy/64")
+    assert series(sort, "gbench.cpu_time")[0] == 0.0 and series(sort, "gbench.delta") == [-3.5]
+    join = next(r for r in runs if r["name"] == "BenchmarkJoin")
+    assert series(join, "gotest.B/op")[0] == 0.0 and series(join, "gotest.delta/op") == [-2.0]
+
+
+def test_perflab_export_values_are_checked_by_meaning(cli, tmp_path):
+    cli("run", "cmd", "--runs", "2", "--", "true")
+    doc = json.loads(cli("export").stdout)
+    second = CLI(tmp_path / "second.db", tmp_path)
+    second("log")
+
+    def with_sample(metric, value, unit="s"):
+        run = dict(doc["runs"][0], samples=doc["runs"][0]["samples"] + [[metric, value, unit, -1, 9]])
+        return json.dumps({**doc, "runs": [run]})
+
+    for name, text, needle in (
+        ("wall.json", with_sample("time.elapsed_time", -0.5), "run 0, sample 10 (time.elapsed_time): -0.5 is not a positive duration"),
+        ("rss.json", with_sample("time.maximum_resident_set_size", -1.0, "KiB"), "-1.0 is not a size"),
+        ("inf.json", with_sample("lmbench.signal.handle", 1e400, "us"), "inf is not a finite number"),
+    ):
+        (tmp_path / name).write_text(text)
+        assert_one_line_error(second("import", tmp_path / name, check=False), name, needle)
+    assert second.sql("SELECT count(*) FROM run") == [(0,)]
+    # A CPU time of 0 is a measurement; so is a difference of two measurements below 0
+    # (LMbench's signal handler cost is the handler minus the baseline).
+    run = dict(doc["runs"][0], samples=doc["runs"][0]["samples"] + [["time.user_time", 0.0, "s", -1, 9],
+                                                                     ["lmbench.signal.handle", -0.02, "us", -1, 0]])
+    (tmp_path / "ok.json").write_text(json.dumps({**doc, "runs": [run]}))
+    second("import", tmp_path / "ok.json")
+    assert second.sql("SELECT value FROM sample WHERE metric='lmbench.signal.handle'") == [(-0.02,)]
+
+
+# -- big imports: batches, all or nothing (issue 8, items 17 and 18) ---------
+
+def _big_hyperfine(path: Path, times: int, commands: int = 1, bad_last: bool = False) -> int:
+    results = [{"command": f"cmd {c}", "times": [0.001 + (i % 97) * 1e-6 for i in range(times)],
+                "exit_codes": [0] * times} for c in range(commands)]
+    if bad_last:
+        results[-1]["times"][-1] = -0.5
+    path.write_text(json.dumps({"results": results}, indent=2))
+    return 2 * times * commands
+
+
+def _wait_for_importing_runs(cli, proc, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cli.sql("SELECT count(*) FROM run WHERE status='importing'")[0][0]:
+                return
+        except sqlite3.OperationalError:  # the schema is not there yet
+            pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    raise AssertionError("no run appeared as 'importing'")
+
+
+def test_an_error_after_several_batches_leaves_nothing(cli, tmp_path):
+    from perflab.store.importing import BATCH_ROWS
+
+    # 3 commands of 3 batches' worth of samples each; the very last time is negative.
+    _big_hyperfine(tmp_path / "big.json", 3 * BATCH_ROWS // 2, commands=3, bad_last=True)
+    cli("log")
+    proc = cli("import", tmp_path / "big.json", check=False)
+    assert_one_line_error(proc, "big.json: looks like hyperfine JSON but key 'results[2].times[14999]': -0.5 is not a positive duration")
+    assert cli.sql("SELECT count(*) FROM run") == [(0,)]
+    assert cli.sql("SELECT count(*) FROM sample") == [(0,)]
+
+
+def test_runs_being_imported_are_invisible_until_the_import_ends(cli, tmp_path):
+    from perflab.store import open_store
+    from perflab.store.importing import BATCH_ROWS
+
+    cli("run", "cmd", "--runs", "1", "--tag", "native", "--", "true")
+    store = open_store(str(cli.db))
+    writer = store.begin_import()
+    writer.begin_file()
+    run = {"uuid": "7d9a1b90-0000-4000-8000-000000000001", "testbox": "box", "benchmark": "cmd", "name": "half",
+           "params": {"command": "half"}, "tag": "half", "commit": None, "dirty": None,
+           "started": dt.datetime(2026, 1, 2), "finished": None, "status": "finished", "comment": None,
+           "error": None, "environment": {"testbox": "box"}, "failures": []}
+    handle = writer.add_run(run)
+    writer.add_samples(handle, [("time.elapsed_time", 0.5, "s", -1, i) for i in range(BATCH_ROWS + 5)])
+    # One batch is committed, the rest waits: the run is in the database, as 'importing'.
+    assert cli.sql("SELECT status FROM run WHERE name='half'") == [("importing",)]
+    assert cli.sql("SELECT count(*) FROM sample s JOIN run r ON r.id=s.run_id WHERE r.name='half'") == [(BATCH_ROWS,)]
+    (half_id,) = cli.sql("SELECT id FROM run WHERE name='half'")[0]
+    assert "half" not in cli("runs").stdout and "half" not in cli("log").stdout
+    assert [r["name"] for r in stored(cli)] == ["true"]
+    assert_one_line_error(cli("show", str(half_id), check=False), f"no run with id {half_id}")
+    assert cli("compare", "half", "native", check=False).returncode != 0
+    # A later command does not take it for a dead import: its writer (this process) is alive.
+    assert cli.sql("SELECT count(*) FROM run WHERE name='half'") == [(1,)]
+    (counts,) = writer.commit()
+    assert (counts.runs, counts.skipped, counts.samples) == (1, 0, BATCH_ROWS + 5)
+    (half,) = [r for r in stored(cli) if r["name"] == "half"]
+    assert half["status"] == "finished" and len(half["samples"]) == BATCH_ROWS + 5
+
+
+def test_a_killed_import_is_removed_by_the_next_command(cli, tmp_path):
+    _big_hyperfine(tmp_path / "big.json", 100_000)
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    proc = cli.popen("import", tmp_path / "big.json")
+    _wait_for_importing_runs(cli, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert cli.sql("SELECT count(*) FROM run WHERE status='importing'")[0][0] == 1
+    assert cli.sql("SELECT count(*) FROM sample")[0][0] > 5
+    assert "cmd 0" not in cli("runs").stdout
+    assert cli.sql("SELECT status, count(*) FROM run GROUP BY status") == [("finished", 1)]
+    assert cli.sql("SELECT count(*) FROM sample")[0][0] == 5  # the native run's
+
+
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "Ctrl-C (SIGINT)"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_an_interrupted_import_says_nothing_was_imported(cli, tmp_path, sig, code, name):
+    _big_hyperfine(tmp_path / "big.json", 100_000)
+    cli("log")
+    proc = cli.popen("import", tmp_path / "big.json")
+    _wait_for_importing_runs(cli, proc)
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, (out, err)
+    assert err.strip() == (f"perflab: error: interrupted by {name}: nothing was imported "
+                           "(the runs written so far were removed)"), err
+    assert "kept" not in err and out == ""
+    assert cli.sql("SELECT count(*) FROM run") == [(0,)]
+    assert cli.sql("SELECT count(*) FROM sample") == [(0,)]
+
+
+def test_other_writers_get_in_while_a_big_import_runs(cli, tmp_path):
+    samples = _big_hyperfine(tmp_path / "big.json", 150_000)
+    cli("log")
+    proc = cli.popen("import", tmp_path / "big.json")
+    _wait_for_importing_runs(cli, proc)
+    # Another writer (the way `perflab run` commits a repetition) gets the lock while the
+    # import is still going: its transactions are short, and it leaves gaps between them.
+    con = sqlite3.connect(cli.db, timeout=10)
+    try:
+        con.execute("INSERT INTO testbox (name) VALUES ('other writer')")
+        con.commit()
+    finally:
+        con.close()
+    assert cli.sql("SELECT count(*) FROM run WHERE status='importing'") == [(1,)]
+    assert proc.poll() is None  # the import had not finished when the other writer got in
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert f"imported 1 runs (hyperfine JSON, {samples} samples)" in out
+    assert cli.sql("SELECT status, count(*) FROM run GROUP BY status") == [("finished", 1)]
+    assert cli.sql("SELECT count(*) FROM sample") == [(samples,)]
+
+
+def test_a_pipe_and_a_file_named_twice(cli, tmp_path):
+    text = (DATA / "hyperfine.json").read_text()
+    proc = cli("import", "/dev/stdin", DATA / "hyperfine.json", input=text)
+    assert "/dev/stdin: imported 2 runs (hyperfine JSON, 32 samples)" in proc.stdout
+    # The same bytes, so the same run uuids: the second file adds nothing.
+    assert "hyperfine.json: imported 0 runs (hyperfine JSON, 0 samples), skipped 2 already present" in proc.stdout
+    assert run_count(cli) == 2

@@ -13,11 +13,14 @@ import csv
 import datetime as dt
 import io
 import json
+import math
+from collections.abc import Iterator
 from pathlib import Path
 
 from perflab.errors import PerflabError
 from perflab.spreadsheet import guard, unguard
 from perflab.store import Store
+from perflab.store import schema as s
 
 FORMAT = "perflab-export"
 VERSION = 1
@@ -74,38 +77,93 @@ def to_csv(runs: list[dict]) -> str:
 # -- reading -----------------------------------------------------------------
 
 def _check_run(run: dict, where: str) -> dict:
+    """A run of an export checked whole: its fields, then its samples (as rows)."""
+    run = check_run_fields(run, where)
+    if run.get("samples") in (None, ""):
+        raise PerflabError(f"{where}: missing key 'samples'")
+    run["samples"] = check_samples(run["samples"], where)
+    return run
+
+
+# Columns whose length the store enforces on PostgreSQL and not on SQLite:
+# checked here so that both stores refuse the same files.
+_LENGTHS = {"testbox": s.testbox.c.name.type.length, "benchmark": s.run.c.benchmark.type.length,
+            "name": s.run.c.name.type.length, "tag": s.run.c.tag.type.length, "commit": s.run.c.commit.type.length}
+
+
+def check_run_fields(run: dict, where: str) -> dict:
+    """The fields of one run (not its samples); dates become datetimes."""
     if not isinstance(run, dict):
         raise PerflabError(f"{where}: expected an object")
-    for key in ("uuid", "testbox", "benchmark", "name", "started", "status", "environment", "samples"):
+    for key in ("uuid", "testbox", "benchmark", "name", "started", "status", "environment"):
         if run.get(key) in (None, ""):
             raise PerflabError(f"{where}: missing key {key!r}")
     if run["status"] not in STATUSES:
         raise PerflabError(f"{where}: status {run['status']!r} is not one of {', '.join(sorted(STATUSES))}")
     for key in ("started", "finished"):
-        if run.get(key):
+        if run.get(key) and not isinstance(run[key], dt.datetime):
             try:
                 run[key] = dt.datetime.fromisoformat(run[key])
             except (TypeError, ValueError):
                 raise PerflabError(f"{where}: {key} {run[key]!r} is not an ISO date") from None
+    for key, limit in _LENGTHS.items():
+        value = run.get(key)
+        if value is not None and not isinstance(value, str):
+            raise PerflabError(f"{where}: {key} must be a string")
+        if value is not None and len(value) > limit:
+            raise PerflabError(f"{where}: {key} is {len(value)} characters long ({value[:40]!r}...); "
+                               f"the store keeps at most {limit}")
     if not isinstance(run["environment"], dict):
         raise PerflabError(f"{where}: environment must be an object")
     if not isinstance(run.get("params") or {}, dict):
         raise PerflabError(f"{where}: params must be an object")
+    run["params"] = run.get("params") or {}
+    run["failures"] = [(str(a), str(b)) for a, b in (run.get("failures") or [])]
+    return run
+
+
+def check_samples(samples, where: str) -> list[tuple]:
+    """[metric, value, unit, direction, repetition] items as rows, each value finite,
+    and perflab's own figures of a command within what they can be (a wall time
+    above 0, CPU times, sizes not below 0, an integer exit status). Other
+    metrics keep their sign: some are differences of two measurements."""
+    from perflab.importers.base import METRIC_RULES
+
+    if not isinstance(samples, list):
+        raise PerflabError(f"{where}: samples must be a list")
     rows = []
-    for i, smp in enumerate(run["samples"]):
+    for i, smp in enumerate(samples):
         if not isinstance(smp, (list, tuple)) or len(smp) != 5:
             raise PerflabError(f"{where}, sample {i}: expected [metric, value, unit, direction, repetition]")
         metric, value, unit, direction, rep = smp
         try:
-            rows.append((str(metric), float(value), str(unit), int(direction), int(rep)))
-        except (TypeError, ValueError):
+            row = (str(metric), float(value), str(unit), int(direction), int(rep))
+        except (TypeError, ValueError, OverflowError):
             raise PerflabError(f"{where}, sample {i}: value {value!r}, direction {direction!r} or repetition {rep!r} is not a number") from None
-        if rows[-1][1] != rows[-1][1]:
-            raise PerflabError(f"{where}, sample {i}: value is NaN")
-    run["samples"] = rows
-    run["params"] = run.get("params") or {}
-    run["failures"] = [(str(a), str(b)) for a, b in (run.get("failures") or [])]
-    return run
+        rule = METRIC_RULES.get(row[0])
+        if rule is None:
+            if not math.isfinite(row[1]):
+                raise PerflabError(f"{where}, sample {i} ({row[0][:60]}): {row[1]!r} is not a finite number")
+        elif not rule.accepts(row[1]):
+            raise PerflabError(f"{where}, sample {i} ({row[0]}): {rule.why_not(row[1])}")
+        if len(row[0]) > _METRIC_LENGTH or len(row[2]) > _UNIT_LENGTH:
+            raise PerflabError(f"{where}, sample {i}: metric name or unit too long "
+                               f"(at most {_METRIC_LENGTH} and {_UNIT_LENGTH} characters)")
+        rows.append(row)
+    return rows
+
+
+_METRIC_LENGTH = s.sample.c.metric.type.length
+_UNIT_LENGTH = s.sample.c.unit.type.length
+
+
+def _check_header(path, doc) -> None:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise PerflabError(f"{path}: not a perflab export (no \"format\": \"{FORMAT}\" key; for other tools' files see `perflab import --help`)")
+    if doc.get("version") != VERSION:
+        raise PerflabError(f"{path}: export version {doc.get('version')!r} is not supported (expected {VERSION})")
+    if not isinstance(doc.get("runs"), list):
+        raise PerflabError(f"{path}: key 'runs' must be a list")
 
 
 def _read_json(path: Path, text: str, doc=None) -> list[dict]:
@@ -114,14 +172,16 @@ def _read_json(path: Path, text: str, doc=None) -> list[dict]:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise PerflabError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise PerflabError(f"{path}: not a perflab export (no \"format\": \"{FORMAT}\" key; for other tools' files see `perflab import --help`)")
-    if doc.get("version") != VERSION:
-        raise PerflabError(f"{path}: export version {doc.get('version')!r} is not supported (expected {VERSION})")
-    runs = doc.get("runs")
-    if not isinstance(runs, list):
-        raise PerflabError(f"{path}: key 'runs' must be a list")
-    return [_check_run(r, f"{path}: run {i}") for i, r in enumerate(runs)]
+    _check_header(path, doc)
+    return [_check_run(r, f"{path}: run {i}") for i, r in enumerate(doc["runs"])]
+
+
+def stream_json(path, document) -> Iterator[dict]:
+    """The runs of a perflab JSON export (a perflab.importers.source.Document),
+    checked and handed over one at a time."""
+    _check_header(path, document.header)
+    for i, node in enumerate(document.items("runs")):
+        yield _check_run(node.value, f"{path}: run {i}")
 
 
 def _read_csv(path: Path, text: str) -> list[dict]:

@@ -77,9 +77,12 @@ def import_cmd(files, fmt, tag, box, db) -> None:
     of hyperfine (--export-json), pyperf (-o), Go (`go test -bench` output),
     Google Benchmark (--benchmark_format=json) and pytest-benchmark (--benchmark-json).
 
-    Every file is read and checked before anything is written: a bad file
-    imports nothing. Runs already present (same uuid; importing the same file
-    again with the same --tag and --box) are skipped.
+    All or nothing: every file's format and syntax are checked before
+    anything is written, and the runs stay invisible until the last sample of
+    the last file is in; a bad value, Ctrl-C or SIGTERM removes what was
+    written. Other perflab commands can write to the store meanwhile. Runs
+    already present (same uuid; importing the same file again with the same
+    --tag and --box) are skipped.
 
     \b
     Examples:
@@ -89,12 +92,13 @@ def import_cmd(files, fmt, tag, box, db) -> None:
     """
     from perflab import importers
 
-    parsed = [importers.read(path, fmt, tag=tag, box=box) for path in files]
     store = get_store(db)
-    for result in parsed:
-        imported, skipped = store.import_runs(result.runs)
+    # Ctrl-C and SIGTERM end it with importers.ImportInterrupted, a PerflabError
+    # saying that nothing was imported (not the "samples kept" of an interrupted run).
+    for result in importers.import_files(store, list(files), fmt, tag=tag, box=box):
         what = "" if result.fmt == "perflab" else f" ({importers.LABELS[result.fmt]}, {result.samples} samples)"
-        click.echo(f"{result.path}: imported {imported} runs{what}" + (f", skipped {skipped} already present" if skipped else ""))
+        click.echo(f"{result.path}: imported {result.runs} runs{what}"
+                   + (f", skipped {result.skipped} already present" if result.skipped else ""))
         for warning in result.warnings:
             click.echo(f"perflab: warning: {result.path}: {warning}", err=True)
 

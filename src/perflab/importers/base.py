@@ -1,9 +1,11 @@
 """What every importer shares: the context of one file, JSON navigation that
-names the missing key, and the run dictionaries handed to the store.
+names the missing key, the rules a measured value must obey, and the hand-over
+of runs and samples to the store.
 
-An importer turns a document into run dictionaries in the shape of a perflab
-export (see perflab.transfer), so that one checker and one writer
-(Store.import_runs, all or nothing) serve every format.
+An importer reads a document (perflab.importers.source.Document, streamed item
+by item) and hands runs in the shape of a perflab export (see perflab.transfer)
+to Context.run / Context.begin + Context.add, which pass them to a sink (the
+store's ImportWriter): one checker and one writer serve every format.
 """
 
 from __future__ import annotations
@@ -11,15 +13,112 @@ from __future__ import annotations
 import datetime as dt
 import math
 import uuid as uuidlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER, WALL
 from perflab.errors import PerflabError
 
 # uuid5 namespace of imported runs: the same file imported twice with the same
 # --tag and --box gives the same uuids, so the second import adds nothing.
 NAMESPACE = uuidlib.UUID("6f0c2a8e-4d59-5b7e-9a51-0e1f2d3c4b5a")
 DEFAULT_BOX = "imported"
+
+
+# -- what a measured value can be -------------------------------------------
+# A rule names what a value is and the range it must lie in; every rule also
+# refuses NaN and infinities. Elapsed (wall-clock) times are durations: a
+# timer that read 0 or less was broken. CPU times can be 0 (rusage counts in
+# ticks or microseconds), sizes, counts and rates can be 0; none can be
+# negative. Other figures (user counters, differences such as LMbench's
+# handler-minus-baseline) keep their sign.
+
+@dataclass(frozen=True)
+class Rule:
+    what: str          # completes "-0.5 is not ..."
+    minimum: float     # the least value accepted
+    open_min: bool     # the minimum itself is refused
+    integral: bool = False
+
+    def accepts(self, value: float) -> bool:
+        # An int from JSON can exceed what a float (the store's column) holds.
+        if not -_FLOAT_MAX <= value <= _FLOAT_MAX:  # also false for NaN
+            return False
+        if self.integral and value != int(value):
+            return False
+        return value > self.minimum if self.open_min else value >= self.minimum
+
+    def why_not(self, value) -> str:
+        """The end of a message about a value this rule refuses."""
+        shown = repr(value)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        if not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return f"{shown} is not a finite number"
+        return f"{shown} is not {self.what}"
+
+
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+DURATION = Rule("a positive duration", 0.0, True)
+CPU_TIME = Rule("a CPU time (>= 0)", 0.0, False)
+SIZE = Rule("a size (>= 0)", 0.0, False)
+COUNT = Rule("a count (>= 0)", 0.0, False)
+RATE = Rule("a rate (>= 0)", 0.0, False)
+EXIT_STATUS = Rule("an exit status (an integer)", -math.inf, False, integral=True)
+FINITE = Rule("a finite number", -math.inf, False)
+
+# perflab's own figures of a command (perflab.benchmarks.cmd, and hyperfine's as
+# imported), checked by what they mean wherever they are read.
+METRIC_RULES = {WALL: DURATION, USER: CPU_TIME, SYS: CPU_TIME, MAXRSS: SIZE, EXIT: EXIT_STATUS}
+
+_NUMBER_TYPES = (int, float)  # exact types: a JSON true/false is a bool, never a number here
+
+
+def check_values(values: list, path: str, rule: Rule, allow_null: bool = False) -> None:
+    """Every item of a JSON list obeys `rule`; the first that does not is a
+    Problem naming its index ("key 'results[0].times[1]': -0.5 is not a
+    positive duration"). One pass, no copy: lists of a million times are common,
+    so the usual rules are tested inline rather than through Rule.accepts."""
+    low = max(rule.minimum, -_FLOAT_MAX)
+    if rule.integral:
+        # Exit statuses: JSON integers (null where allowed); anything else is looked at below.
+        for v in values:
+            if not (type(v) is int and -_FLOAT_MAX <= v <= _FLOAT_MAX or v is None and allow_null):
+                break
+        else:
+            return
+    elif rule.open_min:
+        for v in values:
+            if not ((type(v) is float or type(v) is int) and low < v <= _FLOAT_MAX or v is None and allow_null):
+                break
+        else:
+            return
+    else:
+        for v in values:
+            if not ((type(v) is float or type(v) is int) and low <= v <= _FLOAT_MAX or v is None and allow_null):
+                break
+        else:
+            return
+    for i, v in enumerate(values):
+        if type(v) in _NUMBER_TYPES and rule.accepts(v):
+            continue
+        if v is None and allow_null:
+            continue
+        if type(v) not in _NUMBER_TYPES:
+            raise Problem(f"key '{path}[{i}]' is {_kind_name(v)}, expected a number")
+        raise Problem(f"key '{path}[{i}]': {rule.why_not(v)}")
+
+
+def check_value(value, path: str, rule: Rule) -> float:
+    """One JSON value that must be a number obeying `rule`, as a float."""
+    if type(value) not in _NUMBER_TYPES:
+        raise Problem(f"key '{path}' is {_kind_name(value)}, expected a number")
+    if not rule.accepts(value):
+        raise Problem(f"key '{path}': {rule.why_not(value)}")
+    return float(value)
 
 
 class Problem(Exception):
@@ -84,18 +183,14 @@ class Node:
             raise Problem(f"key '{self.path}' is {_kind_name(self.value)}, expected {_article(kind)}")
         return self
 
-    def items(self) -> list["Node"]:
+    def items(self) -> Iterator["Node"]:
         self.expect("list")
-        return [Node(v, self._child_path(i)) for i, v in enumerate(self.value)]
+        return (Node(v, self._child_path(i)) for i, v in enumerate(self.value))
 
-    def number(self, key: str | None = None) -> float:
-        """A finite number (the node itself, or its child `key`)."""
+    def number(self, key: str | None = None, rule: Rule = FINITE) -> float:
+        """A number obeying `rule` (the node itself, or its child `key`)."""
         node = self if key is None else self.get(key)
-        node.expect("number")
-        value = float(node.value)
-        if not math.isfinite(value):
-            raise Problem(f"key '{node.path}' is {node.value!r}, expected a finite number")
-        return value
+        return check_value(node.value, node.path, rule)
 
     def text(self, key: str, default=MISSING) -> str:
         if default is not MISSING and not self.has(key):
@@ -126,13 +221,29 @@ def _article(kind: str) -> str:
     return {"object": "an object", "list": "a list", "string": "a string", "number": "a number", "int": "an integer"}[kind]
 
 
+class Sink:
+    """Where the runs of an import go (the store's ImportWriter; a list in tests).
+
+    add_run takes a run dictionary without its samples and returns a handle;
+    add_samples takes [metric, value, unit, direction, repetition] rows of it.
+    """
+
+    def add_run(self, run: dict) -> int:  # pragma: no cover - an interface
+        raise NotImplementedError
+
+    def add_samples(self, handle: int, rows: Iterable[tuple]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
 @dataclass
 class Context:
-    """One file being imported, and the options that apply to all its runs."""
+    """One file being imported, the options that apply to all its runs, and
+    the sink its runs go to."""
 
     path: str
     digest: str  # sha256 of the file's bytes
     mtime: dt.datetime  # UTC, naive: when the file was written, the best guess of when it ran
+    sink: Sink
     fmt: str = ""
     tag: str | None = None
     box: str | None = None
@@ -146,13 +257,12 @@ class Context:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
-    def run(
+    def begin(
         self,
         *,
         benchmark: str,
         name: str,
         params: dict,
-        samples: list,
         facts: dict | None = None,
         hostname: str | None = None,
         started: dt.datetime | None = None,
@@ -162,18 +272,15 @@ class Context:
         status: str = "finished",
         error: str | None = None,
         comment: str | None = None,
-    ) -> dict:
-        """A run dictionary in perflab's export shape (checked by transfer._check_run).
-
-        samples: [metric, value, unit, direction, repetition] rows.
-        """
+    ) -> int:
+        """Hand one run (without samples) to the sink; returns the handle its samples go to."""
         index = self._count
         self._count += 1
         testbox = self.box or hostname or DEFAULT_BOX
         key = f"{self.fmt}:{self.digest}:{index}:{self.tag or ''}:{testbox}"
         environment = {"testbox": testbox, **(facts or {}), "imported_from": self.fmt, "source_file": self.source}
         started = started or self.mtime
-        return {
+        return self.sink.add_run({
             "uuid": str(uuidlib.uuid5(NAMESPACE, key)),
             "testbox": testbox,
             "benchmark": benchmark,
@@ -182,15 +289,22 @@ class Context:
             "tag": self.tag,
             "commit": commit,
             "dirty": dirty,
-            "started": started.isoformat(),
-            "finished": (finished or started).isoformat(),
+            "started": started,
+            "finished": finished or started,
             "status": status,
             "comment": comment,
             "error": error,
             "environment": environment,
             "failures": [],
-            "samples": samples,
-        }
+        })
+
+    def add(self, handle: int, rows: Iterable[tuple]) -> None:
+        """Samples of a run begun with `begin`: (metric, value, unit, direction, repetition) rows."""
+        self.sink.add_samples(handle, rows)
+
+    def run(self, *, samples: Iterable[tuple], **fields) -> None:
+        """A whole run: `begin` with `fields`, then its samples (a list or a generator)."""
+        self.add(self.begin(**fields), samples)
 
 
 def utc_naive(value: dt.datetime, naive_is_local: bool) -> dt.datetime:

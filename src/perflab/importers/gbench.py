@@ -16,7 +16,9 @@ says so.
 
 from __future__ import annotations
 
-from perflab.importers.base import Context, Node, Problem, parse_time, scalar_facts
+from perflab.importers.base import (CPU_TIME, DURATION, RATE, Context, Problem, Rule, parse_time,
+                                    scalar_facts)
+from perflab.importers.source import Document
 from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 
 NAME = "gbench"
@@ -32,6 +34,7 @@ _KNOWN = {
     "error_occurred", "error_message", "big_o", "rms", "complexity", "skipped", "skip_message",
 }
 RATES = {"bytes_per_second": "B/s", "items_per_second": "items/s"}
+REPETITION = Rule("a repetition index (an integer >= 0)", 0.0, False, integral=True)
 
 
 def sniff(doc) -> int:
@@ -48,11 +51,11 @@ def sniff(doc) -> int:
     return score
 
 
-def parse(doc, ctx: Context) -> list[dict]:
-    root = Node(doc)
+def parse(doc: Document, ctx: Context) -> None:
+    root = doc.root
     context = root.get("context", "object")
-    benches = root.get("benchmarks", "list").items()
-    if not benches:
+    if doc.count("benchmarks") == 0:
+        root.get("benchmarks", "list")
         raise Problem("key 'benchmarks' is an empty list: there is nothing to import")
     started = parse_time(context.value["date"], "context.date") if context.has("date") else None
     host = context.value.get("host_name") if isinstance(context.value.get("host_name"), str) else None
@@ -63,17 +66,21 @@ def parse(doc, ctx: Context) -> list[dict]:
         facts["cpu_threads"] = context.value["num_cpus"]
     facts.update(scalar_facts("gbench", context.value, skip=("date",)))
 
+    # Entries are read one at a time; each keeps only its sample rows. The runs
+    # are written at the end: an entry of a run may come after other runs'.
     order: list[str] = []
-    iterations: dict[str, list[Node]] = {}
+    samples: dict[str, list[tuple]] = {}
+    iterations: dict[str, int] = {}
     aggregates: dict[str, set] = {}
     errors: dict[str, str] = {}
-    for b in benches:
+    for b in doc.items("benchmarks"):
         name = b.text("name")
         run_name = b.text("run_name", default=name)
         run_type = b.text("run_type", default="iteration")
-        if run_name not in iterations:
+        if run_name not in samples:
             order.append(run_name)
-            iterations[run_name] = []
+            samples[run_name] = []
+            iterations[run_name] = 0
         if b.value.get("error_occurred") or b.value.get("skipped") not in (None, False, 0, "NotSkipped"):
             errors[run_name] = str(b.value.get("error_message") or b.value.get("skip_message") or "error_occurred")
             continue
@@ -82,7 +89,26 @@ def parse(doc, ctx: Context) -> list[dict]:
             continue
         if run_type != "iteration":
             raise Problem(f"key '{b.path}.run_type' is {run_type!r}, expected 'iteration' or 'aggregate'")
-        iterations[run_name].append(b)
+        rep = iterations[run_name]
+        iterations[run_name] += 1
+        if b.has("repetition_index"):
+            rep = int(b.number("repetition_index", REPETITION))
+        unit = b.text("time_unit", default="ns")
+        if unit not in TIME_UNITS:
+            raise Problem(f"key '{b.path}.time_unit' is {unit!r}, not one of {', '.join(TIME_UNITS)}")
+        rows = samples[run_name]
+        rows.append(("gbench.real_time", b.number("real_time", DURATION), unit, LOWER_IS_BETTER, rep))
+        # CPU time of the benchmark's thread: 0 for one that only waits.
+        rows.append(("gbench.cpu_time", b.number("cpu_time", CPU_TIME), unit, LOWER_IS_BETTER, rep))
+        for key, rate_unit in RATES.items():
+            if b.has(key):
+                rows.append((f"gbench.{key}", b.number(key, RATE), rate_unit, HIGHER_IS_BETTER, rep))
+        for key, value in b.value.items():
+            if key in _KNOWN or key in RATES:
+                continue
+            # A user counter: the JSON carries no flags (rate, inverse ...), so no direction, and any sign.
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append((f"gbench.{key}", b.number(key), "", INFORMATIONAL, rep))
 
     only_aggregates = [n for n in order if not iterations[n] and n not in errors]
     if only_aggregates and len(only_aggregates) == len([n for n in order if n not in errors]):
@@ -94,40 +120,22 @@ def parse(doc, ctx: Context) -> list[dict]:
         ctx.warn(f"only aggregates, no iterations, for {', '.join(only_aggregates[:5])}"
                  + (f" and {len(only_aggregates) - 5} more" if len(only_aggregates) > 5 else "") + ": not imported")
 
-    runs, single = [], []
+    single, count = [], 0
     for run_name in order:
-        entries = iterations[run_name]
-        if run_name in errors and not entries:
-            runs.append(ctx.run(benchmark="gbench", name=run_name, params={"name": run_name}, samples=[],
-                                facts=facts, hostname=host, started=started, status="failed",
-                                error=f"Google Benchmark reported an error: {errors[run_name]}"))
+        if run_name in errors and not iterations[run_name]:
+            ctx.run(benchmark="gbench", name=run_name, params={"name": run_name}, samples=(),
+                    facts=facts, hostname=host, started=started, status="failed",
+                    error=f"Google Benchmark reported an error: {errors[run_name]}")
+            count += 1
             continue
-        if not entries:
+        if not iterations[run_name]:
             continue
-        samples = []
-        for rep, b in enumerate(entries):
-            if b.has("repetition_index"):
-                rep = int(b.number("repetition_index"))
-            unit = b.text("time_unit", default="ns")
-            if unit not in TIME_UNITS:
-                raise Problem(f"key '{b.path}.time_unit' is {unit!r}, not one of {', '.join(TIME_UNITS)}")
-            samples.append(["gbench.real_time", b.number("real_time"), unit, LOWER_IS_BETTER, rep])
-            samples.append(["gbench.cpu_time", b.number("cpu_time"), unit, LOWER_IS_BETTER, rep])
-            for key, rate_unit in RATES.items():
-                if b.has(key):
-                    samples.append([f"gbench.{key}", b.number(key), rate_unit, HIGHER_IS_BETTER, rep])
-            for key, value in b.value.items():
-                if key in _KNOWN or key in RATES:
-                    continue
-                # A user counter: the JSON carries no flags (rate, inverse ...), so no direction.
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    samples.append([f"gbench.{key}", b.number(key), "", INFORMATIONAL, rep])
-        if len(entries) == 1:
+        if iterations[run_name] == 1:
             single.append(run_name)
-        runs.append(ctx.run(benchmark="gbench", name=run_name, params={"name": run_name}, samples=samples,
-                            facts=facts, hostname=host, started=started))
+        ctx.run(benchmark="gbench", name=run_name, params={"name": run_name}, samples=samples.pop(run_name),
+                facts=facts, hostname=host, started=started)
+        count += 1
     if single:
         shown = ", ".join(single[:5]) + (f" and {len(single) - 5} more" if len(single) > 5 else "")
-        ctx.warn(f"{len(single)} of {len(runs)} benchmarks have one iteration only (n=1): {shown}; run with "
+        ctx.warn(f"{len(single)} of {count} benchmarks have one iteration only (n=1): {shown}; run with "
                  "--benchmark_repetitions=10 for comparisons that can reach significance")
-    return runs

@@ -16,9 +16,11 @@ repetition; each unit is one metric, `gotest.<unit>`, value as written.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
 
-from perflab.importers.base import Context, Problem
+from perflab.importers.base import COUNT, DURATION, FINITE, RATE, SIZE, Context, Problem, Rule
 from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 
 NAME = "gotest"
@@ -55,6 +57,21 @@ def direction(unit: str) -> int:
     return INFORMATIONAL
 
 
+def value_rule(unit: str) -> Rule:
+    """What a value of a Go unit can be: a time per operation is a duration
+    (Go prints it from a positive elapsed time), a rate, a size or allocation
+    count per operation cannot be negative (`0 B/op` is common); a custom unit
+    (`b.ReportMetric`) can be anything finite."""
+    num, _, den = unit.partition("/")
+    if den in ("s", "sec"):
+        return RATE
+    if den and num in TIME_UNITS:
+        return DURATION
+    if den and (num in SIZE_UNITS or num == "allocs"):
+        return SIZE if num in SIZE_UNITS else COUNT
+    return FINITE
+
+
 def sniff(text: str) -> int:
     score = 0
     for line in text.splitlines()[:2000]:
@@ -88,8 +105,10 @@ def _parse_result(line: str, number: int) -> tuple[str, int, list[tuple[float, s
             value = float(raw)
         except ValueError:
             raise Problem(f"line {number} ({_short(line)}) has {raw!r} where a number should be (before unit {unit!r})", line=number) from None
-        if value != value or value in (float("inf"), float("-inf")):
-            raise Problem(f"line {number} ({_short(line)}) has the value {raw!r}, which is not a finite number", line=number)
+        rule = value_rule(unit)
+        if not rule.accepts(value):
+            raise Problem(f"line {number} ({_short(line)}): {raw} {unit} is not "
+                          + ("a finite number" if not math.isfinite(value) else rule.what), line=number)
         if any(unit == u for _, u in pairs):
             raise Problem(f"line {number} ({_short(line)}) gives unit {unit!r} twice", line=number)
         pairs.append((value, unit))
@@ -101,11 +120,15 @@ def _short(line: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def parse(text: str, ctx: Context) -> list[dict]:
+def parse(lines: Iterable[str], ctx: Context) -> None:
+    """Read the output line by line; each run is handed over at its first result
+    line and its samples as they come."""
     config: dict[str, str] = {}
-    runs: dict[tuple, dict] = {}  # key -> {"name", "procs", "config", "lines": [...]}
+    handles: dict[tuple, int] = {}
+    counts: dict[tuple, int] = {}  # result lines per run
+    names: dict[tuple, str] = {}
     failed: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if _RESULT_START.match(line):
             fields = line.split()
             if len(fields) >= 2 and fields[1].startswith("---"):
@@ -114,12 +137,17 @@ def parse(text: str, ctx: Context) -> list[dict]:
             parsed = _parse_result(line, number)
             if parsed is None:
                 continue
-            full, iterations, pairs = parsed
+            full, _iterations, pairs = parsed
             m = _PROCS.match(full)
             base, procs = (m.group(1), int(m.group(2))) if m else (full, 1)
             key = (tuple(sorted(config.items())), base, procs)
-            entry = runs.setdefault(key, {"name": base, "procs": procs, "config": dict(config), "lines": []})
-            entry["lines"].append((number, iterations, pairs))
+            if key not in handles:
+                names[key] = base + (f"-{procs}" if procs != 1 else "")
+                handles[key] = _begin(ctx, config, base, procs, names[key])
+                counts[key] = 0
+            rep = counts[key]
+            counts[key] += 1
+            ctx.add(handles[key], [(f"gotest.{unit}", value, unit, direction(unit), rep) for value, unit in pairs])
             continue
         m = _CONFIG.match(line)
         if m:
@@ -135,31 +163,22 @@ def parse(text: str, ctx: Context) -> list[dict]:
             failed.append(f"line {number}: {line.strip()[:60]}")
     if failed:
         ctx.warn("the output reports failures, not imported: " + "; ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
-    if not runs:
+    if not handles:
         raise Problem("it has no benchmark result line ('BenchmarkName N value unit ...')")
-    out, single = [], []
-    for entry in runs.values():
-        cfg = entry["config"]
-        samples = []
-        for rep, (_number, _iterations, pairs) in enumerate(entry["lines"]):
-            for value, unit in pairs:
-                samples.append([f"gotest.{unit}", value, unit, direction(unit), rep])
-        params = {"pkg": cfg.get("pkg", ""), "name": entry["name"], "gomaxprocs": entry["procs"]}
-        if not params["pkg"]:
-            del params["pkg"]
-        facts = {f"gotest.{k}": v for k, v in cfg.items() if k not in ("pkg", "commit")}
-        if "cpu" in cfg:
-            facts["cpu_model"] = cfg["cpu"]
-        if len(entry["lines"]) == 1:
-            single.append(entry["name"] + (f"-{entry['procs']}" if entry["procs"] != 1 else ""))
-        out.append(ctx.run(
-            benchmark="gotest", name=entry["name"] + (f"-{entry['procs']}" if entry["procs"] != 1 else ""),
-            params=params, samples=samples, facts=facts, commit=cfg.get("commit"),
-        ))
+    single = [names[key] for key, n in counts.items() if n == 1]
     if single:
-        ctx.warn(f"{len(single)} of {len(out)} benchmarks have one result line only (n=1): {_names(single)}; "
+        ctx.warn(f"{len(single)} of {len(handles)} benchmarks have one result line only (n=1): {_names(single)}; "
                  "run `go test -count 10` for comparisons that can reach significance")
-    return out
+
+
+def _begin(ctx: Context, cfg: dict[str, str], base: str, procs: int, name: str) -> int:
+    params = {"pkg": cfg.get("pkg", ""), "name": base, "gomaxprocs": procs}
+    if not params["pkg"]:
+        del params["pkg"]
+    facts = {f"gotest.{k}": v for k, v in cfg.items() if k not in ("pkg", "commit")}
+    if "cpu" in cfg:
+        facts["cpu_model"] = cfg["cpu"]
+    return ctx.begin(benchmark="gotest", name=name, params=params, facts=facts, commit=cfg.get("commit"))
 
 
 def _names(names: list[str]) -> str:

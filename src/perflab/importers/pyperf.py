@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from perflab.importers.base import Context, Node, Problem, parse_time, scalar_facts
+from perflab.importers.base import DURATION, FINITE, SIZE, Context, Problem, check_values, parse_time, scalar_facts
+from perflab.importers.source import Document
 from perflab.model import LOWER_IS_BETTER
 
 NAME = "pyperf"
@@ -22,7 +23,10 @@ KIND = "json"
 
 # pyperf's units, and what perflab calls them. pyperf's own compare_to treats
 # every unit as smaller-is-better ("slower" when bigger); so does perflab.
-UNITS = {"second": ("pyperf.time", "s"), "byte": ("pyperf.memory", "B"), "integer": ("pyperf.value", "")}
+# A value in seconds is a duration (> 0); bytes are a size (>= 0); an integer
+# (a count the benchmark chose) only has to be finite.
+UNITS = {"second": ("pyperf.time", "s", DURATION), "byte": ("pyperf.memory", "B", SIZE),
+         "integer": ("pyperf.value", "", FINITE)}
 
 # Suite metadata perflab already has a name for (environment.capture's keys).
 _CANONICAL = {"hostname": "hostname", "cpu_model_name": "cpu_model", "cpu_count": "cpu_threads"}
@@ -43,17 +47,16 @@ def sniff(doc) -> int:
     return score
 
 
-def parse(doc, ctx: Context) -> list[dict]:
-    root = Node(doc)
+def parse(doc: Document, ctx: Context) -> None:
+    root = doc.root
     version = root.get("version", default=None).value
     if version is not None and not str(version).startswith("1."):
         raise Problem(f"its format version {version!r} is not one perflab reads (1.x)")
     suite = root.get("metadata", "object", default={}).value
-    benches = root.get("benchmarks", "list").items()
-    if not benches:
+    if doc.count("benchmarks") == 0:
+        root.get("benchmarks", "list")
         raise Problem("key 'benchmarks' is an empty list: there is nothing to import")
-    runs = []
-    for bench in benches:
+    for bench in doc.items("benchmarks"):
         meta = {**suite, **bench.get("metadata", "object", default={}).value}
         name = meta.get("name")
         if not isinstance(name, str) or not name:
@@ -61,29 +64,32 @@ def parse(doc, ctx: Context) -> list[dict]:
         unit = meta.get("unit", "second")
         if unit not in UNITS:
             raise Problem(f"key '{bench.path}.metadata.unit' is {unit!r}, not one of {', '.join(UNITS)}")
-        metric, perflab_unit = UNITS[unit]
+        metric, perflab_unit, rule = UNITS[unit]
         samples, dates = [], []
         for run in bench.get("runs", "list").items():
-            run_meta = run.get("metadata", "object", default={}).value
-            if "date" in run_meta:
-                start = parse_time(run_meta["date"], f"{run.path}.metadata.date", naive_is_local=True)
-                duration = run_meta.get("duration")
-                end = start + dt.timedelta(seconds=duration) if isinstance(duration, (int, float)) else start
+            run_meta = run.get("metadata", "object", default={})
+            if run_meta.has("date"):
+                start = parse_time(run_meta.value["date"], f"{run.path}.metadata.date", naive_is_local=True)
+                end = start
+                if isinstance(run_meta.value.get("duration"), (int, float)):
+                    end = start + dt.timedelta(seconds=run_meta.number("duration", DURATION))
                 dates.append((start, end))
             if not run.has("values"):
                 continue  # calibration run: warmups only
-            for value in run.get("values", "list").items():
-                samples.append([metric, value.number(), perflab_unit, LOWER_IS_BETTER, len(samples)])
+            values = run.get("values", "list")
+            check_values(values.value, values.path, rule)
+            first = len(samples)  # repetitions count across the worker runs
+            samples.extend((metric, float(v), perflab_unit, LOWER_IS_BETTER, first + i)
+                           for i, v in enumerate(values.value))
         if not samples:
             raise Problem(f"benchmark {name!r} ({bench.path}) has no run with values, only warmups")
         facts = {canon: meta[key] for key, canon in _CANONICAL.items() if key in meta}
         if isinstance(meta.get("python_version"), str):
             facts["python"] = meta["python_version"].split()[0]
         facts.update(scalar_facts("pyperf", meta, skip=("name",)))
-        runs.append(ctx.run(
+        ctx.run(
             benchmark="pyperf", name=name, params={"name": name}, samples=samples, facts=facts,
             hostname=meta.get("hostname") if isinstance(meta.get("hostname"), str) else None,
             started=min(d[0] for d in dates) if dates else None,
             finished=max(d[1] for d in dates) if dates else None,
-        ))
-    return runs
+        )

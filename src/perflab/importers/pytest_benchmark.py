@@ -16,13 +16,18 @@ significant, which is the truth about such a file.
 
 from __future__ import annotations
 
-from perflab.importers.base import Context, Node, Problem, parse_time, scalar_facts
+from perflab.importers.base import COUNT, DURATION, Context, Problem, Rule, check_values, parse_time, scalar_facts
+from perflab.importers.source import Document
 from perflab.model import LOWER_IS_BETTER
 
 NAME = "pytest-benchmark"
 LABEL = "pytest-benchmark JSON"
 KIND = "json"
 METRIC = "pytest-benchmark.time"
+# The summary's figures (kept in the run's comment): times are durations, the
+# spread can be 0, rounds are a count.
+SUMMARY_RULES = {"rounds": COUNT, "mean": DURATION, "stddev": Rule("a standard deviation (>= 0)", 0.0, False),
+                 "min": DURATION, "median": DURATION, "max": DURATION}
 
 
 def sniff(doc) -> int:
@@ -39,14 +44,15 @@ def sniff(doc) -> int:
     return score
 
 
-def parse(doc, ctx: Context) -> list[dict]:
-    root = Node(doc)
+def parse(doc: Document, ctx: Context) -> None:
+    root = doc.root
     machine = root.get("machine_info", "object", default={}).value
     commit_info = root.get("commit_info", "object", default={}).value
-    benches = root.get("benchmarks", "list").items()
-    if not benches:
+    total = doc.count("benchmarks")
+    if total == 0:
+        root.get("benchmarks", "list")
         raise Problem("key 'benchmarks' is an empty list: there is nothing to import")
-    started = parse_time(doc["datetime"], "datetime") if root.has("datetime") else None
+    started = parse_time(root.value["datetime"], "datetime") if root.has("datetime") else None
 
     facts = {}
     host = machine.get("node") if isinstance(machine.get("node"), str) and machine.get("node") else None
@@ -63,36 +69,38 @@ def parse(doc, ctx: Context) -> list[dict]:
     commit = commit_info.get("id") if isinstance(commit_info.get("id"), str) and commit_info.get("id") else None
     dirty = commit_info.get("dirty") if isinstance(commit_info.get("dirty"), bool) else None
 
-    runs, summarised = [], []
-    for b in benches:
+    summarised = []
+    for b in doc.items("benchmarks"):
         fullname = b.text("fullname", default=None) or b.text("name")
         stats = b.get("stats", "object")
         comment = None
         if stats.has("data"):
-            values = [v.number() for v in stats.get("data", "list").items()]
-            if not values:
+            data = stats.get("data", "list")
+            if not data.value:
                 raise Problem(f"key '{stats.path}.data' is an empty list")
+            # Each value is one round's time divided by its iterations: a duration.
+            check_values(data.value, data.path, DURATION)
+            values = data.value
         else:
-            mean = stats.number("mean")
+            mean = stats.number("mean", DURATION)
             values = [mean]
             summarised.append(fullname)
             shown = []
             for key in ("rounds", "mean", "stddev", "min", "median", "max"):
                 if stats.has(key):
-                    shown.append(f"{key}={stats.number(key):.6g}")
+                    shown.append(f"{key}={stats.number(key, SUMMARY_RULES[key]):.6g}")
             comment = ("pytest-benchmark summary only (no stats.data): " + " ".join(shown)
                        + "; the mean is stored as the run's one sample (n=1)")
-        samples = [[METRIC, v, "s", LOWER_IS_BETTER, i] for i, v in enumerate(values)]
+        samples = [(METRIC, float(v), "s", LOWER_IS_BETTER, i) for i, v in enumerate(values)]
         # The test's parametrize values, so that `perflab compare n=100 ...` can select them.
         params = {"test": fullname}
         for key, value in b.get("params", "object", default={}).value.items():
             params[f"param.{key}" if key == "test" else key] = value
-        runs.append(ctx.run(
+        ctx.run(
             benchmark="pytest-benchmark", name=fullname, params=params, samples=samples,
             facts=facts, hostname=host, started=started, commit=commit, dirty=dirty, comment=comment,
-        ))
+        )
     if summarised:
-        ctx.warn(f"{len(summarised)} of {len(benches)} benchmarks have no raw timings (stats.data): each is stored "
+        ctx.warn(f"{len(summarised)} of {total} benchmarks have no raw timings (stats.data): each is stored "
                  "as one sample, its mean (n=1), so comparisons of them cannot reach significance; "
                  "save with --benchmark-json or --benchmark-save-data to keep every round")
-    return runs

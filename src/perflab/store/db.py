@@ -517,6 +517,7 @@ class Store:
         """
         if self.read_only:
             return 0
+        self.discard_dead_imports()
         host = socket.gethostname()
         try:
             with self.engine.connect() as conn:
@@ -551,6 +552,7 @@ class Store:
             select(*self.run_columns())
             .join(s.testbox, s.testbox.c.id == s.run.c.testbox_id)
             .join(s.environment, s.environment.c.id == s.run.c.environment_id)
+            .where(s.run.c.status != "importing")  # an import not yet complete is invisible
         )
 
     def get_run(self, run_id: int | str):
@@ -658,6 +660,7 @@ class Store:
             select(s.run.c.id, s.run.c.started, s.run.c.status, s.run.c.tag, s.run.c.commit,
                    s.run.c.dirty, s.run.c.comment, s.run.c.name, s.run.c.benchmark, *means)
             .select_from(s.run.outerjoin(s.sample, (s.sample.c.run_id == s.run.c.id) & s.sample.c.metric.in_(list(metrics))))
+            .where(s.run.c.status != "importing")  # an import not yet complete is invisible
             .group_by(s.run.c.id)
             .order_by(s.run.c.started, s.run.c.id)
         )
@@ -690,36 +693,46 @@ class Store:
             raise self._fail(e) from None
         return out
 
+    # -- importing (perflab.store.importing: batches, all or nothing for readers) --
+    def begin_import(self, check=None):
+        """An ImportWriter: runs written as 'importing' in short transactions,
+        shown at once by its commit(), deleted by its rollback()."""
+        from perflab.store.importing import ImportWriter
+
+        return ImportWriter(self, check)
+
     def import_runs(self, runs: list[dict]) -> tuple[int, int]:
-        """Insert exported runs in one transaction; runs already present (by uuid) are skipped.
+        """Import checked runs (perflab export shape, samples included), all or
+        nothing; runs already present (by uuid) are skipped.
 
         Returns (runs imported, runs skipped).
         """
-        imported = skipped = 0
+        writer = self.begin_import()
         try:
-            with self.engine.begin() as conn:
-                for r in runs:
-                    if conn.execute(select(s.run.c.id).where(s.run.c.uuid == r["uuid"])).scalar() is not None:
-                        skipped += 1
-                        continue
-                    box_id = self._testbox_id(conn, r["testbox"])
-                    env_id = self._environment_id(conn, box_id, r["environment"])
-                    run_id = conn.execute(insert(s.run).values(
-                        uuid=r["uuid"], testbox_id=box_id, environment_id=env_id, benchmark=r["benchmark"],
-                        name=r["name"], params=r["params"], tag=r.get("tag"), commit=r.get("commit"),
-                        dirty=r.get("dirty"), started=r["started"], finished=r.get("finished"),
-                        # A run still "running" elsewhere was cut short as far as this store knows.
-                        status="interrupted" if r["status"] == "running" else r["status"],
-                        comment=r.get("comment"), error=r.get("error"), host=None, pid=None, pid_start=None,
-                    )).inserted_primary_key[0]
-                    if r["samples"]:
-                        conn.execute(insert(s.sample), [
-                            dict(run_id=run_id, metric=m, value=v, unit=u, direction=d, repetition=rep)
-                            for m, v, u, d, rep in r["samples"]
-                        ])
-                    for item, message in r["failures"]:
-                        conn.execute(insert(s.failure).values(run_id=run_id, item=item, message=message))
-                    imported += 1
-        except SQLAlchemyError as e:
-            raise self._fail(e) from None
-        return imported, skipped
+            for run in runs:
+                writer.add_samples(writer.add_run(run), run["samples"])
+            (counts,) = writer.commit() or [None]
+        except BaseException:
+            writer.rollback()
+            raise
+        return (counts.runs, counts.skipped) if counts else (0, 0)
+
+    def discard_dead_imports(self) -> int:
+        """Delete the 'importing' runs of this host whose importing process is gone
+        (killed mid-import); they were never visible. Like reap_dead_runs, it is
+        left to a later command when the store cannot be written now."""
+        from perflab.store.importing import IMPORTING, discard
+
+        host = socket.gethostname()
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(s.run.c.id, s.run.c.pid, s.run.c.pid_start)
+                    .where((s.run.c.status == IMPORTING) & (s.run.c.host == host))
+                ).all()
+            dead = [r.id for r in rows if r.pid is None or process_start_time(r.pid) != r.pid_start]
+            if dead:
+                discard(self, dead)
+        except (SQLAlchemyError, PerflabError):
+            return 0
+        return len(dead)

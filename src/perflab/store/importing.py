@@ -1,0 +1,275 @@
+"""Writing an import in short transactions, all or nothing for readers.
+
+A big import (a 48 MB hyperfine file holds 2.5 million samples) written in one
+transaction holds SQLite's write lock for tens of seconds, and a `perflab run`
+beside it fails with "database is locked". Instead:
+
+- the runs are created with status 'importing', which every query of the
+  store ignores (Store._run_select, Store.log_rows), with the host, pid and
+  process start time of the importing process;
+- runs and samples are written in batches of at most BATCH_ROWS samples (or
+  BATCH_RUNS runs), one transaction each, with a pause after each so that
+  another writer waiting on the lock gets it;
+- at the end one short transaction gives every run its real status: the whole
+  import appears at once;
+- on an error or a signal, what was written is deleted, again in batches;
+- after kill -9 the 'importing' runs remain, invisible; the next perflab
+  command on this host finds their writer gone and deletes them
+  (Store.discard_dead_imports, called by Store.reap_dead_runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from itertools import islice
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, insert, literal_column, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from perflab.errors import PerflabError
+from perflab.store import schema as s
+
+IMPORTING = "importing"
+# One batch of 10,000 samples is one transaction of about 50 ms on a laptop-class
+# disk (SQLite, WAL); see tools/bench/import_speed.py for the lock figures.
+BATCH_ROWS = 10_000
+BATCH_RUNS = 500
+# After each transaction the writer sleeps PAUSE_RATIO of the time it held the
+# lock (at least PAUSE_MIN): SQLite's busy handler polls, so a waiting writer
+# only gets in when it polls while the lock is free.
+PAUSE_RATIO = 0.25
+PAUSE_MIN = 0.002
+_SKIPPED = 0  # a handle's run id when its uuid is already in the store
+_ROW_COLUMNS = ("metric", "value", "unit", "direction", "repetition")
+_RUN_ID_MARK = "987654321987654321"  # stands for the run id in the INSERT template
+
+
+@dataclass
+class FileCounts:
+    runs: int = 0  # runs imported
+    skipped: int = 0  # runs already present (same uuid)
+    samples: int = 0  # samples of the imported runs
+
+
+class ImportWriter:
+    """The sink of perflab.importers: add_run, add_samples, then commit or rollback.
+
+    `check` is called between transactions (never inside one): it raises to
+    stop the import at a point where nothing is half-written (a signal turned
+    into a flag by the caller).
+    """
+
+    def __init__(self, store, check: Callable[[], None] | None = None):
+        from perflab.store.db import process_start_time
+
+        self.store = store
+        self.check = check or (lambda: None)
+        self.files: list[FileCounts] = []
+        self.lock_held_max = 0.0  # the longest transaction, seconds (for tools/bench/import_speed.py)
+        self._writer = (socket.gethostname(), os.getpid(), process_start_time(os.getpid()))
+        self._pending_runs: list[tuple[int, dict]] = []
+        self._pending_rows: list[tuple[int, list[tuple]]] = []  # (handle, rows)
+        self._pending_count = 0
+        self._sample_sql, self._sample_order = _sample_insert(store.engine.dialect)
+        self._ids: list[int | None] = []  # per handle: None until written, _SKIPPED, or the run id
+        self._file_of: list[int] = []
+        self._final: dict[int, str] = {}  # run id -> the status it gets at commit
+        self._written: list[int] = []
+        self._uuids: set[str] = set()
+        self._boxes: dict[str, int] = {}
+        self._environments: dict[str, int] = {}
+
+    # -- the sink ---------------------------------------------------------------
+    def begin_file(self) -> None:
+        self.files.append(FileCounts())
+
+    def add_run(self, run: dict) -> int:
+        """A run dictionary (perflab export shape, checked, without samples); returns its handle."""
+        if not self.files:
+            self.begin_file()
+        handle = len(self._ids)
+        self._file_of.append(len(self.files) - 1)
+        if run["uuid"] in self._uuids:  # the same run twice in this import (a file named twice)
+            self._ids.append(_SKIPPED)
+            self.files[-1].skipped += 1
+        else:
+            self._uuids.add(run["uuid"])
+            self._ids.append(None)
+            self._pending_runs.append((handle, run))
+            if len(self._pending_runs) >= BATCH_RUNS:
+                self._flush()
+        return handle
+
+    def add_samples(self, handle: int, rows: Iterable[tuple]) -> None:
+        """Rows (metric, value, unit, direction, repetition) of the run `handle`,
+        taken in slices (no copy of each row) and written a batch at a time."""
+        if self._ids[handle] == _SKIPPED:
+            return
+        rows = iter(rows)
+        while True:
+            chunk = list(islice(rows, BATCH_ROWS - self._pending_count))
+            if not chunk:
+                return
+            self._pending_rows.append((handle, chunk))
+            self._pending_count += len(chunk)
+            if self._pending_count >= BATCH_ROWS:
+                self._flush()
+
+    @property
+    def wrote_anything(self) -> bool:
+        """Whether a transaction of this import was committed (and so rollback has work)."""
+        return bool(self._written)
+
+    # -- the end ----------------------------------------------------------------
+    def commit(self) -> list[FileCounts]:
+        """Write what is pending, then show every run at once (one short transaction)."""
+        self._flush()
+        self.check()
+        by_status: dict[str, list[int]] = {}
+        for run_id, status in self._final.items():
+            by_status.setdefault(status, []).append(run_id)
+        try:
+            with self.store.engine.begin() as conn:
+                for status, ids in by_status.items():
+                    for i in range(0, len(ids), 5000):
+                        conn.execute(update(s.run).where(s.run.c.id.in_(ids[i : i + 5000]))
+                                     .values(status=status, host=None, pid=None, pid_start=None))
+        except SQLAlchemyError as e:
+            raise self.store._fail(e) from None
+        self._written = []
+        return self.files
+
+    def rollback(self) -> None:
+        """Delete what this import wrote (in batches: other writers go on meanwhile)."""
+        self._pending_runs, self._pending_rows, self._pending_count = [], [], 0
+        written, self._written = self._written, []
+        discard(self.store, written)
+
+    # -- writing ------------------------------------------------------------------
+    def _flush(self) -> None:
+        self.check()
+        runs, chunks = self._pending_runs, self._pending_rows
+        self._pending_runs, self._pending_rows, self._pending_count = [], [], 0
+        if not runs and not chunks:
+            return
+        new: list[tuple[int, int, str]] = []  # (handle, run id, final status)
+        skipped: list[int] = []
+        start = time.monotonic()
+        try:
+            with self.store.engine.begin() as conn:
+                for handle, run in runs:
+                    run_id = self._insert_run(conn, run)
+                    if run_id == _SKIPPED:
+                        skipped.append(handle)
+                    else:
+                        new.append((handle, run_id, "interrupted" if run["status"] == "running" else run["status"]))
+                    self._ids[handle] = run_id
+                ids = self._ids
+                for handle, rows in chunks:
+                    if ids[handle]:
+                        self._insert_samples(conn, ids[handle], rows)
+        except SQLAlchemyError as e:
+            for handle, _run in runs:
+                self._ids[handle] = None
+            raise self.store._fail(e) from None
+        except BaseException:
+            for handle, _run in runs:
+                self._ids[handle] = None
+            raise
+        held = time.monotonic() - start
+        self.lock_held_max = max(self.lock_held_max, held)
+        for handle, run_id, status in new:
+            self._written.append(run_id)
+            self._final[run_id] = status
+            self.files[self._file_of[handle]].runs += 1
+        for handle in skipped:
+            self.files[self._file_of[handle]].skipped += 1
+        for handle, rows in chunks:
+            if ids[handle]:
+                self.files[self._file_of[handle]].samples += len(rows)
+        time.sleep(max(PAUSE_MIN, held * PAUSE_RATIO))
+
+    def _insert_samples(self, conn, run_id: int, rows: list[tuple]) -> None:
+        """The driver's executemany straight from the importer's rows: the run id is
+        part of the statement, so that no row is copied to add it (SQLAlchemy's
+        per-row processing would be most of the cost of a big import)."""
+        text, order = self._sample_sql.replace(_RUN_ID_MARK, str(int(run_id))), self._sample_order
+        if order is None:  # a driver with named parameters (psycopg)
+            params = [dict(zip(_ROW_COLUMNS, row)) for row in rows]
+        elif order != [0, 1, 2, 3, 4]:
+            params = [tuple(row[i] for i in order) for row in rows]
+        else:
+            params = rows
+        conn.exec_driver_sql(text, params)
+
+    def _insert_run(self, conn, run: dict) -> int:
+        """Insert one run as 'importing'; _SKIPPED when its uuid is already stored."""
+        store = self.store
+        box_id = self._boxes.get(run["testbox"])
+        if box_id is None:
+            box_id = self._boxes[run["testbox"]] = store._testbox_id(conn, run["testbox"])
+        key = json.dumps(run["environment"], sort_keys=True, default=str)
+        env_id = self._environments.get(key)
+        if env_id is None:
+            env_id = self._environments[key] = store._environment_id(conn, box_id, run["environment"])
+        host, pid, pid_start = self._writer
+        # Insert first, then read: the insert takes the write lock (waiting under the busy
+        # timeout) instead of racing another writer between a read and a write.
+        store._insert_ignore(
+            conn, s.run, uuid=run["uuid"], testbox_id=box_id, environment_id=env_id, benchmark=run["benchmark"],
+            name=run["name"], params=run["params"], tag=run.get("tag"), commit=run.get("commit"),
+            dirty=run.get("dirty"), started=run["started"], finished=run.get("finished"), status=IMPORTING,
+            comment=run.get("comment"), error=run.get("error"), host=host, pid=pid, pid_start=pid_start,
+        )
+        row = conn.execute(select(s.run.c.id, s.run.c.status, s.run.c.host, s.run.c.pid, s.run.c.pid_start)
+                           .where(s.run.c.uuid == run["uuid"])).one()
+        if row.status != IMPORTING:
+            return _SKIPPED
+        if (row.host, row.pid, row.pid_start) != self._writer:
+            raise PerflabError(
+                f"run {run['uuid']} ({run['name'][:60]}) is being imported by another perflab process "
+                f"(pid {row.pid} on {row.host}); try again when it has finished")
+        for item, message in run.get("failures") or ():
+            conn.execute(insert(s.failure).values(run_id=row.id, item=item, message=message))
+        return row.id
+
+
+
+
+def _sample_insert(dialect) -> tuple[str, list[int] | None]:
+    """The INSERT of one sample, with _RUN_ID_MARK where the run id goes, and
+    the order of its parameters in a row (None for a driver with named parameters)."""
+    compiled = (insert(s.sample)
+                .values(run_id=literal_column(_RUN_ID_MARK), **{c: bindparam(c) for c in _ROW_COLUMNS})
+                .compile(dialect=dialect))
+    if _RUN_ID_MARK not in compiled.string:
+        raise RuntimeError(f"cannot place the run id in {compiled.string!r}")
+    order = [_ROW_COLUMNS.index(c) for c in compiled.positiontup] if compiled.positional else None
+    return compiled.string, order
+
+
+def discard(store, run_ids: list[int]) -> None:
+    """Delete runs of an import that did not complete, with their samples: a
+    batch of samples per transaction, and the same pauses as writing."""
+    delete_batch = BATCH_ROWS * 5  # deleting is cheaper than inserting
+    try:
+        for i in range(0, len(run_ids), 500):
+            chunk = run_ids[i : i + 500]
+            while True:
+                start = time.monotonic()
+                with store.engine.begin() as conn:
+                    doomed = select(s.sample.c.id).where(s.sample.c.run_id.in_(chunk)).limit(delete_batch)
+                    deleted = conn.execute(s.sample.delete().where(s.sample.c.id.in_(doomed))).rowcount
+                time.sleep(max(PAUSE_MIN, (time.monotonic() - start) * PAUSE_RATIO))
+                if deleted < delete_batch:
+                    break
+            with store.engine.begin() as conn:
+                conn.execute(s.failure.delete().where(s.failure.c.run_id.in_(chunk)))
+                conn.execute(s.run.delete().where(s.run.c.id.in_(chunk) & (s.run.c.status == IMPORTING)))
+    except SQLAlchemyError as e:
+        raise store._fail(e) from None
