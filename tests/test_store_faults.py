@@ -49,6 +49,10 @@ def test_password_of_a_url_is_never_printed(cli):
         proc = cli("--db", url, "runs", check=False)
         assert_one_line_error(proc, "u:***@")
         assert "s3cret" not in proc.stderr + proc.stdout, proc.stderr
+    # an environment fact that holds a URL ($CC here) is shown masked too
+    for args in (["env"], ["env", "--json"]):
+        out = cli(*args, env={"CC": "https://u:s3cret@example.com/cc"}).stdout
+        assert "s3cret" not in out and "u:***@example.com" in out
 
 
 def test_in_memory_database_is_refused(cli, monkeypatch, tmp_path):
