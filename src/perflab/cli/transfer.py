@@ -90,12 +90,20 @@ def import_cmd(files, fmt, tag, box, db) -> None:
       perflab import --tag before --box $(hostname) hyperfine-before.json
       go test -bench . -count 10 > new.txt && perflab import --tag new new.txt
     """
+    import signal
+
     from perflab import importers
 
-    store = get_store(db)
-    # Ctrl-C and SIGTERM end it with importers.ImportInterrupted, a PerflabError
-    # saying that nothing was imported (not the "samples kept" of an interrupted run).
-    for result in importers.import_files(store, list(files), fmt, tag=tag, box=box):
+    # Ctrl-C and SIGTERM end the import with importers.ImportInterrupted, a PerflabError
+    # saying that nothing was imported (not the "samples kept" of an interrupted run);
+    # a Ctrl-C before import_files takes the signals over says the same.
+    try:
+        store = get_store(db)
+        results = importers.import_files(store, list(files), fmt, tag=tag, box=box)
+    except KeyboardInterrupt:
+        raise importers.ImportInterrupted("interrupted by Ctrl-C (SIGINT): nothing was imported "
+                                          "(nothing had been written)", signal.SIGINT) from None
+    for result in results:
         what = "" if result.fmt == "perflab" else f" ({importers.LABELS[result.fmt]}, {result.samples} samples)"
         click.echo(f"{result.path}: imported {result.runs} runs{what}"
                    + (f", skipped {result.skipped} already present" if result.skipped else ""))
