@@ -600,11 +600,12 @@ class Store:
         """(benchmark families, run names most recently run first, number of names),
         at most `limit` of each: what a filter that matched nothing could have named."""
         last = func.max(s.run.c.started)
+        visible = s.run.c.status != "importing"  # an import not yet complete is invisible
         try:
             with self.engine.connect() as conn:
-                families = conn.execute(select(s.run.c.benchmark).distinct().order_by(s.run.c.benchmark).limit(limit)).scalars().all()
-                names = conn.execute(select(s.run.c.name).group_by(s.run.c.name).order_by(last.desc()).limit(limit)).scalars().all()
-                count = conn.execute(select(func.count(s.run.c.name.distinct()))).scalar_one()
+                families = conn.execute(select(s.run.c.benchmark).where(visible).distinct().order_by(s.run.c.benchmark).limit(limit)).scalars().all()
+                names = conn.execute(select(s.run.c.name).where(visible).group_by(s.run.c.name).order_by(last.desc()).limit(limit)).scalars().all()
+                count = conn.execute(select(func.count(s.run.c.name.distinct())).where(visible)).scalar_one()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
         return families, names, count
