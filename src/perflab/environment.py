@@ -71,15 +71,16 @@ def _governor() -> str:
 
 
 def compiler_version(cc: str | None = None) -> tuple[str, str]:
-    """(compiler command, first line of its --version) for $CC, default cc."""
-    cc = cc or os.environ.get("CC") or "cc"
-    exe = shutil.which(cc.split()[0]) if cc else None
-    if not exe:
-        return cc, NA
+    """(compiler command, first line of its --version) for $CC, default cc.
+
+    Read once per compiler by cbuild, the one place that runs the compiler.
+    """
+    from perflab.benchmarks import cbuild
+
+    cc = cc or cbuild.cc_command()
     try:
-        out = subprocess.run([*cc.split(), "--version"], capture_output=True, text=True, timeout=10)
-        return cc, (out.stdout.splitlines() or [NA])[0].strip()
-    except (OSError, subprocess.SubprocessError):
+        return cc, cbuild.compiler(cc).version
+    except cbuild.BuildError:
         return cc, NA
 
 

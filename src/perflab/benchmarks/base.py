@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from perflab.errors import PerflabError, UsageProblem
 
 from perflab.model import Sample
 from perflab.runner.executor import ProcessResult, ProcessSpec
@@ -95,8 +97,6 @@ class Family:
 
     def parse_params(self, raw: dict, where: str = "") -> Params:
         """Validate raw parameters; PerflabError naming the key and the valid values."""
-        from perflab.jobs import validate_params
-
         return validate_params(self, raw, where)
 
     @contextmanager
@@ -104,3 +104,27 @@ class Family:
         """Build and set up what the atomic `job` needs; undo the set-up on leaving (also on failure)."""
         raise NotImplementedError
         yield  # pragma: no cover
+
+
+class JobError(UsageProblem):
+    """A job file or a family's parameters are wrong; the message names file, line and key."""
+
+
+def validate_params(family, raw: dict, where: str = ""):
+    """Raw parameters -> the family's model; JobError naming the key, and the valid keys or values."""
+    prefix = f"{where}: " if where else ""
+    fields = family.Params.model_fields
+    for key in raw:
+        if key not in fields:
+            raise JobError(f"{prefix}unknown parameter {key!r} for {family.name}; valid: {', '.join(fields)}")
+    try:
+        return family.Params(**raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(parameters)"
+        value = raw.get(err["loc"][0]) if err["loc"] else None
+        message = err["msg"].removeprefix("Value error, ")
+        shown = f" = {value!r}" if value is not None else ""
+        raise JobError(f"{prefix}{family.name} parameter {key}{shown}: {message}") from None
+    except PerflabError as e:
+        raise JobError(f"{prefix}{e}") from None

@@ -1,8 +1,10 @@
 """Compile a benchmark's C program on demand with the machine's own compiler.
 
 The binary is cached under $XDG_CACHE_HOME/perflab/cbuild/ (default
-~/.cache/perflab/cbuild/), keyed by a hash of the program's source, the
-headers beside it, the compiler's full `--version` output and the flags: a
+~/.cache/perflab/cbuild/), keyed by a hash of the program's source, every
+header it includes with #include "..." (followed through the headers, shared
+ones in other directories too), the headers beside it, the compiler's full
+`--version` output and the flags: a
 new compiler, a changed flag or an edited source gets a new binary, an
 unchanged one is reused. A binary is compiled to a temporary name and renamed
 into place, so a concurrent or interrupted build never leaves a half-written
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -80,6 +83,34 @@ def compiler(cc: str | None = None) -> Compiler:
     return found
 
 
+_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_includes(source: Path, search: list[Path]) -> list[Path]:
+    """Every file `source` includes with #include "...", transitively (what the build depends on).
+
+    A name is looked up beside the including file first, then in `search`, as the compiler does with -I.
+    """
+    found: list[Path] = []
+    pending = [source]
+    while pending:
+        current = pending.pop()
+        try:
+            text = current.read_bytes()
+        except OSError:
+            continue
+        for name in _INCLUDE.findall(text):
+            rel = name.decode(errors="replace")
+            for base in [current.parent, *search]:
+                candidate = (base / rel).resolve()
+                if candidate.is_file():
+                    if candidate not in found:
+                        found.append(candidate)
+                        pending.append(candidate)
+                    break
+    return found
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "perflab" / "cbuild"
@@ -102,11 +133,15 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
         raise BuildError(program, e.detail) from None
 
     digest = hashlib.sha256()
+    sources = [source, *sorted(source_dir.glob("*.h"))]
+    for header in local_includes(source, [source_dir]):
+        if header not in sources:
+            sources.append(header)
     for part in (comp.path, comp.display, comp.version_full, "\0".join(flags), "\0".join(libs)):
         digest.update(part.encode())
         digest.update(b"\0")
-    for path in [source, *sorted(source_dir.glob("*.h"))]:
-        digest.update(path.name.encode())
+    for path in sources:
+        digest.update(str(path.relative_to(source_dir) if path.is_relative_to(source_dir) else path).encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
     key = digest.hexdigest()[:20]

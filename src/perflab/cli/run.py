@@ -103,8 +103,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
     """
     from perflab.benchmarks.cmd import FAMILY, MetricRule, check_unique
     from perflab.runner.loop import run_jobs
-    from perflab.stats.descriptive import summarize
-    from perflab.stats.relative import relative_to_fastest
+    from perflab.stats.relative import relative_to_fastest, spread
 
     unit_map = _key_values(units, "--unit")
     rules = [MetricRule.parse(m, unit_map, set(higher)) for m in metrics]
@@ -134,9 +133,9 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
     means = []
     for o in done:
         walls = o.walls[o.session.processes(0)[-1].item]
-        s = summarize(walls)
+        s = spread(walls)
         means.append(s.mean)
-        sd = 0.0 if s.n < 2 else s.stddev
+        sd = s.stddev
         click.echo(f"run #{o.run_id}: {o.session.command.display}")
         click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(sd):>10}")
         click.echo(f"  Range (min … max): {_fmt_time(s.min):>10} … {_fmt_time(s.max):>10}    {s.n} runs")
@@ -196,7 +195,7 @@ HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 def _report_jobs(outcomes) -> None:
     from perflab import benchmarks
     from perflab.cli.common import fmt_num
-    from perflab.stats.descriptive import summarize
+    from perflab.stats.relative import spread
     from perflab.text import printable
 
     for o in outcomes:
@@ -206,7 +205,7 @@ def _report_jobs(outcomes) -> None:
         headline = ""
         for metric in fam.metrics(fam.parse_params(o.job["params"])).values():
             if o.values.get(metric.name):
-                s = summarize(o.values[metric.name])
+                s = spread(o.values[metric.name])
                 headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
                     f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
                 break

@@ -34,16 +34,13 @@ import typing
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
+from perflab.benchmarks.base import JobError, validate_params
+from perflab.errors import UsageProblem
 
-from perflab.errors import PerflabError, UsageProblem
+__all__ = ["JobError", "validate_params", "cpu_percent", "load", "expand", "shipped"]
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
 SHIPPED_DIR = Path(__file__).parent
-
-
-class JobError(UsageProblem):
-    pass
 
 
 # -- parameters ---------------------------------------------------------------
@@ -56,26 +53,6 @@ def _is_list_type(annotation) -> bool:
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         return any(_is_list_type(a) for a in typing.get_args(annotation))
     return annotation in (list, tuple)
-
-
-def validate_params(family, raw: dict, where: str = ""):
-    """Raw parameters -> the family's model; JobError naming the key, and the valid keys or values."""
-    prefix = f"{where}: " if where else ""
-    fields = family.Params.model_fields
-    for key in raw:
-        if key not in fields:
-            raise JobError(f"{prefix}unknown parameter {key!r} for {family.name}; valid: {', '.join(fields)}")
-    try:
-        return family.Params(**raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(parameters)"
-        value = raw.get(err["loc"][0]) if err["loc"] else None
-        message = err["msg"].removeprefix("Value error, ")
-        shown = f" = {value!r}" if value is not None else ""
-        raise JobError(f"{prefix}{family.name} parameter {key}{shown}: {message}") from None
-    except PerflabError as e:
-        raise JobError(f"{prefix}{e}") from None
 
 
 def cpu_percent(value, key: str) -> int:

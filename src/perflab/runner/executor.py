@@ -34,6 +34,19 @@ DEFAULT_GRACE = 2.0              # seconds between SIGTERM and SIGKILL at a time
 _launcher: Path | None = None
 # The launcher now running: a SIGINT/SIGTERM handler stops it (runner.interrupt).
 current_launcher: int | None = None
+_stop_sent = False
+
+
+def stop_current() -> None:
+    """Ask the running launcher to stop its benchmark (safe in a signal handler)."""
+    global _stop_sent
+    _stop_sent = True
+    pid = current_launcher
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGTERM)   # the launcher stops the benchmark's whole group
+        except ProcessLookupError:
+            pass
 
 
 def launcher() -> Path:
@@ -120,7 +133,8 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
 
     Raises PerflabError when the program cannot be started at all.
     """
-    global current_launcher
+    global current_launcher, _stop_sent
+    _stop_sent = False
     display = spec.item or " ".join(spec.argv)
     if spec.cwd and not os.path.isdir(spec.cwd):
         raise PerflabError(f"{display!r}: working directory {spec.cwd} does not exist")
@@ -180,7 +194,11 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
             os.close(read_end)
             if write_end >= 0:
                 os.close(write_end)
-        fields = _parse_result(b"".join(chunks).decode(errors="replace"), display)
+        text = b"".join(chunks).decode(errors="replace")
+        if _stop_sent and "exit=" not in text and "execerror=" not in text:
+            # Stopped before the launcher was ready for signals: nothing ran to measure.
+            return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
+        fields = _parse_result(text, display)
         stdout = ""
         if spec.capture_stdout:
             out.seek(0)

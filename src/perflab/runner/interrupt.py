@@ -12,7 +12,6 @@ written once.
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,12 +35,7 @@ def _note(signum, _frame) -> None:
     global _requested
     if _requested is None:
         _requested = signum
-    pid = executor.current_launcher
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGTERM)   # the launcher stops the benchmark's whole group
-        except ProcessLookupError:
-            pass
+    executor.stop_current()
 
 
 def requested() -> int | None:

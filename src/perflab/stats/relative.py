@@ -1,6 +1,32 @@
-"""How variants stand against the fastest one, as hyperfine's summary says it."""
+"""What `perflab run` prints as soon as a run ends: mean ± σ and ratios, as hyperfine's summary.
+
+Plain `statistics` on purpose: importing scipy.stats would cost the run command
+a second of start-up for arithmetic this small.
+"""
 
 from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Spread:
+    n: int
+    mean: float
+    stddev: float   # 0 for one value
+    min: float
+    max: float
+
+    @property
+    def cov(self) -> float:
+        return self.stddev / self.mean if self.mean else math.nan
+
+
+def spread(values: list[float]) -> Spread:
+    return Spread(len(values), statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
+                  min(values), max(values))
 
 
 def relative_to_fastest(means: list[float]) -> tuple[int, list[float]]:
