@@ -15,10 +15,12 @@ PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shuti
 
 
 class CLI:
-    def __init__(self, db: Path, tmp: Path):
+    def __init__(self, db: Path, tmp: Path, cache: Path | None = None):
         self.db = db
         self.tmp = tmp
-        self.env = dict(os.environ, PERFLAB_DB=str(db), XDG_CACHE_HOME=str(tmp / "cache"))
+        # One compiler cache per test session (per xdist worker): binaries are keyed by
+        # source, compiler and flags, so sharing is safe, and the launcher is built once.
+        self.env = dict(os.environ, PERFLAB_DB=str(db), XDG_CACHE_HOME=str(cache or tmp / "cache"))
         self.env.pop("PERFLAB_DEBUG", None)
 
     def __call__(self, *args, check=True, input=None, timeout=120, env=None) -> subprocess.CompletedProcess:
@@ -40,10 +42,15 @@ class CLI:
             con.close()
 
 
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cbuild-shared")
+
+
 @pytest.fixture
-def cli(tmp_path) -> CLI:
+def cli(tmp_path, shared_cache) -> CLI:
     assert PERFLAB, "the perflab command is not installed in this environment"
-    return CLI(tmp_path / "perflab.db", tmp_path)
+    return CLI(tmp_path / "perflab.db", tmp_path, shared_cache)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:

@@ -20,8 +20,18 @@ from perflab.store import Store
 # Runs whose samples are real measurements (an interrupted run's completed
 # repetitions are; a failed run may hold only the repetition that failed).
 USABLE_STATUSES = ("finished", "partial", "interrupted")
-# Parameters that change how long a run takes, not what it measures.
+# Parameters that only change how long a run takes, for runs of benchmarks that are not
+# one of perflab's families (imported from other tools); a family declares its own.
 EXECUTION_PARAMS = frozenset({"runs", "warmup", "timeout", "quick", "repeat", "repetitions", "only", "prepare"})
+
+
+def duration_params(benchmark: str) -> frozenset[str]:
+    """The parameters `compare` ignores when it matches groups of this benchmark."""
+    from perflab import benchmarks
+
+    if benchmark in benchmarks.FAMILIES:
+        return benchmarks.family(benchmark).duration_params
+    return EXECUTION_PARAMS
 RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "testbox", "testbox": "testbox",
               "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
 
@@ -99,9 +109,10 @@ def _no_match_message(operand: str, runs) -> str:
     return f"operand {operand!r} matches no run (tried run id, tag, commit prefix, kernel release){hint}"
 
 
-def params_key(params: dict) -> str:
+def params_key(params: dict, benchmark: str = "") -> str:
     """Parameters that define what is measured, as a canonical string."""
-    kept = {k: v for k, v in (params or {}).items() if k not in EXECUTION_PARAMS}
+    ignored = duration_params(benchmark)
+    kept = {k: v for k, v in (params or {}).items() if k not in ignored}
     return json.dumps(kept, sort_keys=True, default=str)
 
 
@@ -125,7 +136,7 @@ class Group:
 
 def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = {r.id: (None if cross_box else r.testbox, r.benchmark, params_key(r.params)) for r in selection.runs}
+    run_keys = {r.id: (None if cross_box else r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for r in selection.runs}
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)
@@ -145,7 +156,7 @@ def common_facts(selections: list[Selection]) -> dict[str, str]:
     keys = None
     for r in runs:
         facts = {**{k: v for k, v in (r.environment or {}).items() if k != "loadavg_start"},
-                 **{f"param.{k}": v for k, v in (r.params or {}).items() if k not in EXECUTION_PARAMS},
+                 **{f"param.{k}": v for k, v in (r.params or {}).items() if k not in duration_params(r.benchmark)},
                  "benchmark": r.benchmark}
         keys = set(facts) if keys is None else keys & set(facts)
         for k, v in facts.items():

@@ -99,6 +99,13 @@ class Family:
         """Validate raw parameters; PerflabError naming the key and the valid values."""
         return validate_params(self, raw, where)
 
+    def after_jobs(self, outcomes: list, add_samples) -> None:
+        """Figures that need several atomic jobs of one invocation (e.g. scalability over a task sweep).
+
+        `outcomes` are this family's finished jobs (runner.loop.JobOutcome); `add_samples(outcome,
+        repetition, samples)` stores more samples in an outcome's run. Default: nothing.
+        """
+
     @contextmanager
     def session(self, params: Params, job: dict) -> Iterator[Session]:
         """Build and set up what the atomic `job` needs; undo the set-up on leaving (also on failure)."""

@@ -74,14 +74,60 @@ def report_lmbench(operands, box, db) -> None:
     for i, (_, rs) in enumerate(groups):
         for r in rs:
             rows_of.setdefault(r.id, []).append(i)
-    pooled: list[dict[str, list[float]]] = [{} for _ in groups]
-    for (run_id, metric), (total, n) in sums.items():
-        for i in rows_of[run_id]:
-            acc = pooled[i].setdefault(metric, [0.0, 0])
-            acc[0] += total
-            acc[1] += n
-    rows = [(label, {m: t / n for m, (t, n) in acc.items()}) for (label, _), acc in zip(groups, pooled)]
+    from perflab.stats.scaling import pooled_means
+
+    means = pooled_means(sums, rows_of, len(groups))
+    rows = [(label, row) for (label, _), row in zip(groups, means)]
     click.echo(render_summary(rows), nl=False)
+
+
+@report_group.command("scaling")
+@click.argument("operands", nargs=-1)
+@click.option("--test", "tests", multiple=True, metavar="TESTCASE", help="Only these testcases (repeatable).")
+@click.option("--box", help="Only runs of this testbox (default: every box; one table per box).")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False), metavar="FILE.png",
+              help="Also draw the curves (ops/s against tasks, with the linear line) into a PNG or SVG.")
+@db_option
+def report_scaling(operands, tests, box, plot, db) -> None:
+    """Scaling curves of will-it-scale runs: ops/s against tasks, processes and threads.
+
+    One table per testcase, as will-it-scale's runtest.py prints it: for each
+    task count the workload (ops/s of all tasks) of processes and of threads,
+    the linear line (the 1-task figure times the tasks) and the efficiency.
+    OPERANDS (tags, run ids, commits ...) pick the runs; default: all.
+
+    \b
+    Example:
+      perflab run will-it-scale-scaling.yaml --tag v6.8
+      perflab report scaling v6.8 --plot scaling.png
+    """
+    from perflab.benchmarks.will_it_scale import WORKLOAD
+    from perflab.report.scaling import render_scaling
+    from perflab.selection import USABLE_STATUSES, select
+    from perflab.stats.scaling import curves
+
+    store = get_store(db)
+    runs = [r for r in store.find_runs(benchmark="will-it-scale", box=box) if r.status in USABLE_STATUSES]
+    if operands:
+        wanted = {r.id for operand in operands for r in select(store, operand, runs).runs}
+        runs = [r for r in runs if r.id in wanted]
+    if tests:
+        runs = [r for r in runs if (r.params or {}).get("test") in tests]
+    if not runs:
+        raise PerflabError("no will-it-scale runs match" + (f" {' '.join(operands)}" if operands else "")
+                           + "; run e.g. `perflab run will-it-scale-scaling.yaml` first")
+    key_of = {r.id: (r.params["test"], r.params["mode"], int(r.params["nr_task"])) for r in runs}
+    workloads: dict[tuple, list[float]] = {}
+    for smp in store.samples(list(key_of)):
+        if smp.metric == WORKLOAD:
+            workloads.setdefault(key_of[smp.run_id], []).append(smp.value)
+    found = curves(workloads)
+    click.echo(render_scaling(found), nl=False)
+    if plot:
+        from perflab.report.scaling import plot_scaling
+
+        plot_scaling(found, plot)
+        click.echo(f"plot: {plot}", err=True)
 
 
 COMMANDS = [report_group]

@@ -16,6 +16,9 @@ writes them. A list value is an axis and the job expands to the Cartesian
 product of its axes; a parameter whose value is itself a list (cmd's
 `command` words, lmbench's `only`) takes a list of lists as an axis.
 
+Points that resolve to the same parameters on this machine (`nr_task: [1,
+50%]` on 2 CPUs) run once.
+
 `runs` left out means the family's default (will-it-scale 3, lmbench its
 mode's process count, cmd 1).
 
@@ -181,12 +184,17 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
             axes.append((key, value))
         else:
             axes.append((key, [value]))
-    atomic = []
+    atomic, seen = [], set()
     for combo in itertools.product(*(values for _, values in axes)):
         params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
         label = ", ".join(f"{k}={v}" for k, v in params.items())
         first_key = next(iter(params), None)
-        validate_params(family, params, f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
+        resolved = validate_params(family, params, f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
+        # Two points that mean the same here (50% and 100% of 2 CPUs: 1 and 2; 1 and 50%: both 1) run once.
+        key = resolved.model_dump_json()
+        if key in seen:
+            continue
+        seen.add(key)
         atomic.append({**job, "params": params})
     return atomic
 

@@ -88,8 +88,27 @@ def _header(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def _metric_name(row: MetricRow, several_testcases: bool) -> str:
-    return shown(f"{row.testcase}:{row.metric}" if several_testcases else row.metric)
+def _testcase_labels(rows: list[MetricRow]) -> tuple[list[str], dict[int, str]]:
+    """The seed report's first column: the values of the parameters that differ between rows.
+
+    The testcase itself (`test`) comes first, as in "page_fault3/ enable THP"; the
+    parameters every row shares are in the header instead. Returns (keys, label per row).
+    """
+    keys: list[str] = []
+    for r in rows:
+        for k in r.params:
+            if k not in keys:
+                keys.append(k)
+    benchmarks = {r.benchmark for r in rows}
+    varying = [k for k in keys if len({json.dumps(r.params.get(k), sort_keys=True, default=str) for r in rows}) > 1]
+    varying.sort(key=lambda k: k != "test")
+    labels = {}
+    for r in rows:
+        parts = ([r.benchmark] if len(benchmarks) > 1 else []) + [
+            shown(r.params.get(k) if not isinstance(r.params.get(k), bool) else f"{k}={r.params.get(k)}", 30)
+            for k in varying]
+        labels[id(r)] = "/".join(parts) + "/"
+    return (["benchmark"] if len(benchmarks) > 1 else []) + varying, labels
 
 
 def render(result: ComparisonResult) -> str:
@@ -102,6 +121,12 @@ def render(result: ComparisonResult) -> str:
     lines.append("             \\  " + "        |                \\  " * heads)
     several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1
     head_labels = result.labels[1:]
+    testcase_keys, testcases = _testcase_labels(result.rows) if several else ([], {})
+    width = max((len(t) for t in testcases.values()), default=0)
+    if several:
+        # The seed's table: testcase/params, base, %change, head, metric.
+        lines[-4:] = [f"{'':{width}}  {l}" for l in lines[-4:]]
+        lines.insert(len(lines) - 4, f"testcase: {'/'.join(testcase_keys)}")
 
     def size(row: MetricRow) -> float:
         return max((abs(c.pct_change) for c in row.heads if c is not None), default=0.0)
@@ -110,7 +135,8 @@ def render(result: ComparisonResult) -> str:
         return any(c is not None and c.verdict == verdict for c in row.heads)
 
     def line(row: MetricRow) -> str:
-        return _line(row, _metric_name(row, several), head_labels)
+        text = _line(row, shown(row.metric), head_labels)
+        return f"{testcases[id(row)]:{width}}  {text}" if several else text
 
     primary = [r for r in result.rows if r.family != SECONDARY]
     secondary = [r for r in result.rows if r.family == SECONDARY]

@@ -53,10 +53,17 @@ def launcher() -> Path:
     """The launcher binary (compiled once per compiler/source, cached by cbuild)."""
     global _launcher
     if _launcher is None:
-        try:
-            _launcher = cbuild.build("launch", LAUNCHER_DIR)
-        except cbuild.BuildError as e:
-            raise PerflabError(f"cannot build perflab's process launcher: {e.detail}") from None
+        # The machine's own `cc` first: $CC names the compiler under test (a cross or
+        # broken one, in a test), which should not decide whether anything can run.
+        errors = []
+        for cc in dict.fromkeys(["cc", cbuild.cc_command()]):
+            try:
+                _launcher = cbuild.build("launch", LAUNCHER_DIR, cc=cc)
+                break
+            except cbuild.BuildError as e:
+                errors.append(e.detail)
+        else:
+            raise PerflabError(f"cannot build perflab's process launcher: {'; '.join(errors)}")
     return _launcher
 
 

@@ -132,7 +132,25 @@ def run_jobs(
                 _run_batch(store, batch, bar, box=box, repo=repo)
     finally:
         bar.close()
+    _after_jobs(store, outcomes)
     return outcomes
+
+
+def _after_jobs(store: Store, outcomes: list[JobOutcome]) -> None:
+    """Let each family add figures that span its jobs (will-it-scale's scalability over nr_task)."""
+    def add(outcome: JobOutcome, repetition: int, samples) -> None:
+        store.add_samples(outcome.run_id, repetition, samples)
+        for smp in samples:
+            outcome.values.setdefault(smp.metric, []).append(smp.value)
+
+    names = []
+    for o in outcomes:
+        if o.job["benchmark"] not in names:
+            names.append(o.job["benchmark"])
+    for name in names:
+        done = [o for o in outcomes if o.job["benchmark"] == name and o.recorder is not None and o.error is None]
+        if done:
+            benchmarks.family(name).after_jobs(done, add)
 
 
 def _run_batch(store: Store, batch: list[JobOutcome], bar: _Bar, *, box, repo) -> None:

@@ -188,6 +188,27 @@ class WillItScaleFamily(Family):
     def default_runs(self, params: WillItScaleParams) -> int:
         return 3
 
+    def after_jobs(self, outcomes: list, add_samples) -> None:
+        """will-it-scale.scalability for each run of a job that swept nr_task and has its 1-task point."""
+        from perflab.stats.scaling import scalability
+
+        def point(o):
+            p = dict(o.session.params)
+            return tuple(sorted((k, json.dumps(v)) for k, v in p.items() if k != "nr_task"))
+
+        sweeps: dict[tuple, list] = {}
+        for o in outcomes:
+            sweeps.setdefault(point(o), []).append(o)
+        for runs in sweeps.values():
+            one = [o for o in runs if o.session.params["nr_task"] == 1]
+            if len(runs) < 2 or not one or not one[0].values.get(WORKLOAD):
+                continue
+            base = one[0].values[WORKLOAD]
+            for o in runs:
+                figures = scalability(o.values.get(WORKLOAD, []), o.session.params["nr_task"], base)
+                for repetition, figure in enumerate(figures):
+                    add_samples(o, repetition, [Sample(SCALABILITY, figure, "", HIGHER_IS_BETTER)])
+
     @contextmanager
     def session(self, params: WillItScaleParams, job: dict) -> Iterator[WillItScaleSession]:
         binary = cbuild.build(params.test, tc.SOURCE_DIR, flags=tc.BUILD_FLAGS, libs=tc.BUILD_LIBS)
