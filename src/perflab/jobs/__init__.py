@@ -136,11 +136,11 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
     """A job mapping -> its atomic jobs (the Cartesian product of its list-valued parameters)."""
     from perflab import benchmarks
 
-    doc = dict(doc)
     lines = getattr(doc, "lines", None) or {}
-    for text in overrides:
-        key, value = _parse_override(text)
-        doc[key] = value
+    doc = _Mapping(doc)
+    doc.lines = lines
+    overridden = dict(_parse_override(text) for text in overrides)
+    doc.update({k: v for k, v in overridden.items() if k in JOB_KEYS})
     name = doc.get("benchmark")
     if not isinstance(name, str):
         raise JobError(f"{source}: key 'benchmark' is missing: name one of {', '.join(benchmarks.FAMILIES)}")
@@ -154,6 +154,7 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
         if not isinstance(nested, dict):
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
+    raw.update({k: v for k, v in overridden.items() if k not in JOB_KEYS})   # --set wins over the file
     job = {"benchmark": name, "runs": doc.get("runs"), "warmup": doc.get("warmup", 0),
            "timeout": doc.get("timeout"), "tag": doc.get("tag"), "comment": doc.get("comment"),
            "monitors": doc.get("monitors") or {}}

@@ -1,0 +1,189 @@
+"""Job files (LKP style), the family registry, and the will-it-scale family on the runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+import yaml
+
+from conftest import assert_one_line_error
+from perflab import benchmarks, jobs
+from perflab.benchmarks.base import JobError
+
+CPUS = len(os.sched_getaffinity(0))
+
+
+def write(tmp_path, text: str, name: str = "job.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ---- expansion ----------------------------------------------------------------
+
+def test_a_matrix_expands_to_the_cartesian_product(tmp_path):
+    path = write(tmp_path, """\
+        benchmark: will-it-scale
+        runs: 2
+        test: [page_fault1, brk1]
+        mode: [process, thread]
+        nr_task: [1, 3]
+        duration: 0.5
+    """)
+    atomic = jobs.load(path)
+    assert len(atomic) == 8
+    assert {(j["params"]["test"], j["params"]["mode"], j["params"]["nr_task"]) for j in atomic} == {
+        (t, m, n) for t in ("page_fault1", "brk1") for m in ("process", "thread") for n in (1, 3)}
+    assert all(j["runs"] == 2 and j["benchmark"] == "will-it-scale" for j in atomic)
+    # an atomic job is plain JSON, and expands to exactly itself again
+    for j in atomic:
+        assert json.loads(json.dumps(j)) == j
+        assert jobs.expand(yaml.safe_load(jobs.to_yaml(j))) == [j]
+
+
+def test_percent_of_cpus_and_points_that_resolve_alike(tmp_path):
+    fam = benchmarks.family("will-it-scale")
+    assert fam.parse_params({"test": "brk1", "nr_task": "100%"}).nr_task == CPUS
+    assert fam.parse_params({"test": "brk1", "nr_task": "1%"}).nr_task == 1
+    path = write(tmp_path, "benchmark: will-it-scale\ntest: brk1\nnr_task: [1, 1%, 100%]\n")
+    expected = 1 if CPUS == 1 else 2
+    assert len(jobs.load(path)) == expected
+
+
+def test_nested_params_and_overrides(tmp_path):
+    path = write(tmp_path, """\
+        benchmark: will-it-scale
+        will-it-scale:
+          test: brk1
+          mode: thread
+    """)
+    (job,) = jobs.load(path, ["duration=2", "runs=4"])
+    assert job["params"] == {"test": "brk1", "mode": "thread", "duration": 2} and job["runs"] == 4
+    assert len(jobs.load(path, ["mode=[process, thread]"])) == 2
+
+
+def test_list_valued_parameters_are_values_not_axes(tmp_path):
+    path = write(tmp_path, "benchmark: lmbench\nonly: [ctx, memory]\n")
+    (job,) = jobs.load(path)
+    assert job["params"]["only"] == ["ctx", "memory"]
+    path = write(tmp_path, "benchmark: lmbench\nonly: [[ctx], [memory]]\n", "axis.yaml")
+    assert [j["params"]["only"] for j in jobs.load(path)] == [["ctx"], ["memory"]]
+    path = write(tmp_path, "benchmark: cmd\ncommand: ['true', 'sleep 0.01']\n", "cmd.yaml")
+    assert [j["params"]["command"] for j in jobs.load(path)] == ["true", "sleep 0.01"]
+
+
+def test_the_seed_job_file_reproduces_the_reports_table():
+    (seed,) = [p for p in jobs.shipped() if p.name == "will-it-scale-seed.yaml"]
+    atomic = jobs.load(seed)
+    tests = {"page_fault1", "page_fault2", "page_fault3", "brk1", "context_switch1", "malloc1", "read1",
+             "read2", "signal1", "writeseek3"}
+    assert {(j["params"]["test"], j["params"]["mode"], j["params"]["thp"]) for j in atomic} == {
+        (t, m, thp) for t in tests for m in ("process", "thread") for thp in ("always", "never")}
+    assert all(j["params"]["nr_task"] == "100%" for j in atomic)
+
+
+def test_every_family_has_a_shipped_job_file():
+    names = {jobs.load(p)[0]["benchmark"] for p in jobs.shipped()}
+    assert names == set(benchmarks.FAMILIES)
+
+
+@pytest.mark.parametrize("text, needles", [
+    ("benchmark: will-it-scale\ntest: nosuch\n", ["job.yaml:2", "test", "nosuch", "page_fault1"]),
+    ("benchmark: will-it-scale\ntest: brk1\nnr_task: 0\n", ["job.yaml", "nr_task", "between 1"]),
+    ("benchmark: will-it-scale\ntest: brk1\nduration: -1\n", ["duration", "positive"]),
+    ("benchmark: will-it-scale\ntest: brk1\nthp: sometimes\n", ["thp", "'always'", "'never'"]),
+    ("benchmark: will-it-scale\ntest: brk1\nbogus: 1\n", ["job.yaml:3", "'bogus'", "valid:", "nr_task"]),
+    ("benchmark: nosuch\n", ["job.yaml:1", "nosuch", "will-it-scale", "lmbench", "cmd"]),
+    ("runs: 3\n", ["benchmark", "missing"]),
+    ("benchmark: cmd\ncommand: true\nruns: 0\n", ["job.yaml:3", "runs", "integer >= 1"]),
+    ("benchmark: cmd\ncommand: true\ntimeout: .nan\n", ["timeout"]),
+    ("benchmark: cmd\ncommand: [true\n", ["job.yaml", "not valid YAML"]),
+    ("benchmark: will-it-scale\ntest: []\n", ["job.yaml:2", "empty list"]),
+    ("- a\n- b\n", ["a mapping"]),
+])
+def test_bad_job_files_name_file_line_and_key(tmp_path, text, needles):
+    path = write(tmp_path, text)
+    with pytest.raises(JobError) as e:
+        jobs.load(path)
+    message = str(e.value)
+    assert "\n" not in message
+    for n in needles:
+        assert n in message, (n, message)
+
+
+def test_bad_job_file_on_the_cli_writes_nothing(cli, tmp_path):
+    path = write(tmp_path, "benchmark: will-it-scale\ntest: [brk1, nosuch]\n")
+    assert_one_line_error(cli("run", path, check=False), "nosuch")
+    assert not cli.db.exists()
+
+
+# ---- the registry and the CLI -----------------------------------------------------
+
+def test_run_lists_the_families_and_each_has_help(cli):
+    out = cli("run", "--help").stdout
+    for name in benchmarks.FAMILIES:
+        assert name in out
+        assert "Example" in cli("run", name, "--help").stdout
+
+
+def test_jobs_list_split_run_and_rerun(cli, tmp_path):
+    listing = cli("jobs", "list").stdout
+    assert "will-it-scale-seed.yaml" in listing and "40 atomic jobs" in listing
+    out = tmp_path / "atomic"
+    files = cli("jobs", "split", "will-it-scale-scaling.yaml", "-o", out, "--set", "test=getppid1").stdout.split()
+    assert len(files) == len(jobs.load(jobs.SHIPPED_DIR / "will-it-scale-scaling.yaml"))
+    assert all(os.path.basename(f).startswith("will-it-scale-") for f in files)
+    one = sorted(files)[0]
+    cli("run", one, "--set", "duration=0.3", "--set", "warmup_time=0", "--set", "runs=2", "--tag", "split")
+    (run_id, job, params) = cli.sql("SELECT id, job, params FROM run")[0]
+    job = json.loads(job)
+    assert job["benchmark"] == "will-it-scale" and job["runs"] == 2 and job["tag"] == "split"
+    cli("rerun", str(run_id), "--tag", "again")
+    rows = cli.sql("SELECT tag, status, params FROM run ORDER BY id")
+    assert [r[:2] for r in rows] == [("split", "finished"), ("again", "finished")] and rows[0][2] == rows[1][2]
+
+
+# ---- will-it-scale on the runner ----------------------------------------------------
+
+def test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts(cli):
+    cli("run", "will-it-scale", "--test", "getppid1", "--mode", "process", "--mode", "thread",
+        "--nr-task", "1", "--nr-task", "2", "--duration", "0.3", "--warmup-time", "0", "--interval", "0.1",
+        "--runs", "2", "--thp", "never", "--tag", "t")
+    rows = cli.sql("SELECT r.id, r.params, s.metric, s.value, s.unit FROM run r JOIN sample s ON s.run_id = r.id")
+    by_run: dict = {}
+    for rid, params, metric, v, unit in rows:
+        p = json.loads(params)
+        by_run.setdefault((p["mode"], p["nr_task"]), {}).setdefault(metric, []).append(v)
+    assert set(by_run) == {("process", 1), ("process", 2), ("thread", 1), ("thread", 2)}
+    for (mode, tasks), metrics in by_run.items():
+        per_task = metrics[f"will-it-scale.per_{mode}_ops"]
+        assert len(per_task) == 2 and all(v > 0 for v in per_task)
+        assert all(abs(w - p * tasks) < 1e-6 * w for w, p in zip(metrics["will-it-scale.workload"], per_task))
+        assert len(metrics["will-it-scale.scalability"]) == 2 and all(v > 0 for v in metrics["will-it-scale.scalability"])
+    facts = json.loads(cli.sql("SELECT e.facts FROM environment e JOIN run r ON r.environment_id = e.id")[0][0])
+    assert facts["benchmark_aslr"].startswith("off") and "bound" in facts["placement"]
+    assert "never" in facts["thp_in_effect"]
+
+
+def test_report_scaling_and_lkp_compare_shape(cli, tmp_path):
+    for tag in ("base", "head"):
+        cli("run", "will-it-scale", "--test", "getppid1", "--test", "brk1", "--nr-task", "1", "--nr-task", "2",
+            "--duration", "0.2", "--warmup-time", "0", "--interval", "0.1", "--runs", "2", "--tag", tag)
+    out = cli("report", "scaling", "base", "--plot", tmp_path / "s.png").stdout
+    assert "getppid1" in out and "brk1" in out and "linear" in out
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+    lkp = cli("compare", "base", "head").stdout
+    assert "testcase: test/nr_task" in lkp
+    lines = [l for l in lkp.splitlines() if "will-it-scale.per_process_ops" in l]
+    assert len(lines) == 4 and all(l.split()[0].split("/")[0] in ("getppid1", "brk1") for l in lines)
+
+
+def test_a_hung_testcase_is_killed_and_the_matrix_goes_on(cli):
+    # duration far beyond the timeout: the harness is killed with its tasks, the next job runs
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--nr-task", "1", "--duration", "30", "--duration", "0.2",
+               "--warmup-time", "0", "--runs", "1", "--timeout", "1", check=False)
+    assert proc.returncode == 1 and "timed out" in proc.stderr
+    assert [s for (s,) in cli.sql("SELECT status FROM run ORDER BY id")] == ["failed", "finished"]
