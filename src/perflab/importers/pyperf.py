@@ -12,6 +12,7 @@ in its metadata or, when the file holds one benchmark, in the suite's.
 from __future__ import annotations
 
 import datetime as dt
+from itertools import chain, count, repeat
 
 from perflab.importers.base import DURATION, FINITE, SIZE, Context, Problem, check_values, parse_time, scalar_facts
 from perflab.importers.source import Document
@@ -65,7 +66,7 @@ def parse(doc: Document, ctx: Context) -> None:
         if unit not in UNITS:
             raise Problem(f"key '{bench.path}.metadata.unit' is {unit!r}, not one of {', '.join(UNITS)}")
         metric, perflab_unit, rule = UNITS[unit]
-        samples, dates = [], []
+        samples, dates, total = [], [], 0
         for run in bench.get("runs", "list").items():
             run_meta = run.get("metadata", "object", default={})
             if run_meta.has("date"):
@@ -78,17 +79,19 @@ def parse(doc: Document, ctx: Context) -> None:
                 continue  # calibration run: warmups only
             values = run.get("values", "list")
             check_values(values.value, values.path, rule)
-            first = len(samples)  # repetitions count across the worker runs
-            samples.extend((metric, float(v), perflab_unit, LOWER_IS_BETTER, first + i)
-                           for i, v in enumerate(values.value))
-        if not samples:
+            # Rows made as the store takes them (no list of a million tuples);
+            # repetitions count across the worker runs.
+            samples.append(zip(repeat(metric), values.value, repeat(perflab_unit), repeat(LOWER_IS_BETTER),
+                               count(total)))
+            total += len(values.value)
+        if not total:
             raise Problem(f"benchmark {name!r} ({bench.path}) has no run with values, only warmups")
         facts = {canon: meta[key] for key, canon in _CANONICAL.items() if key in meta}
         if isinstance(meta.get("python_version"), str):
             facts["python"] = meta["python_version"].split()[0]
         facts.update(scalar_facts("pyperf", meta, skip=("name",)))
         ctx.run(
-            benchmark="pyperf", name=name, params={"name": name}, samples=samples, facts=facts,
+            benchmark="pyperf", name=name, params={"name": name}, samples=chain.from_iterable(samples), facts=facts,
             hostname=meta.get("hostname") if isinstance(meta.get("hostname"), str) else None,
             started=min(d[0] for d in dates) if dates else None,
             finished=max(d[1] for d in dates) if dates else None,

@@ -16,6 +16,8 @@ significant, which is the truth about such a file.
 
 from __future__ import annotations
 
+from itertools import count, repeat
+
 from perflab.importers.base import COUNT, DURATION, Context, Problem, Rule, check_values, parse_time, scalar_facts
 from perflab.importers.source import Document
 from perflab.model import LOWER_IS_BETTER
@@ -91,7 +93,7 @@ def parse(doc: Document, ctx: Context) -> None:
                     shown.append(f"{key}={stats.number(key, SUMMARY_RULES[key]):.6g}")
             comment = ("pytest-benchmark summary only (no stats.data): " + " ".join(shown)
                        + "; the mean is stored as the run's one sample (n=1)")
-        samples = [(METRIC, float(v), "s", LOWER_IS_BETTER, i) for i, v in enumerate(values)]
+        samples = zip(repeat(METRIC), values, repeat("s"), repeat(LOWER_IS_BETTER), count())
         # The test's parametrize values, so that `perflab compare n=100 ...` can select them.
         params = {"test": fullname}
         for key, value in b.get("params", "object", default={}).value.items():

@@ -170,9 +170,13 @@ class ImportWriter:
                         new.append((handle, run_id, "interrupted" if run["status"] == "running" else run["status"]))
                     self._ids[handle] = run_id
                 ids = self._ids
+                # One executemany per run: Go output hands over a few rows per line.
+                by_run: dict[int, list[tuple]] = {}
                 for handle, rows in chunks:
                     if ids[handle]:
-                        self._insert_samples(conn, ids[handle], rows)
+                        by_run.setdefault(ids[handle], []).extend(rows)
+                for run_id, rows in by_run.items():
+                    self._insert_samples(conn, run_id, rows)
         except SQLAlchemyError as e:
             for handle, _run in runs:
                 self._ids[handle] = None
