@@ -1,8 +1,5 @@
 """perflab: a performance-regression lab for systems software."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("perflab")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+source"
+# One place for the version (pyproject.toml reads it from here): importlib.metadata
+# would cost every command about 80 ms of start-up.
+__version__ = "0.1.0"

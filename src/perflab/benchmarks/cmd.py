@@ -58,6 +58,14 @@ class MetricRule:
             raise PerflabError(f"--metric {spec!r}: expected NAME=REGEX or NAME=json:PATH")
         if not re.fullmatch(r"[A-Za-z0-9_.\-/%]+", name):
             raise PerflabError(f"--metric {spec!r}: metric name {name!r} may hold only letters, digits and . _ - / %")
+        from perflab.store.schema import sample as sample_table
+
+        longest_name, longest_unit = sample_table.c.metric.type.length, sample_table.c.unit.type.length
+        if len(name) > longest_name:
+            raise UsageProblem(f"--metric {name[:40]!r}...: a metric name is at most {longest_name} characters")
+        unit = units.get(name, "")
+        if len(unit) > longest_unit:
+            raise UsageProblem(f"--unit {name}={unit[:40]!r}: a unit is at most {longest_unit} characters")
         if name in BUILTIN_METRICS:
             raise UsageProblem(f"--metric {spec!r}: {name!r} is a metric perflab records itself "
                                f"({', '.join(BUILTIN_METRICS)}); choose another name")
@@ -195,6 +203,14 @@ class CmdParams(Params):
     metrics: list[MetricSpec] = Field(default_factory=list, description="metrics extracted from the output")
     ignore_failure: bool = Field(False, description="keep going when the command exits non-zero")
     name: str | None = Field(None, description="the run's name in the log (default: the command line)")
+
+    @field_validator("command", "argv", "prepare", mode="before")
+    @classmethod
+    def _words_as_text(cls, v):
+        # YAML reads `true`, `1` or `yes` as booleans and numbers; in a command line they are words.
+        def word(x):
+            return ("true" if x else "false") if isinstance(x, bool) else str(x) if isinstance(x, (int, float)) else x
+        return [word(x) for x in v] if isinstance(v, list) else word(v)
 
     @model_validator(mode="after")
     def _check(self) -> "CmdParams":

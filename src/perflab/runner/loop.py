@@ -18,9 +18,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING
 
 from perflab import benchmarks
 from perflab.benchmarks.base import STOP, ItemFailed, Session
@@ -30,6 +28,10 @@ from perflab.runner.executor import ProcessResult, ProcessSpec, execute
 from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
 from perflab.store import Store
 from perflab.text import printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 # A progress bar appears once the whole is expected to take longer than this.
 PROGRESS_AFTER_S = 1.0
@@ -58,6 +60,9 @@ class JobOutcome:
 
 
 def _progress(console: Console) -> Progress:
+    # rich.progress is imported only when a bar is shown: it costs 0.1 s of start-up.
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                     TextColumn("ETA"), TimeRemainingColumn(), console=console, auto_refresh=False,
                     transient=True)
@@ -66,8 +71,8 @@ def _progress(console: Console) -> Progress:
 class _Bar:
     """One progress bar with ETA for the whole invocation, shown only when it is worth it."""
 
-    def __init__(self, console: Console, total: int):
-        self.console, self.total, self.done = console, total, 0
+    def __init__(self, console: Console | None, total: int):
+        self._console, self.total, self.done = console, total, 0
         self.began = time.monotonic()
         self.progress: Progress | None = None
 
@@ -83,7 +88,17 @@ class _Bar:
             self.progress.update(self.task, completed=self.done, description=printable(description, 40))
             self.progress.refresh()
 
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+        return self._console
+
     def warn(self, message: str) -> None:
+        from rich.markup import escape
+
         target = self.progress.console if self.progress is not None else self.console
         target.print(f"[yellow]warning:[/] {escape(printable(message, None))}", soft_wrap=True, highlight=False)
 
@@ -116,7 +131,6 @@ def run_jobs(
     anything was measured (PerflabError) removes the runs that hold nothing
     and is raised. Ctrl-C and SIGTERM end everything, runs marked interrupted.
     """
-    console = console or Console(stderr=True)
     outcomes = []
     for job in jobs:
         if job.get("runs") is None:
