@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from perflab.benchmarks import cbuild
+from perflab.benchmarks.will_it_scale import parse_output
 from perflab.benchmarks.will_it_scale import testcases as wis
 
 NAMES = sorted(wis.TESTCASES)
@@ -104,6 +105,10 @@ def test_testcase_runs_in_both_modes_at_1_and_2_tasks(matrix, name):
                 assert len(iv["ops"]) == tasks
                 totals = [t + n for t, n in zip(totals, iv["ops"])]
             assert all(t > 0 for t in totals), f"{where}: ops per task {totals}"
+            # and the family's parser (the runner's view of the same output) agrees
+            per_task, workload = parse_output(name, mode, tasks, stdout)
+            assert per_task.metric == f"will-it-scale.per_{mode}_ops" and per_task.value > 0
+            assert workload.value == pytest.approx(per_task.value * tasks)
 
 
 def run_until_start(binary: Path, *args, **kw) -> tuple[subprocess.Popen, dict]:
