@@ -13,18 +13,11 @@ import math
 
 from perflab.comparison import ComparisonResult, MetricRow
 from perflab.report.notes import caveat_lines, family_lines, secondary_names, shown, tail_lines
+from perflab.stats.relative import better_change
 
 MIN_VALUE_WIDTH = 11
 LABEL_LIMIT = 30  # what a column heading shows of a kernel release or tag
 OP_WIDTH = 17     # the operation column widens to the longest name shown
-
-
-def _better_pct(base: float, head: float, direction: int) -> float | None:
-    """Change against the base, positive when the head is better."""
-    if base == 0 or base != base or head != head:
-        return None
-    raw = (head - base) / abs(base)
-    return raw if direction > 0 else -raw
 
 
 def _pct(pct: float | None) -> str:
@@ -70,7 +63,7 @@ def _rows_for(row: MetricRow) -> list[tuple[str, list[tuple[str, str, str] | Non
             if x != x:
                 cells.append(("-", "", " "))
                 continue
-            pct = 0.0 if i == 0 else _better_pct(base_v, x, better)
+            pct = 0.0 if i == 0 else better_change(base_v, x, better)
             mark = " "
             if name == mean_name and i > 0 and row.heads[i - 1].verdict in ("regression", "improvement"):
                 mark = "*"

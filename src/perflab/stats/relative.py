@@ -33,3 +33,11 @@ def relative_to_fastest(means: list[float]) -> tuple[int, list[float]]:
     """(index of the smallest mean, each mean divided by it)."""
     fastest = min(range(len(means)), key=lambda i: means[i])
     return fastest, [m / means[fastest] if means[fastest] > 0 else float("inf") for m in means]
+
+
+def better_change(base: float, head: float, direction: int) -> float | None:
+    """mmtests' change of a summary row against the base, positive when the head is better."""
+    if base == 0 or base != base or head != head:
+        return None
+    raw = (head - base) / abs(base)
+    return raw if direction > 0 else -raw
