@@ -135,6 +135,8 @@ class Opened:
         except UnicodeDecodeError:
             raise NotText() from None
         except (OSError, EOFError, zlib.error) as e:
+            if not self._gz:
+                raise  # a read error of the file itself: the CLI names the file and the error
             raise BadGzip(str(e)) from None
         if hashing.drain() != self.digest:
             raise Changed(f"{self.path}: the file changed while it was being imported; nothing of it was imported")

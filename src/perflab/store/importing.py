@@ -70,7 +70,6 @@ class ImportWriter:
         self.store = store
         self.check = check or (lambda: None)
         self.files: list[FileCounts] = []
-        self.lock_held_max = 0.0  # the longest transaction, seconds (for tools/bench/import_speed.py)
         self._writer = (socket.gethostname(), os.getpid(), process_start_time(os.getpid()))
         self._pending_runs: list[tuple[int, dict]] = []
         self._pending_rows: list[tuple[int, list[tuple]]] = []  # (handle, rows)
@@ -186,7 +185,6 @@ class ImportWriter:
                 self._ids[handle] = None
             raise
         held = time.monotonic() - start
-        self.lock_held_max = max(self.lock_held_max, held)
         for handle, run_id, status in new:
             self._written.append(run_id)
             self._final[run_id] = status
