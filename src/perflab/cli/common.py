@@ -18,6 +18,9 @@ def db_option(f):
 
 
 def get_store(db: str | None = None) -> Store:
+    from perflab.runner.filesystem import cleanup_stale
+
+    cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)
     ctx = click.get_current_context()
     target = db or (ctx.find_root().obj or {}).get("db")
     store = open_store(target)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from perflab.errors import UsageProblem
 
@@ -31,6 +31,25 @@ class WorkdirParams(BaseModel):
         None, description="make a fresh filesystem of this type for the run (on a loop device in /dev/shm)")
     fs_size: str = Field("1G", description="size of that filesystem (e.g. 512M, 4G)")
     dir: str | None = Field(None, description="an existing directory to work in instead (default: $TMPDIR)")
+
+    @field_validator("fs_size", mode="before")
+    @classmethod
+    def _size(cls, v):
+        from perflab.runner.filesystem import parse_size
+
+        parse_size(v)
+        return str(v)
+
+    @model_validator(mode="after")
+    def _big_enough(self):
+        from perflab.runner.filesystem import check_minimum, parse_size
+
+        if self.fs is not None:
+            try:
+                check_minimum(self.fs, parse_size(self.fs_size))
+            except ValueError as e:
+                raise ValueError(f"fs_size = {self.fs_size!r}: {e}") from None
+        return self
 
 
 @dataclass
