@@ -14,6 +14,7 @@ FAMILIES: dict[str, str] = {
     "cmd": "perflab.benchmarks.cmd",
     "lmbench": "perflab.benchmarks.lmbench.driver",
     "will-it-scale": "perflab.benchmarks.will_it_scale",
+    "fio": "perflab.benchmarks.fio",
 }
 
 
