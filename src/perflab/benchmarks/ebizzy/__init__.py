@@ -1,0 +1,224 @@
+"""The `ebizzy` family: threads that allocate, copy and search chunks of memory for a set time.
+
+The workload is ebizzy 0.3's (written here in c/ebizzy.c, no code taken from
+ebizzy): `chunks` chunks of `chunk_size` bytes of sorted records are made once;
+then for `duration` seconds each of `nr_threads` threads repeats one record —
+allocate a chunk-sized buffer (malloc, or mmap with `mmap: true`), copy a chunk
+into it and binary-search a key (or, with `touch: true`, only write one byte
+per page of it), free it. The seed's `ebizzy -mTt N` is `mmap: true, touch:
+true, nr_threads: N`. One repetition is one execution of the program.
+
+Metrics, with LKP's names (stats/ebizzy): ebizzy.throughput (records/s of all
+threads), ebizzy.throughput.per_thread.min / .max (records/s of the slowest and
+fastest thread), ebizzy.throughput.per_thread.stddev_percent (the population
+standard deviation of the per-thread figures as a percentage of the total
+throughput, as LKP defines it), and ebizzy.time.real / .user / .sys (the
+timed seconds, and the CPU time of the process from wait4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.jobs import cpu_percent
+from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
+
+SOURCE_DIR = Path(__file__).resolve().parent / "c"
+BUILD_FLAGS: tuple[str, ...] = ("-O2",)
+BUILD_LIBS: tuple[str, ...] = ("-lpthread", "-lm")
+MAX_THREADS = 65536
+MAX_CHUNKS = 1 << 20
+RECORD_BYTES = 8
+
+THROUGHPUT = "ebizzy.throughput"
+PER_THREAD_MIN = "ebizzy.throughput.per_thread.min"
+PER_THREAD_MAX = "ebizzy.throughput.per_thread.max"
+PER_THREAD_SPREAD = "ebizzy.throughput.per_thread.stddev_percent"
+TIME_REAL = "ebizzy.time.real"
+TIME_USER = "ebizzy.time.user"
+TIME_SYS = "ebizzy.time.sys"
+
+METRICS = {
+    THROUGHPUT: Metric(THROUGHPUT, "records/s", HIGHER_IS_BETTER, "records per second of all threads"),
+    PER_THREAD_MIN: Metric(PER_THREAD_MIN, "records/s", HIGHER_IS_BETTER, "records per second of the slowest thread"),
+    PER_THREAD_MAX: Metric(PER_THREAD_MAX, "records/s", HIGHER_IS_BETTER, "records per second of the fastest thread"),
+    PER_THREAD_SPREAD: Metric(PER_THREAD_SPREAD, "%", LOWER_IS_BETTER,
+                              "standard deviation of the per-thread records/s, % of the throughput (LKP's)"),
+    TIME_REAL: Metric(TIME_REAL, "s", INFORMATIONAL, "timed seconds (start to stop of the threads)"),
+    TIME_USER: Metric(TIME_USER, "s", LOWER_IS_BETTER, "user CPU time of the process (wait4)"),
+    TIME_SYS: Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of the process (wait4)"),
+}
+
+_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", re.IGNORECASE)
+
+
+def parse_size(value) -> int:
+    """512, '512k', '4M', '1G' -> bytes (binary multiples)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size in bytes")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        m = _SIZE.fullmatch(value)
+        if m:
+            return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+    raise ValueError(f"{value!r} is not a size in bytes (e.g. 524288, 512k, 1M)")
+
+
+def memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None when unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class EbizzyParams(Params):
+    nr_threads: int = Field("200%", validate_default=True,
+                            description="threads: a number or N% of the online CPUs (ebizzy -t; default 2 per CPU)")
+    mmap: bool = Field(False, description="allocate with mmap/munmap instead of malloc/free (ebizzy -m)")
+    touch: bool = Field(False, description="only touch each page of the buffer instead of copy and search (ebizzy -T)")
+    chunks: int = Field(10, description="number of memory chunks (ebizzy -n)")
+    chunk_size: int = Field(524288, description="bytes per chunk, a multiple of 8; 512k, 1M accepted (ebizzy -s)")
+    duration: float = Field(10.0, description="timed seconds per repetition (ebizzy -S)")
+    random: bool = Field(False, description="pick chunk and key at random (ebizzy 0.3 always takes chunk 0 and key 0)")
+
+    @field_validator("nr_threads", mode="before")
+    @classmethod
+    def _threads(cls, v):
+        v = cpu_percent(v, "nr_threads")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{v!r} is not a whole number of threads or N% of the CPUs")
+        if not 1 <= v <= MAX_THREADS:
+            raise ValueError(f"must be between 1 and {MAX_THREADS}")
+        return v
+
+    @field_validator("mmap", "touch", "random", mode="before")
+    @classmethod
+    def _flag(cls, v):
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
+            return v.strip().lower() in ("true", "yes", "on")
+        raise ValueError(f"{v!r} is not a flag; valid: true, false")
+
+    @field_validator("chunks", mode="before")
+    @classmethod
+    def _chunks(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CHUNKS:
+            raise ValueError(f"must be a whole number from 1 to {MAX_CHUNKS}")
+        return v
+
+    @field_validator("chunk_size", mode="before")
+    @classmethod
+    def _chunk_size(cls, v):
+        size = parse_size(v)
+        if size < RECORD_BYTES or size % RECORD_BYTES:
+            raise ValueError(f"must be a multiple of {RECORD_BYTES} bytes (one record), at least {RECORD_BYTES}")
+        if size > 1 << 34:
+            raise ValueError("must be at most 16G")
+        return size
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not (v > 0 and math.isfinite(v)):
+            raise ValueError("must be a positive number of seconds")
+        return v
+
+    @model_validator(mode="after")
+    def _fits(self) -> "EbizzyParams":
+        needed = (self.chunks + self.nr_threads) * self.chunk_size
+        available = memory_available()
+        if available is not None and needed > available:
+            raise ValueError(f"chunks x chunk_size plus a buffer per thread is {needed >> 20} MiB, more than the "
+                             f"{available >> 20} MiB of memory available; use fewer or smaller chunks")
+        return self
+
+
+class EbizzySession(Session):
+    def __init__(self, params: EbizzyParams, job: dict, binary: Path):
+        self.p = params
+        self.binary = str(binary)
+        self.timeout = float(job.get("timeout") or (params.duration + 60))
+        flags = "".join(f for f, on in (("m", params.mmap), ("T", params.touch)) if on)
+        name = f"ebizzy -{flags}t {params.nr_threads}" if flags else f"ebizzy -t {params.nr_threads}"
+        super().__init__(name=name, params=params.model_dump(), facts={
+            "placement": "the scheduler's choice (threads not bound)",
+            "benchmark_aslr": "on (the system's setting)",
+            "ebizzy_memory_mb": round(params.chunks * params.chunk_size / (1 << 20), 3)})
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        p = self.p
+        argv = [self.binary, "-t", str(p.nr_threads), "-n", str(p.chunks), "-s", str(p.chunk_size),
+                "-S", repr(p.duration)]
+        argv += [flag for flag, on in (("-m", p.mmap), ("-T", p.touch), ("-r", p.random)) if on]
+        return [ProcessSpec(argv, item="ebizzy", timeout=self.timeout)]
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        return parse_output(result.stdout, self.p.nr_threads) + [
+            Sample(TIME_USER, result.user, "s", LOWER_IS_BETTER),
+            Sample(TIME_SYS, result.sys, "s", LOWER_IS_BETTER),
+        ]
+
+
+def parse_output(text: str, threads: int) -> list[Sample]:
+    """The program's JSON line -> throughput, per-thread spread and timed seconds; ItemFailed otherwise."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ItemFailed(f"ebizzy: expected one JSON line of output, got {len(lines)}")
+    try:
+        doc = json.loads(lines[0])
+    except ValueError:
+        raise ItemFailed(f"ebizzy: output {lines[0][:80]!r} is not JSON") from None
+    records, elapsed = doc.get("records") if isinstance(doc, dict) else None, doc.get("elapsed") if isinstance(doc, dict) else None
+    if (not isinstance(records, list) or len(records) != threads
+            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in records)
+            or not isinstance(elapsed, (int, float)) or not elapsed > 0):
+        raise ItemFailed(f"ebizzy: output {lines[0][:80]!r} is not {threads} thread counts and a positive elapsed time")
+    rates = [r / elapsed for r in records]
+    total = sum(rates)
+    mean = total / len(rates)
+    stddev = math.sqrt(sum((r - mean) ** 2 for r in rates) / len(rates))
+    return [
+        Sample(THROUGHPUT, total, "records/s", HIGHER_IS_BETTER),
+        Sample(PER_THREAD_MIN, min(rates), "records/s", HIGHER_IS_BETTER),
+        Sample(PER_THREAD_MAX, max(rates), "records/s", HIGHER_IS_BETTER),
+        Sample(PER_THREAD_SPREAD, 100.0 * stddev / total if total > 0 else 0.0, "%", LOWER_IS_BETTER),
+        Sample(TIME_REAL, float(elapsed), "s", INFORMATIONAL),
+    ]
+
+
+class EbizzyFamily(Family):
+    name = "ebizzy"
+    summary = "ebizzy's workload: threads allocate, copy and search memory chunks for a set time"
+    Params = EbizzyParams
+    duration_params = frozenset({"runs", "warmup", "timeout", "duration"})
+
+    def metrics(self, params: EbizzyParams) -> dict[str, Metric]:
+        return dict(METRICS)
+
+    def default_runs(self, params: EbizzyParams) -> int:
+        return 3
+
+    @contextmanager
+    def session(self, params: EbizzyParams, job: dict) -> Iterator[EbizzySession]:
+        binary = cbuild.build("ebizzy", SOURCE_DIR, flags=BUILD_FLAGS, libs=BUILD_LIBS)
+        yield EbizzySession(params, job, binary)
+
+
+FAMILY = EbizzyFamily()

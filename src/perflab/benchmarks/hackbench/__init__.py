@@ -1,0 +1,196 @@
+"""The `hackbench` family: groups of senders and receivers passing messages over pipes or sockets.
+
+The workload is hackbench's (written here in c/hackbench.c, no code taken from
+hackbench): `groups` groups of `fds` senders and `fds` receivers (20 and 20, as
+hackbench); each receiver has one channel (an AF_UNIX stream socketpair, or a
+pipe with `ipc: pipe`) and each sender of its group writes `loops` rounds of
+one `datasize`-byte message to every receiver of the group. Tasks are
+processes or threads (`mode`). The program starts every task, waits until all
+are ready, releases them at once and stops its clock when the last one has
+finished. One repetition is one execution of the program.
+
+Metrics: hackbench.time (the seconds the program measures for the message
+passing, as hackbench's "Time:"), hackbench.throughput (messages per second:
+groups x fds x fds x loops / time) and hackbench.time.user / .sys (the CPU
+time of every task, from wait4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
+
+SOURCE_DIR = Path(__file__).resolve().parent / "c"
+BUILD_FLAGS: tuple[str, ...] = ("-O2",)
+BUILD_LIBS: tuple[str, ...] = ("-lpthread",)
+MAX_GROUPS = 10000
+MAX_FDS = 1000
+MAX_LOOPS = 100_000_000
+MAX_DATASIZE = 1 << 24
+SPARE_FDS = 16          # stdio, the ready and go pipes, the launcher's
+
+TIME = "hackbench.time"
+THROUGHPUT = "hackbench.throughput"
+TIME_USER = "hackbench.time.user"
+TIME_SYS = "hackbench.time.sys"
+
+METRICS = {
+    TIME: Metric(TIME, "s", LOWER_IS_BETTER, "seconds from releasing every task until the last has finished"),
+    THROUGHPUT: Metric(THROUGHPUT, "messages/s", HIGHER_IS_BETTER, "messages (one sender to one receiver) per second"),
+    TIME_USER: Metric(TIME_USER, "s", LOWER_IS_BETTER, "user CPU time of every task (wait4)"),
+    TIME_SYS: Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of every task (wait4)"),
+}
+
+
+def _whole(v, low: int, high: int):
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)
+        else:
+            raise ValueError(f"{v!r} is not a whole number; valid: {low} to {high}")
+    if not low <= v <= high:
+        raise ValueError(f"must be between {low} and {high}")
+    return v
+
+
+class HackbenchParams(Params):
+    groups: int = Field(10, description="groups of senders and receivers (hackbench -g)")
+    fds: int = Field(20, description="senders, and receivers, per group (hackbench -f)")
+    loops: int = Field(100, description="messages each sender writes to each receiver of its group (hackbench -l)")
+    datasize: int = Field(100, description="bytes per message (hackbench -s)")
+    mode: Literal["process", "thread"] = Field("process", description="tasks are processes or threads (hackbench -P/-T)")
+    ipc: Literal["socket", "pipe"] = Field("socket", description="AF_UNIX socketpairs or pipes (hackbench -p)")
+    placement: Literal["scheduler", "one-cpu"] = Field(
+        "scheduler", description="scheduler: tasks on any CPU perflab may use; one-cpu: all on the first of them")
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _groups(cls, v):
+        return _whole(v, 1, MAX_GROUPS)
+
+    @field_validator("fds", mode="before")
+    @classmethod
+    def _fds(cls, v):
+        return _whole(v, 1, MAX_FDS)
+
+    @field_validator("loops", mode="before")
+    @classmethod
+    def _loops(cls, v):
+        return _whole(v, 1, MAX_LOOPS)
+
+    @field_validator("datasize", mode="before")
+    @classmethod
+    def _datasize(cls, v):
+        return _whole(v, 1, MAX_DATASIZE)
+
+    @model_validator(mode="after")
+    def _limits(self) -> "HackbenchParams":
+        check_limits(self)
+        return self
+
+
+def tasks_of(p: HackbenchParams) -> int:
+    return p.groups * p.fds * 2
+
+
+def messages_of(p: HackbenchParams) -> int:
+    return p.groups * p.fds * p.fds * p.loops
+
+
+def check_limits(p: HackbenchParams) -> None:
+    """ValueError for a job this process's limits cannot start (checked with the parameters, before anything runs)."""
+    if p.mode == "thread":
+        needed = p.groups * p.fds * 2 + SPARE_FDS
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = hard if hard != resource.RLIM_INFINITY else needed
+        if needed > limit:
+            raise ValueError(f"groups = {p.groups} in thread mode keeps {needed} descriptors open, more than the "
+                             f"limit of {limit} (ulimit -n); valid: groups up to "
+                             f"{max(0, (limit - SPARE_FDS) // (2 * p.fds))} with fds = {p.fds}")
+    else:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        if soft != resource.RLIM_INFINITY and os.geteuid() != 0 and tasks_of(p) + 64 > soft:
+            raise ValueError(f"groups = {p.groups} in process mode starts {tasks_of(p)} processes, near the "
+                             f"limit of {soft} (ulimit -u); use fewer groups or mode: thread")
+
+
+class HackbenchSession(Session):
+    def __init__(self, params: HackbenchParams, job: dict, binary: Path):
+        self.p = params
+        self.binary = str(binary)
+        self.timeout = float(job.get("timeout") or 600)
+        allowed = sorted(os.sched_getaffinity(0))
+        self.cpus = str(allowed[0]) if params.placement == "one-cpu" else None
+        placement = (f"every task on CPU {allowed[0]}" if self.cpus is not None
+                     else f"the scheduler's choice among CPUs {allowed}")
+        name = f"hackbench {params.mode} {params.ipc} -g {params.groups} -l {params.loops}"
+        super().__init__(name=name, params=params.model_dump(), facts={
+            "placement": placement, "benchmark_aslr": "on (the system's setting)",
+            "hackbench_tasks": tasks_of(params)})
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        p = self.p
+        argv = [self.binary, "-g", str(p.groups), "-f", str(p.fds), "-l", str(p.loops), "-s", str(p.datasize),
+                "-m", p.mode, "-i", p.ipc]
+        return [ProcessSpec(argv, item="hackbench", timeout=self.timeout, cpus=self.cpus)]
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        return parse_output(result.stdout, self.p) + [
+            Sample(TIME_USER, result.user, "s", LOWER_IS_BETTER),
+            Sample(TIME_SYS, result.sys, "s", LOWER_IS_BETTER),
+        ]
+
+
+def parse_output(text: str, p: HackbenchParams) -> list[Sample]:
+    """The program's JSON line -> time and throughput; ItemFailed on anything else."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ItemFailed(f"hackbench: expected one JSON line of output, got {len(lines)}")
+    try:
+        doc = json.loads(lines[0])
+    except ValueError:
+        raise ItemFailed(f"hackbench: output {lines[0][:80]!r} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ItemFailed(f"hackbench: output {lines[0][:80]!r} is not a JSON object")
+    seconds, messages = doc.get("time"), doc.get("messages")
+    if not isinstance(seconds, (int, float)) or not (seconds > 0 and math.isfinite(seconds)):
+        raise ItemFailed(f"hackbench: output {lines[0][:80]!r} has no positive time")
+    if messages != messages_of(p) or doc.get("tasks") != tasks_of(p):
+        raise ItemFailed(f"hackbench: passed {messages} messages with {doc.get('tasks')} tasks, "
+                         f"expected {messages_of(p)} with {tasks_of(p)}")
+    return [Sample(TIME, float(seconds), "s", LOWER_IS_BETTER),
+            Sample(THROUGHPUT, messages / seconds, "messages/s", HIGHER_IS_BETTER)]
+
+
+class HackbenchFamily(Family):
+    name = "hackbench"
+    summary = "hackbench's workload: groups of 20 senders and 20 receivers over sockets or pipes"
+    Params = HackbenchParams
+    duration_params = frozenset({"runs", "warmup", "timeout"})
+
+    def metrics(self, params: HackbenchParams) -> dict[str, Metric]:
+        return dict(METRICS)
+
+    def default_runs(self, params: HackbenchParams) -> int:
+        return 5
+
+    @contextmanager
+    def session(self, params: HackbenchParams, job: dict) -> Iterator[HackbenchSession]:
+        binary = cbuild.build("hackbench", SOURCE_DIR, flags=BUILD_FLAGS, libs=BUILD_LIBS)
+        yield HackbenchSession(params, job, binary)
+
+
+FAMILY = HackbenchFamily()

@@ -1,0 +1,394 @@
+/*
+ * hackbench.c - perflab's hackbench-class workload.
+ *
+ * Written for perflab; no code is taken from hackbench.  The workload is the
+ * one hackbench defines: GROUPS groups, each of FDS senders and FDS receivers
+ * (20 and 20 by default).  Every receiver has one channel (a pipe, or an
+ * AF_UNIX stream socketpair) that all FDS senders of its group write to;
+ * each sender writes LOOPS rounds of one DATASIZE-byte message to every
+ * receiver of its group, and each receiver reads LOOPS x FDS messages.
+ * The tasks are processes (fork) or threads of this process.
+ *
+ * Every task is started and reports ready before the clock starts; then one
+ * byte on a "go" pipe releases them all at once, and the clock stops when the
+ * last task has finished (been reaped or joined).  That span is "time".
+ *
+ *   hackbench [-g GROUPS] [-f FDS] [-l LOOPS] [-s DATASIZE] [-m process|thread]
+ *             [-i pipe|socket]
+ *
+ * prints one JSON line on stdout:
+ *
+ *   {"groups":G,"fds":F,"loops":L,"datasize":D,"mode":"process","ipc":"socket",
+ *    "tasks":T,"messages":M,"time":S}
+ *
+ * where messages = G x F x F x L (one message is one sender's write to one
+ * receiver).  Bad options exit 2 with one line on stderr; any other failure 1.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_GROUPS 10000
+#define MAX_FDS 1000
+#define MAX_LOOPS 100000000UL
+#define MAX_DATASIZE (1u << 24)
+
+static unsigned groups = 10, fds = 20, datasize = 100;
+static unsigned long loops = 100;
+static int threads_mode;        /* 0: processes, 1: threads */
+static int use_pipes;           /* 0: AF_UNIX socketpair, 1: pipe */
+
+static int ready_w, ready_r;    /* each task writes one byte here when ready */
+static int go_r, go_w;          /* one byte here releases every task */
+
+/* One group's channels: chan[i][0] is receiver i's read end, chan[i][1] the senders' write end. */
+struct group {
+	int (*chan)[2];
+};
+static struct group *all;
+
+struct task {
+	struct group *g;
+	unsigned index;             /* receiver or sender number within its group */
+	int sender;
+	pid_t pid;
+	pthread_t tid;
+};
+static struct task *tasks;
+static unsigned ntasks;
+
+static void die(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void die(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("hackbench: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(status);
+}
+
+/* A task's failure: a process child leaves at once; a thread takes the whole process down. */
+static void task_failed(const char *what, int err) __attribute__((noreturn));
+static void task_failed(const char *what, int err)
+{
+	fprintf(stderr, "hackbench: %s: %s\n", what, err ? strerror(err) : "unexpected end of data");
+	if (threads_mode)
+		exit(1);
+	_exit(1);
+}
+
+static void wait_for_go(void)
+{
+	char byte = 'r';
+	struct pollfd p = { .fd = go_r, .events = POLLIN };
+
+	while (write(ready_w, &byte, 1) != 1)
+		if (errno != EINTR)
+			task_failed("ready", errno);
+	while (poll(&p, 1, -1) != 1)
+		if (errno != EINTR)
+			task_failed("poll on the go pipe", errno);
+}
+
+static void send_all(struct task *t)
+{
+	char *message = malloc(datasize);
+
+	if (!message)
+		task_failed("sender buffer", ENOMEM);
+	memset(message, 'm', datasize);
+	wait_for_go();
+	for (unsigned long round = 0; round < loops; round++) {
+		for (unsigned r = 0; r < fds; r++) {
+			size_t sent = 0;
+
+			while (sent < datasize) {
+				ssize_t n = write(t->g->chan[r][1], message + sent, datasize - sent);
+
+				if (n < 0) {
+					if (errno == EINTR)
+						continue;
+					task_failed("sender write", errno);
+				}
+				sent += (size_t)n;
+			}
+		}
+	}
+	free(message);
+}
+
+static void receive_all(struct task *t)
+{
+	char *message = malloc(datasize);
+	unsigned long expected = loops * fds;
+
+	if (!message)
+		task_failed("receiver buffer", ENOMEM);
+	wait_for_go();
+	for (unsigned long m = 0; m < expected; m++) {
+		size_t got = 0;
+
+		while (got < datasize) {
+			ssize_t n = read(t->g->chan[t->index][0], message + got, datasize - got);
+
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				task_failed("receiver read", errno);
+			}
+			if (n == 0)
+				task_failed("receiver read", 0);
+			got += (size_t)n;
+		}
+	}
+	free(message);
+}
+
+static void *task_main(void *arg)
+{
+	struct task *t = arg;
+
+	if (t->sender)
+		send_all(t);
+	else
+		receive_all(t);
+	return NULL;
+}
+
+/* In a child process: keep only the descriptors this task uses. */
+static void keep_own_descriptors(struct task *t)
+{
+	struct group *g = t->g;
+
+	for (unsigned i = 0; i < fds; i++) {
+		if (t->sender || i != t->index)
+			close(g->chan[i][0]);
+		if (!t->sender)
+			close(g->chan[i][1]);
+	}
+	close(ready_r);
+	close(go_w);
+}
+
+static void stop_started(void)
+{
+	for (unsigned i = 0; i < ntasks; i++)
+		if (!threads_mode && tasks[i].pid > 0)
+			kill(tasks[i].pid, SIGKILL);
+}
+
+static void start_task(struct task *t)
+{
+	if (threads_mode) {
+		pthread_attr_t attr;
+		int err;
+
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN > 65536 ? PTHREAD_STACK_MIN : 65536);
+		err = pthread_create(&t->tid, &attr, task_main, t);
+		pthread_attr_destroy(&attr);
+		if (err)
+			die(1, "cannot start thread %u of %u: %s", ntasks + 1, groups * fds * 2, strerror(err));
+	} else {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			int err = errno;
+
+			stop_started();
+			die(1, "cannot start process %u of %u: %s", ntasks + 1, groups * fds * 2, strerror(err));
+		}
+		if (pid == 0) {
+			keep_own_descriptors(t);
+			task_main(t);
+			_exit(0);
+		}
+		t->pid = pid;
+	}
+	ntasks++;
+}
+
+static void open_channel(int pair[2])
+{
+	int err = use_pipes ? pipe(pair) : socketpair(AF_UNIX, SOCK_STREAM, 0, pair);
+
+	if (err) {
+		err = errno;
+		stop_started();
+		die(1, "cannot make a %s: %s", use_pipes ? "pipe" : "socketpair", strerror(err));
+	}
+}
+
+static unsigned long whole(char opt, const char *arg, unsigned long lo, unsigned long hi)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	if (*arg == '-' || *arg == '\0')
+		die(2, "-%c: invalid value '%.100s' (expected an integer from %lu to %lu)", opt, arg, lo, hi);
+	v = strtoul(arg, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		die(2, "-%c: invalid value '%.100s' (expected an integer from %lu to %lu)", opt, arg, lo, hi);
+	return v;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	int c, pair[2];
+	char byte;
+
+	opterr = 0;
+	while ((c = getopt(argc, argv, ":g:f:l:s:m:i:h")) != -1) {
+		switch (c) {
+		case 'g': groups = (unsigned)whole('g', optarg, 1, MAX_GROUPS); break;
+		case 'f': fds = (unsigned)whole('f', optarg, 1, MAX_FDS); break;
+		case 'l': loops = whole('l', optarg, 1, MAX_LOOPS); break;
+		case 's': datasize = (unsigned)whole('s', optarg, 1, MAX_DATASIZE); break;
+		case 'm':
+			if (!strcmp(optarg, "process"))
+				threads_mode = 0;
+			else if (!strcmp(optarg, "thread"))
+				threads_mode = 1;
+			else
+				die(2, "-m: invalid value '%.100s' (expected process or thread)", optarg);
+			break;
+		case 'i':
+			if (!strcmp(optarg, "pipe"))
+				use_pipes = 1;
+			else if (!strcmp(optarg, "socket"))
+				use_pipes = 0;
+			else
+				die(2, "-i: invalid value '%.100s' (expected pipe or socket)", optarg);
+			break;
+		case 'h':
+			printf("usage: %s [-g GROUPS] [-f FDS] [-l LOOPS] [-s DATASIZE] [-m process|thread] "
+			       "[-i pipe|socket]\n", argv[0]);
+			return 0;
+		case ':': die(2, "-%c: missing value", optopt);
+		default: die(2, "-%c: unknown option (valid: -g -f -l -s -m -i)", optopt);
+		}
+	}
+	if (optind < argc)
+		die(2, "unexpected argument '%.100s'", argv[optind]);
+
+	/* Thread mode holds every channel at once: raise the descriptor limit as far as allowed. */
+	if (threads_mode) {
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	all = calloc(groups, sizeof *all);
+	tasks = calloc((size_t)groups * fds * 2, sizeof *tasks);
+	if (!all || !tasks)
+		die(1, "out of memory for %u groups", groups);
+	if (pipe(pair))
+		die(1, "cannot make the ready pipe: %s", strerror(errno));
+	ready_r = pair[0], ready_w = pair[1];
+	if (pipe(pair))
+		die(1, "cannot make the go pipe: %s", strerror(errno));
+	go_r = pair[0], go_w = pair[1];
+
+	for (unsigned gi = 0; gi < groups; gi++) {
+		struct group *g = &all[gi];
+
+		g->chan = calloc(fds, sizeof *g->chan);
+		if (!g->chan)
+			die(1, "out of memory for group %u", gi + 1);
+		for (unsigned i = 0; i < fds; i++)
+			open_channel(g->chan[i]);
+		for (unsigned i = 0; i < fds; i++) {
+			struct task *t = &tasks[ntasks];
+
+			t->g = g, t->index = i, t->sender = 0;
+			start_task(t);
+		}
+		for (unsigned i = 0; i < fds; i++) {
+			struct task *t = &tasks[ntasks];
+
+			t->g = g, t->index = i, t->sender = 1;
+			start_task(t);
+		}
+		/* A process run keeps no channel in the parent: each group's are closed once forked. */
+		if (!threads_mode)
+			for (unsigned i = 0; i < fds; i++) {
+				close(g->chan[i][0]);
+				close(g->chan[i][1]);
+			}
+	}
+
+	for (unsigned i = 0; i < ntasks; i++) {
+		ssize_t n = read(ready_r, &byte, 1);
+
+		if (n == 1)
+			continue;
+		if (n < 0 && errno == EINTR) {
+			i--;
+			continue;
+		}
+		stop_started();
+		die(1, "only %u of %u tasks became ready", i, ntasks);
+	}
+
+	double start = now();
+	byte = 'g';
+	if (write(go_w, &byte, 1) != 1) {
+		stop_started();
+		die(1, "cannot release the tasks: %s", strerror(errno));
+	}
+	int failed = 0;
+	for (unsigned i = 0; i < ntasks; i++) {
+		if (threads_mode) {
+			pthread_join(tasks[i].tid, NULL);
+		} else {
+			int status;
+
+			while (waitpid(tasks[i].pid, &status, 0) < 0)
+				if (errno != EINTR)
+					die(1, "waitpid: %s", strerror(errno));
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				failed++;
+		}
+	}
+	double elapsed = now() - start;
+	if (failed)
+		die(1, "%d of %u tasks failed", failed, ntasks);
+
+	printf("{\"groups\":%u,\"fds\":%u,\"loops\":%lu,\"datasize\":%u,\"mode\":\"%s\",\"ipc\":\"%s\","
+	       "\"tasks\":%u,\"messages\":%llu,\"time\":%.9f}\n",
+	       groups, fds, loops, datasize, threads_mode ? "thread" : "process", use_pipes ? "pipe" : "socket",
+	       ntasks, (unsigned long long)groups * fds * fds * loops, elapsed);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
