@@ -1,0 +1,228 @@
+"""The `aim7` family: AIM7's multi-user model, written here.
+
+`load` simulated users (processes) each run the tasks of a workfile (`test`: one
+task, as LKP's aim7 jobs use it, or a named mix) in an order of their own, all
+at once, in the run's directory (`fs`/`dir`). One repetition is one execution
+of the C program c/aim7.c at one load point: it forks the users, releases them
+together, waits for the last, and prints the real seconds of that and the jobs
+(task invocations) completed. Jobs per minute are computed here from those
+figures, as reaim does: jobs x 60 / real seconds. A list of loads in a job file
+sweeps the load as LKP's aim7 job does.
+
+Metrics, with LKP's names: aim7.jobs-per-min, aim7.time.elapsed_time (the real
+seconds of the timed part), aim7.time.user_time and aim7.time.system_time (the
+rusage of the whole process tree: the launcher's wait4 includes every waited
+child, and the program waits for its users, who wait for theirs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pydantic import Field, field_validator, model_validator
+
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.aim7 import tasks as tk
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.errors import UsageProblem
+from perflab.jobs import cpu_percent
+from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.runner.workdir import WorkdirParams, workdir
+
+JPM = "aim7.jobs-per-min"
+ELAPSED = "aim7.time.elapsed_time"
+USER = "aim7.time.user_time"
+SYSTEM = "aim7.time.system_time"
+
+MAX_USERS = 100000
+MAX_JOBS = 1000000
+DEFAULT_TIMEOUT = 3600.0
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(value, key: str) -> int:
+    """'1M' -> bytes (K, M, G are powers of 1024; a bare number is bytes)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = _SIZE.fullmatch(str(value))
+        if not m:
+            raise ValueError(f"{value!r} is not a size (e.g. 64K, 1M)")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 0:
+        raise ValueError(f"{value!r} is negative")
+    return n
+
+
+class Aim7Params(Params, WorkdirParams):
+    test: str = Field("mixed", description=f"the workfile: one task ({', '.join(tk.TASKS)}) "
+                                           f"or a mix ({', '.join((*tk.MIXES, *tk.ALIASES))})")
+    load: int = Field(1, description="simulated users: a number or N% of the online CPUs")
+    jobs: int | None = Field(None, description="task invocations per user, shared out by the workfile's "
+                                               "weights (default: the workfile once; 10 for one task)")
+    file_size: str = Field("1M", description="disk task file size (AIM's FILESIZE; 1 KiB blocks)")
+    pool_size: str = Field("10M", description="added to every disk file, divided by the load (AIM's POOLSIZE)")
+    scale: float = Field(1.0, description="multiplies the loop counts of the non-disk tasks (small for tests)")
+    sync: bool = Field(False, description="call sync() around every disk task, as unmodified AIM does")
+    seed: int = Field(0, description="seed of each user's task order and random blocks")
+
+    @field_validator("test", mode="before")
+    @classmethod
+    def _test(cls, v):
+        if not isinstance(v, str):
+            raise ValueError(f"{v!r} is not a task or mix name")
+        return tk.canonical(v)
+
+    @field_validator("load", mode="before")
+    @classmethod
+    def _load(cls, v):
+        v = cpu_percent(v, "load")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{v!r} is not a whole number of users")
+        if not 1 <= v <= MAX_USERS:
+            raise ValueError(f"must be between 1 and {MAX_USERS}")
+        return v
+
+    @field_validator("jobs")
+    @classmethod
+    def _jobs(cls, v):
+        if v is not None and not 1 <= v <= MAX_JOBS:
+            raise ValueError(f"must be between 1 and {MAX_JOBS} task invocations per user")
+        return v
+
+    @field_validator("file_size", "pool_size", mode="before")
+    @classmethod
+    def _size(cls, v, info):
+        parse_size(v, info.field_name)
+        return str(v)
+
+    @field_validator("scale")
+    @classmethod
+    def _scale(cls, v: float) -> float:
+        if not (math.isfinite(v) and 0 < v <= 1000):
+            raise ValueError("must be a positive number up to 1000")
+        return v
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int) -> int:
+        if not 0 <= v < 2 ** 63:
+            raise ValueError("must be a whole number from 0")
+        return v
+
+    @model_validator(mode="after")
+    def _blocks(self):
+        if self.blocks() < 1:
+            raise ValueError(f"file_size {self.file_size!r} with pool_size {self.pool_size!r} over {self.load} "
+                             f"users makes files of no 1 KiB block; give at least 1K")
+        return self
+
+    def blocks(self) -> int:
+        """Disk file size in 1 KiB blocks: FILESIZE + POOLSIZE / users, as AIM sizes them."""
+        return (parse_size(self.file_size, "file_size") // tk.BLOCK
+                + parse_size(self.pool_size, "pool_size") // tk.BLOCK // self.load)
+
+
+class Aim7Session(Session):
+    def __init__(self, params: Aim7Params, job: dict, program, helper, path: str, facts: dict):
+        self.p = params
+        self.program = str(program)
+        self.helper = str(helper)
+        self.path = path
+        self.counts = tk.per_user(params.test, params.jobs)
+        self.timeout = float(job.get("timeout") or DEFAULT_TIMEOUT)
+        stored = params.model_dump()
+        stored.pop("dir")
+        name = f"aim7 {params.test} load {params.load}"
+        super().__init__(name=name, params=stored, facts={
+            **facts, "placement": "the scheduler's choice",
+            "aim7_blocks": params.blocks(), "aim7_tasks_per_user": self.counts})
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        p = self.p
+        spec = ",".join(f"{t}:{n}" for t, n in self.counts.items() if n)
+        argv = [self.program, "-u", str(p.load), "-t", spec, "-b", str(p.blocks()), "-S", repr(p.scale),
+                "-s", str(p.seed + repetition), "-e", self.helper]
+        if p.sync:
+            argv.append("-y")
+        return [ProcessSpec(argv, item=p.test, cwd=self.path, timeout=self.timeout)]
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        expected = self.p.load * sum(self.counts.values())
+        return parse_output(spec.item, self.p.load, expected, result)
+
+
+def parse_output(test: str, users: int, expected_jobs: int, result: ProcessResult) -> list[Sample]:
+    """The program's JSON line -> jobs per minute and times; ItemFailed on anything else."""
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ItemFailed(f"{test}: expected one JSON line from aim7, got {len(lines)}")
+    try:
+        doc = json.loads(lines[0])
+    except ValueError:
+        raise ItemFailed(f"{test}: aim7 printed {lines[0][:80]!r}, not JSON") from None
+    if not isinstance(doc, dict):
+        raise ItemFailed(f"{test}: aim7 printed {lines[0][:80]!r}, not a JSON object")
+    jobs, real = doc.get("jobs"), doc.get("real_s")
+    if doc.get("users") != users:
+        raise ItemFailed(f"{test}: aim7 ran {doc.get('users')!r} users, asked for {users}")
+    if not isinstance(jobs, int) or jobs != expected_jobs:
+        raise ItemFailed(f"{test}: aim7 completed {jobs!r} jobs, expected {expected_jobs}")
+    if not isinstance(real, (int, float)) or not (real > 0 and math.isfinite(real)):
+        raise ItemFailed(f"{test}: aim7 reported real_s {real!r}")
+    return [Sample(JPM, jobs * 60.0 / real, "jobs/min", HIGHER_IS_BETTER),
+            Sample(ELAPSED, float(real), "s", LOWER_IS_BETTER),
+            Sample(USER, result.user, "s", LOWER_IS_BETTER),
+            Sample(SYSTEM, result.sys, "s", LOWER_IS_BETTER)]
+
+
+class Aim7Family(Family):
+    name = "aim7"
+    summary = "AIM7-class multi-user workload: N users run a workfile of tasks; jobs per minute"
+    Params = Aim7Params
+    duration_params = frozenset({"runs", "warmup", "timeout"})
+
+    def metrics(self, params: Aim7Params) -> dict[str, Metric]:
+        return {
+            JPM: Metric(JPM, "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds"),
+            ELAPSED: Metric(ELAPSED, "s", LOWER_IS_BETTER, "real seconds from releasing the users to the last one's end"),
+            USER: Metric(USER, "s", LOWER_IS_BETTER, "user CPU time of the whole process tree (wait4)"),
+            SYSTEM: Metric(SYSTEM, "s", LOWER_IS_BETTER, "system CPU time of the whole process tree (wait4)"),
+        }
+
+    def default_runs(self, params: Aim7Params) -> int:
+        return 1
+
+    @contextmanager
+    def session(self, params: Aim7Params, job: dict) -> Iterator[Aim7Session]:
+        program = cbuild.build(tk.PROGRAM, tk.SOURCE_DIR, flags=tk.BUILD_FLAGS)
+        helper = cbuild.build(tk.HELPER, tk.SOURCE_DIR, flags=tk.BUILD_FLAGS)
+        with workdir(params, "aim7") as wd:
+            _check_space(params, wd.path)
+            yield Aim7Session(params, job, program, helper, wd.path, wd.facts)
+
+
+def _check_space(params: Aim7Params, path: str) -> None:
+    """Refuse a load whose files cannot fit: every user holds at most one disk file at a time
+    (disk_cp: a copy beside the shared source file)."""
+    counts = tk.per_user(params.test, params.jobs)
+    if not any(counts.get(t) for t in tk.DISK_TASKS):
+        return
+    need = (params.load + 1) * params.blocks() * tk.BLOCK
+    st = os.statvfs(path)
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise UsageProblem(f"aim7 parameters load = {params.load}, file_size = {params.file_size!r}, pool_size = "
+                           f"{params.pool_size!r}: the users' files need {need >> 20} MiB, {path} has {free >> 20} MiB free")
+
+
+FAMILY = Aim7Family()
