@@ -16,6 +16,7 @@ FAMILIES: dict[str, str] = {
     "will-it-scale": "perflab.benchmarks.will_it_scale",
     "ebizzy": "perflab.benchmarks.ebizzy",
     "hackbench": "perflab.benchmarks.hackbench",
+    "aim7": "perflab.benchmarks.aim7",
     "fio": "perflab.benchmarks.fio",
 }
 
