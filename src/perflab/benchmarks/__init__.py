@@ -14,10 +14,12 @@ FAMILIES: dict[str, str] = {
     "cmd": "perflab.benchmarks.cmd",
     "lmbench": "perflab.benchmarks.lmbench.driver",
     "will-it-scale": "perflab.benchmarks.will_it_scale",
+    "kernbench": "perflab.benchmarks.kernbench",
     "ebizzy": "perflab.benchmarks.ebizzy",
     "hackbench": "perflab.benchmarks.hackbench",
     "aim7": "perflab.benchmarks.aim7",
     "fio": "perflab.benchmarks.fio",
+    "news": "perflab.benchmarks.news",
 }
 
 

@@ -1,0 +1,197 @@
+"""The `news` family: the C News workload (Collyer & Spencer, "News Need Not Be Slow").
+
+A feed of Usenet articles generated from a seed (news/feed.py: sizes, headers,
+cross-posts, duplicates, cancel messages; untimed set-up in the session) is
+filed into a news spool (a newsgroup directory tree, the active file, the
+history file and its index, per-site batch files), then the articles older
+than `expire_days` are expired. `style: bnews` files and expires with the
+habits the paper measured in B news, `style: cnews` with the fixes it
+describes (see c/news.c and docs/news.md).
+
+One repetition is three processes, all started by the runner: `news reset`
+(a fresh spool; untimed, not recorded), `news file` (the rnews of the
+paper's appendix log) and `news expire`. Each timed phase gets its own wall,
+user and system time from the launcher (wait4: the per-article rnews
+processes of bnews are children of the filer and are counted), recorded per
+article of the feed. The filing phase also records the totals as
+time.elapsed_time / time.user_time / time.system_time, so that
+`perflab log news --per ARTICLES` prints the paper's appendix log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from perflab.benchmarks import cbuild
+from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.news import feed as feedmod
+from perflab.model import LOWER_IS_BETTER, Sample
+from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.runner.workdir import WorkdirParams, workdir
+
+SOURCE_DIR = Path(__file__).resolve().parent / "c"
+BUILD_FLAGS: tuple[str, ...] = ("-O2",)
+MAX_ARTICLES = 1_000_000
+
+PHASES = ("file", "expire")
+METRICS = {
+    f"news.{phase}{kind}_s_per_article": Metric(
+        f"news.{phase}{kind}_s_per_article", "s", LOWER_IS_BETTER,
+        f"{what} time of the {phase} phase divided by the feed's articles")
+    for phase in PHASES
+    for kind, what in (("", "real (wall-clock)"), ("_user", "user CPU"), ("_sys", "system CPU"))
+}
+# The paper's appendix log is rnews's real/user/sys: the filing phase's totals under the
+# names `perflab log` reads (divide with --per ARTICLES).
+LOG_METRICS = {
+    "time.elapsed_time": Metric("time.elapsed_time", "s", LOWER_IS_BETTER, "filing phase: wall-clock time, total"),
+    "time.user_time": Metric("time.user_time", "s", LOWER_IS_BETTER, "filing phase: user CPU time, total"),
+    "time.system_time": Metric("time.system_time", "s", LOWER_IS_BETTER, "filing phase: system CPU time, total"),
+}
+
+
+class NewsParams(Params, WorkdirParams):
+    style: Literal["bnews", "cnews"] = Field(
+        "cnews", description="bnews: B news's habits the paper measured; cnews: C news's fixes")
+    articles: int = Field(1000, description=f"articles in the feed, duplicates and control messages included "
+                                            f"(1..{MAX_ARTICLES})")
+    groups: int = Field(100, description=f"newsgroups in the active file (1..{feedmod.max_groups()})")
+    seed: int = Field(1, description="seed of the generated feed (same seed, same bytes)")
+    expire_days: float = Field(7.0, description=f"expire articles older than this many days "
+                                                f"(the feed's dates span {feedmod.SPAN_DAYS} days)")
+
+    @field_validator("articles")
+    @classmethod
+    def _articles(cls, v: int) -> int:
+        if not 1 <= v <= MAX_ARTICLES:
+            raise ValueError(f"must be between 1 and {MAX_ARTICLES}")
+        return v
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: int) -> int:
+        if not 1 <= v <= feedmod.max_groups():
+            raise ValueError(f"must be between 1 and {feedmod.max_groups()}")
+        return v
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int) -> int:
+        if not 0 <= v < 2**63:
+            raise ValueError("must be a whole number from 0 to 2^63-1")
+        return v
+
+    @field_validator("expire_days")
+    @classmethod
+    def _days(cls, v: float) -> float:
+        if not (math.isfinite(v) and 0 <= v <= 36500):
+            raise ValueError("must be a number of days from 0 to 36500")
+        return v
+
+
+def build() -> Path:
+    """The news program (compiled on first use, cached by cbuild)."""
+    return cbuild.build("news", SOURCE_DIR, flags=BUILD_FLAGS)
+
+
+def phase_argv(binary: str, phase: str, style: str, spool: str, init: str, feed: feedmod.Feed,
+               expire_days: float) -> list[str]:
+    """The command line of one phase: reset, file or expire."""
+    if phase == "reset":
+        return [binary, "reset", "-S", spool, "-I", init]
+    if phase == "file":
+        return [binary, "file", "-s", style, "-S", spool, "-f", str(Path(init) / "feed")]
+    return [binary, "expire", "-s", style, "-S", spool, "-n", str(feed.end_time),
+            "-c", str(feedmod.expire_cutoff(feed, expire_days))]
+
+
+class NewsSession(Session):
+    def __init__(self, params: NewsParams, job: dict, binary: Path, root: str, feed: feedmod.Feed, facts: dict):
+        self.p = params
+        self.binary = str(binary)
+        self.init = str(Path(root) / "init")
+        self.spool = str(Path(root) / "spool")
+        self.feed = feed
+        # bnews files at a few ms per article here; its linear history search grows with the feed.
+        self.timeout = float(job.get("timeout") or (120 + params.articles * (0.05 + params.articles * 2e-6)))
+        stored = params.model_dump()
+        stored.pop("dir")
+        if stored["fs"] is None:
+            stored.pop("fs")
+            stored.pop("fs_size")
+        super().__init__(name=f"news {params.style} {params.articles} articles", params=stored, facts=facts)
+
+    def processes(self, repetition: int) -> list[ProcessSpec]:
+        def spec(phase: str, record: bool = True) -> ProcessSpec:
+            argv = phase_argv(self.binary, phase, self.p.style, self.spool, self.init, self.feed, self.p.expire_days)
+            return ProcessSpec(argv, item=phase, cwd=self.init, timeout=self.timeout, record=record)
+
+        return [spec("reset", record=False), spec("file"), spec("expire")]
+
+    def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
+        phase = spec.item
+        counts = parse_counts(phase, result.stdout)
+        if phase == "file" and counts["articles"] != self.p.articles:
+            raise ItemFailed(f"file: filed {counts['articles']} articles of a feed of {self.p.articles}")
+        if phase == "file" and counts["accepted"] + counts["duplicates"] != counts["articles"]:
+            raise ItemFailed(f"file: {counts['accepted']} accepted + {counts['duplicates']} duplicates "
+                             f"is not {counts['articles']} articles")
+        n = self.p.articles
+        out = [Sample(f"news.{phase}_s_per_article", result.wall / n, "s", LOWER_IS_BETTER),
+               Sample(f"news.{phase}_user_s_per_article", result.user / n, "s", LOWER_IS_BETTER),
+               Sample(f"news.{phase}_sys_s_per_article", result.sys / n, "s", LOWER_IS_BETTER)]
+        if phase == "file":
+            out += [Sample("time.elapsed_time", result.wall, "s", LOWER_IS_BETTER),
+                    Sample("time.user_time", result.user, "s", LOWER_IS_BETTER),
+                    Sample("time.system_time", result.sys, "s", LOWER_IS_BETTER)]
+        return out
+
+
+def parse_counts(phase: str, text: str) -> dict:
+    """The one JSON line a phase prints -> its counts; ItemFailed on anything else."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ItemFailed(f"{phase}: expected one JSON line of counts, got {len(lines)} lines")
+    try:
+        doc = json.loads(lines[0])
+    except ValueError:
+        raise ItemFailed(f"{phase}: output {lines[0][:80]!r} is not JSON") from None
+    keys = ("articles", "accepted", "duplicates", "cancels", "links", "expired", "kept")
+    if not isinstance(doc, dict) or doc.get("phase") != phase or not all(isinstance(doc.get(k), int) for k in keys):
+        raise ItemFailed(f"{phase}: output {lines[0][:80]!r} is not the {phase} phase's counts")
+    return doc
+
+
+class NewsFamily(Family):
+    name = "news"
+    summary = "the C News workload: file a feed of articles, then expire (style bnews or cnews)"
+    Params = NewsParams
+    duration_params = frozenset({"runs", "warmup", "timeout"})
+    failure_policy = STOP      # a failed filing leaves a spool later phases cannot be compared on
+    secondary_metrics = frozenset(LOG_METRICS)
+
+    def metrics(self, params: NewsParams) -> dict[str, Metric]:
+        return {**METRICS, **LOG_METRICS}
+
+    def default_runs(self, params: NewsParams) -> int:
+        return 3
+
+    @contextmanager
+    def session(self, params: NewsParams, job: dict) -> Iterator[NewsSession]:
+        binary = build()
+        with workdir(params, "news") as wd:
+            feed = feedmod.generate(params.articles, params.groups, params.seed)
+            feedmod.write(feed, Path(wd.path) / "init")
+            facts = {**wd.facts, "news_feed_bytes": feed.bytes,
+                     "news_mean_article_bytes": round(feed.bytes / len(feed.articles), 1)}
+            yield NewsSession(params, job, binary, wd.path, feed, facts)
+
+
+FAMILY = NewsFamily()
