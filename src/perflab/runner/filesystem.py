@@ -408,6 +408,7 @@ def mounted(fstype: str, size, prefix: str) -> Iterator:
             record["loop"] = loop
             _write_record(path, {k: v for k, v in record.items() if k != "record"})
             interrupt.check()
+            what = f"fs = {fstype} ({loop} on {record['backing']})"
             command, _package = MKFS[fstype]
             _run([*command, loop], what)
             interrupt.check()
