@@ -11,7 +11,7 @@ as_root() {
 
 # Real peers the tests and benchmark scripts use: hyperfine (side-by-side
 # timing), fio, git and a C compiler.
-PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs"
+PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
