@@ -63,8 +63,7 @@ def test_every_task_runs_for_every_user_and_leaves_no_file(programs, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_each_user_draws_its_own_order(programs, tmp_path):
-    # Same seed, same orders: the per-user order is a shuffle of its own, reproducible.
+def test_a_mix_of_counts_is_run_whole_by_every_user(programs, tmp_path):
     outs = [run_program(programs, tmp_path, "-u", "2", "-t", "fork_test:3,brk_test:3", "-b", "1", "-S", "0.01",
                         "-s", "7").stdout for _ in range(2)]
     assert all(json.loads(o)["jobs"] == 12 for o in outs)
