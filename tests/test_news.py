@@ -119,8 +119,11 @@ def test_feed_is_deterministic_and_realistic():
 
 
 def test_run_through_the_cli(cli):
+    # On a RAM disk when there is one: a journalled filesystem shared with other jobs can make the
+    # metadata operations both styles do dominate (see docs/news.md).
+    where = ["--dir", "/dev/shm"] if os.access("/dev/shm", os.W_OK) else []
     out = cli("run", "news", "--style", "bnews", "--style", "cnews", "--articles", "300", "--groups", "30",
-              "--runs", "2", timeout=200).stdout
+              "--runs", "2", *where, timeout=200).stdout
     assert "news bnews 300 articles" in out and "news cnews 300 articles" in out
     runs = dict(cli.sql("SELECT id, json_extract(params, '$.style') FROM run WHERE status='finished'"))
     assert sorted(runs.values()) == ["bnews", "cnews"]
@@ -134,7 +137,7 @@ def test_run_through_the_cli(cli):
             assert 0 <= v < (1 if m in PER_ARTICLE else 120), (m, v)   # s per article; totals of the filing
         means[style] = statistics.mean(v for m, v, _ in rows if m == "news.file_s_per_article")
     # a fork and exec per article, the files re-read, the history searched linearly: bnews is slower
-    assert means["cnews"] * 2 < means["bnews"], means
+    assert means["cnews"] * 3 < means["bnews"], means
     cmp = cli("compare", "style=bnews", "style=cnews").stdout
     assert "news.file_s_per_article" in cmp
     log = cli("log", "news", "--per", "300").stdout.splitlines()
