@@ -180,6 +180,8 @@ class HackbenchFamily(Family):
     summary = "hackbench's workload: groups of 20 senders and 20 receivers over sockets or pipes"
     Params = HackbenchParams
     duration_params = frozenset({"runs", "warmup", "timeout"})
+    # The tasks' CPU times from the launcher (wait4), not the workload's result.
+    secondary_metrics = frozenset({TIME_USER, TIME_SYS})
 
     def metrics(self, params: HackbenchParams) -> dict[str, Metric]:
         return dict(METRICS)
