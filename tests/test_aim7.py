@@ -198,3 +198,20 @@ def test_disk_tasks_on_a_fresh_xfs(cli):
     (status,) = cli.sql("SELECT status FROM run")[0]
     facts = json.loads(cli.sql("SELECT e.facts FROM environment e JOIN run r ON r.environment_id = e.id")[0][0])
     assert status == "finished" and facts["workdir_fs"] == "xfs"
+
+
+def test_a_hung_load_point_is_killed_with_its_users_and_the_sweep_goes_on(cli):
+    proc = cli("run", "aim7", "--test", "fork_test", "--load", "3", "--jobs", "1000000", "--jobs", "1",
+               "--scale", "0.02", "--timeout", "1", check=False)
+    assert proc.returncode == 1 and "timed out" in proc.stderr
+    assert [s for (s,) in cli.sql("SELECT status FROM run ORDER BY id")] == ["failed", "finished"]
+    cache = os.path.realpath(cli.env["XDG_CACHE_HOME"])
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if exe.startswith(cache) and os.path.basename(exe).startswith("aim7-"):
+            left.append(pid)
+    assert left == []                   # no user (nor child of one) outlives the timeout
