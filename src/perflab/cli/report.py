@@ -130,4 +130,70 @@ def report_scaling(operands, tests, box, plot, db) -> None:
         click.echo(f"plot: {plot}", err=True)
 
 
+@report_group.command("kernbench")
+@click.argument("operands", nargs=-1)
+@click.option("--box", help="Testbox whose runs to show when no operand is given (default: this host).")
+@db_option
+def report_kernbench(operands, box, db) -> None:
+    """kernbench's blocks: per load, each figure's mean (std deviation), a column per run or tag.
+
+    One block per load ("Average Half load -j 1 Run (std deviation):"), the
+    lines kernbench prints (Elapsed Time, User Time, System Time, Percent CPU,
+    Context Switches, Sleeps). Each OPERAND (run id, tag, commit prefix,
+    kernel release or key=value) is one column, its figures over every
+    sample of its runs; columns after the first carry their %change against
+    it (for significance: `perflab compare A B --style kernbench`). With no
+    operand: one column per tag of this testbox's kernbench runs.
+
+    \b
+    Example:
+      perflab run kernbench.yaml --tag v6.8
+      perflab report kernbench v6.8 v6.9
+    """
+    import json as _json
+
+    from perflab.report.kernbench import ORDER, block_of, render_report
+    from perflab.selection import USABLE_STATUSES, params_key, select
+    from perflab.stats.kernbench import blocks
+
+    store = get_store(db)
+    runs = [r for r in store.find_runs(benchmark="kernbench") if r.status in USABLE_STATUSES]
+    columns: list[tuple[str, list]] = []
+    if operands:
+        for operand in operands:
+            sel = select(store, operand, runs)
+            columns.append((sel.label, sel.runs))
+    else:
+        box = box or socket.gethostname()
+        mine = sorted((r for r in runs if r.testbox == box), key=lambda r: r.id)
+        if not mine:
+            others = sorted({r.testbox for r in runs})
+            hint = f"; boxes with kernbench runs: {', '.join(others)} (use --box)" if others else \
+                "; run `perflab run kernbench.yaml` first"
+            raise PerflabError(f"no kernbench runs of testbox {box!r}{hint}")
+        by_tag: dict[str, list] = {}
+        for r in mine:
+            by_tag.setdefault(r.tag if r.tag else "(untagged)", []).append(r)
+        columns = list(by_tag.items())
+    key_of, rests = {}, {}
+    for _, rs in columns:
+        for r in rs:
+            params = _json.loads(params_key(r.params, "kernbench"))
+            title, rest = block_of(params)
+            key = (title, _json.dumps(rest, sort_keys=True, default=str))
+            key_of[r.id], rests[key] = key, rest
+    values: list[dict] = [{} for _ in columns]
+    column_of: dict[int, list[int]] = {}
+    for i, (_, rs) in enumerate(columns):
+        for r in rs:
+            column_of.setdefault(r.id, []).append(i)
+    for smp in store.samples(list(column_of)):
+        for i in column_of[smp.run_id]:
+            values[i].setdefault(key_of[smp.run_id], {}).setdefault(smp.metric, []).append(smp.value)
+    found = sorted(blocks(values, ORDER), key=lambda b: b.key)
+    if not found:
+        raise PerflabError("the selected kernbench runs hold no samples")
+    click.echo(render_report([label for label, _ in columns], found, rests))
+
+
 COMMANDS = [report_group]

@@ -1,31 +1,93 @@
-"""kernbench's "Average ... Run (std deviation)" blocks, one per operand.
+"""kernbench's "Average ... Run (std deviation)" blocks.
 
-Each line is the metric's mean and, in parentheses, its standard deviation;
-the heads carry, in brackets, their change against the base, the verdict, the
-adjusted p-value and the interval of the change at the level the FDR family
-was tested at (so an interval that excludes zero goes with a call), or the
-reason no test was possible; then the metric's caveats.
+kernbench runs (benchmark `kernbench`) print as the seed report does: one
+block per load ("Average Half load -j 8 Run (std deviation):"), a column per
+operand (BASE, HEAD ...) with each figure's mean and, in parentheses, its
+standard deviation, then the head's %change against the base. In `compare`,
+each head's line carries, in brackets, the verdict, the adjusted p-value and
+the interval of the change at the level the FDR family was tested at (so an
+interval that excludes zero goes with a call), or the reason no test was
+possible; then the metric's caveats.
+
+Other benchmarks' rows print one block per operand, "Average LABEL Run (std
+deviation):", each line the metric's mean (stddev) with the same brackets.
+The FDR family sizes and the comparison's notes close the output.
+
+Formatting only: every number comes from perflab.stats (through the
+comparison result, or perflab.stats.kernbench for `perflab report kernbench`).
 """
 
 from __future__ import annotations
+
+import json
 
 from perflab.comparison import ComparisonResult
 from perflab.report.notes import caveats, family_lines, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
 
+KERNBENCH = "kernbench"
+# kernbench's own lines, in its order.
+KERNBENCH_NAMES = {
+    "kernbench.elapsed_time": "Elapsed Time",
+    "kernbench.user_time": "User Time",
+    "kernbench.system_time": "System Time",
+    "kernbench.percent_cpu": "Percent CPU",
+    "kernbench.context_switches": "Context Switches",
+    "kernbench.sleeps": "Sleeps",
+}
+ORDER = list(KERNBENCH_NAMES)
 NAMES = {
     "time.elapsed_time": "Elapsed Time",
     "time.user_time": "User Time",
     "time.system_time": "System Time",
     "time.maximum_resident_set_size": "Max RSS (KiB)",
+    **KERNBENCH_NAMES,
 }
+LOAD_NAMES = {"half": "Half load", "optimal": "Optimal load"}
+# Parameters that name the load itself (the block's title), or only the generator's revision.
+TITLE_PARAMS = ("load", "jobs", "generator")
 
 
-def _verdict(cmp, family: str) -> str:
+def block_of(params: dict) -> tuple[tuple, dict]:
+    """(sort key and title, the other parameters) of a kernbench run's parameters."""
+    load, jobs = params.get("load"), params.get("jobs")
+    rank = {"half": 0, "optimal": 1}.get(load, 2)
+    title = f"{LOAD_NAMES.get(load, 'Load')} -j {jobs}" if jobs is not None else "Load -j ?"
+    rest = {k: v for k, v in params.items() if k not in TITLE_PARAMS and v is not None}
+    return (rank, jobs if isinstance(jobs, int) else 0, title), rest
+
+
+def _differing(rests: list[dict]) -> set[str]:
+    keys = {k for r in rests for k in r}
+    return {k for k in keys if len({json.dumps(r.get(k), sort_keys=True, default=str) for r in rests}) > 1}
+
+
+def _suffix(rest: dict, differing: set[str]) -> str:
+    shown_params = [f"{k}={rest[k]}" for k in sorted(differing) if k in rest]
+    return f"  [{shown(', '.join(shown_params))}]" if shown_params else ""
+
+
+def _cell(mean: float, stddev: float) -> str:
+    return f"{value(mean)} ({value(stddev)})"
+
+
+def _table(header: list[str], rows: list[list[str]], notes: list[str]) -> list[str]:
+    """Columns padded to their widest cell; a note (verdicts) after each row."""
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    out = []
+    for row, note in zip([header, *rows], ["", *notes]):
+        # The %change columns (every other one after the base) are right-aligned.
+        text = "  ".join(cell.rjust(w) if c >= 3 and c % 2 == 1 else cell.ljust(w)
+                         for c, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        out.append(f"{text}   {note}" if note else text)
+    return out
+
+
+def _verdict(cmp, family: str, change: bool = True) -> str:
     if cmp.verdict == INSUFFICIENT:
         return caveats(cmp)
-    words = [f"{percent(cmp.pct_change, decimals=2)} {cmp.verdict}"]
+    words = [f"{percent(cmp.pct_change, decimals=2)} {cmp.verdict}" if change else cmp.verdict]
     if family == SECONDARY:
         words.append("secondary")
     words.append(f"p={cmp.p_adjusted:.3g}")
@@ -35,9 +97,42 @@ def _verdict(cmp, family: str) -> str:
     return f"{text}; {caveats(cmp)}" if cmp.warnings else text
 
 
-def render(result: ComparisonResult) -> str:
+def _kernbench_blocks(result: ComparisonResult, rows: list) -> list[str]:
+    groups: dict[tuple, list] = {}
+    rests: dict[tuple, dict] = {}
+    for r in rows:
+        key, rest = block_of(r.params)
+        full = (key, r.testbox or "", json.dumps(rest, sort_keys=True, default=str))
+        groups.setdefault(full, []).append(r)
+        rests[full] = {**rest, **({"testbox": r.testbox} if r.testbox else {})}
+    differing = _differing(list(rests.values()))
+    several = len(result.labels) > 2
     lines = []
-    rows = [r for r in result.rows if r.direction != 0]
+    for full in sorted(groups):
+        members = sorted(groups[full], key=lambda r: (ORDER.index(r.metric) if r.metric in ORDER else len(ORDER),
+                                                      r.metric))
+        lines.append(f"Average {full[0][2]} Run (std deviation):{_suffix(rests[full], differing)}")
+        header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
+        body, notes = [], []
+        for r in members:
+            cells = [shown(NAMES.get(r.metric, r.metric)), _cell(r.base.mean, r.base.stddev)]
+            words = []
+            for label, cmp in zip(result.labels[1:], r.heads):
+                if cmp is None:
+                    cells += ["-", ""]
+                    words.append((f"{shown(label)}: " if several else "") + "not measured")
+                    continue
+                cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
+                words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.family, change=False))
+            body.append(cells)
+            notes.append("[" + "] [".join(words) + "]" if words else "")
+        lines += _table(header, body, notes)
+        lines.append("")
+    return lines
+
+
+def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
+    lines = []
     width = max([len(shown(NAMES.get(r.metric, r.metric))) for r in rows] + [12])
     testcases = sorted({r.testcase for r in rows})
     if len(testcases) > 1:
@@ -60,6 +155,37 @@ def render(result: ComparisonResult) -> str:
             lines.append(f"{name:<{width}} {value(cmp.head.mean)} ({value(cmp.head.stddev)})   "
                          f"[{_verdict(cmp, r.family)}]")
         lines.append("")
+    return lines
+
+
+def render(result: ComparisonResult) -> str:
+    kern = [r for r in result.rows if r.benchmark == KERNBENCH]
+    others = [r for r in result.rows if r.benchmark != KERNBENCH and r.direction != 0]
+    lines = _kernbench_blocks(result, kern) if kern else []
+    if others or not kern:
+        lines += _generic_blocks(result, others)
     lines += family_lines(result)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"
+
+
+def render_report(labels: list[str], blocks: list, rests: dict[tuple, dict]) -> str:
+    """`perflab report kernbench`: stats.kernbench Blocks (keyed as block_of's key plus a rest key)
+    -> kernbench's blocks, one column per operand, the %change of each against the first."""
+    differing = _differing(list(rests.values()))
+    lines = []
+    header = [""] + [shown(labels[0])] + [x for label in labels[1:] for x in (shown(label), "")]
+    for block in blocks:
+        lines.append(f"Average {block.key[0][2]} Run (std deviation):{_suffix(rests[block.key], differing)}")
+        body = []
+        for m in block.metrics:
+            base = block.summaries[0].get(m)
+            cells = [shown(NAMES.get(m, m)), _cell(base.mean, base.stddev) if base else "-"]
+            for column, change in zip(block.summaries[1:], block.changes):
+                s = column.get(m)
+                cells += [_cell(s.mean, s.stddev) if s else "-", percent(change.get(m), decimals=2)
+                          if change.get(m) is not None else ""]
+            body.append(cells)
+        lines += _table(header, body, [""] * len(body))
+        lines.append("")
+    return "\n".join(lines)
