@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
 from perflab.errors import UsageProblem
 
@@ -34,22 +34,11 @@ class WorkdirParams(BaseModel):
 
     @field_validator("fs_size", mode="before")
     @classmethod
-    def _size(cls, v):
-        from perflab.runner.filesystem import parse_size
-
-        parse_size(v)
-        return str(v)
-
-    @model_validator(mode="after")
-    def _big_enough(self):
+    def _size(cls, v, info):
         from perflab.runner.filesystem import check_minimum, parse_size
 
-        if self.fs is not None:
-            try:
-                check_minimum(self.fs, parse_size(self.fs_size))
-            except ValueError as e:
-                raise ValueError(f"fs_size = {self.fs_size!r}: {e}") from None
-        return self
+        check_minimum(info.data.get("fs"), parse_size(v))   # fs is validated first (declared before)
+        return str(v)
 
 
 @dataclass
