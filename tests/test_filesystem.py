@@ -218,3 +218,27 @@ def test_sigkill_mid_run_then_the_next_command_cleans_up_and_says_so(cli, state)
     assert record["backing"] not in attached_loops() and not os.path.exists(record["backing"])
     assert not [n for n in os.listdir(state) if n.endswith(".json")]
     assert "removed a stale" not in cli("runs").stderr   # said once
+
+
+def test_sigterm_mid_run_undoes_the_filesystem_before_perflab_exits(cli, state):
+    need("tmpfs")
+    cli.env["PERFLAB_FS_STATE_DIR"] = str(state)
+    proc = cli.popen("run", "fio", "--fs", "tmpfs", "--fs-size", "16M", "--size", "4M", "--runtime", "60",
+                     "--runs", "1")
+    deadline = time.monotonic() + 30
+    record = None
+    while time.monotonic() < deadline and record is None:
+        names = [n for n in os.listdir(state) if n.endswith(".json")] if state.exists() else []
+        if names:
+            candidate = json.loads((state / names[0]).read_text())
+            if subprocess.run(["pgrep", "-f", "--", f"--directory={candidate['mount']}"],
+                              capture_output=True).returncode == 0:
+                record = candidate
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert record is not None, err
+    assert proc.returncode == 143 and "Traceback" not in err
+    assert record["mount"] not in mounted_points() and not os.path.exists(record["mount"])
+    assert not [n for n in os.listdir(state) if n.endswith(".json")]
+    assert cli.sql("SELECT status FROM run") == [("interrupted",)]
