@@ -28,10 +28,18 @@ from perflab.store import Store
 RESOURCE_FIGURES = frozenset({USER, SYS, MAXRSS, EXIT})
 
 
-def is_primary(metric: str, primary: list[str] | None = None) -> bool:
-    """Whether a metric belongs to the primary FDR family (`--primary GLOB` or the default)."""
+def is_primary(metric: str, primary: list[str] | None = None, benchmark: str = "") -> bool:
+    """Whether a metric belongs to the primary FDR family (`--primary GLOB` or the default).
+
+    By default a family's `secondary_metrics` (its harness-side figures) are secondary;
+    for benchmarks that are not perflab families (imports), the /usr/bin/time resource figures.
+    """
     if primary:
         return any(fnmatch.fnmatchcase(metric, glob) for glob in primary)
+    from perflab import benchmarks
+
+    if benchmark in benchmarks.FAMILIES:
+        return metric not in (benchmarks.family(benchmark).secondary_metrics | RESOURCE_FIGURES)
     return metric not in RESOURCE_FIGURES
 
 
@@ -180,7 +188,7 @@ def compare(
             if not any(fnmatch.fnmatchcase(n, glob) for n in names):
                 shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
                 raise PerflabError(f"--primary {glob!r} matches no metric of this comparison (metrics: {shown or 'none'})")
-    family_of = {k: PRIMARY if is_primary(base_groups[k].metric, primary) else SECONDARY for k in keys}
+    family_of = {k: PRIMARY if is_primary(base_groups[k].metric, primary, base_groups[k].benchmark) else SECONDARY for k in keys}
 
     # Per head against the base: the primary metrics form one FDR family, the
     # secondary ones another, so that secondary figures do not dilute the power
