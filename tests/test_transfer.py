@@ -72,3 +72,27 @@ def test_bad_import_files_write_nothing(cli, tmp_path):
     (tmp_path / "bad.csv").write_text("\n".join(csv_text))
     assert_one_line_error(second("import", tmp_path / "bad.csv", check=False), "bad.csv:4")
     assert second.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+def test_the_atomic_job_and_each_samples_process_travel_with_an_export(cli, tmp_path):
+    """Version 2 exports carry run.job and sample.process (JSON and CSV); version 1 files still import."""
+    cli("run", "cmd", "--runs", "2", "--prepare", "true", "--tag", "j", "--", "true")
+    job = cli.sql("SELECT job FROM run")[0][0]
+    doc = json.loads(cli("export").stdout)
+    assert doc["version"] == 2 and doc["runs"][0]["job"] == json.loads(job)
+    assert {tuple(smp[4:]) for smp in doc["runs"][0]["samples"]} == {(0, 1), (1, 1)}
+    for fmt in ("json", "csv"):
+        other = CLI(tmp_path / f"{fmt}.db", tmp_path)
+        path = tmp_path / f"export.{fmt}"
+        path.write_text(cli("export", "--format", fmt).stdout)
+        other("import", path)
+        assert other.sql("SELECT job FROM run") == [(job,)]
+        assert other.sql("SELECT DISTINCT repetition, process FROM sample ORDER BY 1") == [(0, 1), (1, 1)]
+    v1 = {**doc, "version": 1, "runs": [{**{k: v for k, v in doc["runs"][0].items() if k != "job"},
+                                         "uuid": "00000000-0000-4000-8000-000000000001",
+                                         "samples": [smp[:5] for smp in doc["runs"][0]["samples"]]}]}
+    (tmp_path / "v1.json").write_text(json.dumps(v1))
+    old = CLI(tmp_path / "v1.db", tmp_path)
+    old("import", tmp_path / "v1.json")
+    assert old.sql("SELECT job FROM run") == [(None,)]
+    assert old.sql("SELECT count(*) FROM sample WHERE process IS NULL")[0][0] == 10

@@ -66,6 +66,17 @@ def _memory_kib() -> int | str:
     return NA
 
 
+def memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None when unknown): what a run may still use."""
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
 def _governor() -> str:
     return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 

@@ -1,7 +1,9 @@
 """Export and import of runs, with their environments and samples, without loss.
 
-JSON: {"format": "perflab-export", "version": 1, "runs": [...]}, one object per
-run with its samples as [metric, value, unit, direction, repetition] rows.
+JSON: {"format": "perflab-export", "version": 2, "runs": [...]}, one object per
+run (with the atomic job it ran) and its samples as [metric, value, unit,
+direction, repetition, process] rows. Version 1 files (no job, samples without
+the process) are still read.
 CSV: one line per sample, the run's fields repeated (environment, params and
 failures as JSON text), so that spreadsheet users get a flat table.
 Import is all or nothing: the whole file is checked before one row is written.
@@ -23,10 +25,13 @@ from perflab.store import Store
 from perflab.store import schema as s
 
 FORMAT = "perflab-export"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 RUN_FIELDS = ("uuid", "testbox", "benchmark", "name", "params", "tag", "commit", "dirty",
-              "started", "finished", "status", "comment", "error", "environment", "failures")
-SAMPLE_FIELDS = ("metric", "value", "unit", "direction", "repetition")
+              "started", "finished", "status", "comment", "error", "environment", "failures", "job")
+SAMPLE_FIELDS = ("metric", "value", "unit", "direction", "repetition", "process")
+# The CSV header of version 1 exports (still read).
+V1_HEADER = RUN_FIELDS[:-1] + SAMPLE_FIELDS[:-1]
 STATUSES = {"running", "finished", "partial", "failed", "interrupted"}
 
 
@@ -38,7 +43,8 @@ def collect(store: Store, runs) -> list[dict]:
     ids = [r.id for r in runs]
     samples: dict[int, list] = {}
     for smp in store.samples(ids):
-        samples.setdefault(smp.run_id, []).append([smp.metric, smp.value, smp.unit, smp.direction, smp.repetition])
+        samples.setdefault(smp.run_id, []).append([smp.metric, smp.value, smp.unit, smp.direction, smp.repetition,
+                                                   smp.process])
     failures: dict[int, list] = {}
     for f in store.failures(ids):
         failures.setdefault(f.run_id, []).append([f.item, f.message])
@@ -48,7 +54,7 @@ def collect(store: Store, runs) -> list[dict]:
             "params": r.params, "tag": r.tag, "commit": r.commit, "dirty": r.dirty,
             "started": _iso(r.started), "finished": _iso(r.finished), "status": r.status,
             "comment": r.comment, "error": r.error, "environment": r.environment,
-            "failures": failures.get(r.id, []), "samples": samples.get(r.id, []),
+            "failures": failures.get(r.id, []), "job": r.job, "samples": samples.get(r.id, []),
         }
         for r in runs
     ]
@@ -63,14 +69,15 @@ def to_csv(runs: list[dict]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(RUN_FIELDS + SAMPLE_FIELDS)
     for run in runs:
-        head = [json.dumps(run[k]) if k in ("params", "environment", "failures") else
+        head = [json.dumps(run[k]) if k in ("params", "environment", "failures", "job") else
                 ("" if run[k] is None else run[k]) for k in RUN_FIELDS]
         head[RUN_FIELDS.index("dirty")] = "" if run["dirty"] is None else str(bool(run["dirty"])).lower()
         head = [guard(cell) for cell in head]  # no cell may run as a spreadsheet formula
         if not run["samples"]:
-            w.writerow(head + ["", "", "", "", ""])
-        for metric, value, unit, direction, rep in run["samples"]:
-            w.writerow(head + [guard(metric), repr(float(value)), guard(unit), direction, rep])
+            w.writerow(head + [""] * len(SAMPLE_FIELDS))
+        for metric, value, unit, direction, rep, process in run["samples"]:
+            w.writerow(head + [guard(metric), repr(float(value)), guard(unit), direction, rep,
+                               "" if process is None else process])
     return buf.getvalue()
 
 
@@ -119,11 +126,14 @@ def check_run_fields(run: dict, where: str) -> dict:
         raise PerflabError(f"{where}: params must be an object")
     run["params"] = run.get("params") or {}
     run["failures"] = [(str(a), str(b)) for a, b in (run.get("failures") or [])]
+    job = run.get("job")
+    if job is not None and not isinstance(job, dict):
+        raise PerflabError(f"{where}: key 'job' must be an object (the atomic job) or null")
     return run
 
 
 def check_samples(samples, where: str) -> list[tuple]:
-    """[metric, value, unit, direction, repetition] items as rows, each value finite,
+    """[metric, value, unit, direction, repetition(, process)] items as rows, each value finite,
     and perflab's own figures of a command within what they can be (a wall time
     above 0, CPU times, sizes not below 0, an integer exit status). Other
     metrics keep their sign: some are differences of two measurements."""
@@ -133,11 +143,12 @@ def check_samples(samples, where: str) -> list[tuple]:
         raise PerflabError(f"{where}: samples must be a list")
     rows = []
     for i, smp in enumerate(samples):
-        if not isinstance(smp, (list, tuple)) or len(smp) != 5:
-            raise PerflabError(f"{where}, sample {i}: expected [metric, value, unit, direction, repetition]")
-        metric, value, unit, direction, rep = smp
+        if not isinstance(smp, (list, tuple)) or len(smp) not in (5, 6):
+            raise PerflabError(f"{where}, sample {i}: expected [metric, value, unit, direction, repetition, process]")
+        metric, value, unit, direction, rep, process = (*smp, None) if len(smp) == 5 else smp
         try:
-            row = (str(metric), float(value), str(unit), int(direction), int(rep))
+            row = (str(metric), float(value), str(unit), int(direction), int(rep),
+                   None if process in (None, "") else int(process))
         except (TypeError, ValueError, OverflowError):
             raise PerflabError(f"{where}, sample {i}: value {value!r}, direction {direction!r} or repetition {rep!r} is not a number") from None
         rule = METRIC_RULES.get(row[0])
@@ -160,8 +171,9 @@ _UNIT_LENGTH = s.sample.c.unit.type.length
 def _check_header(path, doc) -> None:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PerflabError(f"{path}: not a perflab export (no \"format\": \"{FORMAT}\" key; for other tools' files see `perflab import --help`)")
-    if doc.get("version") != VERSION:
-        raise PerflabError(f"{path}: export version {doc.get('version')!r} is not supported (expected {VERSION})")
+    if doc.get("version") not in READABLE_VERSIONS:
+        raise PerflabError(f"{path}: export version {doc.get('version')!r} is not supported "
+                           f"(expected one of {', '.join(map(str, READABLE_VERSIONS))})")
     if not isinstance(doc.get("runs"), list):
         raise PerflabError(f"{path}: key 'runs' must be a list")
 
@@ -187,8 +199,9 @@ def stream_json(path, document) -> Iterator[dict]:
 def _read_csv(path: Path, text: str) -> list[dict]:
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
-    if header is None or tuple(header) != RUN_FIELDS + SAMPLE_FIELDS:
+    if header is None or tuple(header) not in (RUN_FIELDS + SAMPLE_FIELDS, V1_HEADER):
         raise PerflabError(f"{path}:1: not a perflab CSV export (expected header {','.join(RUN_FIELDS + SAMPLE_FIELDS)})")
+    v1 = tuple(header) == V1_HEADER
     runs: dict[str, dict] = {}
     for line_no, row in enumerate(reader, start=2):
         if len(row) != len(header):
@@ -196,10 +209,10 @@ def _read_csv(path: Path, text: str) -> list[dict]:
         rec = dict(zip(header, map(unguard, row)))  # undo to_csv's formula guard
         run = runs.get(rec["uuid"])
         if run is None:
-            run = {k: (rec[k] if rec[k] != "" else None) for k in RUN_FIELDS}
-            for k in ("params", "environment", "failures"):
+            run = {k: (rec.get(k) if rec.get(k, "") != "" else None) for k in RUN_FIELDS}
+            for k in ("params", "environment", "failures") + (() if v1 else ("job",)):
                 try:
-                    run[k] = json.loads(rec[k])
+                    run[k] = None if k == "job" and rec[k] == "" else json.loads(rec[k])
                 except json.JSONDecodeError:
                     raise PerflabError(f"{path}:{line_no}: column {k} is not valid JSON") from None
             run["dirty"] = {"true": True, "false": False, "": None}.get(rec["dirty"], "?")
@@ -209,7 +222,8 @@ def _read_csv(path: Path, text: str) -> list[dict]:
             run["_line"] = line_no
             runs[rec["uuid"]] = run
         if rec["metric"]:
-            run["samples"].append([rec["metric"], rec["value"], rec["unit"], rec["direction"], rec["repetition"]])
+            run["samples"].append([rec["metric"], rec["value"], rec["unit"], rec["direction"], rec["repetition"],
+                                   rec.get("process", "")])
     return [_check_run(r, f"{path}:{r.pop('_line')}") for r in runs.values()]
 
 

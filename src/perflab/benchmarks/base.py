@@ -113,6 +113,22 @@ class Family:
         yield  # pragma: no cover
 
 
+def one_json_object(item: str, text: str) -> dict:
+    """The single JSON object a program printed as its result; ItemFailed naming the item otherwise."""
+    import json
+
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ItemFailed(f"{item}: expected one JSON line of output, got {len(lines)}")
+    try:
+        doc = json.loads(lines[0])
+    except ValueError:
+        raise ItemFailed(f"{item}: output {lines[0][:80]!r} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ItemFailed(f"{item}: output {lines[0][:80]!r} is not a JSON object")
+    return doc
+
+
 class JobError(UsageProblem):
     """A job file or a family's parameters are wrong; the message names file, line and key."""
 

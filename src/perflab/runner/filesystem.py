@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from perflab import environment, units
 from perflab.errors import PerflabError, UsageProblem
 
 SHM = "/dev/shm"
@@ -56,28 +56,15 @@ def state_dir() -> str:
 
 # -- sizes ------------------------------------------------------------------------
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
-
-
 def parse_size(text, key: str = "fs_size") -> int:
-    """'512M', '4G', '1.5G', '1048576' -> bytes (K, M, G, T: powers of 1024); ValueError otherwise."""
-    if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a size; write e.g. 512M or 4G (K, M, G, T are powers of 1024)")
-    m = _SIZE.fullmatch(str(text))
-    if not m:
-        raise ValueError(f"{str(text)[:40]!r} is not a size; write e.g. 512M or 4G (K, M, G, T are powers of 1024)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    """'512M', '4G', '1.5G', '1048576' -> bytes; ValueError unless positive."""
+    value = units.parse_size(text)
     if value <= 0:
         raise ValueError("must be a positive size, e.g. 512M or 4G")
     return value
 
 
-def human(nbytes: float) -> str:
-    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g}{unit}"
-    return f"{int(nbytes)}"
+human = units.human
 
 
 def check_minimum(fstype: str | None, nbytes: int) -> None:
@@ -116,15 +103,7 @@ def _loop_support() -> bool:
     return os.path.exists("/dev/loop-control")
 
 
-def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+_mem_available = environment.memory_available
 
 
 def missing(fstype: str) -> str | None:

@@ -616,7 +616,7 @@ class Store:
             with self.engine.connect() as conn:
                 return conn.execute(
                     select(s.sample.c.run_id, s.sample.c.metric, s.sample.c.value, s.sample.c.unit,
-                           s.sample.c.direction, s.sample.c.repetition)
+                           s.sample.c.direction, s.sample.c.repetition, s.sample.c.process)
                     .where(s.sample.c.run_id.in_(ids))
                     .order_by(s.sample.c.run_id, s.sample.c.metric, s.sample.c.repetition, s.sample.c.id)
                 ).all()

@@ -46,6 +46,8 @@ PAUSE_RATIO = 0.25
 PAUSE_MIN = 0.002
 _SKIPPED = 0  # a handle's run id when its uuid is already in the store
 _ROW_COLUMNS = ("metric", "value", "unit", "direction", "repetition")
+# perflab's own exports (version 2) also say which process of the repetition a sample came from.
+_ROW_COLUMNS_WITH_PROCESS = _ROW_COLUMNS + ("process",)
 _RUN_ID_MARK = "987654321987654321"  # stands for the run id in the INSERT template
 
 
@@ -74,7 +76,8 @@ class ImportWriter:
         self._pending_runs: list[tuple[int, dict]] = []
         self._pending_rows: list[tuple[int, list[tuple]]] = []  # (handle, rows)
         self._pending_count = 0
-        self._sample_sql, self._sample_order = _sample_insert(store.engine.dialect)
+        self._sample_sql, self._sample_order = _sample_insert(store.engine.dialect, _ROW_COLUMNS)
+        self._sample_sql6, self._sample_order6 = _sample_insert(store.engine.dialect, _ROW_COLUMNS_WITH_PROCESS)
         self._ids: list[int | None] = []  # per handle: None until written, _SKIPPED, or the run id
         self._file_of: list[int] = []
         self._final: dict[int, str] = {}  # run id -> the status it gets at commit
@@ -200,10 +203,14 @@ class ImportWriter:
         """The driver's executemany straight from the importer's rows: the run id is
         part of the statement, so that no row is copied to add it (SQLAlchemy's
         per-row processing would be most of the cost of a big import)."""
-        text, order = self._sample_sql.replace(_RUN_ID_MARK, str(int(run_id))), self._sample_order
+        if rows and len(rows[0]) == len(_ROW_COLUMNS_WITH_PROCESS):
+            columns, sql, order = _ROW_COLUMNS_WITH_PROCESS, self._sample_sql6, self._sample_order6
+        else:
+            columns, sql, order = _ROW_COLUMNS, self._sample_sql, self._sample_order
+        text = sql.replace(_RUN_ID_MARK, str(int(run_id)))
         if order is None:  # a driver with named parameters (psycopg)
-            params = [dict(zip(_ROW_COLUMNS, row)) for row in rows]
-        elif order != [0, 1, 2, 3, 4]:
+            params = [dict(zip(columns, row)) for row in rows]
+        elif order != list(range(len(columns))):
             params = [tuple(row[i] for i in order) for row in rows]
         else:
             params = rows
@@ -227,6 +234,7 @@ class ImportWriter:
             name=run["name"], params=run["params"], tag=run.get("tag"), commit=run.get("commit"),
             dirty=run.get("dirty"), started=run["started"], finished=run.get("finished"), status=IMPORTING,
             comment=run.get("comment"), error=run.get("error"), host=host, pid=pid, pid_start=pid_start,
+            job=run.get("job"),
         )
         row = conn.execute(select(s.run.c.id, s.run.c.status, s.run.c.host, s.run.c.pid, s.run.c.pid_start)
                            .where(s.run.c.uuid == run["uuid"])).one()
@@ -243,15 +251,15 @@ class ImportWriter:
 
 
 
-def _sample_insert(dialect) -> tuple[str, list[int] | None]:
+def _sample_insert(dialect, columns: tuple[str, ...]) -> tuple[str, list[int] | None]:
     """The INSERT of one sample, with _RUN_ID_MARK where the run id goes, and
     the order of its parameters in a row (None for a driver with named parameters)."""
     compiled = (insert(s.sample)
-                .values(run_id=literal_column(_RUN_ID_MARK), **{c: bindparam(c) for c in _ROW_COLUMNS})
+                .values(run_id=literal_column(_RUN_ID_MARK), **{c: bindparam(c) for c in columns})
                 .compile(dialect=dialect))
     if _RUN_ID_MARK not in compiled.string:
         raise RuntimeError(f"cannot place the run id in {compiled.string!r}")
-    order = [_ROW_COLUMNS.index(c) for c in compiled.positiontup] if compiled.positional else None
+    order = [columns.index(c) for c in compiled.positiontup] if compiled.positional else None
     return compiled.string, order
 
 

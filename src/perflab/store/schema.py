@@ -68,7 +68,7 @@ run = Table(
     Column("pid", Integer),
     Column("pid_start", String(40)),
     # The atomic job this run executed (family, params, runs, ...): `perflab rerun` runs it again.
-    Column("job", JSON),
+    Column("job", JSON(none_as_null=True)),
 )
 Index("ix_run_benchmark_started", run.c.benchmark, run.c.started)
 Index("ix_run_tag", run.c.tag)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pydantic import Field, field_validator, model_validator
 
+from perflab import units
 from perflab.benchmarks import cbuild
 from perflab.benchmarks.aim7 import tasks as tk
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
@@ -43,24 +43,9 @@ SYSTEM = "aim7.time.system_time"
 MAX_USERS = 100000
 MAX_JOBS = 1000000
 DEFAULT_TIMEOUT = 3600.0
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*")
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
 def parse_size(value, key: str) -> int:
     """'1M' -> bytes (K, M, G are powers of 1024; a bare number is bytes)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
-    if isinstance(value, int):
-        n = value
-    else:
-        m = _SIZE.fullmatch(str(value))
-        if not m:
-            raise ValueError(f"{value!r} is not a size (e.g. 64K, 1M)")
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if n < 0:
-        raise ValueError(f"{value!r} is negative")
-    return n
+    return units.parse_size(value)
 
 
 class Aim7Params(Params, WorkdirParams):

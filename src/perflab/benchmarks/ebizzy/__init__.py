@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
+from perflab import environment, units
 from perflab.benchmarks import cbuild
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
 from perflab.jobs import cpu_percent
 from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.runner.executor import ProcessResult, ProcessSpec
@@ -59,32 +59,12 @@ METRICS = {
     TIME_SYS: Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of the process (wait4)"),
 }
 
-_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", re.IGNORECASE)
-
-
 def parse_size(value) -> int:
     """512, '512k', '4M', '1G' -> bytes (binary multiples)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size in bytes")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        m = _SIZE.fullmatch(value)
-        if m:
-            return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
-    raise ValueError(f"{value!r} is not a size in bytes (e.g. 524288, 512k, 1M)")
+    return units.parse_size(value)
 
 
-def memory_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None when unknown)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+memory_available = environment.memory_available
 
 
 class EbizzyParams(Params):
@@ -178,18 +158,12 @@ class EbizzySession(Session):
 
 def parse_output(text: str, threads: int) -> list[Sample]:
     """The program's JSON line -> throughput, per-thread spread and timed seconds; ItemFailed otherwise."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ItemFailed(f"ebizzy: expected one JSON line of output, got {len(lines)}")
-    try:
-        doc = json.loads(lines[0])
-    except ValueError:
-        raise ItemFailed(f"ebizzy: output {lines[0][:80]!r} is not JSON") from None
-    records, elapsed = doc.get("records") if isinstance(doc, dict) else None, doc.get("elapsed") if isinstance(doc, dict) else None
+    doc = one_json_object("ebizzy", text)
+    records, elapsed = doc.get("records"), doc.get("elapsed")
     if (not isinstance(records, list) or len(records) != threads
             or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in records)
             or not isinstance(elapsed, (int, float)) or not elapsed > 0):
-        raise ItemFailed(f"ebizzy: output {lines[0][:80]!r} is not {threads} thread counts and a positive elapsed time")
+        raise ItemFailed(f"ebizzy: output {json.dumps(doc)[:80]!r} is not {threads} thread counts and a positive elapsed time")
     rates = [r / elapsed for r in records]
     total = sum(rates)
     mean = total / len(rates)

@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from perflab.benchmarks import cbuild
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
 from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.runner.executor import ProcessResult, ProcessSpec
 
@@ -156,18 +156,10 @@ class HackbenchSession(Session):
 
 def parse_output(text: str, p: HackbenchParams) -> list[Sample]:
     """The program's JSON line -> time and throughput; ItemFailed on anything else."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ItemFailed(f"hackbench: expected one JSON line of output, got {len(lines)}")
-    try:
-        doc = json.loads(lines[0])
-    except ValueError:
-        raise ItemFailed(f"hackbench: output {lines[0][:80]!r} is not JSON") from None
-    if not isinstance(doc, dict):
-        raise ItemFailed(f"hackbench: output {lines[0][:80]!r} is not a JSON object")
+    doc = one_json_object("hackbench", text)
     seconds, messages = doc.get("time"), doc.get("messages")
     if not isinstance(seconds, (int, float)) or not (seconds > 0 and math.isfinite(seconds)):
-        raise ItemFailed(f"hackbench: output {lines[0][:80]!r} has no positive time")
+        raise ItemFailed(f"hackbench: output {json.dumps(doc)[:80]!r} has no positive time")
     if messages != messages_of(p) or doc.get("tasks") != tasks_of(p):
         raise ItemFailed(f"hackbench: passed {messages} messages with {doc.get('tasks')} tasks, "
                          f"expected {messages_of(p)} with {tasks_of(p)}")
