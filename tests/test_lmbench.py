@@ -17,6 +17,8 @@ from perflab.benchmarks.lmbench import catalog, driver
 from perflab.store import open_store
 
 TINY = {"PERFLAB_LMBENCH_TINY": "1"}
+# Figures computed as one measurement minus another (lat_sig, lat_vm take the signal handler's cost out).
+DIFFERENCES = {"signal.handle", "vm.prot_fault", "vm.page_fault"}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +98,11 @@ def test_every_figure_is_stored_with_its_unit(suite):
         assert sorted(r[3] for r in rows) == list(range(len(rows))), metric
         for value, unit, direction, _ in rows:
             assert unit == f.unit and direction == f.direction, metric
-            assert value > 0, (metric, value)
+            # A figure that is a difference of two measurements (the handler's cost taken
+            # out) can dip below 0 in one tiny 0.5 ms sample; its mean may not.
+            assert value > 0 or metric in DIFFERENCES, (metric, value)
+        if metric in DIFFERENCES:
+            assert sum(r[0] for r in rows) > 0, (metric, rows)
 
 
 def test_figures_are_of_a_plausible_order_of_magnitude(suite):

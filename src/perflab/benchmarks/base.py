@@ -84,6 +84,8 @@ class Family:
     # Parameters that only change how long a run takes: `compare` ignores them when it matches groups.
     duration_params: ClassVar[frozenset[str]] = frozenset()
     failure_policy: ClassVar[str] = SKIP
+    # Axes a job gets when it does not name the parameter (kernbench: both loads, as kernbench runs).
+    default_axes: ClassVar[dict[str, list]] = {}
     # Metrics that describe the harness's view of a process rather than the benchmark's result.
     secondary_metrics: ClassVar[frozenset[str]] = frozenset()
 

@@ -155,6 +155,8 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
     raw.update({k: v for k, v in overridden.items() if k not in JOB_KEYS})   # --set wins over the file
+    for key, values in family.default_axes.items():
+        raw.setdefault(key, list(values))
     job = {"benchmark": name, "runs": doc.get("runs"), "warmup": doc.get("warmup", 0),
            "timeout": doc.get("timeout"), "tag": doc.get("tag"), "comment": doc.get("comment"),
            "monitors": doc.get("monitors") or {}}

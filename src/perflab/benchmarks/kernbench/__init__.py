@@ -1,7 +1,7 @@
 """The `kernbench` family: time a parallel build of a C source tree, as kernbench does.
 
 One atomic job is one load: `jobs: half` (make -j CPUs/2, at least 1),
-`jobs: optimal` (make -j CPUs x 2) or `jobs: N`; a job file sweeps
+`jobs: optimal` (make -j CPUs x 2) or `jobs: N`; without `jobs` a run sweeps
 `jobs: [half, optimal]` to get kernbench's two blocks, one run each. One
 repetition is a clean (`make clean`, unrecorded), optionally a dropped page
 cache (`drop_caches: true`: sync and 3 into /proc/sys/vm/drop_caches, root
@@ -74,7 +74,7 @@ def load_title(load: str, jobs: int) -> str:
 class KernbenchParams(Params, WorkdirParams):
     jobs: Literal["half", "optimal"] | int = Field(
         "optimal", description="make's -j: half (CPUs/2, at least 1), optimal (CPUs x 2) or a number; "
-                               "a job file sweeps [half, optimal] for kernbench's two blocks")
+                               "both half and optimal when not given (kernbench's two blocks, one run each)")
     size: Literal["tiny", "small", "full"] = Field(
         "full", description="the generated tree: tiny (seconds), small, full (minutes on 2 CPUs)")
     seed: int = Field(1, description="seed of the generated tree (the same seed, the same sources)")
@@ -185,6 +185,8 @@ def samples_of(result: ProcessResult) -> list[Sample]:
 
 class KernbenchFamily(Family):
     name = "kernbench"
+    # Without a `jobs`, both of kernbench's loads run, one run (and one compare block) each.
+    default_axes = {"jobs": ["half", "optimal"]}
     summary = "time a parallel build of a C tree (generated, or a kernel) at half and optimal load"
     Params = KernbenchParams
     duration_params = frozenset({"runs", "warmup", "timeout"})
