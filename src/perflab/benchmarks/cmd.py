@@ -258,8 +258,8 @@ class CmdSession(Session):
         if result.ok:
             return None
         if result.timed_out:
-            return f"{spec.item} timed out after {spec.timeout:g}s" + _tail(result)
-        return f"{spec.item} exited with status {result.exit_status}" + _tail(result)
+            return f"{spec.item} timed out after {spec.timeout:g}s" + result.stderr_summary()
+        return f"{spec.item} exited with status {result.exit_status}" + result.stderr_summary()
 
     def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
         out = [
@@ -274,11 +274,6 @@ class CmdSession(Session):
         combined = result.stdout + ("\n" + result.stderr_tail if result.stderr_tail else "")
         out += [Sample(m.name, m.extract(combined), m.unit, m.direction) for m in self.command.metrics]
         return out
-
-
-def _tail(result: ProcessResult) -> str:
-    tail = result.stderr_tail.strip().splitlines()[-5:]
-    return ": " + " | ".join(tail) if tail else ""
 
 
 class CmdFamily(Family):

@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import types
 import typing
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _is_list_type(annotation) -> bool:
     origin = typing.get_origin(annotation)
     if origin in (list, tuple, set, frozenset):
         return True
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         return any(_is_list_type(a) for a in typing.get_args(annotation))
     return annotation in (list, tuple)
 

@@ -112,8 +112,12 @@ class ProcessResult:
                 why = f"killed by signal {self.signal}"
         else:
             why = f"exited with status {self.exit_status}"
-        tail = [line.strip() for line in self.stderr_tail.splitlines() if line.strip()][-tail_lines:]
-        return why + (": " + " | ".join(tail) if tail else "")
+        return why + self.stderr_summary(tail_lines)
+
+    def stderr_summary(self, lines: int = 5) -> str:
+        """': last | lines | of stderr' (empty when it printed nothing), for failure messages."""
+        tail = [line.strip() for line in self.stderr_tail.splitlines() if line.strip()][-lines:]
+        return ": " + " | ".join(tail) if tail else ""
 
 
 @dataclass

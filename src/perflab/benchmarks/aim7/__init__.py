@@ -17,7 +17,6 @@ child, and the program waits for its users, who wait for theirs).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from perflab import units
 from perflab.benchmarks import cbuild
 from perflab.benchmarks.aim7 import tasks as tk
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
 from perflab.errors import UsageProblem
 from perflab.jobs import cpu_percent
 from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
@@ -148,15 +147,7 @@ class Aim7Session(Session):
 
 def parse_output(test: str, users: int, expected_jobs: int, result: ProcessResult) -> list[Sample]:
     """The program's JSON line -> jobs per minute and times; ItemFailed on anything else."""
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ItemFailed(f"{test}: expected one JSON line from aim7, got {len(lines)}")
-    try:
-        doc = json.loads(lines[0])
-    except ValueError:
-        raise ItemFailed(f"{test}: aim7 printed {lines[0][:80]!r}, not JSON") from None
-    if not isinstance(doc, dict):
-        raise ItemFailed(f"{test}: aim7 printed {lines[0][:80]!r}, not a JSON object")
+    doc = one_json_object(test, result.stdout)
     jobs, real = doc.get("jobs"), doc.get("real_s")
     if doc.get("users") != users:
         raise ItemFailed(f"{test}: aim7 ran {doc.get('users')!r} users, asked for {users}")

@@ -34,6 +34,7 @@ from perflab.errors import UsageProblem
 from perflab.model import Sample
 from perflab.runner.executor import ProcessResult, ProcessSpec
 from perflab.runner.recorder import RunFailed
+from perflab.runner.workdir import filesystem_of
 from perflab.store import Store
 
 SOURCE_DIR = Path(__file__).parent / "c"
@@ -98,23 +99,6 @@ class ProgramFailed(ItemFailed):
     """One execution of one program went wrong; the message names the program."""
 
 
-def _tmp_filesystem(path: str) -> str:
-    """File system type of the mount holding `path` (from /proc/mounts), or n/a."""
-    best, fstype = "", "n/a"
-    try:
-        real = os.path.realpath(path)
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3:
-                    mount = parts[1].replace("\\040", " ")
-                    if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
-                        best, fstype = mount, parts[2]
-    except OSError:
-        pass
-    return fstype
-
-
 def parse_output(program: str, text: str) -> list[Sample]:
     """A program's JSON lines -> samples, with the catalog's unit and direction.
 
@@ -177,7 +161,7 @@ class LmbenchSession(Session):
             stored["tiny"] = True
         tmp_parent = os.path.dirname(workdir)
         facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
-                 "lmbench_tmpdir_fs": _tmp_filesystem(tmp_parent),
+                 "lmbench_tmpdir_fs": filesystem_of(tmp_parent)[0],
                  "placement": "each program pinned to the first CPU it may use"}
         try:
             facts["cc_path"] = cbuild.compiler().path

@@ -30,7 +30,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from perflab.benchmarks import cbuild
-from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, one_json_object
 from perflab.benchmarks.news import feed as feedmod
 from perflab.model import LOWER_IS_BETTER, Sample
 from perflab.runner.executor import ProcessResult, ProcessSpec
@@ -156,16 +156,10 @@ class NewsSession(Session):
 
 def parse_counts(phase: str, text: str) -> dict:
     """The one JSON line a phase prints -> its counts; ItemFailed on anything else."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ItemFailed(f"{phase}: expected one JSON line of counts, got {len(lines)} lines")
-    try:
-        doc = json.loads(lines[0])
-    except ValueError:
-        raise ItemFailed(f"{phase}: output {lines[0][:80]!r} is not JSON") from None
+    doc = one_json_object(phase, text)
     keys = ("articles", "accepted", "duplicates", "cancels", "links", "expired", "kept")
-    if not isinstance(doc, dict) or doc.get("phase") != phase or not all(isinstance(doc.get(k), int) for k in keys):
-        raise ItemFailed(f"{phase}: output {lines[0][:80]!r} is not the {phase} phase's counts")
+    if doc.get("phase") != phase or not all(isinstance(doc.get(k), int) for k in keys):
+        raise ItemFailed(f"{phase}: output {json.dumps(doc)[:80]!r} is not the {phase} phase's counts")
     return doc
 
 

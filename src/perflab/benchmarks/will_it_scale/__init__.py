@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -36,6 +34,7 @@ from perflab.benchmarks.will_it_scale import testcases as tc
 from perflab.jobs import cpu_percent
 from perflab.model import HIGHER_IS_BETTER, Sample
 from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.runner.workdir import Workdir, WorkdirParams, workdir
 
 THP_SYSFS = "/sys/kernel/mm/transparent_hugepage/enabled"
 PER_PROCESS = "will-it-scale.per_process_ops"
@@ -46,7 +45,7 @@ SCALABILITY = "will-it-scale.scalability"
 Testcase = Literal[tuple(tc.TESTCASES)]  # type: ignore[valid-type]
 
 
-class WillItScaleParams(Params):
+class WillItScaleParams(Params, WorkdirParams):
     test: Testcase = Field(description=f"the testcase: {', '.join(tc.TESTCASES)}")
     mode: Literal["process", "thread"] = Field("process", description="tasks are processes or threads")
     nr_task: int = Field(1, description="tasks: a number or N% of the online CPUs")
@@ -56,7 +55,6 @@ class WillItScaleParams(Params):
     bind: bool = Field(True, description="task i bound to the i-th online CPU (false: the scheduler places them)")
     thp: Literal["always", "never", "madvise", "system"] = Field(
         "system", description="transparent huge pages for the run (system: leave the setting alone)")
-    dir: str | None = Field(None, description="directory for the file testcases (default: $TMPDIR)")
 
     @field_validator("nr_task", mode="before")
     @classmethod
@@ -105,10 +103,10 @@ def _apply_system_thp(wanted: str) -> str | None:
 
 
 class WillItScaleSession(Session):
-    def __init__(self, params: WillItScaleParams, job: dict, binary, workdir: str, thp_fact: str, harness_thp: str):
+    def __init__(self, params: WillItScaleParams, job: dict, binary, workdir: Workdir, thp_fact: str, harness_thp: str):
         self.p = params
         self.binary = str(binary)
-        self.workdir = workdir
+        self.workdir = workdir.path
         self.harness_thp = harness_thp
         self.timeout = float(job.get("timeout") or (params.duration + params.warmup_time + 60))
         cpus = sorted(os.sched_getaffinity(0))
@@ -116,10 +114,13 @@ class WillItScaleSession(Session):
                      else "the scheduler's choice")
         name = f"will-it-scale {params.test} {params.mode} x{params.nr_task}"
         stored = params.model_dump()
-        stored.pop("dir")
+        stored.pop("dir")     # where the files go, not what is measured
+        if stored["fs"] is None:
+            stored.pop("fs")
+            stored.pop("fs_size")
         super().__init__(name=name, params=stored, facts={
             "placement": placement, "benchmark_aslr": "off (personality ADDR_NO_RANDOMIZE)",
-            "thp_in_effect": thp_fact, "wis_dir": workdir})
+            "thp_in_effect": thp_fact, **workdir.facts})
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
         p = self.p
@@ -212,36 +213,30 @@ class WillItScaleFamily(Family):
     @contextmanager
     def session(self, params: WillItScaleParams, job: dict) -> Iterator[WillItScaleSession]:
         binary = cbuild.build(params.test, tc.SOURCE_DIR, flags=tc.BUILD_FLAGS, libs=tc.BUILD_LIBS)
-        parent = params.dir or tempfile.gettempdir()
-        if not os.path.isdir(parent):
-            from perflab.errors import UsageProblem
-
-            raise UsageProblem(f"will-it-scale parameter dir = {parent!r}: no such directory")
-        workdir = tempfile.mkdtemp(prefix="perflab-wis-", dir=parent)
         restore = None
-        try:
-            if params.thp == "system":
-                from perflab.environment import _bracketed
+        with workdir(params, "wis") as directory:
+            try:
+                if params.thp == "system":
+                    from perflab.environment import _bracketed
 
-                thp_fact, harness_thp = f"system setting: {_bracketed(THP_SYSFS)}", "system"
-            else:
-                restore = _apply_system_thp(params.thp)
-                if restore is not None:
-                    thp_fact, harness_thp = f"system setting: {params.thp} (set for the run)", "system"
+                    thp_fact, harness_thp = f"system setting: {_bracketed(THP_SYSFS)}", "system"
                 else:
-                    how = ("prctl(PR_SET_THP_DISABLE)" if params.thp == "never" else
-                           "madvise(MADV_HUGEPAGE) on the testcase's mappings" if params.thp == "always" else
-                           "the system setting's madvise behaviour")
-                    thp_fact, harness_thp = f"per process: {params.thp} via {how} (system setting read-only)", params.thp
-            yield WillItScaleSession(params, job, binary, workdir, thp_fact, harness_thp)
-        finally:
-            if restore is not None and restore != params.thp:
-                try:
-                    with open(THP_SYSFS, "w") as f:
-                        f.write(restore)
-                except OSError:
-                    pass
-            shutil.rmtree(workdir, ignore_errors=True)
+                    restore = _apply_system_thp(params.thp)
+                    if restore is not None:
+                        thp_fact, harness_thp = f"system setting: {params.thp} (set for the run)", "system"
+                    else:
+                        how = ("prctl(PR_SET_THP_DISABLE)" if params.thp == "never" else
+                               "madvise(MADV_HUGEPAGE) on the testcase's mappings" if params.thp == "always" else
+                               "the system setting's madvise behaviour")
+                        thp_fact, harness_thp = f"per process: {params.thp} via {how} (system setting read-only)", params.thp
+                yield WillItScaleSession(params, job, binary, directory, thp_fact, harness_thp)
+            finally:
+                if restore is not None and restore != params.thp:
+                    try:
+                        with open(THP_SYSFS, "w") as f:
+                            f.write(restore)
+                    except OSError:
+                        pass
 
 
 FAMILY = WillItScaleFamily()
