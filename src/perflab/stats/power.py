@@ -1,0 +1,46 @@
+"""Power, out loud: the smallest change two groups of samples could have detected.
+
+A "no change" means little unless the samples could have seen a change of the
+size that matters. For two groups of n1 and n2 samples with standard
+deviation sd, a two-sample t-test at level alpha detects a true difference
+of means delta with probability `power` when
+
+    delta >= (t(1 - alpha/2, df) + t(power, df)) * sd * sqrt(1/n1 + 1/n2),  df = n1 + n2 - 2
+
+(the usual normal-approximation formula with t quantiles, which makes it
+conservative for small samples). On logarithms of positive samples, delta is
+a log-ratio and the detectable relative change is exp(delta) - 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+POWER = 0.90
+
+
+def detectable_delta(n1: int, n2: int, sd: float, alpha: float = 0.05, power: float = POWER,
+                     two_sided: bool = True) -> float:
+    """The smallest true difference of means the test detects with `power` (same units as sd); inf if none."""
+    if n1 < 1 or n2 < 1 or n1 + n2 < 3 or not math.isfinite(sd):
+        return math.inf
+    df = n1 + n2 - 2
+    tail = alpha / 2 if two_sided else alpha
+    return (stats.t.ppf(1 - tail, df) + stats.t.ppf(power, df)) * sd * math.sqrt(1 / n1 + 1 / n2)
+
+
+def detectable_change(n1: int, n2: int, sd: float, alpha: float = 0.05, power: float = POWER,
+                      two_sided: bool = True, logged: bool = True, scale: float = 1.0) -> float:
+    """The smallest relative change (a fraction) detectable with `power`.
+
+    `logged`: sd is the standard deviation of the logarithms (the change is
+    exp(delta) - 1); otherwise sd is in the samples' units and the change is
+    delta / |scale| (scale: the base mean)."""
+    delta = detectable_delta(n1, n2, sd, alpha, power, two_sided)
+    if not math.isfinite(delta):
+        return math.inf
+    if logged:
+        return math.expm1(delta)
+    return delta / abs(scale) if scale else math.inf
