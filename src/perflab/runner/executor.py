@@ -224,3 +224,148 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
         signal=int(fields["signal"]), timed_out=fields["timedout"] == "1",
         interrupted=fields["interrupted"] == "1", stdout=stdout, stderr_tail=tail,
     )
+
+
+class Background:
+    """A long-running helper (a monitor's `perf record`) started through the launcher.
+
+    The helper runs in its own process group under the launcher, which dies
+    with perflab (parent-death signal) and then kills the helper's group, so a
+    helper never outlives perflab, kill -9 included. Not timed, not measured.
+    """
+
+    def __init__(self, argv: list[str], launcher_pid: int, helper_pid: int, result_fd: int):
+        self.argv = argv
+        self.pid = helper_pid            # the helper itself (its process group id too)
+        self.launcher_pid = launcher_pid
+        self._fd = result_fd
+        self._buffer = b""
+        self._exit: int | None = None    # the helper's exit status (128+N when killed by N)
+
+    @property
+    def alive(self) -> bool:
+        return self._exit is None and not self._drain(0)
+
+    @property
+    def exit_status(self) -> int | None:
+        return self._exit
+
+    def _drain(self, timeout: float | None) -> bool:
+        """Read the launcher's report until it ends (True) or `timeout` seconds pass (False)."""
+        import select
+        import time
+
+        if self._fd < 0:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._fd], [], [], wait)
+            if not ready:
+                return False
+            chunk = os.read(self._fd, 4096)
+            if chunk:
+                self._buffer += chunk
+                continue
+            os.close(self._fd)
+            self._fd = -1
+            try:
+                os.waitpid(self.launcher_pid, 0)
+            except ChildProcessError:
+                pass
+            fields = {}
+            for line in self._buffer.decode(errors="replace").splitlines():
+                if line.startswith("exit="):
+                    fields = dict(word.split("=", 1) for word in line.split())
+            self._exit = int(fields.get("exit", 128 + signal.SIGKILL))
+            return True
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The helper's exit status once it ended; None if it still runs after `timeout` seconds."""
+        self._drain(timeout)
+        return self._exit
+
+    def send(self, sig: int) -> None:
+        """Send `sig` to the helper's process group (not to the launcher)."""
+        if self._exit is None:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 10.0) -> int:
+        """Ask the helper to finish (`sig`, SIGINT lets perf write its file), wait up to `timeout` s;
+        then the launcher kills its group (SIGTERM, SIGKILL after its grace time)."""
+        if self._exit is None:
+            self.send(sig)
+            if self.wait(timeout) is None:
+                try:
+                    os.kill(self.launcher_pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                self.wait()
+        return self._exit if self._exit is not None else 128 + signal.SIGKILL
+
+    close = stop
+
+
+def _output_fd(target, stack) -> int:
+    """stdout/stderr of a helper: None -> /dev/null, an int fd, or a path (created or truncated)."""
+    if target is None:
+        target = os.devnull
+    if isinstance(target, int):
+        return target
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    stack.append(fd)
+    return fd
+
+
+def start_background(argv: Sequence[str], *, stdout=None, stderr=None, cwd: str | None = None,
+                     grace: float = DEFAULT_GRACE) -> Background:
+    """Start a helper process in the background through the launcher; returns once it has exec'd.
+
+    Call it from the main thread: the launcher's parent-death signal fires when the
+    thread that started it ends. stdout/stderr: None (/dev/null), a path or a file descriptor.
+    Raises PerflabError when the program cannot be started.
+    """
+    display = " ".join(argv)
+    options = ["-G", f"{grace:g}"]
+    if cwd:
+        options += ["-C", cwd]
+    command = [os.fsencode(str(launcher())), *map(os.fsencode, options), b"--", *map(os.fsencode, argv)]
+    opened: list[int] = []
+    read_end, write_end = os.pipe()
+    try:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, _output_fd(stdout, opened), 1),
+            (os.POSIX_SPAWN_DUP2, _output_fd(stderr, opened), 2),
+            (os.POSIX_SPAWN_DUP2, write_end, 3),
+        ]
+        try:
+            pid = os.posix_spawn(command[0], command, os.environb, file_actions=actions)
+        except OSError as e:
+            os.close(read_end)
+            raise PerflabError(f"cannot start perflab's launcher for {display!r}: {e.strerror}") from None
+    finally:
+        os.close(write_end)
+        for fd in opened:
+            os.close(fd)
+    os.set_inheritable(read_end, False)
+    # The launcher says "pid=N" once the helper has exec'd, or "execerror=E".
+    text = b""
+    while b"\n" not in text:
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        text += chunk
+    first, _, rest = text.partition(b"\n")
+    line = first.decode(errors="replace")
+    if not line.startswith("pid="):
+        os.close(read_end)
+        os.waitpid(pid, 0)
+        _parse_result(line, display)     # raises with the reason
+        raise PerflabError(f"{display!r}: perflab's launcher ended without starting it")
+    helper = Background(list(argv), pid, int(line.split("=", 1)[1]), read_end)
+    helper._buffer = rest
+    return helper
