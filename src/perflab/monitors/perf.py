@@ -105,11 +105,12 @@ def _has_capability(bit: int) -> bool:
     return False
 
 
-def check_permission(tracepoints: bool, paranoid_path: str = PARANOID, euid: int | None = None) -> None:
+def check_permission(tracepoints: bool, paranoid_path: str = PARANOID, privileged: bool | None = None) -> None:
     """System-wide counting (-a) as a user needs perf_event_paranoid <= 0, tracepoints <= -1,
-    unless the process is root or has CAP_PERFMON (38) / CAP_SYS_ADMIN (21)."""
-    euid = os.geteuid() if euid is None else euid
-    if euid == 0 or _has_capability(38) or _has_capability(21):
+    unless the process is privileged: root, or CAP_PERFMON (38) / CAP_SYS_ADMIN (21)."""
+    if privileged is None:
+        privileged = os.geteuid() == 0 or _has_capability(38) or _has_capability(21)
+    if privileged:
         return
     try:
         level = int(Path(paranoid_path).read_text().split()[0])

@@ -1,0 +1,75 @@
+"""`perflab report profile`: perf-profile shares of base and head, the seed's layout.
+
+The kernel thread's habit (../shared/reference/fio-paravirt-2017.txt) is
+` 63.48% 52.77%  fio  [k] osq_lock`: children%, self%, comm, [k]/[.], symbol.
+Here the two percentage pairs of base and head stand side by side, then the
+change of each in percentage points (as LKP prints perf-profile changes) and
+the significance, then comm, [k]/[.] and the symbol:
+
+         base             head            change
+    children   self  children   self  children   self  significance       comm  symbol
+      63.48%  52.77%   59.91%  55.42%    -3.57  +2.65  changed (p=0.003)  fio   [k] osq_lock
+
+Numbers come from perflab.stats.profile; this module only formats them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from perflab.stats.compare import INSUFFICIENT
+from perflab.stats.profile import CHANGED, ProfileComparison
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}%"
+
+
+def _points(x: float) -> str:
+    if math.isnan(x):
+        return "~"
+    return "0.00" if round(x, 2) == 0 else f"{x:+.2f}"
+
+
+def _significance(sym) -> str:
+    verdict = sym.verdict
+    if verdict == INSUFFICIENT:
+        return "too few samples"
+    p = sym.p_adjusted
+    ptext = "" if math.isnan(p) else (f" (p={p:.3f})" if p >= 0.001 else " (p<0.001)")
+    return ("changed" if verdict == CHANGED else "~") + ptext
+
+
+def render_profile(result: ProfileComparison, base_label: str, head_label: str, facts: dict[str, tuple[str, str]],
+                   header: list[str] | None = None) -> str:
+    """facts: {symbol: (comm, "[k]"|"[.]")} as the monitor recorded them; "?" where unknown."""
+    lines = [f"# {line}" for line in (header or [])]
+    lines.append(f"# base: {base_label} ({result.base_repetitions} repetitions)   "
+                 f"head: {head_label} ({result.head_repetitions} repetitions)")
+    lines.append("# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is;"
+                 " change in percentage points")
+    if result.base_repetitions < 2 or result.head_repetitions < 2:
+        lines.append("# too few samples for a test: at least 2 repetitions with perf-profile data are needed "
+                     "on each side")
+    else:
+        lines.append(f"# significance: Welch's t-test over repetitions, p adjusted (Benjamini-Hochberg) over "
+                     f"{result.tested} shares; ~ = no significant change at {result.alpha:g}")
+    if not result.symbols:
+        lines.append("(no symbol above the storage floor on either side)")
+        return "\n".join(lines) + "\n"
+    sig = [_significance(s) for s in result.symbols]
+    comms = [facts.get(s.symbol, ("?", "?"))[0] for s in result.symbols]
+    kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in result.symbols]
+    sw = max(len("significance"), *(len(x) for x in sig))
+    cw = max(len("comm"), *(len(c) for c in comms))
+    groups = f"{base_label[:16]:^17}{head_label[:16]:^17}{'change':^16}"
+    lines.append("")
+    lines.append(groups.rstrip())
+    lines.append(f"{'children':>9}{'self':>8}{'children':>9}{'self':>8}{'children':>9}{'self':>7}  "
+                 f"{'significance':<{sw}}  {'comm':<{cw}}  symbol")
+    for s, sg, comm, kind in zip(result.symbols, sig, comms, kinds):
+        lines.append(f"{_pct(s.children.base):>9}{_pct(s.self.base):>8}"
+                     f"{_pct(s.children.head):>9}{_pct(s.self.head):>8}"
+                     f"{_points(s.children.change):>9}{_points(s.self.change):>7}  "
+                     f"{sg:<{sw}}  {comm:<{cw}}  {kind} {s.symbol}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""Profile shares compared: which symbols' children%/self% moved between base and head.
+
+Input per side: one {("children"|"self", symbol): percent} per repetition
+that has perf-profile data. A symbol missing from a repetition was below the
+monitor's storage floor there and counts as 0 (a share under the floor is
+not distinguishable from none). The change is in percentage points (head
+mean - base mean), as LKP prints perf-profile changes. Significance: Welch's
+t-test per share through perflab.stats.compare (informational metrics,
+two-sided), the p-values adjusted by Benjamini-Hochberg over every share
+tested in the comparison; with fewer than 2 repetitions on a side no test
+is possible and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from perflab.model import INFORMATIONAL
+from perflab.stats.compare import INSUFFICIENT, MIN_SAMPLES, compare_many
+
+KINDS = ("children", "self")
+CHANGED, NO_CHANGE = "changed", "no change"
+MIN_POINTS = 0.1   # a share must move by at least this many percentage points to be called
+
+
+@dataclass
+class ShareChange:
+    base: float          # mean percent over the base repetitions
+    head: float
+    change: float        # head - base, percentage points
+    p_adjusted: float    # NaN when no test was possible
+    verdict: str         # changed | no change | insufficient samples
+
+
+@dataclass
+class SymbolChange:
+    symbol: str
+    children: ShareChange
+    self: ShareChange
+
+    @property
+    def size(self) -> float:
+        return max(abs(self.children.change), abs(self.self.change))
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {self.children.verdict, self.self.verdict}
+        if CHANGED in verdicts:
+            return CHANGED
+        return INSUFFICIENT if INSUFFICIENT in verdicts else NO_CHANGE
+
+    @property
+    def p_adjusted(self) -> float:
+        ps = [p for p in (self.children.p_adjusted, self.self.p_adjusted) if not math.isnan(p)]
+        return min(ps) if ps else math.nan
+
+
+@dataclass
+class ProfileComparison:
+    base_repetitions: int
+    head_repetitions: int
+    symbols: list[SymbolChange]   # largest change first
+    tested: int                   # shares in the FDR family
+    alpha: float
+
+
+def compare_profiles(base: list[dict[tuple[str, str], float]], head: list[dict[tuple[str, str], float]],
+                     top: int | None = None, alpha: float = 0.05, min_points: float = MIN_POINTS) -> ProfileComparison:
+    """The symbols whose shares changed most, with their significance."""
+    symbols = sorted({sym for side in (base, head) for rep in side for _, sym in rep})
+    pairs, keys = [], []
+    for sym in symbols:
+        for kind in KINDS:
+            b = [rep.get((kind, sym), 0.0) for rep in base]
+            h = [rep.get((kind, sym), 0.0) for rep in head]
+            pairs.append((b, h, INFORMATIONAL))
+            keys.append((sym, kind))
+    results = compare_many(pairs, alpha=alpha, threshold=0.0) if pairs else []
+    shares: dict[tuple[str, str], ShareChange] = {}
+    for (b, h, _), key, cmp in zip(pairs, keys, results):
+        mb = float(np.mean(b)) if b else math.nan
+        mh = float(np.mean(h)) if h else math.nan
+        change = mh - mb
+        if len(b) < MIN_SAMPLES or len(h) < MIN_SAMPLES:
+            verdict, p = INSUFFICIENT, math.nan
+        else:
+            # compare_many's own verdict needs a relative change, undefined from 0%: a symbol
+            # that appears or vanishes is called on its adjusted p and the points it moved.
+            p = cmp.p_adjusted
+            verdict = CHANGED if (p < alpha and abs(change) >= min_points) else NO_CHANGE
+        shares[key] = ShareChange(mb, mh, change, p, verdict)
+    changes = [SymbolChange(sym, shares[(sym, "children")], shares[(sym, "self")]) for sym in symbols]
+    changes.sort(key=lambda c: (-c.size, -max(c.children.base, c.children.head), c.symbol))
+    if top is not None:
+        changes = changes[:top]
+    tested = sum(1 for s in shares.values() if not math.isnan(s.p_adjusted))
+    return ProfileComparison(len(base), len(head), changes, tested, alpha)

@@ -1,0 +1,338 @@
+"""perf-stat and perf-profile on real perf, the launcher's background helpers, `perflab report profile`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from perflab.errors import PerflabError
+from perflab.model import Sample
+from perflab.monitors import MonitorError, MonitorSet, parse_spec
+from perflab.monitors import perf as perfmon
+from perflab.monitors.base import Unavailable
+from perflab.runner.executor import ProcessSpec, execute, start_background
+
+from conftest import assert_one_line_error
+
+needs_perf = pytest.mark.skipif(shutil.which("perf") is None or os.geteuid() != 0,
+                                reason="needs perf and root (system-wide counting)")
+
+HOT_C = textwrap.dedent("""\
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include <time.h>
+    static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+    __attribute__((noinline)) unsigned long hot_loop_function(unsigned long n) {
+        unsigned long x = 1;
+        for (unsigned long i = 0; i < n; i++) { x = x * 6364136223846793005UL + i; x ^= x >> 13; }
+        return x;
+    }
+    __attribute__((noinline)) unsigned long other_loop_function(unsigned long n) {
+        unsigned long x = 7;
+        for (unsigned long i = 0; i < n; i++) { x = x * 2862933555777941757UL + 3037000493UL; x ^= x >> 7; }
+        return x;
+    }
+    /* usage: hot SECONDS SHARE_OF_OTHER_PERCENT */
+    int main(int argc, char **argv) {
+        double seconds = argc > 1 ? atof(argv[1]) : 0.5, t0 = now();
+        long other = argc > 2 ? atol(argv[2]) : 0;
+        unsigned long s = 0;
+        while (now() - t0 < seconds) {
+            s += hot_loop_function(100000 * (100 - other) + 1);
+            s += other_loop_function(100000 * other + 1);
+        }
+        printf("%lu\\n", s);
+        return 0;
+    }
+    """)
+
+
+@pytest.fixture(scope="module")
+def hot(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hot")
+    (d / "hot.c").write_text(HOT_C)
+    subprocess.run([os.environ.get("CC", "cc"), "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "hot"),
+                    str(d / "hot.c")], check=True)
+    return d / "hot"
+
+
+def run_monitored(config: dict, argv: list[str], repetitions: int = 1):
+    """Each repetition's Collected of the one monitor in config, through MonitorSet and the executor."""
+    ms = MonitorSet(config)
+    try:
+        out = []
+        for _ in range(repetitions):
+            result = execute(ProcessSpec(argv), hooks=ms.hooks(0))
+            assert result.ok, result.describe_failure(None)
+            out.append(ms.collect()[next(iter(config))])
+        return ms, out
+    finally:
+        ms.close()
+
+
+def by_metric(samples: list[Sample]) -> dict[str, Sample]:
+    return {s.metric: s for s in samples}
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+# ---- background helpers under the launcher ----------------------------------------------------
+
+def test_background_helper_stops_on_sigint_and_is_killed_when_it_ignores_it():
+    helper = start_background(["/bin/sleep", "30"])
+    assert helper.alive and helper.pid > 0
+    assert helper.stop(signal.SIGINT, timeout=5) == 128 + signal.SIGINT
+    assert not helper.alive and gone(helper.pid)
+
+    stubborn = start_background([sys.executable, "-c",
+                                 "import signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                                 "print('ready', flush=True); time.sleep(30)"], stdout=os.devnull)
+    time.sleep(0.3)
+    started = time.monotonic()
+    status = stubborn.stop(signal.SIGINT, timeout=0.5)
+    assert status == 128 + signal.SIGTERM            # the launcher's SIGTERM to the group
+    assert time.monotonic() - started < 5
+    assert gone(stubborn.pid)
+
+
+def test_background_helper_output_and_exit_status(tmp_path):
+    out = tmp_path / "out.txt"
+    helper = start_background(["/bin/sh", "-c", "echo hello; exit 3"], stdout=str(out))
+    assert helper.wait(10) == 3
+    assert out.read_text() == "hello\n"
+
+
+def test_background_program_that_does_not_exist():
+    with pytest.raises(PerflabError, match="cannot start '/no/such/program'.*No such file"):
+        start_background(["/no/such/program"])
+
+
+def test_background_helper_dies_with_perflab_on_kill_9(tmp_path):
+    script = ("import sys, time\n"
+              "from perflab.runner.executor import start_background\n"
+              "h = start_background(['/bin/sleep', '60'])\n"
+              "print(h.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    try:
+        pid = int(parent.stdout.readline())
+        assert not gone(pid)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(pid), "the helper outlived perflab"
+    finally:
+        parent.kill()
+
+
+# ---- what the machine can do ------------------------------------------------------------------
+
+def test_perf_missing_says_which_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(Unavailable, match="perf not found: install the linux-perf package"):
+        perfmon.perf_binary()
+    ms = MonitorSet({"perf-stat": {}})
+    assert not ms and ms.record["perf-stat"]["status"] == "unavailable"
+    assert "linux-perf" in ms.record["perf-stat"]["errors"][0]
+
+
+def test_paranoid_setting_named_for_a_user(tmp_path):
+    setting = tmp_path / "perf_event_paranoid"
+    setting.write_text("2\n")
+    with pytest.raises(Unavailable, match=rf"{re.escape(str(setting))} is 2; .* needs 0 or lower"):
+        perfmon.check_permission(False, str(setting), privileged=False)
+    with pytest.raises(Unavailable, match="needs -1 or lower"):
+        perfmon.check_permission(True, str(setting), privileged=False)
+    setting.write_text("0\n")
+    perfmon.check_permission(False, str(setting), privileged=False)
+    perfmon.check_permission(True, str(setting), privileged=True)
+
+
+def test_tracepoint_names():
+    assert perfmon.is_tracepoint("sched:sched_switch") and perfmon.is_tracepoint("pagefault:*")
+    assert not perfmon.is_tracepoint("cycles:u") and not perfmon.is_tracepoint("cpu/event=0x3c,umask=0/")
+    assert not perfmon.is_tracepoint("context-switches")
+
+
+# ---- perf-stat ---------------------------------------------------------------------------------
+
+@needs_perf
+def test_perf_stat_forking_workload_raises_context_switches():
+    forks = "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done"
+    ms, (forking,) = run_monitored({"perf-stat": {"interval": 0.1}}, ["/bin/sh", "-c", forks])
+    _, (idle,) = run_monitored({"perf-stat": {"interval": 0.1}}, ["/bin/sleep", "0.3"])
+    f, i = by_metric(forking.samples), by_metric(idle.samples)
+    for event in ("context-switches", "page-faults", "cpu-migrations", "task-clock"):
+        assert f"perf-stat.{event}" in f and f"perf-stat.{event}.total" in f
+        assert f[f"perf-stat.{event}"].unit.endswith("/s")
+    assert f["perf-stat.context-switches.total"].unit == ""
+    assert f["perf-stat.task-clock"].unit == "msec/s"
+    # 300 fork+exec+wait: at least a switch each, far above what the machine does while idle.
+    assert f["perf-stat.context-switches.total"].value >= 300
+    assert f["perf-stat.context-switches"].value > 1.5 * i["perf-stat.context-switches"].value
+    assert f["perf-stat.page-faults"].value > i["perf-stat.page-faults"].value
+    # Rate and total agree with a plausible counted time (the timed part, a little more).
+    seconds = f["perf-stat.context-switches.total"].value / f["perf-stat.context-switches"].value
+    assert 0.05 < seconds < 30
+    # Series: per-interval rates, time increasing from the timed part's start.
+    times = [t for _, t, _ in forking.series]
+    assert times and times == sorted(times) and 0 < times[0] <= 0.2
+    assert all(p == 0 for p, _, _ in forking.series)
+    assert all(v["context-switches"] >= 0 for _, _, v in forking.series)
+    # What this machine cannot count is listed, not a failure (cycles and instructions in a VM).
+    record = ms.record["perf-stat"]
+    assert record["status"] == "ran"
+    for hw in ("cycles", "instructions"):
+        assert (hw in record["unsupported"]) != (f"perf-stat.{hw}" in f)
+
+
+@needs_perf
+def test_perf_stat_tracepoints_counted_and_missing_groups_unsupported():
+    config = {"perf-stat": {"events": ["sched:sched_switch", "pagefault:*", "context-switches"], "interval": 0.1}}
+    ms, (got,) = run_monitored(config, ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"])
+    m = by_metric(got.samples)
+    assert m["perf-stat.sched:sched_switch"].unit == ""                   # a tracepoint: the count
+    assert m["perf-stat.sched:sched_switch.per_s"].unit == "/s"
+    assert m["perf-stat.sched:sched_switch"].value >= 8
+    if not os.path.isdir("/sys/kernel/tracing/events/pagefault"):
+        assert any(u.startswith("pagefault:*") for u in ms.record["perf-stat"]["unsupported"])
+
+
+@needs_perf
+def test_perf_stat_unknown_event_is_one_line_naming_it_and_perf_list():
+    with pytest.raises(MonitorError) as err:
+        MonitorSet({"perf-stat": {"events": ["context-switches", "no-such-event-xyz"]}})
+    message = str(err.value)
+    assert "'no-such-event-xyz'" in message and "perf list" in message and "\n" not in message
+
+
+def test_perf_stat_options_checked():
+    with pytest.raises(MonitorError, match="unknown option 'evnts'; valid: interval, events"):
+        MonitorSet({"perf-stat": {"evnts": ["cs"]}})
+    with pytest.raises(MonitorError, match="'events'"):
+        MonitorSet({"perf-stat": {"events": []}})
+    assert parse_spec("perf-stat:events=cs+faults")["perf-stat"]["events"] == ["cs", "faults"]
+
+
+def test_perf_stat_interval_parsing():
+    text = textwrap.dedent("""\
+        # started on Mon Nov 23 19:02:06 2026
+
+             0.200280929;<not counted>;;context-switches;0;100.00;;
+             0.200280929;<not supported>;;cycles;0;100.00;;
+             0.400771010;287;;context-switches;200000000;100.00;1.182;K/sec
+             0.400771010;<not supported>;;cycles;0;100.00;;
+             0.400771010;242.80;msec;cpu-clock;200000000;100.00;1.214;CPUs utilized
+             0.600933633;37;;context-switches;400000000;100.00;92.275;/sec
+             0.600933633;400.98;msec;cpu-clock;400000000;100.00;2.005;CPUs utilized
+        """)
+    totals, units, rows, unsupported = perfmon.parse_stat_intervals(text, ncpus=2)
+    assert totals == {"context-switches": 324.0, "cpu-clock": pytest.approx(643.78)}
+    assert units["cpu-clock"] == "msec" and unsupported == {"cycles"}
+    # The first counted interval ran 0.1 s (200 ms of counter time over 2 CPUs).
+    assert rows[0] == (0.1, {"context-switches": pytest.approx(2870.0), "cpu-clock": pytest.approx(2428.0)})
+    assert rows[1][0] == pytest.approx(0.3) and rows[1][1]["context-switches"] == pytest.approx(185.0)
+    samples = by_metric(perfmon.stat_samples({"context-switches": 324.0, "sched:sched_switch": 50.0},
+                                             {"context-switches": "", "sched:sched_switch": ""}, 2.0))
+    assert samples["perf-stat.context-switches"].value == 162.0
+    assert samples["perf-stat.context-switches.total"].value == 324.0
+    assert samples["perf-stat.sched:sched_switch"].value == 50.0
+    assert samples["perf-stat.sched:sched_switch.per_s"].value == 25.0
+
+
+# ---- perf-profile ------------------------------------------------------------------------------
+
+@needs_perf
+def test_perf_profile_names_the_hot_function_first(hot):
+    ms, (got,) = run_monitored({"perf-profile": {}}, [str(hot), "0.6"])
+    m = by_metric(got.samples)
+    selfs = {k.split(".cycles-pp.", 1)[1]: s.value for k, s in m.items() if k.startswith("perf-profile.self.")}
+    assert max(selfs, key=selfs.get) == "hot_loop_function"
+    assert m["perf-profile.self.cycles-pp.hot_loop_function"].unit == "%"
+    assert 20 < m["perf-profile.self.cycles-pp.hot_loop_function"].value <= 100
+    # children% holds self%; its callers' children% hold it (the frames above it, leaf first).
+    hot_self = m["perf-profile.self.cycles-pp.hot_loop_function"].value
+    assert m["perf-profile.children.cycles-pp.hot_loop_function"].value >= hot_self
+    callers = [k for k, s in m.items() if k.startswith("perf-profile.children.") and s.value >= hot_self - 0.01
+               and not k.endswith(".hot_loop_function")]
+    assert callers        # __libc_start_call_main, main ...
+    traces = [k for k in m if k.startswith("perf-profile.calltrace.cycles-pp.hot_loop_function.")]
+    assert traces and m[traces[0]].value >= hot_self - 0.01
+    assert m["perf-profile.samples"].value > 100
+    # The symbols' comm and [k]/[.] travel in the series row.
+    (process, seconds, values), = got.series
+    facts = perfmon.symbols_from_series(values)
+    assert facts["hot_loop_function"] == ("hot", "[.]")
+    assert 0.5 < seconds < 10
+
+
+@needs_perf
+def test_perf_profile_agrees_with_perf_report(hot, tmp_path):
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", "999", "-o", str(data), "--",
+                    str(hot), "0.4", "30"], check=True, capture_output=True)
+    mine = perfmon.reduce_profile(perfmon.parse_perf_script(perfmon.perf_script("perf", data)))
+    report = subprocess.run(["perf", "report", "-i", str(data), "--children", "--sort", "sym", "--stdio",
+                             "-g", "none", "--percent-limit", "2"], capture_output=True, text=True, check=True).stdout
+    theirs = {}
+    for line in report.splitlines():
+        match = re.match(r"\s+([\d.]+)%\s+([\d.]+)%\s+\[(.)\]\s+(\S.*?)\s*$", line)
+        if match:
+            theirs[match.group(4)] = (float(match.group(1)), float(match.group(2)), match.group(3))
+    assert "hot_loop_function" in theirs and "other_loop_function" in theirs
+    for symbol, (children, self_, kind) in theirs.items():
+        share = mine.symbols[symbol]
+        assert share.children == pytest.approx(children, abs=0.01), symbol
+        assert share.self == pytest.approx(self_, abs=0.01), symbol
+        assert share.kind == ("[k]" if kind == "k" else "[.]")
+    assert mine.top(1, "self")[0].symbol == "hot_loop_function"
+
+
+def test_perf_script_parsing_and_shares():
+    text = textwrap.dedent("""\
+        fio worker  4925    1000
+        \tffffffff815f991a osq_lock ([kernel.kallsyms])
+        \tffffffff815fa259 rwsem_down_write_slowpath ([kernel.kallsyms])
+        \tffffffff815fa259 rwsem_down_write_slowpath ([kernel.kallsyms])
+        \t            11ef main (/usr/bin/fio)
+
+        fio worker  4925    3000
+        \tffffffff815fa259 rwsem_down_write_slowpath ([kernel.kallsyms])
+        \t            11ef main (/usr/bin/fio)
+
+        bash  77    1000
+        \t            11ac operator()(int) const (/usr/bin/bash)
+        \t            11a0 [unknown] ([unknown])
+        """)
+    samples = perfmon.parse_perf_script(text)
+    assert [s.comm for s in samples] == ["fio worker", "fio worker", "bash"]
+    assert samples[2].frames[0].symbol == "operator()(int) const"
+    profile = perfmon.reduce_profile(samples)
+    osq, slow, main = (profile.symbols[k] for k in ("osq_lock", "rwsem_down_write_slowpath", "main"))
+    assert (osq.self, osq.children, osq.kind, osq.comm) == (20.0, 20.0, "[k]", "fio worker")
+    assert (slow.self, slow.children) == (60.0, 80.0)     # recursion counted once per sample
+    assert (main.self, main.children, main.kind) == (0.0, 80.0, "[.]")
+    assert "[unknown]" not in profile.symbols
+    assert profile.calltraces[("osq_lock", "rwsem_down_write_slowpath", "rwsem_down_write_slowpath", "main")] == 20.0
+    names = by_metric(perfmon.profile_samples(profile, perfmon.PerfProfileOptions()))
+    assert names["perf-profile.children.cycles-pp.rwsem_down_write_slowpath"].value == 80.0
+    assert names["perf-profile.calltrace.cycles-pp.rwsem_down_write_slowpath.main"].value == 80.0
+    assert all(len(k) <= 255 for k in names)
+    assert len(perfmon.metric_name("perf-profile.self.cycles-pp.", "x" * 400)) == 255
