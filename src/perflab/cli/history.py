@@ -119,14 +119,20 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
 
 @click.command("show")
 @click.argument("run_id")
+@click.option("--monitors", "with_monitors", is_flag=True, help="Also list every monitor metric's samples.")
 @db_option
-def show_cmd(run_id, db) -> None:
+def show_cmd(run_id, with_monitors, db) -> None:
     """Every sample of a run and its summary (n, mean, median, stddev, CoV, min, max).
+
+    The monitors that ran are listed with their status; their metrics only with --monitors.
 
     \b
     Example:
       perflab show 42
+      perflab show 42 --monitors
     """
+    from perflab.monitors import monitor_of
+
     store = get_store(db)
     run = store.get_run(run_id)
     from perflab.stats.descriptive import summarize
@@ -147,8 +153,23 @@ def show_cmd(run_id, db) -> None:
     for f in store.failures([run.id]):
         lines.append(f"  FAILED    {shown(f.item)}: {shown(f.message)}")
     by_metric: dict[str, list] = {}
+    hidden: dict[str, int] = {}
     for smp in store.samples([run.id]):
+        mon = monitor_of(smp.metric)
+        if mon and not with_monitors:
+            hidden[mon] = hidden.get(mon, 0) + (smp.metric not in by_metric and smp.repetition == 0)
+            continue
         by_metric.setdefault(smp.metric, []).append(smp)
+    for name, entry in (run.monitors or {}).items():
+        options = ", ".join(f"{k}={v}" for k, v in entry.get("options", {}).items())
+        text = f"  monitor   {shown(name)} ({shown(options)}): {entry.get('status')}"
+        if hidden.get(name):
+            text += f", {hidden[name]} metrics (--monitors lists them)"
+        if entry.get("unsupported"):
+            text += "; unsupported here: " + shown(", ".join(entry["unsupported"]))
+        for error in entry.get("errors", []):
+            text += "; " + shown(error)
+        lines.append(text)
     if not by_metric:
         lines.append("  (no samples)")
     header = f"  {'metric':40} {'unit':6} {'n':>4} {'mean':>11} {'median':>11} {'stddev':>11} {'CoV':>7} {'min':>11} {'max':>11}"

@@ -48,8 +48,24 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} µs"
 
 
+MONITOR_HELP = ("Gather a monitor's evidence during the timed part (repeatable): NAME[:option=value,...], "
+                "e.g. vmstat, perf-stat:events=[context-switches,pagefault:*], 'default' for the default set; "
+                "`perflab monitors` lists them.")
+
+
+def _monitors(specs: tuple[str, ...], base: dict | None = None) -> dict:
+    """--monitor options (over a job's own `monitors`) -> the job's validated monitors mapping."""
+    from perflab import monitors
+
+    merged = dict(base or {})
+    for spec in specs:
+        merged.update(monitors.parse_spec(spec))
+    return monitors.validate(merged)
+
+
 def _variant_options(f):
     for option in reversed([
+        click.option("--monitor", "monitor_specs", multiple=True, metavar="NAME[:OPT=VAL,...]", help=MONITOR_HELP),
         click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...)."),
         click.option("--box", help="Testbox name (default: hostname)."),
         click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded."),
@@ -87,7 +103,7 @@ def _finish(outcomes) -> None:
 @_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure,
-            tag, name, box, repo, comment, db, command) -> None:
+            monitor_specs, tag, name, box, repo, comment, db, command) -> None:
     """Time any command, as hyperfine does, and record every run.
 
     Records wall time, user and system CPU time, maximum RSS and exit status
@@ -100,6 +116,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --runs 20 --warmup 2 -- sleep 0.02
       perflab run cmd --cmd 'gzip -1 -c big' --cmd 'gzip -9 -c big' --tag zlib-1.3
       perflab run cmd --metric 'ops=(\\d+) ops/s' --unit ops=ops/s --higher-is-better ops -- ./bench
+      perflab run cmd --monitor vmstat --monitor perf-stat -- ./bench
     """
     from perflab.benchmarks.cmd import FAMILY, MetricRule, check_unique
     from perflab.runner.loop import run_jobs
@@ -111,6 +128,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
     for key in list(unit_map) + list(higher):
         if key not in {r.name for r in rules}:
             raise click.BadParameter(f"{key!r} names no --metric", param_hint="--unit/--higher-is-better")
+    monitors = _monitors(monitor_specs)
     groups = [[c] for c in cmds] + _split_commands(command)
     if not groups:
         raise click.UsageError("no command given: put it after -- or use --cmd")
@@ -126,7 +144,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         parsed = FAMILY.parse_params(params)
         FAMILY.command(parsed)   # the executable exists: checked before the store is opened
         jobs.append({"benchmark": "cmd", "params": params, "runs": runs, "warmup": warmup, "timeout": timeout,
-                     "tag": tag, "comment": comment, "monitors": {}})
+                     "tag": tag, "comment": comment, "monitors": monitors})
     store = get_store(db)
     outcomes = run_jobs(store, jobs, interleave=True, box=box, repo=repo)
     done = [o for o in outcomes if o.walls.get(o.session.processes(0)[-1].item)]
@@ -158,7 +176,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")
 @_variant_options
-def run_lmbench(quick, only, tag, box, repo, comment, db) -> None:
+def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db) -> None:
     """Run the LMbench-class OS microbenchmarks and record every sample.
 
     Compiles the suite's C programs with $CC (default cc) -O2, runs each in
@@ -176,9 +194,10 @@ def run_lmbench(quick, only, tag, box, repo, comment, db) -> None:
     from perflab.benchmarks.lmbench.driver import parse_only, run_suite
 
     categories = parse_only(only)
+    monitors = _monitors(monitor_specs)
     store = get_store(db)
     result = run_suite(store, quick=quick, categories=categories or None, tag=tag, box=box, repo=repo,
-                       comment=comment)
+                       comment=comment, monitors=monitors)
     figures = len({m for p in result.programs for m in metrics_of_program(p)})
     line = (f"run #{result.run_id}: lmbench ({result.mode.name}), {result.samples} samples of {figures} figures "
             f"in {result.seconds:.0f} s")
@@ -229,10 +248,11 @@ def _family_command(name: str) -> click.Command:
 
     fam = benchmarks.family(name)
 
-    def callback(runs, warmup, timeout, tag, box, repo, comment, db, **values):
+    def callback(runs, warmup, timeout, monitor_specs, tag, box, repo, comment, db, **values):
         from perflab import jobs as jobfiles
 
-        doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment}
+        doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment,
+               "monitors": _monitors(monitor_specs)}
         for key, given in values.items():
             if given:
                 parsed = [jobfiles.parse_scalar(v) for v in given]
@@ -252,7 +272,9 @@ def _family_command(name: str) -> click.Command:
                             help=f"Run {name}: {fam.summary}.\n\nEvery parameter option may be repeated: "
                                  f"each value is one point of the matrix.\n\n\b\nExample:\n"
                                  f"  perflab jobs list   # shipped job files, e.g. perflab run JOB.yaml")
-    for option in [click.Option(["--tag", "-t"], help="Label of this variant (kernel, patch, compiler ...)."),
+    for option in [click.Option(["--monitor", "monitor_specs"], multiple=True, metavar="NAME[:OPT=VAL,...]",
+                                help=MONITOR_HELP),
+                   click.Option(["--tag", "-t"], help="Label of this variant (kernel, patch, compiler ...)."),
                    click.Option(["--box"], help="Testbox name (default: hostname)."),
                    click.Option(["--repo"], type=click.Path(), help="Git checkout of the system under test: its commit is recorded."),
                    click.Option(["--comment", "-m"], help="A note kept with the run."),
@@ -266,7 +288,7 @@ def _job_command(path: str) -> click.Command:
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a key of the job file (a YAML value; a list makes an axis).")
     @_variant_options
-    def run_job(overrides, tag, box, repo, comment, db) -> None:
+    def run_job(overrides, monitor_specs, tag, box, repo, comment, db) -> None:
         """Run every atomic job of a job file (the Cartesian product of its list values).
 
         \b
@@ -281,6 +303,8 @@ def _job_command(path: str) -> click.Command:
                 job["tag"] = tag
             if comment is not None:
                 job["comment"] = comment
+            if monitor_specs:
+                job["monitors"] = _monitors(monitor_specs, job.get("monitors"))
         _run_atomic_jobs(atomic, box, repo, db)
 
     return run_job

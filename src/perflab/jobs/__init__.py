@@ -171,8 +171,12 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
     for key in ("tag", "comment"):
         if job[key] is not None and not isinstance(job[key], str):
             job[key] = str(job[key])
-    if not isinstance(job["monitors"], dict):
-        raise JobError(f"{source}{_line(doc, 'monitors')}: key 'monitors': expected a mapping of monitor names")
+    from perflab import monitors
+
+    try:
+        job["monitors"] = monitors.validate(job["monitors"])
+    except monitors.MonitorError as e:
+        raise JobError(f"{source}{_line(doc, 'monitors')}: {e}") from None
 
     fields = family.Params.model_fields
     axes: list[tuple[str, list]] = []

@@ -72,7 +72,7 @@ def parse_options(name: str, raw: object, where: str = "") -> MonitorOptions:
         valid = ", ".join(cls.Options.model_fields)
         if err["type"] == "extra_forbidden":
             raise MonitorError(f"{prefix}monitor {name!r}: unknown option {key!r}; valid: {valid}") from None
-        raise MonitorError(f"{prefix}monitor {name!r}: option {key!r} = {err.get('input')!r}: {err['msg']}") from None
+        raise MonitorError(f"{prefix}monitor {name!r}: option {key!r} = {err.get('input')!r}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def validate(monitors: object, where: str = "") -> dict[str, dict]:
@@ -156,6 +156,8 @@ class MonitorSet:
                 warn(f"monitor {name} not run: {e}")
                 continue
             entry["unsupported"] = list(mon.unsupported)
+            if mon.notes:
+                entry["notes"] = list(mon.notes)
             if mon.unsupported:
                 warn(f"monitor {name}: not supported on this machine, not counted: {', '.join(mon.unsupported)}")
             self.active.append(mon)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from perflab import benchmarks
 from perflab.benchmarks.base import STOP, ItemFailed, Session
 from perflab.errors import PerflabError
+from perflab.monitors import MonitorSet
 from perflab.runner import interrupt
 from perflab.runner.executor import ProcessResult, ProcessSpec, execute
 from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
@@ -48,6 +49,7 @@ class JobOutcome:
     failures: dict[str, str] = field(default_factory=dict)        # item -> message
     values: dict[str, list[float]] = field(default_factory=dict)  # metric -> its samples, for the summary line
     error: str | None = None                                     # why the run failed, if it did
+    monitors: MonitorSet | None = None                           # the run's monitors, when the job names any
     seconds: float = 0.0
 
     @property
@@ -107,9 +109,10 @@ class _Bar:
             self.progress.stop()
 
 
-def _run_process(spec: ProcessSpec) -> ProcessResult:
+def _run_process(spec: ProcessSpec, monitors: MonitorSet | None = None, process: int | None = None) -> ProcessResult:
     interrupt.check()
-    result = execute(spec)
+    # Monitors watch only the timed part: they start just before the process and stop just after it.
+    result = execute(spec, hooks=monitors.hooks(process) if monitors else None)
     if result.interrupted:
         interrupt.check()
     return result
@@ -176,12 +179,19 @@ def _run_batch(store: Store, batch: list[JobOutcome], bar: _Bar, *, box, repo) -
             # Placement and address randomisation are recorded for every run of every family.
             o.session.facts.setdefault("placement", "the scheduler's choice")
             o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
+            if o.job.get("monitors"):
+                o.monitors = MonitorSet(o.job["monitors"], warn=bar.warn)
+                stack.callback(o.monitors.close)
             interrupt.check()
         for o in batch:
             fam = benchmarks.family(o.job["benchmark"])
             o.recorder = start_run(store, benchmark=fam.name, name=o.session.name, params=o.session.params,
                                    box=box, tag=o.job.get("tag"), repo=repo, comment=o.job.get("comment"),
                                    extra_facts=o.session.facts, job=o.job)
+            if o.monitors is not None:
+                store.set_run_monitors(o.recorder.run_id, o.monitors.record)
+                # What failed or was unsupported along the way is recorded however the run ends.
+                stack.callback(lambda o=o: store.set_run_monitors(o.recorder.run_id, o.monitors.record))
         began = time.monotonic()
         with recording([o.recorder for o in batch]):
             for o in batch:
@@ -233,7 +243,8 @@ def _one_round(store: Store, o: JobOutcome, round_no: int, bar: _Bar) -> None:
     for index, spec in enumerate(o.session.processes(round_no if warmup else repetition)):
         if spec.item in o.failures:
             continue
-        result = _run_process(spec)
+        timed = not warmup and spec.record
+        result = _run_process(spec, o.monitors if timed else None, index)
         why = o.session.judge(spec, result)
         if not warmup and spec.record:
             try:
@@ -251,5 +262,16 @@ def _one_round(store: Store, o: JobOutcome, round_no: int, bar: _Bar) -> None:
             if o.error is not None:
                 break
         interrupt.check()
+    if o.monitors and not warmup:
+        _store_monitors(store, o, repetition)
     bar.step(f"{o.session.name} ({repetition + 1 if not warmup else 'warm-up'}/{o.job['runs']})")
     interrupt.check()
+
+
+def _store_monitors(store: Store, o: JobOutcome, repetition: int) -> None:
+    """The monitors' figures of one repetition: per-run metrics as samples, the time series in its table."""
+    for name, collected in o.monitors.collect().items():
+        if collected.samples:
+            o.recorder.add_samples(repetition, collected.samples)
+        if collected.series:
+            store.add_monitor_series(o.recorder.run_id, name, repetition, collected.series)

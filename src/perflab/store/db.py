@@ -435,6 +435,41 @@ class Store:
         index = [self._SAMPLE_COLUMNS.index(name) for name in order]
         return [tuple(r[i] for i in index) for r in rows]
 
+    def set_run_monitors(self, run_id: int, record: dict) -> None:
+        """Record which monitors ran with a run, their options, what was unsupported and what failed."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(update(s.run).where(s.run.c.id == run_id).values(monitors=record or None))
+        except SQLAlchemyError as e:
+            raise self._fail(e) from None
+
+    def add_monitor_series(self, run_id: int, monitor: str, repetition: int,
+                           rows: Iterable[tuple[int | None, float, dict]]) -> int:
+        """Store a monitor's time series of one repetition: (process, t, {field: value}) per interval."""
+        values = [{"run_id": run_id, "monitor": monitor, "repetition": repetition, "process": p, "t": float(t),
+                   "values": {k: v for k, v in vals.items() if v == v and abs(v) != float("inf")}}
+                  for p, t, vals in rows]
+        if values:
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(insert(s.monitor_series), values)
+            except SQLAlchemyError as e:
+                raise self._fail(e) from None
+        return len(values)
+
+    def monitor_series(self, run_ids: Iterable[int], monitor: str | None = None):
+        """Rows (run_id, monitor, repetition, process, t, values) in recorded order."""
+        q = select(s.monitor_series.c.run_id, s.monitor_series.c.monitor, s.monitor_series.c.repetition,
+                   s.monitor_series.c.process, s.monitor_series.c.t, s.monitor_series.c["values"]) \
+            .where(s.monitor_series.c.run_id.in_(list(run_ids))).order_by(s.monitor_series.c.id)
+        if monitor:
+            q = q.where(s.monitor_series.c.monitor == monitor)
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(q).all()
+        except SQLAlchemyError as e:
+            raise self._fail(e) from None
+
     def add_failure(self, run_id: int, item: str, message: str) -> None:
         try:
             with self.engine.begin() as conn:
@@ -495,6 +530,7 @@ class Store:
             with self.engine.begin() as conn:
                 conn.execute(s.failure.delete().where(s.failure.c.run_id == run_id))
                 conn.execute(s.sample.delete().where(s.sample.c.run_id == run_id))
+                conn.execute(s.monitor_series.delete().where(s.monitor_series.c.run_id == run_id))
                 conn.execute(s.run.delete().where(s.run.c.id == run_id))
         except SQLAlchemyError as e:
             raise self._fail(e) from None

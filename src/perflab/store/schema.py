@@ -69,6 +69,8 @@ run = Table(
     Column("pid_start", String(40)),
     # The atomic job this run executed (family, params, runs, ...): `perflab rerun` runs it again.
     Column("job", JSON(none_as_null=True)),
+    # The monitors that ran: {name: {options, interval, status, unsupported, errors}}.
+    Column("monitors", JSON(none_as_null=True)),
 )
 Index("ix_run_benchmark_started", run.c.benchmark, run.c.started)
 Index("ix_run_tag", run.c.tag)
@@ -100,3 +102,18 @@ failure = Table(
     Column("message", Text, nullable=False),
     UniqueConstraint("run_id", "item", name="uq_failure_run_item"),
 )
+
+# A monitor's time series: one row per interval of a timed part (for plotting);
+# the per-run reductions are ordinary samples (metric "vmstat.cpu.sy" ...).
+monitor_series = Table(
+    "monitor_series",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
+    Column("monitor", String(50), nullable=False),
+    Column("repetition", Integer, nullable=False),
+    Column("process", Integer),
+    Column("t", Float, nullable=False),     # seconds since the timed part began
+    Column("values", JSON, nullable=False),  # {field: value} of that interval
+)
+Index("ix_monitor_series_run_monitor", monitor_series.c.run_id, monitor_series.c.monitor)

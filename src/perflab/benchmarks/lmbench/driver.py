@@ -237,6 +237,7 @@ def run_suite(
     repo: str | None = None,
     comment: str | None = None,
     console: Console | None = None,
+    monitors: dict | None = None,
 ) -> SuiteResult:
     """Build and run the selected programs as one run (one atomic job on the runner)."""
     from perflab.runner.loop import run_jobs
@@ -245,7 +246,7 @@ def run_suite(
     if categories:
         params["only"] = list(categories)
     job = {"benchmark": "lmbench", "params": params, "runs": None, "warmup": 0, "timeout": None,
-           "tag": tag, "comment": comment, "monitors": {}}
+           "tag": tag, "comment": comment, "monitors": monitors or {}}
     (outcome,) = run_jobs(store, [job], box=box, repo=repo, console=console)
     if outcome.error is not None:
         raise RunFailed(outcome.error)
