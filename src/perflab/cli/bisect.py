@@ -1,0 +1,131 @@
+"""`perflab bisect`: find the commit that changed a metric, with the real git bisect and a sequential test."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from perflab.cli.common import FiniteFloat, db_option, fmt_num, get_store
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.2f}%"
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.command("bisect", context_settings={"ignore_unknown_options": False})
+@click.option("--repo", metavar="PATH", help="The git repository to bisect (left untouched: work is done in worktrees).")
+@click.option("--good", metavar="REV", help="A revision with the old level of the metric.")
+@click.option("--bad", metavar="REV", help="A later revision with the new level (good must be its ancestor).")
+@click.option("--build", "build_cmd", metavar="CMD", default="",
+              help="Shell command that builds a commit, run in its worktree; a failure skips the commit.")
+@click.option("--job", "job_file", type=click.Path(dir_okay=False), metavar="JOB.yaml",
+              help="A job file of one atomic job to measure (else the command after --).")
+@click.option("--metric", metavar="NAME", help="The metric to bisect, e.g. time.elapsed_time.")
+@click.option("--tag", "-t", help="Tag of the bisection's runs (default bisect-ID).")
+@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
+@click.option("--alpha", type=FiniteFloat(0, open_min=True), default=0.005, show_default=True,
+              help="Per-step error rate of the sequential test (calling a good commit bad, or a bad one good).")
+@click.option("--threshold", type=FiniteFloat(0), default=0.01, show_default=True,
+              help="Smallest relative change between the ends worth bisecting (0.01 = 1%).")
+@click.option("--resume", is_flag=True, help="Go on with an interrupted bisection from its stored runs.")
+@click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
+@db_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, build_timeout, alpha, threshold, resume,
+               bisect_id, db, command) -> None:
+    """Find the first commit at which a metric changed, with git bisect and a sequential test.
+
+    Measures the good and bad ends and refuses unless they really differ;
+    then drives `git bisect` in a worktree of its own, builds each commit
+    (--build; a commit that does not build is skipped) and measures it
+    through the runner, adding runs only while it cannot yet tell whether the
+    commit is like good or like bad. Every run is stored with its commit and
+    the bisection's tag (`perflab compare tag=bisect-ID,commit=SHA ...`).
+
+    \b
+    Examples:
+      perflab bisect --repo ~/src/prog --good v1.0 --bad main --build make \\
+          --metric time.elapsed_time -- ./prog --input big
+      perflab bisect --repo . --good HEAD~40 --bad HEAD --build 'make -j2' \\
+          --job bench.yaml --metric will-it-scale.per_process_ops
+      perflab bisect --resume
+    """
+    from perflab import bisect
+    from perflab.errors import UsageProblem
+
+    if resume:
+        if command or job_file or good or bad or build_cmd or metric:
+            raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
+                               "--resume [--id ID] [--repo PATH] [--db URL]")
+        store = get_store(db)
+        result = bisect.resume(store, bisect_id=bisect_id, repo=repo, say=_say)
+    else:
+        missing = [name for name, value in (("--repo", repo), ("--good", good), ("--bad", bad), ("--metric", metric))
+                   if not value]
+        if missing:
+            raise click.UsageError(f"missing {', '.join(missing)}")
+        if bisect_id:
+            raise click.UsageError("--id names a bisection to resume: use it with --resume")
+        if bool(job_file) == bool(command):
+            raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
+        job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
+        store = get_store(db)
+        settings = bisect.Settings(alpha=alpha, threshold=threshold)
+        result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
+                              tag=tag, box=box, build_timeout=build_timeout, settings=settings, say=_say)
+    _print(result)
+
+
+def _print(result) -> None:
+    rec = result.record
+    ends = result.ends
+    unit = ""
+    click.echo(f"bisection {rec.id} of {rec.metric} in {rec.repo} (runs tagged {rec.tag})")
+    click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
+               f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
+               f"could detect {ends.detectable * 100:.2g}% with 90% power)")
+    if result.culprit:
+        c = result.culprit
+        click.echo(f"first bad commit: {c['sha']}")
+        click.echo(f"  subject: {c['subject']}")
+        click.echo(f"  author:  {c['author']}   date: {c['date']}")
+        ev = result.evidence
+        if ev:
+            word = ev["verdict"]
+            click.echo(f"  {rec.metric}: good {fmt_num(ev['good_mean'])}{unit} (n={ev['n_good']}) -> "
+                       f"{fmt_num(ev['culprit_mean'])}{unit} (n={ev['n_culprit']}): {_pct(ev['change'])} "
+                       f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
+                       f"({word}, p={ev['p_value']:.2g})")
+            click.echo(f"  these samples could detect a change of {ev['detectable'] * 100:.2g}% with 90% power")
+            if ev["p_bad"] is not None:
+                click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
+                           f"(error rate per step <= {result_alpha(rec) * 100:g}%)")
+            if ev["parent_is_good_end"]:
+                click.echo("  its parent is the good end")
+            elif ev["parent_p_bad"] is not None:
+                click.echo(f"  its parent {ev['parent'][:12]} judged good: P(bad)={ev['parent_p_bad']:.6f}")
+            click.echo("  samples: " + " ".join(fmt_num(v) for v in ev["culprit_values"]))
+        click.echo(f"  compare: perflab compare tag={rec.tag},commit={rec.good[:12]} tag={rec.tag},commit={c['sha'][:12]}")
+    else:
+        click.echo("no single first bad commit: only skipped commits are left; the first bad commit is one of:")
+        for c in result.candidates:
+            click.echo(f"  {c['sha'][:12]} {c['subject']} ({c['author']})")
+    fixed = 10 * result.commits_measured
+    click.echo(f"runs: {result.runs_used} over {result.commits_measured} commits measured "
+               f"(a fixed 10 runs per commit would take {fixed}); {len(rec.skips)} commits skipped")
+    click.echo("git bisect log:")
+    for line in result.log.splitlines():
+        click.echo(f"  {line}")
+
+
+def result_alpha(rec) -> float:
+    return float(rec.settings.get("alpha", 0.005))
+
+
+COMMANDS = [bisect_cmd]

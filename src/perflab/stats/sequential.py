@@ -1,0 +1,167 @@
+"""Sequential tests for bisection: do the two ends differ, and is a commit like good or like bad?
+
+Everything is computed on logarithms when every sample is positive (timings
+are multiplicative; a change is then a ratio), else on raw values.
+
+**The ends.** Welch's t-test, two-sided, on the good and bad ends' samples,
+looked at after each batch of samples (`looks` at most); each look spends
+alpha / looks (Bonferroni alpha spending), so the chance of calling a
+difference that is not there is at most alpha over all looks. A difference
+smaller than `threshold` is not called however significant.
+
+**A step commit** is one of two fully specified hypotheses: it has the good
+end's level (H_good) or the bad end's (H_bad), with a common spread. The
+generalised log-likelihood ratio of the two, with the ends' means estimated
+from their samples, is
+
+    LLR = (t_good^2 - t_bad^2) / 2,   t_X = (mean(c) - mean(X)) / (sd * sqrt(1/n_c + 1/n_X))
+
+(the residual sums of squares of "c pooled with good" against "c pooled with
+bad", over 2 sd^2). Wald's sequential probability ratio test stops when
+LLR >= log((1 - beta) / alpha) (bad) or LLR <= log(beta / (1 - alpha))
+(good): the chance of calling a good commit bad is at most about alpha and a
+bad one good about beta. Each of the commit's samples is first clamped into
+the interval between the two ends' means, so that one wild sample (a timing
+spike from other load) counts at most as one sample exactly at the far end,
+never as overwhelming evidence. sd is the pooled standard deviation of the
+two ends (the commit's clamped samples would understate it).
+
+**Drift.** A commit whose mean lies clearly outside the range of the two
+ends (more than OUTSIDE_Z standard errors beyond the nearer one) says that
+either the machine has changed since the ends were measured (other load,
+frequency) or the commit changed something else too. The caller then judges
+the commit against end samples taken alongside it (bisect.Bisection.decide),
+not against the old ones.
+
+**The cheapest next measurement.** The LLR grows with n_c * n_X / (n_c + n_X)
+for the end X the commit is not like: one more sample at the commit helps
+most while it has fewer samples than that end; after that, one more sample at
+that end helps as much and is reused by every later step. So the next run is
+at the commit until it has as many as the end it is being told from, then at
+that end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from perflab.stats.power import detectable_change
+
+GOOD, BAD = "good", "bad"
+OUTSIDE_Z = 4.0
+
+
+def transform(*groups) -> tuple[list[np.ndarray], bool]:
+    """The groups on the scale the tests use: logs when every value is positive."""
+    arrays = [np.asarray(g, dtype=float).ravel() for g in groups]
+    logged = all(a.size and (a > 0).all() for a in arrays)
+    return ([np.log(a) for a in arrays] if logged else arrays), logged
+
+
+def _relative(delta: float, logged: bool, base: float) -> float:
+    if logged:
+        return math.expm1(delta)
+    return delta / abs(base) if base else math.nan
+
+
+@dataclass(frozen=True)
+class EndsVerdict:
+    differ: bool
+    change: float          # bad vs good, a fraction (ratio of geometric means on logs)
+    ci: tuple[float, float]  # two-sided (1 - alpha_look) interval of the change
+    p_value: float         # two-sided Welch p
+    alpha_look: float      # the level this look was tested at
+    detectable: float      # the smallest change these samples detect with 90% power at alpha_look
+    n_good: int
+    n_bad: int
+    cov: float             # pooled spread (sd of logs, ~ CoV)
+    logged: bool
+    reason: str = ""       # why it did not differ (empty when it did)
+
+
+def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVerdict:
+    """Welch's two-sided test of the ends at alpha / looks; differ only if significant and >= threshold."""
+    (g, b), logged = transform(good, bad)
+    ng, nb = g.size, b.size
+    alpha_look = alpha / max(1, looks)
+    if ng < 2 or nb < 2:
+        return EndsVerdict(False, math.nan, (math.nan, math.nan), math.nan, alpha_look, math.inf, ng, nb,
+                           math.nan, logged, "too few samples")
+    sd = pooled_sd(g, b)
+    delta = float(b.mean() - g.mean())
+    vg, vb = g.var(ddof=1) / ng, b.var(ddof=1) / nb
+    se = math.sqrt(vg + vb)
+    if se == 0:
+        p, df = (0.0 if delta else 1.0), float(ng + nb - 2)
+    else:
+        df = (vg + vb) ** 2 / ((vg ** 2 / (ng - 1) if ng > 1 else 0) + (vb ** 2 / (nb - 1) if nb > 1 else 0) or 1e-300)
+        p = float(2 * stats.t.sf(abs(delta) / se, df))
+    half = float(stats.t.ppf(1 - alpha_look / 2, df) * se) if se else 0.0
+    base = float(g.mean())
+    change = _relative(delta, logged, base)
+    ci = (_relative(delta - half, logged, base), _relative(delta + half, logged, base))
+    detectable = detectable_change(ng, nb, sd, alpha_look, logged=logged, scale=base)
+    significant = p < alpha_look
+    big = abs(change) >= threshold
+    reason = "" if significant and big else (
+        f"the change is below the {threshold * 100:g}% threshold" if significant else "not significant")
+    return EndsVerdict(significant and big, change, ci, p, alpha_look, detectable, ng, nb, sd, logged, reason)
+
+
+def pooled_sd(*groups: np.ndarray) -> float:
+    """Pooled standard deviation of groups (each about its own mean)."""
+    ss = sum(float(((g - g.mean()) ** 2).sum()) for g in groups if g.size)
+    df = sum(g.size - 1 for g in groups if g.size)
+    return math.sqrt(ss / df) if df > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    verdict: str | None    # GOOD, BAD, or None while undecided
+    llr: float             # log-likelihood ratio, bad vs good (> 0 leans bad)
+    p_bad: float           # posterior probability of H_bad with even prior odds: 1 / (1 + exp(-llr))
+    position: float        # where the commit's (unclamped) mean sits: 0 = good's level, 1 = bad's
+    n: int
+    next: str              # where one more sample helps most: "step", GOOD or BAD
+    outside: bool = False  # the commit's mean lies clearly outside the ends' range (more than OUTSIDE_Z
+                           # standard errors): the machine may have drifted since the ends were measured
+
+
+def thresholds(alpha: float, beta: float | None = None) -> tuple[float, float]:
+    """Wald's stopping bounds (lower, upper) on the LLR."""
+    beta = alpha if beta is None else beta
+    return math.log(beta / (1 - alpha)), math.log((1 - beta) / alpha)
+
+
+def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
+    """The sequential test of one commit against the ends (see the module's docstring)."""
+    (g, b, c), _logged = transform(good, bad, step)
+    mg, mb = float(g.mean()), float(b.mean())
+    delta = mb - mg
+    sd = pooled_sd(g, b)
+    if not math.isfinite(sd) or sd <= 0:
+        sd = abs(delta) * 1e-3 or 1e-12   # constant ends: any sample at either level is decisive
+    if c.size == 0:
+        return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
+    position = (float(c.mean()) - mg) / delta if delta else math.nan
+    lo, hi = min(mg, mb), max(mg, mb)
+    beyond = max(lo - float(c.mean()), float(c.mean()) - hi, 0.0) / (sd * math.sqrt(1 / c.size))
+    mc = float(np.clip(c, lo, hi).mean())
+    nc = c.size
+    t_good = (mc - mg) / (sd * math.sqrt(1 / nc + 1 / g.size))
+    t_bad = (mc - mb) / (sd * math.sqrt(1 / nc + 1 / b.size))
+    llr = (t_good ** 2 - t_bad ** 2) / 2
+    lower, upper = thresholds(alpha)
+    verdict = None
+    if nc >= min_step:
+        verdict = BAD if llr >= upper else GOOD if llr <= lower else None
+    # The end the commit is being told from is the one it is not like.
+    other = GOOD if llr > 0 else BAD
+    n_other = g.size if other == GOOD else b.size
+    nxt = "step" if nc < max(min_step, n_other) else other
+    p_bad = 1 / (1 + math.exp(-max(-700.0, min(700.0, llr))))
+    return StepVerdict(verdict, float(llr), p_bad, position, nc, nxt, outside=nc >= min_step and beyond > OUTSIDE_Z)

@@ -1,0 +1,253 @@
+"""perflab bisect on real generated git repositories: the real git, cc and runner.
+
+The repository has 16 commits of a C busy loop; commit 11 makes the loop 30%
+longer and commit 8 (git bisect's first midpoint) does not compile. The
+program times its loop itself (the best of 5 passes, as LMbench does) and
+prints it as a ratio to a reference loop timed in alternation with it: this
+2-CPU VM switches for seconds at a time into a state where everything runs
+2.2 times slower (while other engineers' tests run), and a ratio of two loops
+timed side by side cancels that, so the test does not depend on a quiet
+machine. (The bisection's own robustness to noise is measured by
+tools/bench/bisect_power.py, on raw wall times, on a quiet machine.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+N_COMMITS, SLOW_AT, BROKEN_AT = 16, 11, 8
+ITERATIONS = 1_000_000
+
+PROGRAM = r"""
+#include <stdio.h>
+#include <time.h>
+%(broken)s
+static double pass(unsigned long n) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < n; i++) x += i;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+}
+int main(void) {
+    double best = 1e9, ref = 1e9, t;
+    for (int i = 0; i < 5; i++) {
+        if ((t = pass(%(iterations)dUL)) < best) best = t;
+        if ((t = pass(%(reference)dUL)) < ref) ref = t;
+    }
+    printf("{\"loop_ms\": %%.6f, \"loop_ratio\": %%.6f}\n", best * 1e3, best / ref);
+    return 0;
+}
+"""
+
+JOB = """\
+benchmark: cmd
+command: ./prog
+metrics:
+  - {name: loop.ms, pattern: "json:loop_ms", unit: ms}
+  - {name: loop.ratio, pattern: "json:loop_ratio"}
+"""
+
+BUILD = "cc -O1 -o prog prog.c"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(path: Path, slow_at: int = SLOW_AT, broken_at: int = BROKEN_AT, n: int = N_COMMITS) -> list[str]:
+    """A linear history of n commits; the shas, oldest first."""
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "config", "user.email", "dev@example.com")
+    _git(path, "config", "user.name", "A Developer")
+    shas = []
+    for i in range(1, n + 1):
+        iterations = ITERATIONS * 13 // 10 if i >= slow_at else ITERATIONS
+        broken = "this is not C;" if i == broken_at else ""
+        (path / "prog.c").write_text(PROGRAM % {"broken": broken, "iterations": iterations, "reference": ITERATIONS})
+        (path / "notes.txt").write_text(f"commit {i}\n")
+        _git(path, "add", "prog.c", "notes.txt")
+        _git(path, "commit", "-q", "-m", f"change {i}")
+        shas.append(_git(path, "rev-parse", "HEAD").strip())
+    (path / ".gitignore").write_text("prog\n")
+    return shas
+
+
+@pytest.fixture
+def lab(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_repo(repo)
+    job = tmp_path / "loop.yaml"
+    job.write_text(JOB)
+    env = {**os.environ, "PERFLAB_DB": str(tmp_path / "store.db"), "TMPDIR": str(tmp_path)}
+    return repo, shas, job, env
+
+
+def perflab(env, *args, check=None, timeout=120):
+    done = subprocess.run([str(Path(sys.executable).parent / "perflab"), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    if check is not None:
+        assert done.returncode == check, done.stderr + done.stdout
+    return done
+
+
+def bisect_args(repo, shas, job, good=None, bad=None, build=BUILD, metric="loop.ratio"):
+    return ["bisect", "--repo", str(repo), "--good", good or shas[0], "--bad", bad or shas[-1],
+            "--build", build, "--job", str(job), "--metric", metric]
+
+
+def assert_repo_untouched(repo: Path, head: str) -> None:
+    assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert _git(repo, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert _git(repo, "rev-parse", "HEAD").strip() == head
+    # the user's checkout is not bisecting
+    done = subprocess.run(["git", "-C", str(repo), "bisect", "log"], capture_output=True, text=True)
+    assert done.returncode != 0
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line.split(" ", 1)[1] for line in _git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+def stored(env, tag):
+    from perflab.store import open_store
+
+    store = open_store(env["PERFLAB_DB"])
+    runs = store.find_runs(tag=tag)
+    samples = [row for row in store.samples([r.id for r in runs]) if row.metric == "loop.ratio"]
+    return runs, samples
+
+
+def test_finds_the_commit_skips_the_unbuildable_one_and_leaves_the_repo_clean(lab):
+    repo, shas, job, env = lab
+    done = perflab(env, *bisect_args(repo, shas, job), check=0)
+    out = done.stdout
+    assert f"first bad commit: {shas[SLOW_AT - 1]}" in out, out + done.stderr
+    assert "subject: change 11" in out and "A Developer <dev@example.com>" in out
+    assert "regression" in out and "could detect a change of" in out
+    assert f"git bisect skip {shas[BROKEN_AT - 1]}" in out          # the unbuildable commit, skipped
+    assert f"# first bad commit: [{shas[SLOW_AT - 1]}]" in out       # git bisect log
+    assert "skipped (--build failed: exited with status 1" in done.stderr
+
+    # Every run stored with its commit and the bisection's tag; runs used = samples stored.
+    tag = next(line.split("runs tagged ")[1].rstrip(")") for line in out.splitlines() if "runs tagged" in line)
+    runs, samples = stored(env, tag)
+    assert runs and all(r.commit in shas for r in runs)
+    assert {r.commit for r in runs} >= {shas[0], shas[-1], shas[SLOW_AT - 1]}
+    assert shas[BROKEN_AT - 1] not in {r.commit for r in runs}
+    used = int(out.split("runs: ")[1].split()[0])
+    assert used == len(samples)
+    measured = len({r.commit for r in runs})
+    assert f"a fixed 10 runs per commit would take {10 * measured}" in out
+    assert all(v > 0 for v in (s.value for s in samples))
+
+    assert_repo_untouched(repo, shas[-1])
+    assert worktrees(repo) == [str(repo)]
+    assert not any(p.name.startswith("perflab-bisect-") for p in Path(env["TMPDIR"]).iterdir())
+
+
+@pytest.mark.parametrize("case", ["no-such-rev", "same", "not-ancestor", "dirty", "metric", "build-fails"])
+def test_bad_input_is_refused_before_any_step(lab, case):
+    repo, shas, job, env = lab
+    args = bisect_args(repo, shas, job)
+    expect = {
+        "no-such-rev": "--good nosuchrev: no such revision",
+        "same": "are the same commit",
+        "not-ancestor": "is not an ancestor of --bad",
+        "dirty": "uncommitted changes to tracked files (notes.txt)",
+        "metric": "--metric nosuch.metric: the cmd job does not produce it; it produces: loop.ms, loop.ratio, time.elapsed_time",
+        "build-fails": "fails at the good end",
+    }[case]
+    if case == "no-such-rev":
+        args = bisect_args(repo, shas, job, good="nosuchrev")
+    elif case == "same":
+        args = bisect_args(repo, shas, job, good="main", bad=shas[-1])
+    elif case == "not-ancestor":
+        args = bisect_args(repo, shas, job, good=shas[-1], bad=shas[3])
+    elif case == "dirty":
+        (repo / "notes.txt").write_text("edited\n")
+    elif case == "metric":
+        args = bisect_args(repo, shas, job, metric="nosuch.metric")
+    elif case == "build-fails":
+        args = bisect_args(repo, shas, job, build="cc -O1 -o prog prog.c && test -e never-there")
+    done = perflab(env, *args)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("perflab: error: ") and expect in lines[-1], done.stderr
+    assert "Traceback" not in done.stderr and "step 1" not in done.stderr
+    if case == "dirty":
+        _git(repo, "checkout", "--", "notes.txt")
+    assert_repo_untouched(repo, shas[-1])
+    assert worktrees(repo) == [str(repo)]
+
+
+def test_ends_that_do_not_differ_are_refused_saying_what_could_be_detected(lab):
+    repo, shas, job, env = lab
+    done = perflab(env, *bisect_args(repo, shas, job, good=shas[0], bad=shas[5]))
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "do not differ in loop.ratio" in last and "with 90% power" in last and "refusing to bisect noise" in last
+    assert "step 1" not in done.stderr
+    assert worktrees(repo) == [str(repo)]
+
+
+def test_sigkill_mid_step_leaves_the_repo_as_it_was_and_resume_finishes(lab):
+    repo, shas, job, env = lab
+    # A slow build makes "mid-step" easy to hit: the kill lands while a step commit is built or measured.
+    args = bisect_args(repo, shas, job, build=BUILD + " && sleep 0.3")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "perflab"), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    record_dir = Path(env["PERFLAB_DB"] + ".bisect")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        records = list(record_dir.glob("*.json")) if record_dir.is_dir() else []
+        if records and json.loads(records[0].read_text())["steps"]:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    else:
+        pytest.fail("no step was recorded in time")
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+    assert_repo_untouched(repo, shas[-1])
+    left = worktrees(repo)
+    assert left[0] == str(repo) and all("perflab-bisect-" in p for p in left[1:])   # maybe stale entries
+    tag = "bisect-" + records[0].stem
+    _runs, before = stored(env, tag)
+    assert before, "the runs measured before the kill are stored"
+
+    done = perflab(env, "bisect", "--resume", check=0)
+    assert "resuming bisection" in done.stderr
+    assert f"first bad commit: {shas[SLOW_AT - 1]}" in done.stdout, done.stdout + done.stderr
+    _runs, after = stored(env, tag)
+    used = int(done.stdout.split("runs: ")[1].split()[0])
+    assert used == len(after) >= len(before)    # every stored sample reused, none measured twice
+    assert_repo_untouched(repo, shas[-1])
+    assert worktrees(repo) == [str(repo)]       # the stale worktree was pruned
+    assert json.loads(records[0].read_text())["status"] == "done"
+
+    again = perflab(env, "bisect", "--resume")
+    assert again.returncode != 0 and "no unfinished bisection" in again.stderr
+
+
+def test_resume_without_a_record_and_mixed_options_are_refused(lab):
+    repo, shas, job, env = lab
+    done = perflab(env, "bisect", "--resume")
+    assert done.returncode != 0 and "no unfinished bisection" in done.stderr.strip().splitlines()[-1]
+    done = perflab(env, "bisect", "--resume", "--good", shas[0])
+    assert done.returncode == 2 and "--resume takes the bisection's parameters" in done.stderr
+    done = perflab(env, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1], "--metric", "x")
+    assert done.returncode == 2 and "--job JOB.yaml or as a command after --" in done.stderr
