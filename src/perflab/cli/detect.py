@@ -1,0 +1,85 @@
+"""`perflab detect`: where the level of a series changed, over commits or over time."""
+
+from __future__ import annotations
+
+import click
+
+from perflab.cli.common import FiniteFloat, db_option, get_store, parse_since
+from perflab.errors import PerflabError
+
+# perflab.stats.changepoints' ALPHA, MIN_SIZE and MIN_EFFECT (in percent), written out so that
+# loading the CLI does not import numpy and scipy for every other command (a test checks they agree).
+ALPHA, MIN_POINTS, THRESHOLD_PCT = 0.001, 3, 1.0
+
+
+def _below_one(ctx, param, value):
+    if value is not None and value >= 1:
+        raise click.BadParameter(f"{value:g} must be < 1", ctx=ctx, param=param)
+    return value
+
+
+@click.command("detect")
+@click.option("--benchmark", "-b", help="Only this benchmark family or run name.")
+@click.option("--metric", "-m", "metrics", multiple=True, metavar="GLOB",
+              help="Only metrics matching this shell glob (repeatable). Default: every metric but the monitors'.")
+@click.option("--box", help="Only runs on this testbox.")
+@click.option("--tag", "-t", help="Only runs with this tag.")
+@click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
+@click.option("--repo", metavar="PATH", help="Order runs by the first-parent history of a branch of this git "
+              "repository (runs at commits not on it are skipped and listed). Default: by run start time.")
+@click.option("--branch", metavar="B", help="The branch (or revision) of --repo; default its HEAD.")
+@click.option("--style", "-s", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=ALPHA, callback=_below_one,
+              show_default=True, help="Level of the test that confirms each change point (two-sided).")
+@click.option("--min-points", type=click.IntRange(min=1), default=MIN_POINTS, show_default=True,
+              help="Shortest level, in points: a shorter excursion is a spike, not a change.")
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=THRESHOLD_PCT, show_default=True,
+              metavar="PCT", help="Minimum change in percent: smaller level changes are never called.")
+@db_option
+def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, min_points, threshold, db) -> None:
+    """Find where the level of each series changed: regressions and improvements in history.
+
+    A series is the samples of one (testbox, benchmark, params, metric); each run is a
+    point (its samples' mean). With --repo the points follow the first-parent history of
+    the branch (the runs of one commit are one point); otherwise run start time. A change
+    point is reported with its position, the change with its 95% interval, the level
+    (mean ± stddev) before and after, the p-value, and the smallest change the points
+    either side could detect with 90% power. Single-run spikes are never called.
+
+    \b
+    Examples:
+      perflab detect
+      perflab detect --benchmark will-it-scale --metric '*per_process_ops' --since 30d
+      perflab detect --repo ~/linux --branch master --style json
+    """
+    from perflab import series as series_mod
+    from perflab.report.detect import STYLES
+
+    since_time = parse_since(since)
+    store = get_store(db)
+    history = series_mod.build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
+                               repo=repo, branch=branch)
+    if not history.series and metrics:
+        _no_metric(store, benchmark, metrics)
+    results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=threshold / 100)
+    click.echo(STYLES[style](history, results, alpha))
+    if not history.series:
+        click.echo("(no series: no usable run matches these filters)" if not history.skipped
+                   else "(no series: every matching run was skipped)", err=True)
+
+
+def _no_metric(store, benchmark, metrics) -> None:
+    """--metric matched nothing: name the metrics there are."""
+    import difflib
+
+    runs = store.find_runs(benchmark=benchmark, limit=200)
+    names = sorted({s.metric for s in store.samples([r.id for r in runs])})
+    if not names:
+        return
+    near = sorted({n for m in metrics for n in difflib.get_close_matches(m, names, n=4, cutoff=0.4)})
+    shown = near or names[:8]
+    raise PerflabError(f"--metric {', '.join(metrics)}: matches no metric of the selected runs; "
+                       f"{'near matches' if near else 'metrics'}: {', '.join(shown)}")
+
+
+COMMANDS = [detect_cmd]

@@ -1,0 +1,136 @@
+"""Layouts of `perflab detect`: text for people, json for programs. Formatting only:
+the figures come from perflab.stats.changepoints and the kinds from perflab.series."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
+from perflab.report.numbers import ci_percent, percent, value
+from perflab.series import BY_COMMIT, History, Point, SeriesResult
+from perflab.stats.changepoints import RELEVANT_CHANGE
+from perflab.text import printable
+
+_DIRECTION = {LOWER_IS_BETTER: "lower is better", HIGHER_IS_BETTER: "higher is better"}
+SKIPPED_SHOWN = 10
+
+
+def _when(point: Point) -> str:
+    return point.started.strftime("%Y-%m-%d %H:%M") + " UTC"
+
+
+def _position(history: History, point: Point) -> str:
+    """A commit with its subject when the repository is known, else the run and its date."""
+    runs = ",".join(f"#{r}" for r in point.run_ids[:3]) + ("..." if len(point.run_ids) > 3 else "")
+    commit = history.commits.get(point.commit or "") if history.order == BY_COMMIT else None
+    if commit is not None:
+        return f"{commit.sha[:12]} \"{printable(commit.subject, 70)}\" (run {runs})"
+    tail = f", commit {printable(point.commit[:12])}" if point.commit else ""
+    return f"run {runs} ({_when(point)}{tail})"
+
+
+def _p(p: float) -> str:
+    return "-" if math.isnan(p) else (f"{p:.1e}" if p < 0.001 else f"{p:.3f}")
+
+
+def _header(history: History, results: list[SeriesResult], alpha: float) -> list[str]:
+    points = sum(len(r.series.points) for r in results)
+    order = (f"first-parent history of {printable(history.branch)} in {printable(history.repo, 200)}"
+             if history.order == BY_COMMIT else "run start time")
+    calls = sum(len(r.detection.change_points) for r in results)
+    lines = [f"perflab detect: {len(results)} series, {history.runs} runs, {points} points, ordered by {order}: "
+             f"{calls} change point{'' if calls == 1 else 's'}",
+             f"  (levels of at least {results[0].detection.min_size if results else '-'} points; isolated spikes set aside; "
+             f"Welch t-test of the per-run means either side at alpha {alpha:g}; "
+             f"'detectable' is the smallest change these points find with 90% power)"]
+    if history.skipped:
+        shown = ", ".join(f"#{rid} ({printable(why, 100)})" for rid, why in history.skipped[:SKIPPED_SHOWN])
+        more = f", ... ({len(history.skipped) - SKIPPED_SHOWN} more)" if len(history.skipped) > SKIPPED_SHOWN else ""
+        lines.append(f"  skipped {len(history.skipped)} run{'' if len(history.skipped) == 1 else 's'}: {shown}{more}")
+    return lines
+
+
+def _series_name(result: SeriesResult) -> str:
+    s = result.series
+    params = "" if s.params in ("{}", "") else f" {printable(s.params, 120)}"
+    unit = f"{printable(s.unit)}, " if s.unit else ""
+    direction = _DIRECTION.get(s.direction, "informational")
+    return f"{printable(s.testbox)} {printable(s.benchmark)}{params} {printable(s.metric, 120)} ({unit}{direction})"
+
+
+def render_text(history: History, results: list[SeriesResult], alpha: float) -> str:
+    lines = _header(history, results, alpha)
+    for r in results:
+        d, points = r.detection, r.series.points
+        noise = f"noise {percent(d.noise_cov, signed=False)}" if not math.isnan(d.noise_cov) else "noise -"
+        spikes = f", {len(d.outliers)} spike{'' if len(d.outliers) == 1 else 's'} set aside" if d.outliers else ""
+        lines.append("")
+        if not d.change_points:
+            if d.n < 2 * d.min_size:
+                lines.append(f"{_series_name(r)}: too short to tell ({d.n} point{'' if d.n == 1 else 's'}; "
+                             f"a level change needs {2 * d.min_size})")
+            else:
+                blind = (f"; these points could not have seen a {percent(RELEVANT_CHANGE, signed=False, decimals=0)} change"
+                         if d.blind else "")
+                lines.append(f"{_series_name(r)}: no change in {d.n} points ({noise}{spikes}; detectable: "
+                             f"{percent(d.detectable_mid, signed=False)} mid-series, "
+                             f"{percent(d.detectable_end, signed=False)} in the last {d.min_size} points{blind})")
+            continue
+        count = len(d.change_points)
+        lines.append(f"{_series_name(r)}: {count} change point{'' if count == 1 else 's'} in {d.n} points ({noise}{spikes})")
+        for c, kind in zip(d.change_points, r.kinds):
+            lines.append(f"  {kind.upper():11} {percent(c.change):>7} {ci_percent(c.ci)}  at {_position(history, points[c.index])}")
+            lines.append(f"  {'':11} previous {_position(history, points[c.index - 1])}")
+            lines.append(f"  {'':11} level {value(c.before.mean)} ± {value(c.before.stddev)} (n={c.before.n}) -> "
+                         f"{value(c.after.mean)} ± {value(c.after.stddev)} (n={c.after.n})  "
+                         f"p={_p(c.p_value)}  detectable {percent(c.detectable, signed=False)}")
+    return "\n".join(lines)
+
+
+def _point_json(history: History, point: Point) -> dict:
+    commit = history.commits.get(point.commit or "")
+    return {"runs": point.run_ids, "started": point.started.isoformat() + "Z", "commit": point.commit,
+            "subject": commit.subject if commit else None}
+
+
+def _finite(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def render_json(history: History, results: list[SeriesResult], alpha: float) -> str:
+    out = {
+        "order": history.order,
+        "repo": history.repo,
+        "branch": history.branch,
+        "alpha": alpha,
+        "runs": history.runs,
+        "skipped": [{"run": rid, "reason": why} for rid, why in history.skipped],
+        "series": [],
+    }
+    for r in results:
+        d, s = r.detection, r.series
+        out["series"].append({
+            "testbox": s.testbox, "benchmark": s.benchmark, "params": json.loads(s.params) if s.params else {},
+            "metric": s.metric, "unit": s.unit, "direction": s.direction,
+            "points": d.n, "noise": _finite(d.noise), "noise_cov": _finite(d.noise_cov), "level": _finite(d.level),
+            "spikes": [_point_json(history, s.points[i]) | {"index": i} for i in d.outliers],
+            "detectable_mid": _finite(d.detectable_mid), "detectable_end": _finite(d.detectable_end),
+            "blind_to": RELEVANT_CHANGE if d.blind else None,
+            "min_points": d.min_size,
+            "change_points": [{
+                "kind": kind, "index": c.index,
+                "at": _point_json(history, s.points[c.index]),
+                "previous": _point_json(history, s.points[c.index - 1]),
+                "change": c.change, "ci95": [_finite(c.ci[0]), _finite(c.ci[1])], "p_value": c.p_value, "test": c.test,
+                "detectable": _finite(c.detectable),
+                "before": {"n": c.before.n, "mean": c.before.mean, "stddev": _finite(c.before.stddev),
+                           "first": c.before.start, "last": c.before.stop - 1},
+                "after": {"n": c.after.n, "mean": c.after.mean, "stddev": _finite(c.after.stddev),
+                                "first": c.after.start, "last": c.after.stop - 1},
+            } for c, kind in zip(d.change_points, r.kinds)],
+        })
+    return json.dumps(out, indent=1)
+
+
+STYLES = {"text": render_text, "json": render_json}

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Change-point quality and speed: perflab's method against Apache Otava's defaults.
+
+Labelled synthetic histories, made here with fixed seeds: per seed, 20 series of
+500 points (one point per run, multiplicative noise of CoV 2%), each with 0-3
+steps of 3-15% (random sign) at random positions at least --gap points from each
+other and from the ends. Two sets per seed:
+  steps          the steps alone;
+  steps+spikes   the same with 1-5 single-point spikes of 20-50% (up or down) per
+                 series, which must not be called.
+A detection within +-5 points of a true step counts (one detection per step);
+every other detection is a false one. Precision, recall and the compute time of
+20 series are printed per set, for perflab (perflab.stats.changepoints.detect)
+and for Otava (otava.series.Series(...).analyze() with AnalysisOptions(): window
+50, p < 0.001, magnitude 0: what `otava analyze` does by default).
+
+Then the whole `perflab detect` command is timed on a store that holds the 20
+series of the first seed's steps+spikes set (500 runs of one benchmark with 20
+metrics, three samples per run whose mean is the point), and its detections are
+checked against the library's.
+
+    .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--no-otava] [--no-command]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from perflab.stats.changepoints import detect
+
+SERIES, POINTS, COV = 20, 500, 0.02
+TOLERANCE = 5
+
+
+def history(rng: np.random.Generator, gap: int, spikes: bool) -> tuple[np.ndarray, list[int], list[int]]:
+    """(values, true step positions, spike positions): one labelled series."""
+    steps = int(rng.integers(0, 4))
+    positions: list[int] = []
+    while len(positions) < steps:
+        p = int(rng.integers(gap, POINTS - gap + 1))
+        if all(abs(p - q) >= gap for q in positions):
+            positions.append(p)
+    positions.sort()
+    level = np.full(POINTS, 100.0)
+    for p in positions:
+        level[p:] *= 1 + rng.choice((-1, 1)) * rng.uniform(0.03, 0.15)
+    sigma = np.sqrt(np.log(1 + COV * COV))
+    values = level * rng.lognormal(-sigma * sigma / 2, sigma, POINTS)
+    spiked: list[int] = []
+    if spikes:
+        for i in rng.choice(POINTS, size=int(rng.integers(1, 6)), replace=False):
+            factor = rng.uniform(0.2, 0.5)
+            values[i] *= (1 + factor) if rng.random() < 0.5 else (1 - factor)
+            spiked.append(int(i))
+    return values, positions, sorted(spiked)
+
+
+def dataset(seed: int, gap: int, spikes: bool):
+    rng = np.random.default_rng(seed)
+    return [history(rng, gap, spikes) for _ in range(SERIES)]
+
+
+def score(truth: list[int], found: list[int], spiked: list[int]) -> tuple[int, int, int, int]:
+    """(true positives, false positives, false negatives, false positives at a spike)."""
+    unmatched = sorted(found)
+    tp = 0
+    for t in truth:
+        near = [f for f in unmatched if abs(f - t) <= TOLERANCE]
+        if near:
+            unmatched.remove(min(near, key=lambda f: abs(f - t)))
+            tp += 1
+    at_spike = sum(1 for f in unmatched if any(abs(f - s) <= 2 for s in spiked))
+    return tp, len(unmatched), len(truth) - tp, at_spike
+
+
+def perflab_method(values: np.ndarray) -> list[int]:
+    return [c.index for c in detect(values).change_points]
+
+
+def otava_method():
+    try:
+        from otava.series import AnalysisOptions, Metric, Series
+    except ImportError as e:
+        return None, f"apache-otava is not installed ({e}); `.venv/bin/pip install apache-otava` to compare"
+
+    def run(values: np.ndarray) -> list[int]:
+        series = Series("bench", None, list(range(values.size)), {"m": Metric(1, 1.0)},
+                        {"m": [float(v) for v in values]}, {})
+        return sorted(cp.index for cp in series.analyze(AnalysisOptions()).change_points["m"])
+
+    return run, None
+
+
+def evaluate(method, sets) -> dict:
+    tp = fp = fn = spike_fp = 0
+    seconds = []
+    for data in sets:
+        start = time.perf_counter()
+        found = [method(values) for values, _, _ in data]
+        seconds.append(time.perf_counter() - start)
+        for (values, truth, spiked), f in zip(data, found):
+            a, b, c, d = score(truth, f, spiked)
+            tp, fp, fn, spike_fp = tp + a, fp + b, fn + c, spike_fp + d
+    return {"precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0,
+            "tp": tp, "fp": fp, "fn": fn, "spike_fp": spike_fp,
+            "seconds_per_20": float(np.median(seconds)), "seconds_max": float(max(seconds))}
+
+
+def time_command(data) -> None:
+    """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics)."""
+    from perflab.model import LOWER_IS_BETTER, Sample
+    from perflab.store import open_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "detect.db")
+        store = open_store(db)
+        facts = {"testbox": "benchbox"}
+        made = time.perf_counter()
+        for i in range(POINTS):
+            run = store.create_run(testbox="benchbox", environment=facts, benchmark="synthetic", name="synthetic",
+                                   params={})
+            samples = []
+            for k, (values, _, _) in enumerate(data):
+                v = float(values[i])
+                # three samples whose mean is the point
+                samples += [Sample(f"synthetic.series{k:02d}", x, "s", LOWER_IS_BETTER) for x in (v * 0.995, v, v * 1.005)]
+            store.add_samples(run, 1, samples)
+            store.finish_run(run, "finished")
+        made = time.perf_counter() - made
+        perflab = os.path.join(os.path.dirname(sys.executable), "perflab")
+        walls = []
+        for _ in range(3):
+            start = time.perf_counter()
+            proc = subprocess.run([perflab, "detect", "--db", db, "--style", "json"], capture_output=True, text=True)
+            walls.append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                print(f"perflab detect failed: {proc.stderr.strip()}")
+                return
+        out = json.loads(proc.stdout)
+        same = all(
+            [c["index"] for c in s["change_points"]] == perflab_method(np.array(
+                [float(np.mean([v * 0.995, v, v * 1.005])) for v in data[int(s["metric"][-2:])][0]]))
+            for s in out["series"])
+        text = subprocess.run([perflab, "detect", "--db", db], capture_output=True, text=True).stdout
+        print(f"\nwhole command: `perflab detect --db STORE --style json` on {len(out['series'])} series x "
+              f"{POINTS} runs ({POINTS * len(data) * 3} samples; store made in {made:.1f} s)")
+        print(f"  wall time  best {min(walls):.3f} s  median {sorted(walls)[1]:.3f} s   target < 1 s   "
+              f"ratio {min(walls) / 1.0:.2f}")
+        print(f"  detections equal to the library's on the same points: {'yes' if same else 'NO'}")
+        print("  first lines of the text layout:")
+        for line in text.splitlines()[:9]:
+            print("    " + line)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=5, help="seeds (each one 20 series per set)")
+    ap.add_argument("--gap", type=int, default=20, help="least points between steps and from the ends")
+    ap.add_argument("--no-otava", action="store_true")
+    ap.add_argument("--no-command", action="store_true", help="skip timing the whole command")
+    args = ap.parse_args()
+
+    seeds = list(range(1, args.seeds + 1))
+    sets = {name: [dataset(1000 * spikes + seed, args.gap, spikes) for seed in seeds]
+            for name, spikes in (("steps", False), ("steps+spikes", True))}
+    detect(np.ones(10))  # imports and first-call costs out of the timing
+    methods = {"perflab": perflab_method}
+    otava, why_not = (None, "skipped (--no-otava)") if args.no_otava else otava_method()
+    if otava:
+        methods["otava 0.8 defaults"] = otava
+    print(f"{SERIES} series x {POINTS} points per seed, CoV {COV:.0%}, 0-3 steps of 3-15% at least {args.gap} apart, "
+          f"match within +-{TOLERANCE}; seeds {seeds[0]}..{seeds[-1]}")
+    print(f"{'set':14} {'method':20} {'precision':>9} {'recall':>7} {'tp':>5} {'fp':>4} {'fn':>4} "
+          f"{'fp@spike':>8} {'s/20 series':>11} {'worst':>7}")
+    results = {}
+    for set_name, data in sets.items():
+        for name, method in methods.items():
+            r = results[(set_name, name)] = evaluate(method, data)
+            print(f"{set_name:14} {name:20} {r['precision']:9.3f} {r['recall']:7.3f} {r['tp']:5} {r['fp']:4} {r['fn']:4} "
+                  f"{r['spike_fp']:8} {r['seconds_per_20']:11.4f} {r['seconds_max']:7.4f}")
+    if why_not:
+        print(f"otava: {why_not}")
+    worst_p = min(results[(s, "perflab")]["precision"] for s in sets)
+    worst_r = min(results[(s, "perflab")]["recall"] for s in sets)
+    worst_t = max(results[(s, "perflab")]["seconds_max"] for s in sets)
+    print(f"\nperflab targets: precision {worst_p:.3f} (>= 0.97, ratio {worst_p / 0.97:.3f}), "
+          f"recall {worst_r:.3f} (>= 0.97, ratio {worst_r / 0.97:.3f}), "
+          f"20 series in {worst_t:.4f} s at worst (< 0.2 s, ratio {worst_t / 0.2:.2f})")
+    if otava:
+        for s in sets:
+            ratio = results[(s, 'otava 0.8 defaults')]['seconds_per_20'] / results[(s, 'perflab')]['seconds_per_20']
+            print(f"  {s}: otava takes {ratio:.1f}x perflab's time")
+    if not args.no_command:
+        time_command(sets["steps+spikes"][0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
