@@ -30,9 +30,23 @@ def _below_one(ctx, param, value):
                    "secondary, tested in a family of their own. Default: every metric but the resource figures "
                    "of a command (time.user_time, time.system_time, time.maximum_resident_set_size, time.exit_status).")
 @click.option("--cross-box", is_flag=True, help="Allow operands from different testboxes (environment differences are printed).")
-@click.option("--fail-on-regression", is_flag=True, help="Exit with status 1 when any significant regression is found.")
+@click.option("--monitors", type=click.Choice(("changed", "all", "none")), default="changed", show_default=True,
+              help="Monitor metrics (vmstat.*, proc-vmstat.*, perf-stat.*, perf-profile.* ...), an FDR family of "
+                   "their own: 'changed' shows those that changed significantly and are above the noise floor "
+                   "(perf-profile shares from 5%, counters from 1/s or 100 events), grouped by monitor; 'all' shows "
+                   "every one; 'none' leaves them out before any statistics. Every text style follows it; json and "
+                   "csv carry every row kept, each with its 'monitor'.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit with status 1 when any of the benchmark's own metrics regressed significantly "
+                   "(monitor metrics never count: see --fail-on).")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="GLOB",
+              help="Exit with status 1 when a metric matching GLOB (shell glob on the name, repeatable, monitor "
+                   "metrics included) changed significantly: a regression for a directional metric; for a monitor "
+                   "or informational metric, whose harmful direction is unknown, a significant change either way "
+                   "(for monitors, one the 'changed' view shows). A GLOB matching no metric is an error (status 2).")
 @db_option
-def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, cross_box, fail_on_regression, db) -> None:
+def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, cross_box, monitors,
+                fail_on_regression, fail_on, db) -> None:
     """Compare a base with one or more heads, metric by metric.
 
     Each operand selects runs by run id, tag, commit prefix, kernel release, or
@@ -48,15 +62,27 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
       perflab compare d55f3441 0355322b --style mmtests --threshold 2
       perflab compare base head --fail-on-regression --style benchstat
       perflab compare base head --primary 'time.elapsed_time' --primary 'app.*'
+      perflab compare base head --monitors all
+      perflab compare base head --fail-on-regression --fail-on 'perf-profile.self.*osq_lock'
     """
     from perflab.comparison import compare
+    from perflab.report.numbers import percent
     from perflab.report.registry import render_comparison
+    from perflab.text import printable
 
     store = get_store(db)
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,
-                     benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None)
+                     benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None,
+                     monitors=monitors, fail_on=list(fail_on) or None)
     click.echo(render_comparison(result, style), nl=False)
-    if fail_on_regression and result.regressions_found:
+    failed = fail_on_regression and result.regressions_found
+    if fail_on:
+        hits = result.fail_on(list(fail_on))
+        for label, row, cmp in hits:
+            click.echo(f"perflab: --fail-on: {printable(row.metric)} {cmp.verdict} {percent(cmp.pct_change)} "
+                       f"({printable(label)} vs {printable(result.labels[0])})", err=True)
+        failed = failed or bool(hits)
+    if failed:
         raise click.exceptions.Exit(1)
 
 

@@ -7,6 +7,9 @@ as the columns are medians; "~" marks a difference that is not called (the
 test, docs/statistics.md, is perflab's: Welch on logarithms, FDR-adjusted p).
 Every caveat of a comparison is a numbered footnote, as benchstat prints them.
 Column widths follow their contents: nothing is cut.
+
+The monitors' metrics (--monitors changed or all) follow in one table per
+monitor, headed by its name, without a geomean row (they have no direction).
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from __future__ import annotations
 import math
 
 from perflab.comparison import ComparisonResult, MetricRow
-from perflab.report.notes import family_lines, shown, tail_lines
+from perflab.report.notes import family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
-from perflab.stats.compare import IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
+from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
 from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
 
 UNIT_HEADINGS = {"s": "sec/op", "us": "µs", "ns": "ns", "KiB": "KiB", "MB/s": "MB/s", "": "value"}
@@ -56,8 +59,9 @@ def _name(row: MetricRow) -> str:
     return shown(f"{row.testcase}:{row.metric}") + (" [secondary]" if row.family == SECONDARY else "")
 
 
-def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes) -> list[str]:
-    heading = UNIT_HEADINGS.get(unit, shown(unit))
+def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes,
+           monitor: str | None = None) -> list[str]:
+    heading = shown(monitor) if monitor else UNIT_HEADINGS.get(unit, shown(unit))
     heads = len(result.labels) - 1
     # Cells first, widths after: (name, base cell, [(value, vs, p/n) per head]).
     table = []
@@ -70,16 +74,17 @@ def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Fo
                 continue
             head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(cmp.head, notes)}"
             n = f"n={cmp.base.n}" if cmp.base.n == cmp.head.n else f"n={cmp.base.n}+{cmp.head.n}"
-            called = cmp.verdict in (REGRESSION, IMPROVEMENT)
+            called = cmp.verdict in (REGRESSION, IMPROVEMENT, CHANGED)
             vs = percent(cmp.median_change, decimals=2) if called else "~"
             pn = f"({n})" if cmp.verdict == INSUFFICIENT else f"(p={cmp.p_adjusted:.3f} {n})"
             head_cells.append((head_cell, vs, pn + notes.mark(cmp.warnings)))
         table.append((_name(row), base_cell, head_cells))
-    geo = []
-    for i in range(heads):
-        g = result.median_geomeans[i].get(unit, math.nan)
-        geo.append(("", "-" if g != g else percent(g - 1, decimals=2), ""))
-    table.append(("geomean", "", geo))
+    if not monitor:
+        geo = []
+        for i in range(heads):
+            g = result.median_geomeans[i].get(unit, math.nan)
+            geo.append(("", "-" if g != g else percent(g - 1, decimals=2), ""))
+        table.append(("geomean", "", geo))
 
     name_w = max(len(t[0]) for t in table)
     base_w = max([len(t[1]) for t in table] + [len(heading), len(shown(result.labels[0], LABEL_LIMIT))])
@@ -108,11 +113,15 @@ def render(result: ComparisonResult) -> str:
             lines.append(f"{key}: {shown(result.common[key])}")
     units: dict[str, list[MetricRow]] = {}
     for row in result.rows:
-        if row.direction != 0:
+        if row.direction != 0 and row.monitor is None:
             units.setdefault(row.unit, []).append(row)
     notes = Footnotes()
     for unit, rows in units.items():
         lines += _table(result, unit, rows, notes)
+    if result.monitor_rows:
+        lines += ["", monitor_summary(result)]
+        for monitor, rows in result.monitor_sections():
+            lines += _table(result, "", rows, notes, monitor=monitor)
     lines += notes.lines()
     lines.append("")
     lines += family_lines(result)

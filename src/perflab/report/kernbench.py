@@ -11,7 +11,9 @@ possible; then the metric's caveats.
 
 Other benchmarks' rows print one block per operand, "Average LABEL Run (std
 deviation):", each line the metric's mean (stddev) with the same brackets.
-The FDR family sizes and the comparison's notes close the output.
+The monitors' metrics (--monitors changed or all) follow in one block per
+monitor, as the kernbench blocks. The FDR family sizes and the comparison's
+notes close the output.
 
 Formatting only: every number comes from perflab.stats (through the
 comparison result, or perflab.stats.kernbench for `perflab report kernbench`).
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 
 from perflab.comparison import ComparisonResult
-from perflab.report.notes import caveats, family_lines, shown, tail_lines
+from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
 
@@ -158,12 +160,40 @@ def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
     return lines
 
 
+def _monitor_blocks(result: ComparisonResult) -> list[str]:
+    lines = [monitor_summary(result), ""]
+    several = len(result.labels) > 2
+    testcases = {r.testcase for r in result.monitor_rows}
+    for monitor, rows in result.monitor_sections():
+        lines.append(f"Monitor {shown(monitor)}, average (std deviation):")
+        header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
+        body, notes = [], []
+        for r in rows:
+            name = r.metric if len(testcases) == 1 else f"{r.testcase}:{r.metric}"
+            cells = [shown(name), _cell(r.base.mean, r.base.stddev)]
+            words = []
+            for label, cmp in zip(result.labels[1:], r.heads):
+                if cmp is None:
+                    cells += ["-", ""]
+                    words.append((f"{shown(label)}: " if several else "") + "not measured")
+                    continue
+                cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
+                words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.family, change=False))
+            body.append(cells)
+            notes.append("[" + "] [".join(words) + "]" if words else "")
+        lines += _table(header, body, notes)
+        lines.append("")
+    return lines
+
+
 def render(result: ComparisonResult) -> str:
-    kern = [r for r in result.rows if r.benchmark == KERNBENCH]
-    others = [r for r in result.rows if r.benchmark != KERNBENCH and r.direction != 0]
+    kern = [r for r in result.rows if r.benchmark == KERNBENCH and r.monitor is None]
+    others = [r for r in result.rows if r.benchmark != KERNBENCH and r.direction != 0 and r.monitor is None]
     lines = _kernbench_blocks(result, kern) if kern else []
     if others or not kern:
         lines += _generic_blocks(result, others)
+    if result.monitor_rows:
+        lines += _monitor_blocks(result)
     lines += family_lines(result)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"

@@ -17,6 +17,13 @@
 ±%stddev is shown only where it exceeds 2%, as LKP does. Regressions come
 first, then improvements, each sorted by the size of the change; the rest of
 the metrics follow under their own heading so that nothing is hidden.
+
+Then the monitors' metrics (the robot's "Details are as below"), a heading per
+monitor, largest change first: by default only those that changed
+significantly and are not noise by LKP's display rules (perflab.comparison:
+perf-profile shares from 5%, counters above a floor); `--monitors all` shows
+every one. A perf-profile share's change is in percentage points ("+25.0"), as
+LKP prints it.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ from __future__ import annotations
 import json
 
 from perflab.comparison import ComparisonResult, MetricRow
-from perflab.report.notes import caveats, family_lines, shown, tail_lines
+from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
-from perflab.stats.compare import CHANGED, IMPROVEMENT, REGRESSION, SECONDARY
+from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
 
 STDDEV_SHOWN_ABOVE = 0.02
 HEADER_KEYS = ("cc_version", "kernel_release", "cpufreq_governor", "thp_enabled", "testbox")
@@ -39,32 +46,47 @@ def _stddev(summary) -> str:
     return f" ±{min(abs(cov) * 100, 999):3.0f}%"
 
 
-def _note(row: MetricRow, labels: list[str]) -> str:
-    """The row's verdicts that its section heading does not say, and its caveats, in words."""
+def _points(x: float) -> str:
+    """A perf-profile share's change in percentage points, LKP's way: "+25.0", "-2.3"."""
+    if x != x:
+        return "~"
+    return "0.0" if round(x, 1) == 0 else f"{x:+.1f}"
+
+
+def _note(row: MetricRow, labels: list[str], implied: str | None = None) -> str:
+    """The row's verdicts that its section heading does not say (`implied`), and its caveats, in words."""
     parts = []
     several = len(row.heads) > 1
     for label, cmp in zip(labels, row.heads):
         if cmp is None:
             continue
         words = []
-        if cmp.verdict == CHANGED or (row.family == SECONDARY and cmp.verdict in (REGRESSION, IMPROVEMENT)):
+        if cmp.verdict != implied and (cmp.verdict == CHANGED or (
+                row.family != PRIMARY and cmp.verdict in (REGRESSION, IMPROVEMENT))):
             words.append(cmp.verdict)
         if caveats(cmp):
             words.append(caveats(cmp))
         if words:
             parts.append((f"{shown(label)}: " if several else "") + "; ".join(words))
-    return f"   [{' | '.join(parts)}]" if parts else ""
+    text = " | ".join(parts)
+    noise = row.noise() if row.significant() else None
+    if noise:  # shown by --monitors all only
+        text += ("; " if text else "") + f"noise: {noise}"
+    return f"   [{text}]" if text else ""
 
 
-def _line(row: MetricRow, name: str, labels: list[str]) -> str:
+def _line(row: MetricRow, name: str, labels: list[str], implied: str | None = None) -> str:
     cells = f"{value(row.base.center):>10}{_stddev(row.base)}"
-    for cmp in row.heads:
+    for i, cmp in enumerate(row.heads):
         if cmp is None:
             cells += f" {'':>10} {'-':>10}      "
             continue
-        change = percent(cmp.pct_change) if cmp.pct_change == cmp.pct_change else "~"
+        if row.in_points:
+            change = _points(row.point_change(i))
+        else:
+            change = percent(cmp.pct_change) if cmp.pct_change == cmp.pct_change else "~"
         cells += f" {change:>10} {value(cmp.head.center):>10}{_stddev(cmp.head)}"
-    return f"{cells}  {name}{_note(row, labels)}"
+    return f"{cells}  {name}{_note(row, labels, implied)}"
 
 
 def _header(result: ComparisonResult) -> list[str]:
@@ -134,11 +156,11 @@ def render(result: ComparisonResult) -> str:
     def has(row: MetricRow, verdict: str) -> bool:
         return any(c is not None and c.verdict == verdict for c in row.heads)
 
-    def line(row: MetricRow) -> str:
-        text = _line(row, shown(row.metric), head_labels)
+    def line(row: MetricRow, implied: str | None = None) -> str:
+        text = _line(row, shown(row.metric), head_labels, implied)
         return f"{testcases[id(row)]:{width}}  {text}" if several else text
 
-    primary = [r for r in result.rows if r.family != SECONDARY]
+    primary = [r for r in result.rows if r.family == PRIMARY]
     secondary = [r for r in result.rows if r.family == SECONDARY]
     regressions = sorted((r for r in primary if has(r, REGRESSION)), key=size, reverse=True)
     improvements = sorted((r for r in primary if has(r, IMPROVEMENT) and not has(r, REGRESSION)), key=size, reverse=True)
@@ -158,6 +180,13 @@ def render(result: ComparisonResult) -> str:
         lines.append("  -- secondary metrics (their own FDR family; calls said in brackets) --")
         first = [r for r in secondary if has(r, REGRESSION) or has(r, IMPROVEMENT) or has(r, CHANGED)]
         lines += [line(r) for r in first + [r for r in secondary if r not in first]]
+    if result.monitor_rows:
+        # The changed view's heading says "changed": its rows need not repeat it.
+        implied = CHANGED if result.monitors == "changed" else None
+        lines.append(f"  -- {monitor_summary(result)} --")
+        for monitor, rows in result.monitor_sections():
+            lines.append(f"  -- {shown(monitor)} --")
+            lines += [line(r, implied) for r in rows]
     lines += ["  " + l for l in family_lines(result)]
     lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"

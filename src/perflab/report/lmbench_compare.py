@@ -1,5 +1,6 @@
 """`perflab compare --style lmbench`: the LMbench summary, one row per operand,
-followed by the changes the comparison calls significant, the FDR families
+followed by the changes the comparison calls significant, the monitors'
+metrics (--monitors changed or all, a heading per monitor), the FDR families
 and every metric's caveats in words."""
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from __future__ import annotations
 from perflab.benchmarks.lmbench.catalog import FIGURES
 from perflab.comparison import ComparisonResult
 from perflab.report.lmbench import render_summary
-from perflab.report.notes import caveat_lines, family_lines, shown, tail_lines
-from perflab.report.numbers import percent
+from perflab.report.notes import caveat_lines, family_lines, monitor_summary, shown, tail_lines
+from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, REGRESSION, SECONDARY
 
 
@@ -32,5 +33,14 @@ def render(result: ComparisonResult) -> str:
         text += "\nSignificant changes against " + base + ":\n" + "\n".join(calls) + "\n"
     else:
         text += f"\nNo significant change against {base} (alpha {result.alpha:g} after FDR, minimum effect {result.threshold * 100:g}%).\n"
+    if result.monitor_rows:
+        text += "\n" + monitor_summary(result) + ":\n"
+        for monitor, members in result.monitor_sections():
+            text += f"  -- {shown(monitor)} --\n"
+            for r in members:
+                for label, cmp in zip(result.labels[1:], r.heads):
+                    if cmp is not None:
+                        text += (f"  {shown(label)}: {shown(r.metric)} {value(r.base.center)} -> {value(cmp.head.center)} "
+                                 f"({percent(cmp.pct_change)}, {cmp.verdict}, p={cmp.p_adjusted:.2g})\n")
     notes = family_lines(result) + caveat_lines(result, lambda row: shown(row.metric)) + tail_lines(result)
     return text + "\n" + "\n".join(notes) + "\n"

@@ -5,6 +5,11 @@ better), Stddev, CoeffVar, Max and BAmean-95; each value is followed by its
 (x.xx%) change against the first column, signed so that positive means better.
 A mean whose difference is statistically significant is marked with '*'.
 Columns are as wide as their widest value: a number is never cut.
+
+The monitors' metrics (--monitors changed or all) follow, one small table per
+monitor as mmtests prints its monitor summaries: each metric's mean per
+column with its (x.xx%) change against the first (informational: not signed
+by direction), '*' where the change is significant.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import math
 
 from perflab.comparison import ComparisonResult, MetricRow
-from perflab.report.notes import caveat_lines, family_lines, secondary_names, shown, tail_lines
+from perflab.report.notes import caveat_lines, family_lines, monitor_summary, secondary_names, shown, tail_lines
 from perflab.stats.relative import better_change
 
 MIN_VALUE_WIDTH = 11
@@ -72,6 +77,34 @@ def _rows_for(row: MetricRow) -> list[tuple[str, list[tuple[str, str, str] | Non
     return out
 
 
+def _monitor_tables(result: ComparisonResult, name, tags: list[str]) -> list[str]:
+    lines = [monitor_summary(result)]
+    for monitor, rows in result.monitor_sections():
+        table = []
+        for row in rows:
+            cells = [(_number(row.base.center), _pct(0.0), " ")]
+            for cmp in row.heads:
+                if cmp is None:
+                    cells.append(None)
+                    continue
+                mark = "*" if cmp.verdict in ("changed", "regression", "improvement") else " "
+                pct = cmp.pct_change if cmp.pct_change == cmp.pct_change else None
+                cells.append((_number(cmp.head.center), _pct(pct), mark))
+            table.append((name(row), cells))
+        ncols = len(result.labels)
+        value_w = [max([MIN_VALUE_WIDTH] + [len(c[0]) for _, cells in table if (c := cells[j]) is not None])
+                   for j in range(ncols)]
+        col_w = [max(w + 12, len(tags[j]) + 1) for j, w in enumerate(value_w)]
+        name_w = max([OP_WIDTH] + [len(n) for n, _ in table])
+        lines.append(f"{shown(monitor):<{name_w + 1}}" + "".join(f"{tags[j]:>{col_w[j]}}" for j in range(ncols)))
+        for metric, cells in table:
+            text = [f"{'-':>{col_w[j]}}" if c is None else f"{c[0]:>{value_w[j]}} {c[1]:>10}{c[2]}".rjust(col_w[j])
+                    for j, c in enumerate(cells)]
+            lines.append(f"{metric:<{name_w + 1}}" + "".join(text))
+        lines.append("")
+    return lines
+
+
 def render(result: ComparisonResult) -> str:
     kernels, tags = [], []
     for sel in result.selections:
@@ -85,7 +118,7 @@ def render(result: ComparisonResult) -> str:
     for testcase, rows in by_benchmark.items():
         table = []
         for row in rows:
-            if row.direction == 0:
+            if row.direction == 0 or row.monitor is not None:
                 continue
             op = row.metric.split(".", 1)[-1] if row.metric.startswith(row.benchmark + ".") else row.metric
             for name, cells in _rows_for(row):
@@ -111,6 +144,9 @@ def render(result: ComparisonResult) -> str:
 
     def name(row: MetricRow) -> str:
         return shown(row.metric if len(by_benchmark) == 1 else f"{row.testcase}:{row.metric}")
+
+    if result.monitor_rows:
+        lines += _monitor_tables(result, name, tags)
 
     secondary = secondary_names(result.rows, name)
     if secondary:

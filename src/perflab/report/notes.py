@@ -8,7 +8,7 @@ perflab.stats.
 from __future__ import annotations
 
 from perflab.comparison import ComparisonResult, MetricRow
-from perflab.stats.compare import SECONDARY, Comparison
+from perflab.stats.compare import MONITOR, SECONDARY, Comparison
 from perflab.text import printable
 
 NOTE_LIMIT = 240  # a warning line (it may quote parameters) is bounded, not cut to a cell
@@ -31,15 +31,21 @@ def family_lines(result: ComparisonResult) -> list[str]:
         parts = []
         untested = 0
         for fam in families:
-            what = _plural(fam.tested, f"{fam.name} metric")
-            if fam.informational:
-                what += f" + {fam.informational} informational (two-sided)"
-            if fam.name == SECONDARY:
-                what += ", a family of their own"
+            if fam.name == MONITOR:
+                what = (_plural(fam.tested + fam.informational, "monitor metric")
+                        + f" (two-sided, minimum effect {result.monitor_threshold * 100:g}%), a family of their own")
+            else:
+                what = _plural(fam.tested, f"{fam.name} metric")
+                if fam.informational:
+                    what += f" + {fam.informational} informational (two-sided)"
+                if fam.name == SECONDARY:
+                    what += ", a family of their own"
             parts.append(what)
             untested += fam.untested
         if untested:
             parts.append(f"{untested} not tested (too few samples)")
+        if result.monitors_dropped:
+            parts.append(f"{_plural(result.monitors_dropped, 'monitor metric')} left out (--monitors none)")
         lines.append(f"FDR family of {shown(label)} vs {base}: {'; '.join(parts) or 'no metric'}"
                      f"; alpha {result.alpha:g} per direction, minimum effect {result.threshold * 100:g}%")
     if result.primary:
@@ -58,7 +64,7 @@ def grouped_caveats(result: ComparisonResult, name) -> list[tuple[str, list[str]
     With several heads each name says which head the caveat is about."""
     groups: dict[str, list[str]] = {}
     several = len(result.labels) > 2
-    for row in result.rows:
+    for row in result.visible_rows():
         for label, cmp in zip(result.labels[1:], row.heads):
             for w in (cmp.warnings if cmp is not None else ()):
                 who = name(row) + (f" ({shown(label)})" if several else "")
@@ -75,8 +81,27 @@ def secondary_names(rows: list[MetricRow], name) -> list[str]:
     return [name(r) for r in rows if r.family == SECONDARY]
 
 
+def monitor_summary(result: ComparisonResult) -> str:
+    """What the monitor rows shown are, out of how many: the heading of a layout's monitor part."""
+    counts = result.monitor_counts()
+    if result.monitors == "all":
+        return f"monitors: all {_plural(counts['compared'], 'metric')}, {counts['significant']} changed (--monitors all)"
+    text = f"monitors: {counts['shown']} of {_plural(counts['compared'], 'metric')} changed"
+    if counts["noise"]:
+        text += f", {counts['noise']} more below the noise floors"
+    return text + " (--monitors all shows every one)"
+
+
 def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:
-    """Groups on one side only and the comparison's own notes, made printable."""
+    """Groups on one side only and the comparison's own notes, made printable.
+
+    Monitor metrics on one side only (a perf-profile symbol seen in one profile,
+    a monitor that ran on one side) are counted per monitor, not listed."""
     lines = [f"{indent}only in {shown(label)}: {shown(what, NOTE_LIMIT)}" for label, what in result.one_sided]
+    counts: dict[tuple[str, str], int] = {}
+    for label, monitor, _what in result.one_sided_monitors:
+        counts[(label, monitor)] = counts.get((label, monitor), 0) + 1
+    lines += [f"{indent}only in {shown(label)}: {_plural(n, f'{shown(monitor)} metric')} (not compared; json lists them in monitor_only_in)"
+              for (label, monitor), n in counts.items()]
     lines += [f"{indent}note: {shown(w, NOTE_LIMIT)}" for w in result.warnings]
     return lines

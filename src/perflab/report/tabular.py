@@ -5,6 +5,10 @@ spreadsheet would run as a formula is guarded (perflab.spreadsheet).
 `ci_low`/`ci_high` are the interval at the FDR-adjusted level `ci_level`,
 which excludes zero exactly when `p_adjusted` < alpha; the unadjusted one
 (each end a one-sided 1 - alpha bound) is `ci_unadjusted_low`/`_high`.
+Every row kept is here whatever `--monitors` shows (`none` drops monitor rows
+before the statistics): `monitor` names the monitor of a monitor metric
+(empty for the benchmark's own), `noise` says why the text layouts' changed
+view leaves a significant monitor row out (perflab.comparison's display rules).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def records(result: ComparisonResult) -> list[dict]:
                 "testbox": row.testbox, "benchmark": row.benchmark, "params": row.params, "metric": row.metric,
                 "unit": row.unit, "direction": row.direction, "base": result.labels[0], "head": result.labels[i + 1],
                 "family": row.family,
+                "monitor": row.monitor,
+                "noise": row.noise() if row.significant() else None,
                 "base_stats": _summary(row.base),
                 "head_stats": _summary(cmp.head) if cmp else None,
                 "pct_change": _clean(cmp.pct_change) if cmp else None,
@@ -75,7 +81,9 @@ def render_json(result: ComparisonResult) -> str:
         "families": {label: [dataclasses.asdict(f) for f in fams] for label, fams in zip(result.labels[1:], result.families)},
         "common": result.common,
         "environment_differences": [list(x) for x in result.env_diff] if result.env_diff else [],
+        "monitors": result.monitors,
         "only_in": [{"operand": a, "group": b} for a, b in result.one_sided],
+        "monitor_only_in": [{"operand": a, "monitor": m, "group": b} for a, m, b in result.one_sided_monitors],
         "warnings": result.warnings,
         "metrics": records(result),
     }
@@ -84,10 +92,10 @@ def render_json(result: ComparisonResult) -> str:
 
 def render_csv(result: ComparisonResult) -> str:
     buf = io.StringIO()
-    cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family"]
+    cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family", "monitor"]
     cols += [f"base_{k}" for k in SUMMARY_FIELDS] + [f"head_{k}" for k in SUMMARY_FIELDS]
     cols += ["pct_change", "median_change", "ci_low", "ci_high", "ci_level", "ci_unadjusted_low", "ci_unadjusted_high",
-             "p_value", "p_adjusted", "family_size", "test", "verdict", "warnings"]
+             "p_value", "p_adjusted", "family_size", "test", "verdict", "noise", "warnings"]
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for rec in records(result):

@@ -39,7 +39,9 @@ from perflab.stats.descriptive import Summary, summarize_rows as _summaries
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, CHANGED, INSUFFICIENT = (
     "regression", "improvement", "no change", "changed", "insufficient samples")
-PRIMARY, SECONDARY = "primary", "secondary"
+# FDR families: a comparison's own metrics (primary, secondary) and its monitors' counters
+# (perflab.comparison decides which metric is in which).
+PRIMARY, SECONDARY, MONITOR = "primary", "secondary", "monitor"
 MIN_SAMPLES = 2       # per side, for a variance and so a test
 FEW_SAMPLES = 5       # below this per side, warn that power is low
 NOISY_COV = 0.10      # above this CoV, warn that the metric is noisy
