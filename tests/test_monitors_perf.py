@@ -336,3 +336,68 @@ def test_perf_script_parsing_and_shares():
     assert names["perf-profile.calltrace.cycles-pp.rwsem_down_write_slowpath.main"].value == 80.0
     assert all(len(k) <= 255 for k in names)
     assert len(perfmon.metric_name("perf-profile.self.cycles-pp.", "x" * 400)) == 255
+
+
+# ---- perflab report profile ------------------------------------------------------------------------
+
+def profile_store(path, sides):
+    """Runs with perf-profile shares: (tag, benchmark, [ {symbol: (children, self)} per repetition ])."""
+    from perflab.store import open_store
+
+    store = open_store(str(path))
+    for tag, benchmark, reps in sides:
+        run = store.create_run(testbox="box", environment={"testbox": "box", "kernel_release": "6.1.0"},
+                               benchmark=benchmark, name=benchmark, params={"argv": ["x"]}, tag=tag)
+        for i, shares in enumerate(reps):
+            store.add_samples(run, i, [Sample("cmd.wall", 1.0, "s", -1)] + [
+                Sample(f"perf-profile.{kind}.cycles-pp.{sym}", value, "%", 0)
+                for sym, pair in shares.items() for kind, value in zip(("children", "self"), pair)])
+            facts = {perfmon.json.dumps(["symbol", "[k]" if sym.startswith("osq") else "[.]", "fio", sym]): pair[0]
+                     for sym, pair in shares.items()}
+            store.add_monitor_series(run, "perf-profile", i, [(None, 1.0, facts)])
+        store.finish_run(run, "finished")
+    return store
+
+
+def test_report_profile_layout_and_significance(cli):
+    base = [{"osq_lock": (63.5 + d, 52.8 + d), "down_write": (69.7, 0.6), "main": (20.0, 0.0)} for d in (-0.3, 0.0, 0.4)]
+    head = [{"osq_lock": (59.9 + d, 55.4 + d), "down_write": (70.8, 0.6), "steady": (5.0, 5.0)} for d in (-0.2, 0.1, 0.3)]
+    profile_store(cli.db, [("base", "fio", base), ("head", "fio", head), ("plain", "fio", [{}]),
+                           ("once", "fio", head[:1])])
+    out = cli("report", "profile", "base", "head").stdout
+    lines = out.splitlines()
+    rows = [l for l in lines if l.rstrip().endswith(("osq_lock", "down_write", "main", "steady"))]
+    # Largest change first: main vanished (-20 points), then steady and osq_lock.
+    assert rows[0].split()[-1] == "main" and "-20.00" in rows[0] and "changed" in rows[0]
+    osq = next(l for l in rows if l.endswith("osq_lock"))
+    assert re.search(r"63\.53%\s+52\.83%\s+59\.97%\s+55\.47%\s+-3\.57\s+\+2\.63\s+changed \(p[=<]", osq), osq
+    assert re.search(r"\s fio\s+\[k\] osq_lock$", osq), osq
+    steady = next(l for l in rows if l.endswith("steady"))
+    assert steady.rstrip().endswith("[.] steady") and "+5.00" in steady
+    assert "base (1 run, 3 repetitions)" in lines[0] and "Welch" in out
+    # --top limits the rows.
+    top1 = cli("report", "profile", "base", "head", "--top", "1").stdout
+    assert sum(1 for l in top1.splitlines() if l.rstrip().endswith(("osq_lock", "down_write", "main", "steady"))) == 1
+    # One repetition on a side: no test, said out loud.
+    once = cli("report", "profile", "base", "once").stdout
+    assert "too few samples" in once and "changed" not in once
+
+
+def test_report_profile_bad_input_one_line(cli):
+    rep = [{"osq_lock": (60.0, 50.0)}] * 2
+    profile_store(cli.db, [("base", "fio", rep), ("plain", "fio", [{}]), ("mixed", "fio", rep), ("mixed", "aim7", rep)])
+    assert_one_line_error(cli("report", "profile", "base", "plain", check=False), "'plain'", "no", "perf-profile")
+    assert_one_line_error(cli("report", "profile", "base", "nosuchtag", check=False), "'nosuchtag'")
+    assert_one_line_error(cli("report", "profile", "mixed", "base", check=False), "several benchmarks", "--benchmark")
+    assert "osq_lock" in cli("report", "profile", "mixed", "base", "--benchmark", "fio").stdout
+
+
+@needs_perf
+def test_run_with_perf_profile_then_report(cli, hot):
+    for tag, other in (("v1", "0"), ("v2", "50")):
+        cli("run", "cmd", "--runs", "2", "--monitor", "perf-profile", "--tag", tag, "--", hot, "0.3", other)
+    out = cli("report", "profile", "v1", "v2", "--top", "5").stdout
+    row = next(l for l in out.splitlines() if l.rstrip().endswith("other_loop_function"))
+    assert re.search(r"\s0\.00%\s+0\.00%\s+\d+\.\d\d%\s+\d+\.\d\d%\s+\+\d", row), out
+    assert "hot  " in row and "[.] other_loop_function" in row
+    assert "sampled cpu-clock" in out or "sampled cycles" in out

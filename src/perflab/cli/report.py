@@ -196,4 +196,79 @@ def report_kernbench(operands, box, db) -> None:
     click.echo(render_report([label for label, _ in columns], found, rests))
 
 
+@report_group.command("profile")
+@click.argument("base")
+@click.argument("head")
+@click.option("--benchmark", help="Only runs of this benchmark (family or run name); needed when an operand "
+                                  "selects profiled runs of several.")
+@click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100000),
+              help="How many symbols to show, largest change first.")
+@db_option
+def report_profile(base, head, benchmark, top, db) -> None:
+    """perf-profile shares of BASE and HEAD: the symbols whose share changed most.
+
+    Per symbol: children% and self% of base and head (means over the
+    repetitions of the selected runs), the change in percentage points, its
+    significance (Welch's t-test over repetitions, FDR-adjusted; "too few
+    samples" below 2 repetitions a side), then comm, [k]/[.] and the symbol,
+    as `perf report --children` prints them. BASE and HEAD select runs as
+    `perflab compare` does (run id, tag, commit prefix, kernel release,
+    key=value). The runs need the perf-profile monitor.
+
+    \b
+    Example:
+      perflab run cmd --runs 3 --monitor perf-profile --tag v1 -- ./bench
+      perflab run cmd --runs 3 --monitor perf-profile --tag v2 -- ./bench
+      perflab report profile v1 v2 --top 10
+    """
+    from perflab.monitors.perf import symbols_from_series
+    from perflab.selection import select
+
+    store = get_store(db)
+    runs = store.find_runs(benchmark=benchmark) if benchmark else store.find_runs()
+    sides = []
+    for operand in (base, head):
+        sel = select(store, operand, runs)
+        reps: dict[tuple[int, int], dict] = {}
+        benchmarks: dict[str, int] = {}
+        bench_of = {r.id: r.benchmark for r in sel.runs}
+        for smp in store.samples(sel.run_ids):
+            kind, _, symbol = smp.metric.partition(".cycles-pp.")
+            if kind not in ("perf-profile.children", "perf-profile.self") or not symbol:
+                continue
+            reps.setdefault((smp.run_id, smp.repetition), {})[(kind.rsplit(".", 1)[1], symbol)] = smp.value
+            benchmarks[bench_of[smp.run_id]] = benchmarks.get(bench_of[smp.run_id], 0) + 1
+        if not reps:
+            raise PerflabError(f"operand {operand!r} selects {len(sel.runs)} run(s) ({', '.join('#%d' % r.id for r in sel.runs[:5])}"
+                               f"{' ...' if len(sel.runs) > 5 else ''}) but none holds perf-profile data; "
+                               "run with `--monitor perf-profile`")
+        if len(benchmarks) > 1:
+            raise PerflabError(f"operand {operand!r} selects perf-profile data of several benchmarks "
+                               f"({', '.join(sorted(benchmarks))}); pick one with --benchmark")
+        profiled = sorted({rid for rid, _ in reps})
+        sides.append((sel, profiled, [reps[k] for k in sorted(reps)], next(iter(benchmarks))))
+    facts: dict[str, tuple[str, str]] = {}
+    notes: list[str] = []
+    for sel, profiled, _, _ in sides:
+        if hasattr(store, "monitor_series"):
+            for row in store.monitor_series(profiled, "perf-profile"):
+                facts.update(symbols_from_series(row.values or {}))
+        for r in sel.runs:
+            record = (getattr(r, "monitors", None) or {}).get("perf-profile") or {}
+            notes.extend(n for n in record.get("notes", []) if n not in notes)
+    (bsel, bruns, brows, bbench), (hsel, hruns, hrows, hbench) = sides
+    # scipy is imported only once the operands are known good (a bad one fails fast).
+    from perflab.report.profile import render_profile
+    from perflab.stats.profile import compare_profiles
+
+    result = compare_profiles(brows, hrows, top=top)
+
+    def label(sel, profiled, rows):
+        return (f"{sel.label} ({len(profiled)} run{'s' if len(profiled) != 1 else ''}, "
+                f"{len(rows)} repetition{'s' if len(rows) != 1 else ''})")
+
+    header = [f"perf-profile of {bbench}" + (f" (base) and {hbench} (head)" if hbench != bbench else "")
+              + f": base {label(bsel, bruns, brows)}, head {label(hsel, hruns, hrows)}", *notes]
+    click.echo(render_profile(result, bsel.label, hsel.label, facts, header=header), nl=False)
+
 COMMANDS = [report_group]

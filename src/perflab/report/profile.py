@@ -44,32 +44,31 @@ def render_profile(result: ProfileComparison, base_label: str, head_label: str, 
                    header: list[str] | None = None) -> str:
     """facts: {symbol: (comm, "[k]"|"[.]")} as the monitor recorded them; "?" where unknown."""
     lines = [f"# {line}" for line in (header or [])]
-    lines.append(f"# base: {base_label} ({result.base_repetitions} repetitions)   "
-                 f"head: {head_label} ({result.head_repetitions} repetitions)")
-    lines.append("# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is;"
-                 " change in percentage points")
+    lines.append("# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is; "
+                 "change in percentage points")
     if result.base_repetitions < 2 or result.head_repetitions < 2:
         lines.append("# too few samples for a test: at least 2 repetitions with perf-profile data are needed "
                      "on each side")
     else:
         lines.append(f"# significance: Welch's t-test over repetitions, p adjusted (Benjamini-Hochberg) over "
                      f"{result.tested} shares; ~ = no significant change at {result.alpha:g}")
+    if result.below_floor:
+        lines.append(f"# {result.below_floor} symbols under {result.min_share:g}% children on average not compared")
     if not result.symbols:
-        lines.append("(no symbol above the storage floor on either side)")
+        lines.append(f"(no symbol reaches {result.min_share:g}% children on average)")
         return "\n".join(lines) + "\n"
     sig = [_significance(s) for s in result.symbols]
     comms = [facts.get(s.symbol, ("?", "?"))[0] for s in result.symbols]
     kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in result.symbols]
     sw = max(len("significance"), *(len(x) for x in sig))
     cw = max(len("comm"), *(len(c) for c in comms))
-    groups = f"{base_label[:16]:^17}{head_label[:16]:^17}{'change':^16}"
     lines.append("")
-    lines.append(groups.rstrip())
-    lines.append(f"{'children':>9}{'self':>8}{'children':>9}{'self':>8}{'children':>9}{'self':>7}  "
+    lines.append(f"{base_label[:18]:^19}{head_label[:18]:^19}{'change':^18}".rstrip())
+    lines.append(f"{'children':>10}{'self':>9}{'children':>10}{'self':>9}{'children':>10}{'self':>8}  "
                  f"{'significance':<{sw}}  {'comm':<{cw}}  symbol")
     for s, sg, comm, kind in zip(result.symbols, sig, comms, kinds):
-        lines.append(f"{_pct(s.children.base):>9}{_pct(s.self.base):>8}"
-                     f"{_pct(s.children.head):>9}{_pct(s.self.head):>8}"
-                     f"{_points(s.children.change):>9}{_points(s.self.change):>7}  "
+        lines.append(f"{_pct(s.children.base):>10}{_pct(s.self.base):>9}"
+                     f"{_pct(s.children.head):>10}{_pct(s.self.head):>9}"
+                     f"{_points(s.children.change):>10}{_points(s.self.change):>8}  "
                      f"{sg:<{sw}}  {comm:<{cw}}  {kind} {s.symbol}")
     return "\n".join(lines) + "\n"

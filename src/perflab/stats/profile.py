@@ -24,6 +24,7 @@ from perflab.stats.compare import INSUFFICIENT, MIN_SAMPLES, compare_many
 KINDS = ("children", "self")
 CHANGED, NO_CHANGE = "changed", "no change"
 MIN_POINTS = 0.1   # a share must move by at least this many percentage points to be called
+MIN_SHARE = 1.0    # symbols compared: children% mean over both sides' repetitions from this
 
 
 @dataclass
@@ -65,12 +66,24 @@ class ProfileComparison:
     symbols: list[SymbolChange]   # largest change first
     tested: int                   # shares in the FDR family
     alpha: float
+    min_share: float = MIN_SHARE
+    below_floor: int = 0          # symbols left out: children% mean under min_share
 
 
 def compare_profiles(base: list[dict[tuple[str, str], float]], head: list[dict[tuple[str, str], float]],
-                     top: int | None = None, alpha: float = 0.05, min_points: float = MIN_POINTS) -> ProfileComparison:
-    """The symbols whose shares changed most, with their significance."""
-    symbols = sorted({sym for side in (base, head) for rep in side for _, sym in rep})
+                     top: int | None = None, alpha: float = 0.05, min_points: float = MIN_POINTS,
+                     min_share: float = MIN_SHARE) -> ProfileComparison:
+    """The symbols whose shares changed most, with their significance.
+
+    Only symbols whose children% averages at least `min_share` over all
+    repetitions of both sides are compared (a filter on the level, not on the
+    change, so the tests stay valid): a system-wide profile holds hundreds of
+    symbols near 0%, and each would widen the FDR family without being news.
+    """
+    everything = {sym for side in (base, head) for rep in side for _, sym in rep}
+    reps = [*base, *head]
+    symbols = sorted(sym for sym in everything
+                     if reps and sum(rep.get(("children", sym), 0.0) for rep in reps) / len(reps) >= min_share)
     pairs, keys = [], []
     for sym in symbols:
         for kind in KINDS:
@@ -97,4 +110,4 @@ def compare_profiles(base: list[dict[tuple[str, str], float]], head: list[dict[t
     if top is not None:
         changes = changes[:top]
     tested = sum(1 for s in shares.values() if not math.isnan(s.p_adjusted))
-    return ProfileComparison(len(base), len(head), changes, tested, alpha)
+    return ProfileComparison(len(base), len(head), changes, tested, alpha, min_share, len(everything) - len(symbols))
