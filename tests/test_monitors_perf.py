@@ -142,6 +142,24 @@ def test_background_helper_dies_with_perflab_on_kill_9(tmp_path):
         parent.kill()
 
 
+def test_temp_dirs_of_dead_perflab_processes_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(perfmon.tempfile, "tempdir", str(tmp_path))
+    dead_pid = int(open("/proc/sys/kernel/pid_max").read()) + 1      # no process has it
+    orphan = tmp_path / f"perflab-perf-{dead_pid}-perf-profile-x"
+    orphan.mkdir()
+    (orphan / "perf-1.data").write_bytes(b"x" * 100)
+    live = tmp_path / f"perflab-perf-{os.getppid()}-perf-stat-y"
+    live.mkdir()
+    mon = perfmon.PerfStat(perfmon.PerfStatOptions())
+    try:
+        mine = mon.workdir()
+        assert mine.parent == tmp_path and mine.is_dir()
+        assert not orphan.exists() and live.exists()
+    finally:
+        mon.close()
+    assert not mine.exists()
+
+
 # ---- what the machine can do ------------------------------------------------------------------
 
 def test_perf_missing_says_which_package(tmp_path, monkeypatch):

@@ -320,6 +320,22 @@ class ControlledPerf:
         return ": " + " | ".join(lines[-3:]) if lines else ""
 
 
+WORKDIR_PREFIX = "perflab-perf-"
+
+
+def _remove_orphaned_workdirs() -> None:
+    """Temp dirs of perflab processes that are gone (kill -9 skips close()): perf.data can be large."""
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = list(root.glob(f"{WORKDIR_PREFIX}*"))
+    except OSError:
+        return
+    for d in entries:
+        pid = d.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class PerfMonitor(Monitor):
     """What perf-stat and perf-profile share: a temp dir, one perf per timed process."""
 
@@ -334,7 +350,8 @@ class PerfMonitor(Monitor):
 
     def workdir(self) -> Path:
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix=f"perflab-{self.name}-"))
+            _remove_orphaned_workdirs()
+            self._dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-{self.name}-"))
         return self._dir
 
     def _start(self, argv: list[str]) -> None:
@@ -761,8 +778,10 @@ class PerfProfile(PerfMonitor):
         data = self.workdir() / f"perf-{self._count + 1}.data"
         graph = ["-g"] if self.options.call_graph == "fp" else ["--call-graph", "dwarf"]
         self._current = data
+        # --no-buildid: perf script reads the file at once, on this machine, so the build-id pass
+        # perf record makes at its end (hundreds of ms) buys nothing.
         self._start([perf_binary(), "record", "-a", *graph, "-e", self.event, "-F", str(self.options.freq),
-                     "-q", "-o", str(data)])
+                     "-q", "--no-buildid", "-o", str(data)])
 
     def end(self, now: float) -> None:
         if self._perf is None:

@@ -343,7 +343,9 @@ def start_background(argv: Sequence[str], *, stdout=None, stderr=None, cwd: str 
             (os.POSIX_SPAWN_DUP2, write_end, 3),
         ]
         try:
-            pid = os.posix_spawn(command[0], command, os.environb, file_actions=actions)
+            # Its own process group: a terminal's Ctrl-C reaches perflab, which stops the
+            # helper in order (perf writes its file), not the helper directly.
+            pid = os.posix_spawn(command[0], command, os.environb, file_actions=actions, setpgroup=0)
         except OSError as e:
             os.close(read_end)
             raise PerflabError(f"cannot start perflab's launcher for {display!r}: {e.strerror}") from None
