@@ -14,8 +14,8 @@ The method (docs/changepoints.md has the reasoning and the measured figures):
    segments at least `min_size` points long, penalty PENALTY_FACTOR * sigma^2 *
    log(n) per change point.
 4. Validation, weakest first: every change point is tested against the two
-   segments between its neighbours (outliers left out) with Welch's t-test on
-   the logarithms (raw values when some are <= 0); it stays only if
+   segments between its neighbours (outliers left out) with a two-sample t-test
+   (pooled variance) on the logarithms (raw values when some are <= 0); it stays only if
    p < alpha, the change is at least `min_effect`, and a step explains the two
    segments better than one straight line (a slow drift is not a level
    change). The change point that fails worst is removed and its neighbours
@@ -65,9 +65,10 @@ class ChangePoint:
     after: Segment
     change: float               # relative change of the level, after / before - 1
     ci: tuple[float, float]     # 95% interval of `change`
-    p_value: float              # two-sided Welch test of before against after
+    p_value: float              # two-sided t-test (pooled variance) of before against after,
+                                # Bonferroni-adjusted over the positions searched
     detectable: float           # smallest relative change these points detect with 90% power (stats.power)
-    test: str                   # "welch-log" or "welch"
+    test: str                   # "t-log" (on logarithms) or "t" (raw values: some were <= 0)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -112,12 +113,14 @@ def robust_sigma(x: np.ndarray) -> float:
 
 
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
-    """Median of the window [i - half, i + half] around each point, shrunk at the ends
-    (edge-padded, so that the first points take the median of the start of the series)."""
+    """Median of the window [i - half, i + half] around each point. Past the ends the
+    window is padded with the median of the first (last) 2*half+1 points: a level
+    of half+1 points at an end keeps its median, an excursion of half points does not."""
     n = x.size
     if n == 0:
         return x.copy()
-    padded = np.concatenate([np.full(half, np.median(x[: half + 1])), x, np.full(half, np.median(x[-half - 1:]))])
+    width = 2 * half + 1
+    padded = np.concatenate([np.full(half, np.median(x[:width])), x, np.full(half, np.median(x[-width:]))])
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
     return np.median(windows, axis=1)
 
@@ -206,20 +209,22 @@ def _var(a: np.ndarray) -> float:
     return float(a.var(ddof=1)) if a.size > 1 else 0.0
 
 
-def _welch(a: np.ndarray, b: np.ndarray):
-    """(difference b - a, its standard error, degrees of freedom, two-sided p)."""
+def _student(a: np.ndarray, b: np.ndarray):
+    """Two-sample t-test with pooled variance: (difference b - a, its standard error,
+    degrees of freedom, two-sided p). Pooled, not Welch: the segments come from one
+    series whose noise the method already takes as common (sigma), and Welch's test
+    with 3 points on one side has about 2 degrees of freedom, so it could confirm no
+    level shorter than ~6 runs at alpha 0.001 however large the change."""
     na, nb = a.size, b.size
-    va, vb = _var(a), _var(b)
+    dof = na + nb - 2
     diff = float(b.mean() - a.mean())
-    sa, sb = va / na, vb / nb
-    se = math.sqrt(sa + sb)
+    pooled = ((na - 1) * _var(a) + (nb - 1) * _var(b)) / max(dof, 1)
+    se = math.sqrt(pooled * (1 / na + 1 / nb))
     if se == 0:
-        return diff, 0.0, 1.0, (0.0 if diff != 0 else 1.0)
-    dof_den = (sa * sa / (na - 1) if na > 1 else 0.0) + (sb * sb / (nb - 1) if nb > 1 else 0.0)
-    dof = (sa + sb) ** 2 / dof_den if dof_den > 0 else float(max(na + nb - 2, 1))
+        return diff, 0.0, float(max(dof, 1)), (0.0 if diff != 0 else 1.0), 0.0
     # scipy.special's t distribution: the scipy.stats objects cost ~100 us a call.
     p = float(2 * special.stdtr(dof, -abs(diff) / se))
-    return diff, se, dof, p
+    return diff, se, float(dof), p, math.sqrt(pooled)
 
 
 def _segment(x: np.ndarray, keep: np.ndarray, start: int, stop: int) -> Segment:
@@ -249,28 +254,40 @@ class _Tested:
     point: ChangePoint | None
 
 
-def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, trend_margin, describe=False) -> _Tested:
+def positions(start: int, stop: int, min_size: int) -> int:
+    """Places a change could have been put in [start, stop): the multiplicity of the search."""
+    return max(1, stop - start - 2 * min_size + 1)
+
+
+def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, describe=False) -> _Tested:
     """Is there a level change at `index` between the segments [start, index) and
-    [index, stop)? With `describe`, also its figures (interval, power, segments)."""
+    [index, stop)? With `describe`, also its figures (interval, power, segments).
+
+    The position was chosen as the best of those in [start, stop): the p-value is
+    Bonferroni-adjusted over them (a scan statistic), and the detectable change is
+    quoted at the same adjusted level, or a search over 500 positions would find a
+    "significant" split in pure noise several times in a thousand series."""
+    searched = positions(start, stop, min_size)
     values = logx if logx is not None else x
     a = values[start:index][keep[start:index]]
     b = values[index:stop][keep[index:stop]]
     if a.size == 0 or b.size == 0 or a.size + b.size < 3:
         return _Tested(index, False, (1, 1.0, 0.0), None)
-    diff, se, dof, p = _welch(a, b)
+    diff, se, dof, p, sd = _student(a, b)
+    p = min(1.0, p * searched)
     scale = 1.0 if logx is not None else (abs(float(a.mean())) or 1.0)
     relative = math.expm1 if logx is not None else (lambda d: d / scale)
     change = relative(diff)
-    drift = _line_gain(z, start, index, stop) < -trend_margin
+    # Both models have two parameters: a line that fits at least as well means a drift.
+    drift = _line_gain(z, start, index, stop) <= 0
     ok = p < alpha and abs(change) >= min_effect and not drift
     point = None
     if describe:
         half = float(special.stdtrit(dof, 0.975)) * se if se > 0 else 0.0
-        pooled = math.sqrt(((a.size - 1) * _var(a) + (b.size - 1) * _var(b)) / max(a.size + b.size - 2, 1))
-        detectable = power.detectable_change(a.size, b.size, pooled, alpha, logged=logx is not None, scale=scale)
+        detectable = power.detectable_change(a.size, b.size, sd, alpha / searched, logged=logx is not None, scale=scale)
         point = ChangePoint(index, _segment(x, keep, start, index), _segment(x, keep, index, stop), change,
                             (relative(diff - half), relative(diff + half)), p, detectable,
-                            "welch-log" if logx is not None else "welch")
+                            "t-log" if logx is not None else "t")
     return _Tested(index, ok, (0 if ok else 1, p, -abs(change)), point)
 
 
@@ -289,8 +306,8 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     keep = ~outlier
     logx = np.log(x) if (x > 0).all() else None
     result = Detection(n, [], sigma, level, [int(i) for i in np.flatnonzero(outlier)], alpha=alpha, min_size=min_size,
-                       detectable_mid=_series_detectable(x, logx, keep, n // 2, alpha),
-                       detectable_end=_series_detectable(x, logx, keep, n - min_size, alpha))
+                       detectable_mid=_series_detectable(x, logx, keep, n // 2, alpha / positions(0, n, min_size)),
+                       detectable_end=_series_detectable(x, logx, keep, n - min_size, alpha / positions(0, n, min_size)))
     if n < 2 * min_size:
         return result
 
@@ -301,7 +318,7 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     bounds = [0, *seeded_binary_segmentation(z, penalty, min_size), n]
 
     def test(i: int, describe: bool = False) -> _Tested:
-        return _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, penalty, describe)
+        return _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, describe)
 
     while True:
         # Each change point at its best position between its neighbours, then
