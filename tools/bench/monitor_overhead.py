@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""What each monitor costs the benchmark it watches (issue 11).
+
+will-it-scale's page_fault2 and context_switch1, process mode, at 1 task and at
+every CPU, through `perflab run will-it-scale`, with no monitor, with each
+monitor alone and with the default set (vmstat, proc-stat, proc-vmstat,
+meminfo, interrupts, perf-stat with its software events). Every round runs
+every configuration once, in an order rotated round by round, so slow drift
+of the machine hits all alike. Printed per configuration: the median per-task
+ops/s over the rounds and its ratio to the unmonitored median (cost = 1 - ratio).
+Target: the default set costs under 1%.
+
+Measure on a quiet machine (no test suite or other benchmark running).
+
+usage: monitor_overhead.py [--rounds N] [--duration S] [--tests page_fault2,context_switch1]
+                           [--monitors none,default,vmstat,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PERFLAB = REPO / ".venv" / "bin" / "perflab"
+ALL = ["none", "default", "vmstat", "proc-stat", "proc-vmstat", "meminfo", "interrupts", "softirqs",
+       "diskstats", "sched_debug", "perf-stat", "perf-profile"]
+
+
+def one(db: Path, test: str, tasks: int, monitor: str, duration: float) -> float:
+    argv = [str(PERFLAB), "--db", str(db), "run", "will-it-scale", "--test", test, "--mode", "process",
+            "--nr-task", str(tasks), "--duration", str(duration), "--runs", "1", "--tag", monitor]
+    if monitor != "none":
+        argv += ["--monitor", monitor]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed: {done.stderr.strip()}")
+    con = sqlite3.connect(db)
+    try:
+        (value,), = con.execute("select s.value from sample s join run r on r.id = s.run_id "
+                                "where r.id = (select max(id) from run) and s.metric = 'will-it-scale.per_process_ops'")
+    finally:
+        con.close()
+    return value
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--tests", default="page_fault2,context_switch1")
+    ap.add_argument("--monitors", default=",".join(ALL))
+    args = ap.parse_args()
+    monitors = args.monitors.split(",")
+    if "none" not in monitors:
+        monitors.insert(0, "none")
+    cpus = os.cpu_count() or 1
+    db = Path(tempfile.mkdtemp(prefix="perflab-monitor-overhead-")) / "m.db"
+    points = [(t, n) for t in args.tests.split(",") for n in sorted({1, cpus})]
+    values: dict[tuple, list[float]] = {}
+    for t, n in points:            # builds will-it-scale once, creates the store
+        one(db, t, n, "none", 0.5)
+    for r in range(args.rounds):
+        for t, n in points:
+            order = monitors[r % len(monitors):] + monitors[:r % len(monitors)]
+            for m in order:
+                values.setdefault((t, n, m), []).append(one(db, t, n, m, args.duration))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    print(f"machine: {cpus} CPUs; {args.rounds} rounds of {args.duration:g} s per point; "
+          f"median per-task ops/s and ratio to no monitor")
+    print(f"{'monitor':14}" + "".join(f"{t + ' x' + str(n):>30}" for t, n in points))
+    summary = {}
+    for m in monitors:
+        cells = []
+        for t, n in points:
+            med = statistics.median(values[(t, n, m)])
+            base = statistics.median(values[(t, n, "none")])
+            ratio = med / base
+            summary.setdefault(m, []).append(ratio)
+            cells.append(f"{med:>14.0f} {ratio:6.3f} ({(1 - ratio) * 100:+5.1f}%)")
+        print(f"{m:14}" + "".join(f"{c:>30}" for c in cells))
+    print()
+    for m in monitors[1:]:
+        worst = min(summary[m])
+        print(f"{m:14} mean cost {(1 - statistics.mean(summary[m])) * 100:+5.2f}%, worst point {(1 - worst) * 100:+5.2f}%"
+              + ("   (target < 1%: " + ("met" if (1 - statistics.mean(summary[m])) < 0.01 else "NOT met") + ")"
+                 if m == "default" else ""))
+    print(json.dumps({f"{t}x{n}:{m}": values[(t, n, m)] for t, n in points for m in monitors}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
