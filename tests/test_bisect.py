@@ -158,7 +158,7 @@ def test_finds_the_commit_skips_the_unbuildable_one_and_leaves_the_repo_clean(la
 
 
 @pytest.mark.parametrize("case", ["no-such-rev", "same", "not-ancestor", "dirty", "metric", "build-fails"])
-def test_bad_input_is_refused_before_any_step(lab, case):
+def test_bad_input_is_refused_before_any_step(lab, case, capfd):
     repo, shas, job, env = lab
     args = bisect_args(repo, shas, job)
     expect = {
@@ -181,11 +181,15 @@ def test_bad_input_is_refused_before_any_step(lab, case):
         args = bisect_args(repo, shas, job, metric="nosuch.metric")
     elif case == "build-fails":
         args = bisect_args(repo, shas, job, build="cc -O1 -o prog prog.c && test -e never-there")
-    done = perflab(env, *args)
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert lines[-1].startswith("perflab: error: ") and expect in lines[-1], done.stderr
-    assert "Traceback" not in done.stderr and "step 1" not in done.stderr
+    # In this process (the refusals measure nothing): the CLI's entry point, its exit status and stderr.
+    from perflab.cli import main
+
+    rc = main([*args[:1], "--db", env["PERFLAB_DB"], *args[1:]])
+    err = capfd.readouterr().err
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("perflab: error: ") and expect in lines[-1], err
+    assert "Traceback" not in err and "step 1" not in err
     if case == "dirty":
         _git(repo, "checkout", "--", "notes.txt")
     assert_repo_untouched(repo, shas[-1])

@@ -486,7 +486,7 @@ class Bisection:
             raise BisectError(
                 f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
                 f"{v.change * 100:+.2f}% (p={v.p_value:.2g}, {v.reason}, n={v.n_good}+{v.n_bad}); "
-                f"these samples could detect a change of {v.detectable * 100:.2g}% with 90% power; "
+                f"these samples could detect a change of {_pct_size(v.detectable)} with 90% power; "
                 "refusing to bisect noise") from None
         except BisectError:
             if rec.status == "running" and not self.samples:
@@ -569,6 +569,13 @@ class Bisection:
             "parent": parent, "parent_p_bad": parent_step.p_bad if parent_step else None,
             "parent_is_good_end": parent == self.rec.good,
         }
+
+
+def _pct_size(x: float) -> str:
+    """A size of change in words: 1.4% / 23% / 140%."""
+    if not math.isfinite(x):
+        return "no change at all"
+    return f"{x * 100:.2g}%" if x < 0.1 else f"{x * 100:.0f}%"
 
 
 class BuildFailed(Exception):

@@ -9,6 +9,12 @@ import click
 from perflab.cli.common import FiniteFloat, db_option, fmt_num, get_store
 
 
+def _pct_size(x: float) -> str:
+    from perflab.bisect import _pct_size as size
+
+    return size(x)
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.2f}%"
 
@@ -89,7 +95,7 @@ def _print(result) -> None:
     click.echo(f"bisection {rec.id} of {rec.metric} in {rec.repo} (runs tagged {rec.tag})")
     click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
                f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
-               f"could detect {ends.detectable * 100:.2g}% with 90% power)")
+               f"could detect {_pct_size(ends.detectable)} with 90% power)")
     if result.culprit:
         c = result.culprit
         click.echo(f"first bad commit: {c['sha']}")
@@ -102,7 +108,7 @@ def _print(result) -> None:
                        f"{fmt_num(ev['culprit_mean'])}{unit} (n={ev['n_culprit']}): {_pct(ev['change'])} "
                        f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
                        f"({word}, p={ev['p_value']:.2g})")
-            click.echo(f"  these samples could detect a change of {ev['detectable'] * 100:.2g}% with 90% power")
+            click.echo(f"  these samples could detect a change of {_pct_size(ev['detectable'])} with 90% power")
             if ev["p_bad"] is not None:
                 click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
                            f"(error rate per step <= {result_alpha(rec) * 100:g}%)")

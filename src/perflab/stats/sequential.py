@@ -47,7 +47,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from perflab.stats.power import detectable_change
 
@@ -85,6 +84,7 @@ class EndsVerdict:
 
 def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVerdict:
     """Welch's two-sided test of the ends at alpha / looks; differ only if significant and >= threshold."""
+    from scipy import stats   # here: importing it costs a second, which a refusal need not pay
     (g, b), logged = transform(good, bad)
     ng, nb = g.size, b.size
     alpha_look = alpha / max(1, looks)

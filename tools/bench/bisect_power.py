@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""How often `perflab bisect` finds the right commit, and how many runs it spends.
+
+Generates git repositories of --commits commits (default 64) of a C busy loop
+sized to about --ms milliseconds; at one commit, chosen at random, the loop
+becomes --changes percent longer (5 and, separately, 2 by default); the other
+commits change nothing (a notes file) or do not compile (about one in
+--broken-every, each fixed by the next commit). Each trial runs the real
+`perflab bisect` command on it (a fresh store, wall time of the program as
+the metric: the machine's own timing noise, nothing filtered) and checks the
+first bad commit it names.
+
+It prints, per change: trials right out of trials, runs used, and the runs a
+fixed 10 runs per measured commit would have taken along the same path (10 x
+the commits measured, the ends included), with their ratio.
+
+Target (issue 12): the right commit in at least 19 of 20 trials, with at most
+half the fixed-10 runs. Run it on a quiet machine (`uptime`: other processes'
+load is noise of its own); `--full` runs the 20 trials per change.
+
+    tools/bench/bisect_power.py              # 5 trials per change, a few minutes
+    tools/bench/bisect_power.py --full       # 20 trials per change
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROGRAM = """\
+#include <stdio.h>
+%(broken)s
+int main(void) {
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < %(iterations)dUL; i++) x += i;
+    return (int)(x & 0);
+}
+"""
+BUILD = "cc -O1 -o prog prog.c"
+PERFLAB = str(Path(sys.executable).parent / "perflab")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def calibrate(ms: float, work: Path) -> int:
+    """Iterations of the loop that take about `ms` milliseconds here."""
+    src, exe = work / "cal.c", work / "cal"
+    n = 10_000_000
+    src.write_text(PROGRAM % {"broken": "", "iterations": n})
+    subprocess.run(["cc", "-O1", "-o", str(exe), str(src)], check=True)
+    best = min(_time(exe) for _ in range(5))
+    return int(n * ms / 1000 / best)
+
+
+def _time(exe: Path) -> float:
+    t = time.perf_counter()
+    subprocess.run([str(exe)], check=True)
+    return time.perf_counter() - t
+
+
+def make_repo(path: Path, commits: int, slow_at: int, broken: set[int], iterations: int, pct: float) -> list[str]:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "bench@example.com")
+    git(path, "config", "user.name", "Bench")
+    (path / ".gitignore").write_text("prog\n")
+    shas = []
+    for i in range(1, commits + 1):
+        n = int(iterations * (1 + pct / 100)) if i >= slow_at else iterations
+        (path / "prog.c").write_text(PROGRAM % {"broken": "this is not C;" if i in broken else "", "iterations": n})
+        (path / "notes.txt").write_text(f"commit {i}\n")
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", f"commit {i}" + (" (slower)" if i == slow_at else ""))
+        shas.append(git(path, "rev-parse", "HEAD").strip())
+    return shas
+
+
+def _stored_runs(db: Path) -> int:
+    """Runs a refused bisection spent (the ends' samples), read from its store."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("select count(*) from sample where metric = 'time.elapsed_time'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict:
+    commits = args.commits
+    slow_at = rng.randint(2, commits)
+    broken = {i for i in range(2, commits) if i != slow_at and rng.random() < 1 / args.broken_every}
+    repo = work / f"repo-{pct:g}-{number}"
+    shas = make_repo(repo, commits, slow_at, broken, args.iterations, pct)
+    db = work / f"store-{pct:g}-{number}.db"
+    cmd = [PERFLAB, "bisect", "--db", str(db), "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
+           "--build", BUILD, "--metric", "time.elapsed_time", "--", "./prog"]
+    began = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(work)})
+    seconds = time.monotonic() - began
+    found = re.search(r"^first bad commit: ([0-9a-f]{40})", done.stdout, re.MULTILINE)
+    runs = re.search(r"^runs: (\d+) over (\d+) commits measured \(a fixed 10 runs per commit would take (\d+)\)",
+                     done.stdout, re.MULTILINE)
+    out = {"pct": pct, "slow_at": slow_at, "broken": len(broken), "seconds": seconds,
+           "right": bool(found and found.group(1) == shas[slow_at - 1]),
+           "named": found.group(1)[:12] if found else None,
+           "runs": int(runs.group(1)) if runs else _stored_runs(db), "fixed10": int(runs.group(3)) if runs else 20,
+           "error": "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]}
+    if out["named"] and not out["right"]:
+        out["named_index"] = shas.index(found.group(1)) + 1
+    shutil.rmtree(repo, ignore_errors=True)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=5, help="trials per change (default 5)")
+    p.add_argument("--full", action="store_true", help="20 trials per change, as the target says")
+    p.add_argument("--commits", type=int, default=64)
+    p.add_argument("--changes", default="5,2", help="slowdowns in percent, comma-separated (default 5,2)")
+    p.add_argument("--ms", type=float, default=30.0, help="duration of the loop in ms (default 30)")
+    p.add_argument("--broken-every", type=float, default=8.0, help="about one commit in N does not compile")
+    p.add_argument("--seed", type=int, default=12)
+    args = p.parse_args()
+    trials = 20 if args.full else args.trials
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
+        work = Path(tmp)
+        args.iterations = calibrate(args.ms, work)
+        print(f"loop: {args.iterations} iterations, about {args.ms:g} ms; {args.commits} commits per repository, "
+              f"about 1 in {args.broken_every:g} unbuildable; {trials} trials per change")
+        overall_ok = True
+        for pct in [float(x) for x in args.changes.split(",")]:
+            rng = random.Random(f"{args.seed}-{pct}")
+            results = []
+            for number in range(trials):
+                r = trial(work, rng, args, pct, number)
+                results.append(r)
+                what = "right" if r["right"] else f"WRONG (named {r.get('named_index', r['named'])}; {r['error']})"
+                print(f"  {pct:g}% trial {number + 1}: slower at {r['slow_at']}, {r['broken']} unbuildable: {what}; "
+                      f"{r['runs']} runs (fixed-10: {r['fixed10']}), {r['seconds']:.1f} s", flush=True)
+            right = sum(r["right"] for r in results)
+            runs = sum(r["runs"] for r in results)
+            fixed = sum(r["fixed10"] for r in results)
+            ratio = runs / fixed if fixed else float("nan")
+            need = -(-19 * trials // 20)
+            ok = right >= need and ratio <= 0.5
+            overall_ok &= ok
+            print(f"{pct:g}% slowdown: {right}/{trials} right (target >= {need}); runs used {runs}, "
+                  f"fixed 10 per commit {fixed}: ratio {ratio:.2f} (target <= 0.50) -> {'met' if ok else 'NOT met'}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0 if overall_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
