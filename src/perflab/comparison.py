@@ -188,7 +188,8 @@ class ComparisonResult:
 
     @property
     def monitor_rows(self) -> list[MetricRow]:
-        return [r for r in self.rows if r.monitor is not None]
+        """The monitor metrics compared: measured on the base and on a head (one_sided_monitors has the rest)."""
+        return [r for r in self.rows if r.monitor is not None and any(c is not None for c in r.heads)]
 
     def monitor_changed(self, row: MetricRow) -> bool:
         """A monitor row of the changed view: significant on some head, and not noise by LKP's display rules."""
