@@ -26,8 +26,6 @@ def detectable_delta(n1: int, n2: int, sd: float, alpha: float = 0.05, power: fl
     """The smallest true difference of means the test detects with `power` (same units as sd); inf if none."""
     if n1 < 1 or n2 < 1 or n1 + n2 < 3 or not math.isfinite(sd):
         return math.inf
-    from scipy import stats   # here: importing it costs a second at start-up
-
     df = n1 + n2 - 2
     tail = alpha / 2 if two_sided else alpha
     # scipy.special's quantile: the same figure as scipy.stats.t.ppf at 1/50 of the cost
