@@ -204,7 +204,8 @@ def test_perf_stat_forking_workload_raises_context_switches():
     assert f["perf-stat.task-clock"].unit == "msec/s"
     # 300 fork+exec+wait: at least a switch each, far above what the machine does while idle.
     assert f["perf-stat.context-switches.total"].value >= 300
-    assert f["perf-stat.context-switches"].value > 1.5 * i["perf-stat.context-switches"].value
+    # Counting is system-wide: whatever else runs on the machine adds to both, hence no ratio.
+    assert f["perf-stat.context-switches"].value > i["perf-stat.context-switches"].value
     assert f["perf-stat.page-faults"].value > i["perf-stat.page-faults"].value
     # Rate and total agree with a plausible counted time (the timed part, a little more).
     seconds = f["perf-stat.context-switches.total"].value / f["perf-stat.context-switches"].value
@@ -282,9 +283,13 @@ def test_perf_profile_names_the_hot_function_first(hot):
     ms, (got,) = run_monitored({"perf-profile": {}}, [str(hot), "0.6"])
     m = by_metric(got.samples)
     selfs = {k.split(".cycles-pp.", 1)[1]: s.value for k, s in m.items() if k.startswith("perf-profile.self.")}
-    assert max(selfs, key=selfs.get) == "hot_loop_function"
+    (process, seconds, values), = got.series
+    facts = perfmon.symbols_from_series(values)
+    # The profile is system-wide: first among the program's own symbols, and far above the floor.
+    own = {sym: v for sym, v in selfs.items() if facts.get(sym, ("",))[0] == hot.name}
+    assert max(own, key=own.get) == "hot_loop_function"
     assert m["perf-profile.self.cycles-pp.hot_loop_function"].unit == "%"
-    assert 20 < m["perf-profile.self.cycles-pp.hot_loop_function"].value <= 100
+    assert 10 < m["perf-profile.self.cycles-pp.hot_loop_function"].value <= 100
     # children% holds self%; its callers' children% hold it (the frames above it, leaf first).
     hot_self = m["perf-profile.self.cycles-pp.hot_loop_function"].value
     assert m["perf-profile.children.cycles-pp.hot_loop_function"].value >= hot_self
@@ -295,8 +300,6 @@ def test_perf_profile_names_the_hot_function_first(hot):
     assert traces and m[traces[0]].value >= hot_self - 0.01
     assert m["perf-profile.samples"].value > 100
     # The symbols' comm and [k]/[.] travel in the series row.
-    (process, seconds, values), = got.series
-    facts = perfmon.symbols_from_series(values)
     assert facts["hot_loop_function"] == ("hot", "[.]")
     assert 0.5 < seconds < 10
 
@@ -380,8 +383,7 @@ def profile_store(path, sides):
 def test_report_profile_layout_and_significance(cli):
     base = [{"osq_lock": (63.5 + d, 52.8 + d), "down_write": (69.7, 0.6), "main": (20.0, 0.0)} for d in (-0.3, 0.0, 0.4)]
     head = [{"osq_lock": (59.9 + d, 55.4 + d), "down_write": (70.8, 0.6), "steady": (5.0, 5.0)} for d in (-0.2, 0.1, 0.3)]
-    profile_store(cli.db, [("base", "fio", base), ("head", "fio", head), ("plain", "fio", [{}]),
-                           ("once", "fio", head[:1])])
+    profile_store(cli.db, [("base", "fio", base), ("head", "fio", head)])
     out = cli("report", "profile", "base", "head").stdout
     lines = out.splitlines()
     rows = [l for l in lines if l.rstrip().endswith(("osq_lock", "down_write", "main", "steady"))]
@@ -393,12 +395,26 @@ def test_report_profile_layout_and_significance(cli):
     steady = next(l for l in rows if l.endswith("steady"))
     assert steady.rstrip().endswith("[.] steady") and "+5.00" in steady
     assert "base (1 run, 3 repetitions)" in lines[0] and "Welch" in out
-    # --top limits the rows.
-    top1 = cli("report", "profile", "base", "head", "--top", "1").stdout
-    assert sum(1 for l in top1.splitlines() if l.rstrip().endswith(("osq_lock", "down_write", "main", "steady"))) == 1
-    # One repetition on a side: no test, said out loud.
-    once = cli("report", "profile", "base", "once").stdout
-    assert "too few samples" in once and "changed" not in once
+
+
+def test_profile_comparison_top_and_too_few_samples():
+    from perflab.report.profile import render_profile
+    from perflab.stats.profile import compare_profiles
+
+    base = [{("children", "a"): 10.0 + d, ("self", "a"): 5.0, ("children", "b"): 40.0 + d, ("self", "b"): 1.0,
+             ("children", "tiny"): 0.2} for d in (0.0, 0.5, -0.4)]
+    head = [{("children", "a"): 30.0 + d, ("self", "a"): 5.0 + d, ("children", "b"): 41.0 + d, ("self", "b"): 1.0}
+            for d in (0.2, -0.3, 0.1)]
+    result = compare_profiles(base, head, top=1)
+    assert [s.symbol for s in result.symbols] == ["a"] and result.below_floor == 1
+    assert result.symbols[0].children.change == pytest.approx(20.0, abs=0.2)
+    assert result.symbols[0].verdict == "changed" and result.symbols[0].p_adjusted < 0.05
+    once = compare_profiles(base, head[:1])
+    assert {s.verdict for s in once.symbols} == {"insufficient samples"}
+    text = render_profile(once, "base", "head", {"a": ("fio", "[k]")})
+    assert "too few samples" in text and "changed" not in text
+    assert re.search(r"too few samples\s+fio\s+\[k\] a$", text, re.M)
+    assert re.search(r"too few samples\s+\?\s+\? b$", text, re.M)     # facts unknown: said so
 
 
 def test_report_profile_bad_input_one_line(cli):

@@ -8,8 +8,9 @@ perf-profile (default options), in an order rotated every round, through
 the runner's executor and a MonitorSet. Printed per monitor:
 
 - ops/s: the program's own figure (sum of its processes), median over the
-  rounds, and its ratio to the unmonitored figure (the cost seen by the
-  benchmark while perf counts or samples);
+  rounds; ratio: the median over rounds of its ratio to the unmonitored figure
+  of the same round (paired, so slow drift of the machine cancels) — the cost
+  seen by the benchmark while perf counts or samples;
 - begin / end / collect: the harness time the monitor adds around each timed
   process (perf's start-up and acknowledgement, stopping it and reading its
   file), outside the timed part, medians in ms.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,11 +71,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--tasks", type=int, default=os.cpu_count() or 1, help="loop processes (default: one per CPU)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="perflab-perfcost-"))
     (tmp / "loop.c").write_text(LOOP_C)
     subprocess.run(["cc", "-O2", "-fno-omit-frame-pointer", "-o", str(tmp / "loop"), str(tmp / "loop.c")], check=True)
-    tasks = os.cpu_count() or 1
+    tasks = args.tasks
     ops: dict[str, list[float]] = {k: [] for k in CONFIGS}
     phases: dict[str, dict[str, list[float]]] = {k: {"begin": [], "end": [], "collect": []} for k in CONFIGS}
     names = list(CONFIGS)
@@ -106,14 +109,15 @@ def main() -> None:
             phases[name]["begin"].append((marks["b1"] - marks["b0"]) * 1e3)
             phases[name]["end"].append((marks["e1"] - marks["e0"]) * 1e3)
             phases[name]["collect"].append((c1 - c0) * 1e3)
-    base = statistics.median(ops["none"])
-    print(f"{tasks} task(s) x {args.seconds:g} s, {args.rounds} rounds, medians; load average at the end: "
-          f"{os.getloadavg()[0]:.2f}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    load = os.getloadavg()[0]
+    print(f"{tasks} task(s) x {args.seconds:g} s, {args.rounds} rounds, medians; load average at the end: {load:.2f}")
     print(f"{'monitor':<14}{'ops/s':>14}{'ratio':>8}{'begin ms':>10}{'end ms':>9}{'collect ms':>12}")
     for name in names:
         med = statistics.median(ops[name])
+        ratio = statistics.median(a / b for a, b in zip(ops[name], ops["none"]))
         p = {k: statistics.median(v) for k, v in phases[name].items()}
-        print(f"{name:<14}{med:>14.1f}{med / base:>8.4f}{p['begin']:>10.1f}{p['end']:>9.1f}{p['collect']:>12.1f}")
+        print(f"{name:<14}{med:>14.1f}{ratio:>8.4f}{p['begin']:>10.1f}{p['end']:>9.1f}{p['collect']:>12.1f}")
 
 
 if __name__ == "__main__":
