@@ -150,7 +150,7 @@ def test_labelled_histories_meet_the_quality_target():
     import changepoints as bench
 
     tp = fp = fn = 0
-    for data in (bench.dataset(7, 20, spikes=False), bench.dataset(1007, 20, spikes=True)):
+    for data in (bench.dataset(7, 5, spikes=False), bench.dataset(1007, 5, spikes=True)):
         for values, truth, spiked in data:
             a, b, c, _ = bench.score(truth, bench.perflab_method(values), spiked)
             tp, fp, fn = tp + a, fp + b, fn + c

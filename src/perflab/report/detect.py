@@ -42,7 +42,7 @@ def _header(history: History, results: list[SeriesResult], alpha: float) -> list
     lines = [f"perflab detect: {len(results)} series, {history.runs} runs, {points} points, ordered by {order}: "
              f"{calls} change point{'' if calls == 1 else 's'}",
              f"  (levels of at least {results[0].detection.min_size if results else '-'} points; isolated spikes set aside; "
-             f"t-test of the per-run means either side at alpha {alpha:g}; "
+             f"t-test of the per-run means either side, adjusted for the positions searched, at alpha {alpha:g}; "
              f"'detectable' is the smallest change these points find with 90% power)"]
     if history.skipped:
         shown = ", ".join(f"#{rid} ({printable(why, 100)})" for rid, why in history.skipped[:SKIPPED_SHOWN])

@@ -27,6 +27,7 @@ Everything is vectorised numpy except PELT's loop over positions.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -135,6 +136,7 @@ def spikes(x: np.ndarray, sigma: float, half: int = HALF_WINDOW, k: float = SPIK
 
 # -- candidates: seeded binary segmentation on the squared error ---------------
 
+@lru_cache(maxsize=64)   # series of one store mostly share a length
 def _seeded_intervals(n: int, min_len: int, decay: float = 0.5) -> list[tuple[int, np.ndarray]]:
     """(length, starts) of the seeded intervals of Kovacs, Li, Buhlmann and Munk (2020):
     at each scale, intervals of length n * decay^k overlapping by half, down to min_len.
