@@ -46,3 +46,17 @@ def detectable_change(n1: int, n2: int, sd: float, alpha: float = 0.05, power: f
     if logged:
         return math.expm1(delta)
     return delta / abs(scale) if scale else math.inf
+
+
+def detectable_of(base: list[float], head: list[float], alpha: float = 0.05, power: float = POWER) -> float:
+    """The smallest relative change detectable between two groups of samples (pooled spread; logs when positive)."""
+    import numpy as np
+
+    a, b = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return math.inf
+    logged = bool((a > 0).all() and (b > 0).all())
+    if logged:
+        a, b = np.log(a), np.log(b)
+    pooled = math.sqrt(((len(a) - 1) * a.var(ddof=1) + (len(b) - 1) * b.var(ddof=1)) / (len(a) + len(b) - 2))
+    return detectable_change(len(a), len(b), pooled, alpha, power, logged=logged, scale=float(np.mean(base)))

@@ -1,0 +1,136 @@
+"""The regression robot's commands: `report regression`, `check`, `robot`."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.cli.report import report_group
+from perflab.text import printable
+
+POWER_WORRY = 0.05   # a "no change" is said to be blind when the samples could not see a 5% change
+
+
+@report_group.command("regression")
+@click.option("--base", required=True, help="The good side: commit prefix, tag, run id or key=value (as compare).")
+@click.option("--head", required=True, help="The bad side.")
+@click.option("--benchmark", "-b", help="Only this benchmark family or run name.")
+@click.option("--metric", "metrics", multiple=True, help="Only metrics whose name contains this (repeatable).")
+@click.option("--repo", type=click.Path(), help="Repository of the commits (default: the one recorded with the runs).")
+@click.option("--build", "build_command", metavar="CMD", help="Build command, shown in the reproduce steps.")
+@click.option("--subject-tag", default="perflab", show_default=True, help="The bracketed tag of the subject.")
+@click.option("--to", "to", multiple=True, metavar="ADDR",
+              help="Mail it (repeatable): through the SMTP server of the configuration, else the local sendmail.")
+@db_option
+def report_regression(base, head, benchmark, metrics, repo, build_command, subject_tag, to, db) -> None:
+    """The 0-day robot's regression email for HEAD against BASE, in plain text.
+
+    Subject `[TAG] SHORTSHA: metric -x.x% regression`, the commit with its author and
+    subject, the testcase, test machine and parameters, the lkp comparison table with
+    the monitors that changed, and the reproduce steps as perflab commands.
+
+    \b
+    Examples:
+      perflab report regression --base f0c6bcba74 --head 68a9f5e700
+      perflab report regression --base v6.7 --head v6.8 --to author@example.org
+    """
+    from perflab import config, regression
+    from perflab.report.regression import render
+
+    store = get_store(db)
+    report = regression.build(store, base, head, tag=subject_tag, benchmark=benchmark,
+                              metrics=list(metrics) or None, repo=repo, build_command=build_command)
+    text = render(report)
+    if not to:
+        click.echo(text, nl=False)
+        return
+    mail = config.load().get("mail", {})
+    sender = mail.get("from", "perflab <perflab@localhost>")
+    msg = regression.message(report, text.split("\n", 2)[2], list(to), sender)
+    click.echo(regression.send(msg, mail))
+
+
+@click.command("check")
+@click.option("--baseline", required=True, metavar="REF",
+              help="Stored runs to compare with: commit prefix, tag, run id or key=value (as compare).")
+@click.option("--job", "job", type=click.Path(), help="Run this job file now as the head.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the job file.")
+@click.option("--run", "run", metavar="REF", help="Use stored runs as the head instead of running a job.")
+@click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
+@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--metric", "metrics", multiple=True, help="Only metrics whose name contains this (repeatable).")
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=1.0, show_default=True, metavar="PCT",
+              help="Minimum effect in percent.")
+@click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, show_default=True,
+              help="False-discovery rate over the metrics.")
+@click.option("--style", "-s", type=click.Choice(("lkp", "mmtests", "benchstat", "kernbench", "json", "csv")),
+              default="lkp", show_default=True)
+@db_option
+def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alpha, style, db) -> None:
+    """A CI gate: run (or load) the head, compare it with the baseline, exit 1 on a significant regression.
+
+    Monitors never fail the gate. Beside the verdict it says the smallest change
+    the samples at hand could detect with 90% power, and says so when they could
+    not have seen a 5% change.
+
+    \b
+    Examples:
+      perflab check --baseline v6.8 --job will-it-scale-seed.yaml --repo ~/linux
+      perflab check --baseline main-nightly --run 1234
+    """
+    import uuid
+
+    from perflab.comparison import compare
+    from perflab.report.registry import render_comparison
+    from perflab.stats.compare import PRIMARY, REGRESSION
+    from perflab.stats.power import detectable_of
+
+    if bool(job) == bool(run):
+        raise click.UsageError("give the head as either --job JOB.yaml (run it now) or --run REF (stored runs)")
+    store = get_store(db)
+    if job:
+        from perflab import jobs as jobfiles
+        from perflab.cli.run import _finish, _report_jobs
+        from perflab.runner.loop import run_jobs
+
+        atomic = jobfiles.load(job, list(overrides))
+        head = f"check-{uuid.uuid4().hex[:8]}"
+        for j in atomic:
+            j["tag"] = head
+        # The baseline must exist before anything is measured.
+        from perflab.selection import select
+
+        select(store, baseline)
+        outcomes = run_jobs(store, atomic, box=box, repo=repo)
+        _report_jobs(outcomes)
+        _finish(outcomes)
+    else:
+        head = run
+    result = compare(store, [baseline, head], alpha=alpha, threshold=threshold / 100, metrics=list(metrics) or None,
+                     monitors="changed")
+    click.echo(render_comparison(result, style), nl=False)
+    primary = [r for r in result.rows if r.family == PRIMARY and r.heads[0] is not None]
+    regressions = [r for r in primary if r.heads[0].verdict == REGRESSION]
+    blind = []
+    for r in primary:
+        d = detectable_of(r.base_values, r.head_values[0], alpha=alpha)
+        if not math.isfinite(d) or d > POWER_WORRY:
+            blind.append((r.metric, d))
+    if regressions:
+        worst = max(regressions, key=lambda r: abs(r.heads[0].pct_change))
+        click.echo(f"check: REGRESSION in {len(regressions)} metric(s); worst {printable(worst.metric)} "
+                   f"{worst.heads[0].pct_change * 100:+.1f}% against {printable(baseline)}")
+    else:
+        click.echo(f"check: no significant regression in {len(primary)} metric(s) against {printable(baseline)}")
+    if blind:
+        shown = ", ".join(f"{printable(m)} ({'n too small' if not math.isfinite(d) else f'{d * 100:.1f}%'})"
+                          for m, d in blind[:6])
+        click.echo(f"check: these samples could not have seen a 5% change (smallest detectable with 90% power): "
+                   f"{shown}{' ...' if len(blind) > 6 else ''}")
+    if regressions:
+        raise click.exceptions.Exit(1)
+
+
+COMMANDS = [check_cmd]
