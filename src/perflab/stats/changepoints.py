@@ -9,26 +9,29 @@ The method (docs/changepoints.md has the reasoning and the measured figures):
    window is as wide as the shortest level plus two, so that a level of
    `min_size` points keeps its own median and is never taken for a spike,
    while a spike of 1 or 2 points always is.
-3. Candidates by penalised least squares, solved exactly with PELT (Killick et
-   al. 2012) on the series with the outliers replaced by their local median,
-   segments at least `min_size` points long, penalty PENALTY_FACTOR * sigma^2 *
-   log(n) per change point.
+3. Candidates by seeded binary segmentation (Kovacs, Li, Buhlmann, Munk 2020)
+   of the squared error, on the series standardised by sigma with the outliers
+   replaced by their local median: segments at least `min_size` points long,
+   a split kept when it reduces the squared error by more than
+   PENALTY_FACTOR * log(n); each then moved to the best split between its
+   neighbours.
 4. Validation, weakest first: every change point is tested against the two
    segments between its neighbours (outliers left out) with a two-sample t-test
-   (pooled variance) on the logarithms (raw values when some are <= 0); it stays only if
-   p < alpha, the change is at least `min_effect`, and a step explains the two
-   segments better than one straight line (a slow drift is not a level
-   change). The change point that fails worst is removed and its neighbours
-   are tested again, until all pass.
+   (pooled variance) on the logarithms (raw values when some are <= 0),
+   Bonferroni-adjusted over the positions the split could have taken; it stays
+   only if that p < alpha, the change is at least `min_effect`, and two levels
+   explain the two segments better than one straight line (a slow drift is not
+   a level change). The change point that fails worst is removed and its
+   neighbours are placed and tested again, until all pass.
 
-Everything is vectorised numpy except PELT's loop over positions.
+Everything is vectorised numpy; 20 series of 500 points take ~40 ms of CPU.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from scipy import special
@@ -38,7 +41,7 @@ from perflab.stats import power
 ALPHA = 0.001          # two-sided level of the validation test
 MIN_SIZE = 3           # shortest level, in points; a shorter excursion is a spike
 MIN_EFFECT = 0.01      # smallest relative change called (as compare's threshold)
-PENALTY_FACTOR = 3.0   # PELT penalty per change point, in sigma^2 * log(n)
+PENALTY_FACTOR = 3.0   # least squared-error reduction of a candidate split, in sigma^2 * log(n)
 SPIKE_SIGMAS = 5.0     # Hampel threshold, in sigmas
 HALF_WINDOW = MIN_SIZE - 1
 # A series without noise (a count, a deterministic figure) still needs a scale:
