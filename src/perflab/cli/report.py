@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import click
 
-from perflab.cli.common import db_option, get_store
+from perflab.cli.common import FiniteFloat, db_option, get_store
 from perflab.errors import PerflabError
 
 
@@ -270,5 +271,60 @@ def report_profile(base, head, benchmark, top, db) -> None:
     header = [f"perf-profile of {bbench}" + (f" (base) and {hbench} (head)" if hbench != bbench else "")
               + f": base {label(bsel, bruns, brows)}, head {label(hsel, hruns, hrows)}", *notes]
     click.echo(render_profile(result, bsel.label, hsel.label, facts, header=header), nl=False)
+
+
+@report_group.command("html")
+@click.argument("operands", nargs=-1)
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=True), metavar="FILE.html",
+              help="The file to write (one self-contained page).")
+@click.option("--benchmark", "-b", help="Only this benchmark family or run name.")
+@click.option("--metric", "metrics", multiple=True, help="Only metrics whose name contains this (repeatable).")
+@click.option("--box", help="Only runs on this testbox.")
+@click.option("--tag", "-t", help="Only runs with this tag (the trends; operands select the comparison).")
+@click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
+@click.option("--repo", metavar="PATH", help="Order the trends by the first-parent history of this git repository.")
+@click.option("--branch", metavar="B", help="The branch (or revision) of --repo; default its HEAD.")
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=1.0, show_default=True, metavar="PCT",
+              help="Minimum effect in percent for the comparison (as compare's).")
+@click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, show_default=True,
+              help="False-discovery rate of the comparison (as compare's).")
+@click.option("--cross-box", is_flag=True, help="Allow operands from different testboxes.")
+@click.option("--title", help="The page's title (default: perflab report).")
+@db_option
+def report_html(operands, output, benchmark, metrics, box, tag, since, repo, branch, threshold, alpha, cross_box,
+                title, db) -> None:
+    """One self-contained HTML page with every view: comparison, trends, scaling, distributions.
+
+    With OPERANDS (BASE HEAD [MORE ...], as `perflab compare` takes them) the page
+    leads with their comparison (every number of `compare`, sortable, filterable by
+    metric and verdict), the environment differences and the monitors that moved,
+    and draws the trends of the compared series. Without operands: the trends
+    of every series the filters select. Then scaling curves (will-it-scale
+    sweeps), distributions (every sample, per operand or per tag), the LMbench
+    summary and kernbench blocks when such runs are selected. Scripts, styles
+    and data are in the file: it opens offline. An empty selection writes nothing.
+
+    \b
+    Examples:
+      perflab report html v6.7 v6.8 -o report.html
+      perflab report html --benchmark will-it-scale --since 30d -o trends.html
+    """
+    if alpha >= 1:
+        raise click.BadParameter(f"{alpha:g} must be < 1", param_hint="--alpha")
+    from perflab.cli.common import parse_since
+    from perflab.report import html
+
+    since_time = parse_since(since)
+    html.check_writable(output)
+    store = get_store(db)
+    filters = html.Filters(operands=tuple(operands), benchmark=benchmark, metrics=tuple(metrics), box=box, tag=tag,
+                           since=since_time, repo=repo, branch=branch, alpha=alpha, threshold=threshold / 100.0,
+                           cross_box=cross_box, title=title)
+    doc = html.report(store, filters, output)
+    size = os.path.getsize(output)
+    click.echo(f"report: {output} ({size / 1e6:.1f} MB): {len(doc['runs'])} runs, "
+               f"{sum(len(v) for v in doc['samples'].values())} samples, {len(doc['trends'])} trends"
+               + (f", comparison of {len(doc['comparison']['labels'])} operands" if doc.get("comparison") else ""), err=True)
+
 
 COMMANDS = [report_group]

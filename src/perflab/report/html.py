@@ -1,0 +1,496 @@
+"""`perflab report html`: one self-contained HTML file with every view perflab prints.
+
+The page is a template (html_assets/report.html), its stylesheet and script, plotly.js
+from the plotly package (its offline bundle, inlined: nothing is fetched from a network)
+and one JSON document with the data. This module gathers that document from the
+store and from the modules that compute the figures (perflab.comparison,
+perflab.series with stats.changepoints, stats.scaling, stats.kernbench, stats.power)
+and writes the file; it computes no statistic itself. The script builds every table
+and chart from the JSON, setting user strings as text (textContent), never as markup;
+in the JSON every "<", ">" and "&" is escaped so no string can end the script element.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from importlib import util
+from pathlib import Path
+
+from perflab.errors import PerflabError, UsageProblem
+
+ASSETS = Path(__file__).with_name("html_assets")
+# Beyond these the page would take longer to open than a reader waits; what is left
+# out is said on the page.
+MAX_TRENDS = 120
+MAX_DISTRIBUTIONS = 60
+MAX_VARIANTS = 12        # distributions per tag, without operands: the most recent tags
+MAX_LMBENCH_ROWS = 40
+
+
+@dataclass
+class Filters:
+    """What `report html` selects: operands (base, heads) and run filters."""
+
+    operands: tuple[str, ...] = ()
+    benchmark: str | None = None
+    metrics: tuple[str, ...] = ()   # substrings of metric names, as compare's --metric
+    box: str | None = None
+    tag: str | None = None
+    since: dt.datetime | None = None
+    repo: str | None = None
+    branch: str | None = None
+    alpha: float = 0.05
+    threshold: float = 0.01
+    cross_box: bool = False
+    title: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"--benchmark {self.benchmark}" if self.benchmark else "",
+                 " ".join(f"--metric {m}" for m in self.metrics), f"--box {self.box}" if self.box else "",
+                 f"--tag {self.tag}" if self.tag else "", f"--since {self.since:%Y-%m-%d %H:%M}" if self.since else ""]
+        return " ".join(p for p in parts if p)
+
+
+def _num(x) -> float | None:
+    """JSON has no NaN or infinity: those become null (shown as "-")."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t else None
+
+
+@dataclass
+class _Gathered:
+    runs: dict[int, object] = field(default_factory=dict)   # store rows of every run the page speaks of
+
+
+def gather(store, f: Filters) -> dict:
+    """The page's data: a JSON-serialisable document (see docs/html.md for its parts)."""
+    from perflab import series as series_mod
+    from perflab.selection import USABLE_STATUSES
+
+    if len(f.operands) == 1:
+        raise UsageProblem("report html: one operand given; give a base and at least one head to compare "
+                           "(or none: every run matching the filters)")
+    doc: dict = {"title": f.title or "perflab report", "generated": _iso(dt.datetime.now(dt.timezone.utc)) + " UTC",
+                 "filters": f.describe(), "notes": []}
+    try:
+        from perflab import __version__
+        doc["version"] = __version__
+    except ImportError:  # pragma: no cover
+        doc["version"] = "?"
+    runs = [r for r in store.find_runs(benchmark=f.benchmark, tag=f.tag, box=f.box, since=f.since)
+            if r.status in USABLE_STATUSES]
+    result = None
+    if f.operands:
+        from perflab.comparison import compare
+
+        result = compare(store, list(f.operands), alpha=f.alpha, threshold=f.threshold, cross_box=f.cross_box,
+                         benchmark=f.benchmark, metrics=list(f.metrics) or None)
+    if not runs and result is None:
+        what = f.describe() or "(no filter)"
+        total = len(store.find_runs(limit=1))
+        raise PerflabError(f"report html: no usable run matches {what}"
+                           + ("" if total else "; the store holds no runs yet") + "; no file written")
+    globs = tuple(f"*{m}*" for m in f.metrics)
+    history = series_mod.build(store, benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
+                               repo=f.repo, branch=f.branch)
+    gathered = _Gathered()
+    for r in runs:
+        gathered.runs[r.id] = r
+    if result is not None:
+        for sel in result.selections:
+            for r in sel.runs:
+                gathered.runs[r.id] = r
+        doc["comparison"] = _comparison(result)
+        keys = {(row.testbox, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
+                for row in result.own_rows}
+        # The trends of what was compared (a cross-box comparison pools testboxes: match without them).
+        loose = {k[1:] for k in keys}
+        history.series = [s for s in history.series
+                          if (s.testbox, s.benchmark, s.params, s.metric) in keys or (s.benchmark, s.params, s.metric) in loose]
+    if not history.series and result is None:
+        raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
+                           + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")
+                           + "; no file written")
+    doc["trends"], trend_runs = _trends(history, series_mod, doc["notes"])
+    if history.skipped:
+        doc["notes"].append(f"{len(history.skipped)} run(s) left out of the trends: "
+                            + "; ".join(f"#{rid} {why}" for rid, why in history.skipped[:5])
+                            + (" ..." if len(history.skipped) > 5 else ""))
+    page_runs = dict(gathered.runs)
+    missing = sorted(trend_runs - set(page_runs))
+    if missing:
+        page_runs.update({r.id: r for r in store.find_runs(ids=missing)})
+    samples = _samples(store, sorted(page_runs))
+    doc["runs"], doc["envs"] = _runs(page_runs)
+    doc["metrics"], doc["samples"] = samples
+    doc["distributions"] = _distributions(result, history, page_runs, doc["metrics"], doc["samples"], doc["notes"])
+    doc["scaling"] = _scaling(store, list(page_runs.values()) if result is None else
+                              [r for sel in result.selections for r in sel.runs])
+    chosen = [(sel.label, sel.runs) for sel in result.selections] if result is not None else None
+    doc["lmbench"] = _lmbench(store, chosen, list(page_runs.values()), doc["notes"])
+    doc["kernbench"] = _kernbench(store, chosen, list(page_runs.values()))
+    return doc
+
+
+# -- comparison ---------------------------------------------------------------
+
+def _comparison(result) -> dict:
+    """Every number of `compare` (the json layout's records), the detectable change beside each."""
+    from perflab import environment
+    from perflab.report.tabular import records
+    from perflab.stats.power import detectable_change
+
+    recs = records(result)
+    i = 0
+    for row in result.rows:
+        for head, cmp in enumerate(row.heads):
+            rec = recs[i]
+            i += 1
+            rec["testcase"] = row.testcase
+            rec["detectable"] = _num(_detectable(row, head, cmp, result.alpha, detectable_change)) if cmp else None
+            rec["shown"] = row.monitor is None or result.monitor_changed(row) or result.monitors == "all"
+    for rec in recs:
+        for key in ("base_stats", "head_stats"):
+            if rec[key]:
+                rec[key] = {k: _num(v) for k, v in rec[key].items()}
+        for key in ("base_values", "head_values"):
+            rec[key] = [_num(v) for v in rec[key]] if rec[key] is not None else None
+    base_env = result.selections[0].runs[-1].environment or {}
+    env_diff = []
+    for sel in result.selections[1:]:
+        diffs = environment.diff(base_env, sel.runs[-1].environment or {})
+        env_diff.append({"head": sel.label, "base_run": result.selections[0].runs[-1].id, "head_run": sel.runs[-1].id,
+                         "diffs": [[k, str(a), str(b)] for k, a, b in diffs]})
+    return {
+        "labels": result.labels, "alpha": result.alpha, "threshold": result.threshold,
+        "runs": {sel.label: sel.run_ids for sel in result.selections},
+        "families": [[{"name": fam.name, "tested": fam.tested, "informational": fam.informational,
+                       "untested": fam.untested} for fam in fams] for fams in result.families],
+        "geomeans": [{u: _num(v) for u, v in g.items()} for g in result.median_geomeans],
+        "warnings": list(result.warnings),
+        "only_in": [[a, b] for a, b in result.one_sided],
+        "monitor_only_in": len(result.one_sided_monitors),
+        "common": {k: str(v) for k, v in (result.common or {}).items()},
+        "env_diff": env_diff,
+        "monitor_counts": result.monitor_counts(),
+        "rows": recs,
+    }
+
+
+def _detectable(row, head: int, cmp, alpha: float, detectable_change) -> float:
+    """The smallest change these samples detect with 90% power (stats.power), on the test's scale."""
+    import numpy as np
+
+    a = np.asarray(row.base_values, dtype=float)
+    b = np.asarray(row.head_values[head] or [], dtype=float)
+    if a.size < 2 or b.size < 2:
+        return math.inf
+    logged = cmp.test == "welch-log"
+    if logged:
+        a, b = np.log(a), np.log(b)
+    sd = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+    return detectable_change(a.size, b.size, sd, alpha, logged=logged, scale=float(np.mean(row.base_values)))
+
+
+# -- trends -------------------------------------------------------------------
+
+def _trends(history, series_mod, notes: list[str]) -> tuple[list[dict], set[int]]:
+    from perflab.series import BY_COMMIT
+
+    shown = history.series
+    if len(shown) > MAX_TRENDS:
+        notes.append(f"{len(shown)} series: the first {MAX_TRENDS} are drawn (narrow with --benchmark, --metric, --box)")
+        shown = shown[:MAX_TRENDS]
+    history.series = shown
+    results = series_mod.analyse(history)
+    out, run_ids = [], set()
+    for res in results:
+        s, d = res.series, res.detection
+        points = []
+        for p in s.points:
+            run_ids.update(p.run_ids)
+            commit = history.commits.get(p.commit or "") if history.order == BY_COMMIT else None
+            points.append({"x": commit.position if commit else _iso(p.started), "y": _num(p.value),
+                           "runs": p.run_ids, "commit": p.commit, "subject": commit.subject if commit else None})
+        bounds = [0] + [c.index for c in d.change_points] + [d.n]
+        levels = []
+        for k, c in enumerate(d.change_points):
+            if k == 0:
+                levels.append([c.before.start, c.before.stop, _num(c.before.mean)])
+            levels.append([c.after.start, c.after.stop, _num(c.after.mean)])
+        out.append({
+            "testbox": s.testbox, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
+            "unit": s.unit, "direction": s.direction, "order": history.order, "points": points,
+            "levels": levels, "bounds": bounds, "outliers": list(d.outliers),
+            "noise_cov": _num(d.noise_cov), "detectable_mid": _num(d.detectable_mid),
+            "changes": [{"index": c.index, "change": _num(c.change), "ci": [_num(c.ci[0]), _num(c.ci[1])],
+                         "p": _num(c.p_value), "detectable": _num(c.detectable), "kind": k}
+                        for c, k in zip(d.change_points, res.kinds)],
+        })
+    return out, run_ids
+
+
+# -- runs, samples, environments ----------------------------------------------
+
+def _runs(runs: dict[int, object]) -> tuple[dict, list]:
+    envs: list[dict] = []
+    env_index: dict[str, int] = {}
+    out = {}
+    for rid, r in sorted(runs.items()):
+        facts = r.environment or {}
+        key = json.dumps(facts, sort_keys=True, default=str)
+        if key not in env_index:
+            env_index[key] = len(envs)
+            envs.append({k: str(v) for k, v in facts.items()})
+        out[str(rid)] = {"tag": r.tag, "commit": r.commit, "dirty": bool(r.dirty), "started": _iso(r.started),
+                         "status": r.status, "testbox": r.testbox, "benchmark": r.benchmark, "name": r.name,
+                         "comment": r.comment, "params": {k: str(v) for k, v in (r.params or {}).items()},
+                         "env": env_index[key]}
+    return out, envs
+
+
+def _samples(store, run_ids: list[int]) -> tuple[list[str], dict]:
+    """Every sample of the page's runs: {run: [[metric index, value], ...]} in stored order."""
+    metrics: list[str] = []
+    index: dict[str, int] = {}
+    out: dict[str, list] = {}
+    for chunk in range(0, len(run_ids), 5000):
+        for row in store.samples(run_ids[chunk:chunk + 5000]):
+            rid, metric, value = row[0], row[1], row[2]
+            k = index.get(metric)
+            if k is None:
+                k = index[metric] = len(metrics)
+                metrics.append(metric)
+            out.setdefault(str(rid), []).append([k, _num(value)])
+    return metrics, out
+
+
+# -- distributions --------------------------------------------------------------
+
+def _distributions(result, history, runs, metrics, samples, notes) -> list[dict]:
+    out = []
+    if result is not None:
+        # The benchmark's own rows, the significant first, then by size of change.
+        rows = sorted(result.own_rows, key=lambda r: (not r.significant(), -r.change_size(), r.metric))
+        if len(rows) > MAX_DISTRIBUTIONS:
+            notes.append(f"{len(rows)} compared metrics: distributions of the first {MAX_DISTRIBUTIONS} "
+                         "(significant first) are drawn")
+        for row in rows[:MAX_DISTRIBUTIONS]:
+            variants = [{"label": result.labels[0], "values": [_num(v) for v in row.base_values]}]
+            for label, values in zip(result.labels[1:], row.head_values):
+                if values is not None:
+                    variants.append({"label": label, "values": [_num(v) for v in values]})
+            out.append({"testcase": row.testcase, "metric": row.metric, "unit": row.unit, "variants": variants})
+        return out
+    index = {m: i for i, m in enumerate(metrics)}
+    for s in history.series[:MAX_DISTRIBUTIONS]:
+        k = index.get(s.metric)
+        by_tag: dict[str, list] = {}
+        latest: dict[str, dt.datetime] = {}
+        for p in s.points:
+            for rid in p.run_ids:
+                r = runs[rid]
+                label = r.tag if r.tag else "(untagged)"
+                by_tag.setdefault(label, []).extend(v for m, v in samples.get(str(rid), []) if m == k)
+                latest[label] = max(latest.get(label, r.started), r.started)
+        tags = sorted(by_tag, key=lambda t: latest[t])
+        if len(tags) > MAX_VARIANTS:
+            tags = tags[-MAX_VARIANTS:]
+        out.append({"testcase": "/".join([s.benchmark] + [str(v) for v in json.loads(s.params).values()
+                                                          if v not in (None, "", [], {})]),
+                    "testbox": s.testbox, "metric": s.metric, "unit": s.unit,
+                    "variants": [{"label": t, "values": by_tag[t]} for t in tags],
+                    "omitted_tags": len(by_tag) - len(tags)})
+    if len(history.series) > MAX_DISTRIBUTIONS:
+        notes.append(f"distributions of the first {MAX_DISTRIBUTIONS} of {len(history.series)} series are drawn")
+    return out
+
+
+# -- scaling, LMbench, kernbench ------------------------------------------------
+
+def _scaling(store, runs) -> list[dict]:
+    from perflab.benchmarks.will_it_scale import WORKLOAD
+    from perflab.stats.scaling import curves
+
+    key_of = {}
+    for r in runs:
+        p = r.params or {}
+        if r.benchmark == "will-it-scale" and {"test", "mode", "nr_task"} <= set(p):
+            try:
+                key_of[r.id] = (str(p["test"]), str(p["mode"]), int(p["nr_task"]))
+            except (TypeError, ValueError):
+                continue
+    if not key_of:
+        return []
+    workloads: dict[tuple, list[float]] = {}
+    for smp in store.samples(list(key_of)):
+        if smp.metric == WORKLOAD:
+            workloads.setdefault(key_of[smp.run_id], []).append(smp.value)
+    by_test: dict[str, list] = {}
+    for c in curves(workloads):
+        by_test.setdefault(c.testcase, []).append({
+            "mode": c.mode, "tasks": [p.tasks for p in c.points], "ops": [_num(p.summary.center) for p in c.points],
+            "linear": [_num(p.linear) for p in c.points], "efficiency": [_num(p.efficiency) for p in c.points],
+            "cov": [_num(p.summary.cov) for p in c.points]})
+    return [{"testcase": t, "modes": by_test[t]} for t in sorted(by_test)]
+
+
+def _lmbench(store, chosen, runs, notes) -> str | None:
+    """The LMbench 2.0 summary (report.lmbench's text): a row per operand, or per run."""
+    from perflab.benchmarks.lmbench.catalog import FIGURES
+    from perflab.report.lmbench import render_summary
+    from perflab.stats.scaling import pooled_means
+
+    if chosen is not None:
+        groups = [(label, [r for r in rs if r.benchmark == "lmbench"]) for label, rs in chosen]
+        groups = [(label, rs) for label, rs in groups if rs]
+    else:
+        mine = [r for r in runs if r.benchmark == "lmbench"]
+        if len(mine) > MAX_LMBENCH_ROWS:
+            notes.append(f"LMbench summary: the last {MAX_LMBENCH_ROWS} of {len(mine)} runs")
+            mine = mine[-MAX_LMBENCH_ROWS:]
+        groups = [(f"{(r.environment or {}).get('kernel_release', '?')}{'-' + r.tag if r.tag else ''} #{r.id}", [r])
+                  for r in mine]
+    if not groups:
+        return None
+    sums = store.metric_sums([r.id for _, rs in groups for r in rs], FIGURES)
+    rows_of: dict[int, list[int]] = {}
+    for i, (_, rs) in enumerate(groups):
+        for r in rs:
+            rows_of.setdefault(r.id, []).append(i)
+    means = pooled_means(sums, rows_of, len(groups))
+    return render_summary([(label, row) for (label, _), row in zip(groups, means)])
+
+
+def _kernbench(store, chosen, runs) -> str | None:
+    """kernbench's blocks (report.kernbench's text): a column per operand, or per tag."""
+    from perflab.report.kernbench import ORDER, block_of, render_report
+    from perflab.selection import params_key
+    from perflab.stats.kernbench import blocks
+
+    if chosen is not None:
+        columns = [(label, [r for r in rs if r.benchmark == "kernbench"]) for label, rs in chosen]
+        columns = [(label, rs) for label, rs in columns if rs]
+    else:
+        by_tag: dict[str, list] = {}
+        for r in runs:
+            if r.benchmark == "kernbench":
+                by_tag.setdefault(r.tag or "(untagged)", []).append(r)
+        columns = list(by_tag.items())
+    if not columns:
+        return None
+    key_of, rests = {}, {}
+    for _, rs in columns:
+        for r in rs:
+            title, rest = block_of(json.loads(params_key(r.params, "kernbench")))
+            key = (title, json.dumps(rest, sort_keys=True, default=str))
+            key_of[r.id], rests[key] = key, rest
+    values: list[dict] = [{} for _ in columns]
+    column_of: dict[int, list[int]] = {}
+    for i, (_, rs) in enumerate(columns):
+        for r in rs:
+            column_of.setdefault(r.id, []).append(i)
+    for smp in store.samples(list(column_of)):
+        for i in column_of[smp.run_id]:
+            values[i].setdefault(key_of[smp.run_id], {}).setdefault(smp.metric, []).append(smp.value)
+    found = sorted(blocks(values, ORDER), key=lambda b: b.key)
+    return render_report([label for label, _ in columns], found, rests) if found else None
+
+
+# -- the page -------------------------------------------------------------------
+
+def plotly_js() -> str:
+    """plotly.min.js from the installed plotly package (its offline bundle), without importing plotly."""
+    spec = util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise PerflabError("report html needs the plotly package (its offline plotly.min.js): "
+                           "pip install plotly, or reinstall perflab")
+    path = Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PerflabError(f"report html: cannot read {path}: {e.strerror}") from None
+    return text.replace("</script", "<\\/script")
+
+
+def embed_json(doc: dict) -> str:
+    """JSON safe inside <script type="application/json">: no "<", ">" or "&" can end or open an element."""
+    text = json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str, ensure_ascii=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def render(doc: dict) -> str:
+    from html import escape
+
+    template = (ASSETS / "report.html").read_text(encoding="utf-8")
+    parts = {
+        "@TITLE@": escape(doc.get("title") or "perflab report"),
+        "@CSS@": (ASSETS / "report.css").read_text(encoding="utf-8"),
+        "@PLOTLY@": plotly_js(),
+        "@DATA@": embed_json(doc),
+        "@SCRIPT@": (ASSETS / "report.js").read_text(encoding="utf-8").replace("</script", "<\\/script"),
+    }
+    out = []
+    rest = template
+    # One pass over the template's markers: nothing substituted is searched again.
+    while True:
+        found = [(rest.find(m), m) for m in parts if rest.find(m) >= 0]
+        if not found:
+            out.append(rest)
+            break
+        at, marker = min(found)
+        out.append(rest[:at])
+        out.append(parts[marker])
+        rest = rest[at + len(marker):]
+    return "".join(out)
+
+
+def check_writable(path: str) -> None:
+    """Fail before any work when the output cannot be written: a one-line error naming it."""
+    target = Path(path)
+    if target.is_dir():
+        raise PerflabError(f"{path}: is a directory; give a file name (e.g. {os.path.join(path, 'report.html')})")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise PerflabError(f"{path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise PerflabError(f"{path}: cannot write here (permission denied)")
+
+
+def write(path: str, text: str) -> None:
+    """Write the whole file or nothing (a temporary file beside it, renamed)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-", suffix=".html.tmp")
+    except OSError as e:
+        raise PerflabError(f"{path}: cannot write: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise PerflabError(f"{path}: cannot write: {e.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def report(store, f: Filters, path: str) -> dict:
+    """Gather, render and write; returns the document (for the command's summary line)."""
+    check_writable(path)
+    doc = gather(store, f)
+    write(path, render(doc))
+    return doc

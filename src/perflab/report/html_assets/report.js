@@ -1,0 +1,367 @@
+// perflab report: builds every table and chart from the embedded JSON.
+// User strings (tags, comments, commands, metric names, environment values) are set
+// with textContent, never as markup; in Plotly (whose labels accept a few tags) they go
+// through plotlyText, which turns <, > and & into entities that Plotly shows as text.
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("perflab-data").textContent);
+  const RUNS = DATA.runs || {};
+  const METRICS = DATA.metrics || [];
+  const SAMPLES = DATA.samples || {};
+  const COLORS = { regression: "#c62828", improvement: "#2e7d32", change: "#8a5a00" };
+  const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"] };
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v; else node.setAttribute(k, v);
+    }
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function plotlyText(s) {
+    return String(s === null || s === undefined ? "-" : s)
+      .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+  function show(id) { const s = document.getElementById(id); s.hidden = false; return s; }
+  function num(x, digits) {
+    if (x === null || x === undefined || !isFinite(x)) return "-";
+    const a = Math.abs(x);
+    if (a !== 0 && (a >= 1e7 || a < 1e-3)) return x.toExponential(2);
+    return x.toLocaleString("en-US", { maximumSignificantDigits: digits || 4 });
+  }
+  function pct(x, signed) {
+    if (x === null || x === undefined || !isFinite(x)) return "-";
+    const v = (x * 100).toFixed(Math.abs(x) < 0.1 ? 2 : 1) + "%";
+    return signed === false || x < 0 ? v : "+" + v;
+  }
+  function pval(p) { return p === null || p === undefined ? "-" : (p < 0.001 ? p.toExponential(1) : p.toFixed(3)); }
+  function short(commit) { return commit ? commit.slice(0, 12) : "-"; }
+  function tocLink(id, text) {
+    const a = el("a", { href: "#" + id }, text);
+    document.getElementById("toc").appendChild(a);
+  }
+
+  // ---- header, notes --------------------------------------------------------
+  document.getElementById("subtitle").textContent =
+    "generated " + DATA.generated + " by perflab " + DATA.version + (DATA.filters ? " — " + DATA.filters : "") +
+    " — " + Object.keys(RUNS).length + " runs, " + Object.values(SAMPLES).reduce((n, s) => n + s.length, 0) + " samples";
+  if (DATA.notes && DATA.notes.length) {
+    const s = show("notes");
+    for (const n of DATA.notes) s.appendChild(el("p", { class: "note" }, n));
+  }
+  document.getElementById("footer").textContent =
+    "Self-contained: every script, style and number is in this file (plotly.js offline bundle included).";
+
+  // ---- sortable tables --------------------------------------------------------
+  function makeTable(table, columns, rows) {
+    // columns: [{title, cls, value(row) -> sort key, text(row) -> shown}], rows: data objects
+    const thead = el("thead"), tr = el("tr");
+    columns.forEach((c, i) => {
+      const th = el("th", { class: c.cls || "", title: c.help || "" }, c.title);
+      th.addEventListener("click", () => sortBy(table, i, columns));
+      tr.appendChild(th);
+    });
+    thead.appendChild(tr);
+    const tbody = el("tbody");
+    for (const r of rows) {
+      const row = el("tr", r._attrs || {});
+      row._data = r;
+      for (const c of columns) row.appendChild(el("td", { class: c.cls || "" }, c.text(r)));
+      tbody.appendChild(row);
+    }
+    table.replaceChildren(thead, tbody);
+  }
+  function sortBy(table, i, columns) {
+    const th = table.tHead.rows[0].cells[i];
+    const desc = th.classList.contains("sorted-asc");
+    for (const c of table.tHead.rows[0].cells) c.classList.remove("sorted-asc", "sorted-desc");
+    th.classList.add(desc ? "sorted-desc" : "sorted-asc");
+    const key = columns[i].value || columns[i].text;
+    const body = table.tBodies[0];
+    const rows = Array.from(body.rows);
+    rows.sort((a, b) => {
+      let x = key(a._data), y = key(b._data);
+      const nx = x === null || x === undefined || (typeof x === "number" && !isFinite(x));
+      const ny = y === null || y === undefined || (typeof y === "number" && !isFinite(y));
+      if (nx || ny) return nx === ny ? 0 : (nx ? 1 : -1);   // missing figures last either way
+      if (typeof x === "string") { x = x.toLowerCase(); y = String(y).toLowerCase(); }
+      return (x < y ? -1 : x > y ? 1 : 0) * (desc ? -1 : 1);
+    });
+    body.append(...rows);
+  }
+
+  // ---- comparison ---------------------------------------------------------------
+  const VERDICT_CLASS = { "regression": "regression", "improvement": "improvement", "changed": "changed",
+                          "insufficient samples": "insufficient" };
+  function comparison(cmp) {
+    show("comparison");
+    tocLink("comparison", "Comparison");
+    const head = document.getElementById("comparison-head");
+    head.appendChild(el("p", {}, "base " + cmp.labels[0] + " (runs " + (cmp.runs[cmp.labels[0]] || []).join(", ") + ")" +
+      cmp.labels.slice(1).map(l => "; head " + l + " (runs " + (cmp.runs[l] || []).join(", ") + ")").join("")));
+    head.appendChild(el("p", { class: "note" },
+      "A difference is called when significant after controlling the false-discovery rate at " + cmp.alpha +
+      " within its family and larger than " + pct(cmp.threshold, false) +
+      "; 'detectable' is the smallest change these samples would find with 90% power."));
+    cmp.families.forEach((fams, i) => {
+      const text = fams.map(f => f.name + ": " + f.tested + " tested" + (f.informational ? ", " + f.informational + " informational" : "") +
+        (f.untested ? ", " + f.untested + " too few samples" : "")).join("; ");
+      const geo = Object.entries(cmp.geomeans[i] || {}).map(([u, g]) => "geomean of median ratios (" + (u || "no unit") + ") " + num(g)).join("; ");
+      head.appendChild(el("p", { class: "note" }, cmp.labels[i + 1] + " vs " + cmp.labels[0] + " — FDR families: " + text + (geo ? "; " + geo : "")));
+    });
+    for (const w of cmp.warnings) head.appendChild(el("p", { class: "warn" }, "warning: " + w));
+    const rows = cmp.rows.filter(r => r.monitor === null || r.monitor === undefined);
+    for (const r of rows) {
+      r._attrs = { class: VERDICT_CLASS[r.verdict] || "", "data-verdict": r.verdict, "data-metric": r.metric };
+    }
+    const cols = [
+      { title: "testcase", cls: "text", text: r => r.testcase },
+      { title: "metric", cls: "text", text: r => r.metric },
+      { title: "unit", cls: "text", text: r => r.unit },
+      { title: "head", cls: "text", text: r => r.head },
+      { title: "base", value: r => r.base_stats && r.base_stats.center, text: r => num(r.base_stats && r.base_stats.center) },
+      { title: "±", help: "coefficient of variation of the base", value: r => r.base_stats && r.base_stats.cov, text: r => pct(r.base_stats && r.base_stats.cov, false) },
+      { title: "n", value: r => r.base_stats && r.base_stats.n, text: r => r.base_stats ? r.base_stats.n : "-" },
+      { title: "%change", value: r => r.pct_change, text: r => pct(r.pct_change) },
+      { title: "head value", value: r => r.head_stats && r.head_stats.center, text: r => num(r.head_stats && r.head_stats.center) },
+      { title: "± ", help: "coefficient of variation of the head", value: r => r.head_stats && r.head_stats.cov, text: r => pct(r.head_stats && r.head_stats.cov, false) },
+      { title: "n ", value: r => r.head_stats && r.head_stats.n, text: r => r.head_stats ? r.head_stats.n : "-" },
+      { title: "median Δ", value: r => r.median_change, text: r => pct(r.median_change) },
+      { title: "interval", help: "interval of the change at the FDR-adjusted level", value: r => r.ci_low,
+        text: r => r.ci_low === null && r.ci_high === null ? "-" : "[" + pct(r.ci_low) + ", " + pct(r.ci_high) + "]" + (r.ci_level ? " @" + (r.ci_level * 100).toFixed(1) + "%" : "") },
+      { title: "p", value: r => r.p_value, text: r => pval(r.p_value) },
+      { title: "p adj.", value: r => r.p_adjusted, text: r => pval(r.p_adjusted) },
+      { title: "detectable", help: "smallest change detectable with 90% power", value: r => r.detectable, text: r => pct(r.detectable, false) },
+      { title: "family", cls: "text", text: r => r.family + (r.family_size ? " (" + r.family_size + ")" : "") },
+      { title: "verdict", cls: "text verdict", text: r => r.verdict },
+      { title: "warnings", cls: "wrap", text: r => (r.warnings || []).join("; ") },
+    ];
+    const table = document.getElementById("comparison-table");
+    makeTable(table, cols, rows);
+    const select = document.getElementById("filter-verdict");
+    for (const v of [...new Set(rows.map(r => r.verdict))].sort()) select.appendChild(el("option", { value: v }, v));
+    const input = document.getElementById("filter-metric");
+    const count = document.getElementById("filter-count");
+    function filter() {
+      const text = input.value.trim().toLowerCase(), verdict = select.value;
+      let shown = 0;
+      for (const tr of table.tBodies[0].rows) {
+        const r = tr._data;
+        const ok = (!text || r.metric.toLowerCase().includes(text) || r.testcase.toLowerCase().includes(text)) &&
+          (!verdict || r.verdict === verdict);
+        tr.hidden = !ok;
+        shown += ok;
+      }
+      count.textContent = shown + " of " + rows.length + " rows";
+    }
+    input.addEventListener("input", filter);
+    select.addEventListener("change", filter);
+    filter();
+    const foot = document.getElementById("comparison-foot");
+    if (cmp.only_in.length) {
+      foot.appendChild(el("p", { class: "note" }, "Measured on one side only:"));
+      const ul = el("ul");
+      for (const [label, what] of cmp.only_in) ul.appendChild(el("li", {}, label + ": " + what));
+      foot.appendChild(ul);
+    }
+    if (cmp.monitor_only_in) foot.appendChild(el("p", { class: "note" }, cmp.monitor_only_in + " monitor metric(s) measured on one side only"));
+    environmentDiff(cmp);
+    monitors(cmp);
+  }
+
+  function environmentDiff(cmp) {
+    const body = document.getElementById("environment-body");
+    show("environment");
+    tocLink("environment", "Environment");
+    for (const d of cmp.env_diff) {
+      body.appendChild(el("h3", {}, cmp.labels[0] + " (run #" + d.base_run + ") → " + d.head + " (run #" + d.head_run + ")"));
+      if (!d.diffs.length) { body.appendChild(el("p", { class: "note" }, "no difference in the recorded environment")); continue; }
+      const table = el("table", { class: "data env-diff" });
+      makeTable(table, [{ title: "fact", cls: "text", text: r => r[0] }, { title: cmp.labels[0], cls: "wrap", text: r => r[1] },
+                        { title: d.head, cls: "wrap", text: r => r[2] }], d.diffs);
+      body.appendChild(table);
+    }
+    const common = Object.entries(cmp.common || {});
+    if (common.length) {
+      body.appendChild(el("h3", {}, "the same on every side"));
+      const table = el("table", { class: "data" });
+      makeTable(table, [{ title: "fact", cls: "text", text: r => r[0] }, { title: "value", cls: "wrap", text: r => r[1] }], common);
+      body.appendChild(table);
+    }
+  }
+
+  function monitors(cmp) {
+    const rows = cmp.rows.filter(r => r.monitor && r.shown && r.verdict !== "no change" && r.verdict !== "absent from head" &&
+                                  r.verdict !== "insufficient samples" && !r.noise);
+    const body = document.getElementById("monitors-body");
+    show("monitors");
+    const c = cmp.monitor_counts || {};
+    body.appendChild(el("p", { class: "note" }, (c.compared || 0) + " monitor metrics compared, " + (c.significant || 0) +
+      " changed significantly, " + (c.noise || 0) + " of them below the noise floor; shown: the changed ones above it, beside the verdict of the benchmark's own metrics."));
+    if (!rows.length) return;
+    tocLink("monitors", "Monitors");
+    for (const r of rows) r._attrs = { class: VERDICT_CLASS[r.verdict] || "" };
+    const table = el("table", { class: "data" });
+    makeTable(table, [
+      { title: "monitor", cls: "text", text: r => r.monitor }, { title: "metric", cls: "text", text: r => r.metric },
+      { title: "head", cls: "text", text: r => r.head },
+      { title: "base", value: r => r.base_stats && r.base_stats.center, text: r => num(r.base_stats && r.base_stats.center) },
+      { title: "%change", value: r => r.pct_change, text: r => pct(r.pct_change) },
+      { title: "head value", value: r => r.head_stats && r.head_stats.center, text: r => num(r.head_stats && r.head_stats.center) },
+      { title: "p adj.", value: r => r.p_adjusted, text: r => pval(r.p_adjusted) },
+      { title: "verdict", cls: "text verdict", text: r => r.verdict }], rows);
+    body.appendChild(table);
+  }
+
+  // ---- charts -----------------------------------------------------------------------
+  function chartBox(parent, title, cls) {
+    const box = el("div", { class: "chart " + (cls || "") });
+    box.appendChild(el("div", { class: "chart-title" }, title));
+    const plot = el("div", { class: "plot" });
+    box.appendChild(plot);
+    parent.appendChild(box);
+    return plot;
+  }
+  function seriesTitle(t) {
+    const params = t.params && t.params !== "{}" ? " " + t.params : "";
+    return t.testbox + " " + t.benchmark + params + " " + t.metric + (t.unit ? " (" + t.unit + ")" : "");
+  }
+  function runHover(ids) {
+    const r = RUNS[String(ids[0])] || {};
+    let text = "run #" + ids.join(", #") + "<br>commit " + plotlyText(short(r.commit)) + (r.dirty ? "+dirty" : "") +
+      "<br>tag " + plotlyText(r.tag || "-") + "<br>" + plotlyText(r.started || "");
+    if (r.comment) text += "<br>comment: " + plotlyText(r.comment.length > 80 ? r.comment.slice(0, 80) + "…" : r.comment);
+    return text;
+  }
+
+  function trends(list) {
+    if (!list.length) return;
+    show("trends");
+    tocLink("trends", "Trends");
+    const body = document.getElementById("trends-body");
+    list.forEach((t, i) => {
+      const plot = chartBox(body, seriesTitle(t), "trend");
+      plot.id = "trend-" + i;
+      const xs = t.points.map(p => p.x), ys = t.points.map(p => p.y);
+      const hover = t.points.map((p, k) => runHover(p.runs) + (p.subject ? "<br>" + plotlyText(p.subject) : "") +
+        (t.outliers.includes(k) ? "<br>(spike: set aside)" : ""));
+      const levelX = [], levelY = [];
+      for (const [start, stop, mean] of t.levels) {
+        levelX.push(xs[start], xs[stop - 1], null);
+        levelY.push(mean, mean, null);
+      }
+      const annotated = t.points.map((p, k) => k).filter(k => t.points[k].runs.some(id => (RUNS[String(id)] || {}).comment));
+      const traces = [
+        { x: xs, y: ys, type: "scatter", mode: t.points.length > 1 ? "lines+markers" : "markers", name: "runs",
+          text: hover, hoverinfo: "text+y", customdata: t.points.map(p => p.runs[0]), line: { width: 1, color: "#4a78c2" },
+          marker: { size: 7, color: t.points.map((p, k) => t.outliers.includes(k) ? "#999" : "#4a78c2") } },
+        { x: levelX, y: levelY, type: "scatter", mode: "lines", name: "levels", hoverinfo: "skip",
+          line: { width: 2, color: "#f28e2b" } },
+        { x: annotated.map(k => xs[k]), y: annotated.map(k => ys[k]), type: "scatter", mode: "markers", name: "annotated",
+          text: annotated.map(k => hover[k]), hoverinfo: "text+y", customdata: annotated.map(k => t.points[k].runs[0]),
+          marker: { symbol: "star", size: 14, color: "#e6b800", line: { width: 1, color: "#555" } } },
+      ];
+      const shapes = [], notes = [];
+      for (const c of t.changes) {
+        const x = xs[c.index];
+        shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+                      line: { dash: "dash", width: 1.5, color: COLORS[c.kind] || "#333" } });
+        notes.push({ x: x, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
+                     text: plotlyText(c.kind + " " + pct(c.change) + " (p " + pval(c.p) + ")"),
+                     font: { size: 10, color: COLORS[c.kind] || "#333" } });
+      }
+      const layout = { margin: { l: 60, r: 20, t: 30, b: 50 }, height: 320, shapes: shapes, annotations: notes,
+                       showlegend: false, hovermode: "closest",
+                       xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run start (UTC)" } },
+                       yaxis: { title: { text: plotlyText(t.unit || "") } } };
+      Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
+      plot.on("plotly_click", ev => { if (ev.points.length && ev.points[0].customdata) runDetail(ev.points[0].customdata); });
+    });
+  }
+
+  function runDetail(id) {
+    const r = RUNS[String(id)];
+    if (!r) return;
+    const section = show("run-detail");
+    document.getElementById("run-detail-id").textContent = "#" + id;
+    const body = document.getElementById("run-detail-body");
+    body.replaceChildren();
+    const facts = [["benchmark", r.benchmark], ["name", r.name], ["status", r.status], ["testbox", r.testbox],
+                   ["started", r.started], ["tag", r.tag || "-"], ["commit", (r.commit || "-") + (r.dirty ? " (dirty)" : "")],
+                   ["comment", r.comment || "-"], ...Object.entries(r.params).map(([k, v]) => ["param " + k, v])];
+    const t1 = el("table", { class: "data run-facts" });
+    makeTable(t1, [{ title: "run", cls: "text", text: x => x[0] }, { title: "", cls: "wrap", text: x => x[1] }], facts);
+    body.appendChild(t1);
+    const by = new Map();
+    for (const [m, v] of SAMPLES[String(id)] || []) {
+      if (!by.has(m)) by.set(m, []);
+      by.get(m).push(v);
+    }
+    body.appendChild(el("h3", {}, "samples"));
+    const t2 = el("table", { class: "data run-samples" });
+    makeTable(t2, [{ title: "metric", cls: "text", text: x => METRICS[x[0]] }, { title: "n", text: x => x[1].length },
+                   { title: "values (by repetition)", cls: "wrap", text: x => x[1].map(v => num(v, 6)).join("  ") }],
+              Array.from(by.entries()));
+    body.appendChild(t2);
+    body.appendChild(el("h3", {}, "environment"));
+    const t3 = el("table", { class: "data run-env" });
+    makeTable(t3, [{ title: "fact", cls: "text", text: x => x[0] }, { title: "value", cls: "wrap", text: x => x[1] }],
+              Object.entries(DATA.envs[r.env] || {}));
+    body.appendChild(t3);
+    section.scrollIntoView({ block: "nearest" });
+  }
+
+  function scaling(list) {
+    if (!list.length) return;
+    show("scaling");
+    tocLink("scaling", "Scaling");
+    const body = document.getElementById("scaling-body");
+    list.forEach((s, i) => {
+      const plot = chartBox(body, s.testcase, "scaling-chart");
+      plot.id = "scaling-" + i;
+      const traces = [];
+      for (const m of s.modes) {
+        const name = m.mode === "process" ? "processes" : m.mode + "s";
+        traces.push({ x: m.tasks, y: m.ops, type: "scatter", mode: "lines+markers", name: plotlyText(name),
+                      text: m.efficiency.map(e => "efficiency " + pct(e, false)), hoverinfo: "x+y+text+name" });
+        traces.push({ x: m.tasks, y: m.linear, type: "scatter", mode: "lines", name: plotlyText("linear (" + m.mode + ")"),
+                      line: { dash: "dash", width: 1 } });
+      }
+      Plotly.newPlot(plot, traces, { margin: { l: 70, r: 20, t: 20, b: 50 }, height: 320,
+        xaxis: { title: { text: "tasks" }, dtick: 1 }, yaxis: { title: { text: "ops/s" }, rangemode: "tozero" } }, PLOT_CONFIG);
+    });
+  }
+
+  function distributions(list) {
+    if (!list.length) return;
+    show("distributions");
+    tocLink("distributions", "Distributions");
+    const body = document.getElementById("distributions-body");
+    list.forEach((d, i) => {
+      const title = (d.testbox ? d.testbox + " " : "") + d.testcase + " " + d.metric + (d.unit ? " (" + d.unit + ")" : "") +
+        (d.omitted_tags ? " — " + d.omitted_tags + " older tags not drawn" : "");
+      const plot = chartBox(body, title, "distribution");
+      plot.id = "distribution-" + i;
+      const traces = d.variants.map(v => ({ y: v.values, type: "box", name: plotlyText(v.label), boxpoints: "all",
+                                           jitter: 0.5, pointpos: 0, marker: { size: 4, opacity: 0.6 }, boxmean: true }));
+      Plotly.newPlot(plot, traces, { margin: { l: 60, r: 20, t: 20, b: 60 }, height: 320, showlegend: false,
+                                     yaxis: { title: { text: plotlyText(d.unit || "") } } }, PLOT_CONFIG);
+    });
+  }
+
+  function textBlock(id, text, label) {
+    if (!text) return;
+    show(id);
+    tocLink(id, label);
+    document.getElementById(id + "-body").textContent = text;
+  }
+
+  if (DATA.comparison) comparison(DATA.comparison);
+  trends(DATA.trends || []);
+  scaling(DATA.scaling || []);
+  distributions(DATA.distributions || []);
+  textBlock("lmbench", DATA.lmbench, "LMbench");
+  textBlock("kernbench", DATA.kernbench, "kernbench");
+  window.perflabReport = { data: DATA, showRun: runDetail };
+})();
