@@ -301,3 +301,26 @@ def test_detect_bad_input(cli, tmp_path, capsys):
     store = open_store(str(db))
     add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, [1.0, 1.1])})
     assert_one_line_error(detect_in_process(capsys, db, "--metric", "bench.tme"), "--metric bench.tme", "bench.time")
+
+
+def test_detect_says_what_a_short_history_could_not_see(cli, capsys):
+    store = open_store(str(cli.db))
+    rng = np.random.default_rng(13)
+    for i in range(8):
+        add_run(store, {"bench.noisy": ("s", LOWER_IS_BETTER, 1.0 * (1 + 0.08 * rng.standard_normal(2))),
+                        "bench.count": ("", 0, [100.0 if i < 4 else 130.0] * 2)})
+    for i in range(2):
+        add_run(store, {"bench.short": ("s", LOWER_IS_BETTER, [1.0])}, params={"mode": "thread"})
+    proc = detect_in_process(capsys, cli.db)
+    assert proc.returncode == 0, proc.stderr
+    noisy_line = next(l for l in proc.stdout.splitlines() if "bench.noisy" in l)
+    assert "no change in 8 points" in noisy_line and "could not have seen a 5% change" in noisy_line
+    assert "too short to tell (2 points" in proc.stdout
+    # an informational metric's level change is a "change", neither regression nor improvement
+    count = proc.stdout[proc.stdout.index("bench.count"):]
+    assert "informational" in count.splitlines()[0] and count.splitlines()[1].split()[0] == "CHANGE"
+    out = json.loads(detect_in_process(capsys, cli.db, "--style", "json").stdout)
+    by_metric = {s["metric"]: s for s in out["series"]}
+    assert by_metric["bench.noisy"]["blind_to"] == 0.05 and by_metric["bench.count"]["blind_to"] is None
+    assert by_metric["bench.count"]["change_points"][0]["kind"] == "change"
+    assert by_metric["bench.count"]["change_points"][0]["index"] == 4

@@ -62,7 +62,7 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
     if not history.series and metrics:
         _no_metric(store, benchmark, metrics)
     results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=threshold / 100)
-    click.echo(STYLES[style](history, results, alpha))
+    click.echo(STYLES[style](history, results, alpha, min_points))
     if not history.series:
         click.echo("(no series: no usable run matches these filters)" if not history.skipped
                    else "(no series: every matching run was skipped)", err=True)

@@ -34,14 +34,14 @@ def _p(p: float) -> str:
     return "-" if math.isnan(p) else (f"{p:.1e}" if p < 0.001 else f"{p:.3f}")
 
 
-def _header(history: History, results: list[SeriesResult], alpha: float) -> list[str]:
+def _header(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> list[str]:
     points = sum(len(r.series.points) for r in results)
     order = (f"first-parent history of {printable(history.branch)} in {printable(history.repo, 200)}"
              if history.order == BY_COMMIT else "run start time")
     calls = sum(len(r.detection.change_points) for r in results)
     lines = [f"perflab detect: {len(results)} series, {history.runs} runs, {points} points, ordered by {order}: "
              f"{calls} change point{'' if calls == 1 else 's'}",
-             f"  (levels of at least {results[0].detection.min_size if results else '-'} points; isolated spikes set aside; "
+             f"  (levels of at least {min_points} points; isolated spikes set aside; "
              f"t-test of the per-run means either side, adjusted for the positions searched, at alpha {alpha:g}; "
              f"'detectable' is the smallest change these points find with 90% power)"]
     if history.skipped:
@@ -59,8 +59,8 @@ def _series_name(result: SeriesResult) -> str:
     return f"{printable(s.testbox)} {printable(s.benchmark)}{params} {printable(s.metric, 120)} ({unit}{direction})"
 
 
-def render_text(history: History, results: list[SeriesResult], alpha: float) -> str:
-    lines = _header(history, results, alpha)
+def render_text(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> str:
+    lines = _header(history, results, alpha, min_points)
     for r in results:
         d, points = r.detection, r.series.points
         noise = f"noise {percent(d.noise_cov, signed=False)}" if not math.isnan(d.noise_cov) else "noise -"
@@ -98,12 +98,13 @@ def _finite(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def render_json(history: History, results: list[SeriesResult], alpha: float) -> str:
+def render_json(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> str:
     out = {
         "order": history.order,
         "repo": history.repo,
         "branch": history.branch,
         "alpha": alpha,
+        "min_points": min_points,
         "runs": history.runs,
         "skipped": [{"run": rid, "reason": why} for rid, why in history.skipped],
         "series": [],
