@@ -47,8 +47,10 @@ def _nothing_matched(store, benchmark, filtered: bool) -> str:
 @click.option("--tag", "-t", help="Only runs with this tag.")
 @click.option("--box", help="Only runs on this testbox.")
 @click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
+              help="Also draw real, user and sys per run into a PNG or SVG (by the file's extension).")
 @db_option
-def log_cmd(benchmark, per, tag, box, since, db) -> None:
+def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
     """One line per run, oldest first: date, real, user, sys, tag, commit, comment.
 
     Times are the mean of the run's repetitions in seconds (per unit of work with --per).
@@ -62,6 +64,10 @@ def log_cmd(benchmark, per, tag, box, since, db) -> None:
     if per is not None and not math.isfinite(1.0 / per):
         raise click.BadParameter(f"{per!r} is too small to divide by", param_hint="--per")
     since_time = parse_since(since)
+    if plot:
+        from perflab.report.plots import check_path
+
+        check_path(plot)
     store = get_store(db)
     rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=since_time)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since))
@@ -80,6 +86,13 @@ def log_cmd(benchmark, per, tag, box, since, db) -> None:
     click.echo("\n".join(out))
     if note:
         click.echo(note, err=True)
+    if plot and rows:
+        from perflab.report.plots import plot_log
+
+        plot_log(rows, plot, scale=scale, unit=unit, title=f"perflab log {benchmark or ''}".strip())
+        click.echo(f"plot: {plot}", err=True)
+    elif plot:
+        click.echo(f"plot: nothing to draw, {plot} not written", err=True)
 
 
 @click.command("runs")

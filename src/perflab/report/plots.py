@@ -1,0 +1,191 @@
+"""PNG and SVG pictures of what `log`, `compare` and `detect` print (matplotlib, Agg).
+
+For people who paste plots into mail. Formatting only: the figures come from the
+store's rows, perflab.comparison and perflab.series / stats.changepoints. User
+strings are drawn as plain text (mathtext off: a "$" in a tag is a dollar sign)
+with control characters made visible (perflab.text.printable).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from contextlib import contextmanager
+
+from perflab.errors import PerflabError, UsageProblem
+from perflab.text import printable
+
+FORMATS = (".png", ".svg")
+MAX_PANELS = 12      # detect: series drawn, one panel each
+MAX_BARS = 40        # compare: metrics drawn per head, the largest changes first
+VERDICT_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "changed": "#8a5a00"}
+KIND_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "change": "#8a5a00"}
+
+
+def check_path(path: str, option: str = "--plot") -> None:
+    """Before any work: a PNG or SVG name in a directory that can be written."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise UsageProblem(f"{option} {printable(path, 200)}: the file name must end in .png or .svg")
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise PerflabError(f"{option} {printable(path, 200)}: is a directory")
+    if not os.path.isdir(directory):
+        raise PerflabError(f"{option} {printable(path, 200)}: directory {printable(directory, 200)} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise PerflabError(f"{option} {printable(path, 200)}: cannot write here (permission denied)")
+
+
+@contextmanager
+def _figure(*args, **kw):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none"}):
+        fig = plt.figure(*args, **kw)
+        try:
+            yield fig
+        finally:
+            plt.close(fig)
+
+
+def save(fig, path: str) -> None:
+    """Write the whole picture or nothing (a temporary file beside it, renamed); PNG or SVG by extension."""
+    ext = os.path.splitext(path)[1].lower()
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-", suffix=ext)
+    except OSError as e:
+        raise PerflabError(f"--plot {printable(path, 200)}: cannot write: {e.strerror}") from None
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format=ext.lstrip("."), dpi=110)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise PerflabError(f"--plot {printable(path, 200)}: cannot write: {e.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _finite(x) -> float:
+    return x if x is not None and isinstance(x, (int, float)) and math.isfinite(x) else math.nan
+
+
+# -- log ------------------------------------------------------------------------
+
+def plot_log(rows, path: str, *, scale: float = 1.0, unit: str = "s", title: str = "perflab log") -> None:
+    """real, user and sys per run, oldest first (the `log` rows); runs not finished are marked."""
+    with _figure(figsize=(9, 4.2)) as fig:
+        ax = fig.add_subplot(1, 1, 1)
+        xs = list(range(len(rows)))
+        for k, (name, color) in enumerate((("real", "#4a78c2"), ("user", "#f28e2b"), ("sys", "#59a14f"))):
+            ys = [_finite(None if getattr(r, f"m{k}") is None else getattr(r, f"m{k}") * scale) for r in rows]
+            if any(y == y for y in ys):
+                ax.plot(xs, ys, marker="o", markersize=4, linewidth=1, label=name, color=color)
+        bad = [i for i, r in enumerate(rows) if r.status != "finished" and r.m0 is not None]
+        if bad:
+            ax.plot(bad, [rows[i].m0 * scale for i in bad], linestyle="none", marker="x", markersize=9,
+                    color="#c62828", label="not finished")
+        commented = [i for i, r in enumerate(rows) if r.comment and r.m0 is not None]
+        for i in commented[:30]:
+            ax.annotate(printable(rows[i].comment, 30), (i, rows[i].m0 * scale), textcoords="offset points",
+                        xytext=(0, 8), fontsize=7, ha="center", rotation=20, color="#555")
+        if len(rows) <= 30:
+            ax.set_xticks(xs)
+            ax.set_xticklabels([f"#{r.id}" + (f"\n{printable(r.tag, 14)}" if r.tag else "") for r in rows], fontsize=7)
+        else:
+            ax.set_xlabel("runs, oldest first")
+        ax.set_ylabel(f"time ({unit})")
+        ax.set_ylim(bottom=0)
+        ax.set_title(printable(title, 100))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        save(fig, path)
+
+
+# -- compare ----------------------------------------------------------------------
+
+def plot_comparison(result, path: str) -> None:
+    """Per head: the %change of each of the benchmark's own metrics with its (FDR-adjusted) interval,
+    coloured by verdict; the largest changes first."""
+    heads = result.labels[1:]
+    panels = []
+    for i, label in enumerate(heads):
+        rows = [r for r in result.own_rows if r.heads[i] is not None and r.heads[i].pct_change == r.heads[i].pct_change]
+        rows.sort(key=lambda r: -abs(r.heads[i].pct_change))
+        panels.append((i, label, rows[:MAX_BARS], len(rows)))
+    tallest = max([len(p[2]) for p in panels] + [1])
+    with _figure(figsize=(9, 1.2 + 0.28 * tallest * len(panels) + 0.8 * len(panels))) as fig:
+        for n, (i, label, rows, total) in enumerate(panels):
+            ax = fig.add_subplot(len(panels), 1, n + 1)
+            ys = list(range(len(rows)))[::-1]
+            changes = [r.heads[i].pct_change * 100 for r in rows]
+            colors = [VERDICT_COLORS.get(r.heads[i].verdict, "#9aa5b1") for r in rows]
+            ax.barh(ys, changes, color=colors, height=0.6)
+            for y, r in zip(ys, rows):
+                ci = r.heads[i].ci_adjusted
+                if ci and all(_finite(b) == b for b in ci):
+                    ax.plot([ci[0] * 100, ci[1] * 100], [y, y], color="#333", linewidth=1)
+            ax.set_yticks(ys)
+            ax.set_yticklabels([printable(f"{r.testcase} {r.metric}", 70) for r in rows], fontsize=7)
+            ax.axvline(0, color="#333", linewidth=0.8)
+            more = f" (the {len(rows)} largest of {total})" if total > len(rows) else ""
+            ax.set_title(printable(f"{label} vs {result.labels[0]}: %change, interval at the FDR-adjusted level{more}", 140),
+                         fontsize=9)
+            ax.set_xlabel("%change (red: regression, green: improvement, grey: not called)", fontsize=8)
+            ax.grid(axis="x", alpha=0.3)
+            if not rows:
+                ax.text(0.5, 0.5, "no metric measured on both sides", transform=ax.transAxes, ha="center")
+        fig.tight_layout()
+        save(fig, path)
+
+
+# -- detect ---------------------------------------------------------------------------
+
+def plot_detect(history, results, path: str) -> None:
+    """One panel per series (the first MAX_PANELS): points, the levels between change points,
+    a dashed line at each change point; a series of one point still draws."""
+    shown = results[:MAX_PANELS]
+    rows = max(1, len(shown))
+    with _figure(figsize=(9, 2.6 * rows + 0.4)) as fig:
+        if not shown:
+            ax = fig.add_subplot(1, 1, 1)
+            ax.text(0.5, 0.5, "no series", transform=ax.transAxes, ha="center")
+            ax.set_axis_off()
+        for n, res in enumerate(shown):
+            s, d = res.series, res.detection
+            ax = fig.add_subplot(rows, 1, n + 1)
+            xs = list(range(len(s.points)))
+            ys = [p.value for p in s.points]
+            ax.plot(xs, ys, marker="o", markersize=3, linewidth=0.8, color="#4a78c2")
+            if d.outliers:
+                ax.plot(d.outliers, [ys[i] for i in d.outliers], linestyle="none", marker="o", markersize=5,
+                        markerfacecolor="none", color="#999", label="spike (set aside)")
+            for k, c in enumerate(d.change_points):
+                segments = ([c.before] if k == 0 else []) + [c.after]
+                for seg in segments:
+                    ax.plot([seg.start, seg.stop - 1], [seg.mean, seg.mean], color="#f28e2b", linewidth=2)
+                kind = res.kinds[k]
+                ax.axvline(c.index - 0.5, color=KIND_COLORS.get(kind, "#333"), linestyle="--", linewidth=1.2)
+                ax.annotate(f"{kind} {c.change * 100:+.1f}%", (c.index - 0.5, 1), xycoords=("data", "axes fraction"),
+                            xytext=(3, -10), textcoords="offset points", fontsize=7, color=KIND_COLORS.get(kind, "#333"))
+            name = f"{s.testbox} {s.benchmark} {'' if s.params in ('{}', '') else s.params} {s.metric}"
+            ax.set_title(printable(name, 120), fontsize=8)
+            ax.set_ylabel(printable(s.unit, 20) or "value", fontsize=8)
+            if len(xs) == 1:
+                ax.set_xlim(-1, 1)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+        if len(results) > MAX_PANELS:
+            fig.suptitle(f"the first {MAX_PANELS} of {len(results)} series", fontsize=8)
+        if shown:
+            fig.axes[-1].set_xlabel("point (commit, first-parent order)" if history.order == "commit" else
+                                    "point (run, by start time)", fontsize=8)
+        fig.tight_layout()
+        save(fig, path)
