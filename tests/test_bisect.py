@@ -247,11 +247,14 @@ def test_sigkill_mid_step_leaves_the_repo_as_it_was_and_resume_finishes(lab):
     assert again.returncode != 0 and "no unfinished bisection" in again.stderr
 
 
-def test_resume_without_a_record_and_mixed_options_are_refused(lab):
+def test_resume_without_a_record_and_mixed_options_are_refused(lab, capfd):
+    from perflab.cli import main
+
     repo, shas, job, env = lab
-    done = perflab(env, "bisect", "--resume")
-    assert done.returncode != 0 and "no unfinished bisection" in done.stderr.strip().splitlines()[-1]
-    done = perflab(env, "bisect", "--resume", "--good", shas[0])
-    assert done.returncode == 2 and "--resume takes the bisection's parameters" in done.stderr
-    done = perflab(env, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1], "--metric", "x")
-    assert done.returncode == 2 and "--job JOB.yaml or as a command after --" in done.stderr
+    db = ["--db", env["PERFLAB_DB"]]
+    assert main(["bisect", *db, "--resume"]) == 1
+    assert "no unfinished bisection" in capfd.readouterr().err.strip().splitlines()[-1]
+    assert main(["bisect", *db, "--resume", "--good", shas[0]]) == 2
+    assert "--resume takes the bisection's parameters" in capfd.readouterr().err
+    assert main(["bisect", *db, "--repo", str(repo), "--good", shas[0], "--bad", shas[-1], "--metric", "x"]) == 2
+    assert "--job JOB.yaml or as a command after --" in capfd.readouterr().err

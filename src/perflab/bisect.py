@@ -460,7 +460,7 @@ class Bisection:
                 continue
             if v.verdict is not None:
                 return StepRecord(commit, v.verdict, v.n, v.llr, v.p_bad, v.position, drift=local)
-            if v.n >= s.max_step:
+            if len(self.samples[commit]) >= s.max_step:
                 return StepRecord(commit, BAD if v.llr > 0 else GOOD, v.n, v.llr, v.p_bad, v.position,
                                   forced=True, drift=local)
             end = {GOOD: good, BAD: bad}.get(v.next)

@@ -23,8 +23,11 @@ LLR >= log((1 - beta) / alpha) (bad) or LLR <= log(beta / (1 - alpha))
 bad one good about beta. Each of the commit's samples is first clamped into
 the interval between the two ends' means, so that one wild sample (a timing
 spike from other load) counts at most as one sample exactly at the far end,
-never as overwhelming evidence. sd is the pooled standard deviation of the
-two ends (the commit's clamped samples would understate it).
+never as overwhelming evidence; a sample far outside that interval (more
+than DISTURBED_K sd) is left out as disturbed while such samples are a
+minority of the commit's. sd is the pooled standard deviation of the two
+ends (the commit's clamped samples would understate it), after their
+disturbed samples are dropped (drop_disturbed).
 
 **Drift.** A commit whose mean lies clearly outside the range of the two
 ends (more than OUTSIDE_Z standard errors beyond the nearer one) says that
@@ -52,6 +55,40 @@ from perflab.stats.power import detectable_change
 
 GOOD, BAD = "good", "bad"
 OUTSIDE_Z = 4.0
+DISTURBED_K = 5.0      # robust standard deviations from a group's median that make a sample "disturbed"
+
+
+def drop_disturbed(*groups: np.ndarray, k: float = DISTURBED_K) -> tuple[list[np.ndarray], int]:
+    """The groups without their disturbed samples, and how many were dropped.
+
+    A timing taken while something else ran (another process, the host
+    stealing the virtual CPU) is off by far more than the benchmark's own
+    noise: on this 2-CPU VM, whole runs take 2.2 times as long for seconds at a
+    time. Such samples are not noise to average but measurements of another
+    machine. A sample is dropped when it lies more than k robust standard
+    deviations (1.4826 x the median absolute deviation, pooled over the groups,
+    each about its own median) from its group's median: for Gaussian noise that
+    drops 6 samples in 100,000. At most half of a group is dropped.
+    """
+    arrays = [np.asarray(g, dtype=float) for g in groups]
+    deviations = np.concatenate([np.abs(a - np.median(a)) for a in arrays if a.size >= 3] or [np.zeros(0)])
+    if deviations.size < 4:
+        return arrays, 0
+    scale = 1.4826 * float(np.median(deviations))
+    if scale <= 0:
+        return arrays, 0
+    out, dropped = [], 0
+    for a in arrays:
+        if a.size < 3:
+            out.append(a)
+            continue
+        keep = np.abs(a - np.median(a)) <= k * scale
+        if keep.sum() * 2 < a.size:
+            out.append(a)
+            continue
+        out.append(a[keep])
+        dropped += int(a.size - keep.sum())
+    return out, dropped
 
 
 def transform(*groups) -> tuple[list[np.ndarray], bool]:
@@ -80,17 +117,19 @@ class EndsVerdict:
     cov: float             # pooled spread (sd of logs, ~ CoV)
     logged: bool
     reason: str = ""       # why it did not differ (empty when it did)
+    dropped: int = 0       # disturbed samples left out (drop_disturbed)
 
 
 def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVerdict:
     """Welch's two-sided test of the ends at alpha / looks; differ only if significant and >= threshold."""
     from scipy import stats   # here: importing it costs a second, which a refusal need not pay
     (g, b), logged = transform(good, bad)
+    (g, b), dropped = drop_disturbed(g, b)
     ng, nb = g.size, b.size
     alpha_look = alpha / max(1, looks)
     if ng < 2 or nb < 2:
         return EndsVerdict(False, math.nan, (math.nan, math.nan), math.nan, alpha_look, math.inf, ng, nb,
-                           math.nan, logged, "too few samples")
+                           math.nan, logged, "too few samples", dropped)
     sd = pooled_sd(g, b)
     delta = float(b.mean() - g.mean())
     vg, vb = g.var(ddof=1) / ng, b.var(ddof=1) / nb
@@ -109,7 +148,7 @@ def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVe
     big = abs(change) >= threshold
     reason = "" if significant and big else (
         f"the change is below the {threshold * 100:g}% threshold" if significant else "not significant")
-    return EndsVerdict(significant and big, change, ci, p, alpha_look, detectable, ng, nb, sd, logged, reason)
+    return EndsVerdict(significant and big, change, ci, p, alpha_look, detectable, ng, nb, sd, logged, reason, dropped)
 
 
 def pooled_sd(*groups: np.ndarray) -> float:
@@ -125,7 +164,7 @@ class StepVerdict:
     llr: float             # log-likelihood ratio, bad vs good (> 0 leans bad)
     p_bad: float           # posterior probability of H_bad with even prior odds: 1 / (1 + exp(-llr))
     position: float        # where the commit's (unclamped) mean sits: 0 = good's level, 1 = bad's
-    n: int
+    n: int                 # samples used (disturbed ones left out)
     next: str              # where one more sample helps most: "step", GOOD or BAD
     outside: bool = False  # the commit's mean lies clearly outside the ends' range (more than OUTSIDE_Z
                            # standard errors): the machine may have drifted since the ends were measured
@@ -140,6 +179,7 @@ def thresholds(alpha: float, beta: float | None = None) -> tuple[float, float]:
 def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
     """The sequential test of one commit against the ends (see the module's docstring)."""
     (g, b, c), _logged = transform(good, bad, step)
+    (g, b), _dropped = drop_disturbed(g, b)
     mg, mb = float(g.mean()), float(b.mean())
     delta = mb - mg
     sd = pooled_sd(g, b)
@@ -147,8 +187,17 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
         sd = abs(delta) * 1e-3 or 1e-12   # constant ends: any sample at either level is decisive
     if c.size == 0:
         return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
-    position = (float(c.mean()) - mg) / delta if delta else math.nan
     lo, hi = min(mg, mb), max(mg, mb)
+    # A sample far outside the range of the two levels (DISTURBED_K sd beyond the nearer) was
+    # disturbed, or the commit is at neither level; it is left out unless such samples are the
+    # majority (then the commit really is out there, and is judged by the nearer end).
+    far = (c < lo - DISTURBED_K * sd) | (c > hi + DISTURBED_K * sd)
+    majority_far = far.sum() >= 2 and far.sum() * 2 > c.size
+    if not majority_far:
+        c = c[~far]
+    if c.size == 0:
+        return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
+    position = (float(c.mean()) - mg) / delta if delta else math.nan
     beyond = max(lo - float(c.mean()), float(c.mean()) - hi, 0.0) / (sd * math.sqrt(1 / c.size))
     mc = float(np.clip(c, lo, hi).mean())
     nc = c.size
@@ -164,4 +213,5 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
     n_other = g.size if other == GOOD else b.size
     nxt = "step" if nc < max(min_step, n_other) else other
     p_bad = 1 / (1 + math.exp(-max(-700.0, min(700.0, llr))))
-    return StepVerdict(verdict, float(llr), p_bad, position, nc, nxt, outside=nc >= min_step and beyond > OUTSIDE_Z)
+    outside = nc >= min_step and (majority_far or beyond > OUTSIDE_Z)
+    return StepVerdict(verdict, float(llr), p_bad, position, nc, nxt, outside=outside)
