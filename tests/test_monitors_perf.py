@@ -189,6 +189,28 @@ def test_tracepoint_names():
     assert not perfmon.is_tracepoint("context-switches")
 
 
+@needs_perf
+def test_no_perf_outlives_perflab_killed_with_9(tmp_path):
+    script = ("import time\n"
+              "from perflab.monitors import MonitorSet\n"
+              "ms = MonitorSet({'perf-stat': {}, 'perf-profile': {}})\n"
+              "print(*[m._perf.process.pid for m in ms.active], flush=True)\n"
+              "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and not any(gone(p) for p in pids)     # started ahead, waiting disabled
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(gone(p) for p in pids), "a perf outlived perflab"
+    finally:
+        parent.kill()
+
+
 # ---- perf-stat ---------------------------------------------------------------------------------
 
 @needs_perf

@@ -251,6 +251,7 @@ class ControlledPerf:
         self._ack = os.open(ack, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         self._drain_ack()
         self.stderr = stderr
+        self.output: Path | None = None   # the file perf writes (set by its monitor)
         try:
             self.process = start_background([*argv[:2], "-D", "-1", "--control", f"fifo:{ctl},{ack}", *argv[2:]],
                                             stderr=str(stderr))
@@ -283,6 +284,10 @@ class ControlledPerf:
             elif not self.process.alive:
                 raise PerfFailed(f"perf exited (status {self.process.exit_status}) before {word!r}{self.tail()}")
         return time.monotonic()
+
+    def ready(self) -> None:
+        """Wait until perf has set its events up and reads its commands (a "ping" answered)."""
+        self._command("ping", ACK_TIMEOUT)
 
     def enable(self) -> float:
         return self._command("enable", ACK_TIMEOUT)
@@ -337,7 +342,14 @@ def _remove_orphaned_workdirs() -> None:
 
 
 class PerfMonitor(Monitor):
-    """What perf-stat and perf-profile share: a temp dir, one perf per timed process."""
+    """What perf-stat and perf-profile share: a temp dir and a perf started ahead of use.
+
+    perf is launched (disabled) before it is needed — in check() and again after each
+    use — so begin() only writes "enable": perf's start-up (0.5 s and a burst of page
+    faults for `perf record -a -g`) never falls in a timed part, neither this monitor's
+    nor another perf monitor's counting beside it. Launches happen in the main thread
+    (check, end, collect), where the launcher's parent-death signal belongs.
+    """
 
     sampled: ClassVar[bool] = False
 
@@ -354,31 +366,76 @@ class PerfMonitor(Monitor):
             self._dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-{self.name}-"))
         return self._dir
 
-    def _start(self, argv: list[str]) -> None:
+    def perf_argv(self, output: Path) -> list[str]:
+        """perf's command line writing to `output` (without -D and --control)."""
+        raise NotImplementedError
+
+    def output_name(self, n: int) -> str:
+        raise NotImplementedError
+
+    def _launch(self) -> ControlledPerf:
         self._count += 1
-        perf = ControlledPerf(self.workdir(), argv, self.workdir() / f"perf-{self._count}.err")
+        output = self.workdir() / self.output_name(self._count)
+        perf = ControlledPerf(self.workdir(), self.perf_argv(output), self.workdir() / f"perf-{self._count}.err")
+        perf.output = output
+        self._perf = perf
+        return perf
+
+    def _prelaunch(self) -> None:
+        """Start the next perf now and wait until it is ready, outside any timed part;
+        begin() retries if this fails."""
+        if self._perf is None:
+            try:
+                self._launch().ready()
+            except PerflabError:
+                if self._perf is not None:
+                    self._perf.kill()
+                self._perf = None
+
+    def _enable(self) -> None:
+        perf = self._perf
+        if perf is not None and not perf.process.alive:
+            perf.kill()
+            perf = self._perf = None
+        if perf is None:
+            perf = self._launch()
         try:
             self._started = perf.enable()
         except BaseException:
+            self._perf = None
             perf.kill()
             raise
-        self._perf = perf
 
-    def _stop(self) -> tuple[float, int]:
-        """Disable, stop; (seconds counted, perf's exit status)."""
-        perf, self._perf = self._perf, None
-        if perf is None:
-            return 0.0, 0
+    def _disable(self) -> float:
+        """Seconds counted since enable."""
+        perf = self._perf
         try:
-            stopped = perf.disable()
+            return perf.disable() - self._started
         except BaseException:
+            self._perf = None
             perf.kill()
             raise
+
+    def _finish(self) -> Path:
+        """Stop perf (it writes its file); the file."""
+        perf, self._perf = self._perf, None
         status = perf.finish()
         # perf stat ends 0 after SIGINT; perf record too, or 130 / -2 depending on the version.
         if status not in (0, 130, 2, 254):
             raise PerfFailed(f"perf exited with status {status}{perf.tail()}")
-        return stopped - self._started, status
+        if not perf.output.exists():
+            raise PerfFailed(f"perf wrote no {perf.output}{perf.tail()}")
+        return perf.output
+
+    def check_launch(self) -> None:
+        """The first launch, in check(): a perf that cannot start makes the monitor unavailable."""
+        try:
+            self._launch().ready()
+        except PerflabError as e:
+            if self._perf is not None:
+                self._perf.kill()
+                self._perf = None
+            raise Unavailable(f"perf does not start here: {e}") from None
 
     def close(self) -> None:
         if self._perf is not None:
@@ -521,26 +578,35 @@ class PerfStat(PerfMonitor):
         self.unsupported = unsupported
         if not self.events:
             raise Unavailable(f"none of the events can be counted here: {', '.join(unsupported)}")
+        self.check_launch()
 
-    def begin(self, now: float, process: int | None) -> None:
-        self._process = process
+    def output_name(self, n: int) -> str:
+        return f"stat-{n}.txt"
+
+    def perf_argv(self, output: Path) -> list[str]:
         interval_ms = max(10, int(round(self.options.interval * 1000)))
         argv = [perf_binary(), "stat", "-a", "-x", SEP, "-I", str(interval_ms)]
         for e in self.events:
             argv += ["-e", e]
-        self._out = self.workdir() / f"stat-{self._count + 1}.txt"
-        self._start([*argv, "-o", str(self._out)])
+        return [*argv, "-o", str(output)]
+
+    def begin(self, now: float, process: int | None) -> None:
+        self._process = process
+        self._enable()
 
     def end(self, now: float) -> None:
+        # One perf stat per timed process: its intervals are that process's series.
         if self._perf is None:
             return
-        seconds, _ = self._stop()
-        text = self._out.read_text(errors="replace") if self._out.exists() else ""
+        seconds = self._disable()
+        out = self._finish()
+        text = out.read_text(errors="replace")
+        out.unlink(missing_ok=True)
         totals, units, rows, unsupported = parse_stat_intervals(text, online_cpus())
         if not totals and not unsupported:
-            raise PerfFailed(f"perf stat wrote no counts to {self._out}")
+            raise PerfFailed(f"perf stat wrote no counts to {out}")
         self._parts.append(StatPart(self._process, seconds, totals, units, rows))
-        self._out.unlink(missing_ok=True)
+        self._prelaunch()
 
     def collect(self) -> Collected:
         parts, self._parts = self._parts, []
@@ -756,8 +822,7 @@ class PerfProfile(PerfMonitor):
     def __init__(self, options: PerfProfileOptions):
         super().__init__(options)
         self.event = "cpu-clock"
-        self._data: list[tuple[int | None, Path, float]] = []
-        self._process: int | None = None
+        self._seconds = 0.0      # counted in this repetition so far
 
     def check(self) -> None:
         perf_binary()
@@ -772,36 +837,37 @@ class PerfProfile(PerfMonitor):
             raise Unavailable("perf cannot sample cpu-clock here")
         self.notes.append(f"perf-profile sampled {self.event} at {self.options.freq} Hz "
                           f"(metric names keep LKP's cycles-pp)")
+        self.check_launch()
 
-    def begin(self, now: float, process: int | None) -> None:
-        self._process = process
-        data = self.workdir() / f"perf-{self._count + 1}.data"
+    def output_name(self, n: int) -> str:
+        return f"perf-{n}.data"
+
+    def perf_argv(self, output: Path) -> list[str]:
         graph = ["-g"] if self.options.call_graph == "fp" else ["--call-graph", "dwarf"]
-        self._current = data
         # --no-buildid: perf script reads the file at once, on this machine, so the build-id pass
         # perf record makes at its end (hundreds of ms) buys nothing.
-        self._start([perf_binary(), "record", "-a", *graph, "-e", self.event, "-F", str(self.options.freq),
-                     "-q", "--no-buildid", "-o", str(data)])
+        return [perf_binary(), "record", "-a", *graph, "-e", self.event, "-F", str(self.options.freq),
+                "-q", "--no-buildid", "-o", str(output)]
+
+    def begin(self, now: float, process: int | None) -> None:
+        self._enable()
 
     def end(self, now: float) -> None:
-        if self._perf is None:
-            return
-        seconds, _ = self._stop()
-        if not self._current.exists():
-            raise PerfFailed(f"perf record wrote no {self._current}")
-        self._data.append((self._process, self._current, seconds))
+        # One perf record per repetition, enabled only during its timed processes.
+        if self._perf is not None:
+            self._seconds += self._disable()
 
     def collect(self) -> Collected:
-        data, self._data = self._data, []
-        if not data:
+        if self._perf is None or self._seconds == 0:
             return Collected()
-        perf = perf_binary()
-        samples: list[ProfileSample] = []
-        for _, path, _ in data:
-            samples.extend(parse_perf_script(perf_script(perf, path), ))
-            path.unlink(missing_ok=True)
+        seconds, self._seconds = self._seconds, 0.0
+        data = self._finish()
+        try:
+            samples = parse_perf_script(perf_script(perf_binary(), data))
+        finally:
+            data.unlink(missing_ok=True)
+            self._prelaunch()
         profile = reduce_profile(samples)
-        seconds = sum(s for _, _, s in data)
         out = profile_samples(profile, self.options)
         out.append(informational("perf-profile.samples", profile.samples, ""))
         return Collected(samples=out, series=[(None, round(seconds, 6), symbol_row(profile, self.options))])
