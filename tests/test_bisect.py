@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,10 +84,18 @@ def make_repo(path: Path, slow_at: int = SLOW_AT, broken_at: int = BROKEN_AT, n:
     return shas
 
 
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("template") / "repo"
+    return repo, make_repo(repo)
+
+
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, template):
+    # A copy of one generated repository per test: the same commits, made once.
     repo = tmp_path / "repo"
-    shas = make_repo(repo)
+    shutil.copytree(template[0], repo, symlinks=True)
+    shas = template[1]
     job = tmp_path / "loop.yaml"
     job.write_text(JOB)
     env = {**os.environ, "PERFLAB_DB": str(tmp_path / "store.db"), "TMPDIR": str(tmp_path)}
