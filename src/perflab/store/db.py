@@ -118,10 +118,16 @@ def default_url() -> str:
     return os.path.join(data_home, "perflab", "perflab.db")
 
 
-def _as_url(target: str) -> str:
-    if "://" in target:
-        return target
-    return "sqlite:///" + os.path.abspath(os.path.expanduser(target))
+def _as_url(target: str) -> URL:
+    """The SQLAlchemy URL of a path or URL. PostgreSQL URLs without a driver
+    (postgresql://, postgres:// as libpq writes them) get psycopg 3, perflab's
+    driver: SQLAlchemy's own default for them is psycopg2."""
+    if "://" not in target:
+        return make_url("sqlite:///" + os.path.abspath(os.path.expanduser(target)))
+    url = make_url(target)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -134,6 +140,31 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+def _without_nul(value):
+    """A string PostgreSQL can keep: text columns refuse NUL, which a benchmark's
+    output tail or an imported file may hold; it becomes U+FFFD, as undecodable
+    bytes do. Other values unchanged (JSON travels escaped as \\u0000)."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+
+
+def _scrub_params(params):
+    if isinstance(params, dict):
+        if any(isinstance(v, str) and "\x00" in v for v in params.values()):
+            return {k: _without_nul(v) for k, v in params.items()}
+        return params
+    if isinstance(params, (list, tuple)):
+        if params and isinstance(params[0], (dict, list, tuple)):  # executemany: one per row
+            scrubbed = [_scrub_params(p) for p in params]
+            return scrubbed if any(a is not b for a, b in zip(scrubbed, params)) else params
+        if any(isinstance(v, str) and "\x00" in v for v in params):
+            return type(params)(_without_nul(v) for v in params)
+    return params
+
+
+def _postgres_nul_guard(conn, cursor, statement, parameters, context, executemany):
+    return statement, _scrub_params(parameters)
 
 
 def process_start_time(pid: int) -> str | None:
@@ -184,12 +215,33 @@ def _no_room(e: SQLAlchemyError) -> bool:
 
 
 def _engine(url: URL, label: str) -> Engine:
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise PerflabError(f"cannot use database URL {label}: perflab keeps its store in SQLite (a path) "
+                           f"or PostgreSQL (postgresql://USER@HOST:PORT/DB), not {backend}")
+    options = {}
+    if backend == "postgresql":
+        # A server that does not answer is an error within seconds, not a hang;
+        # pool_pre_ping lets a long-lived process (a worker) outlive a server restart.
+        options = {"pool_pre_ping": True}
+        if "connect_timeout" not in url.query:
+            options["connect_args"] = {"connect_timeout": 10}
     try:
-        engine = create_engine(url)
-    except (NoSuchModuleError, ArgumentError, ImportError) as e:
+        engine = create_engine(url, **options)
+    except (NoSuchModuleError, ArgumentError) as e:
         raise PerflabError(f"cannot use database URL {label}: {redact(e)}") from None
+    except ImportError as e:
+        if url.drivername == "postgresql+psycopg":
+            hint = "perflab's PostgreSQL driver, psycopg 3, is not installed: pip install 'perflab[postgres]'"
+        elif backend == "postgresql":
+            hint = f"its driver ({url.get_driver_name()}) is not installed; perflab's is psycopg 3: write postgresql://..."
+        else:
+            hint = "its driver is not installed"
+        raise PerflabError(f"cannot use database URL {label}: {hint} ({redact(e)})") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        event.listen(engine, "before_cursor_execute", _postgres_nul_guard, retval=True)
     return engine
 
 
@@ -204,10 +256,11 @@ def open_store(target: str | None = None) -> "Store":
     """
     target = target or default_url()
     try:
-        url = make_url(_as_url(target))
+        url = _as_url(target)
     except ArgumentError:
-        raise PerflabError(f"invalid database URL {redact(target)!r}: expected a path or a URL like sqlite:///FILE or postgresql+psycopg://HOST/DB") from None
-    label = url.render_as_string(hide_password=True) if "://" in target else target
+        raise PerflabError(f"invalid database URL {redact(target)!r}: expected a path or a URL like sqlite:///FILE or postgresql://USER@HOST:PORT/DB") from None
+    # Messages name the URL as the user wrote it (without its password), not as completed here.
+    label = make_url(target).render_as_string(hide_password=True) if "://" in target else target
     if _in_memory(target, url):
         raise PerflabError(f"database {label} is in memory: it would keep nothing once perflab exits; give a file path or a server URL")
     path, read_only = None, None

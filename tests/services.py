@@ -1,0 +1,329 @@
+"""Real services for the tests: a throwaway PostgreSQL cluster and a redis-server.
+
+Each starts on a free loopback port in a temporary directory, in its own
+process group, and is stopped (the whole group killed) by the fixture's
+finalizer, also when a test fails. Both can be stopped and started again on
+the same port and data, for tests of a store or broker that goes away for a
+while.
+
+If a server cannot be started, the fixture FAILS with the reason: these
+tests are never skipped silently (tools/test.sh installs the packages).
+
+    from tests.services import PostgresCluster, RedisServer   # or through conftest's fixtures
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+
+class ServiceError(RuntimeError):
+    """A service could not be started; the message says why (and shows its log's tail)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _kill_group(proc: subprocess.Popen | None, first: int, timeout: float = STOP_TIMEOUT) -> None:
+    """Signal the process group of `proc` (its own session), then SIGKILL what is left."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, first)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group, if any
+    except ProcessLookupError:
+        pass
+    if proc.poll() is None:
+        proc.wait(5)
+
+
+def _service_user() -> str | None:
+    """The user a server runs as when we are root (initdb refuses root): Debian's
+    `postgres` if the package made it, else `nobody`. None when not root."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    raise ServiceError("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
+
+
+def postgres_bindir() -> Path:
+    """The directory of initdb and postgres: $PERFLAB_PG_BINDIR, PATH, or Debian's /usr/lib/postgresql/N/bin."""
+    configured = os.environ.get("PERFLAB_PG_BINDIR")
+    if configured:
+        return Path(configured)
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[-3]))
+    if versions:
+        return Path(versions[-1]).parent
+    raise ServiceError("PostgreSQL is not installed: no initdb on PATH or under /usr/lib/postgresql/*/bin "
+                       "(tools/test.sh installs the Debian package 'postgresql')")
+
+
+class PostgresCluster:
+    """A throwaway cluster: initdb into a temp dir, `postgres` on 127.0.0.1:PORT,
+    superuser `perflab`, trust authentication on loopback only, no Unix socket
+    outside the temp dir. fsync is off by default: nothing here must survive a
+    power cut, and the tests get faster."""
+
+    SUPERUSER = "perflab"
+
+    def __init__(self, *, durable: bool = False, settings: dict[str, str] | None = None):
+        self.bindir = postgres_bindir()
+        self.user = _service_user()
+        self.base = Path(tempfile.mkdtemp(prefix="perflab-pg-"))
+        self.data = self.base / "data"
+        self.log = self.base / "postgres.log"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self._names = itertools.count(1)
+        self.settings = {"listen_addresses": "127.0.0.1", "unix_socket_directories": str(self.base),
+                         "max_connections": "100", "shared_buffers": "32MB"}
+        if not durable:
+            self.settings.update(fsync="off", synchronous_commit="off", full_page_writes="off")
+        self.settings.update(settings or {})
+        if self.user:
+            # The server's user must own its directory (and reach it: mkdtemp makes it 0700).
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.base, entry.pw_uid, entry.pw_gid)
+        try:
+            self._as_user([str(self.bindir / "initdb"), "-D", str(self.data), "-U", self.SUPERUSER,
+                           "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"], "initdb")
+        except BaseException:
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise
+
+    def _identity(self) -> dict:
+        """Popen's user/group switch (done in the child before exec, with no wrapper
+        process such as runuser between us and the server: signals reach it as sent)."""
+        if not self.user:
+            return {}
+        entry = pwd.getpwnam(self.user)
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def _as_user(self, argv: list[str], what: str) -> None:
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.base, timeout=120, **self._identity())
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+            raise ServiceError(f"{what} failed (exit {proc.returncode}): {tail}")
+
+    # -- life ----------------------------------------------------------------
+    def start(self) -> "PostgresCluster":
+        if self.running:
+            return self
+        argv = [str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port)]
+        for key, value in self.settings.items():
+            argv += ["-c", f"{key}={value}"]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.base,
+                                         stdin=subprocess.DEVNULL, start_new_session=True, **self._identity())
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError(f"postgres exited {self.proc.returncode} at start: {_tail(self.log)}")
+            if self._accepts():
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise ServiceError(f"postgres did not accept connections on 127.0.0.1:{self.port} "
+                           f"within {START_TIMEOUT:.0f} s: {_tail(self.log)}")
+
+    def _accepts(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn("postgres"), connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server: `fast` (SIGINT: ends sessions, clean shutdown) or
+        `immediate` (SIGQUIT: as a crash, recovery at the next start)."""
+        _kill_group(self.proc, signal.SIGQUIT if mode == "immediate" else signal.SIGINT)
+        self.proc = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def destroy(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # -- databases -----------------------------------------------------------
+    def dsn(self, database: str) -> str:
+        """A libpq connection string (for psycopg directly)."""
+        return f"host=127.0.0.1 port={self.port} user={self.SUPERUSER} dbname={database}"
+
+    def url(self, database: str) -> str:
+        """The database URL perflab takes (`--db`, PERFLAB_DB)."""
+        return f"postgresql://{self.SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str | None = None) -> str:
+        """A new empty database (from template0: cheap), returning its name."""
+        import psycopg
+
+        name = name or f"t{os.getpid()}_{next(self._names)}"
+        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        return name
+
+    def drop_database(self, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def sql(self, database: str, query: str, params=()) -> list[tuple]:
+        """Rows of one query (or [] for a statement), in its own transaction."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(database), autocommit=True) as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+
+class RedisServer:
+    """redis-server on 127.0.0.1:PORT in a temp dir, no persistence, in the foreground."""
+
+    def __init__(self):
+        binary = shutil.which("redis-server")
+        if not binary:
+            raise ServiceError("redis-server is not installed (tools/test.sh installs the Debian package 'redis-server')")
+        self.binary = binary
+        self.base = Path(tempfile.mkdtemp(prefix="perflab-redis-"))
+        self.log = self.base / "redis.log"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        if self.running:
+            return self
+        argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--dir", str(self.base)]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.base,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError(f"redis-server exited {self.proc.returncode} at start: {_tail(self.log)}")
+            if self.ping():
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise ServiceError(f"redis-server did not answer on 127.0.0.1:{self.port} within {START_TIMEOUT:.0f} s: {_tail(self.log)}")
+
+    def ping(self) -> bool:
+        """Whether the server answers PING (spoken in RESP, no client library needed)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+                return sock.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        _kill_group(self.proc, signal.SIGTERM)
+        self.proc = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+# -- pytest fixtures (conftest.py imports these) ------------------------------------
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One PostgreSQL cluster per test session (per xdist worker)."""
+    try:
+        cluster = PostgresCluster()
+    except (ServiceError, OSError, subprocess.SubprocessError) as e:
+        pytest.fail(f"cannot create a PostgreSQL cluster: {e}", pytrace=False)
+    try:
+        cluster.start()
+    except (ServiceError, OSError) as e:
+        cluster.destroy()
+        pytest.fail(f"cannot start PostgreSQL: {e}", pytrace=False)
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster):
+    """The URL of a fresh, empty database on the session's cluster (dropped afterwards)."""
+    if not postgres_cluster.running:  # a test that stopped it and failed before starting it again
+        postgres_cluster.start()
+    name = postgres_cluster.create_database()
+    yield postgres_cluster.url(name)
+    if postgres_cluster.running:
+        postgres_cluster.drop_database(name)
+
+
+@pytest.fixture
+def redis_server():
+    """A redis-server of this test alone (a broker test may stop and restart it)."""
+    try:
+        server = RedisServer()
+        server.start()
+    except (ServiceError, OSError) as e:
+        pytest.fail(f"cannot start redis-server: {e}", pytrace=False)
+    yield server
+    server.destroy()
