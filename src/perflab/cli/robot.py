@@ -133,4 +133,53 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         raise click.exceptions.Exit(1)
 
 
-COMMANDS = [check_cmd]
+@click.command("robot")
+@click.option("--repo", required=True, type=click.Path(), help="The git repository to watch (never touched: worktrees).")
+@click.option("--branch", help="The branch to follow (default: the checkout's HEAD).")
+@click.option("--job", "job_files", multiple=True, required=True, type=click.Path(), metavar="JOB.yaml",
+              help="Job file(s) run at every tested commit (repeatable).")
+@click.option("--build", "build_cmd", default="", metavar="CMD", help="Build command run in each commit's worktree.")
+@click.option("--name", default="default", show_default=True,
+              help="The robot's name: its runs are tagged robot-NAME, its reports kept under it.")
+@click.option("--start", metavar="REV", help="First pass: test this commit as well as the tip (default: the tip's parent).")
+@click.option("--metric", "metrics", multiple=True, metavar="GLOB",
+              help="Metrics to watch (default: every metric of the jobs but the monitors').")
+@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write each report to DIR/SHA-METRIC.txt.")
+@click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail each report (see `report regression --to`).")
+@click.option("--subject-tag", default="perflab", show_default=True)
+@click.option("--once", is_flag=True, help="One pass, then exit (for cron); default: poll every --interval.")
+@click.option("--interval", type=FiniteFloat(1), default=300.0, show_default=True, metavar="S",
+              help="Seconds between passes.")
+@db_option
+def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, out_dir, to, subject_tag, once,
+              interval, db) -> None:
+    """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
+
+    Its state (commits tested, culprits reported) lives in the store, so it
+    survives restarts. See docs/robot.md.
+
+    \b
+    Examples:
+      perflab robot --repo ~/linux --branch master --job will-it-scale-seed.yaml --build 'make -j8' --once
+      perflab robot --repo . --job bench.yaml --out reports/ --to dev@example.org
+    """
+    import time
+
+    from perflab import jobs as jobfiles
+    from perflab import robot
+
+    store = get_store(db)
+    jobs = [j for path in job_files for j in jobfiles.load(path)]
+    while True:
+        done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
+                              start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
+                              subject_tag=subject_tag, say=lambda m: click.echo(f"robot: {printable(m, 300)}"))
+        click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
+                   f"seen, {len(done.reports)} new report(s)")
+        if once:
+            return
+        time.sleep(interval)
+
+
+COMMANDS = [check_cmd, robot_cmd]

@@ -523,6 +523,34 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail(e) from None
 
+    def robot_reports(self, robot: str):
+        """The culprits a robot reported: rows (culprit, metric, good, bad, created, subject)."""
+        t = s.robot_report
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(select(t.c.culprit, t.c.metric, t.c.good, t.c.bad, t.c.created, t.c.subject)
+                                    .where(t.c.robot == robot).order_by(t.c.id)).all()
+        except SQLAlchemyError as e:
+            raise self._fail(e) from None
+
+    def add_robot_report(self, *, robot: str, culprit: str, metric: str, good: str, bad: str, subject: str,
+                         text: str, sent_to: str | None = None) -> bool:
+        """Remember a reported culprit; False when this robot had reported it already."""
+        self._check_writable("record a report")
+        try:
+            with self.engine.begin() as conn:
+                known = conn.execute(select(s.robot_report.c.id).where(
+                    (s.robot_report.c.robot == robot) & (s.robot_report.c.culprit == culprit)
+                    & (s.robot_report.c.metric == metric))).first()
+                if known:
+                    return False
+                conn.execute(insert(s.robot_report).values(
+                    robot=robot, culprit=culprit, metric=metric, good=good, bad=bad, created=utcnow(),
+                    subject=subject, text=text, sent_to=sent_to))
+                return True
+        except SQLAlchemyError as e:
+            raise self._fail(e) from None
+
     def add_failure(self, run_id: int, item: str, message: str) -> None:
         try:
             with self.engine.begin() as conn:

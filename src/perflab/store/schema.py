@@ -117,3 +117,21 @@ monitor_series = Table(
     Column("values", JSON, nullable=False),  # {field: value} of that interval
 )
 Index("ix_monitor_series_run_monitor", monitor_series.c.run_id, monitor_series.c.monitor)
+
+# What the regression robot reported: one row per (robot, culprit commit, metric), so that
+# a culprit is never reported twice, across restarts.
+robot_report = Table(
+    "robot_report",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("robot", String(100), nullable=False),
+    Column("culprit", String(64), nullable=False),
+    Column("metric", String(255), nullable=False),
+    Column("good", String(64), nullable=False),
+    Column("bad", String(64), nullable=False),
+    Column("created", DateTime, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("sent_to", Text),
+    UniqueConstraint("robot", "culprit", "metric", name="uq_robot_report_culprit"),
+)

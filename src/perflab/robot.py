@@ -1,0 +1,218 @@
+"""The regression robot's loop: test new commits, notice a level change, bisect it, report the culprit once.
+
+One pass (`perflab robot --once`):
+
+1. the branch's first-parent history is read from the repository; the commits
+   the robot already tested are those of its runs (tag `robot-NAME`) in the
+   store — its state lives there, so it survives restarts;
+2. untested work is measured: the first pass tests `--start` (default: the
+   tip's parent) and the tip; later passes test each new tip. Every commit is
+   built and measured in a detached `git worktree` (the user's checkout is
+   never touched), through the one runner, its runs stored with the commit;
+3. regressions are looked for twice over the series of tested commits: the
+   change points of `perflab detect` (perflab.series / stats.changepoints) and,
+   for the newest commit, a comparison of its samples with the previous tested
+   commit's (perflab.comparison: Welch with FDR) — a level change at the end of
+   a series is one point long, which a change-point method rightly refuses to
+   call on its own;
+4. each regression is bisected (perflab.bisect) between the last good and the
+   first bad tested commits — unless they are adjacent, when the bad one is the
+   culprit — and one report (perflab.regression) is written per culprit and
+   metric; the store's robot_report table remembers it, so no culprit is ever
+   reported twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab import bisect, series
+from perflab.errors import PerflabError
+from perflab.stats.compare import PRIMARY, REGRESSION
+
+
+@dataclass
+class Finding:
+    benchmark: str
+    metric: str
+    good: str
+    bad: str
+    change: float
+    how: str                       # "change point" or "newest commit"
+
+
+@dataclass
+class Pass:
+    tested: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    reports: list[tuple[str, str]] = field(default_factory=list)     # (culprit, path or "sent ...")
+    skipped: list[str] = field(default_factory=list)                  # said, not reported
+
+
+def _tested(store, tag: str) -> set[str]:
+    return {r.commit for r in store.find_runs(tag=tag) if r.commit and r.status in ("finished", "partial")}
+
+
+def _measure(store, repo: Path, sha: str, jobs: list[dict], build_cmd: str, tag: str, box, say) -> bool:
+    """Build and run the jobs at `sha` in a worktree; False when the build failed."""
+    from perflab.runner.loop import run_jobs
+
+    base = Path(tempfile.mkdtemp(prefix="perflab-robot-"))
+    path = base / "tree"
+    bisect.git(repo, "worktree", "add", "--detach", str(path), sha)
+    here = os.getcwd()
+    try:
+        why = bisect.build(path, build_cmd, None)
+        if why is not None:
+            say(f"{sha[:12]}: build failed, not measured: {why}")
+            return False
+        os.chdir(path)   # commands like ./prog mean the program built in this worktree
+        atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}"} for j in jobs]
+        outcomes = run_jobs(store, atomic, box=box, repo=str(path))
+        failed = [o for o in outcomes if o.error]
+        if failed:
+            say(f"{sha[:12]}: {len(failed)} job(s) failed: {failed[0].error}")
+        say(f"{sha[:12]}: measured ({sum(o.samples for o in outcomes)} samples)")
+        return True
+    finally:
+        os.chdir(here)
+        bisect.git(repo, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(base, ignore_errors=True)
+        bisect.git(repo, "worktree", "prune", check=False)
+
+
+def _wanted(metric: str, metrics: tuple[str, ...]) -> bool:
+    import fnmatch
+
+    from perflab.monitors import monitor_of
+
+    if metrics:
+        return any(fnmatch.fnmatchcase(metric, m) for m in metrics)
+    return monitor_of(metric) is None
+
+
+def find_regressions(store, *, repo: str, branch: str | None, tag: str, metrics: tuple[str, ...],
+                     order: list[str]) -> list[Finding]:
+    """Regressions among the tested commits: change points of the series, and the newest commit's comparison."""
+    from perflab.comparison import compare
+
+    findings: list[Finding] = []
+    history = series.build(store, tag=tag, repo=repo, branch=branch, metrics=metrics)
+    for result in series.analyse(history):
+        s = result.series
+        if not _wanted(s.metric, metrics):
+            continue
+        for cp, kind in zip(result.detection.change_points, result.kinds):
+            if kind != series.REGRESSION:
+                continue
+            before, after = s.points[cp.index - 1].commit, s.points[cp.index].commit
+            if before and after:
+                findings.append(Finding(s.benchmark, s.metric, before, after, cp.change, "change point"))
+    tested = [c for c in order if c in _tested(store, tag)]
+    if len(tested) >= 2:
+        good, bad = tested[-2], tested[-1]
+        result = compare(store, [f"tag={tag},commit={good}", f"tag={tag},commit={bad}"], monitors="none")
+        for row in result.verdicts(0, REGRESSION):
+            if row.family == PRIMARY and _wanted(row.metric, metrics) and not any(
+                    f.metric == row.metric and f.bad == bad for f in findings):
+                findings.append(Finding(row.benchmark, row.metric, good, bad, row.heads[0].pct_change,
+                                        "newest commit"))
+    return findings
+
+
+def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cmd: str = "", name: str = "default",
+             start: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
+             out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
+             say: Callable[[str], None] = lambda m: None) -> Pass:
+    from perflab import regression
+    from perflab.report.regression import render
+
+    if not re.fullmatch(r"[\w.-]{1,60}", name):
+        raise PerflabError(f"--name {name!r}: letters, digits, '.', '_' and '-' only (at most 60)")
+    root = bisect.repo_root(repo)
+    rev, commits = series.first_parent(str(root), branch)
+    if not commits:
+        raise PerflabError(f"--repo {repo}: the branch has no commits")
+    order = [c.sha for c in commits]
+    tag = f"robot-{name}"
+    done = Pass()
+    tested = _tested(store, tag)
+    todo = []
+    if not tested:
+        first = bisect.resolve(root, start, "--start") if start else (order[-2] if len(order) > 1 else None)
+        if first and first not in order:
+            raise PerflabError(f"--start {start}: not on the first-parent history of {rev}")
+        if first:
+            todo.append(first)
+    if order[-1] not in tested:
+        todo.append(order[-1])
+    for sha in todo:
+        if _measure(store, root, sha, jobs, build_cmd, tag, box, say):
+            done.tested.append(sha)
+    done.findings = find_regressions(store, repo=str(root), branch=branch, tag=tag, metrics=metrics, order=order)
+    reported = {(r.culprit, r.metric) for r in store.robot_reports(name)}
+    ranges = [(r.good, r.bad, r.metric) for r in store.robot_reports(name)]
+    for f in done.findings:
+        if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
+               for g, b, m in ranges if g in order and b in order):
+            continue   # a regression already bisected and reported
+        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say)
+        if culprit is None:
+            done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
+            continue
+        if (culprit, f.metric) in reported:
+            continue
+        report = regression.build(store, base_op, head_op, tag=subject_tag, metrics=[f.metric], repo=str(root),
+                                  build_command=build_cmd or None)
+        text = render(report)
+        where = None
+        if out_dir:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            safe = re.sub(r"[^\w.-]+", "_", f.metric)
+            path = Path(out_dir) / f"{culprit[:12]}-{safe}.txt"
+            path.write_text(text)
+            where = str(path)
+        sent = None
+        if to:
+            from perflab import config
+
+            mail = config.load().get("mail", {})
+            msg = regression.message(report, text.split("\n", 2)[2], list(to), mail.get("from", "perflab <perflab@localhost>"))
+            sent = regression.send(msg, mail)
+        store.add_robot_report(robot=name, culprit=culprit, metric=f.metric, good=f.good, bad=f.bad,
+                               subject=report.subject, text=text, sent_to=", ".join(to) or None)
+        reported.add((culprit, f.metric))
+        done.reports.append((culprit, sent or where or report.subject))
+        say(f"reported {culprit[:12]}: {report.subject}" + (f" ({sent or where})" if sent or where else ""))
+    return done
+
+
+def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say):
+    """(culprit sha, base operand, head operand) of a finding: bisected unless good and bad are adjacent."""
+    gi, bi = order.index(f.good), order.index(f.bad)
+    if bi == gi + 1:
+        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}"
+    job = next((j for j in jobs if j["benchmark"] == f.benchmark), None)
+    if job is None:
+        say(f"{f.metric}: no job of {f.benchmark} to bisect with")
+        return None, None, None
+    say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
+    try:
+        result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
+                              job={**job, "runs": 1}, metric=f.metric, tag=None, box=box, say=say)
+    except (bisect.BisectError, bisect.EndsDoNotDiffer) as e:
+        say(f"not bisected: {e}")
+        return None, None, None
+    if result.culprit is None:
+        say(f"bisection {result.record.id} ended without a single culprit "
+            f"({len(result.candidates)} candidates left by skipped commits)")
+        return None, None, None
+    sha = result.culprit["sha"]
+    btag = result.record.tag
+    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}"
