@@ -30,7 +30,8 @@ def _below_one(ctx, param, value):
 @click.option("--branch", metavar="B", help="The branch (or revision) of --repo; default its HEAD.")
 @click.option("--style", "-s", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=ALPHA, callback=_below_one,
-              show_default=True, help="Level of the test that confirms each change point (two-sided).")
+              show_default=True, help="Level of the test that confirms each change point (two-sided, adjusted for the "
+                   "positions the change could have taken).")
 @click.option("--min-points", type=click.IntRange(min=1), default=MIN_POINTS, show_default=True,
               help="Shortest level, in points: a shorter excursion is a spike, not a change.")
 @click.option("--threshold", type=FiniteFloat(minimum=0), default=THRESHOLD_PCT, show_default=True,
@@ -44,7 +45,8 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
     the branch (the runs of one commit are one point); otherwise run start time. A change
     point is reported with its position, the change with its 95% interval, the level
     (mean ± stddev) before and after, the p-value, and the smallest change the points
-    either side could detect with 90% power. Single-run spikes are never called.
+    either side could detect with 90% power. An excursion of fewer than --min-points runs is a spike,
+    never a change point.
 
     \b
     Examples:
