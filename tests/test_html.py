@@ -1,0 +1,339 @@
+"""`perflab report html` and the --plot pictures, checked in a real headless Chromium.
+
+The store is built once per module through `perflab import` (a history of 12 runs with a
+step, a tagged base and head, a will-it-scale sweep, an LMbench and a kernbench run, a
+series of one point), with a tag and a comment that try to run script. Chromium is
+started once per module; without it the browser tests fail and say to run tools/test.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, PERFLAB, assert_one_line_error
+
+EVIL_TAG = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+EVIL_COMMENT = "<!-- c --><script>alert(3)</script><img src=x onerror=alert(4)> </script> $x^2$"
+EVIL_METRIC = "bench.<b>bold</b>_us"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+ENV = {"testbox": "box1", "kernel_release": "6.8.0", "cc_version": "gcc 12.2.0", "arch": "x86_64",
+       "cpu_model": "Test CPU <i>fast</i>"}
+
+
+def _run(benchmark, params, tag, commit, started, samples, comment=None, kernel="6.8.0"):
+    return {"uuid": str(uuid.uuid4()), "testbox": "box1", "benchmark": benchmark, "name": benchmark, "params": params,
+            "tag": tag, "commit": commit, "dirty": False, "started": started, "finished": started, "status": "finished",
+            "comment": comment, "error": None, "environment": {**ENV, "kernel_release": kernel}, "failures": [],
+            "samples": samples}
+
+
+def _document() -> dict:
+    rnd = random.Random(7)
+    runs = []
+    # History: 12 runs, a 15% step after the 6th; run 5 has the hostile tag, run 8 the hostile comment.
+    for i in range(12):
+        level = 10.0 if i < 6 else 11.5
+        samples = [["bench.latency_us", level + rnd.gauss(0, 0.03), "us", -1, k] for k in range(4)]
+        samples += [["bench.ops_per_sec", 1000 + rnd.gauss(0, 3), "ops/s", 1, k] for k in range(4)]
+        samples += [[EVIL_METRIC, 3 + rnd.gauss(0, 0.01), "us", -1, k] for k in range(4)]
+        runs.append(_run("bench", {"mode": "process"}, EVIL_TAG if i == 5 else f"v{i}", f"{i + 1:02x}" * 20,
+                         f"2026-11-{i + 2:02d}T10:00:00", samples, comment=EVIL_COMMENT if i == 8 else None,
+                         kernel="6.8.0" if i < 6 else "6.9.0"))
+    # A bimodal head: half the samples at the base level, half 30% slower.
+    for tag, values in (("base", [5.0, 5.02, 4.98, 5.01, 4.99, 5.0]), ("head", [5.0, 6.5, 5.02, 6.52, 4.98, 6.48])):
+        runs.append(_run("bimodal", {}, tag, "d55f34411b1b126429a823d06c3124c16283231f" if tag == "base" else
+                         "0355322b3577eeab7669066df42c550a56801110", "2026-11-20T10:00:00",
+                         [["bimodal.time_us", v, "us", -1, k] for k, v in enumerate(values)],
+                         kernel="6.8.0" if tag == "base" else "6.9.0"))
+    for mode in ("process", "thread"):
+        for tasks in (1, 2):
+            runs.append(_run("will-it-scale", {"test": "page_fault1", "mode": mode, "nr_task": tasks}, "wis", "a" * 40,
+                             "2026-11-21T10:00:00", [["will-it-scale.workload", 1e6 * tasks * (0.9 if tasks > 1 else 1)
+                                                      + rnd.gauss(0, 1e3), "ops/s", 1, k] for k in range(3)]))
+    runs.append(_run("lmbench", {}, "lm", "b" * 40, "2026-11-21T11:00:00",
+                     [["syscall.null", 0.05, "us", -1, 0], ["syscall.stat", 0.4, "us", -1, 0]]))
+    runs.append(_run("kernbench", {"load": "half", "jobs": 1}, "kb", "c" * 40, "2026-11-21T12:00:00",
+                     [["kernbench.elapsed_time", 60 + k, "s", -1, k] for k in range(3)]))
+    runs.append(_run("lonely", {}, "once", "e" * 40, "2026-11-22T10:00:00", [["lonely.time_s", 1.5, "s", -1, 0]]))
+    return {"format": "perflab-export", "version": 1, "runs": runs}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    assert PERFLAB, "the perflab command is not installed in this environment"
+    tmp = tmp_path_factory.mktemp("html")
+    cli = CLI(tmp / "perflab.db", tmp, tmp / "cache")
+    (tmp / "doc.json").write_text(json.dumps(_document()))
+    cli("import", tmp / "doc.json")
+    return cli
+
+
+@pytest.fixture(scope="module")
+def reports(store):
+    """(comparison report of bimodal base/head, history report of everything)."""
+    compared = store.tmp / "compare.html"
+    store("report", "html", "base", "head", "-o", compared)
+    everything = store.tmp / "all.html"
+    store("report", "html", "-o", everything, "--title", "all <b>runs</b>")
+    return compared, everything
+
+
+def _data(path: Path) -> dict:
+    text = path.read_text()
+    m = re.search(r'<script type="application/json" id="perflab-data">(.*?)</script>', text, re.S)
+    assert m, "the page embeds its data"
+    return json.loads(m.group(1))
+
+
+# -- the file ---------------------------------------------------------------------
+
+def test_file_is_self_contained_and_escaped(reports):
+    for path in reports:
+        text = path.read_text()
+        assert 2_000_000 < len(text) < 10_000_000          # plotly.js (several MB) inlined, and little else
+        assert "plotly.js v" in text
+        # Nothing fetched: no external script, stylesheet, image or frame.
+        assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)\s*=', text, re.I)
+        # The hostile strings never appear as markup: only the JSON's \u003c escapes of them.
+        for raw in ("<script>alert(", "<img src=x", "<!-- c -->", "<b>bold</b>", "<i>fast</i>"):
+            assert raw not in text
+        assert text.count("</script>") == 3                  # plotly, the data, the page's script
+    data = _data(reports[1])
+    tags = {r["tag"] for r in data["runs"].values()}
+    comments = {r["comment"] for r in data["runs"].values()}
+    assert EVIL_TAG in tags and EVIL_COMMENT in comments    # kept exactly, shown as text
+    assert EVIL_METRIC in data["metrics"]
+    assert "<title>all &lt;b&gt;runs&lt;/b&gt;</title>" in reports[1].read_text()
+
+
+def test_document_parts(reports):
+    cmp = _data(reports[0])["comparison"]
+    assert cmp["labels"] == ["base", "head"]
+    (row,) = [r for r in cmp["rows"] if r["metric"] == "bimodal.time_us"]
+    for key in ("pct_change", "ci_low", "ci_high", "p_value", "p_adjusted", "verdict", "detectable", "warnings",
+                "base_stats", "head_stats", "family"):
+        assert key in row
+    assert 0 < row["pct_change"] < 0.3 and row["detectable"] > 0
+    assert ["kernel_release", "6.8.0", "6.9.0"] in cmp["env_diff"][0]["diffs"]
+    data = _data(reports[1])
+    trends = {t["metric"]: t for t in data["trends"]}
+    step = trends["bench.latency_us"]
+    assert len(step["points"]) == 12
+    assert [c["index"] for c in step["changes"]] == [6] and step["changes"][0]["kind"] == "regression"
+    assert len(trends["lonely.time_s"]["points"]) == 1
+    (scaling,) = data["scaling"]
+    assert {m["mode"] for m in scaling["modes"]} == {"process", "thread"}
+    assert "syscall" in data["lmbench"].lower() or "null" in data["lmbench"].lower()
+    assert "Half load -j 1" in data["kernbench"]
+    assert sum(len(v) for v in data["samples"].values()) == 12 * 12 + 12 + 12 + 2 + 3 + 1
+
+
+def test_empty_selection_writes_nothing(store):
+    out = store.tmp / "none.html"
+    proc = store("report", "html", "--benchmark", "nosuch", "-o", out, check=False)
+    assert_one_line_error(proc, "no usable run matches", "--benchmark nosuch", "no file written")
+    assert not out.exists()
+    proc = store("report", "html", "--benchmark", "bench", "--metric", "nosuchmetric", "-o", out, check=False)
+    assert_one_line_error(proc, "nosuchmetric", "no file written")
+    assert not out.exists()
+    proc = store("report", "html", "base", "nosuchtag", "-o", out, check=False)
+    assert_one_line_error(proc, "nosuchtag")
+    assert not out.exists()
+
+
+def test_unwritable_output_is_one_line(store):
+    for target, needle in ((store.tmp / "no" / "dir" / "r.html", "does not exist"), (store.tmp, "is a directory"),
+                           ("/proc/perflab-report.html", "cannot write")):
+        proc = store("report", "html", "-o", target, check=False)
+        assert_one_line_error(proc, str(target), needle)
+
+
+@pytest.mark.parametrize("ext", ["png", "svg"])
+def test_log_plot(store, ext):
+    out = store.tmp / f"log.{ext}"
+    proc = store("log", "bench", "--plot", out)
+    assert f"plot: {out}" in proc.stderr
+    _check_picture(out, ext)
+
+
+def test_plot_bad_name_is_one_line(store):
+    assert_one_line_error(store("log", "--plot", store.tmp / "log.txt", check=False), "log.txt", ".png or .svg")
+    assert_one_line_error(store("log", "--plot", store.tmp / "nodir" / "log.png", check=False), "does not exist")
+
+
+def test_report_scaling_plot(store):
+    out = store.tmp / "scaling.svg"
+    store("report", "scaling", "--plot", out)
+    _check_picture(out, "svg")
+
+
+def _check_picture(path: Path, ext: str) -> None:
+    data = path.read_bytes()
+    if ext == "png":
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
+    else:
+        root = ET.fromstring(data)
+        assert root.tag.endswith("svg")
+        assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 5
+
+
+# -- in the browser -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} is missing: run tools/test.sh (it installs the Debian packages "
+                    "chromium and chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is missing: run tools/test.sh (it installs perflab[test])")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)   # never a downloaded driver
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _artifacts(tmp_path) -> Path:
+    where = Path(os.environ.get("PERFLAB_ARTIFACTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def _open(driver, path: Path) -> None:
+    driver.get(path.resolve().as_uri())
+    driver.get_log("browser")  # the previous page's entries, if any, are not this page's
+
+
+def _no_errors(driver) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert                      # no script of a user's string ran
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+
+def _charts(driver) -> list[dict]:
+    return driver.execute_script("""
+        return Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => ({
+            id: p.id, traces: p.data.length,
+            drawn: p.querySelectorAll('svg.main-svg .point, svg.main-svg path.js-line, svg.main-svg .box').length,
+            width: p.querySelector('svg.main-svg') ? p.querySelector('svg.main-svg').getBoundingClientRect().width : 0}));""")
+
+
+def test_history_page_in_chromium(browser, reports, tmp_path):
+    page = reports[1]
+    _open(browser, page)
+    shot = _artifacts(tmp_path) / "report-history.png"
+    browser.save_screenshot(str(shot))
+    print(f"screenshot: {shot}")
+    errors_checked = False
+    data = _data(page)
+    charts = {c["id"]: c for c in _charts(browser)}
+    assert len(charts) == len(data["trends"]) + len(data["scaling"]) + len(data["distributions"])
+    for i, t in enumerate(data["trends"]):
+        c = charts[f"trend-{i}"]
+        assert c["traces"] == 3 and c["width"] > 100, c          # runs, levels, annotated
+        assert c["drawn"] >= min(len(t["points"]), 1), (t["metric"], c)
+    lonely = next(i for i, t in enumerate(data["trends"]) if t["metric"] == "lonely.time_s")
+    assert charts[f"trend-{lonely}"]["drawn"] >= 1                 # one point still draws
+    assert charts["scaling-0"]["traces"] == 4 and charts["scaling-0"]["drawn"] > 0
+    for i, d in enumerate(data["distributions"]):
+        assert charts[f"distribution-{i}"]["traces"] == len(d["variants"]) and charts[f"distribution-{i}"]["drawn"] > 0
+    assert "Half load -j 1" in browser.find_element("id", "kernbench-body").text
+    assert browser.find_element("id", "lmbench").is_displayed()
+
+    # Hovering a point shows its commit (and the hostile tag, as text).
+    step = next(i for i, t in enumerate(data["trends"]) if t["metric"] == "bench.latency_us")
+    hover = browser.execute_script(f"""
+        const p = document.getElementById('trend-{step}');
+        p.scrollIntoView();
+        Plotly.Fx.hover(p, [{{curveNumber: 0, pointNumber: 5}}]);
+        const layer = p.querySelector('.hoverlayer');
+        return layer ? layer.textContent : '';""")
+    assert "06" * 6 in hover, hover
+    assert "<script>alert(1)</script>" in hover, hover
+
+    # A click on a point shows that run's samples and environment; the hostile comment as text.
+    run8 = data["trends"][step]["points"][8]["runs"][0]
+    browser.execute_script(f"document.getElementById('trend-{step}').emit('plotly_click', "
+                           f"{{points: [{{customdata: {run8}}}]}});")
+    detail = browser.find_element("id", "run-detail")
+    assert detail.is_displayed()
+    text = detail.text
+    assert f"#{run8}" in text and "bench.latency_us" in text and "Test CPU <i>fast</i>" in text
+    assert "<script>alert(3)</script>" in text
+    assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+    body = browser.find_element("tag name", "body").text
+    assert "all <b>runs</b>" in browser.title
+    _no_errors(browser)
+    errors_checked = True
+    assert errors_checked and "Trends" in body
+
+
+def test_comparison_page_in_chromium(browser, reports, tmp_path):
+    page = reports[0]
+    _open(browser, page)
+    data = _data(page)
+    rows = browser.find_elements("css selector", "#comparison-table tbody tr")
+    own = [r for r in data["comparison"]["rows"] if not r["monitor"]]
+    assert len(rows) == len(own) >= 1
+    verdicts = {r["verdict"] for r in own}
+    table_text = browser.find_element("id", "comparison-table").text
+    assert "bimodal.time_us" in table_text and "detectable" in table_text
+
+    # The filters hide rows.
+    def visible():
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#comparison-table tbody tr')).filter(r => !r.hidden)"
+            ".map(r => r.dataset.metric)")
+
+    box = browser.find_element("id", "filter-metric")
+    box.send_keys("no-metric-has-this-name")
+    assert visible() == []
+    box.clear()
+    box.send_keys("bimodal")
+    assert visible() == ["bimodal.time_us"]
+    from selenium.webdriver.support.ui import Select
+
+    box.clear()
+    browser.execute_script("document.getElementById('filter-metric').dispatchEvent(new Event('input'))")
+    other = "regression" if "regression" not in verdicts else "improvement"
+    Select(browser.find_element("id", "filter-verdict")).select_by_value(sorted(verdicts)[0])
+    assert len(visible()) == sum(1 for r in own if r["verdict"] == sorted(verdicts)[0])
+    browser.execute_script(f"const s = document.getElementById('filter-verdict'); s.add(new Option('{other}', '{other}'));"
+                           f"s.value = '{other}'; s.dispatchEvent(new Event('change'));")
+    assert visible() == []
+
+    # Sorting by a column orders the rows.
+    browser.execute_script("document.getElementById('filter-verdict').value = '';"
+                           "document.getElementById('filter-verdict').dispatchEvent(new Event('change'))")
+    header = browser.find_element("xpath", "//table[@id='comparison-table']//th[text()='metric']")
+    header.click()
+    names = [r.get_attribute("data-metric") for r in browser.find_elements("css selector", "#comparison-table tbody tr")]
+    assert names == sorted(names, key=str.lower)
+
+    env = browser.find_element("id", "environment").text
+    assert "kernel_release" in env and "6.9.0" in env
+    for c in _charts(browser):
+        assert c["traces"] >= 1 and c["drawn"] > 0, c
+    shot = _artifacts(tmp_path) / "report-compare.png"
+    browser.save_screenshot(str(shot))
+    print(f"screenshot: {shot}")
+    _no_errors(browser)
