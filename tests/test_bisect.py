@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -144,7 +145,9 @@ def test_finds_the_commit_skips_the_unbuildable_one_and_leaves_the_repo_clean(la
     out = done.stdout
     assert f"first bad commit: {shas[SLOW_AT - 1]}" in out, out + done.stderr
     assert "subject: change 11" in out and "A Developer <dev@example.com>" in out
-    assert "regression" in out and "could detect a change of" in out
+    # its evidence: a slowdown against the good end, and what these samples could have detected
+    assert re.search(r"^  loop\.ratio: good [0-9.]+ \(n=\d+\) -> [0-9.]+ \(n=\d+\): \+\d", out, re.MULTILINE), out
+    assert "could detect a change of" in out
     assert f"git bisect skip {shas[BROKEN_AT - 1]}" in out          # the unbuildable commit, skipped
     assert f"# first bad commit: [{shas[SLOW_AT - 1]}]" in out       # git bisect log
     assert "skipped (--build failed: exited with status 1" in done.stderr

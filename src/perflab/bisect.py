@@ -296,10 +296,10 @@ def check_metric(job: dict, metric: str) -> tuple[int, str]:
 class StepRecord:
     commit: str
     verdict: str              # good | bad | skip
-    n: int = 0
+    n: int = 0                # runs at the commit (disturbed ones included)
     llr: float = 0.0
-    p_bad: float = math.nan
-    position: float = math.nan
+    p_bad: float | None = None
+    position: float | None = None
     forced: bool = False      # decided at max_step without reaching the test's bounds
     drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
     why: str = ""             # for skips
@@ -459,10 +459,11 @@ class Bisection:
                 local = True
                 continue
             if v.verdict is not None:
-                return StepRecord(commit, v.verdict, v.n, v.llr, v.p_bad, v.position, drift=local)
+                return StepRecord(commit, v.verdict, len(self.samples[commit]), v.llr, v.p_bad, v.position,
+                                  drift=local)
             if len(self.samples[commit]) >= s.max_step:
-                return StepRecord(commit, BAD if v.llr > 0 else GOOD, v.n, v.llr, v.p_bad, v.position,
-                                  forced=True, drift=local)
+                return StepRecord(commit, BAD if v.llr > 0 else GOOD, len(self.samples[commit]), v.llr, v.p_bad,
+                                  v.position, forced=True, drift=local)
             end = {GOOD: good, BAD: bad}.get(v.next)
             if end is not None and len(self.samples[end]) < s.max_end:
                 self.measure(end, 1, v.next)
@@ -547,21 +548,26 @@ class Bisection:
         return sum(1 for values in self.samples.values() if values)
 
     def _evidence(self, culprit: str | None, steps: list[StepRecord]) -> dict:
+        import numpy as np
+
         from perflab.stats.compare import compare_many
         from perflab.stats.power import detectable_change
 
         if culprit is None or not self.samples.get(culprit):
             return {}
-        good = self.samples[self.rec.good]
-        values = self.samples[culprit]
+
+        # The same samples the sequential test judged by: disturbed ones left out.
+        (g, c), logged = sequential.transform(self.samples[self.rec.good], self.samples[culprit])
+        (g, c), dropped = sequential.drop_disturbed(g, c)
+        good, values = (np.exp(g), np.exp(c)) if logged else (g, c)
         cmp = compare_many([(good, values, self.rec.direction)], alpha=0.05, threshold=self.settings.threshold)[0]
-        (g, c), logged = sequential.transform(good, values)
         sd = sequential.pooled_sd(g, c)
         decided = next((s for s in steps if s.commit == culprit), None)
         parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip() if culprit != self.rec.good else ""
         parent_step = next((s for s in steps if s.commit == parent), None)
         return {
-            "n_good": len(good), "n_culprit": len(values), "culprit_values": values,
+            "n_good": len(good), "n_culprit": len(values), "culprit_values": list(self.samples[culprit]),
+            "dropped": dropped,
             "good_mean": cmp.base.mean, "culprit_mean": cmp.head.mean,
             "change": cmp.pct_change, "ci": cmp.ci, "p_value": cmp.p_value, "verdict": cmp.verdict,
             "detectable": detectable_change(len(good), len(values), sd, 0.05, logged=logged, scale=cmp.base.mean),

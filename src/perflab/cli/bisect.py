@@ -107,7 +107,8 @@ def _print(result) -> None:
             click.echo(f"  {rec.metric}: good {fmt_num(ev['good_mean'])}{unit} (n={ev['n_good']}) -> "
                        f"{fmt_num(ev['culprit_mean'])}{unit} (n={ev['n_culprit']}): {_pct(ev['change'])} "
                        f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
-                       f"({word}, p={ev['p_value']:.2g})")
+                       f"({word}, p={ev['p_value']:.2g}"
+                       + (f"; {ev['dropped']} disturbed samples left out" if ev.get("dropped") else "") + ")")
             click.echo(f"  these samples could detect a change of {_pct_size(ev['detectable'])} with 90% power")
             if ev["p_bad"] is not None:
                 click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
