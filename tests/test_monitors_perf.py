@@ -264,6 +264,14 @@ def test_perf_stat_unknown_event_is_one_line_naming_it_and_perf_list():
     assert "'no-such-event-xyz'" in message and "perf list" in message and "\n" not in message
 
 
+@needs_perf
+def test_unknown_event_on_the_command_line_is_one_line_and_runs_nothing(cli):
+    proc = cli("run", "cmd", "--runs", "1", "--monitor", "perf-stat:events=[cs,no-such-event-xyz]", "--", "true",
+               check=False)
+    assert_one_line_error(proc, "'no-such-event-xyz'", "perf list")
+    assert cli.sql("select count(*) from sample")[0][0] == 0
+
+
 def test_perf_stat_options_checked():
     with pytest.raises(MonitorError, match="unknown option 'evnts'; valid: interval, events"):
         MonitorSet({"perf-stat": {"evnts": ["cs"]}})
