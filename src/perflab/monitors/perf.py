@@ -1,12 +1,12 @@
 """perf-stat and perf-profile: perf(1) beside the benchmark, only during its timed part.
 
 Both start perf through the runner's launcher (runner.executor.start_background:
-its own process group, gone with perflab even on kill -9) just before a timed
-process starts, with counting disabled (`-D -1`) and a control FIFO
-(`--control fifo:CTL,ACK`); begin() writes "enable" and returns once perf
-acknowledged, so counting starts at the timed part and not at perf's own
-start-up. end() writes "disable", waits for the ack, then stops perf with
-SIGINT (perf then writes its file) and waits for it.
+its own process group, gone with perflab even on kill -9) ahead of use, with
+counting disabled (`-D -1`) and a control FIFO (`--control fifo:CTL,ACK`),
+and wait until it answers "ping"; begin() writes "enable" and returns once
+perf acknowledged, so counting starts at the timed part and perf's own
+start-up is in no timed part. end() writes "disable" and waits for the ack;
+perf is then stopped with SIGINT (it writes its file) and the next one started.
 
 perf-stat (`perf stat -a -x; -I MS`): interval counts summed per event.
 Software and hardware events give `perf-stat.EVENT` (per second of counted
@@ -267,7 +267,7 @@ class ControlledPerf:
             pass
 
     def _command(self, word: str, timeout: float) -> float:
-        """Send enable/disable, return the monotonic time perf acknowledged it."""
+        """Send a control command (enable, disable, ping); the monotonic time perf acknowledged it."""
         os.write(self._ctl, word.encode() + b"\n")
         deadline = time.monotonic() + timeout
         got = b""
