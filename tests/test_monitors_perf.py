@@ -356,6 +356,14 @@ def test_perf_profile_agrees_with_perf_report(hot, tmp_path):
     assert mine.top(1, "self")[0].symbol == "hot_loop_function"
 
 
+@needs_perf
+def test_perf_script_of_a_broken_file_fails_naming_it(tmp_path):
+    broken = tmp_path / "perf-1.data"
+    broken.write_bytes(b"not a perf file")
+    with pytest.raises(perfmon.PerfFailed, match=r"perf script -i .*perf-1.data failed"):
+        list(perfmon.perf_script("perf", broken))
+
+
 def test_perf_script_parsing_and_shares():
     text = textwrap.dedent("""\
         fio worker  4925    1000
@@ -372,12 +380,13 @@ def test_perf_script_parsing_and_shares():
         \t            11ac operator()(int) const (/usr/bin/bash)
         \t            11a0 [unknown] ([unknown])
         """)
-    samples = perfmon.parse_perf_script(text)
+    samples = list(perfmon.parse_perf_script(text))
     assert [s.comm for s in samples] == ["fio worker", "fio worker", "bash"]
     assert samples[2].frames[0].symbol == "operator()(int) const"
     profile = perfmon.reduce_profile(samples)
     osq, slow, main = (profile.symbols[k] for k in ("osq_lock", "rwsem_down_write_slowpath", "main"))
     assert (osq.self, osq.children, osq.kind, osq.comm) == (20.0, 20.0, "[k]", "fio worker")
+    assert profile.samples == 3 and profile.total == 5000
     assert (slow.self, slow.children) == (60.0, 80.0)     # recursion counted once per sample
     assert (main.self, main.children, main.kind) == (0.0, 80.0, "[.]")
     assert "[unknown]" not in profile.symbols

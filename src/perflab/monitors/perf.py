@@ -37,6 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -660,16 +661,19 @@ class ProfileSample:
     frames: list[Frame]      # leaf first
 
 
-def parse_perf_script(text: str) -> list[ProfileSample]:
-    """`perf script -F comm,pid,period,ip,sym,dso` of a -g recording -> samples, leaf first.
+def parse_perf_script(lines: Iterable[str] | str) -> Iterator[ProfileSample]:
+    """`perf script -F comm,pid,period,ip,sym,dso` of a -g recording -> samples, leaf first, one at a time.
 
     A sample is a header line ("comm pid period"; comm may hold spaces) and its
     frames ("addr symbol (dso)"; the symbol may hold spaces and parentheses).
     """
-    samples: list[ProfileSample] = []
+    if isinstance(lines, str):
+        lines = lines.splitlines()
     current: ProfileSample | None = None
-    for line in text.splitlines():
+    for line in lines:
         if not line.strip():
+            if current is not None:
+                yield current
             current = None
             continue
         if line[0] in " \t" and current is not None:
@@ -691,9 +695,11 @@ def parse_perf_script(text: str) -> list[ProfileSample]:
             pid, period = int(words[-2]), int(words[-1])
         except ValueError:
             continue
+        if current is not None:
+            yield current
         current = ProfileSample(" ".join(words[:-2]), pid, period, [])
-        samples.append(current)
-    return samples
+    if current is not None:
+        yield current
 
 
 @dataclass
@@ -716,39 +722,46 @@ class Profile:
         return sorted(self.symbols.values(), key=lambda s: (-getattr(s, by), s.symbol))[:n]
 
 
-def reduce_profile(samples: list[ProfileSample]) -> Profile:
+def reduce_profile(samples: Iterable[ProfileSample]) -> Profile:
     """Self and children shares per symbol as `perf report --children --sort sym` computes them,
-    weighted by period; a symbol counts once per sample however often it recurs."""
-    total = sum(s.period for s in samples)
+    weighted by period; a symbol counts once per sample however often it recurs.
+
+    Identical stacks are summed first (a hot loop repeats its stack thousands of times),
+    so memory and time go with the distinct stacks, not with the samples.
+    """
+    stacks: dict[tuple, int] = {}
+    total = count = 0
+    for s in samples:
+        count += 1
+        total += s.period
+        if s.frames:
+            key = (s.comm, tuple(f.symbol for f in s.frames), tuple(f.kernel for f in s.frames))
+            stacks[key] = stacks.get(key, 0) + s.period
     self_w: dict[str, int] = {}
     children_w: dict[str, int] = {}
     comm_w: dict[str, dict[str, int]] = {}
     kernel: dict[str, bool] = {}
     trace_w: dict[tuple[str, ...], int] = {}
-    for s in samples:
-        if not s.frames:
-            continue
-        leaf = s.frames[0]
-        if leaf.symbol != UNKNOWN:
-            self_w[leaf.symbol] = self_w.get(leaf.symbol, 0) + s.period
-        names = [f.symbol for f in s.frames]
-        for f in s.frames:
-            if f.symbol != UNKNOWN and f.symbol not in kernel:
-                kernel[f.symbol] = f.kernel
+    for (comm, names, kernels), period in stacks.items():
+        if names[0] != UNKNOWN:
+            self_w[names[0]] = self_w.get(names[0], 0) + period
+        for name, k in zip(names, kernels):
+            if name != UNKNOWN and name not in kernel:
+                kernel[name] = k
         for sym in set(names) - {UNKNOWN}:
-            children_w[sym] = children_w.get(sym, 0) + s.period
+            children_w[sym] = children_w.get(sym, 0) + period
             per_comm = comm_w.setdefault(sym, {})
-            per_comm[s.comm] = per_comm.get(s.comm, 0) + s.period
-        windows = {tuple(names[i:i + CALLTRACE_FRAMES]) for i in range(len(names)) if names[i] != UNKNOWN}
+            per_comm[comm] = per_comm.get(comm, 0) + period
+        windows = {names[i:i + CALLTRACE_FRAMES] for i in range(len(names)) if names[i] != UNKNOWN}
         for w in windows:
-            trace_w[w] = trace_w.get(w, 0) + s.period
+            trace_w[w] = trace_w.get(w, 0) + period
     scale = 100.0 / total if total else 0.0
     symbols = {}
     for sym, w in children_w.items():
         comm = max(comm_w[sym].items(), key=lambda kv: (kv[1], kv[0]))[0]
         symbols[sym] = SymbolShare(sym, "[k]" if kernel.get(sym) else "[.]", comm, w * scale,
                                    self_w.get(sym, 0) * scale)
-    return Profile(total, len(samples), symbols, {w: v * scale for w, v in trace_w.items()})
+    return Profile(total, count, symbols, {w: v * scale for w, v in trace_w.items()})
 
 
 def metric_name(prefix: str, symbol: str) -> str:
@@ -803,13 +816,23 @@ def symbols_from_series(values: dict[str, float]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def perf_script(perf: str, data: Path) -> str:
-    proc = subprocess.run([perf, "script", "-i", str(data), "-F", "comm,pid,period,ip,sym,dso"],
-                          capture_output=True, text=True, errors="replace", timeout=600)
-    if proc.returncode != 0:
-        words = [l.strip() for l in proc.stderr.splitlines() if l.strip()]
-        raise PerfFailed(f"perf script -i {data} failed: {' | '.join(words[-3:]) or proc.returncode}")
-    return proc.stdout
+def perf_script(perf: str, data: Path) -> Iterator[str]:
+    """perf script's lines, streamed (a long system-wide profile is millions of lines)."""
+    err = data.with_suffix(".script.err")
+    with open(err, "wb") as errfile:
+        proc = subprocess.Popen([perf, "script", "-i", str(data), "-F", "comm,pid,period,ip,sym,dso"],
+                                stdout=subprocess.PIPE, stderr=errfile, text=True, errors="replace")
+        try:
+            yield from proc.stdout
+        finally:
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()
+            status = proc.wait()
+    words = [l.strip() for l in err.read_text(errors="replace").splitlines() if l.strip()]
+    err.unlink(missing_ok=True)
+    if status != 0:
+        raise PerfFailed(f"perf script -i {data} failed: {' | '.join(words[-3:]) or status}")
 
 
 class PerfProfile(PerfMonitor):
@@ -863,11 +886,10 @@ class PerfProfile(PerfMonitor):
         seconds, self._seconds = self._seconds, 0.0
         data = self._finish()
         try:
-            samples = parse_perf_script(perf_script(perf_binary(), data))
+            profile = reduce_profile(parse_perf_script(perf_script(perf_binary(), data)))
         finally:
             data.unlink(missing_ok=True)
             self._prelaunch()
-        profile = reduce_profile(samples)
         out = profile_samples(profile, self.options)
         out.append(informational("perf-profile.samples", profile.samples, ""))
         return Collected(samples=out, series=[(None, round(seconds, 6), symbol_row(profile, self.options))])
