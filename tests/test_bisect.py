@@ -221,7 +221,7 @@ def test_ends_that_do_not_differ_are_refused_saying_what_could_be_detected(lab):
 def test_sigkill_mid_step_leaves_the_repo_as_it_was_and_resume_finishes(lab):
     repo, shas, job, env = lab
     # A slow build makes "mid-step" easy to hit: the kill lands while a step commit is built or measured.
-    args = bisect_args(repo, shas, job, build=BUILD + " && sleep 0.3")
+    args = bisect_args(repo, shas, job, build=BUILD + " && sleep 0.15")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "perflab"), *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     record_dir = Path(env["PERFLAB_DB"] + ".bisect")

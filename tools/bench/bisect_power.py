@@ -20,6 +20,13 @@ load is noise of its own); `--full` runs the 20 trials per change.
 
     tools/bench/bisect_power.py              # 5 trials per change, a few minutes
     tools/bench/bisect_power.py --full       # 20 trials per change
+
+`--simulate COV[,COV...]` runs instead the bisection's own decision code
+(perflab.bisect.Bisection: the ends' check, the sequential test per step and
+the choice of the next run) on simulated lognormal noise of that CoV, with
+`--disturbed F` of the samples slowed by 5-120% (as other load does), over a
+plain binary search of 64 commits: the statistics alone, with no machine
+noise and no git, in seconds, over --sim-trials trials.
 """
 
 from __future__ import annotations
@@ -122,6 +129,63 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
     return out
 
 
+def simulate(covs: list[float], changes: list[float], trials: int, disturbed: float, seed: int) -> None:
+    """The decision code on synthetic noise (see the module's docstring)."""
+    import math
+    from collections import defaultdict, deque
+
+    from perflab import bisect as B
+
+    class Simulated(B.Bisection):
+        def __init__(self, rng, pct, cov, slow_at, commits):
+            self.rng, self.pct, self.cov, self.slow_at = rng, pct, cov, slow_at
+            self.rec = B.Record(id="sim", repo="/", good="0", bad=str(commits - 1), build="", job={}, metric="m",
+                                tag="sim", settings=vars(B.Settings()))
+            self.settings, self.say = B.Settings(), (lambda _m: None)
+            self.samples, self.stored, self.stored_failures = defaultdict(list), defaultdict(deque), {}
+            self.runs_used = self.fresh_runs = 0
+
+        def _run(self, commit, k, role):
+            level = 0.03 * (1 + self.pct / 100) if int(commit) >= self.slow_at else 0.03
+            out = []
+            for _ in range(k):
+                v = level * math.exp(self.rng.gauss(0, self.cov))
+                if self.rng.random() < disturbed:
+                    v *= 1 + self.rng.uniform(0.05, 1.2)
+                out.append(v)
+            return out
+
+    commits = 64
+    for cov in covs:
+        for pct in changes:
+            rng = random.Random(f"{seed}-{cov}-{pct}")
+            right = runs = fixed = refused = 0
+            for _ in range(trials):
+                slow_at = rng.randint(1, commits - 1)
+                sim = Simulated(rng, pct, cov, slow_at, commits)
+                try:
+                    sim.check_ends()
+                except B.EndsDoNotDiffer:
+                    refused += 1
+                    runs += sim.runs_used
+                    fixed += 20
+                    continue
+                lo, hi, measured = 0, commits - 1, 2
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    measured += 1
+                    if sim.decide(str(mid)).verdict == "bad":
+                        hi = mid
+                    else:
+                        lo = mid
+                right += hi == slow_at
+                runs += sim.runs_used
+                fixed += 10 * measured
+            print(f"simulated CoV {cov * 100:g}%, {pct:g}% change, {disturbed * 100:g}% disturbed: "
+                  f"{right}/{trials} right ({right / trials * 100:.1f}%), {refused} refused; runs {runs}, "
+                  f"fixed-10 {fixed}: ratio {runs / fixed:.2f}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=5, help="trials per change (default 5)")
@@ -131,7 +195,14 @@ def main() -> int:
     p.add_argument("--ms", type=float, default=30.0, help="duration of the loop in ms (default 30)")
     p.add_argument("--broken-every", type=float, default=8.0, help="about one commit in N does not compile")
     p.add_argument("--seed", type=int, default=12)
+    p.add_argument("--simulate", metavar="COVS", help="simulated noise instead of the machine: CoVs, e.g. 0.005,0.01")
+    p.add_argument("--disturbed", type=float, default=0.0, help="with --simulate: fraction of disturbed samples")
+    p.add_argument("--sim-trials", type=int, default=200, help="with --simulate: trials per cell (default 200)")
     args = p.parse_args()
+    if args.simulate:
+        simulate([float(x) for x in args.simulate.split(",")], [float(x) for x in args.changes.split(",")],
+                 args.sim_trials, args.disturbed, args.seed)
+        return 0
     trials = 20 if args.full else args.trials
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
