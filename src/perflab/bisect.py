@@ -155,7 +155,8 @@ def prune_stale(repo: Path) -> list[str]:
             continue
         if (base / OWNER_FILE).exists() and _owner_alive(base):
             continue
-        git(repo, "worktree", "remove", "--force", str(path), check=False)
+        # twice --force: a kill during `git worktree add` leaves the entry locked ("initializing")
+        git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
         removed.append(str(path))
         if base.exists() and not any(p.name != OWNER_FILE for p in base.iterdir()):
             shutil.rmtree(base, ignore_errors=True)
