@@ -270,3 +270,37 @@ def test_resume_without_a_record_and_mixed_options_are_refused(lab, capfd):
     assert "--resume takes the bisection's parameters" in capfd.readouterr().err
     assert main(["bisect", *db, "--repo", str(repo), "--good", shas[0], "--bad", shas[-1], "--metric", "x"]) == 2
     assert "--job JOB.yaml or as a command after --" in capfd.readouterr().err
+
+
+def test_the_sequential_test_on_known_samples():
+    """stats.sequential alone: levels 100 and 105 with 0.5% noise (fixed draws)."""
+    import numpy as np
+
+    from perflab.stats import sequential
+
+    rng = np.random.default_rng(7)
+    good = 100 * np.exp(rng.normal(0, 0.005, 10))
+    bad = 105 * np.exp(rng.normal(0, 0.005, 10))
+    ends = sequential.ends_differ(good, bad, alpha=0.01, looks=3, threshold=0.01)
+    assert ends.differ and 0.04 < ends.change < 0.06 and ends.ci[0] < ends.change < ends.ci[1]
+    assert 0 < ends.detectable < 0.02          # 10+10 samples at 0.5% could see ~1%
+
+    like_good = sequential.classify(good, bad, [100.1, 99.8], alpha=0.005)
+    like_bad = sequential.classify(good, bad, [105.2, 104.9], alpha=0.005)
+    assert like_good.verdict == "good" and like_good.p_bad < 0.01
+    assert like_bad.verdict == "bad" and like_bad.p_bad > 0.99
+    # one sample is never enough, and one wild sample (a 2x spike) is left out, not counted as "bad"
+    assert sequential.classify(good, bad, [100.0], alpha=0.005).verdict is None
+    spiked = sequential.classify(good, bad, [100.0, 201.0, 99.9], alpha=0.005)
+    assert spiked.verdict == "good" and spiked.n == 2
+    # half-way between the levels: given to the nearer end, and said to differ from both
+    middle = sequential.classify(good, bad, [102.9, 102.8, 103.0], alpha=0.005)
+    assert middle.verdict == "bad" and middle.between and not like_bad.between
+    # within the noise of both levels' difference, but not decided yet: the next run goes to the commit
+    assert sequential.classify(good, bad, [102.5], alpha=0.005).next == "step"
+    # a commit far beyond both ends: the machine (or the commit) moved; flagged
+    assert sequential.classify(good, bad, [130.0, 131.0, 129.5], alpha=0.005).outside
+
+    # noise alone: the ends do not differ, and the message material says what could be seen
+    same = sequential.ends_differ(good, 100 * np.exp(rng.normal(0, 0.005, 10)), alpha=0.01, looks=3, threshold=0.01)
+    assert not same.differ and same.reason and same.detectable < 0.02

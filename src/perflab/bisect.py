@@ -303,6 +303,7 @@ class StepRecord:
     position: float | None = None
     forced: bool = False      # decided at max_step without reaching the test's bounds
     drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
+    between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
     why: str = ""             # for skips
 
 
@@ -461,10 +462,10 @@ class Bisection:
                 continue
             if v.verdict is not None:
                 return StepRecord(commit, v.verdict, len(self.samples[commit]), v.llr, v.p_bad, v.position,
-                                  drift=local)
+                                  drift=local, between=v.between)
             if len(self.samples[commit]) >= s.max_step:
                 return StepRecord(commit, BAD if v.llr > 0 else GOOD, len(self.samples[commit]), v.llr, v.p_bad,
-                                  v.position, forced=True, drift=local)
+                                  v.position, forced=True, drift=local, between=v.between)
             end = {GOOD: good, BAD: bad}.get(v.next)
             if end is not None and len(self.samples[end]) < s.max_end:
                 self.measure(end, 1, v.next)
@@ -605,6 +606,8 @@ def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
     if step.verdict == "skip":
         return f"step {number}: {info['sha'][:12]} {subject!r}: skipped ({step.why[:120]})"
     flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
+    if step.between:
+        flag += " (it differs from both ends: a partial change, or two changes? the nearer end wins)"
     return (f"step {number}: {info['sha'][:12]} {subject!r}: {step.verdict} after {step.n} runs "
             f"(P(bad)={step.p_bad:.4f}, position {step.position:+.2f}; ends now n={len(b.samples[b.rec.good])}"
             f"+{len(b.samples[b.rec.bad])}){flag}")

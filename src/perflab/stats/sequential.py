@@ -166,6 +166,8 @@ class StepVerdict:
     position: float        # where the commit's (unclamped) mean sits: 0 = good's level, 1 = bad's
     n: int                 # samples used (disturbed ones left out)
     next: str              # where one more sample helps most: "step", GOOD or BAD
+    between: bool = False  # the commit differs clearly from both ends while lying between them (a
+                           # partial change, or two changes): decided by the nearer end, and said
     outside: bool = False  # the commit's mean lies clearly outside the ends' range (more than OUTSIDE_Z
                            # standard errors): the machine may have drifted since the ends were measured
 
@@ -214,4 +216,8 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
     nxt = "step" if nc < max(min_step, n_other) else other
     p_bad = 1 / (1 + math.exp(-max(-700.0, min(700.0, llr))))
     outside = nc >= min_step and (majority_far or beyond > OUTSIDE_Z)
-    return StepVerdict(verdict, float(llr), p_bad, position, nc, nxt, outside=outside)
+    raw = float(c.mean())
+    between = (nc >= min_step and lo < raw < hi
+               and min(abs(raw - mg) / (sd * math.sqrt(1 / nc + 1 / g.size)),
+                       abs(raw - mb) / (sd * math.sqrt(1 / nc + 1 / b.size))) > OUTSIDE_Z)
+    return StepVerdict(verdict, float(llr), p_bad, position, nc, nxt, between=between, outside=outside)
