@@ -125,7 +125,8 @@ def _print(result) -> None:
             click.echo(f"  {c['sha'][:12]} {c['subject']} ({c['author']})")
     fixed = 10 * result.commits_measured
     click.echo(f"runs: {result.runs_used} over {result.commits_measured} commits measured "
-               f"(a fixed 10 runs per commit would take {fixed}); {len(rec.skips)} commits skipped")
+               f"(a fixed 10 runs per commit would take {fixed}); "
+               f"{len(rec.skips)} commit{'' if len(rec.skips) == 1 else 's'} skipped")
     click.echo("git bisect log:")
     for line in result.log.splitlines():
         click.echo(f"  {line}")
