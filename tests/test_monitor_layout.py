@@ -120,7 +120,8 @@ def test_lkp_monitor_section_matches_the_fixture(store):
     assert osq.split() == ["10.00", "+25.0", "35.00", "perf-profile.self.cycles-pp.osq_lock"]
     assert next(l for l in lines if l.endswith("proc-vmstat.pgfault")).split()[:3] == ["100000", "+50.0%", "150000"]
     # Monitor groups on one side only are counted, not listed one by one.
-    assert "  only in base: 1 perf-profile metric (not compared; json lists them in monitor_only_in)" in lines
+    assert "  only in base (absent from head): 1 perf-profile metric (not compared; json lists them in monitor_only_in)" \
+        in lines
     assert "  only in head: 1 perf-profile metric (not compared; json lists them in monitor_only_in)" in lines
 
 

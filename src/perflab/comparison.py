@@ -165,9 +165,10 @@ class ComparisonResult:
     primary: list[str] | None = None  # the --primary globs, None for the default
     monitors: str = "changed"         # --monitors: which monitor rows the text layouts show
     monitors_dropped: int = 0         # monitor groups left out before any statistics (--monitors none)
-    # Monitor groups present on one side only: (operand label, monitor, "benchmark params metric");
-    # the layouts count them per monitor instead of listing hundreds of perf-profile symbols.
-    one_sided_monitors: list[tuple[str, str, str]] = field(default_factory=list)
+    # Monitor groups present on one side only: (operand label, monitor, "benchmark params metric",
+    # the head it is absent from when the operand is the base); the layouts count them per
+    # monitor instead of listing hundreds of perf-profile symbols.
+    one_sided_monitors: list[tuple[str, str, str, str | None]] = field(default_factory=list)
 
     def verdicts(self, head: int = 0, verdict: str = "regression") -> list[MetricRow]:
         return [r for r in self.rows if r.heads[head] is not None and r.heads[head].verdict == verdict]
@@ -364,12 +365,12 @@ def compare(
     for i in range(1, len(side_groups)):
         side_groups[i] = _pair_single_variants(base_groups, side_groups[i], selections[i].label, pairing_notes)
     one_sided: list[tuple[str, str]] = []
-    one_sided_monitors: list[tuple[str, str, str]] = []
+    one_sided_monitors: list[tuple[str, str, str, str | None]] = []
 
-    def absent(label: str, g: Group, what: str) -> None:
+    def absent(label: str, g: Group, what: str, absent_from: str | None = None) -> None:
         monitor = monitor_of(g.metric)
         if monitor:
-            one_sided_monitors.append((label, monitor, what))
+            one_sided_monitors.append((label, monitor, what, absent_from))
         else:
             one_sided.append((label, what))
 
@@ -381,7 +382,7 @@ def compare(
     for key in keys:
         missing = [sel.label for sel, groups in zip(selections[1:], side_groups[1:]) if key not in groups]
         for label in missing:
-            absent(selections[0].label, base_groups[key], _describe(base_groups[key]) + f" (absent from {label})")
+            absent(selections[0].label, base_groups[key], _describe(base_groups[key]) + f" (absent from {label})", label)
 
     names = sorted({g.metric for groups in side_groups for g in groups.values()})
     if primary:

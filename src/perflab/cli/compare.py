@@ -54,7 +54,8 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
     environment facts. Groups are matched on (testbox, benchmark, params, metric); each head
     is compared with the first operand. The false-discovery rate is controlled over the
     primary metrics of each head's comparison; secondary metrics form a family of their own
-    (see --primary), and every layout says how many metrics each family holds.
+    (see --primary), the monitors' metrics a third (see --monitors), and every layout says
+    how many metrics each family holds.
 
     \b
     Examples:

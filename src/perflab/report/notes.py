@@ -98,10 +98,12 @@ def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:
     Monitor metrics on one side only (a perf-profile symbol seen in one profile,
     a monitor that ran on one side) are counted per monitor, not listed."""
     lines = [f"{indent}only in {shown(label)}: {shown(what, NOTE_LIMIT)}" for label, what in result.one_sided]
-    counts: dict[tuple[str, str], int] = {}
-    for label, monitor, _what in result.one_sided_monitors:
-        counts[(label, monitor)] = counts.get((label, monitor), 0) + 1
-    lines += [f"{indent}only in {shown(label)}: {_plural(n, f'{shown(monitor)} metric')} (not compared; json lists them in monitor_only_in)"
-              for (label, monitor), n in counts.items()]
+    counts: dict[tuple[str, str | None, str], int] = {}
+    for label, monitor, _what, absent_from in result.one_sided_monitors:
+        counts[(label, absent_from, monitor)] = counts.get((label, absent_from, monitor), 0) + 1
+    for (label, absent_from, monitor), n in counts.items():
+        side = shown(label) + (f" (absent from {shown(absent_from)})" if absent_from is not None else "")
+        lines.append(f"{indent}only in {side}: {_plural(n, f'{shown(monitor)} metric')} "
+                     "(not compared; json lists them in monitor_only_in)")
     lines += [f"{indent}note: {shown(w, NOTE_LIMIT)}" for w in result.warnings]
     return lines

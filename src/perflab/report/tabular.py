@@ -83,7 +83,7 @@ def render_json(result: ComparisonResult) -> str:
         "environment_differences": [list(x) for x in result.env_diff] if result.env_diff else [],
         "monitors": result.monitors,
         "only_in": [{"operand": a, "group": b} for a, b in result.one_sided],
-        "monitor_only_in": [{"operand": a, "monitor": m, "group": b} for a, m, b in result.one_sided_monitors],
+        "monitor_only_in": [{"operand": a, "monitor": m, "group": b} for a, m, b, _absent in result.one_sided_monitors],
         "warnings": result.warnings,
         "metrics": records(result),
     }
