@@ -116,6 +116,38 @@ def test_null_series_give_no_false_alarms():
     assert calls == 0
 
 
+def test_two_mode_noise_is_not_a_level():
+    # Placement on a 2-CPU VM: each run lands at ~6 or ~11 us at random. Setting the
+    # "minority" runs aside as spikes would invent levels; they are the noise.
+    rng = np.random.default_rng(14)
+    calls = 0
+    for _ in range(10):
+        x = np.where(rng.random(300) < 0.5, 6.0, 11.0) * (1 + 0.02 * rng.standard_normal(300))
+        found = detect(x)
+        calls += len(found.change_points)
+        assert len(found.outliers) < 0.05 * 300
+    assert calls == 0
+
+
+def ar1(rng, n, rho):
+    e = np.zeros(n)
+    for i in range(1, n):
+        e[i] = rho * e[i - 1] + rng.standard_normal()
+    return e
+
+
+def test_wandering_noise_is_not_a_level_but_a_step_in_it_is():
+    rng = np.random.default_rng(15)
+    calls = sum(len(detect(100 * (1 + 0.02 * ar1(rng, 500, 0.5))).change_points) for _ in range(10))
+    assert calls == 0
+    x = 100 * (1 + 0.02 * ar1(rng, 400, 0.5))
+    x[250:] *= 1.06
+    found = detect(x)
+    assert [abs(i - 250) <= 2 for i in indices(found)] == [True]
+    assert 0.2 < found.serial_correlation < 0.7
+    assert detect(noisy(np.full(500, 1.0), seed=16)).serial_correlation == 0.0
+
+
 @pytest.mark.parametrize("values", [[], [5.0], [5.0, 6.0], [1.0] * 5])
 def test_tiny_series(values):
     found = detect(values)

@@ -65,6 +65,8 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
         d, points = r.detection, r.series.points
         noise = f"noise {percent(d.noise_cov, signed=False)}" if not math.isnan(d.noise_cov) else "noise -"
         spikes = f", {len(d.outliers)} spike{'' if len(d.outliers) == 1 else 's'} set aside" if d.outliers else ""
+        if d.serial_correlation:
+            spikes += f", serially correlated (lag-1 {d.serial_correlation:.2f}: tests widened)"
         lines.append("")
         if not d.change_points:
             if d.n < 2 * d.min_size:
@@ -115,6 +117,7 @@ def render_json(history: History, results: list[SeriesResult], alpha: float, min
             "testbox": s.testbox, "benchmark": s.benchmark, "params": json.loads(s.params) if s.params else {},
             "metric": s.metric, "unit": s.unit, "direction": s.direction,
             "points": d.n, "noise": _finite(d.noise), "noise_cov": _finite(d.noise_cov), "level": _finite(d.level),
+            "serial_correlation": d.serial_correlation,
             "spikes": [_point_json(history, s.points[i]) | {"index": i} for i in d.outliers],
             "detectable_mid": _finite(d.detectable_mid), "detectable_end": _finite(d.detectable_end),
             "blind_to": RELEVANT_CHANGE if d.blind else None,
