@@ -20,6 +20,11 @@ Choices (docs/statistics.md has the reasoning and the measured error rates):
 - Nothing smaller than `threshold` (relative change) is called.
 - With fewer than two samples on a side no variance exists and no test can
   reach significance: the verdict is "insufficient samples".
+- Power, out loud: beside every verdict, `detectable` is the smallest change
+  the samples at hand detect with 90% power (two-sided, at alpha, from the
+  Welch standard error and degrees of freedom: (t(1-alpha/2) + t(0.9)) * se,
+  on logs a ratio). A "no change" whose samples could not have seen a change
+  of BLIND_ABOVE carries a caveat saying so.
 
 Computation is vectorised over groups of metrics with the same sample counts,
 so that 10,000 metrics compare in a fraction of a second.
@@ -47,8 +52,10 @@ FEW_SAMPLES = 5       # below this per side, warn that power is low
 NOISY_COV = 0.10      # above this CoV, warn that the metric is noisy
 
 # Kinds of caveat a comparison carries (the layouts group and word them).
-TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT = (
-    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect")
+TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT, BLIND = (
+    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect", "blind")
+POWER = 0.90          # the power the detectable change is stated at
+BLIND_ABOVE = 0.05    # a "no change" that could not have seen a 5% change says so
 
 
 class Caveat(str):
@@ -79,6 +86,7 @@ class Comparison:
     ci_level: float = math.nan   # two-sided confidence of ci_adjusted
     family: str = PRIMARY        # which FDR family the metric was tested in
     family_size: int = 0         # p-values in the Benjamini-Hochberg adjustment that included this one
+    detectable: float = math.inf  # smallest relative change these samples detect with 90% power (at alpha)
 
 
 def _welch(a: np.ndarray, b: np.ndarray):
@@ -177,6 +185,7 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, family: st
                     np.where(worse, _adjusted_tail(adj_reg, alpha), _adjusted_tail(adj_imp, alpha)))
     lo, hi = _interval(diff, se, df, scale, logged, np.full(m, alpha))
     lo_adj, hi_adj = _interval(diff, se, df, scale, logged, tail)
+    detectable = _detectable(se, df, scale, logged, alpha)
 
     out = []
     for i in range(m):
@@ -209,9 +218,28 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, family: st
         if padj < alpha and not big_enough:
             warnings.append(Caveat(BELOW_EFFECT, f"significant, but the change is below the {threshold * 100:g}% "
                                                  "minimum effect: not called"))
+        seen = float(detectable[i])
+        if verdict == NO_CHANGE and not seen <= BLIND_ABOVE and family != MONITOR:
+            shown = f"{seen * 100:.1f}%" if math.isfinite(seen) else "no finite change"
+            warnings.append(Caveat(BLIND, f"could not have seen a {BLIND_ABOVE * 100:g}% change: these samples "
+                                          f"detect {shown} with {POWER * 100:g}% power"))
         out.append(Comparison(b0, h0, pct, (float(lo[i]), float(hi[i])), float(p), float(padj), verdict, test[i],
                               warnings, median_change=med, ci_adjusted=(float(lo_adj[i]), float(hi_adj[i])),
-                              ci_level=float(1 - 2 * tail[i]), family=family, family_size=size))
+                              ci_level=float(1 - 2 * tail[i]), family=family, family_size=size, detectable=seen))
+    return out
+
+
+def _detectable(se, df, scale, logged, alpha: float) -> np.ndarray:
+    """Smallest relative change detected with POWER, two-sided at alpha, per metric (inf where untested)."""
+    from scipy import special
+
+    out = np.full(se.shape, np.inf)
+    ok = np.isfinite(se) & np.isfinite(df) & (df > 0)
+    if ok.any():
+        delta = (special.stdtrit(df[ok], 1 - alpha / 2) + special.stdtrit(df[ok], POWER)) * se[ok]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[ok] = np.where(logged[ok], np.expm1(delta), delta / scale[ok])
+    out[~np.isfinite(out)] = np.inf
     return out
 
 
