@@ -61,3 +61,16 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> N
     assert "Traceback" not in proc.stderr
     for n in needles:
         assert n in lines[0], (n, lines[0])
+
+
+# Real services on loopback (tests/services.py): a PostgreSQL cluster per session with a
+# fresh database per test (`postgres_url`), and a redis-server per test (`redis_server`).
+from services import postgres_cluster, postgres_url, redis_server  # noqa: E402,F401
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """The store of one test on each backend: an SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "perflab.db")
+    return request.getfixturevalue("postgres_url")

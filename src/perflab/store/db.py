@@ -299,6 +299,12 @@ class Store:
         # Why this store can be read but not written ("is read-only here"), or None.
         self.read_only = read_only
 
+    @property
+    def _largest_id(self) -> int:
+        """The largest id the backend's id columns hold: SQLite's integers are 64-bit,
+        PostgreSQL's `integer` (serial) 32-bit."""
+        return MAX_RUN_ID if self.engine.dialect.name == "sqlite" else 2**31 - 1
+
     # -- setup ---------------------------------------------------------------
     def _fail(self, e: Exception) -> PerflabError:
         detail = str(getattr(e, "orig", e) or e).splitlines()[0]
@@ -681,6 +687,8 @@ class Store:
             raise PerflabError(f"run id '{printable(run_id, 40)}' is not a number") from None
         if not 1 <= rid <= MAX_RUN_ID:
             raise PerflabError(f"run id {printable(run_id, 40)} is out of range: run ids are 1 to {MAX_RUN_ID}")
+        if rid > self._largest_id:  # a valid id this backend cannot hold: no such run (PostgreSQL would refuse the query)
+            raise PerflabError(f"no run with id {rid} in {self.label}")
         try:
             with self.engine.connect() as conn:
                 row = conn.execute(self._run_select().where(s.run.c.id == rid)).first()
@@ -703,7 +711,7 @@ class Store:
         if status:
             q = q.where(s.run.c.status == status)
         if ids is not None:
-            q = q.where(s.run.c.id.in_(list(ids)))
+            q = q.where(s.run.c.id.in_([i for i in ids if i <= self._largest_id]))
         q = q.order_by(s.run.c.started, s.run.c.id)
         if limit:
             q = q.limit(limit)

@@ -1,0 +1,368 @@
+"""The store on both backends: SQLite and a real PostgreSQL server (tests/services.py).
+
+The same tests run on each backend (`store_url`), and CLI commands run with
+--db postgresql://... must print what they print from SQLite for the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from conftest import CLI, PERFLAB, assert_one_line_error
+from perflab.errors import PerflabError
+from perflab.model import Sample
+from perflab.store import open_store
+from perflab.store import schema as s
+from perflab.store.db import HEAD_REVISION, _as_url
+
+import fixtures_compare
+import fixtures_lmbench
+
+FACTS = {"testbox": "box", "kernel_release": "6.1.0", "cc_version": "gcc 12"}
+
+
+def engine_of(url: str):
+    return create_engine(_as_url(url))
+
+
+def rows(url: str, query: str, **params) -> list[tuple]:
+    engine = engine_of(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(query), params)]
+    finally:
+        engine.dispose()
+
+
+def dead_pid() -> int:
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    return int(proc.stdout)
+
+
+def new_run(store, tag="t", **kw) -> int:
+    return store.create_run(testbox="box", environment=FACTS, benchmark="cmd", name="true", params={"command": "true"},
+                            tag=tag, **kw)
+
+
+# -- schema and migrations ---------------------------------------------------------------
+
+def test_schema_is_the_same_on_both_backends(postgres_url, tmp_path):
+    """Alembic's migrations make, on each backend, the tables, columns and indexes schema.py declares."""
+    lite = str(tmp_path / "perflab.db")
+    shapes = {}
+    for url in (lite, postgres_url):
+        open_store(url).engine.dispose()
+        engine = engine_of(url)
+        insp = inspect(engine)
+        tables = set(insp.get_table_names()) - {"alembic_version"}
+        shapes[url] = {
+            t: ({c["name"]: (type(c["type"]).__name__ if "JSON" in type(c["type"]).__name__ else
+                             c["type"].python_type.__name__, c["nullable"]) for c in insp.get_columns(t)},
+                # indexes, then unique keys by their columns (PostgreSQL names them itself)
+                sorted((i["name"], tuple(i["column_names"])) for i in insp.get_indexes(t) if "duplicates_constraint" not in i),
+                sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(t)))
+            for t in tables
+        }
+        assert rows(url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+        engine.dispose()
+    assert shapes[lite] == shapes[postgres_url]
+    assert set(shapes[postgres_url]) == set(s.metadata.tables)
+    for name, table in s.metadata.tables.items():
+        assert set(shapes[postgres_url][name][0]) == {c.name for c in table.columns}, name
+
+
+def test_an_old_postgresql_store_is_upgraded_keeping_its_runs(postgres_url):
+    from alembic import command
+    from alembic.config import Config
+
+    from perflab.store import db
+
+    cfg = Config()
+    cfg.set_main_option("script_location", os.path.join(os.path.dirname(db.__file__), "migrations"))
+    engine = engine_of(postgres_url)
+    with engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.execute(text("INSERT INTO testbox (name) VALUES ('old-box')"))
+        conn.execute(text("INSERT INTO environment (testbox_id, digest, facts) VALUES (1, 'd', '{}')"))
+        conn.execute(text("INSERT INTO run (uuid, testbox_id, environment_id, benchmark, name, params, started, status) "
+                          "VALUES ('u1', 1, 1, 'cmd', 'old run', '{}', '2026-01-01 00:00:00', 'finished')"))
+        conn.execute(text("INSERT INTO sample (run_id, metric, value, unit, direction, repetition) "
+                          "VALUES (1, 'time.elapsed_time', 1.5, 's', -1, 0), (1, 'time.elapsed_time', 2.5, 's', -1, 1)"))
+        conn.commit()
+    engine.dispose()
+    store = open_store(postgres_url)
+    assert [r.name for r in store.find_runs()] == ["old run"]
+    assert store.metric_sums([1], ["time.elapsed_time"]) == {(1, "time.elapsed_time"): (4.0, 2)}
+    # The serial sequences go on after the old rows.
+    assert new_run(store) == 2
+    store.engine.dispose()
+    assert rows(postgres_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+
+
+def test_processes_opening_a_new_store_at_once_migrate_it_once(store_url, tmp_path):
+    """The migration runs under a lock (flock on SQLite, an advisory lock on PostgreSQL)."""
+    code = "import sys; from perflab.store import open_store; open_store(sys.argv[1]).engine.dispose()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, store_url], stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert rows(store_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+
+
+# -- writing and reading -------------------------------------------------------------------
+
+def test_runs_samples_failures_and_monitors_round_trip(store_url):
+    store = open_store(store_url)
+    rid = new_run(store, tag="v1", commit="abc123", dirty=True, comment="first", job={"benchmark": "cmd", "runs": 2})
+    assert store.add_samples(rid, 0, [Sample("time.elapsed_time", 1.25, "s", -1), Sample("x.ops", 10.0, "ops/s", 1)], process=0) == 2
+    assert store.add_samples(rid, 1, [Sample("time.elapsed_time", 1.75, "s", -1), Sample("x.ops", 30.0, "ops/s", 1)], process=0) == 2
+    store.add_failure(rid, "lat_ipc", "refused")
+    store.add_failure(rid, "lat_ipc", "refused again")  # replaces: one failure per item
+    store.set_run_monitors(rid, {"vmstat": {"interval": 1.0, "status": "ok", "unsupported": []}})
+    assert store.add_monitor_series(rid, "vmstat", 0, [(None, 0.5, {"us": 3.0, "sy": float("nan")}), (0, 1.0, {"us": 4.0})]) == 2
+    store.finish_run(rid, "partial", error="one item failed")
+    store.annotate(rid, "looked at it")
+
+    run = store.get_run(rid)
+    assert (run.status, run.tag, run.commit, run.dirty, run.comment, run.testbox) == ("partial", "v1", "abc123", True, "looked at it", "box")
+    assert run.params == {"command": "true"} and run.job == {"benchmark": "cmd", "runs": 2}
+    assert run.environment == FACTS and run.monitors["vmstat"]["status"] == "ok"
+    assert run.finished >= run.started and run.started.tzinfo is None
+    assert [tuple(r) for r in store.samples([rid])] == [
+        (rid, "time.elapsed_time", 1.25, "s", -1, 0, 0), (rid, "time.elapsed_time", 1.75, "s", -1, 1, 0),
+        (rid, "x.ops", 10.0, "ops/s", 1, 0, 0), (rid, "x.ops", 30.0, "ops/s", 1, 1, 0)]
+    assert store.metric_sums([rid], ["x.ops", "time.elapsed_time"]) == {(rid, "x.ops"): (40.0, 2), (rid, "time.elapsed_time"): (3.0, 2)}
+    assert store.sample_counts([rid]) == {rid: 4}
+    assert [tuple(f) for f in store.failures([rid])] == [(rid, "lat_ipc", "refused again")]
+    series = store.monitor_series([rid], "vmstat")
+    assert [(r.process, r._mapping["t"], r._mapping["values"]) for r in series] == [(None, 0.5, {"us": 3.0}), (0, 1.0, {"us": 4.0})]
+    (log,) = store.log_rows(metrics=("time.elapsed_time",))
+    assert log.id == rid and log.m0 == pytest.approx(1.5)
+    assert [r.id for r in store.find_runs(tag="v1", box="box", benchmark="cmd", status="partial")] == [rid]
+    assert store.find_runs(tag="nope") == []
+    assert store.run_names() == (["cmd"], ["true"], 1)
+    # The same environment is one row, however many runs share it.
+    new_run(store)
+    assert rows(store_url, "SELECT count(*) FROM environment") == [(1,)]
+    assert rows(store_url, "SELECT count(*) FROM testbox") == [(1,)]
+
+
+def test_ids_out_of_range_and_missing_runs_are_one_line_errors(store_url):
+    store = open_store(store_url)
+    rid = new_run(store)
+    with pytest.raises(PerflabError, match=r"no run with id 99999999999 in"):
+        store.get_run(99999999999)  # beyond PostgreSQL's integer: still just "no such run"
+    with pytest.raises(PerflabError, match="out of range"):
+        store.get_run(2**63)
+    assert store.find_runs(ids=[rid, 2**40])[0].id == rid
+    store.delete_run(rid)
+    with pytest.raises(PerflabError, match=f"no run with id {rid}"):
+        store.get_run(rid)
+
+
+def test_text_with_nul_bytes_is_kept(store_url):
+    """A benchmark's output tail may hold NUL bytes, which PostgreSQL's text refuses:
+    they are stored as U+FFFD there, as they are in SQLite."""
+    store = open_store(store_url)
+    rid = new_run(store)
+    store.add_failure(rid, "item", "out: a\x00b")
+    store.finish_run(rid, "failed", error="exited 3: x\x00y")
+    run = store.get_run(rid)
+    assert run.status == "failed" and run.error in ("exited 3: x\x00y", "exited 3: x\ufffdy")
+    assert store.failures([rid])[0].message in ("out: a\x00b", "out: a\ufffdb")
+
+
+def test_dead_writers_runs_are_reaped_and_live_ones_kept(store_url):
+    store = open_store(store_url)
+    live, dead = new_run(store), new_run(store)
+    engine = store.engine
+    with engine.begin() as conn:
+        conn.execute(s.run.update().where(s.run.c.id == dead).values(pid=dead_pid()))
+    assert store.reap_dead_runs() == 1
+    assert store.get_run(dead).status == "interrupted" and "ended without closing it" in store.get_run(dead).error
+    assert store.get_run(live).status == "running"
+    assert store.reap_dead_runs() == 0
+
+
+def checked_runs(doc: dict) -> list[dict]:
+    """The runs of an export document as `perflab import` hands them to the store."""
+    from perflab import transfer
+
+    return transfer.read_text("fixture.json", json.dumps(doc))
+
+
+def test_import_is_all_or_nothing_and_skips_known_uuids(store_url):
+    store = open_store(store_url)
+    runs = checked_runs(fixtures_compare.export_document())
+    assert store.import_runs(runs) == (4, 0)
+    assert store.import_runs(checked_runs(fixtures_compare.export_document())) == (4, 0)  # new uuids
+    assert store.import_runs(runs) == (0, 4)
+    n = 2 * sum(len(r["samples"]) for r in runs)
+    assert rows(store_url, "SELECT count(*) FROM sample") == [(n,)]
+    # Stopped after a batch was committed (as by Ctrl-C between transactions): nothing stays.
+    calls = []
+
+    def stop_at_second_batch():
+        calls.append(1)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+
+    writer = store.begin_import(stop_at_second_batch)
+    fresh = checked_runs(fixtures_compare.export_document())
+    with pytest.raises(KeyboardInterrupt):
+        for run in fresh:
+            writer.add_samples(writer.add_run(run), run["samples"])
+            writer._flush()
+        writer.commit()
+    assert writer.wrote_anything
+    writer.rollback()
+    assert len(store.find_runs()) == 8
+    assert rows(store_url, "SELECT count(*) FROM run") == [(8,)]
+    assert rows(store_url, "SELECT count(*) FROM sample") == [(n,)]
+
+
+def test_an_import_killed_midway_is_discarded_by_the_next_command(store_url):
+    store = open_store(store_url)
+    writer = store.begin_import()
+    (run, *_) = checked_runs(fixtures_compare.export_document())
+    writer.add_samples(writer.add_run(run), run["samples"])
+    writer._flush()  # written as 'importing', invisible
+    assert store.find_runs() == [] and rows(store_url, "SELECT count(*) FROM run") == [(1,)]
+    with store.engine.begin() as conn:  # as if its process had been killed
+        conn.execute(s.run.update().values(pid=dead_pid()))
+    assert store.discard_dead_imports() == 1
+    assert rows(store_url, "SELECT count(*) FROM run") == [(0,)]
+    assert rows(store_url, "SELECT count(*) FROM sample") == [(0,)]
+
+
+# -- the CLI against PostgreSQL -------------------------------------------------------------
+
+@pytest.fixture
+def pg_cli(postgres_url, tmp_path, shared_cache) -> CLI:
+    assert PERFLAB, "the perflab command is not installed in this environment"
+    return CLI(postgres_url, tmp_path, shared_cache)
+
+
+def _sqlite_cli(tmp_path, shared_cache) -> CLI:
+    (tmp_path / "lite").mkdir()
+    return CLI(tmp_path / "lite" / "perflab.db", tmp_path / "lite", shared_cache)
+
+
+def test_cli_run_runs_show_log_rerun_annotate_on_postgresql(pg_cli):
+    pg_cli("run", "cmd", "--runs", "3", "--tag", "base", "--", "true")
+    pg_cli("run", "cmd", "--runs", "3", "--tag", "head", "--", "sh", "-c", "exit 0")
+    runs = pg_cli("runs").stdout
+    assert re.search(r"^\s*1\s.*finished.*base.*\btrue\b", runs, re.M), runs
+    assert re.search(r"^\s*2\s.*finished.*head", runs, re.M), runs
+    show = pg_cli("show", "1").stdout
+    assert "run #1" in show and re.search(r"time\.elapsed_time\s+s\s+3\s", show), show
+    pg_cli("annotate", "1", "the baseline")
+    log = pg_cli("log").stdout
+    assert "the baseline" in log and len([l for l in log.splitlines() if re.match(r"\s+\d+\s+20\d\d-", l)]) == 2
+    rerun = pg_cli("rerun", "1", "--tag", "again")
+    assert "run #3" in rerun.stdout + rerun.stderr
+    (tag, status, job), = rows(pg_cli.db, "SELECT tag, status, job FROM run WHERE id = 3")
+    (first_job,), = rows(pg_cli.db, "SELECT job FROM run WHERE id = 1")
+    assert (tag, status) == ("again", "finished")
+    assert job["benchmark"] == first_job["benchmark"] == "cmd" and job["params"] == first_job["params"]
+    compared = pg_cli("compare", "base", "head").stdout
+    assert re.search(r"time\.elapsed_time", compared) and "base" in compared and "head" in compared
+
+
+def test_cli_reports_from_postgresql_match_sqlite(pg_cli, tmp_path, shared_cache):
+    """The same imported runs give the same report lmbench and compare output on both backends."""
+    lite = _sqlite_cli(tmp_path, shared_cache)
+    outputs = {}
+    for cli in (lite, pg_cli):
+        fixtures_lmbench.load(cli, cli.tmp)
+        fixtures_compare.load(cli, cli.tmp)
+        outputs[cli] = [cli("report", "lmbench", "--box", "k6-2").stdout,
+                        cli("compare", "base", "head").stdout,
+                        cli("compare", "base", "head", "--style", "json").stdout,
+                        cli("runs").stdout]
+    assert outputs[lite] == outputs[pg_cli]
+    lm, cmp_text, cmp_json, _ = outputs[pg_cli]
+    assert lm.startswith("L M B E N C H  2 . 0   S U M M A R Y")
+    assert "2.6.0-test3" in lm
+    assert "bench.latency_us" in cmp_text and "bench.ops_per_sec" in cmp_text
+    assert json.loads(cmp_json)
+
+
+def test_cli_export_import_between_backends_round_trips(pg_cli, tmp_path, shared_cache):
+    """PostgreSQL -> SQLite -> PostgreSQL (a fresh database) keeps every run and sample."""
+    pg_cli("run", "cmd", "--runs", "2", "--tag", "a", "--", "true")
+    fixtures_compare.load(pg_cli, pg_cli.tmp)
+    first = tmp_path / "from-pg.json"
+    pg_cli("export", "-o", first)
+    lite = _sqlite_cli(tmp_path, shared_cache)
+    out = lite("import", first)
+    assert "imported 5 runs" in out.stdout + out.stderr
+    second = tmp_path / "from-sqlite.json"
+    lite("export", "-o", second)
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    key = lambda doc: sorted((r["uuid"], json.dumps(r, sort_keys=True)) for r in doc["runs"])
+    assert len(a["runs"]) == 5 and key(a) == key(b)
+    # Into the same PostgreSQL store again: every run is known, nothing is duplicated.
+    out = pg_cli("import", second)
+    assert "imported 0 runs, skipped 5" in out.stdout + out.stderr
+    assert rows(pg_cli.db, "SELECT count(*) FROM run") == [(5,)]
+    assert rows(pg_cli.db, "SELECT count(*) FROM sample") == [(sum(len(r["samples"]) for r in a["runs"]),)]
+
+
+def test_cli_run_killed_on_postgresql_is_marked_interrupted(pg_cli):
+    proc = pg_cli.popen("run", "cmd", "--runs", "1000", "--", "sleep", "0.05")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:  # the schema may not be there yet
+                if rows(pg_cli.db, "SELECT count(*) FROM sample") != [(0,)]:
+                    break
+            except SQLAlchemyError:
+                pass
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.kill()
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "interrupted" in pg_cli("runs").stdout
+    (status, error), = rows(pg_cli.db, "SELECT status, error FROM run")
+    assert status == "interrupted" and "ended without closing it" in error
+
+
+def test_cli_errors_from_postgresql_are_one_line_with_the_password_masked(postgres_cluster, tmp_path, shared_cache):
+    port = postgres_cluster.port
+    cli = CLI(tmp_path / "unused.db", tmp_path, shared_cache)
+    cases = [
+        (f"postgresql://perflab:s3cret@127.0.0.1:{port}/no_such_db", ['database "no_such_db" does not exist', "perflab:***@"]),
+        (f"postgresql://perflab:s3cret@127.0.0.1:1/x", ["Connection refused", "perflab:***@"]),
+        ("postgresql+psycopg2://u:s3cret@127.0.0.1/x", ["psycopg 3", "u:***@"]),
+        ("mysql://u:s3cret@127.0.0.1/x", ["SQLite", "PostgreSQL", "u:***@"]),
+    ]
+    for url, needles in cases:
+        proc = cli("--db", url, "runs", check=False)
+        assert_one_line_error(proc, *needles)
+        assert "s3cret" not in proc.stderr + proc.stdout
+
+
+def test_cli_a_stopped_server_is_a_one_line_error_and_a_restarted_one_works(postgres_cluster, postgres_url, tmp_path, shared_cache):
+    cli = CLI(postgres_url, tmp_path, shared_cache)
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    postgres_cluster.stop()
+    try:
+        assert_one_line_error(cli("runs", check=False), "Connection refused")
+    finally:
+        postgres_cluster.start()
+    assert re.search(r"^\s*1\s.*finished", cli("runs").stdout, re.M)
