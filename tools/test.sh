@@ -12,7 +12,9 @@ as_root() {
 # Real peers the tests and benchmark scripts use: hyperfine (side-by-side
 # timing), fio, git and a C compiler; chromium and its driver for the browser
 # tests of `perflab report html` (tests/test_html.py, driven by selenium).
-PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver"
+# PostgreSQL and redis-server: the tests start their own on loopback ports
+# (tests/services.py); the system services are not used.
+PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
