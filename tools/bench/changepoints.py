@@ -14,6 +14,9 @@ every other detection is a false one. Precision, recall and the compute time of
 and for Otava (otava.series.Series(...).analyze() with AnalysisOptions(): window
 50, p < 0.001, magnitude 0: what `otava analyze` does by default).
 
+Then step-free histories with noise of other shapes (two modes, heavy tails,
+clustered outliers, serial correlation): every call there is false.
+
 Then the whole `perflab detect` command is timed on a store that holds the 20
 series of the first seed's steps+spikes set (500 runs of one benchmark with 20
 metrics, three samples per run whose mean is the point), and its detections are
@@ -117,6 +120,36 @@ def evaluate(method, sets) -> dict:
             "cpu_per_20": float(np.median(cpu)), "cpu_max": float(max(cpu))}
 
 
+def ar1(rng: np.random.Generator, n: int, rho: float) -> np.ndarray:
+    e = np.zeros(n)
+    for i in range(1, n):
+        e[i] = rho * e[i - 1] + rng.standard_normal()
+    return e * np.sqrt(1 - rho * rho)   # unit marginal variance
+
+
+# Histories without any step whose noise is not independent Gaussian: every call is false.
+SHAPES = {
+    "two modes (6 or 11, placement)": lambda rng: np.where(rng.random(POINTS) < 0.5, 6.0, 11.0)
+    * (1 + COV * rng.standard_normal(POINTS)),
+    "heavy tails (t, 3 dof)": lambda rng: 100 * (1 + COV * rng.standard_t(3, POINTS)),
+    "5% outliers of +15%": lambda rng: 100 * np.exp(COV * rng.standard_normal(POINTS))
+    * np.where(rng.random(POINTS) < 0.05, 1.15, 1.0),
+    "wander AR(1) 0.3": lambda rng: 100 * (1 + COV * ar1(rng, POINTS, 0.3)),
+    "wander AR(1) 0.5": lambda rng: 100 * (1 + COV * ar1(rng, POINTS, 0.5)),
+    "wander AR(1) 0.8": lambda rng: 100 * (1 + COV * ar1(rng, POINTS, 0.8)),
+}
+
+
+def noise_shapes(methods: dict) -> None:
+    print(f"\nfalse calls on {SERIES} step-free series x {POINTS} points per noise shape (seed 77):")
+    print(f"{'noise':34} " + " ".join(f"{name:>20}" for name in methods))
+    for shape, make in SHAPES.items():
+        rng = np.random.default_rng(77)
+        data = [make(rng) for _ in range(SERIES)]
+        counts = [sum(len(method(values)) for values in data) for method in methods.values()]
+        print(f"{shape:34} " + " ".join(f"{c:>20}" for c in counts))
+
+
 def time_command(data) -> None:
     """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics)."""
     from perflab.model import LOWER_IS_BETTER, Sample
@@ -177,6 +210,7 @@ def main() -> int:
     ap.add_argument("--gap", type=int, default=5, help="least points between steps and from the ends (5: the matching tolerance)")
     ap.add_argument("--no-otava", action="store_true")
     ap.add_argument("--no-command", action="store_true", help="skip timing the whole command")
+    ap.add_argument("--no-shapes", action="store_true", help="skip the step-free noise shapes")
     args = ap.parse_args()
 
     seeds = list(range(1, args.seeds + 1))
@@ -211,6 +245,8 @@ def main() -> int:
         for s in sets:
             ratio = results[(s, 'otava 0.8 defaults')]['cpu_per_20'] / results[(s, 'perflab')]['cpu_per_20']
             print(f"  {s}: otava takes {ratio:.1f}x perflab's CPU time")
+    if not args.no_shapes:
+        noise_shapes(methods)
     if not args.no_command:
         time_command(sets["steps+spikes"][0])
     return 0

@@ -55,7 +55,7 @@ HALF_WINDOW = MIN_SIZE - 1
 ZERO_NOISE_FLOOR = 1e-6
 # More outliers than this share of the points are the noise's own shape (two
 # modes, heavy tails), not spikes: then the noise is measured without robustness.
-MAX_SPIKE_SHARE = 0.05
+MAX_SPIKE_SHARE = 0.03
 # Serial correlation of the noise is estimated up to this (AR(1) coefficient).
 MAX_RHO = 0.9
 # A "no change" is said to be blind when the series could not have seen a change this large.
