@@ -10,6 +10,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from perflab import environment
 from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER
@@ -46,6 +47,7 @@ PERF_PROFILE = "perf-profile"
 # minimum effect (never below --threshold).
 MONITOR_MIN_EFFECT = 0.05
 RATE, TOTAL = "rate", "total"
+_UNSET = object()
 
 
 def is_primary(metric: str, primary: list[str] | None = None, benchmark: str = "") -> bool:
@@ -95,6 +97,7 @@ class MetricRow:
     # other figure of the same counter when the comparison holds it (see _pair_counters).
     counter: str | None = None
     sibling: MetricRow | None = field(default=None, repr=False, compare=False)
+    _noise: object = field(default=_UNSET, repr=False, compare=False)  # noise(), computed on first use
 
     @property
     def in_points(self) -> bool:
@@ -124,6 +127,11 @@ class MetricRow:
 
     def noise(self) -> str | None:
         """Why the changed view leaves this monitor row out although it changed, or None (docs/monitors-compare.md)."""
+        if self._noise is _UNSET:
+            self._noise = self._noise_reason()
+        return self._noise
+
+    def _noise_reason(self) -> str | None:
         if self.monitor is None:
             return None
         if self.in_points:
@@ -187,7 +195,8 @@ class ComparisonResult:
     def own_rows(self) -> list[MetricRow]:
         return [r for r in self.rows if r.monitor is None]
 
-    @property
+    # The monitor views below are computed once: a result is not changed after compare() made it.
+    @cached_property
     def monitor_rows(self) -> list[MetricRow]:
         """The monitor metrics compared: measured on the base and on a head (one_sided_monitors has the rest)."""
         return [r for r in self.rows if r.monitor is not None and any(c is not None for c in r.heads)]
@@ -205,6 +214,10 @@ class ComparisonResult:
 
         perf-profile rows stay in blocks of their kind (calltrace, children, self), as LKP prints them.
         """
+        return self._sections
+
+    @cached_property
+    def _sections(self) -> list[tuple[str, list[MetricRow]]]:
         if self.monitors == "none":
             return []
         rows = self.monitor_rows if self.monitors == "all" else [r for r in self.monitor_rows if self.monitor_changed(r)]
@@ -215,13 +228,18 @@ class ComparisonResult:
         return [(name, sorted(by_monitor[name], key=_display_order))
                 for name in sorted(by_monitor, key=lambda m: (order.get(m, len(order)), m))]
 
-    def monitor_counts(self) -> dict[str, int]:
+    @cached_property
+    def _counts(self) -> dict[str, int]:
         """For the layouts' monitor heading: metrics compared, significant, significant but noise, shown."""
         rows = self.monitor_rows
         significant = [r for r in rows if r.significant()]
         return {"compared": len(rows), "significant": len(significant),
                 "noise": sum(1 for r in significant if r.noise() is not None),
                 "shown": len(self.shown_monitor_rows())}
+
+    def monitor_counts(self) -> dict[str, int]:
+        """For the layouts' monitor heading: metrics compared, significant, significant but noise, shown."""
+        return dict(self._counts)
 
     def visible_rows(self) -> list[MetricRow]:
         """The rows a text layout speaks of (caveats, names): the benchmark's own and the monitor rows shown."""
@@ -272,8 +290,8 @@ def _pair_counters(rows: list[MetricRow]) -> None:
     a unit ending in "/s"; a total is a metric whose rate is beside it (or that ends
     in .total). Levels and shares (%, KiB, pages, run-queue lengths) are neither.
     """
-    index = {(r.testbox, r.benchmark, json.dumps(r.params, sort_keys=True, default=str), r.metric): r
-             for r in rows if r.monitor is not None and not r.in_points}
+    # Rows of one group share one params dict (compare's params_of): its id is the group.
+    index = {(r.testbox, r.benchmark, id(r.params), r.metric): r for r in rows if r.monitor is not None and not r.in_points}
     for (box, bench, params, metric), row in index.items():
         if not row.unit.endswith("/s"):
             continue
@@ -445,7 +463,7 @@ def compare(
             head_values=[list(groups[key].values) if key in groups else None for groups in side_groups[1:]],
             family=family_of[key], monitor=monitor_of(g.metric),
         ))
-    _pair_counters(rows)
+    _pair_counters(rows)  # before any noise(): the floors of a counter look at its pair
     median_geomeans = []
     for i in range(len(per_head)):
         by_unit: dict[str, list[Comparison]] = defaultdict(list)
