@@ -272,6 +272,31 @@ def test_unknown_event_on_the_command_line_is_one_line_and_runs_nothing(cli):
     assert cli.sql("select count(*) from sample")[0][0] == 0
 
 
+def my_perf_processes() -> list[int]:
+    """perf processes working in this test process's monitor temp dirs."""
+    mark = f"{perfmon.WORKDIR_PREFIX}{os.getpid()}-".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if mark in f.read() and not gone(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@needs_perf
+def test_a_later_monitors_bad_event_stops_the_perf_started_ahead():
+    with pytest.raises(MonitorError, match="no-such-event-xyz"):
+        MonitorSet({"perf-profile": {}, "perf-stat": {"events": ["no-such-event-xyz"]}})
+    deadline = time.monotonic() + 5
+    while my_perf_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert my_perf_processes() == []
+
+
 def test_perf_stat_options_checked():
     with pytest.raises(MonitorError, match="unknown option 'evnts'; valid: interval, events"):
         MonitorSet({"perf-stat": {"evnts": ["cs"]}})

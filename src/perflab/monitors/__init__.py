@@ -142,6 +142,16 @@ class MonitorSet:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        try:
+            self._check_all(config)
+        except BaseException:
+            # A bad option or event of a later monitor: the ones already checked may have
+            # started processes (perf is started ahead); stop them before the error goes up.
+            self.close()
+            raise
+
+    def _check_all(self, config: dict[str, dict]) -> None:
+        warn = self.warn
         for name, raw in config.items():
             options = parse_options(name, raw)
             mon = monitor_class(name)(options)
