@@ -274,6 +274,7 @@ def test_detect_by_first_parent_order(cli, tmp_path):
         add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, level * (1 + 0.01 * rng.standard_normal(3)))},
                 commit=shas[i])
     add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, [1.0, 1.0, 1.0])}, commit=shas[5])   # a second run: pooled
+    add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, [1.0, 1.0])}, commit=shas[7][:10])  # abbreviated (an import)
     skipped = [add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, [5.0] * 3)}, commit=side),
                add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, [5.0] * 3)}, commit=shas[3], dirty=True),
                add_run(store, {"bench.time": ("s", LOWER_IS_BETTER, [5.0] * 3)})]
@@ -299,6 +300,15 @@ def test_detect_by_first_parent_order(cli, tmp_path):
     # by time the same store is a shuffle: the level change is not where commit 20 is
     by_time = json.loads(cli("detect", "--style", "json").stdout)
     assert by_time["order"] == "time" and by_time["skipped"] == []
+
+    # the points keep their runs and every sample
+    from perflab import series
+
+    (s,) = series.build(store, repo=str(repo), branch="main").series
+    assert [p.commit for p in s.points] == shas
+    assert len(s.points[5].run_ids) == 2 and len(s.points[5].samples) == 6 and len(s.points[5].run_means) == 2
+    assert len(s.points[7].run_ids) == 2 and len(s.points[7].samples) == 5
+    assert s.points[5].value == pytest.approx(sum(s.points[5].run_means) / 2)
 
 
 def detect_in_process(capsys, db, *args) -> subprocess.CompletedProcess:

@@ -146,6 +146,7 @@ def build(store: Store, *, benchmark: str | None = None, metrics: tuple[str, ...
 
     # Where each run goes: its point key (commit position, or the run itself).
     slot: dict[int, tuple] = {}
+    full_sha: dict[int, str] = {}
     for r in runs:
         if not repo:
             slot[r.id] = (r.started, r.id)
@@ -160,6 +161,7 @@ def build(store: Store, *, benchmark: str | None = None, metrics: tuple[str, ...
                 history.skipped.append((r.id, f"commit {r.commit[:12]} is not on the first-parent history of {history.branch}"))
             else:
                 slot[r.id] = (commit.position,)
+                full_sha[r.id] = commit.sha   # an abbreviated id (an import) made whole
     run_of = {r.id: r for r in runs if r.id in slot}
     keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
 
@@ -188,7 +190,7 @@ def build(store: Store, *, benchmark: str | None = None, metrics: tuple[str, ...
         r = run_of[rid]
         point = points[key].get(slot[rid])
         if point is None:
-            point = points[key][slot[rid]] = Point([], r.started, r.commit)
+            point = points[key][slot[rid]] = Point([], r.started, full_sha.get(rid, r.commit))
         point.run_ids.append(rid)
         point.samples.extend(values)
         point.run_means.append(math.fsum(values) / len(values))
