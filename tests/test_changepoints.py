@@ -350,7 +350,8 @@ def test_detect_says_what_a_short_history_could_not_see(cli, capsys):
     rng = np.random.default_rng(13)
     for i in range(8):
         add_run(store, {"bench.noisy": ("s", LOWER_IS_BETTER, 1.0 * (1 + 0.08 * rng.standard_normal(2))),
-                        "bench.count": ("", 0, [100.0 if i < 4 else 130.0] * 2)})
+                        "bench.count": ("", 0, [100.0 if i < 4 else 130.0] * 2),
+                        "bench.exit_status": ("", 0, [0.0])})
     for i in range(2):
         add_run(store, {"bench.short": ("s", LOWER_IS_BETTER, [1.0])}, params={"mode": "thread"})
     proc = detect_in_process(capsys, cli.db)
@@ -358,11 +359,13 @@ def test_detect_says_what_a_short_history_could_not_see(cli, capsys):
     noisy_line = next(l for l in proc.stdout.splitlines() if "bench.noisy" in l)
     assert "no change in 8 points" in noisy_line and "could not have seen a 5% change" in noisy_line
     assert "too short to tell (2 points" in proc.stdout
+    assert "bench.exit_status (informational): constant over 8 points" in proc.stdout
     # an informational metric's level change is a "change", neither regression nor improvement
     count = proc.stdout[proc.stdout.index("bench.count"):]
     assert "informational" in count.splitlines()[0] and count.splitlines()[1].split()[0] == "CHANGE"
     out = json.loads(detect_in_process(capsys, cli.db, "--style", "json").stdout)
     by_metric = {s["metric"]: s for s in out["series"]}
     assert by_metric["bench.noisy"]["blind_to"] == 0.05 and by_metric["bench.count"]["blind_to"] is None
+    assert by_metric["bench.exit_status"]["detectable_mid"] == 0.0 and by_metric["bench.exit_status"]["blind_to"] is None
     assert by_metric["bench.count"]["change_points"][0]["kind"] == "change"
     assert by_metric["bench.count"]["change_points"][0]["index"] == 4

@@ -72,6 +72,8 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
             if d.n < 2 * d.min_size:
                 lines.append(f"{_series_name(r)}: too short to tell ({d.n} point{'' if d.n == 1 else 's'}; "
                              f"a level change needs {2 * d.min_size})")
+            elif d.noise == 0:
+                lines.append(f"{_series_name(r)}: constant over {d.n} points{spikes}")
             else:
                 blind = (f"; these points could not have seen a {percent(RELEVANT_CHANGE, signed=False, decimals=0)} change"
                          if d.blind else "")

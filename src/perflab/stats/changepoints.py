@@ -106,8 +106,9 @@ class Detection:
 
     @property
     def blind(self) -> bool:
-        """No step of RELEVANT_CHANGE, even halfway along, would be found with 90% power."""
-        return not self.detectable_mid <= RELEVANT_CHANGE
+        """No step of RELEVANT_CHANGE, even halfway along, would be found with 90% power
+        (False when that is unknown: a level of zero has no relative change)."""
+        return self.detectable_mid > RELEVANT_CHANGE
 
     @property
     def noise_cov(self) -> float:
@@ -372,7 +373,7 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     floor = ZERO_NOISE_FLOOR * (abs(level) or float(np.max(np.abs(x))) or 1.0)
     half = max(min_size - 1, 1)
     outlier, local = spikes(x, max(sigma, floor), half=half)
-    if outlier.sum() > MAX_SPIKE_SHARE * n and n > 2:
+    if outlier.sum() > max(MAX_SPIKE_SHARE * n, 2):
         # Too many to be spikes: two modes or heavy tails. Their spread is the noise.
         sigma = max(sigma, float(np.std(np.diff(x), ddof=1)) / math.sqrt(2))
         outlier, local = spikes(x, max(sigma, floor), half=half)
@@ -410,8 +411,16 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
 
 def _series_detectable(x: np.ndarray, logx: np.ndarray | None, keep: np.ndarray, split: int, alpha: float) -> float:
     """Smallest relative step detectable with 90% power had the series changed at `split`,
-    from its robust noise (so that a real step in it does not inflate the answer)."""
+    from its robust noise (so that a real step in it does not inflate the answer):
+    0 for a series without noise, NaN for one whose level is zero, inf for too few points."""
     n1, n2 = int(keep[:split].sum()), int(keep[split:].sum())
     values = (logx if logx is not None else x)[keep]
-    return power.detectable_change(n1, n2, robust_sigma(values), alpha, logged=logx is not None,
-                                   scale=float(np.median(values)) if values.size else 0.0)
+    sd = robust_sigma(values)
+    scale = float(np.median(values)) if values.size else 0.0
+    if n1 < 1 or n2 < 1 or n1 + n2 < 3:
+        return math.inf
+    if sd == 0:
+        return 0.0
+    if logx is None and scale == 0:
+        return math.nan
+    return power.detectable_change(n1, n2, sd, alpha, logged=logx is not None, scale=scale)
