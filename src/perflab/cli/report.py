@@ -323,7 +323,7 @@ def report_html(operands, output, benchmark, metrics, box, tag, since, repo, bra
     doc = html.report(store, filters, output)
     size = os.path.getsize(output)
     click.echo(f"report: {output} ({size / 1e6:.1f} MB): {len(doc['runs'])} runs, "
-               f"{sum(len(v) for v in doc['samples'].values())} samples, {len(doc['trends'])} trends"
+               f"{doc['sample_count']} samples, {len(doc['trends'])} trends"
                + (f", comparison of {len(doc['comparison']['labels'])} operands" if doc.get("comparison") else ""), err=True)
 
 

@@ -17,7 +17,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import util
 from pathlib import Path
 
@@ -68,9 +68,28 @@ def _iso(t: dt.datetime | None) -> str | None:
     return t.strftime("%Y-%m-%d %H:%M:%S") if t else None
 
 
-@dataclass
-class _Gathered:
-    runs: dict[int, object] = field(default_factory=dict)   # store rows of every run the page speaks of
+class _OneRead:
+    """The store, each run's samples read from it once: the comparison, the trends and the
+    page ask for overlapping runs (a report of 1,000 runs read its 50,000 samples three times)."""
+
+    def __init__(self, store):
+        self._store = store
+        self._rows: dict[int, list] = {}
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def samples(self, run_ids):
+        ids = sorted(set(run_ids))
+        missing = [i for i in ids if i not in self._rows]
+        for chunk in range(0, len(missing), 5000):
+            part = missing[chunk:chunk + 5000]
+            for i in part:
+                self._rows[i] = []
+            for row in self._store.samples(part):
+                self._rows[row[0]].append(row)
+        # The store's order (run, metric, repetition): runs ascending, each run's rows as read.
+        return [row for i in ids for row in self._rows[i]]
 
 
 def gather(store, f: Filters) -> dict:
@@ -90,6 +109,8 @@ def gather(store, f: Filters) -> dict:
         doc["version"] = "?"
     runs = [r for r in store.find_runs(benchmark=f.benchmark, tag=f.tag, box=f.box, since=f.since)
             if r.status in USABLE_STATUSES]
+    store = _OneRead(store)
+    store.samples([r.id for r in runs])
     result = None
     if f.operands:
         from perflab.comparison import compare
@@ -104,13 +125,11 @@ def gather(store, f: Filters) -> dict:
     globs = tuple(f"*{m}*" for m in f.metrics)
     history = series_mod.build(store, benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
                                repo=f.repo, branch=f.branch)
-    gathered = _Gathered()
-    for r in runs:
-        gathered.runs[r.id] = r
+    page_runs = {r.id: r for r in runs}   # store rows of every run the page speaks of
     if result is not None:
         for sel in result.selections:
             for r in sel.runs:
-                gathered.runs[r.id] = r
+                page_runs[r.id] = r
         doc["comparison"] = _comparison(result)
         keys = {(row.testbox, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
                 for row in result.own_rows}
@@ -127,14 +146,14 @@ def gather(store, f: Filters) -> dict:
         doc["notes"].append(f"{len(history.skipped)} run(s) left out of the trends: "
                             + "; ".join(f"#{rid} {why}" for rid, why in history.skipped[:5])
                             + (" ..." if len(history.skipped) > 5 else ""))
-    page_runs = dict(gathered.runs)
     missing = sorted(trend_runs - set(page_runs))
     if missing:
         page_runs.update({r.id: r for r in store.find_runs(ids=missing)})
     samples = _samples(store, sorted(page_runs))
     doc["runs"], doc["envs"] = _runs(page_runs)
     doc["metrics"], doc["samples"] = samples
-    doc["distributions"] = _distributions(result, history, page_runs, doc["metrics"], doc["samples"], doc["notes"])
+    doc["sample_count"] = sum(len(group) - 1 for groups in doc["samples"].values() for group in groups)
+    doc["distributions"] = _distributions(result, history, page_runs, doc["metrics"], doc["notes"])
     doc["scaling"] = _scaling(store, list(page_runs.values()) if result is None else
                               [r for sel in result.selections for r in sel.runs])
     chosen = [(sel.label, sel.runs) for sel in result.selections] if result is not None else None
@@ -206,6 +225,9 @@ def _detectable(row, head: int, cmp, alpha: float, detectable_change) -> float:
 # -- trends -------------------------------------------------------------------
 
 def _trends(history, series_mod, notes: list[str]) -> tuple[list[dict], set[int]]:
+    """Per series: its points (the runs of each, its level), the levels between change points, the change points.
+
+    A point's date, commit and tag are the page's run records (runs[...]): not repeated here."""
     from perflab.series import BY_COMMIT
 
     shown = history.series
@@ -217,27 +239,28 @@ def _trends(history, series_mod, notes: list[str]) -> tuple[list[dict], set[int]
     out, run_ids = [], set()
     for res in results:
         s, d = res.series, res.detection
-        points = []
         for p in s.points:
             run_ids.update(p.run_ids)
-            commit = history.commits.get(p.commit or "") if history.order == BY_COMMIT else None
-            points.append({"x": commit.position if commit else _iso(p.started), "y": _num(p.value),
-                           "runs": p.run_ids, "commit": p.commit, "subject": commit.subject if commit else None})
-        bounds = [0] + [c.index for c in d.change_points] + [d.n]
+        trend = {"testbox": s.testbox, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
+                 "unit": s.unit, "direction": s.direction, "order": history.order,
+                 "runs": [p.run_ids for p in s.points], "y": [_num(p.value) for p in s.points]}
+        if history.order == BY_COMMIT:
+            commits = [history.commits.get(p.commit or "") for p in s.points]
+            trend["x"] = [c.position if c else None for c in commits]
+            trend["subjects"] = [c.subject if c else None for c in commits]
         levels = []
         for k, c in enumerate(d.change_points):
             if k == 0:
                 levels.append([c.before.start, c.before.stop, _num(c.before.mean)])
             levels.append([c.after.start, c.after.stop, _num(c.after.mean)])
-        out.append({
-            "testbox": s.testbox, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
-            "unit": s.unit, "direction": s.direction, "order": history.order, "points": points,
-            "levels": levels, "bounds": bounds, "outliers": list(d.outliers),
+        trend.update({
+            "levels": levels, "outliers": list(d.outliers),
             "noise_cov": _num(d.noise_cov), "detectable_mid": _num(d.detectable_mid),
             "changes": [{"index": c.index, "change": _num(c.change), "ci": [_num(c.ci[0]), _num(c.ci[1])],
                          "p": _num(c.p_value), "detectable": _num(c.detectable), "kind": k}
                         for c, k in zip(d.change_points, res.kinds)],
         })
+        out.append(trend)
     return out, run_ids
 
 
@@ -260,57 +283,65 @@ def _runs(runs: dict[int, object]) -> tuple[dict, list]:
     return out, envs
 
 
+def _short(x: float) -> float | None:
+    """A sample as the page shows it: 7 significant digits (the statistics use the stored value)."""
+    if not math.isfinite(x):
+        return None
+    return float(f"{x:.7g}")
+
+
 def _samples(store, run_ids: list[int]) -> tuple[list[str], dict]:
-    """Every sample of the page's runs: {run: [[metric index, value], ...]} in stored order."""
+    """Every sample of the page's runs: {run: [[metric index, value, value, ...], ...]}, values in
+    repetition order (the store returns them ordered by run, metric, repetition)."""
     metrics: list[str] = []
     index: dict[str, int] = {}
     out: dict[str, list] = {}
     for chunk in range(0, len(run_ids), 5000):
-        for row in store.samples(run_ids[chunk:chunk + 5000]):
-            rid, metric, value = row[0], row[1], row[2]
-            k = index.get(metric)
-            if k is None:
-                k = index[metric] = len(metrics)
-                metrics.append(metric)
-            out.setdefault(str(rid), []).append([k, _num(value)])
+        current, values = None, None
+        for row in store.samples(run_ids[chunk:chunk + 5000]):  # noqa: B020 (read once: _OneRead)
+            rid, metric = row[0], row[1]
+            if (rid, metric) != current:
+                current = (rid, metric)
+                k = index.get(metric)
+                if k is None:
+                    k = index[metric] = len(metrics)
+                    metrics.append(metric)
+                values = [k]
+                out.setdefault(str(rid), []).append(values)
+            values.append(_short(row[2]))
     return metrics, out
 
 
 # -- distributions --------------------------------------------------------------
 
-def _distributions(result, history, runs, metrics, samples, notes) -> list[dict]:
+def _distributions(result, history, runs, metrics, notes) -> list[dict]:
+    """Which samples each box holds: a comparison row's sides ({"row": i}: the values are in the
+    comparison's rows), or a series' runs per tag ({"metric": index, "variants": [{label, runs}]})."""
     out = []
     if result is not None:
         # The benchmark's own rows, the significant first, then by size of change.
+        order = {id(r): i for i, r in enumerate(result.rows)}
         rows = sorted(result.own_rows, key=lambda r: (not r.significant(), -r.change_size(), r.metric))
         if len(rows) > MAX_DISTRIBUTIONS:
             notes.append(f"{len(rows)} compared metrics: distributions of the first {MAX_DISTRIBUTIONS} "
                          "(significant first) are drawn")
-        for row in rows[:MAX_DISTRIBUTIONS]:
-            variants = [{"label": result.labels[0], "values": [_num(v) for v in row.base_values]}]
-            for label, values in zip(result.labels[1:], row.head_values):
-                if values is not None:
-                    variants.append({"label": label, "values": [_num(v) for v in values]})
-            out.append({"testcase": row.testcase, "metric": row.metric, "unit": row.unit, "variants": variants})
-        return out
+        heads = len(result.labels) - 1
+        return [{"row": order[id(r)] * heads} for r in rows[:MAX_DISTRIBUTIONS]]
     index = {m: i for i, m in enumerate(metrics)}
     for s in history.series[:MAX_DISTRIBUTIONS]:
-        k = index.get(s.metric)
         by_tag: dict[str, list] = {}
         latest: dict[str, dt.datetime] = {}
         for p in s.points:
             for rid in p.run_ids:
                 r = runs[rid]
                 label = r.tag if r.tag else "(untagged)"
-                by_tag.setdefault(label, []).extend(v for m, v in samples.get(str(rid), []) if m == k)
+                by_tag.setdefault(label, []).append(rid)
                 latest[label] = max(latest.get(label, r.started), r.started)
-        tags = sorted(by_tag, key=lambda t: latest[t])
-        if len(tags) > MAX_VARIANTS:
-            tags = tags[-MAX_VARIANTS:]
+        tags = sorted(by_tag, key=lambda t: latest[t])[-MAX_VARIANTS:]
         out.append({"testcase": "/".join([s.benchmark] + [str(v) for v in json.loads(s.params).values()
                                                           if v not in (None, "", [], {})]),
-                    "testbox": s.testbox, "metric": s.metric, "unit": s.unit,
-                    "variants": [{"label": t, "values": by_tag[t]} for t in tags],
+                    "testbox": s.testbox, "metric": index.get(s.metric), "unit": s.unit,
+                    "variants": [{"label": t, "runs": by_tag[t]} for t in tags],
                     "omitted_tags": len(by_tag) - len(tags)})
     if len(history.series) > MAX_DISTRIBUTIONS:
         notes.append(f"distributions of the first {MAX_DISTRIBUTIONS} of {len(history.series)} series are drawn")
@@ -320,9 +351,6 @@ def _distributions(result, history, runs, metrics, samples, notes) -> list[dict]
 # -- scaling, LMbench, kernbench ------------------------------------------------
 
 def _scaling(store, runs) -> list[dict]:
-    from perflab.benchmarks.will_it_scale import WORKLOAD
-    from perflab.stats.scaling import curves
-
     key_of = {}
     for r in runs:
         p = r.params or {}
@@ -333,6 +361,11 @@ def _scaling(store, runs) -> list[dict]:
                 continue
     if not key_of:
         return []
+    # Imported here: stats.scaling needs scipy.stats, a second of start-up a report without
+    # will-it-scale runs does not pay.
+    from perflab.benchmarks.will_it_scale import WORKLOAD
+    from perflab.stats.scaling import curves
+
     workloads: dict[tuple, list[float]] = {}
     for smp in store.samples(list(key_of)):
         if smp.metric == WORKLOAD:
@@ -348,10 +381,6 @@ def _scaling(store, runs) -> list[dict]:
 
 def _lmbench(store, chosen, runs, notes) -> str | None:
     """The LMbench 2.0 summary (report.lmbench's text): a row per operand, or per run."""
-    from perflab.benchmarks.lmbench.catalog import FIGURES
-    from perflab.report.lmbench import render_summary
-    from perflab.stats.scaling import pooled_means
-
     if chosen is not None:
         groups = [(label, [r for r in rs if r.benchmark == "lmbench"]) for label, rs in chosen]
         groups = [(label, rs) for label, rs in groups if rs]
@@ -364,6 +393,10 @@ def _lmbench(store, chosen, runs, notes) -> str | None:
                   for r in mine]
     if not groups:
         return None
+    from perflab.benchmarks.lmbench.catalog import FIGURES
+    from perflab.report.lmbench import render_summary
+    from perflab.stats.scaling import pooled_means
+
     sums = store.metric_sums([r.id for _, rs in groups for r in rs], FIGURES)
     rows_of: dict[int, list[int]] = {}
     for i, (_, rs) in enumerate(groups):
@@ -375,10 +408,6 @@ def _lmbench(store, chosen, runs, notes) -> str | None:
 
 def _kernbench(store, chosen, runs) -> str | None:
     """kernbench's blocks (report.kernbench's text): a column per operand, or per tag."""
-    from perflab.report.kernbench import ORDER, block_of, render_report
-    from perflab.selection import params_key
-    from perflab.stats.kernbench import blocks
-
     if chosen is not None:
         columns = [(label, [r for r in rs if r.benchmark == "kernbench"]) for label, rs in chosen]
         columns = [(label, rs) for label, rs in columns if rs]
@@ -390,6 +419,10 @@ def _kernbench(store, chosen, runs) -> str | None:
         columns = list(by_tag.items())
     if not columns:
         return None
+    from perflab.report.kernbench import ORDER, block_of, render_report
+    from perflab.selection import params_key
+    from perflab.stats.kernbench import blocks
+
     key_of, rests = {}, {}
     for _, rs in columns:
         for r in rs:

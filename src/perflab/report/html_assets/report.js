@@ -4,6 +4,7 @@
 // through plotlyText, which turns <, > and & into entities that Plotly shows as text.
 "use strict";
 (function () {
+  performance.mark("perflab-script-start");
   const DATA = JSON.parse(document.getElementById("perflab-data").textContent);
   const RUNS = DATA.runs || {};
   const METRICS = DATA.metrics || [];
@@ -45,7 +46,7 @@
   // ---- header, notes --------------------------------------------------------
   document.getElementById("subtitle").textContent =
     "generated " + DATA.generated + " by perflab " + DATA.version + (DATA.filters ? " — " + DATA.filters : "") +
-    " — " + Object.keys(RUNS).length + " runs, " + Object.values(SAMPLES).reduce((n, s) => n + s.length, 0) + " samples";
+    " — " + Object.keys(RUNS).length + " runs, " + DATA.sample_count + " samples";
   if (DATA.notes && DATA.notes.length) {
     const s = show("notes");
     for (const n of DATA.notes) s.appendChild(el("p", { class: "note" }, n));
@@ -215,12 +216,46 @@
   }
 
   // ---- charts -----------------------------------------------------------------------
-  function chartBox(parent, title, cls) {
+  // A chart is drawn when it comes near the viewport (IntersectionObserver), one chart per
+  // task so that the page opens and scrolls while charts come in: a page of a hundred charts
+  // opens as fast as one of a few. drawAll() draws the rest at once.
+  const pending = new Map();
+  const queue = [];
+  let scheduled = false;
+  const observer = "IntersectionObserver" in window ? new IntersectionObserver(entries => {
+    for (const e of entries) if (e.isIntersecting && pending.has(e.target) && !queue.includes(e.target)) queue.push(e.target);
+    schedule();
+  }, { rootMargin: "200px 0px" }) : null;
+  function schedule() {
+    if (scheduled || !queue.length) return;
+    scheduled = true;
+    setTimeout(() => {
+      scheduled = false;
+      const plot = queue.shift();
+      if (plot) draw(plot);
+      if (!queue.length && !pending.size) performance.mark("perflab-all-drawn");
+      if (!queue.length) performance.mark("perflab-queue-empty");
+      schedule();
+    }, 0);
+  }
+  function draw(plot) {
+    const fn = pending.get(plot);
+    if (!fn) return;
+    pending.delete(plot);
+    if (observer) observer.unobserve(plot);
+    const t0 = performance.now();
+    fn();
+    performance.measure("perflab-chart " + plot.id, { start: t0, end: performance.now() });
+  }
+  function drawAll() { for (const plot of Array.from(pending.keys())) draw(plot); }
+  function chartBox(parent, title, cls, id, drawFn) {
     const box = el("div", { class: "chart " + (cls || "") });
     box.appendChild(el("div", { class: "chart-title" }, title));
-    const plot = el("div", { class: "plot" });
+    const plot = el("div", { class: "plot", id: id });
     box.appendChild(plot);
     parent.appendChild(box);
+    pending.set(plot, () => drawFn(plot));
+    if (observer) observer.observe(plot); else draw(plot);
     return plot;
   }
   function seriesTitle(t) {
@@ -240,44 +275,47 @@
     show("trends");
     tocLink("trends", "Trends");
     const body = document.getElementById("trends-body");
-    list.forEach((t, i) => {
-      const plot = chartBox(body, seriesTitle(t), "trend");
-      plot.id = "trend-" + i;
-      const xs = t.points.map(p => p.x), ys = t.points.map(p => p.y);
-      const hover = t.points.map((p, k) => runHover(p.runs) + (p.subject ? "<br>" + plotlyText(p.subject) : "") +
-        (t.outliers.includes(k) ? "<br>(spike: set aside)" : ""));
-      const levelX = [], levelY = [];
-      for (const [start, stop, mean] of t.levels) {
-        levelX.push(xs[start], xs[stop - 1], null);
-        levelY.push(mean, mean, null);
-      }
-      const annotated = t.points.map((p, k) => k).filter(k => t.points[k].runs.some(id => (RUNS[String(id)] || {}).comment));
-      const traces = [
-        { x: xs, y: ys, type: "scatter", mode: t.points.length > 1 ? "lines+markers" : "markers", name: "runs",
-          text: hover, hoverinfo: "text+y", customdata: t.points.map(p => p.runs[0]), line: { width: 1, color: "#4a78c2" },
-          marker: { size: 7, color: t.points.map((p, k) => t.outliers.includes(k) ? "#999" : "#4a78c2") } },
-        { x: levelX, y: levelY, type: "scatter", mode: "lines", name: "levels", hoverinfo: "skip",
-          line: { width: 2, color: "#f28e2b" } },
-        { x: annotated.map(k => xs[k]), y: annotated.map(k => ys[k]), type: "scatter", mode: "markers", name: "annotated",
-          text: annotated.map(k => hover[k]), hoverinfo: "text+y", customdata: annotated.map(k => t.points[k].runs[0]),
-          marker: { symbol: "star", size: 14, color: "#e6b800", line: { width: 1, color: "#555" } } },
-      ];
-      const shapes = [], notes = [];
-      for (const c of t.changes) {
-        const x = xs[c.index];
-        shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
-                      line: { dash: "dash", width: 1.5, color: COLORS[c.kind] || "#333" } });
-        notes.push({ x: x, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
-                     text: plotlyText(c.kind + " " + pct(c.change) + " (p " + pval(c.p) + ")"),
-                     font: { size: 10, color: COLORS[c.kind] || "#333" } });
-      }
-      const layout = { margin: { l: 60, r: 20, t: 30, b: 50 }, height: 320, shapes: shapes, annotations: notes,
-                       showlegend: false, hovermode: "closest",
-                       xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run start (UTC)" } },
-                       yaxis: { title: { text: plotlyText(t.unit || "") } } };
-      Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
-      plot.on("plotly_click", ev => { if (ev.points.length && ev.points[0].customdata) runDetail(ev.points[0].customdata); });
-    });
+    list.forEach((t, i) => chartBox(body, seriesTitle(t), "trend", "trend-" + i, plot => drawTrend(plot, t)));
+  }
+  function drawTrend(plot, t) {
+    const n = t.runs.length;
+    const xs = t.x ? t.x : t.runs.map(ids => (RUNS[String(ids[0])] || {}).started);
+    const ys = t.y;
+    const outliers = new Set(t.outliers);
+    const hover = t.runs.map((ids, k) => runHover(ids) + (t.subjects && t.subjects[k] ? "<br>" + plotlyText(t.subjects[k]) : "") +
+      (outliers.has(k) ? "<br>(spike: set aside)" : ""));
+    const levelX = [], levelY = [];
+    for (const [start, stop, mean] of t.levels) {
+      levelX.push(xs[start], xs[stop - 1], null);
+      levelY.push(mean, mean, null);
+    }
+    const annotated = [];
+    t.runs.forEach((ids, k) => { if (ids.some(id => (RUNS[String(id)] || {}).comment)) annotated.push(k); });
+    const traces = [
+      { x: xs, y: ys, type: "scatter", mode: n > 1 ? "lines+markers" : "markers", name: "runs",
+        text: hover, hoverinfo: "text+y", customdata: t.runs.map(ids => ids[0]), line: { width: 1, color: "#4a78c2" },
+        marker: { size: n > 300 ? 4 : 7, color: t.runs.map((ids, k) => outliers.has(k) ? "#999" : "#4a78c2") } },
+      { x: levelX, y: levelY, type: "scatter", mode: "lines", name: "levels", hoverinfo: "skip",
+        line: { width: 2, color: "#f28e2b" } },
+      { x: annotated.map(k => xs[k]), y: annotated.map(k => ys[k]), type: "scatter", mode: "markers", name: "annotated",
+        text: annotated.map(k => hover[k]), hoverinfo: "text+y", customdata: annotated.map(k => t.runs[k][0]),
+        marker: { symbol: "star", size: 14, color: "#e6b800", line: { width: 1, color: "#555" } } },
+    ];
+    const shapes = [], notes = [];
+    for (const c of t.changes) {
+      const x = xs[c.index];
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+                    line: { dash: "dash", width: 1.5, color: COLORS[c.kind] || "#333" } });
+      notes.push({ x: x, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
+                   text: plotlyText(c.kind + " " + pct(c.change) + " (p " + pval(c.p) + ")"),
+                   font: { size: 10, color: COLORS[c.kind] || "#333" } });
+    }
+    const layout = { margin: { l: 60, r: 20, t: 30, b: 50 }, height: 320, shapes: shapes, annotations: notes,
+                     showlegend: false, hovermode: "closest",
+                     xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run start (UTC)" } },
+                     yaxis: { title: { text: plotlyText(t.unit || "") } } };
+    Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
+    plot.on("plotly_click", ev => { if (ev.points.length && ev.points[0].customdata) runDetail(ev.points[0].customdata); });
   }
 
   function runDetail(id) {
@@ -294,10 +332,7 @@
     makeTable(t1, [{ title: "run", cls: "text", text: x => x[0] }, { title: "", cls: "wrap", text: x => x[1] }], facts);
     body.appendChild(t1);
     const by = new Map();
-    for (const [m, v] of SAMPLES[String(id)] || []) {
-      if (!by.has(m)) by.set(m, []);
-      by.get(m).push(v);
-    }
+    for (const [m, ...values] of SAMPLES[String(id)] || []) by.set(m, (by.get(m) || []).concat(values));
     body.appendChild(el("h3", {}, "samples"));
     const t2 = el("table", { class: "data run-samples" });
     makeTable(t2, [{ title: "metric", cls: "text", text: x => METRICS[x[0]] }, { title: "n", text: x => x[1].length },
@@ -317,9 +352,7 @@
     show("scaling");
     tocLink("scaling", "Scaling");
     const body = document.getElementById("scaling-body");
-    list.forEach((s, i) => {
-      const plot = chartBox(body, s.testcase, "scaling-chart");
-      plot.id = "scaling-" + i;
+    list.forEach((s, i) => chartBox(body, s.testcase, "scaling-chart", "scaling-" + i, plot => {
       const traces = [];
       for (const m of s.modes) {
         const name = m.mode === "process" ? "processes" : m.mode + "s";
@@ -330,23 +363,42 @@
       }
       Plotly.newPlot(plot, traces, { margin: { l: 70, r: 20, t: 20, b: 50 }, height: 320,
         xaxis: { title: { text: "tasks" }, dtick: 1 }, yaxis: { title: { text: "ops/s" }, rangemode: "tozero" } }, PLOT_CONFIG);
-    });
+    }));
   }
 
+  function samplesOf(runIds, metric) {
+    const out = [];
+    for (const id of runIds) {
+      for (const group of SAMPLES[String(id)] || []) if (group[0] === metric) for (let k = 1; k < group.length; k++) out.push(group[k]);
+    }
+    return out;
+  }
   function distributions(list) {
     if (!list.length) return;
     show("distributions");
     tocLink("distributions", "Distributions");
     const body = document.getElementById("distributions-body");
+    const cmp = DATA.comparison;
     list.forEach((d, i) => {
-      const title = (d.testbox ? d.testbox + " " : "") + d.testcase + " " + d.metric + (d.unit ? " (" + d.unit + ")" : "") +
-        (d.omitted_tags ? " — " + d.omitted_tags + " older tags not drawn" : "");
-      const plot = chartBox(body, title, "distribution");
-      plot.id = "distribution-" + i;
-      const traces = d.variants.map(v => ({ y: v.values, type: "box", name: plotlyText(v.label), boxpoints: "all",
-                                           jitter: 0.5, pointpos: 0, marker: { size: 4, opacity: 0.6 }, boxmean: true }));
-      Plotly.newPlot(plot, traces, { margin: { l: 60, r: 20, t: 20, b: 60 }, height: 320, showlegend: false,
-                                     yaxis: { title: { text: plotlyText(d.unit || "") } } }, PLOT_CONFIG);
+      let title, variants, unit;
+      if (d.row !== undefined) {     // a comparison row: the base, then each head measured
+        const heads = cmp.labels.length - 1, first = cmp.rows[d.row];
+        unit = first.unit;
+        title = first.testcase + " " + first.metric + (unit ? " (" + unit + ")" : "");
+        variants = () => [{ label: cmp.labels[0], values: first.base_values }].concat(
+          cmp.rows.slice(d.row, d.row + heads).filter(r => r.head_values).map(r => ({ label: r.head, values: r.head_values })));
+      } else {
+        unit = d.unit;
+        title = d.testbox + " " + d.testcase + " " + METRICS[d.metric] + (unit ? " (" + unit + ")" : "") +
+          (d.omitted_tags ? " — " + d.omitted_tags + " older tags not drawn" : "");
+        variants = () => d.variants.map(v => ({ label: v.label, values: samplesOf(v.runs, d.metric) }));
+      }
+      chartBox(body, title, "distribution", "distribution-" + i, plot => {
+        const traces = variants().map(v => ({ y: v.values, type: "box", name: plotlyText(v.label), boxpoints: "all",
+                                             jitter: 0.5, pointpos: 0, marker: { size: 4, opacity: 0.6 }, boxmean: true }));
+        Plotly.newPlot(plot, traces, { margin: { l: 60, r: 20, t: 20, b: 60 }, height: 320, showlegend: false,
+                                       yaxis: { title: { text: plotlyText(unit || "") } } }, PLOT_CONFIG);
+      });
     });
   }
 
@@ -363,5 +415,7 @@
   distributions(DATA.distributions || []);
   textBlock("lmbench", DATA.lmbench, "LMbench");
   textBlock("kernbench", DATA.kernbench, "kernbench");
-  window.perflabReport = { data: DATA, showRun: runDetail };
+  performance.mark("perflab-script-end");
+  window.perflabReport = { data: DATA, showRun: runDetail, drawAll: drawAll, pending: () => pending.size,
+                          queued: () => queue.length + (scheduled ? 1 : 0) };
 })();
