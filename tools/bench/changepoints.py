@@ -22,7 +22,7 @@ series of the first seed's steps+spikes set (500 runs of one benchmark with 20
 metrics, three samples per run whose mean is the point), and its detections are
 checked against the library's.
 
-    .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--no-otava] [--no-command]
+    .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--no-otava] [--no-command] [--no-shapes] [--chrt]
 """
 
 from __future__ import annotations
@@ -150,8 +150,9 @@ def noise_shapes(methods: dict) -> None:
         print(f"{shape:34} " + " ".join(f"{c:>20}" for c in counts))
 
 
-def time_command(data) -> None:
-    """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics)."""
+def time_command(data, prefix: list[str]) -> None:
+    """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics);
+    `prefix` runs each timed process under it (chrt: ahead of the machine's other jobs)."""
     from perflab.model import LOWER_IS_BETTER, Sample
     from perflab.store import open_store
 
@@ -176,7 +177,7 @@ def time_command(data) -> None:
         for _ in range(5):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            proc = subprocess.run([perflab, "detect", "--db", db, "--style", "json"], capture_output=True, text=True)
+            proc = subprocess.run([*prefix, perflab, "detect", "--db", db, "--style", "json"], capture_output=True, text=True)
             walls.append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -189,13 +190,13 @@ def time_command(data) -> None:
                 [float(np.mean([v * 0.995, v, v * 1.005])) for v in data[int(s["metric"][-2:])][0]]))
             for s in out["series"])
         text = subprocess.run([perflab, "detect", "--db", db], capture_output=True, text=True).stdout
-        print(f"\nwhole command: `perflab detect --db STORE --style json` on {len(out['series'])} series x "
+        print(f"\nwhole command: `{' '.join(prefix + ['perflab'])} detect --db STORE --style json` on {len(out['series'])} series x "
               f"{POINTS} runs ({POINTS * len(data) * 3} samples; store made in {made:.1f} s)")
         print(f"  wall time  best {min(walls):.3f} s  median {float(np.median(walls)):.3f} s   "
               f"CPU best {min(cpus):.3f} s  median {float(np.median(cpus)):.3f} s   target < 1 s   "
               f"ratio (best wall) {min(walls) / 1.0:.2f}   load average {os.getloadavg()[0]:.1f}")
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import click, sqlalchemy, numpy, scipy.special"], check=True)
+        subprocess.run([*prefix, sys.executable, "-c", "import click, sqlalchemy, numpy, scipy.special"], check=True)
         floor = time.perf_counter() - start
         print(f"  of which the interpreter importing click, SQLAlchemy, numpy and scipy.special alone: {floor:.3f} s")
         print(f"  detections equal to the library's on the same points: {'yes' if same else 'NO'}")
@@ -211,6 +212,8 @@ def main() -> int:
     ap.add_argument("--no-otava", action="store_true")
     ap.add_argument("--no-command", action="store_true", help="skip timing the whole command")
     ap.add_argument("--no-shapes", action="store_true", help="skip the step-free noise shapes")
+    ap.add_argument("--chrt", action="store_true",
+                    help="time the command under `chrt -f 10` (root): on a shared machine, ahead of the other jobs")
     args = ap.parse_args()
 
     seeds = list(range(1, args.seeds + 1))
@@ -248,7 +251,7 @@ def main() -> int:
     if not args.no_shapes:
         noise_shapes(methods)
     if not args.no_command:
-        time_command(sets["steps+spikes"][0])
+        time_command(sets["steps+spikes"][0], ["chrt", "-f", "10"] if args.chrt else [])
     return 0
 
 
