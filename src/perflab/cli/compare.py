@@ -32,7 +32,8 @@ def _below_one(ctx, param, value):
 @click.option("--cross-box", is_flag=True, help="Allow operands from different testboxes (environment differences are printed).")
 @click.option("--monitors", type=click.Choice(("changed", "all", "none")), default="changed", show_default=True,
               help="Monitor metrics (vmstat.*, proc-vmstat.*, perf-stat.*, perf-profile.* ...), an FDR family of "
-                   "their own: 'changed' shows those that changed significantly and are above the noise floor "
+                   "their own (two-sided, minimum effect 5%): 'changed' shows those that changed significantly "
+                   "and are above the noise floor "
                    "(perf-profile shares from 5%, counters from 1/s or 100 events), grouped by monitor; 'all' shows "
                    "every one; 'none' leaves them out before any statistics. Every text style follows it; json and "
                    "csv carry every row kept, each with its 'monitor'.")
