@@ -62,6 +62,8 @@ def records(result: ComparisonResult) -> list[dict]:
                 "p_value": _clean(cmp.p_value) if cmp else None,
                 "p_adjusted": _clean(cmp.p_adjusted) if cmp else None,
                 "family_size": cmp.family_size if cmp else None,
+                # The smallest change these samples detect with 90% power (null: none finite).
+                "detectable_change": _clean(cmp.detectable) if cmp else None,
                 "test": cmp.test if cmp else None,
                 "verdict": cmp.verdict if cmp else "absent from head",
                 "warnings": [str(w) for w in cmp.warnings] if cmp else [],
@@ -95,7 +97,7 @@ def render_csv(result: ComparisonResult) -> str:
     cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family", "monitor"]
     cols += [f"base_{k}" for k in SUMMARY_FIELDS] + [f"head_{k}" for k in SUMMARY_FIELDS]
     cols += ["pct_change", "median_change", "ci_low", "ci_high", "ci_level", "ci_unadjusted_low", "ci_unadjusted_high",
-             "p_value", "p_adjusted", "family_size", "test", "verdict", "noise", "warnings"]
+             "p_value", "p_adjusted", "family_size", "detectable_change", "test", "verdict", "noise", "warnings"]
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for rec in records(result):
