@@ -52,7 +52,10 @@ def _document() -> dict:
     for tag, values in (("base", [5.0, 5.02, 4.98, 5.01, 4.99, 5.0]), ("head", [5.0, 6.5, 5.02, 6.52, 4.98, 6.48])):
         runs.append(_run("bimodal", {}, tag, "d55f34411b1b126429a823d06c3124c16283231f" if tag == "base" else
                          "0355322b3577eeab7669066df42c550a56801110", "2026-11-20T10:00:00",
-                         [["bimodal.time_us", v, "us", -1, k] for k, v in enumerate(values)],
+                         [["bimodal.time_us", v, "us", -1, k] for k, v in enumerate(values)]
+                         # a monitor that moved with the verdict (context switches doubled) and one that did not
+                         + [["vmstat.cs.per_s", (1000 if tag == "base" else 2000) + 5 * k, "/s", 0, k] for k in range(6)]
+                         + [["vmstat.cpu.sy", 5.0 + 0.01 * k, "%", 0, k] for k in range(6)],
                          kernel="6.8.0" if tag == "base" else "6.9.0"))
     for mode in ("process", "thread"):
         for tasks in (1, 2):
@@ -134,7 +137,7 @@ def test_document_parts(reports):
     assert {m["mode"] for m in scaling["modes"]} == {"process", "thread"}
     assert "syscall" in data["lmbench"].lower() or "null" in data["lmbench"].lower()
     assert "Half load -j 1" in data["kernbench"]
-    assert data["sample_count"] == 12 * 12 + 12 + 12 + 2 + 3 + 1
+    assert data["sample_count"] == 12 * 12 + 12 + 24 + 12 + 2 + 3 + 1   # history, bimodal (+ monitors), ...
     assert sum(len(g) - 1 for groups in data["samples"].values() for g in groups) == data["sample_count"]
 
 
@@ -230,6 +233,18 @@ def _no_errors(driver) -> None:
     assert not severe, severe
 
 
+def _settle(driver) -> None:
+    """Wait until the charts queued for drawing are drawn (Plotly finishes a drawing asynchronously)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while driver.execute_script("return window.perflabReport.queued() + "
+                                "document.querySelectorAll('.plot:not(.js-plotly-plot)').length - "
+                                "window.perflabReport.pending()"):
+        assert time.monotonic() < deadline, "charts queued for drawing were not drawn"
+        time.sleep(0.02)
+
+
 def _draw_by_scrolling(driver) -> None:
     """Charts are drawn as they come into view: scroll to each, until none is left to draw."""
     import time
@@ -256,7 +271,8 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     page = reports[1]
     _open(browser, page)
     data = _data(page)
-    # At load only the charts near the viewport are drawn; the others wait for the reader.
+    # After load only the charts near the viewport are drawn; the others wait for the reader.
+    _settle(browser)
     drawn = browser.execute_script("return document.querySelectorAll('.js-plotly-plot').length")
     assert 1 <= drawn and drawn + browser.execute_script("return window.perflabReport.pending()") == \
         len(data["trends"]) + len(data["scaling"]) + len(data["distributions"])
@@ -312,6 +328,7 @@ def test_comparison_page_in_chromium(browser, reports, tmp_path):
     data = _data(page)
     rows = browser.find_elements("css selector", "#comparison-table tbody tr")
     own = [r for r in data["comparison"]["rows"] if not r["monitor"]]
+    assert {r["metric"] for r in data["comparison"]["rows"] if r["monitor"]} == {"vmstat.cs.per_s", "vmstat.cpu.sy"}
     assert len(rows) == len(own) >= 1
     verdicts = {r["verdict"] for r in own}
     table_text = browser.find_element("id", "comparison-table").text
@@ -348,6 +365,8 @@ def test_comparison_page_in_chromium(browser, reports, tmp_path):
     names = [r.get_attribute("data-metric") for r in browser.find_elements("css selector", "#comparison-table tbody tr")]
     assert names == sorted(names, key=str.lower)
 
+    monitors = browser.find_element("id", "monitors").text
+    assert "vmstat.cs.per_s" in monitors and "vmstat.cpu.sy" not in monitors
     env = browser.find_element("id", "environment").text
     assert "kernel_release" in env and "6.9.0" in env
     for c in _charts(browser):

@@ -107,6 +107,10 @@ def report_scaling(operands, tests, box, plot, db) -> None:
     from perflab.selection import USABLE_STATUSES, select
     from perflab.stats.scaling import curves
 
+    if plot:
+        from perflab.report.plots import check_path
+
+        check_path(plot)
     store = get_store(db)
     runs = [r for r in store.find_runs(benchmark="will-it-scale", box=box) if r.status in USABLE_STATUSES]
     if operands:

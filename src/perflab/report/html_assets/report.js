@@ -277,6 +277,15 @@
     const body = document.getElementById("trends-body");
     list.forEach((t, i) => chartBox(body, seriesTitle(t), "trend", "trend-" + i, plot => drawTrend(plot, t)));
   }
+  // Where a change point's line goes: halfway between the last point of the old level and
+  // the first of the new (dates as "YYYY-MM-DD HH:MM:SS" UTC, or commit positions).
+  function between(a, b) {
+    if (a === undefined || a === null) return b;
+    if (typeof a === "number") return (a + b) / 2;
+    const ta = Date.parse(a.replace(" ", "T") + "Z"), tb = Date.parse(b.replace(" ", "T") + "Z");
+    if (!isFinite(ta) || !isFinite(tb)) return b;
+    return new Date((ta + tb) / 2).toISOString().replace("T", " ").slice(0, 19);
+  }
   function drawTrend(plot, t) {
     const n = t.runs.length;
     const xs = t.x ? t.x : t.runs.map(ids => (RUNS[String(ids[0])] || {}).started);
@@ -303,7 +312,7 @@
     ];
     const shapes = [], notes = [];
     for (const c of t.changes) {
-      const x = xs[c.index];
+      const x = between(xs[c.index - 1], xs[c.index]);
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
                     line: { dash: "dash", width: 1.5, color: COLORS[c.kind] || "#333" } });
       notes.push({ x: x, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
