@@ -237,7 +237,7 @@ def _detectable(se, df, scale, logged, alpha: float) -> np.ndarray:
     ok = np.isfinite(se) & np.isfinite(df) & (df > 0)
     if ok.any():
         delta = (special.stdtrit(df[ok], 1 - alpha / 2) + special.stdtrit(df[ok], POWER)) * se[ok]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             out[ok] = np.where(logged[ok], np.expm1(delta), delta / scale[ok])
     out[~np.isfinite(out)] = np.inf
     return out
