@@ -176,11 +176,27 @@ def test_text_with_nul_bytes_is_kept(store_url):
     they are stored as U+FFFD there, as they are in SQLite."""
     store = open_store(store_url)
     rid = new_run(store)
+    store.add_samples(rid, 0, [Sample("x.a\x00b", 1.0, "s\x00", -1)])
+    assert [(r.metric, r.unit) for r in store.samples([rid])][0] in (("x.a\x00b", "s\x00"), ("x.a\ufffdb", "s\ufffd"))
     store.add_failure(rid, "item", "out: a\x00b")
     store.finish_run(rid, "failed", error="exited 3: x\x00y")
     run = store.get_run(rid)
     assert run.status == "failed" and run.error in ("exited 3: x\x00y", "exited 3: x\ufffdy")
     assert store.failures([rid])[0].message in ("out: a\x00b", "out: a\ufffdb")
+
+
+def test_a_failed_copy_is_a_one_line_error_and_writes_nothing(postgres_url):
+    """Samples go to PostgreSQL by COPY; a row it refuses fails the batch like any statement."""
+    store = open_store(postgres_url)
+    (run, *_) = checked_runs(fixtures_compare.export_document())
+    writer = store.begin_import()
+    writer.add_samples(writer.add_run(run), [("a.b", 1.0, "s", -1, 0), ("a.c", 2.0, "s", "x", 1)])  # unchecked rows
+    with pytest.raises(PerflabError, match=r'^database postgresql://perflab@\S+: invalid input syntax for type integer: "x"$'):
+        writer.commit()
+    writer.rollback()
+    assert rows(postgres_url, "SELECT count(*) FROM run") == [(0,)]
+    assert rows(postgres_url, "SELECT count(*) FROM sample") == [(0,)]
+    assert store.import_runs([run]) == (1, 0)  # the pool's connection is usable again
 
 
 def test_dead_writers_runs_are_reaped_and_live_ones_kept(store_url):
@@ -366,3 +382,28 @@ def test_cli_a_stopped_server_is_a_one_line_error_and_a_restarted_one_works(post
     finally:
         postgres_cluster.start()
     assert re.search(r"^\s*1\s.*finished", cli("runs").stdout, re.M)
+
+
+def test_a_role_that_may_only_read_reads_and_is_refused_writes_in_one_line(postgres_cluster, postgres_url, tmp_path, shared_cache):
+    """A lab's viewers get SELECT only (docs/postgresql.md): reading commands work, also when a
+    dead run is waiting to be reaped (housekeeping is left to a writer), and writes are one-line errors."""
+    store = open_store(postgres_url)
+    rid = new_run(store)
+    with store.engine.begin() as conn:
+        conn.execute(s.run.update().where(s.run.c.id == rid).values(pid=dead_pid()))
+    store.engine.dispose()
+    database = postgres_url.rsplit("/", 1)[1]
+    postgres_cluster.sql(database, "CREATE ROLE viewer_%s LOGIN PASSWORD 'vpw'" % database)
+    postgres_cluster.sql(database, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO viewer_%s" % database)
+    viewer_url = postgres_url.replace("://perflab@", f"://viewer_{database}:vpw@")
+    try:
+        viewer = CLI(viewer_url, tmp_path, shared_cache)
+        assert re.search(rf"^\s*{rid}\s.*running", viewer("runs").stdout, re.M)
+        proc = viewer("annotate", str(rid), "note", check=False)
+        assert_one_line_error(proc, "permission denied for table run", f"viewer_{database}:***@")
+        assert_one_line_error(viewer("run", "cmd", "--", "true", check=False), "permission denied")
+        # The owner's next command reaps it.
+        assert re.search(rf"^\s*{rid}\s.*interrupted", CLI(postgres_url, tmp_path, shared_cache)("runs").stdout, re.M)
+    finally:
+        postgres_cluster.sql(database, f"DROP OWNED BY viewer_{database}")
+        postgres_cluster.sql("postgres", f"DROP ROLE viewer_{database}")

@@ -202,11 +202,17 @@ class ImportWriter:
     def _insert_samples(self, conn, run_id: int, rows: list[tuple]) -> None:
         """The driver's executemany straight from the importer's rows: the run id is
         part of the statement, so that no row is copied to add it (SQLAlchemy's
-        per-row processing would be most of the cost of a big import)."""
+        per-row processing would be most of the cost of a big import). On
+        PostgreSQL, COPY (db.copy_rows)."""
         if rows and len(rows[0]) == len(_ROW_COLUMNS_WITH_PROCESS):
             columns, sql, order = _ROW_COLUMNS_WITH_PROCESS, self._sample_sql6, self._sample_order6
         else:
             columns, sql, order = _ROW_COLUMNS, self._sample_sql, self._sample_order
+        if conn.dialect.name == "postgresql":
+            from perflab.store.db import copy_rows
+
+            copy_rows(conn, s.sample.name, ("run_id", *columns), rows, prefix=(int(run_id),))
+            return
         text = sql.replace(_RUN_ID_MARK, str(int(run_id)))
         if order is None:  # a driver with named parameters (psycopg)
             params = [dict(zip(columns, row)) for row in rows]
