@@ -277,6 +277,7 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     assert 1 <= drawn and drawn + browser.execute_script("return window.perflabReport.pending()") == \
         len(data["trends"]) + len(data["scaling"]) + len(data["distributions"])
     shot = _artifacts(tmp_path) / "report-history.png"
+    _settle(browser)
     browser.save_screenshot(str(shot))
     print(f"screenshot: {shot}")
     errors_checked = False
@@ -371,6 +372,7 @@ def test_comparison_page_in_chromium(browser, reports, tmp_path):
     assert "kernel_release" in env and "6.9.0" in env
     for c in _charts(browser):
         assert c["traces"] >= 1 and c["drawn"] > 0, c
+    browser.execute_script("window.scrollTo(0, 0)")
     shot = _artifacts(tmp_path) / "report-compare.png"
     browser.save_screenshot(str(shot))
     print(f"screenshot: {shot}")

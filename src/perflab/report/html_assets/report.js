@@ -404,7 +404,7 @@
       }
       chartBox(body, title, "distribution", "distribution-" + i, plot => {
         const traces = variants().map(v => ({ y: v.values, type: "box", name: plotlyText(v.label), boxpoints: "all",
-                                             jitter: 0.5, pointpos: 0, marker: { size: 4, opacity: 0.6 }, boxmean: true }));
+                                             jitter: 0.4, pointpos: -1.7, marker: { size: 5, opacity: 0.75 }, boxmean: true }));
         Plotly.newPlot(plot, traces, { margin: { l: 60, r: 20, t: 20, b: 60 }, height: 320, showlegend: false,
                                        yaxis: { title: { text: plotlyText(unit || "") } } }, PLOT_CONFIG);
       });
