@@ -116,26 +116,29 @@
     for (const r of rows) {
       r._attrs = { class: VERDICT_CLASS[r.verdict] || "", "data-verdict": r.verdict, "data-metric": r.metric };
     }
+    // LKP's order first (base, its spread, %change, head, its spread, verdict), the rest after.
+    const single = cmp.labels.length === 2;
     const cols = [
       { title: "testcase", cls: "text", text: r => r.testcase },
       { title: "metric", cls: "text", text: r => r.metric },
       { title: "unit", cls: "text", text: r => r.unit },
-      { title: "head", cls: "text", text: r => r.head },
-      { title: "base", value: r => r.base_stats && r.base_stats.center, text: r => num(r.base_stats && r.base_stats.center) },
+      { title: cmp.labels[0], help: "the base's center (harmonic mean for higher-is-better rates, else mean)",
+        value: r => r.base_stats && r.base_stats.center, text: r => num(r.base_stats && r.base_stats.center) },
       { title: "±", help: "coefficient of variation of the base", value: r => r.base_stats && r.base_stats.cov, text: r => pct(r.base_stats && r.base_stats.cov, false) },
-      { title: "n", value: r => r.base_stats && r.base_stats.n, text: r => r.base_stats ? r.base_stats.n : "-" },
       { title: "%change", value: r => r.pct_change, text: r => pct(r.pct_change) },
-      { title: "head value", value: r => r.head_stats && r.head_stats.center, text: r => num(r.head_stats && r.head_stats.center) },
+      { title: single ? cmp.labels[1] : "head value", value: r => r.head_stats && r.head_stats.center, text: r => num(r.head_stats && r.head_stats.center) },
       { title: "± ", help: "coefficient of variation of the head", value: r => r.head_stats && r.head_stats.cov, text: r => pct(r.head_stats && r.head_stats.cov, false) },
-      { title: "n ", value: r => r.head_stats && r.head_stats.n, text: r => r.head_stats ? r.head_stats.n : "-" },
-      { title: "median Δ", value: r => r.median_change, text: r => pct(r.median_change) },
+      { title: "verdict", cls: "text verdict", text: r => r.verdict },
       { title: "interval", help: "interval of the change at the FDR-adjusted level", value: r => r.ci_low,
         text: r => r.ci_low === null && r.ci_high === null ? "-" : "[" + pct(r.ci_low) + ", " + pct(r.ci_high) + "]" + (r.ci_level ? " @" + (r.ci_level * 100).toFixed(1) + "%" : "") },
-      { title: "p", value: r => r.p_value, text: r => pval(r.p_value) },
-      { title: "p adj.", value: r => r.p_adjusted, text: r => pval(r.p_adjusted) },
-      { title: "detectable", help: "smallest change detectable with 90% power", value: r => r.detectable, text: r => pct(r.detectable, false) },
-      { title: "family", cls: "text", text: r => r.family + (r.family_size ? " (" + r.family_size + ")" : "") },
-      { title: "verdict", cls: "text verdict", text: r => r.verdict },
+      { title: "p adj.", help: "p-value adjusted over the metric's FDR family (Benjamini-Hochberg)", value: r => r.p_adjusted, text: r => pval(r.p_adjusted) },
+      { title: "p", help: "one-sided p-value in the direction of the change", value: r => r.p_value, text: r => pval(r.p_value) },
+      { title: "detectable", help: "smallest change these samples detect with 90% power", value: r => r.detectable, text: r => pct(r.detectable, false) },
+      { title: "n", help: "samples of the base", value: r => r.base_stats && r.base_stats.n, text: r => r.base_stats ? r.base_stats.n : "-" },
+      { title: "n ", help: "samples of the head", value: r => r.head_stats && r.head_stats.n, text: r => r.head_stats ? r.head_stats.n : "-" },
+      { title: "median Δ", help: "change of the medians", value: r => r.median_change, text: r => pct(r.median_change) },
+      { title: "family", cls: "text", help: "FDR family (its size)", text: r => r.family + (r.family_size ? " (" + r.family_size + ")" : "") },
+      { title: "head", cls: "text", text: r => r.head },
       { title: "warnings", cls: "wrap", text: r => (r.warnings || []).join("; ") },
     ];
     const table = document.getElementById("comparison-table");
