@@ -197,7 +197,7 @@ class ImportWriter:
         for handle, rows in chunks:
             if ids[handle]:
                 self.files[self._file_of[handle]].samples += len(rows)
-        time.sleep(max(PAUSE_MIN, held * PAUSE_RATIO))
+        _pause(self.store, held)
 
     def _insert_samples(self, conn, run_id: int, rows: list[tuple]) -> None:
         """The driver's executemany straight from the importer's rows: the run id is
@@ -269,6 +269,13 @@ def _sample_insert(dialect, columns: tuple[str, ...]) -> tuple[str, list[int] | 
     return compiled.string, order
 
 
+def _pause(store, held: float) -> None:
+    """Let a waiting SQLite writer in after a transaction that held the lock for
+    `held` seconds. PostgreSQL has no database-wide write lock: no pause."""
+    if store.engine.dialect.name == "sqlite":
+        time.sleep(max(PAUSE_MIN, held * PAUSE_RATIO))
+
+
 def discard(store, run_ids: list[int]) -> None:
     """Delete runs of an import that did not complete, with their samples: a
     batch of samples per transaction, and the same pauses as writing."""
@@ -281,7 +288,7 @@ def discard(store, run_ids: list[int]) -> None:
                 with store.engine.begin() as conn:
                     doomed = select(s.sample.c.id).where(s.sample.c.run_id.in_(chunk)).limit(delete_batch)
                     deleted = conn.execute(s.sample.delete().where(s.sample.c.id.in_(doomed))).rowcount
-                time.sleep(max(PAUSE_MIN, (time.monotonic() - start) * PAUSE_RATIO))
+                _pause(store, time.monotonic() - start)
                 if deleted < delete_batch:
                     break
             with store.engine.begin() as conn:
