@@ -377,3 +377,37 @@ def test_comparison_page_in_chromium(browser, reports, tmp_path):
     browser.save_screenshot(str(shot))
     print(f"screenshot: {shot}")
     _no_errors(browser)
+
+
+@pytest.fixture(scope="module")
+def monitored(tmp_path_factory):
+    """Real runs with real monitors: a sleeping command and a busy one, 3 repetitions each."""
+    tmp = tmp_path_factory.mktemp("html-monitors")
+    cli = CLI(tmp / "perflab.db", tmp, tmp / "cache")
+    monitors = ["--monitor", "vmstat:interval=0.1", "--monitor", "proc-stat:interval=0.1"]
+    cli("run", "cmd", "--runs", "3", *monitors, "--tag", "quiet", "--", "sleep", "0.4")
+    cli("run", "cmd", "--runs", "3", *monitors, "--tag", "busy", "--",
+        "sh", "-c", "i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done")
+    out = tmp / "monitors.html"
+    cli("report", "html", "quiet", "busy", "-o", out)
+    return out
+
+
+def test_monitor_time_series_in_chromium(browser, monitored):
+    data = _data(monitored)
+    series = data["comparison"]["monitor_series"]
+    moved = [r for r in data["comparison"]["rows"] if r["monitor"] and r["shown"] and r["verdict"] == "changed"
+             and not r["noise"]]
+    assert moved, "a busy loop against sleep moves the CPU and run-queue monitors"
+    assert {s["metric"] for s in series} == {r["metric"] for r in moved[:12]}
+    for s in series:
+        assert [side["label"] for side in s["sides"]] == ["quiet", "busy"]
+        assert all(len(line["t"]) == len(line["v"]) >= 1 for side in s["sides"] for line in side["lines"])
+    _open(browser, monitored)
+    charts = {c["id"]: c for c in _charts(browser)}
+    for i, s in enumerate(series):
+        lines = sum(len(side["lines"]) for side in s["sides"])
+        assert charts[f"monitor-{i}"]["traces"] == lines and charts[f"monitor-{i}"]["drawn"] > 0
+    table = browser.find_element("id", "monitors").text
+    assert all(r["metric"] in table for r in moved)
+    _no_errors(browser)

@@ -30,6 +30,8 @@ MAX_TRENDS = 120
 MAX_DISTRIBUTIONS = 60
 MAX_VARIANTS = 12        # distributions per tag, without operands: the most recent tags
 MAX_LMBENCH_ROWS = 40
+MAX_MONITOR_CHARTS = 12  # time series of the monitors that moved
+MAX_MONITOR_LINES = 24   # per side: (run, repetition, process) lines of one metric
 
 
 @dataclass
@@ -131,6 +133,7 @@ def gather(store, f: Filters) -> dict:
             for r in sel.runs:
                 page_runs[r.id] = r
         doc["comparison"] = _comparison(result)
+        doc["comparison"]["monitor_series"] = _monitor_series(store, result)
         keys = {(row.testbox, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
                 for row in result.own_rows}
         # The trends of what was compared (a cross-box comparison pools testboxes: match without them).
@@ -205,6 +208,42 @@ def _comparison(result) -> dict:
         "monitor_counts": result.monitor_counts(),
         "rows": recs,
     }
+
+
+def _monitor_series(store, result) -> list[dict]:
+    """The time series (store.monitor_series) of the monitor metrics that moved, per side:
+    one line per run, repetition and process, t in seconds from the start of the timed part."""
+    shown = result.shown_monitor_rows()[:MAX_MONITOR_CHARTS]
+    if not shown or not hasattr(store, "monitor_series"):
+        return []
+    cache: dict[tuple[int, str], list] = {}
+    out = []
+    for row in shown:
+        name = row.metric[len(row.monitor) + 1:]
+        # The series keeps a counter as its rate: "proc-stat.ctxt" and "proc-stat.ctxt.per_s" are field "ctxt".
+        fields = (name, name.removesuffix(".per_s"))
+        sides = []
+        for i, sel in enumerate(result.selections):
+            if i and row.heads[i - 1] is None:
+                continue
+            key = (i, row.monitor)
+            if key not in cache:
+                cache[key] = store.monitor_series(sel.run_ids, row.monitor)
+            lines: dict[tuple, dict] = {}
+            for run_id, _monitor, repetition, process, t, values in cache[key]:
+                field = next((f for f in fields if f in (values or {})), None)
+                if field is None:
+                    continue
+                line = lines.setdefault((run_id, repetition, process), {"run": run_id, "repetition": repetition,
+                                                                         "t": [], "v": []})
+                line["t"].append(_num(t))
+                line["v"].append(_num(values[field]))
+            if lines:
+                sides.append({"label": sel.label, "lines": list(lines.values())[:MAX_MONITOR_LINES],
+                              "omitted": max(0, len(lines) - MAX_MONITOR_LINES)})
+        if sides:
+            out.append({"monitor": row.monitor, "metric": row.metric, "unit": row.unit, "sides": sides})
+    return out
 
 
 def _detectable(row, head: int, cmp, alpha: float, detectable_change) -> float:

@@ -216,6 +216,24 @@
       { title: "p adj.", value: r => r.p_adjusted, text: r => pval(r.p_adjusted) },
       { title: "verdict", cls: "text verdict", text: r => r.verdict }], rows);
     body.appendChild(table);
+    const series = cmp.monitor_series || [];
+    if (!series.length) return;
+    body.appendChild(el("p", { class: "hint" }, "Their time series during the timed part: a line per run and repetition, " +
+      "the base in blue, the heads in other colours (counters as rates per second over each interval)."));
+    const charts = el("div", { class: "charts" });
+    body.appendChild(charts);
+    const palette = ["#4a78c2", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2"];
+    series.forEach((m, i) => chartBox(charts, m.metric + (m.unit ? " (" + m.unit + ")" : ""), "monitor-series", "monitor-" + i, plot => {
+      const traces = [];
+      m.sides.forEach((side, k) => side.lines.forEach((line, j) => traces.push({
+        x: line.t, y: line.v, type: "scatter", mode: line.t.length > 1 ? "lines" : "markers",
+        name: plotlyText(side.label), legendgroup: "side" + k, showlegend: j === 0,
+        line: { color: palette[k % palette.length], width: 1 }, marker: { color: palette[k % palette.length] },
+        text: line.t.map(() => plotlyText(side.label) + " run #" + line.run + " repetition " + line.repetition),
+        hoverinfo: "text+x+y" })));
+      Plotly.newPlot(plot, traces, { margin: { l: 60, r: 20, t: 20, b: 50 }, height: 300, hovermode: "closest",
+        xaxis: { title: { text: "seconds into the timed part" } }, yaxis: { title: { text: plotlyText(m.unit || "") } } }, PLOT_CONFIG);
+    }));
   }
 
   // ---- charts -----------------------------------------------------------------------
@@ -318,7 +336,8 @@
       const x = between(xs[c.index - 1], xs[c.index]);
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
                     line: { dash: "dash", width: 1.5, color: COLORS[c.kind] || "#333" } });
-      notes.push({ x: x, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
+      notes.push({ x: x, y: 0.98, xref: "x", yref: "paper", yanchor: "top", xanchor: "left", showarrow: false,
+                   bgcolor: "rgba(255,255,255,0.8)",
                    text: plotlyText(c.kind + " " + pct(c.change) + " (p " + pval(c.p) + ")"),
                    font: { size: 10, color: COLORS[c.kind] || "#333" } });
     }
