@@ -59,20 +59,22 @@ def _tail(path: Path, lines: int = 8) -> str:
 
 
 def _kill_group(proc: subprocess.Popen | None, first: int, timeout: float = STOP_TIMEOUT) -> None:
-    """Signal the process group of `proc` (its own session), then SIGKILL what is left."""
-    if proc is None or proc.poll() is not None:
+    """Send `first` to the server (the leader of its own session: PostgreSQL's
+    postmaster stops its children itself), then SIGKILL what is left of the group."""
+    if proc is None:
         return
-    try:
-        os.killpg(proc.pid, first)
-    except ProcessLookupError:
-        return
+    if proc.poll() is None:
+        try:
+            proc.send_signal(first)
+        except ProcessLookupError:
+            pass
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
         pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group, if any
-    except ProcessLookupError:
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group, if any (also after a crash)
+    except (ProcessLookupError, PermissionError):
         pass
     if proc.poll() is None:
         proc.wait(5)
