@@ -388,18 +388,19 @@ def monitored(tmp_path_factory):
     cli("run", "cmd", "--runs", "3", *monitors, "--tag", "quiet", "--", "sleep", "0.4")
     cli("run", "cmd", "--runs", "3", *monitors, "--tag", "busy", "--",
         "sh", "-c", "i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done")
+    # The changed view depends on what else the machine does (the monitors read the whole
+    # system); --monitors all shows every monitor metric whatever the verdict.
     out = tmp / "monitors.html"
-    cli("report", "html", "quiet", "busy", "-o", out)
+    cli("report", "html", "quiet", "busy", "--monitors", "all", "-o", out)
     return out
 
 
 def test_monitor_time_series_in_chromium(browser, monitored):
     data = _data(monitored)
     series = data["comparison"]["monitor_series"]
-    moved = [r for r in data["comparison"]["rows"] if r["monitor"] and r["shown"] and r["verdict"] == "changed"
-             and not r["noise"]]
-    assert moved, "a busy loop against sleep moves the CPU and run-queue monitors"
-    assert {s["metric"] for s in series} == {r["metric"] for r in moved[:12]}
+    shown = [r for r in data["comparison"]["rows"] if r["monitor"] and r["verdict"] != "absent from head"]
+    assert {r["monitor"] for r in shown} == {"vmstat", "proc-stat"}
+    assert len(series) == 12 and {s["monitor"] for s in series} <= {"vmstat", "proc-stat"}
     for s in series:
         assert [side["label"] for side in s["sides"]] == ["quiet", "busy"]
         assert all(len(line["t"]) == len(line["v"]) >= 1 for side in s["sides"] for line in side["lines"])
@@ -409,5 +410,5 @@ def test_monitor_time_series_in_chromium(browser, monitored):
         lines = sum(len(side["lines"]) for side in s["sides"])
         assert charts[f"monitor-{i}"]["traces"] == lines and charts[f"monitor-{i}"]["drawn"] > 0
     table = browser.find_element("id", "monitors").text
-    assert all(r["metric"] in table for r in moved)
+    assert all(r["metric"] in table for r in shown)
     _no_errors(browser)

@@ -293,10 +293,13 @@ def report_profile(base, head, benchmark, top, db) -> None:
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, show_default=True,
               help="False-discovery rate of the comparison (as compare's).")
 @click.option("--cross-box", is_flag=True, help="Allow operands from different testboxes.")
+@click.option("--monitors", type=click.Choice(("changed", "all", "none")), default="changed", show_default=True,
+              help="Monitor metrics in the comparison, as compare's: 'changed' shows those that changed "
+                   "significantly above the noise floor (with their time series), 'all' every one, 'none' none.")
 @click.option("--title", help="The page's title (default: perflab report).")
 @db_option
 def report_html(operands, output, benchmark, metrics, box, tag, since, repo, branch, threshold, alpha, cross_box,
-                title, db) -> None:
+                monitors, title, db) -> None:
     """One self-contained HTML page with every view: comparison, trends, scaling, distributions.
 
     With OPERANDS (BASE HEAD [MORE ...], as `perflab compare` takes them) the page
@@ -323,7 +326,7 @@ def report_html(operands, output, benchmark, metrics, box, tag, since, repo, bra
     store = get_store(db)
     filters = html.Filters(operands=tuple(operands), benchmark=benchmark, metrics=tuple(metrics), box=box, tag=tag,
                            since=since_time, repo=repo, branch=branch, alpha=alpha, threshold=threshold / 100.0,
-                           cross_box=cross_box, title=title)
+                           cross_box=cross_box, monitors=monitors, title=title)
     doc = html.report(store, filters, output)
     size = os.path.getsize(output)
     click.echo(f"report: {output} ({size / 1e6:.1f} MB): {len(doc['runs'])} runs, "

@@ -49,6 +49,7 @@ class Filters:
     alpha: float = 0.05
     threshold: float = 0.01
     cross_box: bool = False
+    monitors: str = "changed"       # compare's --monitors: which monitor rows the page shows
     title: str | None = None
 
     def describe(self) -> str:
@@ -118,7 +119,7 @@ def gather(store, f: Filters) -> dict:
         from perflab.comparison import compare
 
         result = compare(store, list(f.operands), alpha=f.alpha, threshold=f.threshold, cross_box=f.cross_box,
-                         benchmark=f.benchmark, metrics=list(f.metrics) or None)
+                         benchmark=f.benchmark, metrics=list(f.metrics) or None, monitors=f.monitors)
     if not runs and result is None:
         what = f.describe() or "(no filter)"
         total = len(store.find_runs(limit=1))
@@ -206,6 +207,7 @@ def _comparison(result) -> dict:
         "common": {k: str(v) for k, v in (result.common or {}).items()},
         "env_diff": env_diff,
         "monitor_counts": result.monitor_counts(),
+        "monitors": result.monitors,
         "rows": recs,
     }
 

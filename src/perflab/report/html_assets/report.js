@@ -196,13 +196,16 @@
   }
 
   function monitors(cmp) {
-    const rows = cmp.rows.filter(r => r.monitor && r.shown && r.verdict !== "no change" && r.verdict !== "absent from head" &&
-                                  r.verdict !== "insufficient samples" && !r.noise);
+    // compare's views: "changed" (significant, above the noise floor) or "all".
+    const rows = cmp.monitors === "all" ? cmp.rows.filter(r => r.monitor && r.verdict !== "absent from head") :
+      cmp.rows.filter(r => r.monitor && r.shown && (r.verdict === "changed" || r.verdict === "regression" ||
+                                                    r.verdict === "improvement") && !r.noise);
     const body = document.getElementById("monitors-body");
     show("monitors");
     const c = cmp.monitor_counts || {};
     body.appendChild(el("p", { class: "note" }, (c.compared || 0) + " monitor metrics compared, " + (c.significant || 0) +
-      " changed significantly, " + (c.noise || 0) + " of them below the noise floor; shown: the changed ones above it, beside the verdict of the benchmark's own metrics."));
+      " changed significantly, " + (c.noise || 0) + " of them below the noise floor; shown: " +
+      (cmp.monitors === "all" ? "every one (--monitors all)" : "the changed ones above it, beside the verdict of the benchmark's own metrics") + "."));
     if (!rows.length) return;
     tocLink("monitors", "Monitors");
     for (const r of rows) r._attrs = { class: VERDICT_CLASS[r.verdict] || "" };
