@@ -120,6 +120,17 @@ def test_processes_opening_a_new_store_at_once_migrate_it_once(store_url, tmp_pa
     assert rows(store_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
 
+def test_a_store_upgraded_by_a_newer_perflab_is_refused_in_one_line(store_url):
+    """In a lab, one box may run a newer perflab that upgraded the shared store."""
+    open_store(store_url).engine.dispose()
+    engine = engine_of(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    with pytest.raises(PerflabError, match=rf"schema is at revision 9999, newer than this perflab knows \(up to {HEAD_REVISION}\); upgrade perflab"):
+        open_store(store_url)
+
+
 # -- writing and reading -------------------------------------------------------------------
 
 def test_runs_samples_failures_and_monitors_round_trip(store_url):

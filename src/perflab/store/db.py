@@ -28,8 +28,8 @@ from perflab.errors import PerflabError
 from perflab.model import Sample
 from perflab.store import schema as s
 
-def _head_revision() -> str:
-    """The newest Alembic revision shipped (read from the scripts, without importing Alembic)."""
+def _head_revision() -> tuple[str, frozenset[str]]:
+    """The newest Alembic revision shipped and all of them (read from the scripts, without importing Alembic)."""
     import re
 
     revisions, parents = set(), set()
@@ -44,10 +44,10 @@ def _head_revision() -> str:
     heads = revisions - parents
     if len(heads) != 1:
         raise RuntimeError(f"store migrations have {len(heads)} heads: {sorted(heads)}")
-    return heads.pop()
+    return heads.pop(), frozenset(revisions)
 
 
-HEAD_REVISION = _head_revision()
+HEAD_REVISION, KNOWN_REVISIONS = _head_revision()
 
 
 # Run ids are 64-bit integers in SQLite (and bigger than PostgreSQL's serial): a
@@ -344,6 +344,10 @@ class Store:
             revision = self._revision()
             if revision == HEAD_REVISION:
                 return
+            if revision is not None and revision not in KNOWN_REVISIONS:
+                # A newer perflab upgraded this (shared) store: this one cannot read it safely.
+                raise PerflabError(f"database {self.label}: its schema is at revision {revision}, newer than this "
+                                   f"perflab knows (up to {HEAD_REVISION}); upgrade perflab to use it")
             if self.read_only:
                 found = f"its schema is at revision {revision}" if revision else "it holds no perflab store"
                 raise PerflabError(f"database file {self.label} {self.read_only} and {found}; "
