@@ -127,11 +127,16 @@ def main() -> int:
     print(f"store: {TESTCASES * RUNS_EACH} runs, {samples} samples ({work / 'perflab.db'})")
     with open("/proc/loadavg") as fh:
         print(f"load average at the start: {fh.read().split()[0]} (2 vCPUs)")
-    cases = [("history", [])] + ([("comparison v1 v20", ["v1", "v20"])] if args.compare else [])
+    # Each case with the text command that computes the same figures, side by side.
+    cases = [("history", [], ["detect"])] + ([("comparison v1 v20", ["v1", "v20"], ["compare", "v1", "v20"])]
+                                             if args.compare else [])
     try:
-        for name, operands in cases:
-            writes, sizes, loads, cpus, screens = [], [], [], [], []
+        for name, operands, reference in cases:
+            writes, sizes, loads, cpus, screens, texts = [], [], [], [], [], []
             for r in range(args.rounds):
+                t0 = time.perf_counter()
+                subprocess.run([perflab(), *reference], env=env, capture_output=True, check=True)
+                texts.append(time.perf_counter() - t0)
                 out = work / f"report-{r}.html"
                 t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
                 proc = subprocess.run([perflab(), "report", "html", *operands, "-o", str(out)], env=env,
@@ -151,6 +156,8 @@ def main() -> int:
             print(f"{name}: {proc.stderr.strip()}; {charts} charts on the first screen")
             print("  " + line("write (whole command, median)", statistics.median(writes), "s", TARGET_WRITE_S))
             print("  " + line("  its CPU time (user+sys, median)", statistics.median(cpus), "s", TARGET_WRITE_S))
+            print(f"    `perflab {' '.join(reference)}` (the same figures as text): {statistics.median(texts):.2f} s; "
+                  f"the report takes {statistics.median(writes) / statistics.median(texts):.2f}x that")
             print("  " + line("size", statistics.median(sizes), "MB", TARGET_SIZE_MB))
             print("  " + line("load event in Chromium (median)", statistics.median(loads), "s", TARGET_LOAD_S))
             print("  " + line("  first screen's charts drawn", statistics.median(screens), "s", TARGET_LOAD_S))
