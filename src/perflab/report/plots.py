@@ -151,6 +151,8 @@ def plot_comparison(result, path: str) -> None:
 def plot_detect(history, results, path: str) -> None:
     """One panel per series (the first MAX_PANELS): points, the levels between change points,
     a dashed line at each change point; a series of one point still draws."""
+    from matplotlib.ticker import MaxNLocator
+
     shown = results[:MAX_PANELS]
     rows = max(1, len(shown))
     with _figure(figsize=(9, 2.6 * rows + 0.4)) as fig:
@@ -180,6 +182,7 @@ def plot_detect(history, results, path: str) -> None:
             ax.set_ylabel(printable(s.unit, 20) or "value", fontsize=8)
             if len(xs) == 1:
                 ax.set_xlim(-1, 1)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
         if len(results) > MAX_PANELS:
