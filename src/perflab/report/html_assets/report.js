@@ -138,9 +138,9 @@
       { title: "n ", help: "samples of the head", value: r => r.head_stats && r.head_stats.n, text: r => r.head_stats ? r.head_stats.n : "-" },
       { title: "median Δ", help: "change of the medians", value: r => r.median_change, text: r => pct(r.median_change) },
       { title: "family", cls: "text", help: "FDR family (its size)", text: r => r.family + (r.family_size ? " (" + r.family_size + ")" : "") },
-      { title: "head", cls: "text", text: r => r.head },
       { title: "warnings", cls: "wrap", text: r => (r.warnings || []).join("; ") },
     ];
+    if (!single) cols.splice(3, 0, { title: "head", cls: "text", text: r => r.head });
     const table = document.getElementById("comparison-table");
     makeTable(table, cols, rows);
     const select = document.getElementById("filter-verdict");
