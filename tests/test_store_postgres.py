@@ -109,15 +109,24 @@ def test_an_old_postgresql_store_is_upgraded_keeping_its_runs(postgres_url):
     assert rows(postgres_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
 
-def test_processes_opening_a_new_store_at_once_migrate_it_once(store_url, tmp_path):
+def test_processes_opening_a_new_store_at_once_migrate_it_once_and_record(store_url, tmp_path):
     """The migration runs under a lock (flock on SQLite, an advisory lock on PostgreSQL)."""
-    code = "import sys; from perflab.store import open_store; open_store(sys.argv[1]).engine.dispose()"
+    # ... and then record a run each on the same testbox and environment, rows that all of them insert if absent.
+    code = ("import sys; from perflab.store import open_store; from perflab.model import Sample\n"
+            "store = open_store(sys.argv[1])\n"
+            "rid = store.create_run(testbox='box', environment={'k': 1}, benchmark='cmd', name='true', params={})\n"
+            "store.add_samples(rid, 0, [Sample('m.x', float(i), 's', -1) for i in range(100)])\n"
+            "store.finish_run(rid, 'finished')\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, store_url], stderr=subprocess.PIPE, text=True)
              for _ in range(4)]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
     assert rows(store_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+    assert rows(store_url, "SELECT count(*) FROM testbox") == [(1,)]
+    assert rows(store_url, "SELECT count(*) FROM environment") == [(1,)]
+    assert rows(store_url, "SELECT status, count(*) FROM run GROUP BY status") == [("finished", 4)]
+    assert rows(store_url, "SELECT count(*) FROM sample") == [(400,)]
 
 
 def test_a_store_upgraded_by_a_newer_perflab_is_refused_in_one_line(store_url):
