@@ -53,10 +53,13 @@ class Filters:
     title: str | None = None
 
     def describe(self) -> str:
+        """The filters as given (control characters made visible: messages go to a terminal)."""
+        from perflab.text import printable
+
         parts = [f"--benchmark {self.benchmark}" if self.benchmark else "",
                  " ".join(f"--metric {m}" for m in self.metrics), f"--box {self.box}" if self.box else "",
                  f"--tag {self.tag}" if self.tag else "", f"--since {self.since:%Y-%m-%d %H:%M}" if self.since else ""]
-        return " ".join(p for p in parts if p)
+        return printable(" ".join(p for p in parts if p), 300)
 
 
 def _num(x) -> float | None:
