@@ -202,6 +202,12 @@ class PostgresCluster:
         self.stop("immediate")
         shutil.rmtree(self.base, ignore_errors=True)
 
+    def __enter__(self) -> "PostgresCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
     # -- databases -----------------------------------------------------------
     def dsn(self, database: str) -> str:
         """A libpq connection string (for psycopg directly)."""
@@ -290,6 +296,12 @@ class RedisServer:
     def destroy(self) -> None:
         self.stop()
         shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
 
 
 # -- pytest fixtures (conftest.py imports these) ------------------------------------

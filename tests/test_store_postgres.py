@@ -383,6 +383,8 @@ def test_errors_from_postgresql_are_one_line_with_the_password_masked(postgres_c
         ("postgresql://perflab:s3cret@127.0.0.1:1/x", ["Connection refused"]),
         ("postgresql+psycopg2://perflab:s3cret@127.0.0.1/x", ["psycopg 3"]),
         ("mysql://perflab:s3cret@127.0.0.1/x", ["SQLite", "PostgreSQL"]),
+        # libpq's parameters pass through: this server has no TLS
+        (f"postgresql://perflab:s3cret@127.0.0.1:{port}/postgres?sslmode=require", ["SSL"]),
     ]
     for url, needles in cases:
         with pytest.raises(PerflabError) as caught:
