@@ -191,6 +191,27 @@ def test_ids_out_of_range_and_missing_runs_are_one_line_errors(store_url):
         store.get_run(rid)
 
 
+def test_sample_ids_go_past_32_bits_on_postgresql(postgres_url):
+    """sample.id and monitor_series.id are 64-bit on PostgreSQL, as SQLite's are: a shared
+    store outgrows 2^31 samples before it has 2^31 runs."""
+    store = open_store(postgres_url)
+    for table in ("sample", "monitor_series"):
+        (kind,), = rows(postgres_url, "SELECT data_type FROM information_schema.columns "
+                                      "WHERE table_name = :t AND column_name = 'id'", t=table)
+        assert kind == "bigint", table
+        rows(postgres_url, f"SELECT setval('{table}_id_seq', 3000000000)")
+    rid = new_run(store)
+    store.add_samples(rid, 0, [Sample("a.b", 1.0, "s", -1), Sample("a.b", 2.0, "s", -1)])
+    store.add_monitor_series(rid, "vmstat", 0, [(None, 0.5, {"us": 1.0})])
+    (run, *_) = checked_runs(fixtures_compare.export_document())
+    assert store.import_runs([run]) == (1, 0)
+    assert [r.value for r in store.samples([rid])] == [1.0, 2.0]
+    assert rows(postgres_url, "SELECT min(id) > 3000000000 FROM sample") == [(True,)]
+    assert store.metric_sums([rid], ["a.b"]) == {(rid, "a.b"): (3.0, 2)}
+    store.delete_run(rid)  # deleting by id beyond 2^31 too
+    assert store.sample_counts([rid]) == {}
+
+
 def test_text_with_nul_bytes_is_kept(store_url):
     """A benchmark's output tail may hold NUL bytes, which PostgreSQL's text refuses:
     they are stored as U+FFFD there, as they are in SQLite."""

@@ -12,6 +12,8 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+SAMPLE_ID = sa.Integer().with_variant(sa.BigInteger(), "postgresql")
+
 
 def upgrade() -> None:
     op.create_table(
@@ -52,7 +54,9 @@ def upgrade() -> None:
     op.create_index("ix_run_status", "run", ["status"])
     op.create_table(
         "sample",
-        sa.Column("id", sa.Integer, primary_key=True),
+        # 64-bit on PostgreSQL as SQLite's INTEGER PRIMARY KEY is: a shared lab store
+        # can outgrow 2^31 samples. (Unchanged on SQLite, so existing files are as they were.)
+        sa.Column("id", SAMPLE_ID, primary_key=True),
         sa.Column("run_id", sa.Integer, sa.ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
         sa.Column("metric", sa.String(255), nullable=False),
         sa.Column("value", sa.Float, nullable=False),

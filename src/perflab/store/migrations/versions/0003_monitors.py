@@ -18,7 +18,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("monitors", sa.JSON, nullable=True))
     op.create_table(
         "monitor_series",
-        sa.Column("id", sa.Integer, primary_key=True),
+        # 64-bit on PostgreSQL, like sample.id (one row per monitor interval adds up).
+        sa.Column("id", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), primary_key=True),
         sa.Column("run_id", sa.Integer, sa.ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
         sa.Column("monitor", sa.String(50), nullable=False),
         sa.Column("repetition", sa.Integer, nullable=False),
