@@ -453,3 +453,24 @@ def test_a_role_that_may_only_read_reads_and_is_refused_writes_in_one_line(postg
     finally:
         postgres_cluster.sql(database, f"DROP OWNED BY viewer_{database}")
         postgres_cluster.sql("postgres", f"DROP ROLE viewer_{database}")
+
+
+def test_one_store_object_outlives_a_server_restart(postgres_cluster, postgres_url):
+    """What a long-lived process (a worker) needs: while the server is down each call is a
+    one-line error; once it is back, the same Store works again (the pool's dead
+    connections are noticed by pre-ping, not handed out)."""
+    store = open_store(postgres_url)
+    rid = new_run(store)
+    store.add_samples(rid, 0, [Sample("a.b", 1.0, "s", -1)])
+    postgres_cluster.stop()
+    try:
+        with pytest.raises(PerflabError, match=r"^database postgresql://perflab@\S+: .*(refused|closed|terminat)"):
+            store.add_samples(rid, 1, [Sample("a.b", 2.0, "s", -1)])
+        with pytest.raises(PerflabError):
+            store.get_run(rid)
+    finally:
+        postgres_cluster.start()
+    store.add_samples(rid, 1, [Sample("a.b", 3.0, "s", -1)])
+    store.finish_run(rid, "finished")
+    assert [r.value for r in store.samples([rid])] == [1.0, 3.0]
+    assert store.get_run(rid).status == "finished"
