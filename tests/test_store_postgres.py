@@ -474,3 +474,20 @@ def test_one_store_object_outlives_a_server_restart(postgres_cluster, postgres_u
     store.finish_run(rid, "finished")
     assert [r.value for r in store.samples([rid])] == [1.0, 3.0]
     assert store.get_run(rid).status == "finished"
+
+
+def test_a_read_only_server_still_serves_reading(postgres_cluster, postgres_url):
+    """A hot standby (every transaction read-only): reading works, the housekeeping write is left out."""
+    store = open_store(postgres_url)
+    rid = new_run(store)
+    with store.engine.begin() as conn:
+        conn.execute(s.run.update().where(s.run.c.id == rid).values(pid=dead_pid()))
+    store.engine.dispose()
+    database = postgres_url.rsplit("/", 1)[1]
+    postgres_cluster.sql("postgres", f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+    standby = open_store(postgres_url)
+    assert standby.reap_dead_runs() == 0
+    assert [(r.id, r.status) for r in standby.find_runs()] == [(rid, "running")]
+    with pytest.raises(PerflabError, match="read-only transaction"):
+        standby.annotate(rid, "x")
+    standby.engine.dispose()

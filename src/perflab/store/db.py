@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from sqlalchemy import bindparam, case, create_engine, event, func, insert, select, text, update
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from perflab.errors import PerflabError
 from perflab.model import Sample
@@ -688,8 +688,9 @@ class Store:
                             error="the perflab process recording it ended without closing it "
                                   "(killed, or it could not write); found by a later command")
                 )
-        except (OperationalError, ProgrammingError):
-            # ProgrammingError: PostgreSQL's "permission denied" to a role that may only read.
+        except SQLAlchemyError:
+            # A locked SQLite file; on PostgreSQL "permission denied" to a role that may only
+            # read, or a read-only transaction on a standby: left to a command that may write.
             return 0
         return len(dead)
 
