@@ -354,8 +354,9 @@ def test_cli_reports_from_postgresql_match_sqlite(pg_cli, tmp_path, shared_cache
     assert "bench.latency_us" in cmp_text and "bench.ops_per_sec" in cmp_text
 
 
-def test_cli_export_import_between_backends_round_trips(pg_cli, tmp_path, shared_cache):
-    """PostgreSQL -> SQLite -> PostgreSQL (a fresh database) keeps every run and sample."""
+def test_cli_export_import_between_backends_round_trips(pg_cli, postgres_cluster, tmp_path, shared_cache):
+    """PostgreSQL -> SQLite -> a fresh PostgreSQL database keeps every run and sample as it was;
+    into the first store again, nothing is duplicated."""
     pg_cli("run", "cmd", "--runs", "2", "--tag", "a", "--", "true")
     fixtures_compare.load(pg_cli, pg_cli.tmp)
     first = tmp_path / "from-pg.json"
@@ -368,6 +369,11 @@ def test_cli_export_import_between_backends_round_trips(pg_cli, tmp_path, shared
     a, b = json.loads(first.read_text()), json.loads(second.read_text())
     key = lambda doc: sorted((r["uuid"], json.dumps(r, sort_keys=True)) for r in doc["runs"])
     assert len(a["runs"]) == 5 and key(a) == key(b)
+    fresh = CLI(postgres_cluster.url(postgres_cluster.create_database()), tmp_path, shared_cache)
+    fresh("import", second)
+    third = tmp_path / "from-fresh-pg.json"
+    fresh("export", "-o", third)
+    assert key(json.loads(third.read_text())) == key(a)
     # Into the same PostgreSQL store again: every run is known, nothing is duplicated.
     out = pg_cli("import", second)
     assert "imported 0 runs, skipped 5" in out.stdout + out.stderr
