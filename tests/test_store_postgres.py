@@ -502,3 +502,32 @@ def test_a_read_only_server_still_serves_reading(postgres_cluster, postgres_url)
     with pytest.raises(PerflabError, match="read-only transaction"):
         standby.annotate(rid, "x")
     standby.engine.dispose()
+
+
+def test_the_worker_grants_of_the_docs_are_enough_to_record(postgres_cluster, postgres_url):
+    """docs/postgresql.md's worker role: record, import, reap and discard, without owning the tables."""
+    open_store(postgres_url).engine.dispose()  # the owner makes the schema
+    database = postgres_url.rsplit("/", 1)[1]
+    role = f"worker_{database}"
+    for statement in (f"CREATE ROLE {role} LOGIN PASSWORD 'wpw'",
+                      f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+                      f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"):
+        postgres_cluster.sql(database, statement)
+    try:
+        store = open_store(postgres_url.replace("://perflab@", f"://{role}:wpw@"))
+        rid = new_run(store)
+        store.add_samples(rid, 0, [Sample("a.b", 1.0, "s", -1)])
+        store.add_failure(rid, "item", "failed")
+        store.add_monitor_series(rid, "vmstat", 0, [(None, 0.5, {"us": 1.0})])
+        store.finish_run(rid, "partial")
+        assert store.import_runs(checked_runs(fixtures_compare.export_document())) == (4, 0)
+        dead = new_run(store)
+        with store.engine.begin() as conn:
+            conn.execute(s.run.update().where(s.run.c.id == dead).values(pid=dead_pid()))
+        assert store.reap_dead_runs() == 1
+        store.delete_run(new_run(store))
+        assert len(store.find_runs()) == 6
+        store.engine.dispose()
+    finally:
+        postgres_cluster.sql(database, f"DROP OWNED BY {role}")
+        postgres_cluster.sql("postgres", f"DROP ROLE {role}")
