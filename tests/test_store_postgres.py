@@ -413,6 +413,10 @@ def test_errors_from_postgresql_are_one_line_with_the_password_masked(postgres_c
         # libpq's parameters pass through: this server has no TLS
         (f"postgresql://perflab:s3cret@127.0.0.1:{port}/postgres?sslmode=require", ["SSL"]),
     ]
+    # libpq also takes the password as a parameter
+    with pytest.raises(PerflabError) as caught:
+        open_store("postgresql://perflab@127.0.0.1:1/x?password=s3cret&sslmode=disable")
+    assert "password=***&sslmode=disable: connection failed" in str(caught.value) and "s3cret" not in str(caught.value)
     for url, needles in cases:
         with pytest.raises(PerflabError) as caught:
             open_store(url)

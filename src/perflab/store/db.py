@@ -72,9 +72,14 @@ _RUN_STRINGS = {
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@]+@")
 
 
+# libpq also takes the password as a parameter: postgresql://u@h/db?password=..., "password=... host=...".
+# The value ends at a space, an & or the ": " that follows a URL in a message.
+_PARAM_PASSWORD = re.compile(r"(?i)(\bpassword=)[^\s&]+?(?=[\s&]|:\s|:?$)")
+
+
 def redact(text: str) -> str:
-    """`text` with the password of every URL in it shown as ***."""
-    return _URL_PASSWORD.sub(r"\1***@", str(text))
+    """`text` with the password of every URL in it (user:PASSWORD@ or ?password=) shown as ***."""
+    return _PARAM_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", str(text)))
 
 
 def check_run_strings(**values: str | None) -> None:
@@ -279,7 +284,7 @@ def open_store(target: str | None = None) -> "Store":
     except ArgumentError:
         raise PerflabError(f"invalid database URL {redact(target)!r}: expected a path or a URL like sqlite:///FILE or postgresql://USER@HOST:PORT/DB") from None
     # Messages name the URL as the user wrote it (without its password), not as completed here.
-    label = make_url(target).render_as_string(hide_password=True) if "://" in target else target
+    label = redact(make_url(target).render_as_string(hide_password=True)) if "://" in target else target
     if _in_memory(target, url):
         raise PerflabError(f"database {label} is in memory: it would keep nothing once perflab exits; give a file path or a server URL")
     path, read_only = None, None
