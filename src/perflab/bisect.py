@@ -71,6 +71,8 @@ class Settings:
     min_step: int = 2             # samples at a step commit before it may be decided
     max_step: int = 30            # at most this many at a step commit (then the closer end wins, flagged)
     max_end: int = 60             # at most this many at each end
+    local_ends: bool = False      # judge every step against end runs taken beside it (interleaved), not
+                                  # only when drift is seen: for machines whose speed changes for seconds
 
 
 # -- git ----------------------------------------------------------------------
@@ -446,8 +448,15 @@ class Bisection:
         s = self.settings
         good, bad = self.rec.good, self.rec.bad
         first_good, first_bad = len(self.samples[good]), len(self.samples[bad])
-        local = False   # judged against end samples taken alongside it (drift suspected)
-        self.measure(commit, s.min_step, "step")
+        local = s.local_ends   # judged against end samples taken alongside it
+        if local:
+            # commit, good, bad, commit, good, bad ...: each machine state hits all three alike
+            for _ in range(s.min_step):
+                self.measure(commit, 1, "step")
+                self.measure(good, 1, GOOD)
+                self.measure(bad, 1, BAD)
+        else:
+            self.measure(commit, s.min_step, "step")
         while True:
             g = self.samples[good][first_good:] if local else self.samples[good]
             b = self.samples[bad][first_bad:] if local else self.samples[bad]
@@ -467,7 +476,7 @@ class Bisection:
                 return StepRecord(commit, BAD if v.llr > 0 else GOOD, len(self.samples[commit]), v.llr, v.p_bad,
                                   v.position, forced=True, drift=local, between=v.between)
             end = {GOOD: good, BAD: bad}.get(v.next)
-            if end is not None and len(self.samples[end]) < s.max_end:
+            if end is not None and (local or len(self.samples[end]) < s.max_end):
                 self.measure(end, 1, v.next)
             else:
                 self.measure(commit, 1, "step")

@@ -111,7 +111,8 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
     shas = make_repo(repo, commits, slow_at, broken, args.iterations, pct)
     db = work / f"store-{pct:g}-{number}.db"
     cmd = [PERFLAB, "bisect", "--db", str(db), "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
-           "--build", BUILD, "--metric", "time.elapsed_time", "--", "./prog"]
+           "--build", BUILD, "--metric", "time.elapsed_time", *(["--interleave-ends"] if args.interleave_ends else []),
+           "--", "./prog"]
     began = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(work)})
     seconds = time.monotonic() - began
@@ -129,7 +130,8 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
     return out
 
 
-def simulate(covs: list[float], changes: list[float], trials: int, disturbed: float, seed: int) -> None:
+def simulate(covs: list[float], changes: list[float], trials: int, disturbed: float, seed: int,
+             local: bool = False) -> None:
     """The decision code on synthetic noise (see the module's docstring)."""
     import math
     from collections import defaultdict, deque
@@ -141,7 +143,7 @@ def simulate(covs: list[float], changes: list[float], trials: int, disturbed: fl
             self.rng, self.pct, self.cov, self.slow_at = rng, pct, cov, slow_at
             self.rec = B.Record(id="sim", repo="/", good="0", bad=str(commits - 1), build="", job={}, metric="m",
                                 tag="sim", settings=vars(B.Settings()))
-            self.settings, self.say = B.Settings(), (lambda _m: None)
+            self.settings, self.say = B.Settings(local_ends=local), (lambda _m: None)
             self.samples, self.stored, self.stored_failures = defaultdict(list), defaultdict(deque), {}
             self.runs_used = self.fresh_runs = 0
 
@@ -195,15 +197,17 @@ def main() -> int:
     p.add_argument("--ms", type=float, default=30.0, help="duration of the loop in ms (default 30)")
     p.add_argument("--broken-every", type=float, default=8.0, help="about one commit in N does not compile")
     p.add_argument("--seed", type=int, default=12)
+    p.add_argument("--interleave-ends", action="store_true", help="bisect with --interleave-ends")
     p.add_argument("--simulate", metavar="COVS", help="simulated noise instead of the machine: CoVs, e.g. 0.005,0.01")
     p.add_argument("--disturbed", type=float, default=0.0, help="with --simulate: fraction of disturbed samples")
     p.add_argument("--sim-trials", type=int, default=200, help="with --simulate: trials per cell (default 200)")
     args = p.parse_args()
     if args.simulate:
         simulate([float(x) for x in args.simulate.split(",")], [float(x) for x in args.changes.split(",")],
-                 args.sim_trials, args.disturbed, args.seed)
+                 args.sim_trials, args.disturbed, args.seed, args.interleave_ends)
         return 0
     trials = 20 if args.full else args.trials
+    print(f"bisecting with{'' if args.interleave_ends else 'out'} --interleave-ends")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
         work = Path(tmp)
