@@ -35,9 +35,9 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
 def _register() -> None:
     # A command module that fails to import is a bug: it must fail loudly, not vanish from the CLI.
-    from perflab.cli import bisect, compare, detect, env, history, jobs, monitors, report, robot, run, transfer
+    from perflab.cli import bisect, compare, detect, env, history, jobs, lab, monitors, report, robot, run, transfer
 
-    for module in (run, jobs, history, compare, detect, report, env, transfer, bisect, monitors, robot):
+    for module in (run, jobs, history, compare, detect, report, env, transfer, bisect, monitors, robot, lab):
         for command in module.COMMANDS:
             cli.add_command(command)
 

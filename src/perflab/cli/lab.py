@@ -1,0 +1,119 @@
+"""`perflab worker`, `submit`, `queue`, `cancel`: the lab of many boxes (perflab.lab)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from perflab.cli.common import db_option
+
+broker_option = click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
+                             help="Redis broker URL (default $PERFLAB_BROKER, else redis://127.0.0.1:6379/0).")
+
+
+def _db(db: str | None) -> str | None:
+    return db or (click.get_current_context().find_root().obj or {}).get("db")
+
+
+@click.command("worker")
+@click.option("--box", required=True, help="The box this worker serves: it consumes only queue perflab.box.BOX.")
+@broker_option
+@db_option
+@click.option("--spool", "spool_dir", type=click.Path(file_okay=False), default=None,
+              help="Directory of the local spool (default $XDG_STATE_HOME/perflab/spool).")
+@click.option("--visibility-timeout", type=click.FloatRange(min=0.5), default=None, metavar="SECONDS",
+              help="A job not acknowledged within this goes back to the queue; longer than the longest job "
+                   "(default 21600).")
+@click.option("--heartbeat", type=click.FloatRange(min=0.1), default=2.0, show_default=True, metavar="SECONDS",
+              help="Interval of the state written to the broker.")
+def worker_cmd(box, broker, db, spool_dir, visibility_timeout, heartbeat) -> None:
+    """Run the atomic jobs queued for BOX, one at a time, into the store (--db).
+
+    Each run is recorded in a local spool first and then uploaded to the store;
+    while the store is unreachable the runs wait in the spool.
+
+    \b
+    Example:
+      perflab worker --box k62 --broker redis://:PW@lab:6379/0 --db postgresql://worker@lab/perflab
+    """
+    from perflab.lab import app as lab
+    from perflab.lab.worker import Worker
+
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    directory = Path(spool_dir) if spool_dir else state / "perflab" / "spool"
+    Worker(box, lab.broker_url(broker), _db(db), directory,
+           visibility_timeout or lab.DEFAULT_VISIBILITY_TIMEOUT, heartbeat).run()
+
+
+@click.command("submit")
+@click.argument("job_file", type=click.Path())
+@click.option("--box", "boxes", multiple=True, required=True, help="A box to run every atomic job on (repeatable).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the job file.")
+@click.option("--tag", "-t", help="Tag of the runs (overrides the job file's tag).")
+@click.option("--wait", is_flag=True, help="Follow the submission with a progress bar per box until all is done.")
+@broker_option
+def submit_cmd(job_file, boxes, overrides, tag, wait, broker) -> None:
+    """Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.
+
+    \b
+    Example:
+      perflab submit lmbench.yaml --box k62 --box xeon4 --tag 2.6.0 --wait
+    """
+    from perflab import jobs
+    from perflab.lab import app as lab
+    from perflab.lab import client
+
+    atomic = jobs.load(job_file, list(overrides))
+    if tag is not None:
+        atomic = [{**job, "tag": tag} for job in atomic]
+    url = lab.broker_url(broker)
+    sid, count = client.submit(url, atomic, list(dict.fromkeys(boxes)), source=str(job_file))
+    click.echo(sid)
+    click.echo(f"queued {count} jobs ({len(atomic)} per box) on {', '.join(dict.fromkeys(boxes))}", err=True)
+    if wait:
+        from rich.console import Console
+
+        rows = client.wait(url, sid, console=Console(stderr=True))
+        for p in rows:
+            click.echo(f"{p.box}: {p.done} done, {p.failed} failed, {p.cancelled} cancelled of {p.total}", err=True)
+        if any(p.failed or p.cancelled for p in rows):
+            raise SystemExit(1)
+
+
+@click.command("queue")
+@broker_option
+def queue_cmd(broker) -> None:
+    """The boxes of the lab: each worker's state and current job, the jobs queued per box."""
+    from perflab.lab import app as lab
+    from perflab.lab import client
+    from perflab.text import printable
+
+    rows = client.queue_status(lab.broker_url(broker))
+    if not rows:
+        click.echo("no boxes: nothing was submitted and no worker is running")
+        return
+    header = ("BOX", "QUEUED", "STATE", "SINCE", "JOB", "SUBMISSION", "SPOOLED", "WORKER", "LAST ERROR")
+    table = [header] + [(r["box"], str(r["queued"]), r["state"], r["since"], printable(r["job"], 50),
+                         r["submission"] or "-", str(r["spooled"]), r["worker"], printable(r["last_error"], 80) or "-")
+                        for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+
+
+@click.command("cancel")
+@click.argument("submission")
+@broker_option
+def cancel_cmd(submission, broker) -> None:
+    """Cancel a submission: queued jobs are skipped, a running one is stopped (its run kept, interrupted)."""
+    from perflab.lab import app as lab
+    from perflab.lab import client
+
+    rows = client.cancel(lab.broker_url(broker), submission)
+    left = sum(p.total - p.ended for p in rows)
+    click.echo(f"cancelled {submission}: {left} jobs not yet ended will not run")
+
+
+COMMANDS = [worker_cmd, submit_cmd, queue_cmd, cancel_cmd]
