@@ -169,9 +169,36 @@ def test_log_plot(store, ext):
     _check_picture(out, ext)
 
 
+@pytest.mark.parametrize("ext", ["png", "svg"])
+def test_compare_plot(store, ext):
+    out = store.tmp / f"compare.{ext}"
+    proc = store("compare", "base", "head", "--plot", out)
+    assert "bimodal.time_us" in proc.stdout and f"plot: {out}" in proc.stderr
+    _check_picture(out, ext)
+    if ext == "svg":
+        assert "bimodal.time_us" in out.read_text()         # the metric is labelled (text kept as text)
+
+
+def test_detect_plot(store):
+    out = store.tmp / "detect.svg"
+    proc = store("detect", "--benchmark", "bench", "--plot", out)
+    assert f"plot: {out}" in proc.stderr
+    _check_picture(out, "svg")
+    text = out.read_text()
+    assert "regression +15" in text                          # the change point's label
+    assert "bench.&lt;b&gt;bold&lt;/b&gt;_us" in text           # a hostile metric name stays text
+    one = store.tmp / "one.png"
+    store("detect", "--benchmark", "lonely", "--plot", one)   # a series of one point still draws
+    _check_picture(one, "png")
+
+
 def test_plot_bad_name_is_one_line(store):
     assert_one_line_error(store("log", "--plot", store.tmp / "log.txt", check=False), "log.txt", ".png or .svg")
     assert_one_line_error(store("log", "--plot", store.tmp / "nodir" / "log.png", check=False), "does not exist")
+    for command in (["compare", "base", "head"], ["detect"], ["report", "scaling"]):
+        proc = store(*command, "--plot", store.tmp / "x.pdf", check=False)
+        assert_one_line_error(proc, "x.pdf", ".png or .svg")
+        assert not (store.tmp / "x.pdf").exists()
 
 
 def test_report_scaling_plot(store):
@@ -305,6 +332,14 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
         return layer ? layer.textContent : '';""")
     assert "06" * 6 in hover, hover
     assert "<script>alert(1)</script>" in hover, hover
+    # And with the mouse: move onto the 4th point, as a reader does.
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_script(f"Plotly.Fx.unhover(document.getElementById('trend-{step}'))")
+    point = browser.find_elements("css selector", f"#trend-{step} .scatterlayer .trace:first-child .point")[3]
+    ActionChains(browser).move_to_element(point).perform()
+    hover = browser.execute_script(f"return document.querySelector('#trend-{step} .hoverlayer').textContent")
+    assert "04" * 6 in hover and "tag v3" in hover, hover
 
     # A click on a point shows that run's samples and environment; the hostile comment as text.
     run8 = data["trends"][step]["runs"][8][0]

@@ -45,9 +45,11 @@ def _below_one(ctx, param, value):
                    "metrics included) changed significantly: a regression for a directional metric; for a monitor "
                    "or informational metric, whose harmful direction is unknown, a significant change either way "
                    "(for monitors, one the 'changed' view shows). A GLOB matching no metric is an error (status 2).")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
+              help="Also draw each metric's %change with its interval, coloured by verdict, into a PNG or SVG.")
 @db_option
 def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, cross_box, monitors,
-                fail_on_regression, fail_on, db) -> None:
+                fail_on_regression, fail_on, db, plot=None) -> None:
     """Compare a base with one or more heads, metric by metric.
 
     Each operand selects runs by run id, tag, commit prefix, kernel release, or
@@ -66,17 +68,27 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
       perflab compare base head --primary 'time.elapsed_time' --primary 'app.*'
       perflab compare base head --monitors all
       perflab compare base head --fail-on-regression --fail-on 'perf-profile.self.*osq_lock'
+      perflab compare v6.7 v6.8 --plot changes.png
     """
     from perflab.comparison import compare
     from perflab.report.numbers import percent
     from perflab.report.registry import render_comparison
     from perflab.text import printable
 
+    if plot:
+        from perflab.report.plots import check_path
+
+        check_path(plot)
     store = get_store(db)
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,
                      benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None,
                      monitors=monitors, fail_on=list(fail_on) or None)
     click.echo(render_comparison(result, style), nl=False)
+    if plot:
+        from perflab.report.plots import plot_comparison
+
+        plot_comparison(result, plot)
+        click.echo(f"plot: {plot}", err=True)
     failed = fail_on_regression and result.regressions_found
     if fail_on:
         hits = result.fail_on(list(fail_on))

@@ -36,8 +36,11 @@ def _below_one(ctx, param, value):
               help="Shortest level, in points: a shorter excursion is a spike, not a change.")
 @click.option("--threshold", type=FiniteFloat(minimum=0), default=THRESHOLD_PCT, show_default=True,
               metavar="PCT", help="Minimum change in percent: smaller level changes are never called.")
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
+              help="Also draw each series (the first 12): points, levels and change points, into a PNG or SVG.")
 @db_option
-def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, min_points, threshold, db) -> None:
+def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, min_points, threshold, db,
+               plot=None) -> None:
     """Find where the level of each series changed: regressions and improvements in history.
 
     A series is the samples of one (testbox, benchmark, params, metric); each run is a
@@ -53,11 +56,16 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
       perflab detect
       perflab detect --benchmark will-it-scale --metric '*per_process_ops' --since 30d
       perflab detect --repo ~/linux --branch master --style json
+      perflab detect --benchmark will-it-scale --plot history.svg
     """
     from perflab import series as series_mod
     from perflab.report.detect import STYLES
 
     since_time = parse_since(since)
+    if plot:
+        from perflab.report.plots import check_path
+
+        check_path(plot)
     store = get_store(db)
     history = series_mod.build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
                                repo=repo, branch=branch)
@@ -65,6 +73,13 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
         _no_metric(store, benchmark, metrics)
     results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=threshold / 100)
     click.echo(STYLES[style](history, results, alpha, min_points))
+    if plot and history.series:
+        from perflab.report.plots import plot_detect
+
+        plot_detect(history, results, plot)
+        click.echo(f"plot: {plot}", err=True)
+    elif plot:
+        click.echo(f"plot: nothing to draw, {plot} not written", err=True)
     if not history.series:
         click.echo("(no series: no usable run matches these filters)" if not history.skipped
                    else "(no series: every matching run was skipped)", err=True)
