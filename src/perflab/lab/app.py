@@ -78,8 +78,14 @@ def make_app(broker: str, visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
         worker_concurrency=1,
         task_serializer="json", accept_content=["json"],
         task_ignore_result=True,             # results live in the store, not in Celery
-        broker_transport_options={"visibility_timeout": visibility_timeout,
-                                  "socket_connect_timeout": CONNECT_TIMEOUT_S},
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout,
+            # kombu looks for messages of dead workers every interval x throttle seconds
+            # (100 s by default): a few sweeps per visibility timeout, at most one a minute.
+            "unacked_restore_interval": max(1, min(60, int(visibility_timeout / 4))),
+            "unacked_restore_throttle": 1,
+            "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        },
         broker_connection_retry_on_startup=False,
         task_publish_retry=False,
         worker_hijack_root_logger=False,

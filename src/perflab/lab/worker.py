@@ -101,7 +101,18 @@ class Worker:
         try:
             outcome = run_jobs(self.spool.store, [job], box=self.box)[0]
             status = "failed" if outcome.error else "done"
-        except interrupt.Interrupted:
+        except interrupt.Interrupted as stop:
+            if not r.sismember(lab.CANCELLED, submission):
+                # SIGTERM/Ctrl-C of the worker during the job (the runner took the signal from
+                # Celery): the attempt is kept (interrupted), the job goes back to the box's
+                # queue, and the worker shuts down as Celery would have.
+                from celery.exceptions import Reject
+                from celery.worker import state as celery_state
+
+                self.state.set(state="stopping", job="", submission="", since=_now())
+                celery_state.should_stop = 0
+                self._upload()
+                raise Reject(f"worker stopped by signal {stop.signum} during the job", requeue=True) from None
             status = "cancelled"   # cancel of a running job: the run is kept, marked interrupted
         except PerflabError as e:
             self.state.set(last_error=f"{_now()} job {task_id}: {printable(str(e), 300)}")
@@ -150,8 +161,12 @@ class Worker:
     def _heartbeat_loop(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
             self._cancel_running()
-            if self.state.state == "idle" and self.spool.pending():
-                self._upload()
+            if self.state.state == "idle":
+                # Again and again, not only at start: a killed worker stays a zombie (its
+                # /proc entry looks alive) until its parent reaps it.
+                self.spool.recover()
+                if self.spool.pending():
+                    self._upload()
             self._beat()
 
     def run(self) -> None:
