@@ -1,0 +1,237 @@
+"""The lab: two workers as two boxes on a real redis-server, the shared store on a
+real PostgreSQL cluster (tests/services.py), faults made for real (SIGKILL of a
+worker mid-job, PostgreSQL stopped under a running worker, a job that hangs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from conftest import PERFLAB, assert_one_line_error
+from services import free_port
+
+COMMANDS = ["/bin/sleep 0.05", "/bin/sleep 0.051", "/bin/sleep 0.052", "/bin/sleep 0.053"]
+
+
+def _env(tmp: Path, **extra) -> dict:
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp / "cache"), XDG_STATE_HOME=str(tmp / "state"), **extra)
+    env.pop("PERFLAB_DB", None)
+    env.pop("PERFLAB_DEBUG", None)
+    return env
+
+
+class Lab:
+    def __init__(self, tmp: Path, broker: str, db: str):
+        self.tmp, self.broker, self.db = tmp, broker, db
+        self.env = _env(tmp, PERFLAB_BROKER=broker)
+        self.workers: dict[str, subprocess.Popen] = {}
+        self.redis = redis.Redis.from_url(broker, decode_responses=True)
+
+    def spool(self, box: str) -> Path:
+        return self.tmp / f"spool-{box}"
+
+    def start_worker(self, box: str) -> subprocess.Popen:
+        log = open(self.tmp / f"worker-{box}.log", "ab")
+        proc = subprocess.Popen([PERFLAB, "worker", "--box", box, "--db", self.db, "--spool", str(self.spool(box)),
+                                 "--visibility-timeout", "3", "--heartbeat", "0.3"],
+                                env=self.env, cwd=self.tmp, stdout=log, stderr=subprocess.STDOUT)
+        self.workers[box] = proc
+        return proc
+
+    def perflab(self, *args, check=True, timeout=60) -> subprocess.CompletedProcess:
+        proc = subprocess.run([PERFLAB, *map(str, args)], env=self.env, cwd=self.tmp, capture_output=True,
+                              text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"perflab {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+                                 f"\n{self.logs()}")
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in self.tmp.glob("worker-*.log"))
+
+    def submit(self, job: Path, *boxes: str, tag: str | None = None) -> str:
+        args = ["submit", job] + [a for b in boxes for a in ("--box", b)] + (["--tag", tag] if tag else [])
+        return self.perflab(*args).stdout.strip()
+
+    def progress(self, sid: str) -> dict:
+        return self.redis.hgetall(f"perflab:submission:{sid}")
+
+    def worker_state(self, box: str) -> dict:
+        for key in self.redis.scan_iter(f"perflab:worker:{box}:*"):
+            state = self.redis.hgetall(key)
+            if state and int(state["pid"]) == self.workers[box].pid:
+                return state
+        return {}
+
+    def wait_until(self, what: str, predicate, timeout: float = 30.0, step: float = 0.05):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(step)
+        raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
+
+    def stop(self) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.workers.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def lab_on(tmp_path, redis_server):
+    labs = []
+
+    def make(db: str) -> Lab:
+        lab = Lab(tmp_path, redis_server.url, db)
+        labs.append(lab)
+        return lab
+
+    yield make
+    for lab in labs:
+        lab.stop()
+
+
+def _write_job(tmp: Path, name: str, doc: dict) -> Path:
+    path = tmp / name
+    path.write_text(json.dumps(doc))   # JSON is YAML
+    return path
+
+
+def _ended(progress: dict, box: str) -> int:
+    return sum(int(progress.get(f"{what}:{box}", 0)) for what in ("done", "failed", "cancelled"))
+
+
+def _spool_running(lab: Lab, box: str) -> bool:
+    path = lab.spool(box) / f"{box}.db"
+    if not path.exists():
+        return False
+    con = sqlite3.connect(path, timeout=5)
+    try:
+        return bool(con.execute("SELECT count(*) FROM run WHERE status = 'running'").fetchone()[0])
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        con.close()
+
+
+def test_two_boxes_survive_a_killed_worker_and_a_store_outage(tmp_path, lab_on, postgres_cluster, postgres_url):
+    lab = lab_on(postgres_url)
+    job = _write_job(tmp_path, "matrix.yaml", {"benchmark": "cmd", "runs": 3, "command": COMMANDS})
+    lab.start_worker("A")
+    lab.start_worker("B")
+    lab.wait_until("both workers' heartbeats", lambda: lab.worker_state("A") and lab.worker_state("B"))
+    sid = lab.submit(job, "A", "B")
+    assert len(sid) == 12
+
+    # kill -9 of A while its run is being recorded (in its spool)
+    lab.wait_until("a run of box A under way", lambda: _spool_running(lab, "A"), step=0.005)
+    lab.workers["A"].send_signal(signal.SIGKILL)
+    lab.workers["A"].wait()
+    # the store goes away under B, which goes on running its jobs into its spool
+    postgres_cluster.stop()
+    try:
+        lab.wait_until("box B done while the store is down", lambda: _ended(lab.progress(sid), "B") == len(COMMANDS))
+        state = lab.wait_until("B's heartbeat naming the spool",
+                               lambda: (s := lab.worker_state("B")) and s["last_error"].startswith("store:") and s)
+        assert int(state["spooled"]) >= 1 and state["state"] == "idle"
+        shown = lab.perflab("queue").stdout
+        assert "B " in shown and "store:" in shown
+        lab.start_worker("A")   # A returns while the store is still down
+        lab.wait_until("A's jobs, the killed one again", lambda: _ended(lab.progress(sid), "A") == len(COMMANDS),
+                       timeout=40)
+    finally:
+        postgres_cluster.start()
+    for box in ("A", "B"):
+        lab.wait_until(f"{box}'s spool uploaded",
+                       lambda: (s := lab.worker_state(box)) and s["spooled"] == "0" and not s["last_error"])
+    progress = lab.progress(sid)
+    assert progress["done:A"] == progress["done:B"] == str(len(COMMANDS)), progress
+
+    name = postgres_url.rsplit("/", 1)[1]
+    runs = postgres_cluster.sql(name, "SELECT r.id, b.name, r.status, r.job, r.uuid FROM run r "
+                                      "JOIN testbox b ON b.id = r.testbox_id ORDER BY r.id")
+    finished = {}
+    for run_id, box, status, job_doc, _ in runs:
+        job_doc = json.loads(job_doc) if isinstance(job_doc, str) else job_doc
+        assert job_doc["lab"]["submission"] == sid
+        if status == "finished":
+            key = (box, job_doc["params"]["command"])
+            assert key not in finished, f"{key} completed twice"
+            finished[key] = job_doc["lab"]
+    assert set(finished) == {(box, c) for box in ("A", "B") for c in COMMANDS}
+    # the killed attempt: kept, marked interrupted, and its job completed by a later attempt
+    interrupted = [(box, json.loads(j) if isinstance(j, str) else j) for _, box, st, j, _ in runs if st == "interrupted"]
+    assert len(interrupted) == 1 and interrupted[0][0] == "A", runs
+    killed = interrupted[0][1]
+    again = finished[("A", killed["params"]["command"])]
+    assert again["task"] == killed["lab"]["task"] and again["attempt"] > killed["lab"]["attempt"]
+    assert len({r[4] for r in runs}) == len(runs)
+    duplicates = postgres_cluster.sql(name, "SELECT run_id, metric, repetition, process, count(*) FROM sample "
+                                            "GROUP BY run_id, metric, repetition, process HAVING count(*) > 1")
+    assert duplicates == []
+    # the same jobs on two boxes compare; the environment differences come first
+    lab.perflab("--db", postgres_url, "compare", "--cross-box", "box=A", "box=B")
+
+
+def test_a_hanging_job_is_killed_and_the_queue_moves_on(tmp_path, lab_on):
+    lab = lab_on(str(tmp_path / "shared.db"))
+    hang = _write_job(tmp_path, "hang.yaml", {"benchmark": "cmd", "runs": 1, "timeout": 0.5, "command": "/bin/sleep 30"})
+    quick = _write_job(tmp_path, "quick.yaml", {"benchmark": "cmd", "runs": 2, "command": "/bin/true"})
+    lab.start_worker("C")
+    first = lab.submit(hang, "C")
+    second = lab.submit(quick, "C", tag="after")
+    waited = lab.perflab("submit", quick, "--box", "C", "--wait", timeout=60)
+    assert "C: 1 done, 0 failed" in waited.stderr
+    assert lab.progress(first)["failed:C"] == "1" and lab.progress(second)["done:C"] == "1"
+    lab.wait_until("uploads", lambda: (s := lab.worker_state("C")) and s["spooled"] == "0")
+    con = sqlite3.connect(tmp_path / "shared.db")
+    rows = con.execute("SELECT status, error, tag FROM run ORDER BY id").fetchall()
+    con.close()
+    failed = [r for r in rows if r[0] == "failed"]
+    assert len(failed) == 1 and "timed out" in (failed[0][1] or ""), rows
+    assert [r[0] for r in rows].count("finished") == 2 and ("finished", None, "after") in rows
+
+
+def test_cancel_stops_the_running_job_and_skips_the_queued(tmp_path, lab_on):
+    lab = lab_on(str(tmp_path / "shared.db"))
+    slow = _write_job(tmp_path, "slow.yaml", {"benchmark": "cmd", "runs": 1, "command": ["/bin/sleep 20", "/bin/sleep 21", "/bin/sleep 22"]})
+    lab.start_worker("D")
+    sid = lab.submit(slow, "D")
+    lab.wait_until("the job running", lambda: lab.worker_state("D").get("state") == "running")
+    began = time.monotonic()
+    out = lab.perflab("cancel", sid).stdout
+    assert sid in out
+    lab.wait_until("all cancelled", lambda: _ended(lab.progress(sid), "D") == 3, timeout=20)
+    assert time.monotonic() - began < 15   # not the 63 s the jobs would take
+    assert lab.progress(sid)["cancelled:D"] == "3"
+    lab.wait_until("upload", lambda: (s := lab.worker_state("D")) and s["spooled"] == "0")
+    con = sqlite3.connect(tmp_path / "shared.db")
+    assert con.execute("SELECT status FROM run").fetchall() == [("interrupted",)]
+    con.close()
+    assert_one_line_error(lab.perflab("cancel", "nosuchid", check=False), "nosuchid")
+
+
+def test_submit_fails_at_once_when_the_broker_is_away(tmp_path):
+    job = _write_job(tmp_path, "j.yaml", {"benchmark": "cmd", "command": "/bin/true"})
+    env = _env(tmp_path)
+    proc = subprocess.run([PERFLAB, "submit", str(job), "--box", "A", "--broker", f"redis://127.0.0.1:{free_port()}/0"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert_one_line_error(proc, "broker", "unreachable")
+    bad = subprocess.run([PERFLAB, "submit", str(job), "--box", "a/b", "--broker", "redis://127.0.0.1:1/0"],
+                         env=env, capture_output=True, text=True, timeout=30)
+    assert_one_line_error(bad, "a/b")
