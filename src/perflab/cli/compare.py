@@ -70,15 +70,15 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
       perflab compare base head --fail-on-regression --fail-on 'perf-profile.self.*osq_lock'
       perflab compare v6.7 v6.8 --plot changes.png
     """
+    if plot:
+        from perflab.report.plots import check_path
+
+        check_path(plot)   # before any work (and before numpy and scipy are imported)
     from perflab.comparison import compare
     from perflab.report.numbers import percent
     from perflab.report.registry import render_comparison
     from perflab.text import printable
 
-    if plot:
-        from perflab.report.plots import check_path
-
-        check_path(plot)
     store = get_store(db)
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,
                      benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None,

@@ -58,14 +58,14 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
       perflab detect --repo ~/linux --branch master --style json
       perflab detect --benchmark will-it-scale --plot history.svg
     """
+    if plot:
+        from perflab.report.plots import check_path
+
+        check_path(plot)   # before any work (and before numpy and scipy are imported)
     from perflab import series as series_mod
     from perflab.report.detect import STYLES
 
     since_time = parse_since(since)
-    if plot:
-        from perflab.report.plots import check_path
-
-        check_path(plot)
     store = get_store(db)
     history = series_mod.build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
                                repo=repo, branch=branch)
