@@ -149,11 +149,11 @@ def plot_comparison(result, path: str) -> None:
 # -- detect ---------------------------------------------------------------------------
 
 def plot_detect(history, results, path: str) -> None:
-    """One panel per series (the first MAX_PANELS): points, the levels between change points,
-    a dashed line at each change point; a series of one point still draws."""
+    """One panel per series (the first MAX_PANELS, those with change points first): points, the
+    levels between change points, a dashed line at each change point; a series of one point still draws."""
     from matplotlib.ticker import MaxNLocator
 
-    shown = results[:MAX_PANELS]
+    shown = sorted(results, key=lambda r: not r.detection.change_points)[:MAX_PANELS]
     rows = max(1, len(shown))
     with _figure(figsize=(9, 2.6 * rows + 0.4)) as fig:
         if not shown:
@@ -185,10 +185,12 @@ def plot_detect(history, results, path: str) -> None:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
-        if len(results) > MAX_PANELS:
-            fig.suptitle(f"the first {MAX_PANELS} of {len(results)} series", fontsize=8)
         if shown:
             fig.axes[-1].set_xlabel("point (commit, first-parent order)" if history.order == "commit" else
                                     "point (run, by start time)", fontsize=8)
-        fig.tight_layout()
+        if len(results) > MAX_PANELS:
+            fig.suptitle(f"{MAX_PANELS} of {len(results)} series (those with change points first)", fontsize=9)
+            fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
+        else:
+            fig.tight_layout()
         save(fig, path)
