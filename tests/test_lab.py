@@ -235,3 +235,43 @@ def test_submit_fails_at_once_when_the_broker_is_away(tmp_path):
     bad = subprocess.run([PERFLAB, "submit", str(job), "--box", "a/b", "--broker", "redis://127.0.0.1:1/0"],
                          env=env, capture_output=True, text=True, timeout=30)
     assert_one_line_error(bad, "a/b")
+
+
+# -- across boxes (deliverable 5) ----------------------------------------------------------
+
+def test_report_lmbench_gives_one_row_per_box(cli, tmp_path):
+    import fixtures_lmbench
+
+    doc = fixtures_lmbench.export_document()
+    twin = json.loads(json.dumps(doc["runs"][0]))   # the same kernel on a second box, 2x slower syscalls
+    twin.update(uuid="00000000-0000-4000-8000-00000000beef", testbox="xeon4")
+    twin["samples"] = [[m, v * 2 if m.startswith("syscall.") else v, *rest] for m, v, *rest in twin["samples"]]
+    doc["runs"].append(twin)
+    path = tmp_path / "two-boxes.json"
+    path.write_text(json.dumps(doc))
+    cli("import", path)
+    out = cli("report", "lmbench", "2.6.0-test3").stdout
+    lines = [l for l in out.splitlines() if l.startswith(("k6-2:", "xeon4:"))]
+    boxes = [l.split(":")[0] for l in lines]
+    assert "k6-2" in boxes and "xeon4" in boxes, out
+    every = cli("report", "lmbench", "--all-boxes").stdout
+    assert sum(l.startswith("k6-2:") for l in every.splitlines()) >= 2 and "xeon4:" in every
+
+
+def test_report_table_pivots_rows_by_parameter_and_columns_by_box_and_tag(cli):
+    for box in ("bare", "kvm"):
+        for tag in ("without", "with"):
+            for command in ("/bin/sleep 0.01", "/bin/true"):
+                cli("run", "cmd", "--runs", "2", "--box", box, "--tag", tag, "--", *command.split())
+    out = cli("report", "table", "--rows", "command", "--cols", "box,tag", "time.elapsed_time").stdout
+    lines = out.splitlines()
+    assert lines[0] == "time.elapsed_time (s)"
+    assert lines[1].split() == ["box", "bare", "bare", "kvm", "kvm"]
+    assert lines[2].split() == ["command", "\\", "tag", "without", "with", "without", "with"]
+    body = {l.split("  ")[0].strip(): l for l in lines[4:]}
+    assert set(body) == {"/bin/sleep 0.01", "/bin/true"}
+    sleep_cells = [float(v) for v in body["/bin/sleep 0.01"].split()[-4:]]
+    assert all(0.009 < v < 1.0 for v in sleep_cells)   # each a mean of real wall times of sleep 0.01
+    assert_one_line_error(cli("report", "table", "--rows", "nope", "--cols", "box", check=False), "nope")
+    assert_one_line_error(cli("report", "table", "--rows", "command", "--cols", "box", "no.such", check=False),
+                          "no.such")

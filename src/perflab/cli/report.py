@@ -29,14 +29,16 @@ def _label(run) -> str:
 @report_group.command("lmbench")
 @click.argument("operands", nargs=-1)
 @click.option("--box", help="Testbox whose runs to show when no operand is given (default: this host).")
+@click.option("--all-boxes", is_flag=True, help="With no operand: every run of every testbox, one row each, by box.")
 @db_option
-def report_lmbench(operands, box, db) -> None:
+def report_lmbench(operands, box, all_boxes, db) -> None:
     """The LMbench 2.0 summary: one row per run or tag, tables by category.
 
     Each OPERAND (run id, tag, commit prefix, kernel release or key=value)
     becomes one row, labelled by kernel release plus tag, its figures averaged
-    over every sample of its runs. With no operand: every LMbench run of this
-    testbox, oldest first.
+    over every sample of its runs; an operand whose runs come from several
+    testboxes gives one row per box (boxes are never pooled). With no operand:
+    every LMbench run of this testbox, oldest first (--all-boxes: of every box).
 
     \b
     Example:
@@ -58,7 +60,19 @@ def report_lmbench(operands, box, db) -> None:
                 label = f"{label} #{sel.runs[0].id}"
             elif sel.runs[-1].tag != operand:
                 label = f"{label} ({operand})"
-            groups.append((label, sel.runs))
+            by_box: dict[str, list] = {}
+            for r in sel.runs:
+                by_box.setdefault(r.testbox, []).append(r)
+            if len(by_box) == 1:
+                groups.append((label, sel.runs))
+            else:
+                # Boxes are never pooled: one row per box, as the LMbench summaries of a lab show them.
+                groups += [(f"{b}: {label}", rs) for b, rs in by_box.items()]
+    elif all_boxes:
+        usable = [r for r in runs if r.status in USABLE_STATUSES]
+        if not usable:
+            raise PerflabError("no LMbench runs in the store; run `perflab run lmbench --quick` first")
+        groups = [(f"{r.testbox}: {_label(r)}", [r]) for r in sorted(usable, key=lambda r: (r.testbox, r.started, r.id))]
     else:
         box = box or socket.gethostname()
         mine = [r for r in runs if r.testbox == box and r.status in USABLE_STATUSES]
@@ -332,6 +346,84 @@ def report_html(operands, output, benchmark, metrics, box, tag, since, repo, bra
     click.echo(f"report: {output} ({size / 1e6:.1f} MB): {len(doc['runs'])} runs, "
                f"{doc['sample_count']} samples, {len(doc['trends'])} trends"
                + (f", comparison of {len(doc['comparison']['labels'])} operands" if doc.get("comparison") else ""), err=True)
+
+# -- report table: the fio seed's pivot (docs/lab.md) -------------------------------------
+_RUN_KEYS = {"box": lambda r: r.testbox, "testbox": lambda r: r.testbox, "tag": lambda r: r.tag or "-",
+             "benchmark": lambda r: r.benchmark, "name": lambda r: r.name, "commit": lambda r: (r.commit or "-")[:12]}
+
+
+def _key_value(run, key: str) -> str | None:
+    """A run's value of a pivot key: a run field (box, tag, benchmark, name, commit) or a parameter."""
+    if key in _RUN_KEYS:
+        return _RUN_KEYS[key](run)
+    params = run.params or {}
+    return None if key not in params else str(params[key])
+
+
+@report_group.command("table")
+@click.argument("metrics", nargs=-1)
+@click.option("--rows", "row_key", required=True, metavar="KEY",
+              help="One line per value of this parameter or run field (box, tag, benchmark, name, commit).")
+@click.option("--cols", "col_keys", required=True, metavar="KEY[,KEY...]",
+              help="One column per combination of these keys, e.g. box,tag.")
+@click.option("--benchmark", "-b", help="Only runs of this benchmark family or run name.")
+@click.option("--box", "boxes", multiple=True, help="Only runs of this testbox (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Only runs with this tag (repeatable).")
+@db_option
+def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None:
+    """A pivot of metric means: lines by --rows, columns by --cols (one table per METRIC,
+    every metric of the runs when none is named). Each cell is the mean of every sample
+    of the runs that have that line's and that column's values.
+
+    \b
+    Example (the fio seed: I/O type x {bare metal, KVM} x {without, with patch}):
+      perflab report table --rows rw --cols box,tag fio.read_bw_kib
+    """
+    from perflab.report.pivot import render_pivot
+    from perflab.selection import USABLE_STATUSES
+    from perflab.stats.scaling import pooled_means
+
+    cols = [k.strip() for k in col_keys.split(",") if k.strip()]
+    if not cols:
+        raise click.BadParameter(f"{col_keys!r}: name one key or more, comma-separated", param_hint="--cols")
+    store = get_store(db)
+    runs = [r for r in store.find_runs(benchmark=benchmark) if r.status in USABLE_STATUSES
+            and (not boxes or r.testbox in boxes) and (not tags or (r.tag or "") in tags)]
+    placed = []
+    for r in runs:
+        row, col = _key_value(r, row_key), tuple(_key_value(r, k) for k in cols)
+        if row is not None and None not in col:
+            placed.append((r, row, col))
+    if not placed:
+        raise PerflabError(f"no runs{' of ' + benchmark if benchmark else ''} have both --rows {row_key} and "
+                           f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit or a parameter)")
+    row_values = list(dict.fromkeys(row for _, row, _ in placed))
+    # Each key's values in the order the runs first had them (oldest first: "without" before "with").
+    first_seen = [{v: i for i, v in enumerate(dict.fromkeys(col[level] for _, _, col in placed))}
+                  for level in range(len(cols))]
+    col_values = sorted(dict.fromkeys(col for _, _, col in placed),
+                        key=lambda col: tuple(first_seen[level][v] for level, v in enumerate(col)))
+    cell_index = {cell: i for i, cell in enumerate((row, col) for row in row_values for col in col_values)}
+    rows_of = {r.id: [cell_index[(row, col)]] for r, row, col in placed}
+    units = _units(store, list(rows_of))
+    names = list(metrics) or sorted(units)
+    means = pooled_means(store.metric_sums(list(rows_of), names), rows_of, len(cell_index))
+    out = []
+    for metric in names:
+        cells = {cell: means[i][metric] for cell, i in cell_index.items() if metric in means[i]}
+        if not cells:
+            raise PerflabError(f"metric {metric!r}: no sample in the selected runs; "
+                               f"they hold: {', '.join(sorted(units)[:20]) or 'nothing'}")
+        out.append(render_pivot(metric, units.get(metric, ""), row_key, cols, row_values, col_values, cells))
+    click.echo("\n".join(out), nl=False)
+
+
+def _units(store, run_ids: list[int]) -> dict[str, str]:
+    """metric -> unit of the samples of these runs (one pass over their samples)."""
+    units: dict[str, str] = {}
+    for smp in store.samples(run_ids):
+        units.setdefault(smp.metric, smp.unit)
+    return units
 
 
 COMMANDS = [report_group]
