@@ -185,7 +185,9 @@ def test_two_boxes_survive_a_killed_worker_and_a_store_outage(tmp_path, lab_on, 
                                             "GROUP BY run_id, metric, repetition, process HAVING count(*) > 1")
     assert duplicates == []
     # the same jobs on two boxes compare; the environment differences come first
-    lab.perflab("--db", postgres_url, "compare", "--cross-box", "box=A", "box=B")
+    shown = lab.perflab("--db", postgres_url, "compare", "--cross-box", "box=A", "box=B").stdout
+    assert "environment differences" in shown and "testbox: A -> B" in shown
+    assert shown.index("environment differences") < shown.index("time.elapsed_time")
 
 
 def test_a_hanging_job_is_killed_and_the_queue_moves_on(tmp_path, lab_on):
