@@ -277,3 +277,44 @@ def test_report_table_pivots_rows_by_parameter_and_columns_by_box_and_tag(cli):
     assert_one_line_error(cli("report", "table", "--rows", "nope", "--cols", "box", check=False), "nope")
     assert_one_line_error(cli("report", "table", "--rows", "command", "--cols", "box", "no.such", check=False),
                           "no.such")
+
+
+# -- the live dashboard (deliverable 6) ----------------------------------------------------
+
+from test_html import browser  # noqa: E402,F401  (headless Chromium, the HTML report's fixture)
+
+
+def test_dashboard_shows_boxes_queues_and_runs_in_chromium(tmp_path, lab_on, browser):  # noqa: F811
+    import urllib.error
+    import urllib.request
+
+    lab = lab_on(str(tmp_path / "shared.db"))
+    job = _write_job(tmp_path, "j.yaml", {"benchmark": "cmd", "runs": 2, "command": "/bin/true"})
+    lab.start_worker("E")
+    sid = lab.submit(job, "E", tag="dash")
+    lab.wait_until("the job", lambda: lab.progress(sid).get("done:E") == "1")
+    lab.wait_until("its upload", lambda: (s := lab.worker_state("E")) and s["spooled"] == "0")
+    port = free_port()
+    server = subprocess.Popen([PERFLAB, "serve", "--db", lab.db, "--port", str(port), "--broker", lab.broker],
+                              env=lab.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert f"http://127.0.0.1:{port}/" in server.stderr.readline()   # loopback unless told otherwise
+        browser.get(f"http://127.0.0.1:{port}/")
+        boxes = browser.find_element("id", "boxes").text
+        assert "E" in boxes and "idle" in boxes
+        runs = browser.find_element("id", "runs").text
+        assert "dash" in runs and "finished" in runs
+        browser.get(f"http://127.0.0.1:{port}/report?box=E")
+        lab.wait_until("the report page's script", lambda: browser.execute_script("return document.readyState") == "complete")
+        assert "perflab lab report" in browser.title
+        severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+        assert severe == []
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/", method="POST", data=b"x")
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError("a POST was accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 405
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -116,4 +116,32 @@ def cancel_cmd(submission, broker) -> None:
     click.echo(f"cancelled {submission}: {left} jobs not yet ended will not run")
 
 
-COMMANDS = [worker_cmd, submit_cmd, queue_cmd, cancel_cmd]
+@click.command("serve")
+@db_option
+@click.option("--port", type=click.IntRange(0, 65535), default=8040, show_default=True, help="TCP port (0: any free one).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; the dashboard has no login: bind beyond loopback only on a trusted network.")
+@click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
+              help="Show the lab's boxes and queues from this broker too (default $PERFLAB_BROKER).")
+def serve_cmd(db, port, host, broker) -> None:
+    """Serve the dashboard, read-only: boxes and queues, recent runs and regressions, the HTML report.
+
+    \b
+    Example:
+      perflab serve --db postgresql://viewer@db.lab/perflab --broker redis://:PW@broker:6379/0
+    """
+    from perflab.lab.dashboard import Dashboard, make_server
+    from perflab.store import open_store
+
+    store = open_store(_db(db))   # no reap of dead runs: the dashboard never writes
+    server = make_server(Dashboard(store, broker), host, port)
+    click.echo(f"serving http://{host}:{server.server_address[1]}/ (Ctrl-C stops)", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+COMMANDS = [worker_cmd, submit_cmd, queue_cmd, cancel_cmd, serve_cmd]
