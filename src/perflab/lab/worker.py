@@ -86,14 +86,23 @@ class Worker:
         from perflab.runner import interrupt
         from perflab.runner.loop import run_jobs
 
+        import redis
+        from celery.exceptions import Reject
+
         r = self.redis
         sub = lab.submission_key(submission)
-        attempt = r.hincrby(lab.ATTEMPTS, task_id, 1)
-        if r.sismember(lab.CANCELLED, submission):
-            r.hincrby(sub, f"cancelled:{box}", 1)
-            return "cancelled"
-        if r.sismember(lab.done_key(submission), task_id):
-            return "done before"   # redelivered after it completed (killed before its acknowledgement)
+        try:
+            attempt = r.hincrby(lab.ATTEMPTS, task_id, 1)
+            if r.sismember(lab.CANCELLED, submission):
+                r.hincrby(sub, f"cancelled:{box}", 1)
+                return "cancelled"
+            if r.sismember(lab.done_key(submission), task_id):
+                return "done before"   # redelivered after it completed (killed before its acknowledgement)
+        except redis.RedisError as e:
+            # Not run, not lost: back to the queue (or, with the broker gone, left unacknowledged
+            # and restored after the visibility timeout).
+            self.state.set(last_error=f"broker: {_now()} {printable(str(e), 200)}")
+            raise Reject(f"broker unreachable before the job: {e}", requeue=True) from None
         job = {**job, "lab": {"submission": submission, "task": task_id, "attempt": attempt, "worker": self.name}}
         self.state.set(state="running", job=_describe(job), submission=submission, since=_now())
         self._beat()
@@ -118,12 +127,30 @@ class Worker:
             self.state.set(last_error=f"{_now()} job {task_id}: {printable(str(e), 300)}")
         # Completed (the run is safe in the spool) before the acknowledgement, so that a
         # redelivery after a kill right here is recognised and not run twice.
-        r.sadd(lab.done_key(submission), task_id)
-        r.hincrby(sub, f"{status}:{box}", 1)
+        self._record_end(submission, task_id, f"{status}:{box}")
         self.state.set(state="idle", job="", submission="", since=_now())
         self._upload()
         self._beat()
         return status
+
+    def _record_end(self, submission: str, task_id: str, counter: str, patience_s: float = 60.0) -> None:
+        """Mark the task done and count it, retrying while the broker is briefly away: the run is
+        already safe in the spool, and `submit --wait` counts on these."""
+        import redis
+
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                with self.redis.pipeline() as p:   # MULTI/EXEC: both or neither
+                    p.sadd(lab.done_key(submission), task_id)
+                    p.hincrby(lab.submission_key(submission), counter, 1)
+                    p.execute()
+                return
+            except redis.RedisError as e:
+                self.state.set(last_error=f"broker: {_now()} {printable(str(e), 200)}")
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
 
     # -- housekeeping --------------------------------------------------------------
     def _upload(self) -> None:
