@@ -175,7 +175,6 @@ def _comparison(result) -> dict:
     """Every number of `compare` (the json layout's records), the detectable change beside each."""
     from perflab import environment
     from perflab.report.tabular import records
-    from perflab.stats.power import detectable_change
 
     recs = records(result)
     i = 0
@@ -184,7 +183,8 @@ def _comparison(result) -> dict:
             rec = recs[i]
             i += 1
             rec["testcase"] = row.testcase
-            rec["detectable"] = _num(_detectable(row, head, cmp, result.alpha, detectable_change)) if cmp else None
+            # Computed with the verdict (stats.compare): the Welch test's own standard error.
+            rec["detectable"] = _num(cmp.detectable) if cmp else None
             rec["shown"] = row.monitor is None or result.monitor_changed(row) or result.monitors == "all"
     for rec in recs:
         for key in ("base_stats", "head_stats"):
@@ -249,21 +249,6 @@ def _monitor_series(store, result) -> list[dict]:
         if sides:
             out.append({"monitor": row.monitor, "metric": row.metric, "unit": row.unit, "sides": sides})
     return out
-
-
-def _detectable(row, head: int, cmp, alpha: float, detectable_change) -> float:
-    """The smallest change these samples detect with 90% power (stats.power), on the test's scale."""
-    import numpy as np
-
-    a = np.asarray(row.base_values, dtype=float)
-    b = np.asarray(row.head_values[head] or [], dtype=float)
-    if a.size < 2 or b.size < 2:
-        return math.inf
-    logged = cmp.test == "welch-log"
-    if logged:
-        a, b = np.log(a), np.log(b)
-    sd = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
-    return detectable_change(a.size, b.size, sd, alpha, logged=logged, scale=float(np.mean(row.base_values)))
 
 
 # -- trends -------------------------------------------------------------------
