@@ -79,7 +79,7 @@ def test_the_atomic_job_and_each_samples_process_travel_with_an_export(cli, tmp_
     cli("run", "cmd", "--runs", "2", "--prepare", "true", "--tag", "j", "--", "true")
     job = cli.sql("SELECT job FROM run")[0][0]
     doc = json.loads(cli("export").stdout)
-    assert doc["version"] == 2 and doc["runs"][0]["job"] == json.loads(job)
+    assert doc["version"] == 3 and doc["runs"][0]["job"] == json.loads(job)
     assert {tuple(smp[4:]) for smp in doc["runs"][0]["samples"]} == {(0, 1), (1, 1)}
     for fmt in ("json", "csv"):
         other = CLI(tmp_path / f"{fmt}.db", tmp_path)
@@ -96,3 +96,26 @@ def test_the_atomic_job_and_each_samples_process_travel_with_an_export(cli, tmp_
     old("import", tmp_path / "v1.json")
     assert old.sql("SELECT job FROM run") == [(None,)]
     assert old.sql("SELECT count(*) FROM sample WHERE process IS NULL")[0][0] == 10
+
+
+def test_monitors_and_their_series_travel_with_a_json_export(cli, tmp_path):
+    """Version 3: run.monitors and monitor_series move with the run (a lab worker's spool uses this)."""
+    cli("run", "cmd", "--runs", "2", "--monitor", "proc-stat:interval=0.05", "--", "/bin/sleep", "0.2")
+    (monitors,), = cli.sql("SELECT monitors FROM run")
+    series = cli.sql('SELECT monitor, repetition, process, t, "values" FROM monitor_series ORDER BY id')
+    assert len(series) >= 4
+    path = tmp_path / "export.json"
+    path.write_text(cli("export").stdout)
+    other = CLI(tmp_path / "other.db", tmp_path)
+    other("import", path)
+    assert other.sql("SELECT monitors FROM run") == [(monitors,)]
+    copied = other.sql('SELECT monitor, repetition, process, t, "values" FROM monitor_series ORDER BY id')
+    assert [(m, r, p, t, json.loads(v)) for m, r, p, t, v in copied] == \
+        [(m, r, p, t, json.loads(v)) for m, r, p, t, v in series]
+    # A bad series row is refused whole, naming the run and the row.
+    doc = json.loads(path.read_text())
+    doc["runs"][0]["uuid"] = "00000000-0000-4000-8000-000000000009"
+    doc["runs"][0]["monitor_series"][1][3] = "soon"
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    assert_one_line_error(other("import", tmp_path / "bad.json", check=False), "run 0", "monitor_series 1")
+    assert other.sql("SELECT count(*) FROM run") == [(1,)]

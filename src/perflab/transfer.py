@@ -1,9 +1,13 @@
 """Export and import of runs, with their environments and samples, without loss.
 
-JSON: {"format": "perflab-export", "version": 2, "runs": [...]}, one object per
+JSON: {"format": "perflab-export", "version": 3, "runs": [...]}, one object per
 run (with the atomic job it ran) and its samples as [metric, value, unit,
-direction, repetition, process] rows. Version 1 files (no job, samples without
-the process) are still read.
+direction, repetition, process] rows; version 3 adds the monitors that ran
+(`monitors`) and their time series (`monitor_series`: [monitor, repetition,
+process, t, {field: value}] rows), so that a run moved between stores (a lab
+worker's spool, an export) keeps its evidence. Versions 1 (no job, samples
+without the process) and 2 (no monitors) are still read. CSV carries no
+monitor series (one line per sample).
 CSV: one line per sample, the run's fields repeated (environment, params and
 failures as JSON text), so that spreadsheet users get a flat table.
 Import is all or nothing: the whole file is checked before one row is written.
@@ -25,8 +29,8 @@ from perflab.store import Store
 from perflab.store import schema as s
 
 FORMAT = "perflab-export"
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 RUN_FIELDS = ("uuid", "testbox", "benchmark", "name", "params", "tag", "commit", "dirty",
               "started", "finished", "status", "comment", "error", "environment", "failures", "job")
 SAMPLE_FIELDS = ("metric", "value", "unit", "direction", "repetition", "process")
@@ -48,6 +52,10 @@ def collect(store: Store, runs) -> list[dict]:
     failures: dict[int, list] = {}
     for f in store.failures(ids):
         failures.setdefault(f.run_id, []).append([f.item, f.message])
+    series: dict[int, list] = {}
+    # Unpacked, not read by attribute: Row.t is SQLAlchemy's own (deprecated) attribute.
+    for run_id, monitor, repetition, process, t, values in store.monitor_series(ids):
+        series.setdefault(run_id, []).append([monitor, repetition, process, t, values])
     return [
         {
             "uuid": r.uuid, "testbox": r.testbox, "benchmark": r.benchmark, "name": r.name,
@@ -55,6 +63,7 @@ def collect(store: Store, runs) -> list[dict]:
             "started": _iso(r.started), "finished": _iso(r.finished), "status": r.status,
             "comment": r.comment, "error": r.error, "environment": r.environment,
             "failures": failures.get(r.id, []), "job": r.job, "samples": samples.get(r.id, []),
+            "monitors": r.monitors, "monitor_series": series.get(r.id, []),
         }
         for r in runs
     ]
@@ -129,7 +138,32 @@ def check_run_fields(run: dict, where: str) -> dict:
     job = run.get("job")
     if job is not None and not isinstance(job, dict):
         raise PerflabError(f"{where}: key 'job' must be an object (the atomic job) or null")
+    if run.get("monitors") is not None and not isinstance(run["monitors"], dict):
+        raise PerflabError(f"{where}: key 'monitors' must be an object (the monitors that ran) or null")
+    run["monitor_series"] = check_monitor_series(run.get("monitor_series") or [], where)
     return run
+
+
+def check_monitor_series(rows, where: str) -> list[tuple]:
+    """[monitor, repetition, process, t, {field: value}] items as rows, every number finite."""
+    if not isinstance(rows, list):
+        raise PerflabError(f"{where}: monitor_series must be a list")
+    out = []
+    limit = s.monitor_series.c.monitor.type.length
+    for i, row in enumerate(rows):
+        if not isinstance(row, (list, tuple)) or len(row) != 5 or not isinstance(row[4], dict):
+            raise PerflabError(f"{where}, monitor_series {i}: expected [monitor, repetition, process, t, {{field: value}}]")
+        monitor, rep, process, t, values = row
+        try:
+            item = (str(monitor), int(rep), None if process in (None, "") else int(process), float(t),
+                    {str(k): float(v) for k, v in values.items()})
+        except (TypeError, ValueError, OverflowError):
+            raise PerflabError(f"{where}, monitor_series {i}: repetition, process, t and values must be numbers") from None
+        if len(item[0]) > limit or not math.isfinite(item[3]) or not all(map(math.isfinite, item[4].values())):
+            raise PerflabError(f"{where}, monitor_series {i}: monitor name longer than {limit} characters "
+                               f"or a value that is not finite")
+        out.append(item)
+    return out
 
 
 def check_samples(samples, where: str) -> list[tuple]:

@@ -240,7 +240,7 @@ class ImportWriter:
             name=run["name"], params=run["params"], tag=run.get("tag"), commit=run.get("commit"),
             dirty=run.get("dirty"), started=run["started"], finished=run.get("finished"), status=IMPORTING,
             comment=run.get("comment"), error=run.get("error"), host=host, pid=pid, pid_start=pid_start,
-            job=run.get("job"),
+            job=run.get("job"), monitors=run.get("monitors"),
         )
         row = conn.execute(select(s.run.c.id, s.run.c.status, s.run.c.host, s.run.c.pid, s.run.c.pid_start)
                            .where(s.run.c.uuid == run["uuid"])).one()
@@ -252,6 +252,11 @@ class ImportWriter:
                 f"(pid {row.pid} on {row.host}); try again when it has finished")
         for item, message in run.get("failures") or ():
             conn.execute(insert(s.failure).values(run_id=row.id, item=item, message=message))
+        series = run.get("monitor_series") or ()
+        if series:
+            conn.execute(insert(s.monitor_series), [
+                {"run_id": row.id, "monitor": m, "repetition": r, "process": p, "t": t, "values": v}
+                for m, r, p, t, v in series])
         return row.id
 
 
@@ -293,6 +298,7 @@ def discard(store, run_ids: list[int]) -> None:
                     break
             with store.engine.begin() as conn:
                 conn.execute(s.failure.delete().where(s.failure.c.run_id.in_(chunk)))
+                conn.execute(s.monitor_series.delete().where(s.monitor_series.c.run_id.in_(chunk)))
                 conn.execute(s.run.delete().where(s.run.c.id.in_(chunk) & (s.run.c.status == IMPORTING)))
     except SQLAlchemyError as e:
         raise store._fail(e) from None
