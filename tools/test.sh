@@ -13,8 +13,9 @@ as_root() {
 # timing), fio, git and a C compiler; chromium and its driver for the browser
 # tests of `perflab report html` (tests/test_html.py, driven by selenium).
 # PostgreSQL and redis-server: the tests start their own on loopback ports
-# (tests/services.py); the system services are not used.
-PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server"
+# (tests/services.py); the system services are not used. linux-perf: the
+# perf-stat and perf-profile monitors.
+PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
