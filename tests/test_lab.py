@@ -146,9 +146,11 @@ def test_two_boxes_survive_a_killed_worker_and_a_store_outage(tmp_path, lab_on, 
     postgres_cluster.stop()
     try:
         lab.wait_until("box B done while the store is down", lambda: _ended(lab.progress(sid), "B") == len(COMMANDS))
-        state = lab.wait_until("B's heartbeat naming the spool",
-                               lambda: (s := lab.worker_state("B")) and s["last_error"].startswith("store:") and s)
-        assert int(state["spooled"]) >= 1 and state["state"] == "idle"
+        # The heartbeat says "idle" at its next beat after the last job ended: wait for it.
+        state = lab.wait_until("B's heartbeat naming the spool, idle",
+                               lambda: (s := lab.worker_state("B")) and s["last_error"].startswith("store:")
+                               and s["state"] == "idle" and s)
+        assert int(state["spooled"]) >= 1
         shown = lab.perflab("queue").stdout
         assert "B " in shown and "store:" in shown
         lab.start_worker("A")   # A returns while the store is still down
