@@ -731,7 +731,8 @@ class Store:
             raise PerflabError(f"no run with id {rid} in {self.label}")
         return row
 
-    def find_runs(self, *, benchmark=None, tag=None, box=None, since=None, status=None, limit=None, ids=None):
+    def find_runs(self, *, benchmark=None, tag=None, box=None, since=None, status=None, limit=None, ids=None,
+                  uuids=None):
         q = self._run_select()
         if benchmark:
             q = q.where((s.run.c.benchmark == benchmark) | (s.run.c.name == benchmark))
@@ -745,6 +746,8 @@ class Store:
             q = q.where(s.run.c.status == status)
         if ids is not None:
             q = q.where(s.run.c.id.in_([i for i in ids if i <= self._largest_id]))
+        if uuids is not None:
+            q = q.where(s.run.c.uuid.in_(list(uuids)))
         q = q.order_by(s.run.c.started, s.run.c.id)
         if limit:
             q = q.limit(limit)
