@@ -19,6 +19,14 @@ which a metric changed level. It
 - removes its worktrees at the end, also after errors; after a kill -9 the
   next `perflab bisect` on that repository removes what is left.
 
+**On a lab box** (`--box NAME` with a broker): the decisions are made here, the
+measurements there. Each measurement is an atomic job queued on the box with a
+`source` (repository URL, commit, build command); the box's worker fetches the
+commit, builds it in a worktree of its own and runs the job (perflab.lab.checkouts),
+and its runs reach the shared store, where this command reads them back. The
+repository URL is `--source-url` (default: --repo's path, for boxes that share
+this filesystem); the box must be able to fetch every commit from it.
+
 **Resuming.** The samples are in the store (tag `bisect-ID`, commit of each
 run); the bisection's parameters, the commits skipped and the decisions are
 kept in a small JSON record beside the SQLite store (`STORE.bisect/ID.json`;
@@ -218,6 +226,8 @@ class Record:
     direction: int = -1               # the metric's: -1 lower is better, 1 higher, 0 informational
     box: str | None = None
     build_timeout: float | None = None
+    broker: str | None = None         # set: measure on lab box `box` through its queue
+    source_url: str | None = None     # where that box fetches the commits (default: repo)
     settings: dict = field(default_factory=dict)
     status: str = "running"           # running | done | refused | failed
     skips: dict = field(default_factory=dict)      # sha -> why it was skipped
@@ -386,6 +396,8 @@ class Bisection:
     def _run(self, commit: str, k: int, role: str) -> list[float]:
         from perflab.runner.loop import run_jobs
 
+        if self.rec.broker:
+            return self._run_on_box(commit, k, role)
         name, path = self._worktree_for(commit, role)
         head = git(path, "rev-parse", "HEAD").stdout.strip()
         if head != commit:
@@ -412,6 +424,33 @@ class Bisection:
             produced = ", ".join(sorted(outcome.values)) or "nothing"
             raise BisectError(f"--metric {self.rec.metric}: the job at {commit[:12]} did not produce it; "
                               f"it produced: {produced}")
+        return values
+
+    def _run_on_box(self, commit: str, k: int, role: str) -> list[float]:
+        """k runs of `commit` on the lab box: queued with its source, built and run by the box's worker."""
+        from perflab.lab.client import run_on_box
+
+        rec = self.rec
+        what = {GOOD: "good end", BAD: "bad end"}.get(role, "step")
+        job = {**rec.job, "runs": k, "tag": rec.tag,
+               "comment": f"perflab bisect {rec.id}: {what} {commit[:12]} (metric {rec.metric})",
+               "source": {"repo": rec.source_url or rec.repo, "commit": commit, "build": rec.build,
+                          "build_timeout": rec.build_timeout}}
+        done = run_on_box(rec.broker, rec.box, [job], self.store, say=self.say)[0]
+        if done.status == "build-failed":
+            raise BuildFailed(done.error)
+        if done.status in ("source-failed", "cancelled"):
+            raise BisectError(f"box {rec.box}: {done.error or 'the job was cancelled'}")
+        by_run = defaultdict(list)
+        for row in self.store.samples([r.id for r in done.runs]):
+            if row.metric == rec.metric:
+                by_run[row.run_id].append(row.value)
+        values = [v for r in done.runs for v in by_run.get(r.id, [])]
+        self.fresh_runs += len(values)
+        if not values and (done.status != "done" or not done.runs):
+            raise CommitFailed(done.error or f"box {rec.box} produced no run")
+        if not values:
+            raise BisectError(f"--metric {rec.metric}: the job at {commit[:12]} on box {rec.box} did not produce it")
         return values
 
     # -- the ends --------------------------------------------------------------------
@@ -658,6 +697,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: dict, metric: str, tag: str | None,
           box: str | None = None, build_timeout: float | None = None, settings: Settings | None = None,
+          broker: str | None = None, source_url: str | None = None,
           say: Callable[[str], None] = lambda _m: None) -> Result:
     """Validate everything, then bisect; BisectError/UsageProblem before any step for bad input."""
     root = repo_root(repo)
@@ -670,16 +710,43 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: dict, m
                           "git bisect needs the good commit in the bad one's history")
     check_clean(root)
     direction, _unit = check_metric(job, metric)
+    if broker:
+        check_lab(broker, box, root, source_url, (good_sha, bad_sha))
     bisect_id = secrets.token_hex(4)
     tag = tag or f"bisect-{bisect_id}"
     rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
                  job=job, metric=metric, tag=tag, direction=direction, box=box, build_timeout=build_timeout,
+                 broker=broker, source_url=source_url,
                  settings=asdict(settings or Settings()), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
                  path=str(record_dir(store) / f"{bisect_id}.json"))
     rec.save()
     say(f"bisection {bisect_id}: {good_sha[:12]}..{bad_sha[:12]} in {root}, metric {metric}, "
         f"runs tagged {tag}, record {rec.path}")
     return Bisection(store, rec, say).run()
+
+
+def check_lab(broker: str, box: str | None, root: Path, source_url: str | None, commits: tuple[str, ...]) -> None:
+    """Before any step on a lab box: the box named, the broker reachable, the commits at the source URL."""
+    from perflab.lab import app as lab
+
+    if not box:
+        raise UsageProblem("--broker: give the lab box to measure on with --box NAME")
+    lab.check_box(box)
+    lab.redis_client(broker)   # one line, at once, when the broker is away
+    if source_url:
+        # The box fetches from there: the commits it will be asked for must be on its branches or tags
+        # (when a head there is unknown here, the box's fetch will tell).
+        done = git(root, "ls-remote", source_url, check=False, timeout=120)
+        if done.returncode != 0:
+            raise BisectError(f"--source-url {source_url}: git cannot read it "
+                              f"({(done.stderr.strip() or 'failed').splitlines()[-1]})")
+        heads = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+        if all(git(root, "cat-file", "-e", f"{h}^{{commit}}", check=False).returncode == 0 for h in heads):
+            for sha in commits:
+                if not any(git(root, "merge-base", "--is-ancestor", sha, h, check=False).returncode == 0
+                           for h in heads):
+                    raise BisectError(f"--source-url {source_url}: commit {sha[:12]} is on none of its branches "
+                                      "or tags: push it there first (the box fetches the commits from it)")
 
 
 def resume(store, *, bisect_id: str | None, repo: str | None,

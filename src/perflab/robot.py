@@ -20,6 +20,11 @@ One pass (`perflab robot --once`):
    culprit — and one report (perflab.regression) is written per culprit and
    metric; the store's robot_report table remembers it, so no culprit is ever
    reported twice.
+
+With `--box NAME` the commits are measured on that lab box instead of here: the
+jobs are queued with their source (repository URL, commit, build command), the
+box's worker builds and runs them, and the runs are read back from the shared
+store (perflab.lab.client.run_on_box); the bisections run their steps there too.
 """
 
 from __future__ import annotations
@@ -59,9 +64,33 @@ def _tested(store, tag: str) -> set[str]:
     return {r.commit for r in store.find_runs(tag=tag) if r.commit and r.status in ("finished", "partial")}
 
 
-def _measure(store, repo: Path, sha: str, jobs: list[dict], build_cmd: str, tag: str, box, say) -> bool:
-    """Build and run the jobs at `sha` in a worktree; False when the build failed."""
+def _measure_on_box(store, lab: dict, sha: str, jobs: list[dict], build_cmd: str, tag: str, box: str, say) -> bool:
+    """Queue the jobs at `sha` on the lab box (built there); False when the build failed."""
+    from perflab.lab.client import run_on_box
+
+    source = {"repo": lab["source_url"], "commit": sha, "build": build_cmd, "build_timeout": None}
+    atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}", "source": source} for j in jobs]
+    results = run_on_box(lab["broker"], box, atomic, store, say=say)
+    if any(r.status == "build-failed" for r in results):
+        why = next(r.error for r in results if r.status == "build-failed")
+        say(f"{sha[:12]}: build failed on box {box}, not measured: {why}")
+        return False
+    if any(r.status == "source-failed" for r in results):
+        raise PerflabError(f"box {box}: {next(r.error for r in results if r.status == 'source-failed')}")
+    failed = [r for r in results if r.status != "done"]
+    if failed:
+        say(f"{sha[:12]}: {len(failed)} job(s) failed on box {box}: {failed[0].error}")
+    say(f"{sha[:12]}: measured on box {box} ({sum(len(r.runs) for r in results)} runs)")
+    return True
+
+
+def _measure(store, repo: Path, sha: str, jobs: list[dict], build_cmd: str, tag: str, box, say,
+             lab: dict | None = None) -> bool:
+    """Build and run the jobs at `sha` in a worktree (or on the lab box); False when the build failed."""
     from perflab.runner.loop import run_jobs
+
+    if lab:
+        return _measure_on_box(store, lab, sha, jobs, build_cmd, tag, box, say)
 
     base = Path(tempfile.mkdtemp(prefix="perflab-robot-"))
     path = base / "tree"
@@ -129,6 +158,7 @@ def find_regressions(store, *, repo: str, branch: str | None, tag: str, metrics:
 def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cmd: str = "", name: str = "default",
              start: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
              out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
+             broker: str | None = None, source_url: str | None = None,
              say: Callable[[str], None] = lambda m: None) -> Pass:
     from perflab import regression
     from perflab.report.regression import render
@@ -140,6 +170,10 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
     if not commits:
         raise PerflabError(f"--repo {repo}: the branch has no commits")
     order = [c.sha for c in commits]
+    lab = None
+    if broker:
+        bisect.check_lab(broker, box, root, source_url, (order[-1],))
+        lab = {"broker": broker, "source_url": source_url or str(root)}
     tag = f"robot-{name}"
     done = Pass()
     tested = _tested(store, tag)
@@ -153,7 +187,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
     if order[-1] not in tested:
         todo.append(order[-1])
     for sha in todo:
-        if _measure(store, root, sha, jobs, build_cmd, tag, box, say):
+        if _measure(store, root, sha, jobs, build_cmd, tag, box, say, lab):
             done.tested.append(sha)
     done.findings = find_regressions(store, repo=str(root), branch=branch, tag=tag, metrics=metrics, order=order)
     reported = {(r.culprit, r.metric) for r in store.robot_reports(name)}
@@ -162,7 +196,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
         if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
-        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say)
+        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -193,7 +227,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
     return done
 
 
-def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say):
+def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab=None):
     """(culprit sha, base operand, head operand) of a finding: bisected unless good and bad are adjacent."""
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
@@ -205,7 +239,8 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
-                              job={**job, "runs": 1}, metric=f.metric, tag=None, box=box, say=say)
+                              job={**job, "runs": 1}, metric=f.metric, tag=None, box=box, say=say,
+                              broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None)
     except (bisect.BisectError, bisect.EndsDoNotDiffer) as e:
         say(f"not bisected: {e}")
         return None, None, None

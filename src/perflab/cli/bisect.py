@@ -33,7 +33,14 @@ def _say(message: str) -> None:
               help="A job file of one atomic job to measure (else the command after --).")
 @click.option("--metric", metavar="NAME", help="The metric to bisect, e.g. time.elapsed_time.")
 @click.option("--tag", "-t", help="Tag of the bisection's runs (default bisect-ID).")
-@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--box", metavar="NAME",
+              help="Measure on this lab box through its queue: its worker fetches, builds and runs each commit "
+                   "(the store must be the lab's shared --db). Without it, measured here.")
+@click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
+              help="With --box: the lab's Redis broker (default $PERFLAB_BROKER, else redis://127.0.0.1:6379/0).")
+@click.option("--source-url", metavar="URL",
+              help="With --box: where the box fetches the commits (default: --repo's path, for a box that "
+                   "shares this filesystem).")
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
 @click.option("--alpha", type=FiniteFloat(0, open_min=True), default=0.005, show_default=True,
               help="Per-step error rate of the sequential test (calling a good commit bad, or a bad one good).")
@@ -46,7 +53,8 @@ def _say(message: str) -> None:
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, build_timeout, alpha, threshold,
+def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, source_url, build_timeout, alpha,
+               threshold,
                interleave_ends, resume,
                bisect_id, db, command) -> None:
     """Find the first commit at which a metric changed, with git bisect and a sequential test.
@@ -64,13 +72,16 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, build_tim
           --metric time.elapsed_time -- ./prog --input big
       perflab bisect --repo . --good HEAD~40 --bad HEAD --build 'make -j2' \\
           --job bench.yaml --metric will-it-scale.per_process_ops
+      perflab bisect --repo ~/src/prog --good v1.0 --bad main --build 'make -j8' \\
+          --job bench.yaml --metric time.elapsed_time --box skl-2s \\
+          --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
       perflab bisect --resume
     """
     from perflab import bisect
     from perflab.errors import UsageProblem
 
     if resume:
-        if command or job_file or good or bad or build_cmd or metric:
+        if command or job_file or good or bad or build_cmd or metric or box or source_url:
             raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
                                "--resume [--id ID] [--repo PATH] [--db URL]")
         store = get_store(db)
@@ -82,14 +93,23 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, build_tim
             raise click.UsageError(f"missing {', '.join(missing)}")
         if bisect_id:
             raise click.UsageError("--id names a bisection to resume: use it with --resume")
+        if source_url and not box:
+            raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
         if bool(job_file) == bool(command):
             raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
         store = get_store(db)
         settings = bisect.Settings(alpha=alpha, threshold=threshold, local_ends=interleave_ends)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
-                              tag=tag, box=box, build_timeout=build_timeout, settings=settings, say=_say)
+                              tag=tag, box=box, build_timeout=build_timeout, settings=settings,
+                              broker=_broker(broker) if box else None, source_url=source_url, say=_say)
     _print(result)
+
+
+def _broker(broker: str | None) -> str:
+    from perflab.lab.app import broker_url
+
+    return broker_url(broker)
 
 
 def _print(result) -> None:

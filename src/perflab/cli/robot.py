@@ -144,7 +144,13 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 @click.option("--start", metavar="REV", help="First pass: test this commit as well as the tip (default: the tip's parent).")
 @click.option("--metric", "metrics", multiple=True, metavar="GLOB",
               help="Metrics to watch (default: every metric of the jobs but the monitors').")
-@click.option("--box", help="Testbox name (default: hostname).")
+@click.option("--box", metavar="NAME",
+              help="Measure (and bisect) on this lab box through its queue: its worker builds and runs each commit "
+                   "(the store must be the lab's shared --db). Without it, measured here.")
+@click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
+              help="With --box: the lab's Redis broker (default $PERFLAB_BROKER, else redis://127.0.0.1:6379/0).")
+@click.option("--source-url", metavar="URL",
+              help="With --box: where the box fetches the commits (default: --repo's path).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write each report to DIR/SHA-METRIC.txt.")
 @click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail each report (see `report regression --to`).")
 @click.option("--subject-tag", default="perflab", show_default=True)
@@ -152,8 +158,8 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 @click.option("--interval", type=FiniteFloat(1), default=300.0, show_default=True, metavar="S",
               help="Seconds between passes.")
 @db_option
-def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, out_dir, to, subject_tag, once,
-              interval, db) -> None:
+def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, broker, source_url, out_dir, to,
+              subject_tag, once, interval, db) -> None:
     """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
 
     Its state (commits tested, culprits reported) lives in the store, so it
@@ -163,18 +169,27 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, out
     Examples:
       perflab robot --repo ~/linux --branch master --job will-it-scale-seed.yaml --build 'make -j8' --once
       perflab robot --repo . --job bench.yaml --out reports/ --to dev@example.org
+      perflab robot --repo ~/src/prog --job bench.yaml --build 'make -j8' --box skl-2s \\
+          --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
     """
     import time
 
     from perflab import jobs as jobfiles
     from perflab import robot
 
+    if source_url and not box:
+        raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
     store = get_store(db)
     jobs = [j for path in job_files for j in jobfiles.load(path)]
+    if box:
+        from perflab.lab.app import broker_url
+
+        broker = broker_url(broker)
     while True:
         done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
-                              subject_tag=subject_tag, say=lambda m: click.echo(f"robot: {printable(m, 300)}"))
+                              subject_tag=subject_tag, broker=broker if box else None, source_url=source_url,
+                              say=lambda m: click.echo(f"robot: {printable(m, 300)}"))
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")
         if once:

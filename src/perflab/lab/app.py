@@ -38,6 +38,15 @@ def submission_key(sid: str) -> str:
     return f"perflab:submission:{sid}"
 
 
+def result_key(task_id: str) -> str:
+    # What became of one task, for a submitter that waits on it (bisect/robot --box): JSON
+    # {"status": done|failed|build-failed|source-failed|cancelled, "error", "runs": [uuid, ...]}.
+    return f"perflab:result:{task_id}"
+
+
+RESULT_TTL_S = 7 * 24 * 3600
+
+
 def done_key(sid: str) -> str:
     return f"perflab:done:{sid}"   # set of task ids that completed (a redelivery of one is skipped)
 

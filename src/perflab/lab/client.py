@@ -11,8 +11,11 @@ from perflab.errors import PerflabError
 from perflab.lab import app as lab
 
 
-def submit(broker: str, jobs: list[dict], boxes: list[str], *, source: str = "") -> tuple[str, int]:
-    """Queue every atomic job on every box; (submission id, number of tasks)."""
+def submit(broker: str, jobs: list[dict], boxes: list[str], *, source: str = "",
+           task_ids: list[str] | None = None) -> tuple[str, int]:
+    """Queue every atomic job on every box; (submission id, number of tasks).
+
+    The ids of the tasks queued (box by box, job by job) are appended to `task_ids` when given."""
     for box in boxes:
         lab.check_box(box)
     r = lab.redis_client(broker)   # fails at once, in one line, when the broker is away
@@ -30,8 +33,10 @@ def submit(broker: str, jobs: list[dict], boxes: list[str], *, source: str = "")
         with app.producer_or_acquire() as producer:
             for box in boxes:
                 for job in jobs:
-                    app.send_task(lab.TASK, args=[job, sid, box], queue=lab.queue_name(box), retry=False,
-                                  producer=producer)
+                    sent = app.send_task(lab.TASK, args=[job, sid, box], queue=lab.queue_name(box), retry=False,
+                                         producer=producer)
+                    if task_ids is not None:
+                        task_ids.append(sent.id)
     except Exception as e:
         raise PerflabError(f"broker {broker}: queueing submission {sid} failed: {type(e).__name__}: {e}") from None
     return sid, len(jobs) * len(boxes)
@@ -107,3 +112,82 @@ def cancel(broker: str, sid: str) -> list[BoxProgress]:
     rows = progress(r, sid)   # refuses an unknown id
     r.sadd(lab.CANCELLED, sid)
     return rows
+
+
+@dataclass
+class TaskResult:
+    status: str            # done | failed | build-failed | source-failed | cancelled
+    error: str
+    runs: list             # the task's runs, read back from the shared store
+
+
+def run_on_box(broker: str, box: str, jobs: list[dict], store, *, say=lambda _m: None,
+               poll_s: float = 0.05, upload_patience_s: float = 600.0) -> list[TaskResult]:
+    """Queue `jobs` on `box`, wait until its worker has run them all, and read their runs
+    back from `store` (the shared store the worker uploads to); one TaskResult per job.
+
+    For the commands that measure through the lab (bisect/robot --box). Ctrl-C or SIGTERM
+    while waiting cancels the submission (the running job is stopped, its run kept)."""
+    from perflab.runner import interrupt
+
+    lab.check_box(box)
+    r = lab.redis_client(broker)
+    ids: list[str] = []
+    sid, _n = submit(broker, jobs, [box], source="perflab bisect/robot", task_ids=ids)
+    results: dict[str, dict] = {}
+    quiet_since, warned = time.monotonic(), False
+    try:
+        with interrupt.stop_requests_as_flag():
+            while len(results) < len(ids):
+                interrupt.check()
+                for tid in ids:
+                    if tid not in results:
+                        raw = r.get(lab.result_key(tid))
+                        if raw:
+                            results[tid] = json.loads(raw)
+                if len(results) < len(ids):
+                    if not warned and time.monotonic() - quiet_since > 10:
+                        if not any(w.get("box") == box for w in workers(r)):
+                            say(f"waiting for box {box}: no worker of it is alive "
+                                f"(start one: perflab worker --box {box} --broker ... --db ...)")
+                            warned = True
+                    time.sleep(poll_s)
+    except interrupt.Interrupted:
+        r.sadd(lab.CANCELLED, sid)
+        raise
+    out = []
+    for tid in ids:
+        res = results[tid]
+        out.append(TaskResult(res.get("status", "failed"), res.get("error", ""),
+                              _uploaded(store, res.get("runs") or [], box, r, upload_patience_s, say)))
+    return out
+
+
+def _uploaded(store, uuids: list[str], box: str, r, patience_s: float, say) -> list:
+    """The runs of these uuids in the shared store, waiting while the worker's spool holds them."""
+    if not uuids:
+        return []
+    start = time.monotonic()
+    said = False
+    while True:
+        runs = store.find_runs(uuids=uuids)
+        if len(runs) == len(uuids):
+            return list(runs)
+        waited = time.monotonic() - start
+        if waited > 3 * lab.HEARTBEAT_S + 1:
+            # Uploaded, yet not here: the box's workers write to another store than this command reads.
+            try:
+                mine = [w for w in workers(r) if w.get("box") == box]
+            except Exception:   # the broker away for a moment: no evidence either way
+                mine = []
+            if mine and all(int(w.get("spooled") or 0) == 0 and not w.get("last_error", "").startswith("store:")
+                            for w in mine):
+                raise PerflabError(f"box {box}: its worker uploaded runs {', '.join(u[:8] for u in uuids)} to a "
+                                   f"store other than {store.label}: give this command the worker's --db")
+        if waited > patience_s:
+            raise PerflabError(f"box {box}: runs {', '.join(u[:8] for u in uuids)} did not reach {store.label} "
+                               f"in {patience_s:g} s (they wait in the worker's spool; see `perflab queue`)")
+        if not said and waited > 5:
+            say(f"box {box}: waiting for its worker to upload runs to {store.label}")
+            said = True
+        time.sleep(0.1)

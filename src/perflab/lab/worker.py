@@ -9,6 +9,11 @@ when a worker of that box is there.
 Each delivery of a task counts an attempt (Redis hash perflab:attempts) and
 the atomic job is run with a "lab" entry added to it, stored with the run
 (the run's job): {"submission", "task", "attempt", "worker"}.
+
+A job with a "source" (bisect/robot --box) is run in a worktree of that commit,
+fetched and built on this box first (perflab.lab.checkouts). What became of each
+task — its status and the uuids of its runs — is left in perflab:result:TASK for
+a submitter that waits on it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.lab import app as lab
+from perflab.lab.checkouts import BuildFailed, Checkouts, SourceError, describe
 from perflab.lab.spool import Spool
 from perflab.errors import PerflabError
 from perflab.text import printable
@@ -56,7 +62,8 @@ class WorkerState:
 
 def _describe(job: dict) -> str:
     params = ", ".join(f"{k}={v}" for k, v in (job.get("params") or {}).items())
-    return printable(f"{job.get('benchmark')} {params}".strip(), 120)
+    at = f" at {describe(job['source'])}" if isinstance(job.get("source"), dict) else ""
+    return printable(f"{job.get('benchmark')} {params}".strip() + at, 160)
 
 
 class Worker:
@@ -66,6 +73,7 @@ class Worker:
         self.broker = broker
         self.redis = lab.redis_client(broker)
         self.spool = Spool(spool_dir, box, db)
+        self.checkouts = Checkouts(spool_dir / "src")
         self.name = f"{socket.gethostname()}-{os.getpid()}"
         self.state = WorkerState(box, self.name)
         self.heartbeat_s = heartbeat_s
@@ -94,7 +102,11 @@ class Worker:
         try:
             attempt = r.hincrby(lab.ATTEMPTS, task_id, 1)
             if r.sismember(lab.CANCELLED, submission):
-                r.hincrby(sub, f"cancelled:{box}", 1)
+                with r.pipeline() as p:
+                    p.hincrby(sub, f"cancelled:{box}", 1)
+                    p.set(lab.result_key(task_id), json.dumps({"status": "cancelled", "error": "", "runs": []}),
+                          ex=lab.RESULT_TTL_S)
+                    p.execute()
                 return "cancelled"
             if r.sismember(lab.done_key(submission), task_id):
                 return "done before"   # redelivered after it completed (killed before its acknowledgement)
@@ -106,10 +118,21 @@ class Worker:
         job = {**job, "lab": {"submission": submission, "task": task_id, "attempt": attempt, "worker": self.name}}
         self.state.set(state="running", job=_describe(job), submission=submission, since=_now())
         self._beat()
-        outcome, status = None, "failed"
+        outcome, status, error = None, "failed", ""
+        here = os.getcwd()
         try:
-            outcome = run_jobs(self.spool.store, [job], box=self.box)[0]
+            repo = None
+            if job.get("source") is not None:
+                repo = str(self.checkouts.prepare(job["source"]))
+                os.chdir(repo)   # a command like ./prog means the program built at that commit
+            outcome = run_jobs(self.spool.store, [job], box=self.box, repo=repo)[0]
             status = "failed" if outcome.error else "done"
+            error = outcome.error or ""
+        except BuildFailed as e:
+            status, error = "build-failed", str(e)
+        except SourceError as e:
+            status, error = "source-failed", str(e)
+            self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
         except interrupt.Interrupted as stop:
             if not r.sismember(lab.CANCELLED, submission):
                 # SIGTERM/Ctrl-C of the worker during the job (the runner took the signal from
@@ -124,16 +147,22 @@ class Worker:
                 raise Reject(f"worker stopped by signal {stop.signum} during the job", requeue=True) from None
             status = "cancelled"   # cancel of a running job: the run is kept, marked interrupted
         except PerflabError as e:
-            self.state.set(last_error=f"{_now()} job {task_id}: {printable(str(e), 300)}")
+            error = str(e)
+            self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
+        finally:
+            os.chdir(here)
+        runs = [self.spool.store.get_run(outcome.run_id).uuid] if outcome is not None and outcome.run_id else []
+        result = {"status": status, "error": printable(error, 2000), "runs": runs, "attempt": attempt}
         # Completed (the run is safe in the spool) before the acknowledgement, so that a
         # redelivery after a kill right here is recognised and not run twice.
-        self._record_end(submission, task_id, f"{status}:{box}")
+        self._record_end(submission, task_id, f"{'failed' if status.endswith('failed') else status}:{box}", result)
         self.state.set(state="idle", job="", submission="", since=_now())
         self._upload()
         self._beat()
         return status
 
-    def _record_end(self, submission: str, task_id: str, counter: str, patience_s: float = 60.0) -> None:
+    def _record_end(self, submission: str, task_id: str, counter: str, result: dict,
+                    patience_s: float = 60.0) -> None:
         """Mark the task done and count it, retrying while the broker is briefly away: the run is
         already safe in the spool, and `submit --wait` counts on these."""
         import redis
@@ -144,6 +173,7 @@ class Worker:
                 with self.redis.pipeline() as p:   # MULTI/EXEC: both or neither
                     p.sadd(lab.done_key(submission), task_id)
                     p.hincrby(lab.submission_key(submission), counter, 1)
+                    p.set(lab.result_key(task_id), json.dumps(result), ex=lab.RESULT_TTL_S)
                     p.execute()
                 return
             except redis.RedisError as e:
