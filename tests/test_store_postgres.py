@@ -43,6 +43,17 @@ def rows(url: str, query: str, **params) -> list[tuple]:
         engine.dispose()
 
 
+def execute(url: str, *statements: str) -> None:
+    """Run statements in one committed transaction."""
+    engine = engine_of(url)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
 def dead_pid() -> int:
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     return int(proc.stdout)
@@ -107,6 +118,198 @@ def test_an_old_postgresql_store_is_upgraded_keeping_its_runs(postgres_url):
     assert new_run(store) == 2
     store.engine.dispose()
     assert rows(postgres_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+
+
+def alembic_to(url: str, revision: str, direction: str = "upgrade") -> None:
+    """Bring the store at `url` to `revision` with Alembic itself (as an older perflab left it)."""
+    from alembic import command
+    from alembic.config import Config
+
+    from perflab.store import db
+
+    cfg = Config()
+    cfg.set_main_option("script_location", os.path.join(os.path.dirname(db.__file__), "migrations"))
+    engine = engine_of(url)
+    try:
+        with engine.connect() as conn:
+            cfg.attributes["connection"] = conn
+            getattr(command, direction)(cfg, revision)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def id_columns() -> set[tuple[str, str]]:
+    """Every surrogate id and every column naming one, as schema.py declares them."""
+    return {(t.name, c.name) for t in s.metadata.tables.values() for c in t.columns if c.primary_key or c.foreign_keys}
+
+
+def pg_id_types(url: str) -> tuple[dict, dict]:
+    """({(table, column): data type} of the id columns, {sequence: (data type, max value)})."""
+    columns = {(t, c): kind for t, c, kind in rows(
+        url, "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'")
+        if (t, c) in id_columns()}
+    sequences = {name: (kind, int(top)) for name, kind, top in rows(
+        url, "SELECT sequencename, data_type::text, max_value FROM pg_sequences WHERE schemaname = 'public'")}
+    return columns, sequences
+
+
+SERIAL_TABLES = ("testbox", "environment", "run", "sample", "failure", "monitor_series", "robot_report")
+
+
+def test_every_id_is_64_bit_on_both_backends_and_sqlite_keeps_its_rowid(postgres_url, tmp_path):
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    # What schema.py declares: bigint on PostgreSQL, plain INTEGER (the rowid's type) on SQLite.
+    assert {("run", "id"), ("run", "testbox_id"), ("run", "environment_id"), ("environment", "testbox_id"),
+            ("sample", "run_id"), ("failure", "run_id"), ("monitor_series", "run_id"), ("robot_report", "id")} <= id_columns()
+    for table, column in id_columns():
+        kind = s.metadata.tables[table].c[column].type
+        assert (kind.compile(dialect=postgresql.dialect()), kind.compile(dialect=sqlite.dialect())) == ("BIGINT", "INTEGER"), (table, column)
+    # What a fresh store at head has on PostgreSQL: the same, sequences included.
+    open_store(postgres_url).engine.dispose()
+    columns, sequences = pg_id_types(postgres_url)
+    assert columns == {key: "bigint" for key in id_columns()}
+    assert sequences == {f"{t}_id_seq": ("bigint", 2**63 - 1) for t in SERIAL_TABLES}
+    # On SQLite every primary key is still the rowid itself (INTEGER PRIMARY KEY), 64-bit.
+    lite = str(tmp_path / "perflab.db")
+    store = open_store(lite)
+    for table in SERIAL_TABLES:
+        (sql,), = rows(lite, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :t", t=table)
+        assert re.search(r"\bid INTEGER NOT NULL\b", sql) and "PRIMARY KEY (id)" in sql, sql
+    with store.engine.begin() as conn:
+        conn.execute(s.testbox.insert().values(id=2**62, name="far"))
+    assert rows(lite, "SELECT rowid, id FROM testbox") == [(2**62, 2**62)]  # an alias of the rowid, not a copy
+    store.engine.dispose()
+
+
+def test_revision_0005_goes_down_to_0004s_types_and_up_again(postgres_url):
+    open_store(postgres_url).engine.dispose()
+    alembic_to(postgres_url, "0004", "downgrade")
+    columns, sequences = pg_id_types(postgres_url)
+    # 0004's types: only sample.id and monitor_series.id were bigint (bigserial) already.
+    assert {k for k, kind in columns.items() if kind == "bigint"} == {("sample", "id"), ("monitor_series", "id")}
+    assert set(columns.values()) == {"bigint", "integer"}
+    assert sequences["run_id_seq"] == ("integer", 2**31 - 1) and sequences["sample_id_seq"] == ("bigint", 2**63 - 1)
+    alembic_to(postgres_url, "head")
+    columns, sequences = pg_id_types(postgres_url)
+    assert set(columns.values()) == {"bigint"} and {kind for kind, _ in sequences.values()} == {"bigint"}
+
+
+def test_a_postgresql_store_at_0004_upgrades_to_64_bit_ids_keeping_its_data(postgres_url):
+    """The previous head with data in every table: the upgrade alters the columns and sequences in
+    place; every row is as it was, the foreign keys still hold, and the sequences go on from where they were."""
+    alembic_to(postgres_url, "0004")
+    execute(postgres_url,
+        "INSERT INTO testbox (name) VALUES ('old-box'), ('other-box')",
+        "INSERT INTO environment (testbox_id, digest, facts) VALUES (1, 'd1', '{\"kernel_release\": \"6.1.0\"}'), (2, 'd2', '{}')",
+        "INSERT INTO run (uuid, testbox_id, environment_id, benchmark, name, params, tag, started, finished, status, job, monitors) "
+        "VALUES ('u1', 1, 1, 'cmd', 'old run', '{\"command\": \"true\"}', 'base', '2026-01-01 00:00:00', '2026-01-01 00:01:00', "
+        "'finished', '{\"benchmark\": \"cmd\"}', '{\"vmstat\": {\"status\": \"ok\"}}'), "
+        "('u2', 2, 2, 'cmd', 'old run', '{}', 'head', '2026-01-02 00:00:00', NULL, 'failed', NULL, NULL)",
+        "INSERT INTO sample (run_id, metric, value, unit, direction, repetition, process) "
+        "VALUES (1, 'time.elapsed_time', 1.5, 's', -1, 0, 0), (1, 'time.elapsed_time', 2.5, 's', -1, 1, 0), (2, 'x.ops', 7, 'ops/s', 1, 0, NULL)",
+        "INSERT INTO failure (run_id, item, message) VALUES (2, 'lat_ipc', 'refused')",
+        "INSERT INTO monitor_series (run_id, monitor, repetition, process, t, \"values\") VALUES (1, 'vmstat', 0, NULL, 0.5, '{\"us\": 3.0}')",
+        "INSERT INTO robot_report (robot, culprit, metric, good, bad, created, subject, text) "
+        "VALUES ('r', 'abc', 'x.ops', 'g', 'b', '2026-01-03 00:00:00', 'subject', 'text')",
+    )
+    columns, sequences = pg_id_types(postgres_url)
+    assert columns[("run", "id")] == columns[("sample", "run_id")] == "integer" and columns[("sample", "id")] == "bigint"
+    assert sequences["run_id_seq"] == ("integer", 2**31 - 1)
+    dump = lambda: {t: [tuple(map(str, r)) for r in rows(postgres_url, f'SELECT * FROM "{t}" ORDER BY id')] for t in SERIAL_TABLES}
+    before = dump()
+    foreign_keys = lambda: {t: sorted((tuple(f["constrained_columns"]), f["referred_table"], f["options"].get("ondelete"))
+                                      for f in inspect(engine).get_foreign_keys(t)) for t in SERIAL_TABLES}
+    engine = engine_of(postgres_url)
+    keys_before = foreign_keys()
+    engine.dispose()
+
+    store = open_store(postgres_url)
+    assert rows(postgres_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+    columns, sequences = pg_id_types(postgres_url)
+    assert columns == {key: "bigint" for key in id_columns()}
+    assert sequences == {f"{t}_id_seq": ("bigint", 2**63 - 1) for t in SERIAL_TABLES}
+    assert dump() == before and sum(map(len, before.values())) == 12
+    engine = engine_of(postgres_url)
+    assert foreign_keys() == keys_before and sum(map(len, keys_before.values())) == 6
+    engine.dispose()
+    with pytest.raises(SQLAlchemyError, match="foreign key"):  # still enforced
+        execute(postgres_url, "INSERT INTO sample (run_id, metric, value, unit, direction, repetition) VALUES (99, 'a', 1, 's', -1, 0)")
+    # Read through the store as before, and the sequences go on after the old rows.
+    assert [(r.id, r.tag, r.testbox) for r in store.find_runs()] == [(1, "base", "old-box"), (2, "head", "other-box")]
+    assert store.get_run(1).monitors == {"vmstat": {"status": "ok"}}
+    assert store.metric_sums([1], ["time.elapsed_time"]) == {(1, "time.elapsed_time"): (4.0, 2)}
+    assert new_run(store) == 3
+    assert rows(postgres_url, "SELECT max(id) FROM testbox") == [(3,)] and rows(postgres_url, "SELECT max(id) FROM environment") == [(3,)]
+    store.engine.dispose()
+
+
+def test_revision_0005_leaves_an_sqlite_store_as_it_was(tmp_path):
+    """SQLite's ids are 64-bit already: the upgrade from 0004 changes no table (no copy of a big file)."""
+    lite = str(tmp_path / "perflab.db")
+    alembic_to(lite, "0004")
+    execute(lite, "INSERT INTO testbox (name) VALUES ('old-box')")
+    tables = "SELECT name, sql FROM sqlite_master ORDER BY name"
+    before = rows(lite, tables)
+    open_store(lite).engine.dispose()
+    assert rows(lite, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
+    assert rows(lite, tables) == before and rows(lite, "SELECT id, name FROM testbox") == [(1, "old-box")]
+
+
+def test_runs_environments_and_testboxes_past_2_31_on_postgresql(postgres_url, tmp_path, shared_cache):
+    """After the upgrade, ids past 2^31 in every table: recorded, read, compared and exported by
+    the CLI (through psycopg, which casts each parameter to its column's type), and imported elsewhere."""
+    alembic_to(postgres_url, "0004")
+    execute(postgres_url, "INSERT INTO testbox (name) VALUES ('old-box')")
+    open_store(postgres_url).engine.dispose()  # 0004 -> head
+    start = {t: 3_000_000_000 + i * 100_000_000 for i, t in enumerate(SERIAL_TABLES)}
+    for table, value in start.items():
+        rows(postgres_url, f"SELECT setval('{table}_id_seq', {value})")
+    pg = CLI(postgres_url, tmp_path, shared_cache)
+    pg("run", "cmd", "--runs", "2", "--tag", "local", "--", "true")
+    fixtures_compare.load(pg, tmp_path)  # two base and two head runs on testbox lkp-box
+    ids = {tag: [i for (i,) in rows(postgres_url, "SELECT id FROM run WHERE tag = :t ORDER BY id", t=tag)]
+           for tag in ("local", "base", "head")}
+    assert ids == {"local": [start["run"] + 1], "base": [start["run"] + 2, start["run"] + 3],
+                   "head": [start["run"] + 4, start["run"] + 5]}
+    assert rows(postgres_url, "SELECT min(id), max(id) FROM testbox WHERE name <> 'old-box'") == [(start["testbox"] + 1, start["testbox"] + 2)]
+    assert rows(postgres_url, "SELECT min(id), min(testbox_id) FROM environment") == [(start["environment"] + 1, start["testbox"] + 1)]
+    assert rows(postgres_url, "SELECT min(run_id) FROM sample") == [(start["run"] + 1,)]
+
+    local, base, head = ids["local"][0], ids["base"][0], ids["head"][0]
+    show = pg("show", str(local)).stdout
+    assert f"run #{local}" in show and re.search(r"time\.elapsed_time\s+s\s+2\s", show), show
+    assert re.search(rf"^\s*{base}\s.*finished.*base", pg("runs").stdout, re.M)
+    pg("annotate", f"#{head}", "past 2^31")
+    by_tag = pg("compare", "base", "head").stdout
+    by_id = pg("compare", str(base), str(head)).stdout
+    for output in (by_tag, by_id):  # the fixture's two changed metrics are found from the big-id runs
+        assert "bench.latency_us" in output and "bench.ops_per_sec" in output, output
+
+    exported = tmp_path / "big-ids.json"
+    pg("export", "--run", str(base), "--run", str(ids["base"][1]), "--run", str(head), "--run", str(ids["head"][1]), "-o", exported)
+    doc = json.loads(exported.read_text())
+    assert sorted(r["tag"] for r in doc["runs"]) == ["base", "base", "head", "head"]
+    assert {r["comment"] for r in doc["runs"]} == {None, "past 2^31"}
+    lite = _sqlite_cli(tmp_path, shared_cache)
+    assert "imported 4 runs" in (lambda p: p.stdout + p.stderr)(lite("import", exported))
+    assert lite("compare", "base", "head").stdout == by_tag  # the same verdicts from small ids
+
+    # The store's own calls, with every table's ids past 2^31.
+    store = open_store(postgres_url)
+    assert store.get_run(head).comment == "past 2^31" and store.get_run(f"#{local}").testbox
+    assert [r.id for r in store.find_runs(ids=[base, 2**62, 2**63 - 1])] == [base]
+    store.add_failure(local, "item", "failed")
+    assert store.add_robot_report(robot="r", culprit="c", metric="m", good="g", bad="b", subject="s", text="t")
+    assert rows(postgres_url, "SELECT min(id) FROM failure") == [(start["failure"] + 1,)]
+    assert rows(postgres_url, "SELECT id FROM robot_report") == [(start["robot_report"] + 1,)]
+    with pytest.raises(PerflabError, match=rf"no run with id {2**63 - 1} in"):
+        store.get_run(2**63 - 1)
+    store.delete_run(local)
+    with pytest.raises(PerflabError, match=f"no run with id {local} in"):
+        store.get_run(local)
+    store.engine.dispose()
 
 
 def test_processes_opening_a_new_store_at_once_migrate_it_once_and_record(store_url, tmp_path):
@@ -182,7 +385,7 @@ def test_ids_out_of_range_and_missing_runs_are_one_line_errors(store_url):
     store = open_store(store_url)
     rid = new_run(store)
     with pytest.raises(PerflabError, match=r"no run with id 99999999999 in"):
-        store.get_run(99999999999)  # beyond PostgreSQL's integer: still just "no such run"
+        store.get_run(99999999999)  # beyond 32 bits: just "no such run" on both backends
     with pytest.raises(PerflabError, match="out of range"):
         store.get_run(2**63)
     assert store.find_runs(ids=[rid, 2**40])[0].id == rid

@@ -50,8 +50,9 @@ def _head_revision() -> tuple[str, frozenset[str]]:
 HEAD_REVISION, KNOWN_REVISIONS = _head_revision()
 
 
-# Run ids are 64-bit integers in SQLite (and bigger than PostgreSQL's serial): a
-# larger number names no run, and SQLite would refuse to even compare with it.
+# Ids are 64-bit integers on both backends (SQLite's rowid, PostgreSQL's bigint since
+# revision 0005): a larger number names no run, and either database would refuse to
+# even compare with it.
 MAX_RUN_ID = 2**63 - 1
 
 # Free space kept beside an SQLite store (the file DATABASE-reserve): on a full
@@ -322,12 +323,6 @@ class Store:
         self.path = path  # of an SQLite file store
         # Why this store can be read but not written ("is read-only here"), or None.
         self.read_only = read_only
-
-    @property
-    def _largest_id(self) -> int:
-        """The largest id the backend's id columns hold: SQLite's integers are 64-bit,
-        PostgreSQL's `integer` (serial) 32-bit."""
-        return MAX_RUN_ID if self.engine.dialect.name == "sqlite" else 2**31 - 1
 
     # -- setup ---------------------------------------------------------------
     def _fail(self, e: Exception) -> PerflabError:
@@ -720,8 +715,6 @@ class Store:
             raise PerflabError(f"run id '{printable(run_id, 40)}' is not a number") from None
         if not 1 <= rid <= MAX_RUN_ID:
             raise PerflabError(f"run id {printable(run_id, 40)} is out of range: run ids are 1 to {MAX_RUN_ID}")
-        if rid > self._largest_id:  # a valid id this backend cannot hold: no such run (PostgreSQL would refuse the query)
-            raise PerflabError(f"no run with id {rid} in {self.label}")
         try:
             with self.engine.connect() as conn:
                 row = conn.execute(self._run_select().where(s.run.c.id == rid)).first()
@@ -745,7 +738,7 @@ class Store:
         if status:
             q = q.where(s.run.c.status == status)
         if ids is not None:
-            q = q.where(s.run.c.id.in_([i for i in ids if i <= self._largest_id]))
+            q = q.where(s.run.c.id.in_([i for i in ids if 1 <= i <= MAX_RUN_ID]))
         if uuids is not None:
             q = q.where(s.run.c.uuid.in_(list(uuids)))
         q = q.order_by(s.run.c.started, s.run.c.id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -23,10 +24,17 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
+# Every surrogate id, and every column naming one, is 64-bit on both backends: a shared lab
+# store can outgrow 2^31 rows, and an id valid in one store must be valid in any other.
+# SQLite keeps plain INTEGER (its INTEGER PRIMARY KEY is the 64-bit rowid, the fast path);
+# PostgreSQL gets bigint (bigserial for a primary key). Queries bind ids with this type too
+# (psycopg casts each parameter to its column's type), so a large id is never cast to int4.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
 testbox = Table(
     "testbox",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", Id, primary_key=True),
     Column("name", String(255), nullable=False, unique=True),
 )
 
@@ -35,8 +43,8 @@ testbox = Table(
 environment = Table(
     "environment",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("testbox_id", Integer, ForeignKey("testbox.id"), nullable=False),
+    Column("id", Id, primary_key=True),
+    Column("testbox_id", Id, ForeignKey("testbox.id"), nullable=False),
     Column("digest", String(64), nullable=False, unique=True),
     Column("facts", JSON, nullable=False),
 )
@@ -44,12 +52,12 @@ environment = Table(
 run = Table(
     "run",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", Id, primary_key=True),
     # A globally unique id, so that export/import between stores never merges
     # two different runs or duplicates one.
     Column("uuid", String(36), nullable=False, unique=True),
-    Column("testbox_id", Integer, ForeignKey("testbox.id"), nullable=False),
-    Column("environment_id", Integer, ForeignKey("environment.id"), nullable=False),
+    Column("testbox_id", Id, ForeignKey("testbox.id"), nullable=False),
+    Column("environment_id", Id, ForeignKey("environment.id"), nullable=False),
     Column("benchmark", String(100), nullable=False),
     Column("name", String(500), nullable=False),
     Column("params", JSON, nullable=False),
@@ -79,8 +87,8 @@ Index("ix_run_status", run.c.status)
 sample = Table(
     "sample",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("run_id", Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
+    Column("id", Id, primary_key=True),
+    Column("run_id", Id, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
     Column("metric", String(255), nullable=False),
     Column("value", Float, nullable=False),
     Column("unit", String(32), nullable=False),
@@ -96,8 +104,8 @@ Index("ix_sample_run_metric", sample.c.run_id, sample.c.metric)
 failure = Table(
     "failure",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("run_id", Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
+    Column("id", Id, primary_key=True),
+    Column("run_id", Id, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
     Column("item", String(255), nullable=False),
     Column("message", Text, nullable=False),
     UniqueConstraint("run_id", "item", name="uq_failure_run_item"),
@@ -108,8 +116,8 @@ failure = Table(
 monitor_series = Table(
     "monitor_series",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("run_id", Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
+    Column("id", Id, primary_key=True),
+    Column("run_id", Id, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
     Column("monitor", String(50), nullable=False),
     Column("repetition", Integer, nullable=False),
     Column("process", Integer),
@@ -123,7 +131,7 @@ Index("ix_monitor_series_run_monitor", monitor_series.c.run_id, monitor_series.c
 robot_report = Table(
     "robot_report",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", Id, primary_key=True),
     Column("robot", String(100), nullable=False),
     Column("culprit", String(64), nullable=False),
     Column("metric", String(255), nullable=False),
