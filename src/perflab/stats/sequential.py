@@ -221,3 +221,120 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
                and min(abs(raw - mg) / (sd * math.sqrt(1 / nc + 1 / g.size)),
                        abs(raw - mb) / (sd * math.sqrt(1 / nc + 1 / b.size))) > OUTSIDE_Z)
     return StepVerdict(verdict, float(llr), p_bad, position, nc, nxt, between=between, outside=outside)
+
+
+# -- paired measurements ----------------------------------------------------------------
+#
+# A machine whose speed changes for seconds at a time (a VM whose host schedules it
+# elsewhere, other load, frequency changes) makes every run's timing a draw from two or
+# more levels: the spread between runs then dwarfs a 2-5% change. Two runs taken one
+# right after the other nearly always share the level, so the difference of their
+# logarithms (a ratio) keeps only the benchmark's own noise: the classic paired design.
+# The bisection then measures in pairs — the ends as (good, bad), a step commit as
+# (commit, good), the order alternating from pair to pair — and tests the differences.
+
+PAIRING_RHO = 0.3   # correlation of the two runs of a pair above which pairing pays for its runs
+
+
+def pairing_gain(good, bad) -> float:
+    """The correlation of paired end runs (good_i, bad_i), taken one after the other: 1 - var(d) /
+    (var(good) + var(bad)) with d = bad_i - good_i on the tests' scale. Near 0 when the runs are
+    independent (then pairing only costs runs); near 1 when the machine's level moves both."""
+    n = min(len(good), len(bad))
+    if n < 4:
+        return 0.0
+    (g, b), _logged = transform(list(good)[:n], list(bad)[:n])
+    total = float(g.var(ddof=1) + b.var(ddof=1))
+    if total <= 0:
+        return 0.0
+    return 1.0 - float((b - g).var(ddof=1)) / total
+
+
+def paired_differences(first, second) -> tuple[np.ndarray, bool]:
+    """second_i - first_i on the tests' scale (logs when all positive), and whether on logs."""
+    n = min(len(first), len(second))
+    (a, b), logged = transform(list(first)[:n], list(second)[:n])
+    return b - a, logged
+
+
+def ends_differ_paired(good, bad, alpha: float, looks: int, threshold: float) -> EndsVerdict:
+    """The ends' test on pairs (good_i, bad_i): a one-sample t-test of the differences at
+    alpha / looks; differ only if significant and >= threshold."""
+    from scipy import stats   # here: importing it costs a second, which a refusal need not pay
+    d, logged = paired_differences(good, bad)
+    (d,), dropped = drop_disturbed(d)
+    n = d.size
+    alpha_look = alpha / max(1, looks)
+    base = float(np.mean(transform(good)[0][0])) if not logged else 0.0
+    if n < 2:
+        return EndsVerdict(False, math.nan, (math.nan, math.nan), math.nan, alpha_look, math.inf, n, n,
+                           math.nan, logged, "too few samples", dropped)
+    delta, sd = float(d.mean()), float(d.std(ddof=1))
+    se = sd / math.sqrt(n)
+    if se == 0:
+        p = 0.0 if delta else 1.0
+    else:
+        p = float(2 * stats.t.sf(abs(delta) / se, n - 1))
+    half = float(stats.t.ppf(1 - alpha_look / 2, n - 1) * se) if se else 0.0
+    scale = 1.0 if logged else base
+    change = _relative(delta, logged, scale)
+    ci = (_relative(delta - half, logged, scale), _relative(delta + half, logged, scale))
+    # The sd of a difference is sqrt(2) x the sd of one run's own noise; two groups of n with that
+    # sd have the standard error of the mean difference, sd_d / sqrt(n).
+    detectable = detectable_change(n, n, sd / math.sqrt(2), alpha_look, logged=logged, scale=scale)
+    significant = p < alpha_look
+    big = abs(change) >= threshold
+    reason = "" if significant and big else (
+        f"the change is below the {threshold * 100:g}% threshold" if significant else "not significant")
+    return EndsVerdict(significant and big, change, ci, p, alpha_look, detectable, n, n, sd / math.sqrt(2),
+                       logged, reason, dropped)
+
+
+def classify_paired(ends, step, alpha: float, min_step: int = 2) -> StepVerdict:
+    """The sequential test of one commit on paired differences.
+
+    `ends` are the differences bad_i - good_i of the ends' pairs, `step` the differences
+    commit_j - good_j of the commit's pairs (paired_differences). H_good: the commit's
+    differences are centred on 0; H_bad: on the ends' mean difference delta. The same
+    generalised LLR as `classify`, with good's level known exactly (0), the commit's
+    differences clamped into [min(0, delta), max(0, delta)], the spread pooled over the
+    ends' and the commit's differences (each about its own mean), disturbed pairs left out.
+    `next` is "step" (one more pair of the commit with good) or "ends" (one more pair of
+    the ends, which sharpens delta for every later step)."""
+    e = np.asarray(ends, dtype=float)
+    d = np.asarray(step, dtype=float)
+    (e,), _dropped = drop_disturbed(e)
+    if d.size == 0 or e.size == 0:
+        return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
+    delta = float(e.mean())
+    lo, hi = min(0.0, delta), max(0.0, delta)
+    sd = pooled_sd(e, d) if d.size >= 2 else pooled_sd(e)
+    if not math.isfinite(sd) or sd <= 0:
+        sd = abs(delta) * 1e-3 or 1e-12
+    far = (d < lo - DISTURBED_K * sd) | (d > hi + DISTURBED_K * sd)
+    majority_far = far.sum() >= 2 and far.sum() * 2 > d.size
+    if not majority_far:
+        d = d[~far]
+    if d.size == 0:
+        return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
+    nd, ne = d.size, e.size
+    raw = float(d.mean())
+    position = raw / delta if delta else math.nan
+    mc = float(np.clip(d, lo, hi).mean())
+    se_good = sd * math.sqrt(1 / nd)
+    se_bad = sd * math.sqrt(1 / nd + 1 / ne)
+    t_good, t_bad = mc / se_good, (mc - delta) / se_bad
+    llr = (t_good ** 2 - t_bad ** 2) / 2
+    lower, upper = thresholds(alpha)
+    verdict = None
+    if nd >= min_step:
+        verdict = BAD if llr >= upper else GOOD if llr <= lower else None
+    # Leaning bad, the commit is told from good's level (exactly 0): only its own pairs help.
+    # Leaning good, it is told from delta: more end pairs help as much once it has as many.
+    nxt = "step" if llr > 0 or nd < max(min_step, ne) else "ends"
+    p_bad = 1 / (1 + math.exp(-max(-700.0, min(700.0, llr))))
+    beyond = max(lo - raw, raw - hi, 0.0) / se_good
+    between = (nd >= min_step and lo < raw < hi
+               and min(abs(raw) / se_good, abs(raw - delta) / se_bad) > OUTSIDE_Z)
+    outside = nd >= min_step and (majority_far or beyond > OUTSIDE_Z)
+    return StepVerdict(verdict, float(llr), p_bad, position, nd, nxt, between=between, outside=outside)
