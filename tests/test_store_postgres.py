@@ -224,6 +224,12 @@ def test_a_postgresql_store_at_0004_upgrades_to_64_bit_ids_keeping_its_data(post
     engine = engine_of(postgres_url)
     keys_before = foreign_keys()
     engine.dispose()
+    # A lab's grants (docs/lab.md) are kept: the tables and sequences are altered, not recreated.
+    execute(postgres_url, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO PUBLIC",
+            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO PUBLIC")
+    grants = "SELECT relname, relacl::text FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relacl IS NOT NULL ORDER BY 1"
+    grants_before = rows(postgres_url, grants)
+    assert len(grants_before) == 2 * len(SERIAL_TABLES) + 1  # the tables, their sequences, alembic_version
 
     store = open_store(postgres_url)
     assert rows(postgres_url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
@@ -234,6 +240,7 @@ def test_a_postgresql_store_at_0004_upgrades_to_64_bit_ids_keeping_its_data(post
     engine = engine_of(postgres_url)
     assert foreign_keys() == keys_before and sum(map(len, keys_before.values())) == 6
     engine.dispose()
+    assert rows(postgres_url, grants) == grants_before
     with pytest.raises(SQLAlchemyError, match="foreign key"):  # still enforced
         execute(postgres_url, "INSERT INTO sample (run_id, metric, value, unit, direction, repetition) VALUES (99, 'a', 1, 's', -1, 0)")
     # Read through the store as before, and the sequences go on after the old rows.
