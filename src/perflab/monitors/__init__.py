@@ -14,11 +14,12 @@ import importlib
 import threading
 import time
 from collections.abc import Callable
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from perflab.errors import UsageProblem
-from perflab.monitors.base import Collected, Monitor, MonitorOptions, Unavailable
+
+if TYPE_CHECKING:   # pydantic and base load on first use: `perflab detect` only needs monitor_of
+    from perflab.monitors.base import Collected, Monitor, MonitorOptions
 
 # name -> "module:Class" (imported on first use: perflab starts fast).
 MONITORS: dict[str, str] = {
@@ -58,6 +59,8 @@ def monitor_of(metric: str) -> str | None:
 
 def parse_options(name: str, raw: object, where: str = "") -> MonitorOptions:
     """Raw options (a mapping, or None) -> the monitor's options; MonitorError naming the key."""
+    from pydantic import ValidationError
+
     cls = monitor_class(name, where)
     prefix = f"{where}: " if where else ""
     if raw is None:
@@ -151,6 +154,8 @@ class MonitorSet:
             raise
 
     def _check_all(self, config: dict[str, dict]) -> None:
+        from perflab.monitors.base import Unavailable
+
         warn = self.warn
         for name, raw in config.items():
             options = parse_options(name, raw)
