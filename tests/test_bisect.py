@@ -312,3 +312,41 @@ def test_the_sequential_test_on_known_samples():
     # noise alone: the ends do not differ, and the message material says what could be seen
     same = sequential.ends_differ(good, 100 * np.exp(rng.normal(0, 0.005, 10)), alpha=0.01, looks=3, threshold=0.01)
     assert not same.differ and same.reason and same.detectable < 0.02
+
+
+def test_paired_tests_see_through_a_machine_whose_speed_moves():
+    """Pairs of runs taken one after the other share the machine's level: their ratios keep
+    only the benchmark's own noise, where single runs are drowned in a 2x swing."""
+    import random
+
+    from perflab.stats import sequential
+
+    rng = random.Random(7)
+    level = 1.0
+    good, bad = [], []
+    for i in range(20):
+        if i % 4 == 0:
+            level = 2.0 if level == 1.0 else 1.0   # the machine's speed halves and comes back
+        good.append(0.030 * level * rng.lognormvariate(0, 0.004))
+        bad.append(0.0315 * level * rng.lognormvariate(0, 0.004))   # 5% slower
+    pays, rho = sequential.pairing_pays(good, bad)
+    assert pays and rho > 0.9
+    paired = sequential.ends_differ_paired(good, bad, 0.01, 3, 0.01)
+    assert paired.differ and abs(paired.change - 0.05) < 0.01 and paired.detectable < 0.02
+
+    e, _ = sequential.paired_differences(good, bad)
+    like_bad = [0.0315 * 2.0 * rng.lognormvariate(0, 0.004) for _ in range(3)]
+    goods = [0.030 * 2.0 * rng.lognormvariate(0, 0.004) for _ in range(3)]
+    d, _ = sequential.paired_differences(goods, like_bad)
+    assert sequential.classify_paired(e, d, 0.005).verdict == "bad"
+    d, _ = sequential.paired_differences(goods, [g * rng.lognormvariate(0, 0.004) for g in goods])
+    assert sequential.classify_paired(e, d, 0.005).verdict == "good"
+    # one pair straddling a change of speed (ratio 2) is left out, not taken as evidence
+    d = list(d) + [0.69]
+    v = sequential.classify_paired(e, d, 0.005)
+    assert v.verdict == "good" and v.n == 3
+
+    # with independent noise, pairing would only halve the information per run
+    flat_good = [0.030 * rng.lognormvariate(0, 0.01) for _ in range(10)]
+    flat_bad = [0.0315 * rng.lognormvariate(0, 0.01) for _ in range(10)]
+    assert not sequential.pairing_pays(flat_good, flat_bad)[0]

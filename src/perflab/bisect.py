@@ -79,8 +79,10 @@ class Settings:
     min_step: int = 2             # samples at a step commit before it may be decided
     max_step: int = 30            # at most this many at a step commit (then the closer end wins, flagged)
     max_end: int = 60             # at most this many at each end
-    local_ends: bool = False      # judge every step against end runs taken beside it (interleaved), not
-                                  # only when drift is seen: for machines whose speed changes for seconds
+    local_ends: bool = False      # (older records) judge every step against end runs taken beside it
+    pairing: str = "auto"         # measure in pairs of runs taken one after the other and test their
+                                  # ratios: "on", "off", or "auto" (when the ends' pairs show the machine's
+                                  # level moving both runs of a pair: sequential.pairing_gain)
 
 
 # -- git ----------------------------------------------------------------------
@@ -314,6 +316,7 @@ class StepRecord:
     p_bad: float | None = None
     position: float | None = None
     forced: bool = False      # decided at max_step without reaching the test's bounds
+    paired: bool = False      # judged on pairs (commit, good) taken one after the other
     drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
     between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
     why: str = ""             # for skips
@@ -352,6 +355,9 @@ class Bisection:
         self.built: dict[str, str] = {}                              # worktree name -> commit built there
         self.fresh_runs = 0
         self.runs_used = 0
+        self.end_pairs: list[tuple[float, float]] = []               # (good, bad) taken one after the other
+        self.pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)   # commit -> (good, commit)
+        self.paired = False
         self._load_stored()
 
     # -- samples ------------------------------------------------------------------
@@ -460,34 +466,91 @@ class Bisection:
         verdict = None
         for look in range(s.ends_looks):
             target = s.ends_start * 2 ** look
-            # Alternate the ends one run at a time, so that drift of the machine hits both alike.
-            while len(self.samples[good]) < target or len(self.samples[bad]) < target:
-                for commit, role in ((good, GOOD), (bad, BAD)):
-                    if len(self.samples[commit]) < target:
-                        try:
-                            self.measure(commit, 1, role)
-                        except BuildFailed as e:
-                            raise BisectError(f"--build {self.rec.build!r} fails at the {role} end "
-                                              f"{commit[:12]}: {str(e).removeprefix('--build failed: ')}") from None
-                        except CommitFailed as e:
-                            raise BisectError(f"the job fails at the {role} end {commit[:12]}: {e}") from None
-            verdict = sequential.ends_differ(self.samples[good], self.samples[bad], s.ends_alpha, s.ends_looks,
-                                             s.threshold)
+            # The ends in pairs, one run right after the other, the order alternating: drift of the
+            # machine hits both alike, and a pair shares the machine's level of the moment.
+            while len(self.end_pairs) < target:
+                self._end_pair(starting=True)
+            g, b = (list(x) for x in zip(*self.end_pairs))
+            pays, gain = sequential.pairing_pays(g, b)
+            self.paired = s.pairing == "on" or s.local_ends or (s.pairing == "auto" and pays)
+            if self.paired:
+                verdict = sequential.ends_differ_paired(g, b, s.ends_alpha, s.ends_looks, s.threshold)
+            else:
+                verdict = sequential.ends_differ(self.samples[good], self.samples[bad], s.ends_alpha, s.ends_looks,
+                                                 s.threshold)
             self.say(f"ends: good {good[:12]} n={verdict.n_good}, bad {bad[:12]} n={verdict.n_bad}: "
                      f"{verdict.change * 100:+.2f}% (p={verdict.p_value:.2g}, "
-                     f"{'differ' if verdict.differ else verdict.reason})")
+                     f"{'differ' if verdict.differ else verdict.reason}; "
+                     f"{'paired' if self.paired else 'unpaired'}: correlation of a pair's runs {gain:+.2f})")
             if verdict.differ:
                 return verdict
         assert verdict is not None
         raise EndsDoNotDiffer(verdict)
 
+    def _one(self, commit: str, role: str) -> float:
+        """One run's value of `commit` (the mean, when a run gives several samples of the metric)."""
+        values = self.measure(commit, 1, role)
+        return sum(values) / len(values)
+
+    def _end_pair(self, starting: bool = False) -> None:
+        good, bad = self.rec.good, self.rec.bad
+        order = ((good, GOOD), (bad, BAD)) if len(self.end_pairs) % 2 == 0 else ((bad, BAD), (good, GOOD))
+        got = {}
+        for commit, role in order:
+            try:
+                got[role] = self._one(commit, role)
+            except BuildFailed as e:
+                raise BisectError(f"--build {self.rec.build!r} fails at the {role} end "
+                                  f"{commit[:12]}: {str(e).removeprefix('--build failed: ')}") from None
+            except CommitFailed as e:
+                raise BisectError(f"the job fails at the {role} end {commit[:12]}: {e}") from None
+        self.end_pairs.append((got[GOOD], got[BAD]))
+
+    def _step_pair(self, commit: str) -> None:
+        pairs = self.pairs[commit]
+        order = ((commit, "step"), (self.rec.good, GOOD)) if len(pairs) % 2 == 0 else \
+            ((self.rec.good, GOOD), (commit, "step"))
+        got = {role: self._one(c, role) for c, role in order}
+        pairs.append((got[GOOD], got["step"]))
+
+    def _decide_paired(self, commit: str) -> StepRecord:
+        """Measure `commit` in pairs with good until the paired sequential test calls it (or max_step pairs)."""
+        import numpy as np
+
+        s = self.settings
+        while len(self.pairs[commit]) < s.min_step:
+            self._step_pair(commit)
+        while True:
+            eg, eb = zip(*self.end_pairs)
+            cg, cc = zip(*self.pairs[commit])
+            others = [p for c, p in self.pairs.items() if c != commit and p]
+            flat = [x for p in others for pair in p for x in pair]
+            (eg, eb, cg, cc, *_), _logged = sequential.transform(eg, eb, cg, cc, flat or [1.0])
+            if _logged:
+                others = [np.log(np.array(p)[:, 1]) - np.log(np.array(p)[:, 0]) for p in others]
+            else:
+                others = [np.array(p)[:, 1] - np.array(p)[:, 0] for p in others]
+            v = sequential.classify_paired(eb - eg, cc - cg, s.alpha, s.min_step, others)
+            n = len(self.samples[commit])
+            if v.verdict is not None:
+                return StepRecord(commit, v.verdict, n, v.llr, v.p_bad, v.position, paired=True, between=v.between)
+            if len(self.pairs[commit]) >= s.max_step:
+                return StepRecord(commit, BAD if v.llr > 0 else GOOD, n, v.llr, v.p_bad, v.position, forced=True,
+                                  paired=True, between=v.between)
+            if v.next == "ends" and len(self.end_pairs) < s.max_end:
+                self._end_pair()
+            else:
+                self._step_pair(commit)
+
     # -- one step ----------------------------------------------------------------------
     def decide(self, commit: str) -> StepRecord:
         """Measure `commit` until the sequential test calls it good or bad (or max_step runs)."""
+        if self.paired:
+            return self._decide_paired(commit)
         s = self.settings
         good, bad = self.rec.good, self.rec.bad
         first_good, first_bad = len(self.samples[good]), len(self.samples[bad])
-        local = s.local_ends   # judged against end samples taken alongside it
+        local = False   # judged against end samples taken alongside it
         if local:
             # commit, good, bad, commit, good, bad ...: each machine state hits all three alike
             for _ in range(s.min_step):
@@ -504,6 +567,13 @@ class Bisection:
                 continue
             v = sequential.classify(g, b, self.samples[commit], s.alpha, s.min_step)
             if v.outside and not local:
+                if s.pairing == "auto" and self.end_pairs:
+                    # The machine's level has moved since the ends were measured: from here on,
+                    # every measurement is a pair taken one run after the other.
+                    self.say(f"  {commit[:12]}: its samples lie outside the ends' range (position "
+                             f"{v.position:+.2f}): the machine's speed moved; measuring in pairs from here on")
+                    self.paired = True
+                    return self._decide_paired(commit)
                 self.say(f"  {commit[:12]}: its samples lie outside the ends' range (position {v.position:+.2f}): "
                          "measuring the ends again beside it")
                 local = True
@@ -654,6 +724,8 @@ def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
     if step.verdict == "skip":
         return f"step {number}: {info['sha'][:12]} {subject!r}: skipped ({step.why[:120]})"
     flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
+    if step.paired:
+        flag += " (paired with good)"
     if step.between:
         flag += " (it differs from both ends: a partial change, or two changes? the nearer end wins)"
     return (f"step {number}: {info['sha'][:12]} {subject!r}: {step.verdict} after {step.n} runs "

@@ -24,9 +24,13 @@ load is noise of its own); `--full` runs the 20 trials per change.
 `--simulate COV[,COV...]` runs instead the bisection's own decision code
 (perflab.bisect.Bisection: the ends' check, the sequential test per step and
 the choice of the next run) on simulated lognormal noise of that CoV, with
-`--disturbed F` of the samples slowed by 5-120% (as other load does), over a
-plain binary search of 64 commits: the statistics alone, with no machine
-noise and no git, in seconds, over --sim-trials trials.
+`--disturbed F` of the samples slowed by 5-120% (as other load does), and
+with `--states FACTOR,DWELL` a machine that runs everything FACTOR times
+slower for stretches (switching with probability 1/DWELL before each run, as
+this VM does), over a plain binary search of 64 commits: the statistics alone,
+with no machine noise and no git, in seconds, over --sim-trials trials.
+
+`--pairing auto|on|off` is passed to `perflab bisect` (and to the simulation).
 """
 
 from __future__ import annotations
@@ -111,7 +115,7 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
     shas = make_repo(repo, commits, slow_at, broken, args.iterations, pct)
     db = work / f"store-{pct:g}-{number}.db"
     cmd = [PERFLAB, "bisect", "--db", str(db), "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
-           "--build", BUILD, "--metric", "time.elapsed_time", *(["--interleave-ends"] if args.interleave_ends else []),
+           "--build", BUILD, "--metric", "time.elapsed_time", "--pairing", args.pairing,
            "--", "./prog"]
     began = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(work)})
@@ -131,7 +135,7 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
 
 
 def simulate(covs: list[float], changes: list[float], trials: int, disturbed: float, seed: int,
-             local: bool = False) -> None:
+             pairing: str = "auto", states: tuple[float, float] | None = None) -> None:
     """The decision code on synthetic noise (see the module's docstring)."""
     import math
     from collections import defaultdict, deque
@@ -143,15 +147,19 @@ def simulate(covs: list[float], changes: list[float], trials: int, disturbed: fl
             self.rng, self.pct, self.cov, self.slow_at = rng, pct, cov, slow_at
             self.rec = B.Record(id="sim", repo="/", good="0", bad=str(commits - 1), build="", job={}, metric="m",
                                 tag="sim", settings=vars(B.Settings()))
-            self.settings, self.say = B.Settings(local_ends=local), (lambda _m: None)
+            self.settings, self.say = B.Settings(pairing=pairing), (lambda _m: None)
             self.samples, self.stored, self.stored_failures = defaultdict(list), defaultdict(deque), {}
             self.runs_used = self.fresh_runs = 0
+            self.end_pairs, self.pairs, self.paired = [], defaultdict(list), False
+            self.slow_state = False
 
         def _run(self, commit, k, role):
             level = 0.03 * (1 + self.pct / 100) if int(commit) >= self.slow_at else 0.03
             out = []
             for _ in range(k):
-                v = level * math.exp(self.rng.gauss(0, self.cov))
+                if states and self.rng.random() < 1 / states[1]:
+                    self.slow_state = not self.slow_state
+                v = level * math.exp(self.rng.gauss(0, self.cov)) * (states[0] if states and self.slow_state else 1)
                 if self.rng.random() < disturbed:
                     v *= 1 + self.rng.uniform(0.05, 1.2)
                 out.append(v)
@@ -183,7 +191,9 @@ def simulate(covs: list[float], changes: list[float], trials: int, disturbed: fl
                 right += hi == slow_at
                 runs += sim.runs_used
                 fixed += 10 * measured
-            print(f"simulated CoV {cov * 100:g}%, {pct:g}% change, {disturbed * 100:g}% disturbed: "
+            machine = f", x{states[0]:g} slower for stretches of ~{states[1]:g} runs" if states else ""
+            print(f"simulated CoV {cov * 100:g}%{machine}, {pct:g}% change, {disturbed * 100:g}% disturbed, "
+                  f"pairing {pairing}: "
                   f"{right}/{trials} right ({right / trials * 100:.1f}%), {refused} refused; runs {runs}, "
                   f"fixed-10 {fixed}: ratio {runs / fixed:.2f}")
 
@@ -197,17 +207,20 @@ def main() -> int:
     p.add_argument("--ms", type=float, default=30.0, help="duration of the loop in ms (default 30)")
     p.add_argument("--broken-every", type=float, default=8.0, help="about one commit in N does not compile")
     p.add_argument("--seed", type=int, default=12)
-    p.add_argument("--interleave-ends", action="store_true", help="bisect with --interleave-ends")
+    p.add_argument("--pairing", choices=("auto", "on", "off"), default="auto", help="perflab bisect --pairing")
+    p.add_argument("--states", metavar="FACTOR,DWELL", help="with --simulate: a machine FACTOR times slower for "
+                   "stretches of about DWELL runs (e.g. 2,30)")
     p.add_argument("--simulate", metavar="COVS", help="simulated noise instead of the machine: CoVs, e.g. 0.005,0.01")
     p.add_argument("--disturbed", type=float, default=0.0, help="with --simulate: fraction of disturbed samples")
     p.add_argument("--sim-trials", type=int, default=200, help="with --simulate: trials per cell (default 200)")
     args = p.parse_args()
     if args.simulate:
         simulate([float(x) for x in args.simulate.split(",")], [float(x) for x in args.changes.split(",")],
-                 args.sim_trials, args.disturbed, args.seed, args.interleave_ends)
+                 args.sim_trials, args.disturbed, args.seed, args.pairing,
+                 tuple(float(x) for x in args.states.split(",")) if args.states else None)
         return 0
     trials = 20 if args.full else args.trials
-    print(f"bisecting with{'' if args.interleave_ends else 'out'} --interleave-ends")
+    print(f"bisecting with --pairing {args.pairing}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
         work = Path(tmp)

@@ -46,16 +46,17 @@ def _say(message: str) -> None:
               help="Per-step error rate of the sequential test (calling a good commit bad, or a bad one good).")
 @click.option("--threshold", type=FiniteFloat(0), default=0.01, show_default=True,
               help="Smallest relative change between the ends worth bisecting (0.01 = 1%).")
-@click.option("--interleave-ends", is_flag=True,
-              help="Judge every step against runs of the ends taken beside it (commit, good, bad, ...): costs "
-                   "more runs, survives a machine whose speed changes for seconds at a time.")
+@click.option("--pairing", type=click.Choice(("auto", "on", "off")), default="auto", show_default=True,
+              help="Measure in pairs of runs taken one after the other (ends: good, bad; steps: commit, good) and "
+                   "test their ratios, which cancels a machine whose speed moves for seconds at a time; auto: when "
+                   "the ends' pairs show such moves.")
 @click.option("--resume", is_flag=True, help="Go on with an interrupted bisection from its stored runs.")
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, source_url, build_timeout, alpha,
                threshold,
-               interleave_ends, resume,
+               pairing, resume,
                bisect_id, db, command) -> None:
     """Find the first commit at which a metric changed, with git bisect and a sequential test.
 
@@ -99,7 +100,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
             raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
         store = get_store(db)
-        settings = bisect.Settings(alpha=alpha, threshold=threshold, local_ends=interleave_ends)
+        settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
                               tag=tag, box=box, build_timeout=build_timeout, settings=settings,
                               broker=_broker(broker) if box else None, source_url=source_url, say=_say)

@@ -234,6 +234,33 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
 # (commit, good), the order alternating from pair to pair — and tests the differences.
 
 PAIRING_RHO = 0.3   # correlation of the two runs of a pair above which pairing pays for its runs
+PAIRING_Z = 1.645   # ... and it must be clearly above 0 (one-sided 5%, Fisher's z): with iid noise,
+                    # pairing halves the information per run, and 5 pairs show a spurious 0.3 often
+
+
+def pairing_pays(good, bad) -> tuple[bool, float]:
+    """(whether to measure in pairs, the correlation of the ends' pairs)."""
+    rho = pairing_gain(good, bad)
+    n = min(len(good), len(bad))
+    if n < 4 or rho <= PAIRING_RHO:
+        return False, rho
+    z = math.atanh(min(rho, 0.999999)) * math.sqrt(n - 3)
+    return z > PAIRING_Z, rho
+
+
+def paired_noise(groups) -> float:
+    """The spread of one pair's difference, robustly: 1.4826 x the median absolute residual of
+    every group of differences about its own mean (scaled by sqrt(n / (n - 1)) for the mean
+    taken out), pooled over the groups. A pair whose two runs straddle a change of the
+    machine's level is off by the whole change; the median ignores such pairs."""
+    residuals = []
+    for g in groups:
+        g = np.asarray(g, dtype=float)
+        if g.size >= 2:
+            residuals.append(np.abs(g - g.mean()) * math.sqrt(g.size / (g.size - 1)))
+    if not residuals:
+        return math.nan
+    return 1.4826 * float(np.median(np.concatenate(residuals)))
 
 
 def pairing_gain(good, bad) -> float:
@@ -290,15 +317,17 @@ def ends_differ_paired(good, bad, alpha: float, looks: int, threshold: float) ->
                        logged, reason, dropped)
 
 
-def classify_paired(ends, step, alpha: float, min_step: int = 2) -> StepVerdict:
+def classify_paired(ends, step, alpha: float, min_step: int = 2, others=()) -> StepVerdict:
     """The sequential test of one commit on paired differences.
 
     `ends` are the differences bad_i - good_i of the ends' pairs, `step` the differences
     commit_j - good_j of the commit's pairs (paired_differences). H_good: the commit's
     differences are centred on 0; H_bad: on the ends' mean difference delta. The same
     generalised LLR as `classify`, with good's level known exactly (0), the commit's
-    differences clamped into [min(0, delta), max(0, delta)], the spread pooled over the
-    ends' and the commit's differences (each about its own mean), disturbed pairs left out.
+    differences clamped into [min(0, delta), max(0, delta)], disturbed pairs left out, and
+    the spread estimated robustly (paired_noise) over the ends' differences, the commit's
+    and those of the commits measured before it (`others`): a step decides on 2-3 pairs,
+    too few to estimate a spread of their own.
     `next` is "step" (one more pair of the commit with good) or "ends" (one more pair of
     the ends, which sharpens delta for every later step)."""
     e = np.asarray(ends, dtype=float)
@@ -308,7 +337,7 @@ def classify_paired(ends, step, alpha: float, min_step: int = 2) -> StepVerdict:
         return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
     delta = float(e.mean())
     lo, hi = min(0.0, delta), max(0.0, delta)
-    sd = pooled_sd(e, d) if d.size >= 2 else pooled_sd(e)
+    sd = paired_noise([e, d, *others])
     if not math.isfinite(sd) or sd <= 0:
         sd = abs(delta) * 1e-3 or 1e-12
     far = (d < lo - DISTURBED_K * sd) | (d > hi + DISTURBED_K * sd)
