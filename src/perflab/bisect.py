@@ -472,12 +472,17 @@ class Bisection:
                 self._end_pair(starting=True)
             g, b = (list(x) for x in zip(*self.end_pairs))
             pays, gain = sequential.pairing_pays(g, b)
-            self.paired = s.pairing == "on" or s.local_ends or (s.pairing == "auto" and pays)
-            if self.paired:
-                verdict = sequential.ends_differ_paired(g, b, s.ends_alpha, s.ends_looks, s.threshold)
-            else:
-                verdict = sequential.ends_differ(self.samples[good], self.samples[bad], s.ends_alpha, s.ends_looks,
-                                                 s.threshold)
+            paired = sequential.ends_differ_paired(g, b, s.ends_alpha, s.ends_looks, s.threshold)
+            unpaired = sequential.ends_differ(self.samples[good], self.samples[bad], s.ends_alpha, s.ends_looks,
+                                              s.threshold)
+            # Auto: pairs when their runs move together, and also when single runs were disturbed or
+            # tell another story than the pairs (a change of the machine's speed among the first
+            # runs splits each end's samples between two levels: the single runs then show a
+            # change that is not there).
+            moved = unpaired.dropped > 0 or (math.isfinite(paired.ci[0]) and unpaired.differ
+                                             and not paired.ci[0] <= unpaired.change <= paired.ci[1])
+            self.paired = s.pairing == "on" or s.local_ends or (s.pairing == "auto" and (pays or moved))
+            verdict = paired if self.paired else unpaired
             self.say(f"ends: good {good[:12]} n={verdict.n_good}, bad {bad[:12]} n={verdict.n_bad}: "
                      f"{verdict.change * 100:+.2f}% (p={verdict.p_value:.2g}, "
                      f"{'differ' if verdict.differ else verdict.reason}; "

@@ -234,6 +234,9 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
 # (commit, good), the order alternating from pair to pair — and tests the differences.
 
 PAIRING_RHO = 0.3   # correlation of the two runs of a pair above which pairing pays for its runs
+CLAMP_K = 2.0       # a paired difference counts at most this many sd beyond the nearer level: one
+                    # wild pair is bounded evidence, and a commit at a level is not biased toward
+                    # the other (clamping at the level itself would move the mean of a good commit up)
 PAIRING_Z = 1.645   # ... and it must be clearly above 0 (one-sided 5%, Fisher's z): with iid noise,
                     # pairing halves the information per run, and 5 pairs show a spurious 0.3 often
 
@@ -249,18 +252,18 @@ def pairing_pays(good, bad) -> tuple[bool, float]:
 
 
 def paired_noise(groups) -> float:
-    """The spread of one pair's difference, robustly: 1.4826 x the median absolute residual of
-    every group of differences about its own mean (scaled by sqrt(n / (n - 1)) for the mean
-    taken out), pooled over the groups. A pair whose two runs straddle a change of the
-    machine's level is off by the whole change; the median ignores such pairs."""
-    residuals = []
-    for g in groups:
-        g = np.asarray(g, dtype=float)
-        if g.size >= 2:
-            residuals.append(np.abs(g - g.mean()) * math.sqrt(g.size / (g.size - 1)))
-    if not residuals:
+    """The spread of one pair's difference: the pooled standard deviation of every group of
+    differences about its own mean, after disturbed pairs are left out (drop_disturbed: a
+    pair whose two runs straddle a change of the machine's level is off by the whole
+    change), widened by sqrt(df / (df - 2)) — a t distribution's — so that a spread
+    estimated from few pairs does not make the test overconfident."""
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g) >= 2]
+    if not arrays:
         return math.nan
-    return 1.4826 * float(np.median(np.concatenate(residuals)))
+    kept, _dropped = drop_disturbed(*arrays)
+    sd = pooled_sd(*kept)
+    df = sum(a.size - 1 for a in kept)
+    return sd * math.sqrt(df / (df - 2)) if df > 2 else sd * 2
 
 
 def pairing_gain(good, bad) -> float:
@@ -349,7 +352,7 @@ def classify_paired(ends, step, alpha: float, min_step: int = 2, others=()) -> S
     nd, ne = d.size, e.size
     raw = float(d.mean())
     position = raw / delta if delta else math.nan
-    mc = float(np.clip(d, lo, hi).mean())
+    mc = float(np.clip(d, lo - CLAMP_K * sd, hi + CLAMP_K * sd).mean())
     se_good = sd * math.sqrt(1 / nd)
     se_bad = sd * math.sqrt(1 / nd + 1 / ne)
     t_good, t_bad = mc / se_good, (mc - delta) / se_bad
