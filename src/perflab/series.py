@@ -186,38 +186,52 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     run_of = {r.id: r for r in runs if r.id in slot}
     keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
 
-    # (series key, run id) -> that run's samples of the metric. Rows come ordered by
-    # run and metric, so groupby (in C) does the grouping: 3x faster than a Python
-    # loop over 30,000 rows (500 runs x 20 metrics x 3 samples).
-    per_run: dict[tuple, list[float]] = {}
+    # One pass over the rows, which come ordered by run and metric: each (run, metric)
+    # group is a slice of the columns (zip(*rows) and groupby work in C), its mean an
+    # exact sum. Per series, (slot, run id, values) in run-id order, sorted once at the end.
+    rows = store.samples(sorted(run_of))
+    runs_of_series: dict[tuple, list[tuple]] = defaultdict(list)
     meta: dict[tuple, tuple[str, int]] = {}
     wanted: dict[str, bool] = {}
-    for (rid, metric), group in groupby(store.samples(sorted(run_of)), key=itemgetter(0, 1)):
-        ok = wanted.get(metric)
-        if ok is None:
-            ok = wanted[metric] = _wanted(metric, metrics)
-        if not ok:
-            continue
-        rows = list(group)
-        key = (*keys[rid], metric)
-        per_run[(key, rid)] = [r[2] for r in rows if math.isfinite(r[2])]
-        if key not in meta:
-            meta[key] = (rows[0][3], rows[0][4])
+    if rows:
+        rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
+        start = 0
+        for (rid, metric), group in groupby(zip(rid_col, metric_col)):
+            stop = start + len(list(group))
+            first, start = start, stop
+            ok = wanted.get(metric)
+            if ok is None:
+                ok = wanted[metric] = _wanted(metric, metrics)
+            if not ok:
+                continue
+            key = (*keys[rid], metric)
+            if key not in meta:
+                meta[key] = (unit_col[first], direction_col[first])
+            values = value_col[first:stop]
+            try:
+                total = math.fsum(values)
+            except OverflowError:   # finite samples whose sum overflows
+                total = math.inf
+            if not math.isfinite(total):
+                values = tuple(v for v in values if math.isfinite(v))
+                if not values:
+                    continue
+                total = math.fsum(values)
+            runs_of_series[key].append((slot[rid], rid, values, total / len(values)))
 
-    points: dict[tuple, dict[tuple, Point]] = defaultdict(dict)
-    for (key, rid), values in sorted(per_run.items(), key=lambda kv: (kv[0][0], slot[kv[0][1]], kv[0][1])):
-        if not values:
-            continue
-        r = run_of[rid]
-        point = points[key].get(slot[rid])
-        if point is None:
-            point = points[key][slot[rid]] = Point([], r.started, full_sha.get(rid, r.commit))
-        point.run_ids.append(rid)
-        point.samples.extend(values)
-        point.run_means.append(math.fsum(values) / len(values))
-    for key in sorted(points):
+    for key in sorted(runs_of_series):
         unit, direction = meta[key]
-        ordered = [points[key][s] for s in sorted(points[key])]
+        ordered: list[Point] = []
+        last_slot = None
+        for where, rid, values, mean in sorted(runs_of_series[key], key=itemgetter(0, 1)):
+            if where != last_slot or not ordered:
+                r = run_of[rid]
+                ordered.append(Point([], r.started, full_sha.get(rid, r.commit)))
+                last_slot = where
+            point = ordered[-1]
+            point.run_ids.append(rid)
+            point.samples.extend(values)
+            point.run_means.append(mean)
         history.series.append(Series(*key, unit=unit, direction=direction, points=ordered))
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history

@@ -1,7 +1,13 @@
-"""The `perflab` command: one module per command group, each thin."""
+"""The `perflab` command: one module per command group, each thin.
+
+A command's module is imported only when that command runs or a help page lists it:
+`perflab detect` then loads what detect needs, not SQLAlchemy's, pydantic's and
+Celery's share of every other command (docs/changepoints.md has the figures).
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -10,8 +16,62 @@ import click
 from perflab import __version__
 from perflab.errors import PerflabError
 
+# command name -> the modules of perflab.cli to import for it: the first defines it (in
+# its COMMANDS list); the others add subcommands to it (perflab.cli.robot adds
+# `report regression`). tests/test_cli_help.py checks this table against the modules.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "run": ("run",),
+    "jobs": ("jobs",), "rerun": ("jobs",),
+    "log": ("history",), "runs": ("history",), "show": ("history",), "annotate": ("history",),
+    "compare": ("compare",),
+    "detect": ("detect",),
+    "report": ("report", "robot"),
+    "env": ("env",),
+    "export": ("transfer",), "import": ("transfer",),
+    "bisect": ("bisect",),
+    "monitors": ("monitors",),
+    "check": ("robot",), "robot": ("robot",),
+    "worker": ("lab",), "submit": ("lab",), "queue": ("lab",), "cancel": ("lab",), "serve": ("lab",),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's modules on first use of the command."""
+
+    def __init__(self, *args, modules: dict[str, tuple[str, ...]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.modules = modules
+        self.loaded: set[str] = set()
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.modules, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for module_name in self.modules.get(cmd_name, ()):
+            self.load(module_name)
+        if cmd_name in self.modules and cmd_name not in self.commands:
+            # The table names a command its module does not define: a bug, said loudly.
+            raise RuntimeError(f"perflab.cli.{self.modules[cmd_name][0]} defines no command {cmd_name!r}")
+        return self.commands.get(cmd_name)
+
+    def load(self, module_name: str) -> None:
+        if module_name in self.loaded:
+            return
+        # A command module that fails to import is a bug: it fails loudly, it does not vanish from the CLI.
+        module = importlib.import_module(f"perflab.cli.{module_name}")
+        for command in module.COMMANDS:
+            self.add_command(command)
+        self.loaded.add(module_name)
+
+    def load_all(self) -> None:
+        for names in self.modules.values():
+            for module_name in names:
+                self.load(module_name)
+
 
 @click.group(
+    cls=LazyGroup,
+    modules=COMMAND_MODULES,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     no_args_is_help=True,
 )
@@ -33,18 +93,6 @@ def cli(ctx: click.Context, db: str | None) -> None:
     ctx.obj = {"db": db}
 
 
-def _register() -> None:
-    # A command module that fails to import is a bug: it must fail loudly, not vanish from the CLI.
-    from perflab.cli import bisect, compare, detect, env, history, jobs, lab, monitors, report, robot, run, transfer
-
-    for module in (run, jobs, history, compare, detect, report, env, transfer, bisect, monitors, robot, lab):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
-
-
 def _one_line(message: object) -> str:
     """An error message as one line that is safe to print: whitespace runs made one
     space, other control characters shown (\\x1b), URL passwords masked, bounded."""
@@ -54,10 +102,16 @@ def _one_line(message: object) -> str:
     return printable(redact(" ".join(str(message).split())), limit=2000)
 
 
+def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
+    """The exception class `name` of `module` if a command imported that module, else
+    nothing to catch: a module never loaded raised nothing (and `perflab detect` does
+    not pay for importing the runner just to name its exceptions)."""
+    loaded = sys.modules.get(module)
+    return (getattr(loaded, name),) if loaded is not None else ()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every failure ends as one line on stderr and a non-zero status."""
-    from perflab.runner.recorder import Interrupted, RunFailed
-
     try:
         # Without standalone mode click returns the code of a click.exceptions.Exit.
         rc = cli.main(args=argv, prog_name="perflab", standalone_mode=False)
@@ -81,13 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     except PerflabError as e:
         click.echo(f"perflab: error: {_one_line(e)}", err=True)
         return e.exit_code
-    except RunFailed as e:
+    except _loaded("perflab.runner.recorder", "RunFailed") as e:
         click.echo(f"perflab: run failed: {_one_line(e)}", err=True)
         return 1
     except (KeyboardInterrupt, click.Abort):
         click.echo("perflab: interrupted; the samples recorded so far are kept", err=True)
         return 130
-    except Interrupted as e:
+    except _loaded("perflab.runner.interrupt", "Interrupted") as e:
         click.echo(f"perflab: {e}; the samples recorded so far are kept", err=True)
         return 128 + e.signum
     except BrokenPipeError:

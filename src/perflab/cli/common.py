@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import TYPE_CHECKING
 
 import click
 
-from perflab.store import Store, open_store
 from perflab.text import printable
+
+if TYPE_CHECKING:
+    from perflab.store import Store
 
 
 def db_option(f):
@@ -19,6 +22,7 @@ def db_option(f):
 
 def get_store(db: str | None = None) -> Store:
     from perflab.runner.filesystem import cleanup_stale
+    from perflab.store import open_store   # SQLAlchemy: only for the commands that open the store
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)
     ctx = click.get_current_context()
