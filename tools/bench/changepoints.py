@@ -19,10 +19,13 @@ clustered outliers, serial correlation): every call there is false.
 
 Then the whole `perflab detect` command is timed on a store that holds the 20
 series of the first seed's steps+spikes set (500 runs of one benchmark with 20
-metrics, three samples per run whose mean is the point), and its detections are
-checked against the library's.
+metrics, three samples per run whose mean is the point): the median of
+--command-runs runs against the 1 s target, the floors (the interpreter, the
+libraries it cannot do without) and where the time goes inside one process; its
+detections are checked against the library's.
 
     .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--no-otava] [--no-command] [--no-shapes] [--chrt]
+                                                 [--command-runs 7]
 """
 
 from __future__ import annotations
@@ -150,12 +153,53 @@ def noise_shapes(methods: dict) -> None:
         print(f"{shape:34} " + " ".join(f"{c:>20}" for c in counts))
 
 
-def time_command(data, prefix: list[str]) -> None:
-    """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics);
-    `prefix` runs each timed process under it (chrt: ahead of the machine's other jobs)."""
+# Where the time of one `perflab detect` goes, measured inside one process (run as a
+# subprocess with the store's path as argv[1]); prints one JSON object of seconds.
+PHASES = r"""
+import json, sys, time
+t = [time.perf_counter()]
+import click; t.append(time.perf_counter())
+import numpy; t.append(time.perf_counter())
+import sqlalchemy; t.append(time.perf_counter())
+from perflab.cli import common, detect as cli_detect
+from perflab import series
+from perflab.report.detect import STYLES; t.append(time.perf_counter())
+from perflab.runner.filesystem import cleanup_stale
+from perflab.store import open_store
+cleanup_stale(); store = open_store(sys.argv[1]); store.reap_dead_runs(); t.append(time.perf_counter())
+history = series.build(store); t.append(time.perf_counter())
+results = series.analyse(history, alpha=cli_detect.ALPHA, min_size=cli_detect.MIN_POINTS,
+                         min_effect=cli_detect.THRESHOLD_PCT / 100); t.append(time.perf_counter())
+text = STYLES["json"](history, results, cli_detect.ALPHA, cli_detect.MIN_POINTS); t.append(time.perf_counter())
+names = ["import click", "import numpy", "import SQLAlchemy", "import perflab's detect modules",
+         "open the store", "read the samples, build the series", "the method on every series", "the json layout"]
+print(json.dumps({n: b - a for n, a, b in zip(names, t, t[1:])}))
+"""
+
+
+def _median_seconds(argv: list[str], runs: int, env: dict) -> tuple[float, float, float]:
+    """(median wall, best wall, median CPU) of `runs` runs of a command."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True, env=env)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return float(np.median(walls)), min(walls), float(np.median(cpus))
+
+
+def time_command(data, prefix: list[str], runs: int) -> None:
+    """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics),
+    `runs` times (median reported); `prefix` runs each timed process under it (chrt: ahead of
+    the machine's other jobs). Python's bytecode caches are written by an untimed first run
+    (PYTHONDONTWRITEBYTECODE dropped: an installed package has them, and without them every
+    run compiles perflab's modules again)."""
     from perflab.model import LOWER_IS_BETTER, Sample
     from perflab.store import open_store
 
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "detect.db")
         store = open_store(db)
@@ -173,32 +217,34 @@ def time_command(data, prefix: list[str]) -> None:
             store.finish_run(run, "finished")
         made = time.perf_counter() - made
         perflab = os.path.join(os.path.dirname(sys.executable), "perflab")
-        walls, cpus = [], []
-        for _ in range(5):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            proc = subprocess.run([*prefix, perflab, "detect", "--db", db, "--style", "json"], capture_output=True, text=True)
-            walls.append(time.perf_counter() - start)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            if proc.returncode != 0:
-                print(f"perflab detect failed: {proc.stderr.strip()}")
-                return
+        command = [*prefix, perflab, "detect", "--db", db, "--style", "json"]
+        proc = subprocess.run(command, capture_output=True, text=True, env=env)   # untimed: writes the caches
+        if proc.returncode != 0:
+            print(f"perflab detect failed: {proc.stderr.strip()}")
+            return
+        load_before = os.getloadavg()[0]
+        wall, best, cpu = _median_seconds(command, runs, env)
+        load_after = os.getloadavg()[0]
+        interpreter = _median_seconds([*prefix, sys.executable, "-c", "pass"], 5, env)
+        libraries = _median_seconds([*prefix, sys.executable, "-c", "import click, sqlalchemy, numpy"], 5, env)
+        phases = [json.loads(subprocess.run([*prefix, sys.executable, "-c", PHASES, db], capture_output=True, text=True,
+                                            check=True, env=env).stdout) for _ in range(5)]
         out = json.loads(proc.stdout)
         same = all(
             [c["index"] for c in s["change_points"]] == perflab_method(np.array(
                 [float(np.mean([v * 0.995, v, v * 1.005])) for v in data[int(s["metric"][-2:])][0]]))
             for s in out["series"])
-        text = subprocess.run([perflab, "detect", "--db", db], capture_output=True, text=True).stdout
+        text = subprocess.run([perflab, "detect", "--db", db], capture_output=True, text=True, env=env).stdout
         print(f"\nwhole command: `{' '.join(prefix + ['perflab'])} detect --db STORE --style json` on {len(out['series'])} series x "
               f"{POINTS} runs ({POINTS * len(data) * 3} samples; store made in {made:.1f} s)")
-        print(f"  wall time  best {min(walls):.3f} s  median {float(np.median(walls)):.3f} s   "
-              f"CPU best {min(cpus):.3f} s  median {float(np.median(cpus)):.3f} s   target < 1 s   "
-              f"ratio (best wall) {min(walls) / 1.0:.2f}   load average {os.getloadavg()[0]:.1f}")
-        start = time.perf_counter()
-        subprocess.run([*prefix, sys.executable, "-c", "import click, sqlalchemy, numpy, scipy.special"], check=True)
-        floor = time.perf_counter() - start
-        print(f"  of which the interpreter importing click, SQLAlchemy, numpy and scipy.special alone: {floor:.3f} s")
+        print(f"  wall time  median of {runs} {wall:.3f} s  (best {best:.3f} s)   CPU median {cpu:.3f} s   "
+              f"target < 1 s: ratio (median wall) {wall / 1.0:.2f}   load average {load_before:.1f} before, {load_after:.1f} after")
+        print(f"  floors (median of 5, wall / CPU): the interpreter alone {interpreter[0]:.3f} / {interpreter[2]:.3f} s; "
+              f"importing click, SQLAlchemy and numpy {libraries[0]:.3f} / {libraries[2]:.3f} s")
+        print("  inside one process (median of 5, wall seconds):")
+        for name in phases[0]:
+            print(f"    {name:36} {float(np.median([p[name] for p in phases])):.3f}")
+        print(f"    {'sum':36} {float(np.median([sum(p.values()) for p in phases])):.3f}")
         print(f"  detections equal to the library's on the same points: {'yes' if same else 'NO'}")
         print("  first lines of the text layout:")
         for line in text.splitlines()[:9]:
@@ -212,6 +258,7 @@ def main() -> int:
     ap.add_argument("--no-otava", action="store_true")
     ap.add_argument("--no-command", action="store_true", help="skip timing the whole command")
     ap.add_argument("--no-shapes", action="store_true", help="skip the step-free noise shapes")
+    ap.add_argument("--command-runs", type=int, default=7, help="timed runs of the whole command (median reported; >= 5)")
     ap.add_argument("--chrt", action="store_true",
                     help="time the command under `chrt -f 10` (root): on a shared machine, ahead of the other jobs")
     args = ap.parse_args()
@@ -251,7 +298,7 @@ def main() -> int:
     if not args.no_shapes:
         noise_shapes(methods)
     if not args.no_command:
-        time_command(sets["steps+spikes"][0], ["chrt", "-f", "10"] if args.chrt else [])
+        time_command(sets["steps+spikes"][0], ["chrt", "-f", "10"] if args.chrt else [], max(args.command_runs, 5))
     return 0
 
 
