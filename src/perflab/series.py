@@ -18,7 +18,6 @@ import subprocess
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
@@ -187,8 +186,9 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
 
     # One pass over the rows, which come ordered by run and metric: each (run, metric)
-    # group is a slice of the columns (zip(*rows) and groupby work in C), its mean an
-    # exact sum. Per series, (slot, run id, values) in run-id order, sorted once at the end.
+    # group is a slice of the columns, its mean an exact sum. dict(zip(pairs, range(n)))
+    # finds each group's last row in C, in the order of the groups. Per series,
+    # (slot, run id, values, mean) in run-id order, sorted once at the end.
     rows = store.samples(sorted(run_of))
     runs_of_series: dict[tuple, list[tuple]] = defaultdict(list)
     meta: dict[tuple, tuple[str, int]] = {}
@@ -196,9 +196,8 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     if rows:
         rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
         start = 0
-        for (rid, metric), group in groupby(zip(rid_col, metric_col)):
-            stop = start + len(list(group))
-            first, start = start, stop
+        for (rid, metric), last in dict(zip(zip(rid_col, metric_col), range(len(rows)))).items():
+            first, start = start, last + 1
             ok = wanted.get(metric)
             if ok is None:
                 ok = wanted[metric] = _wanted(metric, metrics)
@@ -207,34 +206,44 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
             key = (*keys[rid], metric)
             if key not in meta:
                 meta[key] = (unit_col[first], direction_col[first])
-            values = value_col[first:stop]
-            try:
-                total = math.fsum(values)
-            except OverflowError:   # finite samples whose sum overflows
-                total = math.inf
-            if not math.isfinite(total):
-                values = tuple(v for v in values if math.isfinite(v))
-                if not values:
-                    continue
-                total = math.fsum(values)
-            runs_of_series[key].append((slot[rid], rid, values, total / len(values)))
+            found = _finite_mean(value_col[first:start])
+            if found is not None:
+                runs_of_series[key].append((slot[rid], rid, *found))
 
+    placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
     for key in sorted(runs_of_series):
         unit, direction = meta[key]
         ordered: list[Point] = []
-        last_slot = None
+        last_slot = point = None
         for where, rid, values, mean in sorted(runs_of_series[key], key=itemgetter(0, 1)):
-            if where != last_slot or not ordered:
-                r = run_of[rid]
-                ordered.append(Point([], r.started, full_sha.get(rid, r.commit)))
+            if where == last_slot:   # another run of the same commit: one point
+                point.run_ids.append(rid)
+                point.samples.extend(values)
+                point.run_means.append(mean)
+            else:
+                point = Point([rid], *placed[rid], list(values), [mean])
+                ordered.append(point)
                 last_slot = where
-            point = ordered[-1]
-            point.run_ids.append(rid)
-            point.samples.extend(values)
-            point.run_means.append(mean)
         history.series.append(Series(*key, unit=unit, direction=direction, points=ordered))
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history
+
+
+def _finite_mean(values: tuple[float, ...]) -> tuple[tuple[float, ...], float] | None:
+    """(the finite samples, their mean from an exact sum); None when none is finite."""
+    try:
+        total = math.fsum(values)
+        if math.isfinite(total):
+            return values, total / len(values)
+    except (OverflowError, ValueError):   # a sum past the largest double; inf + -inf
+        pass
+    finite = tuple(v for v in values if math.isfinite(v))
+    if not finite:
+        return None
+    try:
+        return finite, math.fsum(finite) / len(finite)
+    except OverflowError:
+        return finite, math.fsum(v / len(finite) for v in finite)
 
 
 def _by_prefix(position: dict[str, Commit], commit: str) -> Commit | None:
