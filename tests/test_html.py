@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CLI, PERFLAB, assert_one_line_error
+from perflab.report.html import BUNDLE_ENV, CARTESIAN_BUNDLE, _package_bundle, bundle_banner, plotly_bundle
 
 EVIL_TAG = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 EVIL_COMMENT = "<!-- c --><script>alert(3)</script><img src=x onerror=alert(4)> </script> $x^2$"
@@ -90,6 +91,13 @@ def reports(store):
     return compared, everything
 
 
+def _banner(path: Path) -> str:
+    return bundle_banner(path.read_text(encoding="utf-8")[:400])
+
+
+CARRIED = _banner(plotly_bundle())   # the bundle `report html` inlines in this environment
+
+
 def _data(path: Path) -> dict:
     text = path.read_text()
     m = re.search(r'<script type="application/json" id="perflab-data">(.*?)</script>', text, re.S)
@@ -102,8 +110,9 @@ def _data(path: Path) -> dict:
 def test_file_is_self_contained_and_escaped(reports):
     for path in reports:
         text = path.read_text()
-        assert 2_000_000 < len(text) < 10_000_000          # plotly.js (several MB) inlined, and little else
-        assert "plotly.js v" in text
+        assert 1_000_000 < len(text) < 10_000_000          # plotly.js (1.5 or 4.8 MB) inlined, and little else
+        # The page carries the bundle perflab finds, and says which (its banner, in the data and the footer).
+        assert _data(path)["plotly"] == CARRIED and CARRIED in text[:text.index('id="perflab-data"')]
         # Nothing fetched: no external script, stylesheet, image or frame.
         assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)\s*=', text, re.I)
         # The hostile strings never appear as markup: only the JSON's \u003c escapes of them.
@@ -116,6 +125,35 @@ def test_file_is_self_contained_and_escaped(reports):
     assert EVIL_TAG in tags and EVIL_COMMENT in comments    # kept exactly, shown as text
     assert EVIL_METRIC in data["metrics"]
     assert "<title>all &lt;b&gt;runs&lt;/b&gt;</title>" in reports[1].read_text()
+
+
+def test_cartesian_bundle_is_installed_and_carried(reports):
+    """tools/install.sh installs plotly.js's cartesian bundle, the same release as the plotly package's."""
+    if not CARTESIAN_BUNDLE.is_file():
+        pytest.fail(f"{CARTESIAN_BUNDLE} is missing: run tools/install.sh (tools/fetch_plotly.py fetches it)")
+    cartesian, full = _banner(CARTESIAN_BUNDLE), _banner(_package_bundle())
+    assert cartesian.startswith("plotly.js (cartesian") and full.startswith("plotly.js v")
+    assert cartesian.rsplit(" ", 1)[1] == full.rsplit(" ", 1)[1]       # the same version, v4.1.1 today
+    if not os.environ.get(BUNDLE_ENV):
+        assert CARRIED == cartesian
+        assert len(reports[1].read_text()) < 3_000_000                  # not the 4.8 MB full bundle
+
+
+@pytest.fixture(scope="module")
+def full_bundle_report(store):
+    """The comparison page with the plotly package's full bundle: what a pip install without install.sh draws."""
+    out = store.tmp / "compare-full.html"
+    store("report", "html", "base", "head", "-o", out, env={BUNDLE_ENV: str(_package_bundle())})
+    return out
+
+
+def test_bundle_override(store, full_bundle_report):
+    assert _data(full_bundle_report)["plotly"] == _banner(_package_bundle())
+    missing = store.tmp / "no-such-plotly.js"
+    out = store.tmp / "never.html"
+    proc = store("report", "html", "base", "head", "-o", out, env={BUNDLE_ENV: str(missing)}, check=False)
+    assert_one_line_error(proc, BUNDLE_ENV, str(missing), "no such file")
+    assert not out.exists()
 
 
 def test_document_parts(reports):
@@ -353,6 +391,7 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
     body = browser.find_element("tag name", "body").text
     assert "all <b>runs</b>" in browser.title
+    assert data["plotly"] in browser.find_element("id", "footer").text
     _no_errors(browser)
     errors_checked = True
     assert errors_checked and "Trends" in body
@@ -446,4 +485,17 @@ def test_monitor_time_series_in_chromium(browser, monitored):
         assert charts[f"monitor-{i}"]["traces"] == lines and charts[f"monitor-{i}"]["drawn"] > 0
     table = browser.find_element("id", "monitors").text
     assert all(r["metric"] in table for r in shown)
+    _no_errors(browser)
+
+
+def test_full_bundle_page_in_chromium(browser, full_bundle_report):
+    """The fallback bundle draws the same charts (the trace types are in both)."""
+    _open(browser, full_bundle_report)
+    charts = _charts(browser)
+    data = _data(full_bundle_report)
+    assert len(charts) == browser.execute_script("return document.querySelectorAll('.chart .plot').length") \
+        >= len(data["distributions"]) + len(data["trends"]) >= 2
+    for c in charts:
+        assert c["traces"] >= 1 and c["drawn"] > 0, c
+    assert data["plotly"] in browser.find_element("id", "footer").text
     _no_errors(browser)

@@ -25,4 +25,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e ".${PERFLAB_EXTRAS:-}"
+# The cartesian plotly.js bundle `perflab report html` inlines (pinned, integrity-checked,
+# never committed). Without it the report uses the plotly package's full bundle: a failure
+# is one line from the script, and the install goes on.
+.venv/bin/python tools/fetch_plotly.py || true
 echo "perflab installed: $(.venv/bin/perflab --version)" >&2

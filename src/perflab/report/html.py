@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import math
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import util
@@ -472,18 +473,48 @@ def _kernbench(store, chosen, runs) -> str | None:
 
 # -- the page -------------------------------------------------------------------
 
-def plotly_js() -> str:
-    """plotly.min.js from the installed plotly package (its offline bundle), without importing plotly."""
+# plotly.js with the cartesian traces only (npm's plotly.js-cartesian-dist-min, 1.5 MB), put
+# here by tools/fetch_plotly.py (tools/install.sh); the page draws scatter and box traces alone.
+CARTESIAN_BUNDLE = Path(sys.prefix) / "share" / "perflab" / "plotly-cartesian.min.js"
+BUNDLE_ENV = "PERFLAB_PLOTLY_JS"
+
+
+def _package_bundle() -> Path:
+    """The plotly Python package's offline bundle (every trace type, 4.8 MB), found without importing plotly."""
     spec = util.find_spec("plotly")
     if spec is None or not spec.submodule_search_locations:
-        raise PerflabError("report html needs the plotly package (its offline plotly.min.js): "
-                           "pip install plotly, or reinstall perflab")
-    path = Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js"
+        raise PerflabError("report html needs plotly.js: run tools/install.sh (the cartesian bundle) "
+                           "or pip install plotly (its offline bundle)")
+    return Path(list(spec.submodule_search_locations)[0]) / "package_data" / "plotly.min.js"
+
+
+def plotly_bundle() -> Path:
+    """Which plotly.js the page inlines: $PERFLAB_PLOTLY_JS, else the cartesian bundle when
+    installed, else the plotly package's full bundle."""
+    chosen = os.environ.get(BUNDLE_ENV)
+    if chosen:
+        if not os.path.isfile(chosen):
+            raise PerflabError(f"{BUNDLE_ENV}={chosen}: no such file (a plotly.js bundle to inline)")
+        return Path(chosen)
+    return CARTESIAN_BUNDLE if CARTESIAN_BUNDLE.is_file() else _package_bundle()
+
+
+def plotly_js() -> str:
+    path = plotly_bundle()
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PerflabError(f"report html: cannot read {path}: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PerflabError(f"report html: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     return text.replace("</script", "<\\/script")
+
+
+def bundle_banner(text: str) -> str:
+    """The bundle's name and version as its banner comment gives them ("plotly.js (cartesian - minified) v4.1.1")."""
+    for line in text[:400].splitlines():
+        line = line.strip("/* ")
+        if line.startswith("plotly.js"):
+            return line
+    return "plotly.js (no banner)"
 
 
 def embed_json(doc: dict) -> str:
@@ -497,10 +528,12 @@ def render(doc: dict) -> str:
     from html import escape
 
     template = (ASSETS / "report.html").read_text(encoding="utf-8")
+    plotly = plotly_js()
+    doc["plotly"] = bundle_banner(plotly)   # which bundle the page carries (its footer says)
     parts = {
         "@TITLE@": escape(doc.get("title") or "perflab report"),
         "@CSS@": (ASSETS / "report.css").read_text(encoding="utf-8"),
-        "@PLOTLY@": plotly_js(),
+        "@PLOTLY@": plotly,
         "@DATA@": embed_json(doc),
         "@SCRIPT@": (ASSETS / "report.js").read_text(encoding="utf-8").replace("</script", "<\\/script"),
     }

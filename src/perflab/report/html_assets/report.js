@@ -52,7 +52,7 @@
     for (const n of DATA.notes) s.appendChild(el("p", { class: "note" }, n));
   }
   document.getElementById("footer").textContent =
-    "Self-contained: every script, style and number is in this file (plotly.js offline bundle included).";
+    "Self-contained: every script, style and number is in this file (" + (DATA.plotly || "plotly.js") + " included).";
 
   // ---- sortable tables --------------------------------------------------------
   function makeTable(table, columns, rows) {
