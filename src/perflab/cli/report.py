@@ -169,11 +169,8 @@ def report_kernbench(operands, box, db) -> None:
       perflab run kernbench.yaml --tag v6.8
       perflab report kernbench v6.8 v6.9
     """
-    import json as _json
-
-    from perflab.report.kernbench import ORDER, block_of, render_report
-    from perflab.selection import USABLE_STATUSES, params_key, select
-    from perflab.stats.kernbench import blocks
+    from perflab.report.kernbench import report_columns
+    from perflab.selection import USABLE_STATUSES, select
 
     store = get_store(db)
     runs = [r for r in store.find_runs(benchmark="kernbench") if r.status in USABLE_STATUSES]
@@ -194,25 +191,10 @@ def report_kernbench(operands, box, db) -> None:
         for r in mine:
             by_tag.setdefault(r.tag if r.tag else "(untagged)", []).append(r)
         columns = list(by_tag.items())
-    key_of, rests = {}, {}
-    for _, rs in columns:
-        for r in rs:
-            params = _json.loads(params_key(r.params, "kernbench"))
-            title, rest = block_of(params)
-            key = (title, _json.dumps(rest, sort_keys=True, default=str))
-            key_of[r.id], rests[key] = key, rest
-    values: list[dict] = [{} for _ in columns]
-    column_of: dict[int, list[int]] = {}
-    for i, (_, rs) in enumerate(columns):
-        for r in rs:
-            column_of.setdefault(r.id, []).append(i)
-    for smp in store.samples(list(column_of)):
-        for i in column_of[smp.run_id]:
-            values[i].setdefault(key_of[smp.run_id], {}).setdefault(smp.metric, []).append(smp.value)
-    found = sorted(blocks(values, ORDER), key=lambda b: b.key)
-    if not found:
+    text = report_columns(store, columns)
+    if text is None:
         raise PerflabError("the selected kernbench runs hold no samples")
-    click.echo(render_report([label for label, _ in columns], found, rests))
+    click.echo(text)
 
 
 @report_group.command("profile")

@@ -449,26 +449,9 @@ def _kernbench(store, chosen, runs) -> str | None:
         columns = list(by_tag.items())
     if not columns:
         return None
-    from perflab.report.kernbench import ORDER, block_of, render_report
-    from perflab.selection import params_key
-    from perflab.stats.kernbench import blocks
+    from perflab.report.kernbench import report_columns
 
-    key_of, rests = {}, {}
-    for _, rs in columns:
-        for r in rs:
-            title, rest = block_of(json.loads(params_key(r.params, "kernbench")))
-            key = (title, json.dumps(rest, sort_keys=True, default=str))
-            key_of[r.id], rests[key] = key, rest
-    values: list[dict] = [{} for _ in columns]
-    column_of: dict[int, list[int]] = {}
-    for i, (_, rs) in enumerate(columns):
-        for r in rs:
-            column_of.setdefault(r.id, []).append(i)
-    for smp in store.samples(list(column_of)):
-        for i in column_of[smp.run_id]:
-            values[i].setdefault(key_of[smp.run_id], {}).setdefault(smp.metric, []).append(smp.value)
-    found = sorted(blocks(values, ORDER), key=lambda b: b.key)
-    return render_report([label for label, _ in columns], found, rests) if found else None
+    return report_columns(store, columns)
 
 
 # -- the page -------------------------------------------------------------------

@@ -108,29 +108,35 @@ def _kernbench_blocks(result: ComparisonResult, rows: list) -> list[str]:
         groups.setdefault(full, []).append(r)
         rests[full] = {**rest, **({"testbox": r.testbox} if r.testbox else {})}
     differing = _differing(list(rests.values()))
-    several = len(result.labels) > 2
     lines = []
     for full in sorted(groups):
         members = sorted(groups[full], key=lambda r: (ORDER.index(r.metric) if r.metric in ORDER else len(ORDER),
                                                       r.metric))
         lines.append(f"Average {full[0][2]} Run (std deviation):{_suffix(rests[full], differing)}")
-        header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
-        body, notes = [], []
-        for r in members:
-            cells = [shown(NAMES.get(r.metric, r.metric)), _cell(r.base.mean, r.base.stddev)]
-            words = []
-            for label, cmp in zip(result.labels[1:], r.heads):
-                if cmp is None:
-                    cells += ["-", ""]
-                    words.append((f"{shown(label)}: " if several else "") + "not measured")
-                    continue
-                cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
-                words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.family, change=False))
-            body.append(cells)
-            notes.append("[" + "] [".join(words) + "]" if words else "")
-        lines += _table(header, body, notes)
+        lines += _compared_table(result, members, lambda r: NAMES.get(r.metric, r.metric))
         lines.append("")
     return lines
+
+
+def _compared_table(result: ComparisonResult, rows: list, name_of) -> list[str]:
+    """A block's table: a row per metric, the base's mean (stddev), each head's with its %change,
+    and in brackets after the row each head's verdict."""
+    several = len(result.labels) > 2
+    header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
+    body, notes = [], []
+    for r in rows:
+        cells = [shown(name_of(r)), _cell(r.base.mean, r.base.stddev)]
+        words = []
+        for label, cmp in zip(result.labels[1:], r.heads):
+            if cmp is None:
+                cells += ["-", ""]
+                words.append((f"{shown(label)}: " if several else "") + "not measured")
+                continue
+            cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
+            words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.family, change=False))
+        body.append(cells)
+        notes.append("[" + "] [".join(words) + "]" if words else "")
+    return _table(header, body, notes)
 
 
 def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
@@ -162,26 +168,10 @@ def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
 
 def _monitor_blocks(result: ComparisonResult) -> list[str]:
     lines = [monitor_summary(result), ""]
-    several = len(result.labels) > 2
     testcases = {r.testcase for r in result.monitor_rows}
     for monitor, rows in result.monitor_sections():
         lines.append(f"Monitor {shown(monitor)}, average (std deviation):")
-        header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
-        body, notes = [], []
-        for r in rows:
-            name = r.metric if len(testcases) == 1 else f"{r.testcase}:{r.metric}"
-            cells = [shown(name), _cell(r.base.mean, r.base.stddev)]
-            words = []
-            for label, cmp in zip(result.labels[1:], r.heads):
-                if cmp is None:
-                    cells += ["-", ""]
-                    words.append((f"{shown(label)}: " if several else "") + "not measured")
-                    continue
-                cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
-                words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.family, change=False))
-            body.append(cells)
-            notes.append("[" + "] [".join(words) + "]" if words else "")
-        lines += _table(header, body, notes)
+        lines += _compared_table(result, rows, lambda r: r.metric if len(testcases) == 1 else f"{r.testcase}:{r.metric}")
         lines.append("")
     return lines
 
@@ -219,3 +209,28 @@ def render_report(labels: list[str], blocks: list, rests: dict[tuple, dict]) -> 
         lines += _table(header, body, [""] * len(body))
         lines.append("")
     return "\n".join(lines)
+
+
+def report_columns(store, columns: list[tuple[str, list]]) -> str | None:
+    """`perflab report kernbench`'s text for columns (label, runs): every sample of each column's
+    runs read from the store, grouped into stats.kernbench's blocks by load (block_of); None
+    when the runs hold no kernbench samples."""
+    from perflab.selection import params_key
+    from perflab.stats.kernbench import blocks
+
+    key_of, rests = {}, {}
+    for _, rs in columns:
+        for r in rs:
+            title, rest = block_of(json.loads(params_key(r.params, KERNBENCH)))
+            key = (title, json.dumps(rest, sort_keys=True, default=str))
+            key_of[r.id], rests[key] = key, rest
+    values: list[dict] = [{} for _ in columns]
+    column_of: dict[int, list[int]] = {}
+    for i, (_, rs) in enumerate(columns):
+        for r in rs:
+            column_of.setdefault(r.id, []).append(i)
+    for smp in store.samples(list(column_of)):
+        for i in column_of[smp.run_id]:
+            values[i].setdefault(key_of[smp.run_id], {}).setdefault(smp.metric, []).append(smp.value)
+    found = sorted(blocks(values, ORDER), key=lambda b: b.key)
+    return render_report([label for label, _ in columns], found, rests) if found else None
