@@ -20,6 +20,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import util
+from itertools import groupby, repeat
+from operator import itemgetter
 from pathlib import Path
 
 from perflab.errors import PerflabError, UsageProblem
@@ -76,17 +78,28 @@ def _iso(t: dt.datetime | None) -> str | None:
 
 
 class _OneRead:
-    """The store, each run's samples read from it once: the comparison, the trends and the
-    page ask for overlapping runs (a report of 1,000 runs read its 50,000 samples three times)."""
+    """The store, each query answered from it once: the comparison, the trends and the page ask
+    for overlapping runs (a report of 1,000 runs read its 50,000 samples three times) and for
+    the same run list (find_runs three times)."""
 
     def __init__(self, store):
         self._store = store
         self._rows: dict[int, list] = {}
+        self._found: dict[tuple, list] = {}
 
     def __getattr__(self, name):
         return getattr(self._store, name)
 
-    def samples(self, run_ids):
+    def find_runs(self, **kw):
+        if kw.get("ids") is not None or kw.get("uuids") is not None:
+            return self._store.find_runs(**kw)
+        key = tuple(sorted((k, v) for k, v in kw.items() if v is not None))
+        if key not in self._found:
+            self._found[key] = self._store.find_runs(**kw)
+        return list(self._found[key])
+
+    def read(self, run_ids) -> list[int]:
+        """Read the samples of the runs not read yet; the ids, sorted."""
         ids = sorted(set(run_ids))
         missing = [i for i in ids if i not in self._rows]
         for chunk in range(0, len(missing), 5000):
@@ -95,8 +108,19 @@ class _OneRead:
                 self._rows[i] = []
             for row in self._store.samples(part):
                 self._rows[row[0]].append(row)
+        return ids
+
+    def samples(self, run_ids):
         # The store's order (run, metric, repetition): runs ascending, each run's rows as read.
-        return [row for i in ids for row in self._rows[i]]
+        rows = self._rows
+        return [row for i in self.read(run_ids) for row in rows[i]]
+
+    def rows_of(self, run_id: int) -> list:
+        return self._rows[run_id]
+
+
+class _RawJSON(str):
+    """A part of the page's JSON encoded already (numbers and brackets only: nothing to escape)."""
 
 
 def gather(store, f: Filters) -> dict:
@@ -114,10 +138,10 @@ def gather(store, f: Filters) -> dict:
         doc["version"] = __version__
     except ImportError:  # pragma: no cover
         doc["version"] = "?"
+    store = _OneRead(store)
     runs = [r for r in store.find_runs(benchmark=f.benchmark, tag=f.tag, box=f.box, since=f.since)
             if r.status in USABLE_STATUSES]
-    store = _OneRead(store)
-    store.samples([r.id for r in runs])
+    store.read([r.id for r in runs])
     result = None
     if f.operands:
         from perflab.comparison import compare
@@ -157,10 +181,8 @@ def gather(store, f: Filters) -> dict:
     missing = sorted(trend_runs - set(page_runs))
     if missing:
         page_runs.update({r.id: r for r in store.find_runs(ids=missing)})
-    samples = _samples(store, sorted(page_runs))
     doc["runs"], doc["envs"] = _runs(page_runs)
-    doc["metrics"], doc["samples"] = samples
-    doc["sample_count"] = sum(len(group) - 1 for groups in doc["samples"].values() for group in groups)
+    doc["metrics"], doc["samples"], doc["sample_count"] = _samples(store, sorted(page_runs))
     doc["distributions"] = _distributions(result, history, page_runs, doc["metrics"], doc["notes"])
     doc["scaling"] = _scaling(store, list(page_runs.values()) if result is None else
                               [r for sel in result.selections for r in sel.runs])
@@ -298,11 +320,12 @@ def _trends(history, series_mod, notes: list[str]) -> tuple[list[dict], set[int]
 
 def _runs(runs: dict[int, object]) -> tuple[dict, list]:
     envs: list[dict] = []
-    env_index: dict[str, int] = {}
+    env_index: dict[object, int] = {}
     out = {}
     for rid, r in sorted(runs.items()):
         facts = r.environment or {}
-        key = json.dumps(facts, sort_keys=True, default=str)
+        # The store keeps each set of facts once: its id names it (no need to compare the facts).
+        key = getattr(r, "environment_id", None) or json.dumps(facts, sort_keys=True, default=str)
         if key not in env_index:
             env_index[key] = len(envs)
             envs.append({k: str(v) for k, v in facts.items()})
@@ -313,33 +336,34 @@ def _runs(runs: dict[int, object]) -> tuple[dict, list]:
     return out, envs
 
 
-def _short(x: float) -> float | None:
-    """A sample as the page shows it: 7 significant digits (the statistics use the stored value)."""
-    if not math.isfinite(x):
-        return None
-    return float(f"{x:.7g}")
+def _samples(store: _OneRead, run_ids: list[int]) -> tuple[list[str], _RawJSON, int]:
+    """Every sample of the page's runs as JSON, {run: [[metric index, value, value, ...], ...]},
+    values in repetition order (the store returns them ordered by run, metric, repetition) at
+    7 significant digits (the statistics use the stored values); and how many there are.
 
-
-def _samples(store, run_ids: list[int]) -> tuple[list[str], dict]:
-    """Every sample of the page's runs: {run: [[metric index, value, value, ...], ...]}, values in
-    repetition order (the store returns them ordered by run, metric, repetition)."""
+    Written as text here, once: 50,000 floats through json.dumps cost more than the rest of
+    the page's JSON. The per-sample work (formatting, joining) is in C (map, str.join)."""
     metrics: list[str] = []
     index: dict[str, int] = {}
-    out: dict[str, list] = {}
-    for chunk in range(0, len(run_ids), 5000):
-        current, values = None, None
-        for row in store.samples(run_ids[chunk:chunk + 5000]):  # noqa: B020 (read once: _OneRead)
-            rid, metric = row[0], row[1]
-            if (rid, metric) != current:
-                current = (rid, metric)
-                k = index.get(metric)
-                if k is None:
-                    k = index[metric] = len(metrics)
-                    metrics.append(metric)
-                values = [k]
-                out.setdefault(str(rid), []).append(values)
-            values.append(_short(row[2]))
-    return metrics, out
+    run_parts, count = [], 0
+    key, value = itemgetter(1), itemgetter(2)
+    store.read(run_ids)
+    for rid in run_ids:
+        groups = []
+        for metric, rows in groupby(store.rows_of(rid), key):
+            k = index.get(metric)
+            if k is None:
+                k = index[metric] = len(metrics)
+                metrics.append(metric)
+            values = list(map(value, rows))
+            count += len(values)
+            text = ",".join(map(format, values, repeat(".7g", len(values))))
+            if "n" in text:   # nan, inf: JSON has neither (shown as "-")
+                text = ",".join("null" if "n" in v else v for v in text.split(","))
+            groups.append(f"[{k},{text}]")
+        if groups:
+            run_parts.append(f'"{rid}":[{",".join(groups)}]')
+    return metrics, _RawJSON("{" + ",".join(run_parts) + "}"), count
 
 
 # -- distributions --------------------------------------------------------------
@@ -501,10 +525,19 @@ def bundle_banner(text: str) -> str:
 
 
 def embed_json(doc: dict) -> str:
-    """JSON safe inside <script type="application/json">: no "<", ">" or "&" can end or open an element."""
-    text = json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str, ensure_ascii=False)
-    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    """JSON safe inside <script type="application/json">: no "<", ">" or "&" can end or open an element.
+
+    Parts encoded already (_RawJSON: numbers only) are appended to the top-level object after
+    the escaping."""
+    raw = [(k, v) for k, v in doc.items() if isinstance(v, _RawJSON)]
+    text = json.dumps({k: v for k, v in doc.items() if not isinstance(v, _RawJSON)}, separators=(",", ":"),
+                      allow_nan=False, default=str, ensure_ascii=False)
+    text = (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    if raw:
+        parts = ",".join(f"{json.dumps(k)}:{v}" for k, v in raw)
+        text = text[:-1] + ("," if len(text) > 2 else "") + parts + "}"
+    return text
 
 
 def render(doc: dict) -> str:
