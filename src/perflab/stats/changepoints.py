@@ -188,7 +188,10 @@ def _seeded_intervals(n: int, min_len: int, decay: float = 0.5) -> list[tuple[in
         if length < min_len:
             return out
         count = 2 * int(math.ceil((1 / decay) ** k)) - 1
-        starts = np.unique(np.floor(np.linspace(0, n - length, count)).astype(np.int64))
+        spaced = np.floor(np.linspace(0, n - length, count)).astype(np.int64)
+        # ascending already: dropping repeats is np.unique's answer without its cost
+        # (it imports numpy.ma, 10 ms of `perflab detect`)
+        starts = spaced[np.concatenate(([True], spaced[1:] != spaced[:-1]))]
         out.append((length, starts))
         k += 1
 
