@@ -77,6 +77,9 @@ def _iso(t: dt.datetime | None) -> str | None:
     return t.strftime("%Y-%m-%d %H:%M:%S") if t else None
 
 
+_RUN_ID = itemgetter(0)
+
+
 class _OneRead:
     """The store, each query answered from it once: the comparison, the trends and the page ask
     for overlapping runs (a report of 1,000 runs read its 50,000 samples three times) and for
@@ -106,8 +109,9 @@ class _OneRead:
             part = missing[chunk:chunk + 5000]
             for i in part:
                 self._rows[i] = []
-            for row in self._store.samples(part):
-                self._rows[row[0]].append(row)
+            # Ordered by run: one slice per run (groupby works in C; 50,000 appends did not).
+            for rid, rows in groupby(self._store.samples(part), _RUN_ID):
+                self._rows[rid] = list(rows)
         return ids
 
     def samples(self, run_ids):
