@@ -154,6 +154,9 @@ def test_bundle_override(store, full_bundle_report):
     proc = store("report", "html", "base", "head", "-o", out, env={BUNDLE_ENV: str(missing)}, check=False)
     assert_one_line_error(proc, BUNDLE_ENV, str(missing), "no such file")
     assert not out.exists()
+    proc = store("report", "html", "base", "head", "-o", out, env={BUNDLE_ENV: str(store.tmp)}, check=False)
+    assert_one_line_error(proc, BUNDLE_ENV, "is not a file")
+    assert not out.exists()
 
 
 def test_document_parts(reports):

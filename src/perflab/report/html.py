@@ -128,7 +128,8 @@ class _RawJSON(str):
 
 
 def gather(store, f: Filters) -> dict:
-    """The page's data: a JSON-serialisable document (see docs/html.md for its parts)."""
+    """The page's data: a JSON-serialisable document (see docs/html.md for its parts), but for
+    its samples, JSON text already (_RawJSON), which embed_json splices in."""
     from perflab import series as series_mod
     from perflab.selection import USABLE_STATUSES
 
@@ -505,7 +506,10 @@ def plotly_bundle() -> Path:
     chosen = os.environ.get(BUNDLE_ENV)
     if chosen:
         if not os.path.isfile(chosen):
-            raise PerflabError(f"{BUNDLE_ENV}={chosen}: no such file (a plotly.js bundle to inline)")
+            from perflab.text import printable
+
+            why = "is not a file" if os.path.exists(chosen) else "no such file"
+            raise PerflabError(f"{BUNDLE_ENV}={printable(chosen, 300)}: {why} (the plotly.js bundle to inline)")
         return Path(chosen)
     return CARTESIAN_BUNDLE if CARTESIAN_BUNDLE.is_file() else _package_bundle()
 
