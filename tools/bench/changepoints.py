@@ -25,7 +25,7 @@ libraries it cannot do without) and where the time goes inside one process; its
 detections are checked against the library's.
 
     .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--no-otava] [--no-command] [--no-shapes] [--chrt]
-                                                 [--command-runs 7]
+                                                 [--command-runs 7] [--against REV]
 """
 
 from __future__ import annotations
@@ -177,20 +177,33 @@ print(json.dumps({n: b - a for n, a, b in zip(names, t, t[1:])}))
 """
 
 
-def _median_seconds(argv: list[str], runs: int, env: dict) -> tuple[float, float, float]:
-    """(median wall, best wall, median CPU) of `runs` runs of a command."""
-    walls, cpus = [], []
+def _median_seconds(argv: list[str], runs: int, env: dict, other: tuple[list[str], dict] | None = None):
+    """(median wall, best wall, median CPU) of `runs` runs of a command; with `other`
+    (argv, env), that command too, run alternately with the first (a list of both)."""
+    commands = [(argv, env)] + ([other] if other else [])
+    walls: list[list[float]] = [[] for _ in commands]
+    cpus: list[list[float]] = [[] for _ in commands]
     for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(argv, capture_output=True, check=True, env=env)
-        walls.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return float(np.median(walls)), min(walls), float(np.median(cpus))
+        for k, (command, environment) in enumerate(commands):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            subprocess.run(command, capture_output=True, check=True, env=environment)
+            walls[k].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus[k].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    figures = [(float(np.median(w)), min(w), float(np.median(c))) for w, c in zip(walls, cpus)]
+    return figures if other else figures[0]
 
 
-def time_command(data, prefix: list[str], runs: int) -> None:
+def _source_of(rev: str, into: str) -> str:
+    """perflab's src/ at git revision `rev` of this checkout, written under `into`: its path."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    archive = subprocess.run(["git", "-C", root, "archive", rev, "src"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    return os.path.join(into, "src")
+
+
+def time_command(data, prefix: list[str], runs: int, against: str | None = None) -> None:
     """The whole `perflab detect` on a store holding the 20 series (500 runs x 20 metrics),
     `runs` times (median reported); `prefix` runs each timed process under it (chrt: ahead of
     the machine's other jobs). Python's bytecode caches are written by an untimed first run
@@ -222,8 +235,21 @@ def time_command(data, prefix: list[str], runs: int) -> None:
         if proc.returncode != 0:
             print(f"perflab detect failed: {proc.stderr.strip()}")
             return
+        baseline = None
+        if against:
+            # the same command from the perflab of another revision, run alternately with this one
+            old_env = dict(env, PYTHONPATH=_source_of(against, tmp))
+            old_command = [*prefix, sys.executable, "-c", "import sys; from perflab.cli import entry; "
+                           "sys.argv[0] = 'perflab'; entry()", *command[len(prefix) + 1:]]
+            check = subprocess.run(old_command, capture_output=True, text=True, env=old_env)   # and its caches
+            if check.returncode != 0:
+                print(f"perflab at {against} cannot run the command: {check.stderr.strip()}")
+                against = None
         load_before = os.getloadavg()[0]
-        wall, best, cpu = _median_seconds(command, runs, env)
+        if against:
+            (wall, best, cpu), baseline = _median_seconds(command, runs, env, (old_command, old_env))
+        else:
+            wall, best, cpu = _median_seconds(command, runs, env)
         load_after = os.getloadavg()[0]
         interpreter = _median_seconds([*prefix, sys.executable, "-c", "pass"], 5, env)
         libraries = _median_seconds([*prefix, sys.executable, "-c", "import click, sqlalchemy, numpy"], 5, env)
@@ -239,6 +265,10 @@ def time_command(data, prefix: list[str], runs: int) -> None:
               f"{POINTS} runs ({POINTS * len(data) * 3} samples; store made in {made:.1f} s)")
         print(f"  wall time  median of {runs} {wall:.3f} s  (best {best:.3f} s)   CPU median {cpu:.3f} s   "
               f"target < 1 s: ratio (median wall) {wall / 1.0:.2f}   load average {load_before:.1f} before, {load_after:.1f} after")
+        if baseline:
+            print(f"  perflab at {against}, run alternately: median {baseline[0]:.3f} s (best {baseline[1]:.3f} s), "
+                  f"CPU median {baseline[2]:.3f} s; this one / that one: {wall / baseline[0]:.2f} wall, "
+                  f"{cpu / baseline[2]:.2f} CPU")
         print(f"  floors (median of 5, wall / CPU): the interpreter alone {interpreter[0]:.3f} / {interpreter[2]:.3f} s; "
               f"importing click, SQLAlchemy and numpy {libraries[0]:.3f} / {libraries[2]:.3f} s")
         print("  inside one process (median of 5, wall seconds):")
@@ -259,6 +289,8 @@ def main() -> int:
     ap.add_argument("--no-command", action="store_true", help="skip timing the whole command")
     ap.add_argument("--no-shapes", action="store_true", help="skip the step-free noise shapes")
     ap.add_argument("--command-runs", type=int, default=7, help="timed runs of the whole command (median reported; >= 5)")
+    ap.add_argument("--against", metavar="REV", help="also time the command of perflab at this git revision "
+                    "(its src/, run alternately with this one): a ratio measured side by side")
     ap.add_argument("--chrt", action="store_true",
                     help="time the command under `chrt -f 10` (root): on a shared machine, ahead of the other jobs")
     args = ap.parse_args()
@@ -298,7 +330,8 @@ def main() -> int:
     if not args.no_shapes:
         noise_shapes(methods)
     if not args.no_command:
-        time_command(sets["steps+spikes"][0], ["chrt", "-f", "10"] if args.chrt else [], max(args.command_runs, 5))
+        time_command(sets["steps+spikes"][0], ["chrt", "-f", "10"] if args.chrt else [], max(args.command_runs, 5),
+                     args.against)
     return 0
 
 
