@@ -45,6 +45,12 @@ def test_edges():
     assert math.isnan(student_t.two_sided_p(5, math.nan))
     assert student_t.two_sided_p(1, 1e200) > 0          # t^2 overflows; the tail does not vanish yet
     assert _rel(student_t.two_sided_p(1, 1e200), 2 / math.pi / 1e200) < 1e-12   # Cauchy: 2 atan(1/t) / pi
+    assert student_t.two_sided_p(1e5, 1e-160) == 1.0   # t^2 / df underflows
+    assert math.isnan(student_t.two_sided_p(0, 1.0)) and math.isnan(student_t.two_sided_p(-3, 1.0))
+    for t in (0.5, 2.0, 8.0, 30.0):                      # infinite df: the normal distribution
+        assert _rel(student_t.two_sided_p(math.inf, t), float(2 * special.ndtr(-t))) < 1e-12
+    for p in (1e-300, 1e-7, 0.025, 0.3, 0.9, 1 - 1e-9):
+        assert _rel(student_t.quantile(math.inf, p), float(special.ndtri(p))) < 1e-12, p
     assert student_t.quantile(7, 0.5) == 0.0
     assert student_t.quantile(7, 1.0) == math.inf and student_t.quantile(7, 0.0) == -math.inf
     assert math.isnan(student_t.quantile(7, 1.5)) and math.isnan(student_t.quantile(0, 0.9))

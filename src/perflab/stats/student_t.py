@@ -85,12 +85,14 @@ def _incomplete_beta_half(a: float, x: float, y: float, log_x: float, log_y: flo
 
 def two_sided_p(df: float, t: float) -> float:
     """P(|T| >= |t|) for Student's t with `df` degrees of freedom (df > 0): 2 * stdtr(df, -|t|)."""
-    if math.isnan(t) or math.isnan(df):
+    if math.isnan(t) or not df > 0:
         return math.nan
     if math.isinf(t):
         return 0.0
+    if math.isinf(df):   # the normal distribution
+        return math.erfc(abs(t) / math.sqrt(2.0))
     t2 = t * t
-    if t2 == 0.0:
+    if t2 / df == 0.0:   # |t| so small that the tail is 1/2 to a double's precision
         return 1.0
     a = df / 2.0
     if t2 > 1e300:
@@ -162,7 +164,7 @@ def _start(df: float, q: float) -> float:
 @lru_cache(maxsize=1024)   # detect asks for the same few (df, p) for every series of one length
 def quantile(df: float, p: float) -> float:
     """The t with P(T <= t) = p (scipy.special.stdtrit(df, p)); -inf and inf at 0 and 1."""
-    if math.isnan(p) or math.isnan(df) or not 0.0 <= p <= 1.0 or df <= 0:
+    if math.isnan(p) or not df > 0 or not 0.0 <= p <= 1.0:
         return math.nan
     if p == 0.5:
         return 0.0
@@ -171,7 +173,10 @@ def quantile(df: float, p: float) -> float:
     sign = 1.0 if p > 0.5 else -1.0
     q = 1.0 - p if p > 0.5 else p      # the upper tail sought (exact: p > 0.5 makes 1 - p exact)
     log_q = math.log(q)
-    log_norm = _log_gamma_ratio(df / 2.0) - 0.5 * math.log(df * math.pi)   # of the density
+    if math.isinf(df):   # the normal distribution: log density -t^2/2 - log(2 pi)/2
+        log_norm, df = -0.5 * math.log(2.0 * math.pi), math.inf
+    else:
+        log_norm = _log_gamma_ratio(df / 2.0) - 0.5 * math.log(df * math.pi)   # of the density
     # Newton's method on f(u) = log tail(e^u) - log q, decreasing in u = log t:
     # f'(u) = -t * density(t) / tail(t), nearly constant far out in a heavy tail, so
     # that one step crosses decades. Bisection (in u) whenever a step leaves the bracket.
@@ -188,9 +193,13 @@ def quantile(df: float, p: float) -> float:
             hi = u
         nxt = math.nan
         if upper > 0.0:
-            log_ratio = math.log1p(t * t / df) if t < 1e150 else 2.0 * u - math.log(df)
+            if math.isinf(df):
+                log_density = log_norm - t * t / 2.0
+            else:
+                log_ratio = math.log1p(t * t / df) if t < 1e150 else 2.0 * u - math.log(df)
+                log_density = log_norm - (df + 1.0) / 2.0 * log_ratio
             log_upper = math.log(upper)
-            slope = math.exp(u + log_norm - (df + 1.0) / 2.0 * log_ratio - log_upper)
+            slope = math.exp(u + log_density - log_upper)
             if slope > 0.0:
                 nxt = u + (log_upper - log_q) / slope
                 if abs(nxt - u) < 1e-7:
