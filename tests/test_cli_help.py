@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import io
 import json
+import pkgutil
 import subprocess
 import sys
 
@@ -44,6 +45,11 @@ def test_table_matches_the_modules():
                 assert defined.setdefault(command.name, name) == name, command.name
     # each command's first module is the one that defines it; no command is left out
     assert {c: m[0] for c, m in cli_pkg.COMMAND_MODULES.items()} == defined
+    # and every module of perflab.cli that defines commands is in the table
+    named = {name for modules in cli_pkg.COMMAND_MODULES.values() for name in modules}
+    for info in pkgutil.iter_modules(cli_pkg.__path__):
+        if hasattr(importlib.import_module(f"perflab.cli.{info.name}"), "COMMANDS"):
+            assert info.name in named, f"perflab.cli.{info.name} defines COMMANDS but is not in COMMAND_MODULES"
 
 
 _PAGES = ("import contextlib, io, json, sys\n"

@@ -18,7 +18,8 @@ from perflab.errors import PerflabError
 
 # command name -> the modules of perflab.cli to import for it: the first defines it (in
 # its COMMANDS list); the others add subcommands to it (perflab.cli.robot adds
-# `report regression`). tests/test_cli_help.py checks this table against the modules.
+# `report regression`). A new command module goes here. tests/test_cli_help.py checks
+# this table against the modules.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "jobs": ("jobs",), "rerun": ("jobs",),
