@@ -18,7 +18,7 @@ import subprocess
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import itemgetter, ne
 from pathlib import Path
 
 import numpy as np
@@ -195,8 +195,15 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     wanted: dict[str, bool] = {}
     if rows:
         rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
+        pairs = list(zip(rid_col, metric_col))
+        last_row = dict(zip(pairs, range(len(pairs))))
+        if sum(map(ne, pairs, pairs[1:])) + 1 != len(last_row):
+            # a (run, metric) in two places: the store's order is not the one relied on
+            rows = sorted(rows, key=itemgetter(0, 1))
+            rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
+            last_row = dict(zip(zip(rid_col, metric_col), range(len(rows))))
         start = 0
-        for (rid, metric), last in dict(zip(zip(rid_col, metric_col), range(len(rows)))).items():
+        for (rid, metric), last in last_row.items():
             first, start = start, last + 1
             ok = wanted.get(metric)
             if ok is None:
