@@ -176,3 +176,20 @@ def test_progress_bar_with_eta_for_runs_longer_than_a_second(cli):
     assert "ETA" in long.stdout and "sleep 0.25" in long.stdout and "%" in long.stdout
     short = _under_a_terminal(cli, "run", "cmd", "--runs", "3", "--", "true")
     assert short.returncode == 0 and "ETA" not in short.stdout
+
+
+def test_cpus_binds_the_command(cli, tmp_path):
+    import os
+
+    last = max(os.sched_getaffinity(0))
+    cli("run", "cmd", "--runs", "2", "--cpus", str(last), "--shell",
+        "--metric", r"cpu=Cpus_allowed_list:\s+(\d+)$", "--", "grep Cpus_allowed_list /proc/self/status")
+    assert [v for m, v, *_ in samples(cli, 1) if m == "cpu"] == [last, last]
+    (params,) = cli.sql("SELECT params FROM run WHERE id = 1")
+    assert json.loads(params[0])["cpus"] == str(last)
+    for bad, why in (("0-x", "expected a CPU list like 1 or 0,2-3"), ("4096", "CPU 4096 is not among"),
+                     ("3-1", "runs backwards")):
+        assert_one_line_error(cli("run", "cmd", "--cpus", bad, "--", "true", check=False), why)
+    job = tmp_path / "pinned.yaml"
+    job.write_text('benchmark: cmd\nargv: [/bin/true]\ncpus: "nope"\n')
+    assert_one_line_error(cli("run", str(job), check=False), "pinned.yaml:", "cpus = 'nope'")

@@ -114,9 +114,14 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
     repo = work / f"repo-{pct:g}-{number}"
     shas = make_repo(repo, commits, slow_at, broken, args.iterations, pct)
     db = work / f"store-{pct:g}-{number}.db"
+    if args.cpus:
+        job = work / "pinned.yaml"
+        job.write_text(f'benchmark: cmd\nargv: [./prog]\ncpus: "{args.cpus}"\n')
+        what = ["--job", str(job)]
+    else:
+        what = ["--", "./prog"]
     cmd = [PERFLAB, "bisect", "--db", str(db), "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
-           "--build", BUILD, "--metric", "time.elapsed_time", "--pairing", args.pairing,
-           "--", "./prog"]
+           "--build", BUILD, "--metric", "time.elapsed_time", "--pairing", args.pairing, *what]
     began = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(work)})
     seconds = time.monotonic() - began
@@ -208,6 +213,7 @@ def main() -> int:
     p.add_argument("--broken-every", type=float, default=8.0, help="about one commit in N does not compile")
     p.add_argument("--seed", type=int, default=12)
     p.add_argument("--pairing", choices=("auto", "on", "off"), default="auto", help="perflab bisect --pairing")
+    p.add_argument("--cpus", metavar="LIST", help="bind the program to these CPUs (the cmd job's cpus)")
     p.add_argument("--states", metavar="FACTOR,DWELL", help="with --simulate: a machine FACTOR times slower for "
                    "stretches of about DWELL runs (e.g. 2,30)")
     p.add_argument("--simulate", metavar="COVS", help="simulated noise instead of the machine: CoVs, e.g. 0.005,0.01")
@@ -220,7 +226,7 @@ def main() -> int:
                  tuple(float(x) for x in args.states.split(",")) if args.states else None)
         return 0
     trials = 20 if args.full else args.trials
-    print(f"bisecting with --pairing {args.pairing}")
+    print(f"bisecting with --pairing {args.pairing}" + (f", the program bound to CPUs {args.cpus}" if args.cpus else ""))
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
         work = Path(tmp)

@@ -203,6 +203,29 @@ class CmdParams(Params):
     metrics: list[MetricSpec] = Field(default_factory=list, description="metrics extracted from the output")
     ignore_failure: bool = Field(False, description="keep going when the command exits non-zero")
     name: str | None = Field(None, description="the run's name in the log (default: the command line)")
+    cpus: str | None = Field(None, description="bind the command to these CPUs, e.g. 1 or 0,2-3 (sched_setaffinity "
+                                               "in the launcher): keeps every run on CPUs of one speed")
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpu_list(cls, v):
+        if v is None:
+            return None
+        text = str(v).strip()
+        allowed = os.sched_getaffinity(0)
+        wanted = set()
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            if not lo.isdigit() or (sep and not hi.isdigit()):
+                raise ValueError(f"{text!r}: expected a CPU list like 1 or 0,2-3")
+            first, last = int(lo), int(hi) if sep else int(lo)
+            if last < first:
+                raise ValueError(f"{text!r}: range {part.strip()} runs backwards")
+            wanted.update(range(first, last + 1))
+        if not wanted <= allowed:
+            raise ValueError(f"{text!r}: CPU {min(wanted - allowed)} is not among this machine's allowed CPUs "
+                             f"({','.join(map(str, sorted(allowed)))})")
+        return text
 
     @field_validator("command", "argv", "prepare", mode="before")
     @classmethod
@@ -235,12 +258,14 @@ class CmdSession(Session):
         self.command = command
         self.prepare = params.prepare
         self.ignore_failure = params.ignore_failure
+        self.cpus = params.cpus
         self.timeout = job.get("timeout")
         super().__init__(
             name=params.name or command.display,
             params={"command": command.display, "shell": command.shell, "runs": job["runs"],
                     "warmup": job.get("warmup", 0), "prepare": params.prepare, "timeout": self.timeout,
-                    "metrics": [[m.name, m.pattern, m.unit, m.direction] for m in command.metrics]},
+                    "metrics": [[m.name, m.pattern, m.unit, m.direction] for m in command.metrics],
+                    **({"cpus": params.cpus} if params.cpus else {})},
         )
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
@@ -249,7 +274,7 @@ class CmdSession(Session):
             specs.append(ProcessSpec(["/bin/sh", "-c", self.prepare], item=f"--prepare {self.prepare!r}",
                                      timeout=self.timeout, capture_stdout=False, record=False))
         specs.append(ProcessSpec(self.command.argv, item=repr(self.command.display), timeout=self.timeout,
-                                 capture_stdout=bool(self.command.metrics)))
+                                 capture_stdout=bool(self.command.metrics), cpus=self.cpus))
         return specs
 
     def judge(self, spec: ProcessSpec, result: ProcessResult) -> str | None:

@@ -100,9 +100,10 @@ def _finish(outcomes) -> None:
 @click.option("--higher-is-better", "higher", multiple=True, metavar="NAME", help="An extracted metric where bigger is better.")
 @click.option("--ignore-failure", "-i", is_flag=True, help="Keep going when the command exits non-zero.")
 @click.option("--name", help="Name the run in the log (default: the command line).")
+@click.option("--cpus", metavar="LIST", help="Bind the command to these CPUs (e.g. 1 or 0,2-3).")
 @_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure,
+def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure, cpus,
             monitor_specs, tag, name, box, repo, comment, db, command) -> None:
     """Time any command, as hyperfine does, and record every run.
 
@@ -141,6 +142,8 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
                               for r in rules]}
         if name:
             params["name"] = name
+        if cpus:
+            params["cpus"] = cpus
         parsed = FAMILY.parse_params(params)
         FAMILY.command(parsed)   # the executable exists: checked before the store is opened
         jobs.append({"benchmark": "cmd", "params": params, "runs": runs, "warmup": warmup, "timeout": timeout,
