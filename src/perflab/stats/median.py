@@ -13,7 +13,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 
@@ -22,8 +21,13 @@ CONFIDENCE = 0.95
 def median_ci_rank(n: int, confidence: float = CONFIDENCE) -> int | None:
     """The k of the interval [x_(k), x_(n-k+1)] (1-based), or None when n is too small."""
     best = None
+    below = 0.0                       # P(B <= k - 1), summed term by term (math only: no scipy import)
+    log_total = n * math.log(2.0)
+    log_n = math.lgamma(n + 1)
     for k in range(1, n // 2 + 1):
-        if 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) >= confidence:
+        j = k - 1
+        below += math.exp(log_n - math.lgamma(j + 1) - math.lgamma(n - j + 1) - log_total)
+        if 1 - 2 * below >= confidence:
             best = k
         else:
             break
