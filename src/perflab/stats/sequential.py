@@ -234,6 +234,7 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
 # (commit, good), the order alternating from pair to pair — and tests the differences.
 
 PAIRING_RHO = 0.3   # correlation of the two runs of a pair above which pairing pays for its runs
+PAIRS_TO_DECIDE = 3  # a paired verdict rests on at least this many pairs' worth of evidence
 CLAMP_K = 2.0       # a paired difference counts at most this many sd beyond the nearer level: one
                     # wild pair is bounded evidence, and a commit at a level is not biased toward
                     # the other (clamping at the level itself would move the mean of a good commit up)
@@ -358,6 +359,11 @@ def classify_paired(ends, step, alpha: float, min_step: int = 2, others=()) -> S
     t_good, t_bad = mc / se_good, (mc - delta) / se_bad
     llr = (t_good ** 2 - t_bad ** 2) / 2
     lower, upper = thresholds(alpha)
+    # Pairs are used where the machine's speed moves, and some pairs straddle a move of it by
+    # about the size of the change: no pair may carry more than a third of the way to a bound,
+    # so that a verdict rests on at least PAIRS_TO_DECIDE pairs that agree.
+    cap = max(upper, -lower) / PAIRS_TO_DECIDE * nd
+    llr = max(-cap, min(cap, llr))
     verdict = None
     if nd >= min_step:
         verdict = BAD if llr >= upper else GOOD if llr <= lower else None
