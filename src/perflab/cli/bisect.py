@@ -6,7 +6,7 @@ import math
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, fmt_num, get_store
+from perflab.cli.common import FiniteFloat, db_option, lab_box_options, fmt_num, get_store
 
 
 def _pct_size(x: float) -> str:
@@ -33,14 +33,7 @@ def _say(message: str) -> None:
               help="A job file of one atomic job to measure (else the command after --).")
 @click.option("--metric", metavar="NAME", help="The metric to bisect, e.g. time.elapsed_time.")
 @click.option("--tag", "-t", help="Tag of the bisection's runs (default bisect-ID).")
-@click.option("--box", metavar="NAME",
-              help="Measure on this lab box through its queue: its worker fetches, builds and runs each commit "
-                   "(the store must be the lab's shared --db). Without it, measured here.")
-@click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
-              help="With --box: the lab's Redis broker (default $PERFLAB_BROKER, else redis://127.0.0.1:6379/0).")
-@click.option("--source-url", metavar="URL",
-              help="With --box: where the box fetches the commits (default: --repo's path, for a box that "
-                   "shares this filesystem).")
+@lab_box_options("Measure")
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
 @click.option("--alpha", type=FiniteFloat(0, open_min=True), default=0.005, show_default=True,
               help="Per-step error rate of the sequential test (calling a good commit bad, or a bad one good).")

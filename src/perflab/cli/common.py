@@ -14,6 +14,21 @@ if TYPE_CHECKING:
     from perflab.store import Store
 
 
+def lab_box_options(what: str):
+    """--box, --broker and --source-url of the commands that can measure commits on a lab box."""
+    def decorate(f):
+        f = click.option("--source-url", metavar="URL",
+                         help="With --box: where the box fetches the commits (default: --repo's path, for a box "
+                              "that shares this filesystem).")(f)
+        f = click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
+                         help="With --box: the lab's Redis broker (default $PERFLAB_BROKER, else "
+                              "redis://127.0.0.1:6379/0).")(f)
+        return click.option("--box", metavar="NAME",
+                            help=f"{what} on this lab box through its queue: its worker fetches, builds and runs "
+                                 "each commit (the store must be the lab's shared --db). Without it, here.")(f)
+    return decorate
+
+
 def db_option(f):
     """`--db URL` on a subcommand, as well as on `perflab` itself."""
     return click.option("--db", "db", metavar="URL", default=None, expose_value=True,

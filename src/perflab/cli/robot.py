@@ -6,7 +6,7 @@ import math
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.cli.common import FiniteFloat, db_option, lab_box_options, get_store
 from perflab.cli.report import report_group
 from perflab.text import printable
 
@@ -144,13 +144,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 @click.option("--start", metavar="REV", help="First pass: test this commit as well as the tip (default: the tip's parent).")
 @click.option("--metric", "metrics", multiple=True, metavar="GLOB",
               help="Metrics to watch (default: every metric of the jobs but the monitors').")
-@click.option("--box", metavar="NAME",
-              help="Measure (and bisect) on this lab box through its queue: its worker builds and runs each commit "
-                   "(the store must be the lab's shared --db). Without it, measured here.")
-@click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
-              help="With --box: the lab's Redis broker (default $PERFLAB_BROKER, else redis://127.0.0.1:6379/0).")
-@click.option("--source-url", metavar="URL",
-              help="With --box: where the box fetches the commits (default: --repo's path).")
+@lab_box_options("Measure and bisect")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write each report to DIR/SHA-METRIC.txt.")
 @click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail each report (see `report regression --to`).")
 @click.option("--subject-tag", default="perflab", show_default=True)

@@ -178,6 +178,17 @@ def thresholds(alpha: float, beta: float | None = None) -> tuple[float, float]:
     return math.log(beta / (1 - alpha)), math.log((1 - beta) / alpha)
 
 
+def _without_far(c: np.ndarray, lo: float, hi: float, sd: float) -> tuple[np.ndarray, bool]:
+    """The commit's samples without those far outside [lo, hi], and whether those were the majority.
+
+    A sample more than DISTURBED_K sd beyond the nearer level was disturbed, or the commit is
+    at neither level; it is left out unless such samples are the majority (then the commit
+    really is out there, and is judged by the nearer end)."""
+    far = (c < lo - DISTURBED_K * sd) | (c > hi + DISTURBED_K * sd)
+    majority_far = bool(far.sum() >= 2 and far.sum() * 2 > c.size)
+    return (c if majority_far else c[~far]), majority_far
+
+
 def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
     """The sequential test of one commit against the ends (see the module's docstring)."""
     (g, b, c), _logged = transform(good, bad, step)
@@ -190,13 +201,7 @@ def classify(good, bad, step, alpha: float, min_step: int = 2) -> StepVerdict:
     if c.size == 0:
         return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
     lo, hi = min(mg, mb), max(mg, mb)
-    # A sample far outside the range of the two levels (DISTURBED_K sd beyond the nearer) was
-    # disturbed, or the commit is at neither level; it is left out unless such samples are the
-    # majority (then the commit really is out there, and is judged by the nearer end).
-    far = (c < lo - DISTURBED_K * sd) | (c > hi + DISTURBED_K * sd)
-    majority_far = far.sum() >= 2 and far.sum() * 2 > c.size
-    if not majority_far:
-        c = c[~far]
+    c, majority_far = _without_far(c, lo, hi, sd)
     if c.size == 0:
         return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
     position = (float(c.mean()) - mg) / delta if delta else math.nan
@@ -344,10 +349,7 @@ def classify_paired(ends, step, alpha: float, min_step: int = 2, others=()) -> S
     sd = paired_noise([e, d, *others])
     if not math.isfinite(sd) or sd <= 0:
         sd = abs(delta) * 1e-3 or 1e-12
-    far = (d < lo - DISTURBED_K * sd) | (d > hi + DISTURBED_K * sd)
-    majority_far = far.sum() >= 2 and far.sum() * 2 > d.size
-    if not majority_far:
-        d = d[~far]
+    d, majority_far = _without_far(d, lo, hi, sd)
     if d.size == 0:
         return StepVerdict(None, 0.0, 0.5, math.nan, 0, "step")
     nd, ne = d.size, e.size
