@@ -77,6 +77,31 @@ int main(void) {
     return 0;
 }
 """
+# --program self-referenced: as self-timed, but each pass of the loop is followed by a pass of a
+# reference loop that no commit changes, and the program prints the ratio of the two bests: both
+# run on the same CPU within milliseconds, so the CPU's speed of the moment cancels out.
+SELF_REFERENCED = """\
+#include <stdio.h>
+#include <time.h>
+%(broken)s
+static double pass(unsigned long n) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < n; i++) x += i;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
+}
+int main(void) {
+    double best = 1e9, ref = 1e9, t;
+    for (int i = 0; i < 11; i++) {
+        if ((t = pass(%(iterations)dUL / 22)) < best) best = t;
+        if ((t = pass(%(reference)dUL / 22)) < ref) ref = t;
+    }
+    printf("{\\"ratio\\": %%.6f}\\n", best / ref);
+    return 0;
+}
+"""
 BUILD = "cc -O1 -o prog prog.c"
 PERFLAB = str(Path(sys.executable).parent / "perflab")
 
@@ -111,7 +136,8 @@ def make_repo(path: Path, commits: int, slow_at: int, broken: set[int], iteratio
     shas = []
     for i in range(1, commits + 1):
         n = int(iterations * (1 + pct / 100)) if i >= slow_at else iterations
-        (path / "prog.c").write_text(program % {"broken": "this is not C;" if i in broken else "", "iterations": n})
+        (path / "prog.c").write_text(program % {"broken": "this is not C;" if i in broken else "", "iterations": n,
+                                                "reference": iterations})
         (path / "notes.txt").write_text(f"commit {i}\n")
         git(path, "add", "-A")
         git(path, "commit", "-q", "-m", f"commit {i}" + (" (slower)" if i == slow_at else ""))
@@ -136,15 +162,18 @@ def trial(work: Path, rng: random.Random, args, pct: float, number: int) -> dict
     broken = {i for i in range(2, commits) if i != slow_at and rng.random() < 1 / args.broken_every}
     repo = work / f"repo-{pct:g}-{number}"
     shas = make_repo(repo, commits, slow_at, broken, args.iterations, pct,
-                     SELF_TIMED if args.program == "self-timed" else PROGRAM)
+                     {"self-timed": SELF_TIMED, "self-referenced": SELF_REFERENCED}.get(args.program, PROGRAM))
     db = work / f"store-{pct:g}-{number}.db"
     metric = "time.elapsed_time"
-    if args.cpus or args.program == "self-timed":
+    if args.cpus or args.program != "wall":
         job = work / "job.yaml"
         text = "benchmark: cmd\nargv: [./prog]\n" + (f'cpus: "{args.cpus}"\n' if args.cpus else "")
         if args.program == "self-timed":
             text += 'metrics:\n  - {name: loop.best_ms, pattern: "json:best_ms", unit: ms}\n'
             metric = "loop.best_ms"
+        elif args.program == "self-referenced":
+            text += 'metrics:\n  - {name: loop.ratio, pattern: "json:ratio"}\n'
+            metric = "loop.ratio"
         job.write_text(text)
         what = ["--job", str(job)]
     else:
@@ -243,9 +272,10 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=12)
     p.add_argument("--pairing", choices=("auto", "on", "off"), default="auto", help="perflab bisect --pairing")
     p.add_argument("--cpus", metavar="LIST", help="bind the program to these CPUs (the cmd job's cpus)")
-    p.add_argument("--program", choices=("wall", "self-timed"), default="wall",
+    p.add_argument("--program", choices=("wall", "self-timed", "self-referenced"), default="wall",
                    help="wall: the metric is the program's wall time; self-timed: the program prints the best "
-                        "of 11 passes of its loop, as LMbench does (default wall)")
+                        "of 11 passes of its loop, as LMbench does; self-referenced: the ratio of that to a "
+                        "reference loop timed in alternation with it (default wall)")
     p.add_argument("--states", metavar="FACTOR,DWELL", help="with --simulate: a machine FACTOR times slower for "
                    "stretches of about DWELL runs (e.g. 2,30)")
     p.add_argument("--simulate", metavar="COVS", help="simulated noise instead of the machine: CoVs, e.g. 0.005,0.01")
@@ -259,7 +289,8 @@ def main() -> int:
         return 0
     trials = 20 if args.full else args.trials
     print(f"bisecting with --pairing {args.pairing}" + (f", the program bound to CPUs {args.cpus}" if args.cpus else "")
-          + f"; metric: {'the program best of 11 passes' if args.program == 'self-timed' else 'its wall time'}")
+          + "; metric: " + {"wall": "its wall time", "self-timed": "the program's best of 11 passes",
+                            "self-referenced": "the program's loop over a reference loop"}[args.program])
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
         work = Path(tmp)
