@@ -392,6 +392,18 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     assert f"#{run8}" in text and "bench.latency_us" in text and "Test CPU <i>fast</i>" in text
     assert "<script>alert(3)</script>" in text
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+    # A point that pools several runs (a commit's, in commit order): the first shown, every one reachable.
+    run9 = data["trends"][step]["runs"][9][0]
+    browser.execute_script(f"document.getElementById('trend-{step}').emit('plotly_click', "
+                           f"{{points: [{{customdata: [{run8}, {run9}]}}]}});")
+    assert "this point pools 2 runs" in detail.text and f"#{run8}" in detail.text
+    buttons = browser.find_elements("css selector", "#run-detail .pooled-run")
+    assert [b.text for b in buttons] == [f"#{run8}", f"#{run9}"]
+    buttons[1].click()
+    assert browser.find_element("id", "run-detail-id").text == f"#{run9}"
+    # the trend's own points carry every run of the point
+    assert browser.execute_script(f"return document.getElementById('trend-{step}').data[0].customdata[8]") == \
+        data["trends"][step]["runs"][8]
     body = browser.find_element("tag name", "body").text
     assert "all <b>runs</b>" in browser.title
     assert data["plotly"] in browser.find_element("id", "footer").text

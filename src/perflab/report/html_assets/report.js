@@ -326,12 +326,12 @@
     t.runs.forEach((ids, k) => { if (ids.some(id => (RUNS[String(id)] || {}).comment)) annotated.push(k); });
     const traces = [
       { x: xs, y: ys, type: "scatter", mode: n > 1 ? "lines+markers" : "markers", name: "runs",
-        text: hover, hoverinfo: "text+y", customdata: t.runs.map(ids => ids[0]), line: { width: 1, color: "#4a78c2" },
+        text: hover, hoverinfo: "text+y", customdata: t.runs, line: { width: 1, color: "#4a78c2" },
         marker: { size: n > 300 ? 4 : 7, color: t.runs.map((ids, k) => outliers.has(k) ? "#999" : "#4a78c2") } },
       { x: levelX, y: levelY, type: "scatter", mode: "lines", name: "levels", hoverinfo: "skip",
         line: { width: 2, color: "#f28e2b" } },
       { x: annotated.map(k => xs[k]), y: annotated.map(k => ys[k]), type: "scatter", mode: "markers", name: "annotated",
-        text: annotated.map(k => hover[k]), hoverinfo: "text+y", customdata: annotated.map(k => t.runs[k][0]),
+        text: annotated.map(k => hover[k]), hoverinfo: "text+y", customdata: annotated.map(k => t.runs[k]),
         marker: { symbol: "star", size: 14, color: "#e6b800", line: { width: 1, color: "#555" } } },
     ];
     const shapes = [], notes = [];
@@ -349,16 +349,29 @@
                      xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run start (UTC)" } },
                      yaxis: { title: { text: plotlyText(t.unit || "") } } };
     Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
-    plot.on("plotly_click", ev => { if (ev.points.length && ev.points[0].customdata) runDetail(ev.points[0].customdata); });
+    plot.on("plotly_click", ev => {
+      // A point is one run, or (in commit order) every run of one commit: the first is shown, the others listed.
+      const ids = ev.points.length ? [].concat(ev.points[0].customdata || []) : [];
+      if (ids.length) runDetail(ids[0], ids);
+    });
   }
 
-  function runDetail(id) {
+  function runDetail(id, pooled) {
     const r = RUNS[String(id)];
     if (!r) return;
     const section = show("run-detail");
     document.getElementById("run-detail-id").textContent = "#" + id;
     const body = document.getElementById("run-detail-body");
     body.replaceChildren();
+    if (pooled && pooled.length > 1) {
+      const p = el("p", { class: "pooled" }, "this point pools " + pooled.length + " runs: ");
+      for (const other of pooled) {
+        const b = el("button", { type: "button", class: other === id ? "pooled-run current" : "pooled-run" }, "#" + other);
+        b.addEventListener("click", () => runDetail(other, pooled));
+        p.appendChild(b);
+      }
+      body.appendChild(p);
+    }
     const facts = [["benchmark", r.benchmark], ["name", r.name], ["status", r.status], ["testbox", r.testbox],
                    ["started", r.started], ["tag", r.tag || "-"], ["commit", (r.commit || "-") + (r.dirty ? " (dirty)" : "")],
                    ["comment", r.comment || "-"], ...Object.entries(r.params).map(([k, v]) => ["param " + k, v])];
