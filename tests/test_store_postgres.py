@@ -64,6 +64,21 @@ def new_run(store, tag="t", **kw) -> int:
                             tag=tag, **kw)
 
 
+def mark_dead(store, run_id: int) -> None:
+    """As if the process writing the run had been killed: its pid names a process that is gone."""
+    with store.engine.begin() as conn:
+        conn.execute(s.run.update().where(s.run.c.id == run_id).values(pid=dead_pid()))
+
+
+def dead_running_run(url: str) -> int:
+    """A 'running' run whose writer is gone, left waiting to be reaped; the store's connections closed."""
+    store = open_store(url)
+    rid = new_run(store)
+    mark_dead(store, rid)
+    store.engine.dispose()
+    return rid
+
+
 # -- schema and migrations ---------------------------------------------------------------
 
 def test_schema_is_the_same_on_both_backends(postgres_url, tmp_path):
@@ -454,8 +469,7 @@ def test_dead_writers_runs_are_reaped_and_live_ones_kept(store_url):
     store = open_store(store_url)
     live, dead = new_run(store), new_run(store)
     engine = store.engine
-    with engine.begin() as conn:
-        conn.execute(s.run.update().where(s.run.c.id == dead).values(pid=dead_pid()))
+    mark_dead(store, dead)
     assert store.reap_dead_runs() == 1
     assert store.get_run(dead).status == "interrupted" and "ended without closing it" in store.get_run(dead).error
     assert store.get_run(live).status == "running"
@@ -655,11 +669,7 @@ def test_cli_a_stopped_server_is_a_one_line_error_and_a_restarted_one_works(post
 def test_a_role_that_may_only_read_reads_and_is_refused_writes_in_one_line(postgres_cluster, postgres_url, tmp_path, shared_cache):
     """A lab's viewers get SELECT only (docs/postgresql.md): reading commands work, also when a
     dead run is waiting to be reaped (housekeeping is left to a writer), and writes are one-line errors."""
-    store = open_store(postgres_url)
-    rid = new_run(store)
-    with store.engine.begin() as conn:
-        conn.execute(s.run.update().where(s.run.c.id == rid).values(pid=dead_pid()))
-    store.engine.dispose()
+    rid = dead_running_run(postgres_url)
     database = postgres_url.rsplit("/", 1)[1]
     postgres_cluster.sql(database, "CREATE ROLE viewer_%s LOGIN PASSWORD 'vpw'" % database)
     postgres_cluster.sql(database, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO viewer_%s" % database)
@@ -703,11 +713,7 @@ def test_one_store_object_outlives_a_server_restart(postgres_cluster, postgres_u
 
 def test_a_read_only_server_still_serves_reading(postgres_cluster, postgres_url):
     """A hot standby (every transaction read-only): reading works, the housekeeping write is left out."""
-    store = open_store(postgres_url)
-    rid = new_run(store)
-    with store.engine.begin() as conn:
-        conn.execute(s.run.update().where(s.run.c.id == rid).values(pid=dead_pid()))
-    store.engine.dispose()
+    rid = dead_running_run(postgres_url)
     database = postgres_url.rsplit("/", 1)[1]
     postgres_cluster.sql("postgres", f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
     standby = open_store(postgres_url)
@@ -735,9 +741,7 @@ def test_the_worker_grants_of_the_docs_are_enough_to_record(postgres_cluster, po
         store.add_monitor_series(rid, "vmstat", 0, [(None, 0.5, {"us": 1.0})])
         store.finish_run(rid, "partial")
         assert store.import_runs(checked_runs(fixtures_compare.export_document())) == (4, 0)
-        dead = new_run(store)
-        with store.engine.begin() as conn:
-            conn.execute(s.run.update().where(s.run.c.id == dead).values(pid=dead_pid()))
+        mark_dead(store, new_run(store))
         assert store.reap_dead_runs() == 1
         store.delete_run(new_run(store))
         assert len(store.find_runs()) == 6

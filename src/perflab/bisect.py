@@ -526,16 +526,17 @@ class Bisection:
         while len(self.pairs[commit]) < s.min_step:
             self._step_pair(commit)
         while True:
-            eg, eb = zip(*self.end_pairs)
-            cg, cc = zip(*self.pairs[commit])
-            others = [p for c, p in self.pairs.items() if c != commit and p]
-            flat = [x for p in others for pair in p for x in pair]
-            (eg, eb, cg, cc, *_), _logged = sequential.transform(eg, eb, cg, cc, flat or [1.0])
-            if _logged:
-                others = [np.log(np.array(p)[:, 1]) - np.log(np.array(p)[:, 0]) for p in others]
-            else:
-                others = [np.array(p)[:, 1] - np.array(p)[:, 0] for p in others]
-            v = sequential.classify_paired(eb - eg, cc - cg, s.alpha, s.min_step, others)
+            # One scale for every pair (logs when every value measured in pairs is positive),
+            # each pair's difference taken second minus first: bad - good, commit - good.
+            logged = all(v > 0 for pairs in (self.end_pairs, *self.pairs.values()) for pair in pairs for v in pair)
+
+            def differences(pairs):
+                a = np.array(pairs, dtype=float)
+                return np.log(a[:, 1]) - np.log(a[:, 0]) if logged else a[:, 1] - a[:, 0]
+
+            others = [differences(p) for c, p in self.pairs.items() if c != commit and p]
+            v = sequential.classify_paired(differences(self.end_pairs), differences(self.pairs[commit]), s.alpha,
+                                           s.min_step, others)
             n = len(self.samples[commit])
             if v.verdict is not None:
                 return StepRecord(commit, v.verdict, n, v.llr, v.p_bad, v.position, paired=True, between=v.between)

@@ -55,9 +55,8 @@ int main(void) {
     return (int)(x & 0);
 }
 """
-# --program self-timed: the program times its own loop, the best of 11 passes (as LMbench
-# reports the best of its repetitions), and prints it; the metric is that figure.
-SELF_TIMED = """\
+# The loop timed inside the program, one pass at a time (the two self-timing programs below).
+TIMED_PASS = """\
 #include <stdio.h>
 #include <time.h>
 %(broken)s
@@ -69,6 +68,10 @@ static double pass(unsigned long n) {
     clock_gettime(CLOCK_MONOTONIC, &b);
     return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
 }
+"""
+# --program self-timed: the program times its own loop, the best of 11 passes (as LMbench
+# reports the best of its repetitions), and prints it; the metric is that figure.
+SELF_TIMED = TIMED_PASS + """\
 int main(void) {
     double best = 1e9, t;
     for (int i = 0; i < 11; i++)
@@ -80,18 +83,7 @@ int main(void) {
 # --program self-referenced: as self-timed, but each pass of the loop is followed by a pass of a
 # reference loop that no commit changes, and the program prints the ratio of the two bests: both
 # run on the same CPU within milliseconds, so the CPU's speed of the moment cancels out.
-SELF_REFERENCED = """\
-#include <stdio.h>
-#include <time.h>
-%(broken)s
-static double pass(unsigned long n) {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    volatile unsigned long x = 0;
-    for (unsigned long i = 0; i < n; i++) x += i;
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
-}
+SELF_REFERENCED = TIMED_PASS + """\
 int main(void) {
     double best = 1e9, ref = 1e9, t;
     for (int i = 0; i < 11; i++) {

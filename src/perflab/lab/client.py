@@ -135,7 +135,7 @@ def run_on_box(broker: str, box: str, jobs: list[dict], store, *, say=lambda _m:
     ids: list[str] = []
     sid, _n = submit(broker, jobs, [box], source="perflab bisect/robot", task_ids=ids)
     results: dict[str, dict] = {}
-    quiet_since, warned = time.monotonic(), False
+    look_at_workers, warned = time.monotonic() + 10, False
     try:
         with interrupt.stop_requests_as_flag():
             while len(results) < len(ids):
@@ -146,7 +146,9 @@ def run_on_box(broker: str, box: str, jobs: list[dict], store, *, say=lambda _m:
                         if raw:
                             results[tid] = json.loads(raw)
                 if len(results) < len(ids):
-                    if not warned and time.monotonic() - quiet_since > 10:
+                    # Every 10 s, not every poll: a scan of the heartbeat keys is not free.
+                    if not warned and time.monotonic() > look_at_workers:
+                        look_at_workers += 10
                         if not any(w.get("box") == box for w in workers(r)):
                             say(f"waiting for box {box}: no worker of it is alive "
                                 f"(start one: perflab worker --box {box} --broker ... --db ...)")
@@ -168,13 +170,15 @@ def _uploaded(store, uuids: list[str], box: str, r, patience_s: float, say) -> l
     if not uuids:
         return []
     start = time.monotonic()
+    look_at_workers = start + 3 * lab.HEARTBEAT_S + 1   # their heartbeats have been refreshed by then
     said = False
     while True:
         runs = store.find_runs(uuids=uuids)
         if len(runs) == len(uuids):
             return list(runs)
         waited = time.monotonic() - start
-        if waited > 3 * lab.HEARTBEAT_S + 1:
+        if time.monotonic() > look_at_workers:
+            look_at_workers += lab.HEARTBEAT_S
             # Uploaded, yet not here: the box's workers write to another store than this command reads.
             try:
                 mine = [w for w in workers(r) if w.get("box") == box]
