@@ -14,7 +14,7 @@ import pytest
 
 from conftest import assert_one_line_error
 from perflab import jobs
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.aim7 import FAMILY, Aim7Params, tasks as tk
 from perflab.benchmarks.base import JobError, validate_params
 

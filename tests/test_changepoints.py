@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
-from perflab.series import IMPROVEMENT, REGRESSION, kind
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.analysis.series import IMPROVEMENT, REGRESSION, kind
 from perflab.stats import changepoints
 from perflab.stats.changepoints import detect
 from perflab.store import open_store
@@ -302,7 +302,7 @@ def test_detect_by_first_parent_order(cli, tmp_path):
     assert by_time["order"] == "time" and by_time["skipped"] == []
 
     # the points keep their runs and every sample
-    from perflab import series
+    from perflab.analysis import series
 
     (s,) = series.build(store, repo=str(repo), branch="main").series
     assert [p.commit for p in s.points] == shas

@@ -112,10 +112,10 @@ def test_detect_loads_neither_scipy_nor_other_commands(tmp_path):
               f"rc = main(['detect', '--db', {db!r}, '--style', 'json'])\n"
               "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
               "('scipy', 'pydantic', 'rich', 'pandas', 'matplotlib', 'plotly', 'alembic', 'celery', 'redis', 'yaml')"
-              " or m.startswith(('perflab.cli.', 'perflab.runner.', 'perflab.benchmarks.', 'perflab.lab')) or m.startswith('numpy.ma') and m[8:9] in ('', '.'))))\n"
+              " or m.startswith(('perflab.cli.', 'perflab.runner.', 'perflab.benchmarks.', 'perflab.automate.lab')) or m.startswith('numpy.ma') and m[8:9] in ('', '.'))))\n"
               "sys.exit(rc)\n")
     for _ in range(2):   # the first run creates the store (Alembic), the second only reads it
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert loaded == ["perflab.cli.common", "perflab.cli.detect", "perflab.runner.filesystem"], loaded
+    assert loaded == ["perflab.cli.common", "perflab.cli.detect", "perflab.execution.filesystem"], loaded

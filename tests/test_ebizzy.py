@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import ItemFailed, JobError
 from perflab.benchmarks.ebizzy import BUILD_FLAGS, BUILD_LIBS, FAMILY, SOURCE_DIR, parse_output
 

@@ -18,9 +18,9 @@ import time
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.errors import PerflabError, UsageProblem
-from perflab.runner import filesystem
-from perflab.runner.workdir import WorkdirParams, filesystem_of, workdir
+from perflab.core.errors import PerflabError, UsageProblem
+from perflab.execution import filesystem
+from perflab.execution.workdir import WorkdirParams, filesystem_of, workdir
 
 
 def _why_not(fstype: str) -> str | None:
@@ -152,7 +152,7 @@ def test_sizes_and_bad_values_are_refused_before_anything_is_made(state):
 def test_without_root_a_one_line_error_says_what_is_missing(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to another user")
-    code = ("from perflab.runner.filesystem import check\n"
+    code = ("from perflab.execution.filesystem import check\n"
             "try:\n    check('ext4', '64M')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
     proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
                           capture_output=True, text=True, cwd="/", env=dict(os.environ, HOME="/nonexistent"))
@@ -174,7 +174,7 @@ def test_bad_fs_values_on_the_cli(cli):
 def test_a_stale_mount_of_a_dead_owner_is_removed_before_the_next_mount(state):
     need("tmpfs")
     # A process that mounts and dies by SIGKILL inside: it leaves its mount and record behind.
-    code = ("import os, signal\nfrom perflab.runner.filesystem import mounted\n"
+    code = ("import os, signal\nfrom perflab.execution.filesystem import mounted\n"
             "with mounted('tmpfs', '8M', 'dead') as wd:\n"
             "    print(wd.facts['workdir_mount'], flush=True)\n    os.kill(os.getpid(), signal.SIGKILL)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)

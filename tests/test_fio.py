@@ -12,9 +12,9 @@ import pytest
 from conftest import assert_one_line_error
 from perflab import jobs
 from perflab.benchmarks.base import JobError
-from perflab.errors import UsageProblem
+from perflab.core.errors import UsageProblem
 from perflab.benchmarks import fio
-from perflab.runner import executor, filesystem
+from perflab.execution import executor, filesystem
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (Debian package fio)")
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import ItemFailed, JobError
 from perflab.benchmarks.hackbench import BUILD_FLAGS, BUILD_LIBS, SOURCE_DIR, FAMILY, parse_output
 

@@ -201,13 +201,13 @@ def test_gotest_verbose_output_of_several_packages(cli):
 
 def test_format_choices_agree():
     from perflab.cli.transfer import IMPORT_FORMATS
-    from perflab.importers import FORMATS
+    from perflab.exchange.importers import FORMATS
 
     assert IMPORT_FORMATS == FORMATS
 
 
 def test_go_unit_directions():
-    from perflab.importers.gotest import direction
+    from perflab.exchange.importers.gotest import direction
 
     assert [direction(u) for u in ("ns/op", "sec/op", "B/op", "allocs/op", "ns/insert")] == [-1] * 5
     assert [direction(u) for u in ("MB/s", "ops/s", "B/s")] == [1] * 3

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error
-from perflab import transfer
-from perflab.comparison import compare
-from perflab.errors import PerflabError
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.exchange import transfer
+from perflab.analysis.comparison import compare
+from perflab.core.errors import PerflabError
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.report import benchstat, mmtests
 from perflab.report.numbers import percent, value
 from perflab.report.registry import render_comparison

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.lmbench import catalog, driver
 from perflab.store import open_store
 
@@ -187,7 +187,9 @@ def test_a_capped_program_runs_in_fewer_processes(tmp_path, cache_dir, monkeypat
     for k, v in run_env(cache_dir).items():
         monkeypatch.setenv(k, v)
     store = open_store(str(tmp_path / "perflab.db"))
-    result = driver.run_suite(store, categories=["latency", "memory"], tag="capped")
+    from perflab.runner.suite import run_suite
+
+    result = run_suite(store, categories=["latency", "memory"], tag="capped")
     assert not result.failures
     reps: dict[str, list[int]] = {}
     with store.engine.connect() as conn:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.comparison import compare
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, Sample
+from perflab.analysis.comparison import compare
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, Sample
 from perflab.report.registry import render_comparison
 from perflab.store import open_store
 

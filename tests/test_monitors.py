@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_one_line_error
 from perflab import monitors
 from perflab.monitors import MonitorSet, monitor_of, procfs
-from perflab.runner.executor import ProcessSpec, execute
+from perflab.execution.executor import ProcessSpec, execute
 
 PROCFS = ["vmstat", "proc-stat", "proc-vmstat", "meminfo", "interrupts", "softirqs", "diskstats"]
 

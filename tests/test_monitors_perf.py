@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from perflab.errors import PerflabError
-from perflab.model import Sample
+from perflab.core.errors import PerflabError
+from perflab.core.model import Sample
 from perflab.monitors import MonitorError, MonitorSet, parse_spec
 from perflab.monitors import perf as perfmon
 from perflab.monitors.base import Unavailable
-from perflab.runner.executor import ProcessSpec, execute, start_background
+from perflab.execution.executor import ProcessSpec, execute, start_background
 
 from conftest import assert_one_line_error
 
@@ -123,7 +123,7 @@ def test_background_program_that_does_not_exist():
 
 def test_background_helper_dies_with_perflab_on_kill_9(tmp_path):
     script = ("import sys, time\n"
-              "from perflab.runner.executor import start_background\n"
+              "from perflab.execution.executor import start_background\n"
               "h = start_background(['/bin/sleep', '60'])\n"
               "print(h.pid, flush=True)\n"
               "time.sleep(60)\n")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.runner.executor import ProcessSpec, execute
+from perflab.execution.executor import ProcessSpec, execute
 
 
 def _alive(pid: int) -> bool:

@@ -1,4 +1,4 @@
-"""perflab.series.build: the points of each series read from a real store, against a
+"""perflab.analysis.series.build: the points of each series read from a real store, against a
 straightforward computation from the same samples (every sample kept, each run's mean an
 exact sum of its finite samples, one point per run in start order)."""
 
@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from perflab import series
-from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.analysis import series
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.store import open_store
 
 

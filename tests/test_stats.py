@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 from perflab.stats.compare import compare_many, geomean_ratio
 from perflab.stats.descriptive import bamean, summarize
 from perflab.stats.median import median_ci

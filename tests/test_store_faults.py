@@ -56,7 +56,7 @@ def test_password_of_a_url_is_never_printed(cli):
 
 
 def test_in_memory_database_is_refused(cli, monkeypatch, tmp_path):
-    from perflab.errors import PerflabError
+    from perflab.core.errors import PerflabError
     from perflab.store import open_store
 
     monkeypatch.chdir(tmp_path)

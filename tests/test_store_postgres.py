@@ -18,8 +18,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from conftest import CLI, PERFLAB, assert_one_line_error
-from perflab.errors import PerflabError
-from perflab.model import Sample
+from perflab.core.errors import PerflabError
+from perflab.core.model import Sample
 from perflab.store import open_store
 from perflab.store import schema as s
 from perflab.store.db import HEAD_REVISION, _as_url
@@ -337,7 +337,7 @@ def test_runs_environments_and_testboxes_past_2_31_on_postgresql(postgres_url, t
 def test_processes_opening_a_new_store_at_once_migrate_it_once_and_record(store_url, tmp_path):
     """The migration runs under a lock (flock on SQLite, an advisory lock on PostgreSQL)."""
     # ... and then record a run each on the same testbox and environment, rows that all of them insert if absent.
-    code = ("import sys; from perflab.store import open_store; from perflab.model import Sample\n"
+    code = ("import sys; from perflab.store import open_store; from perflab.core.model import Sample\n"
             "store = open_store(sys.argv[1])\n"
             "rid = store.create_run(testbox='box', environment={'k': 1}, benchmark='cmd', name='true', params={})\n"
             "store.add_samples(rid, 0, [Sample('m.x', float(i), 's', -1) for i in range(100)])\n"
@@ -478,7 +478,7 @@ def test_dead_writers_runs_are_reaped_and_live_ones_kept(store_url):
 
 def checked_runs(doc: dict) -> list[dict]:
     """The runs of an export document as `perflab import` hands them to the store."""
-    from perflab import transfer
+    from perflab.exchange import transfer
 
     return transfer.read_text("fixture.json", json.dumps(doc))
 

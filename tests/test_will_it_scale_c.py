@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.will_it_scale import parse_output
 from perflab.benchmarks.will_it_scale import testcases as wis
 

@@ -22,7 +22,7 @@ load is noise of its own); `--full` runs the 20 trials per change.
     tools/bench/bisect_power.py --full       # 20 trials per change
 
 `--simulate COV[,COV...]` runs instead the bisection's own decision code
-(perflab.bisect.Bisection: the ends' check, the sequential test per step and
+(perflab.automate.bisect.Bisection: the ends' check, the sequential test per step and
 the choice of the next run) on simulated lognormal noise of that CoV, with
 `--disturbed F` of the samples slowed by 5-120% (as other load does), and
 with `--states FACTOR,DWELL` a machine that runs everything FACTOR times
@@ -195,7 +195,7 @@ def simulate(covs: list[float], changes: list[float], trials: int, disturbed: fl
     import math
     from collections import defaultdict, deque
 
-    from perflab import bisect as B
+    from perflab.automate import bisect as B
 
     class Simulated(B.Bisection):
         def __init__(self, rng, pct, cov, slow_at, commits):

@@ -162,9 +162,9 @@ import click; t.append(time.perf_counter())
 import numpy; t.append(time.perf_counter())
 import sqlalchemy; t.append(time.perf_counter())
 from perflab.cli import common, detect as cli_detect
-from perflab import series
+from perflab.analysis import series
 from perflab.report.detect import STYLES; t.append(time.perf_counter())
-from perflab.runner.filesystem import cleanup_stale
+from perflab.execution.filesystem import cleanup_stale
 from perflab.store import open_store
 cleanup_stale(); store = open_store(sys.argv[1]); store.reap_dead_runs(); t.append(time.perf_counter())
 history = series.build(store); t.append(time.perf_counter())
@@ -209,7 +209,7 @@ def time_command(data, prefix: list[str], runs: int, against: str | None = None)
     the machine's other jobs). Python's bytecode caches are written by an untimed first run
     (PYTHONDONTWRITEBYTECODE dropped: an installed package has them, and without them every
     run compiles perflab's modules again)."""
-    from perflab.model import LOWER_IS_BETTER, Sample
+    from perflab.core.model import LOWER_IS_BETTER, Sample
     from perflab.store import open_store
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

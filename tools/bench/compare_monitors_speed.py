@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from perflab.comparison import compare
-from perflab.model import INFORMATIONAL, Sample
+from perflab.analysis.comparison import compare
+from perflab.core.model import INFORMATIONAL, Sample
 from perflab.report.registry import render_comparison
 from perflab.store import open_store
 

@@ -30,7 +30,7 @@ sys.path[:0] = [str(HERE), str(HERE.parents[1] / "tests")]
 from compare_speed import PERFLAB, populate  # noqa: E402
 from services import PostgresCluster  # noqa: E402
 
-from perflab.comparison import compare  # noqa: E402
+from perflab.analysis.comparison import compare  # noqa: E402
 from perflab.store import open_store  # noqa: E402
 
 TARGET = 1.5

@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from perflab.comparison import compare
-from perflab.model import Sample
+from perflab.analysis.comparison import compare
+from perflab.core.model import Sample
 from perflab.report.registry import render_comparison
 from perflab.store import open_store
 

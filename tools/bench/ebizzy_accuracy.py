@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.ebizzy import BUILD_FLAGS, BUILD_LIBS, SOURCE_DIR, THROUGHPUT, parse_output
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ import subprocess
 import sys
 
 from perflab.benchmarks import fio
-from perflab.runner import executor
+from perflab.execution import executor
 
 MODES = ("read", "write", "randread", "randwrite", "rw", "randrw")
 

@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import sys
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.hackbench import BUILD_FLAGS, BUILD_LIBS, FAMILY, SOURCE_DIR, TIME, parse_output
 
 TOLERANCE = 0.15

@@ -61,7 +61,7 @@ def make_hyperfine(path: str, commands: int, runs: int, compact: bool = False, s
 def writer(db: str, stop_file: str, out: str) -> None:
     """Commit one repetition of 5 samples every WRITER_PERIOD_S, as the runner does,
     and record how long each commit took (its wait for the lock, mostly)."""
-    from perflab.model import Sample
+    from perflab.core.model import Sample
     from perflab.store import open_store
 
     store = open_store(db)

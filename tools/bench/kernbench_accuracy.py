@@ -28,8 +28,8 @@ import tempfile
 
 from perflab.benchmarks.kernbench import load_jobs, samples_of
 from perflab.benchmarks.kernbench.tree import generate
-from perflab.benchmarks import cbuild
-from perflab.runner.executor import ProcessSpec, execute
+from perflab.core import cbuild
+from perflab.execution.executor import ProcessSpec, execute
 
 NAMES = ("elapsed_time", "user_time", "system_time", "percent_cpu", "context_switches", "sleeps")
 

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from services import RedisServer  # noqa: E402
 
-from perflab.lab import app as lab  # noqa: E402
-from perflab.lab import client  # noqa: E402
+from perflab.automate.lab import app as lab  # noqa: E402
+from perflab.automate.lab import client  # noqa: E402
 
 PERFLAB = str(Path(sys.executable).with_name("perflab"))
 NOOP = {"benchmark": "cmd", "runs": 1, "warmup": 0, "timeout": None, "tag": None, "comment": None, "monitors": {},

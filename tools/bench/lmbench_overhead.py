@@ -28,7 +28,7 @@ import json
 import statistics
 import subprocess
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.lmbench import driver
 
 TARGET_NS = 1.0

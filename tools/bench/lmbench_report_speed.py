@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from perflab.benchmarks.lmbench.catalog import FIGURES
-from perflab.model import Sample
+from perflab.core.model import Sample
 from perflab.store import open_store
 
 PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shutil.which("perflab")

@@ -70,7 +70,7 @@ def cpu_cost(monitors: list[str], rounds: int, seconds: float) -> None:
     sys.path.insert(0, str(REPO / "src"))
     from perflab import monitors as registry
     from perflab.monitors import MonitorSet
-    from perflab.runner.executor import ProcessSpec, execute
+    from perflab.execution.executor import ProcessSpec, execute
 
     hz = os.sysconf("SC_CLK_TCK")
     used: dict[str, list[float]] = {m: [] for m in monitors}

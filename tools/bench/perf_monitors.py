@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from perflab.monitors import MonitorSet  # noqa: E402
-from perflab.runner.executor import ProcessSpec, execute  # noqa: E402
+from perflab.execution.executor import ProcessSpec, execute  # noqa: E402
 
 LOOP_C = textwrap.dedent("""\
     #include <stdio.h>
@@ -84,7 +84,7 @@ def main() -> None:
         for name in names[r % len(names):] + names[:r % len(names)]:
             ms = MonitorSet(CONFIGS[name])
             try:
-                from perflab.runner.executor import Hooks
+                from perflab.execution.executor import Hooks
 
                 marks = {}
 

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from perflab.model import LOWER_IS_BETTER
+from perflab.core.model import LOWER_IS_BETTER
 from perflab.stats.compare import compare_many
 
 SHIFTS = (0.01, 0.02, 0.03, 0.05, 0.10)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from perflab.model import Sample
+from perflab.core.model import Sample
 from perflab.store import open_store
 
 PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shutil.which("perflab")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from perflab.errors import UsageProblem
+from perflab.core.errors import UsageProblem
 
 FAMILIES: dict[str, str] = {
     "cmd": "perflab.benchmarks.cmd",

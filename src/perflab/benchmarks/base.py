@@ -17,10 +17,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from perflab.errors import PerflabError, UsageProblem
+from perflab.core.errors import PerflabError, UsageProblem
 
-from perflab.model import Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.core.model import Sample
+from perflab.core.process import ProcessResult, ProcessSpec
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pydantic import Field, field_validator, model_validator
 
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
-from perflab.errors import PerflabError, UsageProblem
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
 
 # LKP's names for what /usr/bin/time reports.
 WALL = "time.elapsed_time"

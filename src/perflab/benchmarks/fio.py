@@ -24,11 +24,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session
-from perflab.errors import UsageProblem
-from perflab.jobs import cpu_percent
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
-from perflab.runner.workdir import WorkdirParams, workdir
+from perflab.core.errors import UsageProblem
+from perflab.core.params import cpu_percent
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.workdir import WorkdirParams, workdir
 
 MODES = ("read", "write", "randread", "randwrite", "rw", "randrw")
 READING = {"read", "randread", "rw", "randrw"}
@@ -59,7 +59,7 @@ CPU_METRICS = {
 
 
 def _size(value, key: str, minimum: int = 1) -> int:
-    from perflab.runner.filesystem import human, parse_size
+    from perflab.execution.filesystem import human, parse_size
 
     n = parse_size(value, key)
     if n < minimum:
@@ -264,7 +264,7 @@ class FioFamily(Family):
 
     @contextmanager
     def session(self, params: FioParams, job: dict) -> Iterator[FioSession]:
-        from perflab.runner.filesystem import human
+        from perflab.execution.filesystem import human
 
         binary = fio_binary()
         version, engines = fio_engines(binary)

@@ -14,7 +14,7 @@ import sys
 import click
 
 from perflab import __version__
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 
 # command name -> the modules of perflab.cli to import for it: the first defines it (in
 # its COMMANDS list); the others add subcommands to it (perflab.cli.robot adds
@@ -107,7 +107,7 @@ def _one_line(message: object) -> str:
     """An error message as one line that is safe to print: whitespace runs made one
     space, other control characters shown (\\x1b), URL passwords masked, bounded."""
     from perflab.store.db import redact
-    from perflab.text import printable
+    from perflab.core.text import printable
 
     return printable(redact(" ".join(str(message).split())), limit=2000)
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, click.Abort):
         click.echo("perflab: interrupted; the samples recorded so far are kept", err=True)
         return 130
-    except _loaded("perflab.runner.interrupt", "Interrupted") as e:
+    except _loaded("perflab.execution.interrupt", "Interrupted") as e:
         click.echo(f"perflab: {e}; the samples recorded so far are kept", err=True)
         return 128 + e.signum
     except BrokenPipeError:

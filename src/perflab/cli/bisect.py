@@ -10,7 +10,7 @@ from perflab.cli.common import FiniteFloat, db_option, lab_box_options, fmt_num,
 
 
 def _pct_size(x: float) -> str:
-    from perflab.bisect import _pct_size as size
+    from perflab.automate.bisect import _pct_size as size
 
     return size(x)
 
@@ -71,8 +71,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
           --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
       perflab bisect --resume
     """
-    from perflab import bisect
-    from perflab.errors import UsageProblem
+    from perflab.automate import bisect
+    from perflab.core.errors import UsageProblem
 
     if resume:
         if command or job_file or good or bad or build_cmd or metric or box or source_url:
@@ -101,7 +101,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
 
 
 def _broker(broker: str | None) -> str:
-    from perflab.lab.app import broker_url
+    from perflab.automate.lab.app import broker_url
 
     return broker_url(broker)
 

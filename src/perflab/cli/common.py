@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from perflab.text import printable
+from perflab.core.text import printable
 
 if TYPE_CHECKING:
     from perflab.store import Store
@@ -36,7 +36,7 @@ def db_option(f):
 
 
 def get_store(db: str | None = None) -> Store:
-    from perflab.runner.filesystem import cleanup_stale
+    from perflab.execution.filesystem import cleanup_stale
     from perflab.store import open_store   # SQLAlchemy: only for the commands that open the store
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)

@@ -74,10 +74,10 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
         from perflab.report.plots import check_path
 
         check_path(plot)   # before any work (and before numpy and scipy are imported)
-    from perflab.comparison import compare
+    from perflab.analysis.comparison import compare
     from perflab.report.numbers import percent
     from perflab.report.registry import render_comparison
-    from perflab.text import printable
+    from perflab.core.text import printable
 
     store = get_store(db)
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,

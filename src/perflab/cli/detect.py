@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store, parse_since
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 
 # perflab.stats.changepoints' ALPHA, MIN_SIZE and MIN_EFFECT (in percent), written out so that
 # loading the CLI does not import numpy and scipy for every other command (a test checks they agree).
@@ -62,7 +62,7 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
         from perflab.report.plots import check_path
 
         check_path(plot)   # before any work (and before numpy and scipy are imported)
-    from perflab import series as series_mod
+    from perflab.analysis import series as series_mod
     from perflab.report.detect import STYLES
 
     since_time = parse_since(since)

@@ -6,7 +6,7 @@ import click
 
 from perflab.cli.common import db_option, get_store
 from perflab.store.db import redact
-from perflab.text import printable
+from perflab.core.text import printable
 
 # An environment value (a kernel command line, a compiler banner) is shown whole up
 # to this bound; control characters are made visible and URL passwords masked.
@@ -37,7 +37,7 @@ def env_cmd(diff_runs, box, as_json, db) -> None:
     """
     import json
 
-    from perflab import environment
+    from perflab.core import environment
 
     if diff_runs:
         store = get_store(db)

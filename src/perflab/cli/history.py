@@ -7,8 +7,8 @@ import math
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, fmt_num, get_store, local_time, parse_since
-from perflab.errors import PerflabError
-from perflab.text import printable
+from perflab.core.errors import PerflabError
+from perflab.core.text import printable
 
 # `show` is about one run: it shows more of a long string than a table cell does,
 # still bounded (a 100 KB comment is not read on a terminal).

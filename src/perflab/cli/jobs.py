@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perflab.cli.common import db_option, get_store
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 
 
 @click.group("jobs")

@@ -1,4 +1,4 @@
-"""`perflab worker`, `submit`, `queue`, `cancel`: the lab of many boxes (perflab.lab)."""
+"""`perflab worker`, `submit`, `queue`, `cancel`: the lab of many boxes (perflab.automate.lab)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def worker_cmd(box, broker, db, spool_dir, visibility_timeout, heartbeat) -> Non
     Example:
       perflab worker --box k62 --broker redis://:PW@lab:6379/0 --db postgresql://worker@lab/perflab
     """
-    from perflab.lab import app as lab
-    from perflab.lab.worker import Worker
+    from perflab.automate.lab import app as lab
+    from perflab.automate.lab.worker import Worker
 
     state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     directory = Path(spool_dir) if spool_dir else state / "perflab" / "spool"
@@ -62,8 +62,8 @@ def submit_cmd(job_file, boxes, overrides, tag, wait, broker) -> None:
       perflab submit lmbench.yaml --box k62 --box xeon4 --tag 2.6.0 --wait
     """
     from perflab import jobs
-    from perflab.lab import app as lab
-    from perflab.lab import client
+    from perflab.automate.lab import app as lab
+    from perflab.automate.lab import client
 
     atomic = jobs.load(job_file, list(overrides))
     if tag is not None:
@@ -86,9 +86,9 @@ def submit_cmd(job_file, boxes, overrides, tag, wait, broker) -> None:
 @broker_option
 def queue_cmd(broker) -> None:
     """The boxes of the lab: each worker's state and current job, the jobs queued per box."""
-    from perflab.lab import app as lab
-    from perflab.lab import client
-    from perflab.text import printable
+    from perflab.automate.lab import app as lab
+    from perflab.automate.lab import client
+    from perflab.core.text import printable
 
     rows = client.queue_status(lab.broker_url(broker))
     if not rows:
@@ -108,8 +108,8 @@ def queue_cmd(broker) -> None:
 @broker_option
 def cancel_cmd(submission, broker) -> None:
     """Cancel a submission: queued jobs are skipped, a running one is stopped (its run kept, interrupted)."""
-    from perflab.lab import app as lab
-    from perflab.lab import client
+    from perflab.automate.lab import app as lab
+    from perflab.automate.lab import client
 
     rows = client.cancel(lab.broker_url(broker), submission)
     left = sum(p.total - p.ended for p in rows)
@@ -130,7 +130,7 @@ def serve_cmd(db, port, host, broker) -> None:
     Example:
       perflab serve --db postgresql://viewer@db.lab/perflab --broker redis://:PW@broker:6379/0
     """
-    from perflab.lab.dashboard import Dashboard, make_server
+    from perflab.automate.lab.dashboard import Dashboard, make_server
     from perflab.store import open_store
 
     store = open_store(_db(db))   # no reap of dead runs: the dashboard never writes

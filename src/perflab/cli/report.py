@@ -8,7 +8,7 @@ import socket
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 
 
 @click.group("report")
@@ -47,7 +47,7 @@ def report_lmbench(operands, box, all_boxes, db) -> None:
     """
     from perflab.benchmarks.lmbench.catalog import FIGURES
     from perflab.report.lmbench import render_summary
-    from perflab.selection import USABLE_STATUSES, select
+    from perflab.analysis.selection import USABLE_STATUSES, select
 
     store = get_store(db)
     runs = store.find_runs(benchmark="lmbench")
@@ -118,7 +118,7 @@ def report_scaling(operands, tests, box, plot, db) -> None:
     """
     from perflab.benchmarks.will_it_scale import WORKLOAD
     from perflab.report.scaling import render_scaling
-    from perflab.selection import USABLE_STATUSES, select
+    from perflab.analysis.selection import USABLE_STATUSES, select
     from perflab.stats.scaling import curves
 
     if plot:
@@ -170,7 +170,7 @@ def report_kernbench(operands, box, db) -> None:
       perflab report kernbench v6.8 v6.9
     """
     from perflab.report.kernbench import report_columns
-    from perflab.selection import USABLE_STATUSES, select
+    from perflab.analysis.selection import USABLE_STATUSES, select
 
     store = get_store(db)
     runs = [r for r in store.find_runs(benchmark="kernbench") if r.status in USABLE_STATUSES]
@@ -223,7 +223,7 @@ def report_profile(base, head, benchmark, top, db) -> None:
       perflab report profile v1 v2 --top 10
     """
     from perflab.monitors.perf import symbols_from_series
-    from perflab.selection import select
+    from perflab.analysis.selection import select
 
     store = get_store(db)
     runs = store.find_runs(benchmark=benchmark) if benchmark else store.find_runs()
@@ -362,7 +362,7 @@ def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None
       perflab report table --rows rw --cols box,tag fio.read_bw_kib
     """
     from perflab.report.pivot import render_pivot
-    from perflab.selection import USABLE_STATUSES
+    from perflab.analysis.selection import USABLE_STATUSES
     from perflab.stats.scaling import pooled_means
 
     cols = [k.strip() for k in col_keys.split(",") if k.strip()]

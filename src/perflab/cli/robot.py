@@ -8,7 +8,7 @@ import click
 
 from perflab.cli.common import FiniteFloat, db_option, lab_box_options, get_store
 from perflab.cli.report import report_group
-from perflab.text import printable
+from perflab.core.text import printable
 
 POWER_WORRY = 0.05   # a "no change" is said to be blind when the samples could not see a 5% change
 
@@ -36,7 +36,8 @@ def report_regression(base, head, benchmark, metrics, repo, build_command, subje
       perflab report regression --base f0c6bcba74 --head 68a9f5e700
       perflab report regression --base v6.7 --head v6.8 --to author@example.org
     """
-    from perflab import config, regression
+    from perflab.core import config
+    from perflab.analysis import regression
     from perflab.report.regression import render
 
     store = get_store(db)
@@ -82,7 +83,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
     """
     import uuid
 
-    from perflab.comparison import compare
+    from perflab.analysis.comparison import compare
     from perflab.report.registry import render_comparison
     from perflab.stats.compare import PRIMARY, REGRESSION
     from perflab.stats.power import detectable_of
@@ -100,7 +101,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         for j in atomic:
             j["tag"] = head
         # The baseline must exist before anything is measured.
-        from perflab.selection import select
+        from perflab.analysis.selection import select
 
         select(store, baseline)
         outcomes = run_jobs(store, atomic, box=box, repo=repo)
@@ -169,14 +170,14 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, bro
     import time
 
     from perflab import jobs as jobfiles
-    from perflab import robot
+    from perflab.automate import robot
 
     if source_url and not box:
         raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
     store = get_store(db)
     jobs = [j for path in job_files for j in jobfiles.load(path)]
     if box:
-        from perflab.lab.app import broker_url
+        from perflab.automate.lab.app import broker_url
 
         broker = broker_url(broker)
     while True:

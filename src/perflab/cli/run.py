@@ -13,7 +13,7 @@ import os
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 
 
 def _key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -194,7 +194,8 @@ def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db) -> None
       CC=clang perflab run lmbench --tag clang-17
     """
     from perflab.benchmarks.lmbench.catalog import metrics_of_program
-    from perflab.benchmarks.lmbench.driver import parse_only, run_suite
+    from perflab.benchmarks.lmbench.driver import parse_only
+    from perflab.runner.suite import run_suite
 
     categories = parse_only(only)
     monitors = _monitors(monitor_specs)
@@ -218,7 +219,7 @@ def _report_jobs(outcomes) -> None:
     from perflab import benchmarks
     from perflab.cli.common import fmt_num
     from perflab.stats.relative import spread
-    from perflab.text import printable
+    from perflab.core.text import printable
 
     for o in outcomes:
         if o.recorder is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import db_option, get_store, parse_since
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 from perflab.store.db import MAX_RUN_ID
 
 
@@ -29,7 +29,7 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
     import os
     import tempfile
 
-    from perflab import transfer
+    from perflab.exchange import transfer
 
     since_time = parse_since(since)
     store = get_store(db)
@@ -92,7 +92,7 @@ def import_cmd(files, fmt, tag, box, db) -> None:
     """
     import signal
 
-    from perflab import importers
+    from perflab.exchange import importers
 
     # Ctrl-C and SIGTERM end the import with importers.ImportInterrupted, a PerflabError
     # saying that nothing was imported (not the "samples kept" of an interrupted run);

@@ -39,7 +39,8 @@ from pathlib import Path
 
 import yaml
 from perflab.benchmarks.base import JobError, validate_params
-from perflab.errors import UsageProblem
+from perflab.core.errors import UsageProblem
+from perflab.core.params import cpu_percent, parse_scalar
 
 __all__ = ["JobError", "validate_params", "cpu_percent", "load", "expand", "shipped"]
 
@@ -57,17 +58,6 @@ def _is_list_type(annotation) -> bool:
     if origin in (typing.Union, types.UnionType):
         return any(_is_list_type(a) for a in typing.get_args(annotation))
     return annotation in (list, tuple)
-
-
-def cpu_percent(value, key: str) -> int:
-    """'50%' -> half the online CPUs (at least 1); ints pass through."""
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", value)
-        if not m:
-            raise ValueError(f"{value!r} is not a number or N% of the CPUs")
-        cpus = len(os.sched_getaffinity(0))
-        return max(1, round(cpus * float(m.group(1)) / 100))
-    return value
 
 
 # -- files --------------------------------------------------------------------
@@ -116,14 +106,6 @@ def load(path: str | Path, overrides: list[str] = ()) -> list[dict]:
     if not isinstance(doc, dict):
         raise JobError(f"{path}: a job file is a mapping of keys (benchmark: ..., runs: ...)")
     return expand(doc, str(path), overrides)
-
-
-def parse_scalar(value: str):
-    """A value from the command line, read as YAML would ('3' -> 3, '[1, 2]' -> a list, 'x' -> 'x')."""
-    try:
-        return yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
-        return value
 
 
 def _parse_override(text: str) -> tuple[str, object]:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from perflab.errors import UsageProblem
+from perflab.core.errors import UsageProblem
 
 if TYPE_CHECKING:   # pydantic and base load on first use: `perflab detect` only needs monitor_of
     from perflab.monitors.base import Collected, Monitor, MonitorOptions
@@ -92,7 +92,7 @@ def validate(monitors: object, where: str = "") -> dict[str, dict]:
 
 def parse_spec(text: str) -> dict[str, dict]:
     """`--monitor NAME[:opt=val,...]` ('default' is the default set) -> {name: raw options}."""
-    from perflab.jobs import parse_scalar
+    from perflab.core.params import parse_scalar
 
     name, _, rest = text.partition(":")
     name = name.strip()
@@ -236,7 +236,7 @@ class MonitorSet:
                 self._failed(mon, "stop", e)
 
     def hooks(self, process: int | None = None):
-        from perflab.runner.executor import Hooks
+        from perflab.execution.executor import Hooks
 
         return Hooks(start=[lambda: self.begin(process)], stop=[self.end])
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from perflab.model import INFORMATIONAL, Sample
+from perflab.core.model import INFORMATIONAL, Sample
 
 
 class MonitorOptions(BaseModel):

@@ -42,7 +42,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 from perflab.monitors.base import Collected, Monitor, MonitorOptions, Unavailable, informational
 
 PARANOID = "/proc/sys/kernel/perf_event_paranoid"
@@ -241,7 +241,7 @@ class ControlledPerf:
     """One perf process started disabled, enabled and disabled through its control FIFOs."""
 
     def __init__(self, workdir: Path, argv: list[str], stderr: Path):
-        from perflab.runner.executor import start_background
+        from perflab.execution.executor import start_background
 
         ctl, ack = workdir / "ctl.fifo", workdir / "ack.fifo"
         for fifo in (ctl, ack):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from perflab.model import Sample
+from perflab.core.model import Sample
 from perflab.monitors.base import Collected, Monitor, MonitorOptions, Snapshots, Unavailable, informational
 
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024

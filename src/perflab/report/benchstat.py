@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from perflab.comparison import ComparisonResult, MetricRow
+from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.report.notes import family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY

@@ -1,16 +1,16 @@
 """Layouts of `perflab detect`: text for people, json for programs. Formatting only:
-the figures come from perflab.stats.changepoints and the kinds from perflab.series."""
+the figures come from perflab.stats.changepoints and the kinds from perflab.analysis.series."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.report.numbers import ci_percent, percent, value
-from perflab.series import BY_COMMIT, History, Point, SeriesResult
+from perflab.analysis.series import BY_COMMIT, History, Point, SeriesResult
 from perflab.stats.changepoints import RELEVANT_CHANGE
-from perflab.text import printable
+from perflab.core.text import printable
 
 _DIRECTION = {LOWER_IS_BETTER: "lower is better", HIGHER_IS_BETTER: "higher is better"}
 SKIPPED_SHOWN = 10

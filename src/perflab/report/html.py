@@ -3,8 +3,8 @@
 The page is a template (html_assets/report.html), its stylesheet and script, plotly.js
 from the plotly package (its offline bundle, inlined: nothing is fetched from a network)
 and one JSON document with the data. This module gathers that document from the
-store and from the modules that compute the figures (perflab.comparison,
-perflab.series with stats.changepoints, stats.scaling, stats.kernbench, stats.power)
+store and from the modules that compute the figures (perflab.analysis.comparison,
+perflab.analysis.series with stats.changepoints, stats.scaling, stats.kernbench, stats.power)
 and writes the file; it computes no statistic itself. The script builds every table
 and chart from the JSON, setting user strings as text (textContent), never as markup;
 in the JSON every "<", ">" and "&" is escaped so no string can end the script element.
@@ -24,7 +24,7 @@ from itertools import groupby, repeat
 from operator import itemgetter
 from pathlib import Path
 
-from perflab.errors import PerflabError, UsageProblem
+from perflab.core.errors import PerflabError, UsageProblem
 
 ASSETS = Path(__file__).with_name("html_assets")
 # Beyond these the page would take longer to open than a reader waits; what is left
@@ -57,7 +57,7 @@ class Filters:
 
     def describe(self) -> str:
         """The filters as given (control characters made visible: messages go to a terminal)."""
-        from perflab.text import printable
+        from perflab.core.text import printable
 
         parts = [f"--benchmark {self.benchmark}" if self.benchmark else "",
                  " ".join(f"--metric {m}" for m in self.metrics), f"--box {self.box}" if self.box else "",
@@ -130,8 +130,8 @@ class _RawJSON(str):
 def gather(store, f: Filters) -> dict:
     """The page's data: a JSON-serialisable document (see docs/html.md for its parts), but for
     its samples, JSON text already (_RawJSON), which embed_json splices in."""
-    from perflab import series as series_mod
-    from perflab.selection import USABLE_STATUSES
+    from perflab.analysis import series as series_mod
+    from perflab.analysis.selection import USABLE_STATUSES
 
     if len(f.operands) == 1:
         raise UsageProblem("report html: one operand given; give a base and at least one head to compare "
@@ -149,7 +149,7 @@ def gather(store, f: Filters) -> dict:
     store.read([r.id for r in runs])
     result = None
     if f.operands:
-        from perflab.comparison import compare
+        from perflab.analysis.comparison import compare
 
         result = compare(store, list(f.operands), alpha=f.alpha, threshold=f.threshold, cross_box=f.cross_box,
                          benchmark=f.benchmark, metrics=list(f.metrics) or None, monitors=f.monitors)
@@ -201,7 +201,7 @@ def gather(store, f: Filters) -> dict:
 
 def _comparison(result) -> dict:
     """Every number of `compare` (the json layout's records), the detectable change beside each."""
-    from perflab import environment
+    from perflab.core import environment
     from perflab.report.tabular import records
 
     recs = records(result)
@@ -285,7 +285,7 @@ def _trends(history, series_mod, notes: list[str]) -> tuple[list[dict], set[int]
     """Per series: its points (the runs of each, its level), the levels between change points, the change points.
 
     A point's date, commit and tag are the page's run records (runs[...]): not repeated here."""
-    from perflab.series import BY_COMMIT
+    from perflab.analysis.series import BY_COMMIT
 
     shown = history.series
     if len(shown) > MAX_TRENDS:
@@ -506,7 +506,7 @@ def plotly_bundle() -> Path:
     chosen = os.environ.get(BUNDLE_ENV)
     if chosen:
         if not os.path.isfile(chosen):
-            from perflab.text import printable
+            from perflab.core.text import printable
 
             why = "is not a file" if os.path.exists(chosen) else "no such file"
             raise PerflabError(f"{BUNDLE_ENV}={printable(chosen, 300)}: {why} (the plotly.js bundle to inline)")

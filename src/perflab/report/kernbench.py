@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from perflab.comparison import ComparisonResult
+from perflab.analysis.comparison import ComparisonResult
 from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
@@ -215,7 +215,7 @@ def report_columns(store, columns: list[tuple[str, list]]) -> str | None:
     """`perflab report kernbench`'s text for columns (label, runs): every sample of each column's
     runs read from the store, grouped into stats.kernbench's blocks by load (block_of); None
     when the runs hold no kernbench samples."""
-    from perflab.selection import params_key
+    from perflab.analysis.selection import params_key
     from perflab.stats.kernbench import blocks
 
     key_of, rests = {}, {}

@@ -20,7 +20,7 @@ the metrics follow under their own heading so that nothing is hidden.
 
 Then the monitors' metrics (the robot's "Details are as below"), a heading per
 monitor, largest change first: by default only those that changed
-significantly and are not noise by LKP's display rules (perflab.comparison:
+significantly and are not noise by LKP's display rules (perflab.analysis.comparison:
 perf-profile shares from 5%, counters above a floor); `--monitors all` shows
 every one. A perf-profile share's change is in percentage points ("+25.0"), as
 LKP prints it.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 
-from perflab.comparison import ComparisonResult, MetricRow
+from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY

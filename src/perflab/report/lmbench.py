@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from perflab.benchmarks.lmbench.catalog import TABLES, THIRD_HEADING, Table
-from perflab.text import printable
+from perflab.core.text import printable
 
 BANNER = "L M B E N C H  2 . 0   S U M M A R Y"
 

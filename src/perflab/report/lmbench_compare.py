@@ -6,7 +6,7 @@ and every metric's caveats in words."""
 from __future__ import annotations
 
 from perflab.benchmarks.lmbench.catalog import FIGURES
-from perflab.comparison import ComparisonResult
+from perflab.analysis.comparison import ComparisonResult
 from perflab.report.lmbench import render_summary
 from perflab.report.notes import caveat_lines, family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from perflab.comparison import ComparisonResult, MetricRow
+from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.report.notes import caveat_lines, family_lines, monitor_summary, secondary_names, shown, tail_lines
 from perflab.stats.relative import better_change
 

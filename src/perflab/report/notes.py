@@ -1,15 +1,15 @@
 """What every text layout says beside its table: the FDR families of the
 comparison, each metric's caveats in words, and user strings made safe to print.
 
-Formatting only: the counts and caveats come from perflab.comparison and
+Formatting only: the counts and caveats come from perflab.analysis.comparison and
 perflab.stats.
 """
 
 from __future__ import annotations
 
-from perflab.comparison import ComparisonResult, MetricRow
+from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.stats.compare import MONITOR, SECONDARY, Comparison
-from perflab.text import printable
+from perflab.core.text import printable
 
 NOTE_LIMIT = 240  # a warning line (it may quote parameters) is bounded, not cut to a cell
 

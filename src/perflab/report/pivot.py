@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from perflab.report.numbers import value as fmt_value
-from perflab.text import printable
+from perflab.core.text import printable
 
 
 def render_pivot(metric: str, unit: str, row_key: str, col_keys: list[str], row_values: list[str],

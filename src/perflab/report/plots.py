@@ -1,9 +1,9 @@
 """PNG and SVG pictures of what `log`, `compare` and `detect` print (matplotlib, Agg).
 
 For people who paste plots into mail. Formatting only: the figures come from the
-store's rows, perflab.comparison and perflab.series / stats.changepoints. User
+store's rows, perflab.analysis.comparison and perflab.analysis.series / stats.changepoints. User
 strings are drawn as plain text (mathtext off: a "$" in a tag is a dollar sign)
-with control characters made visible (perflab.text.printable).
+with control characters made visible (perflab.core.text.printable).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import os
 import tempfile
 from contextlib import contextmanager
 
-from perflab.errors import PerflabError, UsageProblem
-from perflab.text import printable
+from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.text import printable
 
 FORMATS = (".png", ".svg")
 MAX_PANELS = 12      # detect: series drawn, one panel each

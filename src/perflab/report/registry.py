@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from perflab.text import printable
+from perflab.core.text import printable
 
 # style -> (module, function)
 STYLES = {

@@ -1,6 +1,6 @@
 """The 0-day robot's email, in plain text: subject, culprit, testcase, machine, details, reproduce.
 
-Formatting only: perflab.regression gathered the facts and perflab.comparison
+Formatting only: perflab.analysis.regression gathered the facts and perflab.analysis.comparison
 and perflab.stats computed every number.
 """
 
@@ -10,7 +10,7 @@ import math
 import shlex
 
 from perflab.jobs import to_yaml
-from perflab.regression import CommitInfo, RegressionReport
+from perflab.analysis.regression import CommitInfo, RegressionReport
 from perflab.report import lkp
 from perflab.report.notes import shown
 from perflab.report.numbers import percent

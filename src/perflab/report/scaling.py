@@ -6,7 +6,7 @@ import os
 import tempfile
 
 from perflab.report.numbers import value
-from perflab.text import printable
+from perflab.core.text import printable
 
 
 def render_scaling(curves) -> str:

@@ -1,14 +1,14 @@
 """json and csv: every number of the comparison, for programs and spreadsheets.
 
 Strings are exact here (no escaping for terminals); in csv a cell that a
-spreadsheet would run as a formula is guarded (perflab.spreadsheet).
+spreadsheet would run as a formula is guarded (perflab.core.spreadsheet).
 `ci_low`/`ci_high` are the interval at the FDR-adjusted level `ci_level`,
 which excludes zero exactly when `p_adjusted` < alpha; the unadjusted one
 (each end a one-sided 1 - alpha bound) is `ci_unadjusted_low`/`_high`.
 Every row kept is here whatever `--monitors` shows (`none` drops monitor rows
 before the statistics): `monitor` names the monitor of a monitor metric
 (empty for the benchmark's own), `noise` says why the text layouts' changed
-view leaves a significant monitor row out (perflab.comparison's display rules).
+view leaves a significant monitor row out (perflab.analysis.comparison's display rules).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import io
 import json
 import math
 
-from perflab.comparison import ComparisonResult
-from perflab.spreadsheet import guard
+from perflab.analysis.comparison import ComparisonResult
+from perflab.core.spreadsheet import guard
 
 SUMMARY_FIELDS = ("n", "mean", "hmean", "median", "stddev", "cov", "min", "max", "center",
                   "bamean", "median_low", "median_high")

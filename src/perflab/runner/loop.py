@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 from perflab import benchmarks
 from perflab.benchmarks.base import STOP, ItemFailed, Session
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 from perflab.monitors import MonitorSet
-from perflab.runner import interrupt
-from perflab.runner.executor import ProcessResult, ProcessSpec, execute
+from perflab.execution import interrupt
+from perflab.execution.executor import ProcessResult, ProcessSpec, execute
 from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
 from perflab.store import Store
-from perflab.text import printable
+from perflab.core.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from perflab import environment
-from perflab.model import Sample
-from perflab.runner.interrupt import Interrupted
+from perflab.core import environment
+from perflab.core.model import Sample
+from perflab.execution.interrupt import Interrupted
 from perflab.store import Store
 
 __all__ = ["Interrupted", "RunFailed", "RunRecorder", "recording", "start_run"]

@@ -11,7 +11,7 @@ Choices (docs/statistics.md has the reasoning and the measured error rates):
   the family by Benjamini-Hochberg, so the false-discovery rate of
   regression calls is at most alpha. One call of compare_many is one family;
   the caller decides which metrics form it (primary and secondary metrics are
-  separate families: perflab.comparison).
+  separate families: perflab.analysis.comparison).
 - Two intervals per metric, each end a one-sided bound: `ci` at (1 - alpha),
   unadjusted; `ci_adjusted` at the Benjamini-Yekutieli FCR level
   (1 - alpha * R / m, R the calls of the metric's family, m its size), so that
@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special   # stdtr/stdtrit: scipy.stats would cost 0.7 s more to import
 
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 from perflab.stats.descriptive import Summary, summarize_rows as _summaries
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, CHANGED, INSUFFICIENT = (
     "regression", "improvement", "no change", "changed", "insufficient samples")
 # FDR families: a comparison's own metrics (primary, secondary) and its monitors' counters
-# (perflab.comparison decides which metric is in which).
+# (perflab.analysis.comparison decides which metric is in which).
 PRIMARY, SECONDARY, MONITOR = "primary", "secondary", "monitor"
 MIN_SAMPLES = 2       # per side, for a variance and so a test
 FEW_SAMPLES = 5       # below this per side, warn that power is low

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from perflab.model import HIGHER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER
 from perflab.stats.median import median_ci_rows
 
 BAMEAN_PCT = 95  # mmtests' BAmean-95

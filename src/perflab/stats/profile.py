@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perflab.model import INFORMATIONAL
+from perflab.core.model import INFORMATIONAL
 from perflab.stats.compare import INSUFFICIENT, MIN_SAMPLES, compare_many
 
 KINDS = ("children", "self")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from perflab.model import HIGHER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER
 from perflab.stats.descriptive import Summary, summarize
 
 

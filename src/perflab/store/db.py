@@ -24,8 +24,8 @@ from sqlalchemy import bindparam, case, create_engine, event, func, insert, sele
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from perflab.errors import PerflabError
-from perflab.model import Sample
+from perflab.core.errors import PerflabError
+from perflab.core.model import Sample
 from perflab.store import schema as s
 
 def _head_revision() -> tuple[str, frozenset[str]]:
@@ -707,7 +707,7 @@ class Store:
         )
 
     def get_run(self, run_id: int | str):
-        from perflab.text import printable
+        from perflab.core.text import printable
 
         try:
             rid = int(str(run_id).lstrip("#"))

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, insert, literal_column, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from perflab.errors import PerflabError
+from perflab.core.errors import PerflabError
 from perflab.store import schema as s
 
 IMPORTING = "importing"
@@ -59,7 +59,7 @@ class FileCounts:
 
 
 class ImportWriter:
-    """The sink of perflab.importers: add_run, add_samples, then commit or rollback.
+    """The sink of perflab.exchange.importers: add_run, add_samples, then commit or rollback.
 
     `check` is called between transactions (never inside one): it raises to
     stop the import at a point where nothing is half-written (a signal turned

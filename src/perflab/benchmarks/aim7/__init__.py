@@ -24,15 +24,15 @@ from contextlib import contextmanager
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab import units
-from perflab.benchmarks import cbuild
+from perflab.core import units
+from perflab.core import cbuild
 from perflab.benchmarks.aim7 import tasks as tk
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
-from perflab.errors import UsageProblem
-from perflab.jobs import cpu_percent
-from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
-from perflab.runner.workdir import WorkdirParams, workdir
+from perflab.core.errors import UsageProblem
+from perflab.core.params import cpu_percent
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.workdir import WorkdirParams, workdir
 
 JPM = "aim7.jobs-per-min"
 ELAPSED = "aim7.time.elapsed_time"

@@ -26,12 +26,12 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab import environment, units
-from perflab.benchmarks import cbuild
+from perflab.core import environment, units
+from perflab.core import cbuild
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
-from perflab.jobs import cpu_percent
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.core.params import cpu_percent
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
 
 SOURCE_DIR = Path(__file__).resolve().parent / "c"
 BUILD_FLAGS: tuple[str, ...] = ("-O2",)

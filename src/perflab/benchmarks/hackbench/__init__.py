@@ -28,10 +28,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
-from perflab.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
 
 SOURCE_DIR = Path(__file__).resolve().parent / "c"
 BUILD_FLAGS: tuple[str, ...] = ("-O2",)

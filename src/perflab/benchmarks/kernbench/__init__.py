@@ -28,13 +28,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
 from perflab.benchmarks.kernbench import tree as generated
-from perflab.errors import UsageProblem
-from perflab.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
-from perflab.runner.workdir import WorkdirParams, workdir
+from perflab.core.errors import UsageProblem
+from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.workdir import WorkdirParams, workdir
 
 ELAPSED = "kernbench.elapsed_time"
 USER = "kernbench.user_time"
@@ -222,7 +222,7 @@ class KernbenchFamily(Family):
                 cc = os.environ.get("CC")
                 make_vars = [f"CC={cc}"] if cc else []
                 facts.update(kernbench_tree=root, kernbench_cc=cc or "the Makefile's")
-                from perflab.runner.workdir import filesystem_of
+                from perflab.execution.workdir import filesystem_of
 
                 fstype, mount, options = filesystem_of(root)
                 facts.update(workdir=root, workdir_fs=fstype, workdir_mount=mount, workdir_mount_options=options,

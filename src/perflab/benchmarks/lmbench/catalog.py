@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perflab.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 
 US, MBS, NS, MHZ = "us", "MB/s", "ns", "MHz"
 

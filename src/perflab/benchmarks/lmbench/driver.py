@@ -25,17 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import Field, field_validator
-from rich.console import Console
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
 from perflab.benchmarks.lmbench import catalog
-from perflab.errors import UsageProblem
-from perflab.model import Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
-from perflab.runner.recorder import RunFailed
-from perflab.runner.workdir import filesystem_of
-from perflab.store import Store
+from perflab.core.errors import UsageProblem
+from perflab.core.model import Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.workdir import filesystem_of
 
 SOURCE_DIR = Path(__file__).parent / "c"
 FLAGS = cbuild.DEFAULT_FLAGS
@@ -215,41 +212,3 @@ class LmbenchFamily(Family):
 
 
 FAMILY = LmbenchFamily()
-
-
-@dataclass
-class SuiteResult:
-    run_id: int
-    mode: Mode
-    programs: list[str]
-    samples: int
-    failures: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-def run_suite(
-    store: Store,
-    *,
-    quick: bool = False,
-    categories: list[str] | None = None,
-    tag: str | None = None,
-    box: str | None = None,
-    repo: str | None = None,
-    comment: str | None = None,
-    console: Console | None = None,
-    monitors: dict | None = None,
-) -> SuiteResult:
-    """Build and run the selected programs as one run (one atomic job on the runner)."""
-    from perflab.runner.loop import run_jobs
-
-    params: dict = {"quick": bool(quick)}
-    if categories:
-        params["only"] = list(categories)
-    job = {"benchmark": "lmbench", "params": params, "runs": None, "warmup": 0, "timeout": None,
-           "tag": tag, "comment": comment, "monitors": monitors or {}}
-    (outcome,) = run_jobs(store, [job], box=box, repo=repo, console=console)
-    if outcome.error is not None:
-        raise RunFailed(outcome.error)
-    session = outcome.session
-    return SuiteResult(outcome.run_id, session.mode, session.programs, outcome.samples,
-                       dict(outcome.failures), outcome.seconds)

@@ -29,12 +29,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, one_json_object
 from perflab.benchmarks.news import feed as feedmod
-from perflab.model import LOWER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
-from perflab.runner.workdir import WorkdirParams, workdir
+from perflab.core.model import LOWER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.workdir import WorkdirParams, workdir
 
 SOURCE_DIR = Path(__file__).resolve().parent / "c"
 BUILD_FLAGS: tuple[str, ...] = ("-O2",)

@@ -28,13 +28,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from perflab.benchmarks import cbuild
+from perflab.core import cbuild
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
 from perflab.benchmarks.will_it_scale import testcases as tc
-from perflab.jobs import cpu_percent
-from perflab.model import HIGHER_IS_BETTER, Sample
-from perflab.runner.executor import ProcessResult, ProcessSpec
-from perflab.runner.workdir import Workdir, WorkdirParams, workdir
+from perflab.core.params import cpu_percent
+from perflab.core.model import HIGHER_IS_BETTER, Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.workdir import Workdir, WorkdirParams, workdir
 
 THP_SYSFS = "/sys/kernel/mm/transparent_hugepage/enabled"
 PER_PROCESS = "will-it-scale.per_process_ops"
@@ -87,7 +87,7 @@ def per_task_metric(mode: str) -> str:
 
 def _apply_system_thp(wanted: str) -> str | None:
     """Set the system THP mode; the previous mode when it took effect (to restore), else None."""
-    from perflab.environment import _bracketed
+    from perflab.core.environment import _bracketed
 
     before = _bracketed(THP_SYSFS)
     if before == wanted:
@@ -217,7 +217,7 @@ class WillItScaleFamily(Family):
         with workdir(params, "wis") as directory:
             try:
                 if params.thp == "system":
-                    from perflab.environment import _bracketed
+                    from perflab.core.environment import _bracketed
 
                     thp_fact, harness_thp = f"system setting: {_bracketed(THP_SYSFS)}", "system"
                 else:

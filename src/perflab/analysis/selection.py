@@ -1,0 +1,164 @@
+"""Operands of `perflab compare` and `perflab report`: which runs they select.
+
+An operand is a run id (`12`, `#12`), a tag, a commit prefix, a kernel release,
+or `key=value[,key=value...]` on the run's fields (tag, commit, box, benchmark,
+name, status), its parameters or its environment facts. Groups of samples are
+matched across operands on (testbox, benchmark, params, metric).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from perflab.core.errors import PerflabError
+from perflab.store import Store
+
+# Runs whose samples are real measurements (an interrupted run's completed
+# repetitions are; a failed run may hold only the repetition that failed).
+USABLE_STATUSES = ("finished", "partial", "interrupted")
+# Parameters that only change how long a run takes, for runs of benchmarks that are not
+# one of perflab's families (imported from other tools); a family declares its own.
+EXECUTION_PARAMS = frozenset({"runs", "warmup", "timeout", "quick", "repeat", "repetitions", "only", "prepare"})
+
+
+def duration_params(benchmark: str) -> frozenset[str]:
+    """The parameters `compare` ignores when it matches groups of this benchmark."""
+    from perflab import benchmarks
+
+    if benchmark in benchmarks.FAMILIES:
+        return benchmarks.family(benchmark).duration_params
+    return EXECUTION_PARAMS
+RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "testbox", "testbox": "testbox",
+              "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
+
+
+@dataclass
+class Selection:
+    operand: str
+    runs: list  # store rows
+    label: str  # how the operand is shown in tables
+
+    @property
+    def run_ids(self) -> list[int]:
+        return [r.id for r in self.runs]
+
+    @property
+    def testboxes(self) -> set[str]:
+        return {r.testbox for r in self.runs}
+
+
+def _matches_kv(run, key: str, value: str) -> bool:
+    if key in RUN_FIELDS:
+        actual = getattr(run, RUN_FIELDS[key])
+        if key == "commit":
+            return bool(actual) and actual.startswith(value)
+        return str(actual) == value
+    for source in (run.params or {}, run.environment or {}):
+        if key in source:
+            return str(source[key]) == value
+    return False
+
+
+def _parse_kv(operand: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in operand.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise PerflabError(f"operand {operand!r}: expected key=value[,key=value...]")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def select(store: Store, operand: str, runs=None) -> Selection:
+    """Resolve one operand to its runs, or fail naming it with near matches."""
+    runs = runs if runs is not None else store.find_runs()
+    usable = [r for r in runs if r.status in USABLE_STATUSES]
+    if "=" in operand:
+        pairs = _parse_kv(operand)
+        chosen = [r for r in usable if all(_matches_kv(r, k, v) for k, v in pairs)]
+        label = ",".join(v for _, v in pairs)
+    elif re.fullmatch(r"#?\d+", operand) and any(r.id == int(operand.lstrip("#")) for r in usable):
+        chosen = [r for r in usable if r.id == int(operand.lstrip("#"))]
+        label = f"#{chosen[0].id}"
+    else:
+        chosen = [r for r in usable if r.tag == operand]
+        if not chosen and re.fullmatch(r"[0-9a-fA-F]{4,40}", operand):
+            chosen = [r for r in usable if r.commit and r.commit.startswith(operand.lower())]
+        if not chosen:
+            chosen = [r for r in usable if (r.environment or {}).get("kernel_release") == operand]
+        label = operand
+    if not chosen:
+        raise PerflabError(_no_match_message(operand, runs))
+    return Selection(operand, chosen, label)
+
+
+def _no_match_message(operand: str, runs) -> str:
+    known = set()
+    for r in runs:
+        known.update(x for x in (r.tag, r.commit[:12] if r.commit else None,
+                                 (r.environment or {}).get("kernel_release"), str(r.id)) if x)
+    near = difflib.get_close_matches(operand, sorted(known), n=4, cutoff=0.5)
+    hint = f"; near matches: {', '.join(near)}" if near else ""
+    unusable = [r for r in runs if r.status not in USABLE_STATUSES and (r.tag == operand or str(r.id) == operand.lstrip("#"))]
+    if unusable:
+        hint += f"; runs {', '.join('#%d (%s)' % (r.id, r.status) for r in unusable[:5])} match but hold no usable samples"
+    return f"operand {operand!r} matches no run (tried run id, tag, commit prefix, kernel release){hint}"
+
+
+def params_key(params: dict, benchmark: str = "") -> str:
+    """Parameters that define what is measured, as a canonical string."""
+    ignored = duration_params(benchmark)
+    kept = {k: v for k, v in (params or {}).items() if k not in ignored}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+@dataclass
+class Group:
+    """The samples of one (testbox, benchmark, params, metric) on one side."""
+
+    testbox: str | None  # None when compared across boxes
+    benchmark: str
+    params: str  # params_key
+    metric: str
+    unit: str
+    direction: int
+    values: list[float] = field(default_factory=list)
+    run_ids: set[int] = field(default_factory=set)
+
+    @property
+    def key(self) -> tuple:
+        return (self.testbox, self.benchmark, self.params, self.metric)
+
+
+def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
+    out: dict[tuple, Group] = {}
+    run_keys = {r.id: (None if cross_box else r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for r in selection.runs}
+    for smp in store.samples(selection.run_ids):
+        key = (*run_keys[smp.run_id], smp.metric)
+        g = out.get(key)
+        if g is None:
+            g = out[key] = Group(*key, unit=smp.unit, direction=smp.direction)
+        g.values.append(smp.value)
+        g.run_ids.add(smp.run_id)
+    return out
+
+
+def common_facts(selections: list[Selection]) -> dict[str, str]:
+    """Environment facts and parameters shared by every selected run: the table header."""
+    runs = [r for sel in selections for r in sel.runs]
+    if not runs:
+        return {}
+    values: dict[str, set] = defaultdict(set)
+    keys = None
+    for r in runs:
+        facts = {**{k: v for k, v in (r.environment or {}).items() if k != "loadavg_start"},
+                 **{f"param.{k}": v for k, v in (r.params or {}).items() if k not in duration_params(r.benchmark)},
+                 "benchmark": r.benchmark}
+        keys = set(facts) if keys is None else keys & set(facts)
+        for k, v in facts.items():
+            values[k].add(json.dumps(v, sort_keys=True, default=str))
+    return {k: json.loads(next(iter(values[k]))) for k in sorted(keys or ()) if len(values[k]) == 1}

@@ -1,0 +1,279 @@
+"""Series from the store: the points of one (testbox, benchmark, params, metric) in order.
+
+A point is one run (its samples' mean), ordered by run start time; or, when
+`repo` is given, one commit of the branch's first-parent history (the runs at
+that commit pooled: a change of level cannot sit between two runs of one
+commit), ordered as `git rev-list --first-parent` orders them. Runs that have
+no place in that order (no commit, a dirty tree, a commit not on the branch)
+are skipped and listed, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import gc
+import math
+import subprocess
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from operator import itemgetter, ne
+from pathlib import Path
+
+import numpy as np
+
+from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
+from perflab.monitors import monitor_of
+from perflab.analysis.selection import USABLE_STATUSES, params_key
+from perflab.stats import changepoints
+from perflab.store import Store
+from perflab.core.text import printable
+
+BY_COMMIT, BY_TIME = "commit", "time"
+REGRESSION, IMPROVEMENT, CHANGE = "regression", "improvement", "change"
+
+
+@dataclass
+class Point:
+    run_ids: list[int]
+    started: dt.datetime          # of its first run (UTC)
+    commit: str | None
+    samples: list[float] = field(default_factory=list)   # every sample of its runs, in run order
+    run_means: list[float] = field(default_factory=list)  # each run's mean
+
+    @property
+    def value(self) -> float:
+        """The point's level: its runs' means averaged (one run: its samples' mean)."""
+        return math.fsum(self.run_means) / len(self.run_means)
+
+
+@dataclass
+class Series:
+    testbox: str
+    benchmark: str
+    params: str       # selection.params_key
+    metric: str
+    unit: str
+    direction: int
+    points: list[Point] = field(default_factory=list)
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.array([p.value for p in self.points], dtype=float)
+
+
+@dataclass
+class Commit:
+    sha: str
+    subject: str
+    position: int     # in first-parent order, oldest 0
+
+
+@dataclass
+class History:
+    series: list[Series]
+    order: str                     # BY_COMMIT or BY_TIME
+    repo: str | None = None
+    branch: str | None = None
+    commits: dict[str, Commit] = field(default_factory=dict)   # full sha -> commit, when ordered by commit
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (run id, why)
+    runs: int = 0                  # runs that became points
+
+
+@dataclass
+class SeriesResult:
+    series: Series
+    detection: changepoints.Detection
+    kinds: list[str]               # per change point: regression | improvement | change
+
+
+def first_parent(repo: str, branch: str | None) -> tuple[str, list[Commit]]:
+    """(the branch's name as given or HEAD's, its first-parent commits oldest first)."""
+    path = Path(repo)
+    if not path.exists():
+        raise UsageProblem(f"--repo {repo}: no such directory")
+    if not path.is_dir():
+        raise UsageProblem(f"--repo {repo}: not a directory")
+    rev = branch or "HEAD"
+    if rev.startswith("-"):
+        raise UsageProblem(f"--branch {printable(rev, 60)}: not a branch name")
+    try:
+        top = subprocess.run(["git", "-C", str(path), "rev-parse", "--git-dir"], capture_output=True, text=True, timeout=30)
+        if top.returncode != 0:
+            raise UsageProblem(f"--repo {repo}: not a git repository")
+        check = subprocess.run(["git", "-C", str(path), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                               capture_output=True, text=True, timeout=30)
+        if check.returncode != 0:
+            what = f"--branch {printable(rev, 60)}: no such branch or revision" if branch else "HEAD: no commits yet"
+            raise UsageProblem(f"{what} in {repo}")
+        log = subprocess.run(["git", "-C", str(path), "log", "--first-parent", "--reverse", "--format=%H%x00%s", rev, "--"],
+                             capture_output=True, text=True, timeout=300)
+    except FileNotFoundError:
+        raise PerflabError("git is not installed; --repo needs it") from None
+    if log.returncode != 0:
+        raise PerflabError(f"--repo {repo}: git log failed: {log.stderr.strip().splitlines()[-1] if log.stderr.strip() else log.returncode}")
+    commits = []
+    for line in log.stdout.splitlines():
+        sha, _, subject = line.partition("\0")
+        commits.append(Commit(sha, subject, len(commits)))
+    if branch is None:
+        name = subprocess.run(["git", "-C", str(path), "symbolic-ref", "--short", "-q", "HEAD"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+        rev = name or "HEAD"
+    return rev, commits
+
+
+def _wanted(metric: str, patterns: tuple[str, ...]) -> bool:
+    if patterns:
+        return any(fnmatch.fnmatchcase(metric, p) for p in patterns)
+    return monitor_of(metric) is None   # monitors only when asked for by name
+
+
+@contextmanager
+def _no_gc_pauses():
+    """The cyclic garbage collector off while tens of thousands of rows and points are
+    made (none of them in a cycle): its passes over them were a third of build's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def build(store: Store, *, benchmark: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
+          tag: str | None = None, since: dt.datetime | None = None, repo: str | None = None,
+          branch: str | None = None) -> History:
+    """Every series the filters select, its points in order."""
+    with _no_gc_pauses():
+        return _build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since, repo=repo,
+                      branch=branch)
+
+
+def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -> History:
+    if branch and not repo:
+        raise UsageProblem("--branch needs --repo: the branch is read from that repository")
+    history = History([], BY_COMMIT if repo else BY_TIME, repo=repo)
+    position: dict[str, Commit] = {}
+    if repo:
+        history.branch, commits = first_parent(repo, branch)
+        position = {c.sha: c for c in commits}
+        history.commits = position
+    runs = [r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since) if r.status in USABLE_STATUSES]
+
+    # Where each run goes: its point key (commit position, or the run itself).
+    slot: dict[int, tuple] = {}
+    full_sha: dict[int, str] = {}
+    for r in runs:
+        if not repo:
+            slot[r.id] = (r.started, r.id)
+            continue
+        if not r.commit:
+            history.skipped.append((r.id, "no commit recorded"))
+        elif r.dirty:
+            history.skipped.append((r.id, f"commit {r.commit[:12]} with uncommitted changes"))
+        else:
+            commit = position.get(r.commit) or _by_prefix(position, r.commit)
+            if commit is None:
+                history.skipped.append((r.id, f"commit {r.commit[:12]} is not on the first-parent history of {history.branch}"))
+            else:
+                slot[r.id] = (commit.position,)
+                full_sha[r.id] = commit.sha   # an abbreviated id (an import) made whole
+    run_of = {r.id: r for r in runs if r.id in slot}
+    keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
+
+    # One pass over the rows, which come ordered by run and metric: each (run, metric)
+    # group is a slice of the columns, its mean an exact sum. dict(zip(pairs, range(n)))
+    # finds each group's last row in C, in the order of the groups. Per series,
+    # (slot, run id, values, mean) in run-id order, sorted once at the end.
+    rows = store.samples(sorted(run_of))
+    runs_of_series: dict[tuple, list[tuple]] = defaultdict(list)
+    meta: dict[tuple, tuple[str, int]] = {}
+    wanted: dict[str, bool] = {}
+    if rows:
+        rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
+        pairs = list(zip(rid_col, metric_col))
+        last_row = dict(zip(pairs, range(len(pairs))))
+        if sum(map(ne, pairs, pairs[1:])) + 1 != len(last_row):
+            # a (run, metric) in two places: the store's order is not the one relied on
+            rows = sorted(rows, key=itemgetter(0, 1))
+            rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
+            last_row = dict(zip(zip(rid_col, metric_col), range(len(rows))))
+        start = 0
+        for (rid, metric), last in last_row.items():
+            first, start = start, last + 1
+            ok = wanted.get(metric)
+            if ok is None:
+                ok = wanted[metric] = _wanted(metric, metrics)
+            if not ok:
+                continue
+            key = (*keys[rid], metric)
+            if key not in meta:
+                meta[key] = (unit_col[first], direction_col[first])
+            found = _finite_mean(value_col[first:start])
+            if found is not None:
+                runs_of_series[key].append((slot[rid], rid, *found))
+
+    placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
+    for key in sorted(runs_of_series):
+        unit, direction = meta[key]
+        ordered: list[Point] = []
+        last_slot = point = None
+        for where, rid, values, mean in sorted(runs_of_series[key], key=itemgetter(0, 1)):
+            if where == last_slot:   # another run of the same commit: one point
+                point.run_ids.append(rid)
+                point.samples.extend(values)
+                point.run_means.append(mean)
+            else:
+                point = Point([rid], *placed[rid], list(values), [mean])
+                ordered.append(point)
+                last_slot = where
+        history.series.append(Series(*key, unit=unit, direction=direction, points=ordered))
+    history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
+    return history
+
+
+def _finite_mean(values: tuple[float, ...]) -> tuple[tuple[float, ...], float] | None:
+    """(the finite samples, their mean from an exact sum); None when none is finite."""
+    try:
+        total = math.fsum(values)
+        if math.isfinite(total):
+            return values, total / len(values)
+    except (OverflowError, ValueError):   # a sum past the largest double; inf + -inf
+        pass
+    finite = tuple(v for v in values if math.isfinite(v))
+    if not finite:
+        return None
+    try:
+        return finite, math.fsum(finite) / len(finite)
+    except OverflowError:
+        return finite, math.fsum(v / len(finite) for v in finite)
+
+
+def _by_prefix(position: dict[str, Commit], commit: str) -> Commit | None:
+    """A run recorded with an abbreviated commit id (an import): its unique match."""
+    if len(commit) >= 40 or len(commit) < 4:
+        return None
+    found = [c for sha, c in position.items() if sha.startswith(commit.lower())]
+    return found[0] if len(found) == 1 else None
+
+
+def kind(change: float, direction: int) -> str:
+    """A level change named by the metric's direction."""
+    if direction == LOWER_IS_BETTER:
+        return REGRESSION if change > 0 else IMPROVEMENT
+    if direction == HIGHER_IS_BETTER:
+        return REGRESSION if change < 0 else IMPROVEMENT
+    return CHANGE
+
+
+def analyse(history: History, **options) -> list[SeriesResult]:
+    """Change points of every series (options: those of changepoints.detect)."""
+    out = []
+    for s in history.series:
+        found = changepoints.detect(s.values, **options)
+        out.append(SeriesResult(s, found, [kind(c.change, s.direction) for c in found.change_points]))
+    return out

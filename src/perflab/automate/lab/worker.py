@@ -1,0 +1,251 @@
+"""`perflab worker`: consume one box's queue, one atomic job at a time.
+
+The Celery worker runs with the solo pool: the job runs in the worker's own
+process (no pool child that would outlive a kill -9 of its parent), so a
+killed worker is a killed job; its message was not acknowledged (late acks)
+and goes back to the box's queue after the visibility timeout, to run again
+when a worker of that box is there.
+
+Each delivery of a task counts an attempt (Redis hash perflab:attempts) and
+the atomic job is run with a "lab" entry added to it, stored with the run
+(the run's job): {"submission", "task", "attempt", "worker"}.
+
+A job with a "source" (bisect/robot --box) is run in a worktree of that commit,
+fetched and built on this box first (perflab.automate.lab.checkouts). What became of each
+task — its status and the uuids of its runs — is left in perflab:result:TASK for
+a submitter that waits on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab.automate.lab import app as lab
+from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, describe
+from perflab.automate.lab.spool import Spool
+from perflab.core.errors import PerflabError
+from perflab.core.text import printable
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass
+class WorkerState:
+    box: str
+    name: str
+    state: str = "idle"
+    job: str = ""
+    submission: str = ""
+    since: str = field(default_factory=_now)
+    last_error: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set(self, **values) -> None:
+        with self.lock:
+            for k, v in values.items():
+                setattr(self, k, v)
+
+    def as_hash(self, pending: int) -> dict:
+        with self.lock:
+            return {"box": self.box, "worker": self.name, "host": socket.gethostname(), "pid": os.getpid(),
+                    "state": self.state, "job": self.job, "submission": self.submission, "since": self.since,
+                    "last_error": self.last_error, "spooled": pending, "seen": _now()}
+
+
+def _describe(job: dict) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in (job.get("params") or {}).items())
+    at = f" at {describe(job['source'])}" if isinstance(job.get("source"), dict) else ""
+    return printable(f"{job.get('benchmark')} {params}".strip() + at, 160)
+
+
+class Worker:
+    def __init__(self, box: str, broker: str, db: str | None, spool_dir: Path,
+                 visibility_timeout: float, heartbeat_s: float = lab.HEARTBEAT_S):
+        self.box = lab.check_box(box)
+        self.broker = broker
+        self.redis = lab.redis_client(broker)
+        self.spool = Spool(spool_dir, box, db)
+        self.checkouts = Checkouts(spool_dir / "src")
+        self.name = f"{socket.gethostname()}-{os.getpid()}"
+        self.state = WorkerState(box, self.name)
+        self.heartbeat_s = heartbeat_s
+        self.app = lab.make_app(broker, visibility_timeout)
+        self._stop = threading.Event()
+        self.app.task(name=lab.TASK, bind=True, acks_late=True, reject_on_worker_lost=True)(self._task_body())
+
+    # -- the task --------------------------------------------------------------
+    def _task_body(self):
+        worker = self
+
+        def run_job(task, job: dict, submission: str, box: str):
+            return worker.run_one(task.request.id, job, submission, box)
+
+        return run_job
+
+    def run_one(self, task_id: str, job: dict, submission: str, box: str) -> str:
+        from perflab.execution import interrupt
+        from perflab.runner.loop import run_jobs
+
+        import redis
+        from celery.exceptions import Reject
+
+        r = self.redis
+        sub = lab.submission_key(submission)
+        try:
+            attempt = r.hincrby(lab.ATTEMPTS, task_id, 1)
+            if r.sismember(lab.CANCELLED, submission):
+                with r.pipeline() as p:
+                    p.hincrby(sub, f"cancelled:{box}", 1)
+                    p.set(lab.result_key(task_id), json.dumps({"status": "cancelled", "error": "", "runs": []}),
+                          ex=lab.RESULT_TTL_S)
+                    p.execute()
+                return "cancelled"
+            if r.sismember(lab.done_key(submission), task_id):
+                return "done before"   # redelivered after it completed (killed before its acknowledgement)
+        except redis.RedisError as e:
+            # Not run, not lost: back to the queue (or, with the broker gone, left unacknowledged
+            # and restored after the visibility timeout).
+            self.state.set(last_error=f"broker: {_now()} {printable(str(e), 200)}")
+            raise Reject(f"broker unreachable before the job: {e}", requeue=True) from None
+        job = {**job, "lab": {"submission": submission, "task": task_id, "attempt": attempt, "worker": self.name}}
+        self.state.set(state="running", job=_describe(job), submission=submission, since=_now())
+        self._beat()
+        outcome, status, error = None, "failed", ""
+        here = os.getcwd()
+        try:
+            repo = None
+            if job.get("source") is not None:
+                repo = str(self.checkouts.prepare(job["source"]))
+                os.chdir(repo)   # a command like ./prog means the program built at that commit
+            outcome = run_jobs(self.spool.store, [job], box=self.box, repo=repo)[0]
+            status = "failed" if outcome.error else "done"
+            error = outcome.error or ""
+        except BuildFailed as e:
+            status, error = "build-failed", str(e)
+        except SourceError as e:
+            status, error = "source-failed", str(e)
+            self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
+        except interrupt.Interrupted as stop:
+            if not r.sismember(lab.CANCELLED, submission):
+                # SIGTERM/Ctrl-C of the worker during the job (the runner took the signal from
+                # Celery): the attempt is kept (interrupted), the job goes back to the box's
+                # queue, and the worker shuts down as Celery would have.
+                from celery.exceptions import Reject
+                from celery.worker import state as celery_state
+
+                self.state.set(state="stopping", job="", submission="", since=_now())
+                celery_state.should_stop = 0
+                self._upload()
+                raise Reject(f"worker stopped by signal {stop.signum} during the job", requeue=True) from None
+            status = "cancelled"   # cancel of a running job: the run is kept, marked interrupted
+        except PerflabError as e:
+            error = str(e)
+            self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
+        finally:
+            os.chdir(here)
+        runs = [self.spool.store.get_run(outcome.run_id).uuid] if outcome is not None and outcome.run_id else []
+        result = {"status": status, "error": printable(error, 2000), "runs": runs, "attempt": attempt}
+        # Completed (the run is safe in the spool) before the acknowledgement, so that a
+        # redelivery after a kill right here is recognised and not run twice.
+        self._record_end(submission, task_id, f"{'failed' if status.endswith('failed') else status}:{box}", result)
+        self.state.set(state="idle", job="", submission="", since=_now())
+        self._upload()
+        self._beat()
+        return status
+
+    def _record_end(self, submission: str, task_id: str, counter: str, result: dict,
+                    patience_s: float = 60.0) -> None:
+        """Mark the task done and count it, retrying while the broker is briefly away: the run is
+        already safe in the spool, and `submit --wait` counts on these."""
+        import redis
+
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                with self.redis.pipeline() as p:   # MULTI/EXEC: both or neither
+                    p.sadd(lab.done_key(submission), task_id)
+                    p.hincrby(lab.submission_key(submission), counter, 1)
+                    p.set(lab.result_key(task_id), json.dumps(result), ex=lab.RESULT_TTL_S)
+                    p.execute()
+                return
+            except redis.RedisError as e:
+                self.state.set(last_error=f"broker: {_now()} {printable(str(e), 200)}")
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+    # -- housekeeping --------------------------------------------------------------
+    def _upload(self) -> None:
+        try:
+            if self.spool.upload():
+                with self.state.lock:
+                    if self.state.last_error.startswith("store:"):
+                        self.state.last_error = ""
+        except PerflabError as e:
+            self.state.set(last_error=f"store: {_now()} {printable(str(e), 300)} (results kept in {self.spool.path})")
+
+    def _beat(self) -> None:
+        try:
+            key = lab.worker_key(self.box, self.name)
+            with self.redis.pipeline() as p:
+                p.hset(key, mapping={k: str(v) for k, v in self.state.as_hash(self.spool.pending()).items()})
+                p.expire(key, int(self.heartbeat_s * 3) + 1)
+                p.sadd(lab.BOXES, self.box)
+                p.execute()
+        except Exception:   # the broker away for a while: the next beat tries again
+            pass
+
+    def _cancel_running(self) -> None:
+        from perflab.execution import interrupt
+
+        with self.state.lock:
+            sid = self.state.submission if self.state.state == "running" else ""
+        try:
+            if sid and self.redis.sismember(lab.CANCELLED, sid):
+                # What SIGTERM does during a run: the benchmark is stopped, the run marked interrupted.
+                interrupt._note(15, None)
+        except Exception:
+            pass
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            self._cancel_running()
+            if self.state.state == "idle":
+                # Again and again, not only at start: a killed worker stays a zombie (its
+                # /proc entry looks alive) until its parent reaps it.
+                self.spool.recover()
+                if self.spool.pending():
+                    self._upload()
+            self._beat()
+
+    def run(self) -> None:
+        reaped = self.spool.recover()
+        self._upload()
+        self._beat()
+        beat = threading.Thread(target=self._heartbeat_loop, name="perflab-heartbeat", daemon=True)
+        beat.start()
+        worker = self.app.Worker(
+            pool="solo", concurrency=1, queues=[lab.queue_name(self.box)], hostname=f"{self.box}@{self.name}",
+            prefetch_multiplier=1, without_gossip=True, without_mingle=True, without_heartbeat=True,
+            loglevel="WARNING", quiet=True, redirect_stdouts=False,
+        )
+        print(json.dumps({"worker": self.name, "box": self.box, "queue": lab.queue_name(self.box),
+                          "spool": str(self.spool.path), "reaped": reaped}), flush=True)
+        try:
+            worker.start()
+        finally:
+            self._stop.set()
+            try:
+                self.redis.delete(lab.worker_key(self.box, self.name))
+            except Exception:
+                pass
+        if worker.exitcode:
+            raise PerflabError(f"worker of box {self.box} ended with status {worker.exitcode} (see its log above)")

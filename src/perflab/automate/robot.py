@@ -1,0 +1,261 @@
+"""The regression robot's loop: test new commits, notice a level change, bisect it, report the culprit once.
+
+One pass (`perflab robot --once`):
+
+1. the branch's first-parent history is read from the repository; the commits
+   the robot already tested are those of its runs (tag `robot-NAME`) in the
+   store — its state lives there, so it survives restarts;
+2. untested work is measured: the first pass tests `--start` (default: the
+   tip's parent) and the tip; later passes test each new tip. Every commit is
+   built and measured in a detached `git worktree` (the user's checkout is
+   never touched), through the one runner, its runs stored with the commit;
+3. regressions are looked for twice over the series of tested commits: the
+   change points of `perflab detect` (perflab.analysis.series / stats.changepoints) and,
+   for the newest commit, a comparison of its samples with the previous tested
+   commit's (perflab.analysis.comparison: Welch with FDR) — a level change at the end of
+   a series is one point long, which a change-point method rightly refuses to
+   call on its own;
+4. each regression is bisected (perflab.automate.bisect) between the last good and the
+   first bad tested commits — unless they are adjacent, when the bad one is the
+   culprit — and one report (perflab.analysis.regression) is written per culprit and
+   metric; the store's robot_report table remembers it, so no culprit is ever
+   reported twice.
+
+With `--box NAME` the commits are measured on that lab box instead of here: the
+jobs are queued with their source (repository URL, commit, build command), the
+box's worker builds and runs them, and the runs are read back from the shared
+store (perflab.automate.lab.client.run_on_box); the bisections run their steps there too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab.automate import bisect
+from perflab.analysis import series
+from perflab.core.errors import PerflabError
+from perflab.stats.compare import PRIMARY, REGRESSION
+
+
+@dataclass
+class Finding:
+    benchmark: str
+    metric: str
+    good: str
+    bad: str
+    change: float
+    how: str                       # "change point" or "newest commit"
+
+
+@dataclass
+class Pass:
+    tested: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    reports: list[tuple[str, str]] = field(default_factory=list)     # (culprit, path or "sent ...")
+    skipped: list[str] = field(default_factory=list)                  # said, not reported
+
+
+def _tested(store, tag: str) -> set[str]:
+    return {r.commit for r in store.find_runs(tag=tag) if r.commit and r.status in ("finished", "partial")}
+
+
+def _measure_on_box(store, lab: dict, sha: str, jobs: list[dict], build_cmd: str, tag: str, box: str, say) -> bool:
+    """Queue the jobs at `sha` on the lab box (built there); False when the build failed."""
+    from perflab.automate.lab.client import run_on_box
+
+    source = {"repo": lab["source_url"], "commit": sha, "build": build_cmd, "build_timeout": None}
+    atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}", "source": source} for j in jobs]
+    results = run_on_box(lab["broker"], box, atomic, store, say=say)
+    if any(r.status == "build-failed" for r in results):
+        why = next(r.error for r in results if r.status == "build-failed")
+        say(f"{sha[:12]}: build failed on box {box}, not measured: {why}")
+        return False
+    if any(r.status == "source-failed" for r in results):
+        raise PerflabError(f"box {box}: {next(r.error for r in results if r.status == 'source-failed')}")
+    failed = [r for r in results if r.status != "done"]
+    if failed:
+        say(f"{sha[:12]}: {len(failed)} job(s) failed on box {box}: {failed[0].error}")
+    say(f"{sha[:12]}: measured on box {box} ({sum(len(r.runs) for r in results)} runs)")
+    return True
+
+
+def _measure(store, repo: Path, sha: str, jobs: list[dict], build_cmd: str, tag: str, box, say,
+             lab: dict | None = None) -> bool:
+    """Build and run the jobs at `sha` in a worktree (or on the lab box); False when the build failed."""
+    from perflab.runner.loop import run_jobs
+
+    if lab:
+        return _measure_on_box(store, lab, sha, jobs, build_cmd, tag, box, say)
+
+    base = Path(tempfile.mkdtemp(prefix="perflab-robot-"))
+    path = base / "tree"
+    bisect.git(repo, "worktree", "add", "--detach", str(path), sha)
+    here = os.getcwd()
+    try:
+        why = bisect.build(path, build_cmd, None)
+        if why is not None:
+            say(f"{sha[:12]}: build failed, not measured: {why}")
+            return False
+        os.chdir(path)   # commands like ./prog mean the program built in this worktree
+        atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}"} for j in jobs]
+        outcomes = run_jobs(store, atomic, box=box, repo=str(path))
+        failed = [o for o in outcomes if o.error]
+        if failed:
+            say(f"{sha[:12]}: {len(failed)} job(s) failed: {failed[0].error}")
+        say(f"{sha[:12]}: measured ({sum(o.samples for o in outcomes)} samples)")
+        return True
+    finally:
+        os.chdir(here)
+        bisect.git(repo, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(base, ignore_errors=True)
+        bisect.git(repo, "worktree", "prune", check=False)
+
+
+def _wanted(metric: str, metrics: tuple[str, ...]) -> bool:
+    import fnmatch
+
+    from perflab.monitors import monitor_of
+
+    if metrics:
+        return any(fnmatch.fnmatchcase(metric, m) for m in metrics)
+    return monitor_of(metric) is None
+
+
+def find_regressions(store, *, repo: str, branch: str | None, tag: str, metrics: tuple[str, ...],
+                     order: list[str]) -> list[Finding]:
+    """Regressions among the tested commits: change points of the series, and the newest commit's comparison."""
+    from perflab.analysis.comparison import compare
+
+    findings: list[Finding] = []
+    history = series.build(store, tag=tag, repo=repo, branch=branch, metrics=metrics)
+    for result in series.analyse(history):
+        s = result.series
+        if not _wanted(s.metric, metrics):
+            continue
+        for cp, kind in zip(result.detection.change_points, result.kinds):
+            if kind != series.REGRESSION:
+                continue
+            before, after = s.points[cp.index - 1].commit, s.points[cp.index].commit
+            if before and after:
+                findings.append(Finding(s.benchmark, s.metric, before, after, cp.change, "change point"))
+    tested = [c for c in order if c in _tested(store, tag)]
+    if len(tested) >= 2:
+        good, bad = tested[-2], tested[-1]
+        result = compare(store, [f"tag={tag},commit={good}", f"tag={tag},commit={bad}"], monitors="none")
+        for row in result.verdicts(0, REGRESSION):
+            if row.family == PRIMARY and _wanted(row.metric, metrics) and not any(
+                    f.metric == row.metric and f.bad == bad for f in findings):
+                findings.append(Finding(row.benchmark, row.metric, good, bad, row.heads[0].pct_change,
+                                        "newest commit"))
+    return findings
+
+
+def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cmd: str = "", name: str = "default",
+             start: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
+             out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
+             broker: str | None = None, source_url: str | None = None,
+             say: Callable[[str], None] = lambda m: None) -> Pass:
+    from perflab.analysis import regression
+    from perflab.report.regression import render
+
+    if not re.fullmatch(r"[\w.-]{1,60}", name):
+        raise PerflabError(f"--name {name!r}: letters, digits, '.', '_' and '-' only (at most 60)")
+    root = bisect.repo_root(repo)
+    rev, commits = series.first_parent(str(root), branch)
+    if not commits:
+        raise PerflabError(f"--repo {repo}: the branch has no commits")
+    order = [c.sha for c in commits]
+    lab = None
+    if broker:
+        bisect.check_lab(broker, box, root, source_url, (order[-1],))
+        lab = {"broker": broker, "source_url": source_url or str(root)}
+    tag = f"robot-{name}"
+    done = Pass()
+    tested = _tested(store, tag)
+    todo = []
+    if not tested:
+        first = bisect.resolve(root, start, "--start") if start else (order[-2] if len(order) > 1 else None)
+        if first and first not in order:
+            raise PerflabError(f"--start {start}: not on the first-parent history of {rev}")
+        if first:
+            todo.append(first)
+    if order[-1] not in tested:
+        todo.append(order[-1])
+    for sha in todo:
+        if _measure(store, root, sha, jobs, build_cmd, tag, box, say, lab):
+            done.tested.append(sha)
+    done.findings = find_regressions(store, repo=str(root), branch=branch, tag=tag, metrics=metrics, order=order)
+    reported = {(r.culprit, r.metric) for r in store.robot_reports(name)}
+    ranges = [(r.good, r.bad, r.metric) for r in store.robot_reports(name)]
+    for f in done.findings:
+        if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
+               for g, b, m in ranges if g in order and b in order):
+            continue   # a regression already bisected and reported
+        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab)
+        if culprit is None:
+            done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
+            continue
+        if (culprit, f.metric) in reported:
+            continue
+        report = regression.build(store, base_op, head_op, tag=subject_tag, metrics=[f.metric], repo=str(root),
+                                  build_command=build_cmd or None)
+        text = render(report)
+        where = None
+        if out_dir:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            safe = re.sub(r"[^\w.-]+", "_", f.metric)
+            path = Path(out_dir) / f"{culprit[:12]}-{safe}.txt"
+            path.write_text(text)
+            where = str(path)
+        sent = None
+        if to:
+            from perflab.core import config
+
+            mail = config.load().get("mail", {})
+            msg = regression.message(report, text.split("\n", 2)[2], list(to), mail.get("from", "perflab <perflab@localhost>"))
+            sent = regression.send(msg, mail)
+        store.add_robot_report(robot=name, culprit=culprit, metric=f.metric, good=f.good, bad=f.bad,
+                               subject=report.subject, text=text, sent_to=", ".join(to) or None)
+        reported.add((culprit, f.metric))
+        done.reports.append((culprit, sent or where or report.subject))
+        say(f"reported {culprit[:12]}: {report.subject}" + (f" ({sent or where})" if sent or where else ""))
+    return done
+
+
+def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab=None):
+    """(culprit sha, base operand, head operand) of a finding: bisected unless good and bad are adjacent."""
+    gi, bi = order.index(f.good), order.index(f.bad)
+    if bi == gi + 1:
+        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}"
+    job = next((j for j in jobs if j["benchmark"] == f.benchmark), None)
+    if job is None:
+        say(f"{f.metric}: no job of {f.benchmark} to bisect with")
+        return None, None, None
+    say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
+    try:
+        result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
+                              job={**job, "runs": 1}, metric=f.metric, tag=None, box=box, say=say,
+                              broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None)
+    except (bisect.BisectError, bisect.EndsDoNotDiffer) as e:
+        say(f"not bisected: {e}")
+        return None, None, None
+    if result.culprit is None:
+        say(f"bisection {result.record.id} ended without a single culprit "
+            f"({len(result.candidates)} candidates left by skipped commits)")
+        return None, None, None
+    sha = result.culprit["sha"]
+    btag = result.record.tag
+    # The sequential test may call the culprit after 2 runs, against many of the good end; the
+    # report's comparison (Welch, FDR over the metrics) is judged on as many runs of each.
+    evidence = result.evidence or {}
+    more = int(evidence.get("n_good", 0)) - len(evidence.get("culprit_values", []))
+    if more > 0:
+        say(f"{sha[:12]}: {more} more run(s) of the culprit for the report, as many as of the good end")
+        _measure(store, root, sha, [{**job, "runs": more}], build_cmd, btag, box, say, lab)
+    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}"

@@ -1,0 +1,172 @@
+"""Compile a benchmark's C program on demand with the machine's own compiler.
+
+The binary is cached under $XDG_CACHE_HOME/perflab/cbuild/ (default
+~/.cache/perflab/cbuild/), keyed by a hash of the program's source, every
+header it includes with #include "..." (followed through the headers, shared
+ones in other directories too), the headers beside it, the compiler's full
+`--version` output and the flags: a
+new compiler, a changed flag or an edited source gets a new binary, an
+unchanged one is reused. A binary is compiled to a temporary name and renamed
+into place, so a concurrent or interrupted build never leaves a half-written
+file where a later run would find it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from perflab.core.errors import PerflabError
+
+DEFAULT_FLAGS: tuple[str, ...] = ("-O2",)
+COMPILE_TIMEOUT = 300
+STDERR_LINES = 5
+
+
+class BuildError(PerflabError):
+    """The C program could not be built: no compiler, or the compile failed."""
+
+    def __init__(self, program: str, message: str):
+        super().__init__(f"{program}: {message}")
+        self.program = program
+        self.detail = message
+
+
+@dataclass(frozen=True)
+class Compiler:
+    command: tuple[str, ...]    # $CC split like a shell would, e.g. ("gcc", "-m64")
+    path: str                   # the executable it resolves to
+    version: str                # first line of `--version`
+    version_full: str           # all of it (part of the cache key)
+
+    @property
+    def display(self) -> str:
+        return shlex.join(self.command)
+
+
+_compilers: dict[str, Compiler] = {}
+
+
+def cc_command() -> str:
+    return os.environ.get("CC") or "cc"
+
+
+def compiler(cc: str | None = None) -> Compiler:
+    """The compiler named by `cc` (default $CC, else cc); BuildError when it is missing."""
+    cc = cc or cc_command()
+    if cc in _compilers:
+        return _compilers[cc]
+    try:
+        words = tuple(shlex.split(cc))
+    except ValueError as e:
+        raise BuildError("cc", f"cannot parse $CC {cc!r}: {e}") from None
+    if not words:
+        raise BuildError("cc", "$CC is empty")
+    path = shutil.which(words[0])
+    if path is None:
+        raise BuildError("cc", f"C compiler {words[0]!r} not found (set $CC to a C compiler)")
+    try:
+        out = subprocess.run([path, *words[1:], "--version"], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError("cc", f"C compiler {cc!r} does not run: {e}") from None
+    full = (out.stdout or out.stderr).strip()
+    first = full.splitlines()[0].strip() if full else "unknown"
+    found = Compiler(words, path, first, full)
+    _compilers[cc] = found
+    return found
+
+
+_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_includes(source: Path, search: list[Path]) -> list[Path]:
+    """Every file `source` includes with #include "...", transitively (what the build depends on).
+
+    A name is looked up beside the including file first, then in `search`, as the compiler does with -I.
+    """
+    found: list[Path] = []
+    pending = [source]
+    while pending:
+        current = pending.pop()
+        try:
+            text = current.read_bytes()
+        except OSError:
+            continue
+        for name in _INCLUDE.findall(text):
+            rel = name.decode(errors="replace")
+            for base in [current.parent, *search]:
+                candidate = (base / rel).resolve()
+                if candidate.is_file():
+                    if candidate not in found:
+                        found.append(candidate)
+                        pending.append(candidate)
+                    break
+    return found
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "perflab" / "cbuild"
+
+
+def build(program: str, source_dir: Path, *, cc: str | None = None,
+          flags: tuple[str, ...] = DEFAULT_FLAGS, libs: tuple[str, ...] = ()) -> Path:
+    """Path of an executable for `source_dir/<program>.c`, compiling it if needed.
+
+    Every *.h in source_dir is part of the key (the programs share a header).
+    Raises BuildError naming the program when the compiler is missing or the
+    compile fails; the message carries the first lines of the compiler's errors.
+    """
+    source = source_dir / f"{program}.c"
+    if not source.is_file():
+        raise BuildError(program, f"no source {source}")
+    try:
+        comp = compiler(cc)
+    except BuildError as e:
+        raise BuildError(program, e.detail) from None
+
+    digest = hashlib.sha256()
+    sources = [source, *sorted(source_dir.glob("*.h"))]
+    for header in local_includes(source, [source_dir]):
+        if header not in sources:
+            sources.append(header)
+    for part in (comp.path, comp.display, comp.version_full, "\0".join(flags), "\0".join(libs)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    for path in sources:
+        digest.update(str(path.relative_to(source_dir) if path.is_relative_to(source_dir) else path).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+    key = digest.hexdigest()[:20]
+
+    directory = cache_dir()
+    target = directory / f"{program}-{key}"
+    if os.access(target, os.X_OK):
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{program}-{key}.{os.getpid()}.tmp"
+    cmd = [comp.path, *comp.command[1:], *flags, "-I", str(source_dir), "-o", str(tmp), str(source), *libs]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(program, f"{comp.display} did not finish compiling in {COMPILE_TIMEOUT} s") from None
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(program, f"cannot run {comp.display}: {e.strerror or e}") from None
+    if proc.returncode != 0 or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        lines = [line for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]
+        detail = " | ".join(lines[:STDERR_LINES]) or "no message"
+        raise BuildError(program, f"compile failed ({comp.display} {' '.join(flags)} exited {proc.returncode}): {detail}")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, target)
+    return target

@@ -1,0 +1,90 @@
+"""The directory a run works in: a temporary one, an existing one (`dir`), or a fresh
+filesystem of the job's choosing (`fs`, LKP's `fs:` key) on a loop device backed by a
+file in /dev/shm, made for the run and removed afterwards.
+
+Families that work in a directory add WorkdirParams to their parameter model and
+enter `workdir(params, prefix)` in their session; it yields the directory and the
+facts to record (filesystem type, size, mount options, backing).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from perflab.core.errors import UsageProblem
+
+FILESYSTEMS = ("ext4", "xfs", "btrfs", "tmpfs")
+
+
+class WorkdirParams(BaseModel):
+    """Mixin: where the run's files go."""
+
+    fs: Literal["ext4", "xfs", "btrfs", "tmpfs"] | None = Field(
+        None, description="make a fresh filesystem of this type for the run (on a loop device in /dev/shm)")
+    fs_size: str = Field("1G", description="size of that filesystem (e.g. 512M, 4G)")
+    dir: str | None = Field(None, description="an existing directory to work in instead (default: $TMPDIR)")
+
+    @field_validator("fs_size", mode="before")
+    @classmethod
+    def _size(cls, v, info):
+        from perflab.execution.filesystem import check_minimum, parse_size
+
+        check_minimum(info.data.get("fs"), parse_size(v))   # fs is validated first (declared before)
+        return str(v)
+
+
+@dataclass
+class Workdir:
+    path: str
+    facts: dict = field(default_factory=dict)
+
+
+def filesystem_of(path: str) -> tuple[str, str, str]:
+    """(type, mount point, mount options) of the mount holding `path`, from /proc/self/mounts."""
+    best = ("n/a", "", "")
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 4:
+                    continue
+                mount = parts[1].replace("\\040", " ")
+                if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best[1]):
+                    best = (parts[2], mount, parts[3])
+    except OSError:
+        pass
+    return best
+
+
+@contextmanager
+def workdir(params: WorkdirParams, prefix: str) -> Iterator[Workdir]:
+    """A fresh directory for one run, removed afterwards (also on failure or interruption)."""
+    if params.fs is not None and params.dir is not None:
+        raise UsageProblem("parameters fs and dir: give one of them (fs makes a new filesystem, dir uses one)")
+    if params.fs is not None:
+        from perflab.execution import filesystem
+
+        with filesystem.mounted(params.fs, params.fs_size, prefix) as mounted:
+            yield mounted
+        return
+    parent = params.dir or tempfile.gettempdir()
+    if not os.path.isdir(parent):
+        raise UsageProblem(f"parameter dir = {parent!r}: no such directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageProblem(f"parameter dir = {parent!r}: not writable")
+    path = tempfile.mkdtemp(prefix=f"perflab-{prefix}-", dir=parent)
+    fstype, mount, options = filesystem_of(path)
+    try:
+        yield Workdir(path, {"workdir": parent, "workdir_fs": fstype, "workdir_mount": mount,
+                             "workdir_mount_options": options, "workdir_backing": "existing directory"})
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,262 @@
+"""The floor plan, enforced: layered packages with one-way imports (docs/architecture.md).
+
+Every import of every module under src/perflab is read with `ast` — at module level and
+inside functions (those stay allowed for start-up time, but only downward) — and checked
+against LAYERS. A package may import its own modules, and packages of lower layers; never a
+package of a higher layer, nor a sibling of its own layer. Within a package no two files
+import each other, directly or round a longer loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "perflab"
+
+# Bottom first. Packages on one row are siblings: neither imports the other.
+LAYERS: list[tuple[str, ...]] = [
+    ("core",),                                    # value types, errors, units, text, environment, cbuild, params, git
+    ("stats", "store"),                           # pure statistics | the store
+    ("execution",),                               # measure: starting a process, work directories, filesystems
+    ("benchmarks", "monitors"),                   # measure: families | monitors
+    ("jobs",),                                    # measure: job files -> atomic jobs
+    ("runner",),                                  # measure: the loop (repetitions, recording)
+    ("analysis", "exchange"),                     # read side and views | import/export of runs
+    ("report",),                                  # renderers: a view in, text out
+    ("automate",),                                # bisect, robot, lab, the Measurer
+    ("cli",),                                     # the thin command line
+]
+# A family's report view hook lives beside the family's code but belongs to the read side.
+VIEW_HOOK = ("benchmarks", "view")
+MAX_LINES = 600
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str          # importing module, dotted
+    target: str          # imported module, dotted (the deepest module that exists)
+    names: tuple[str, ...]
+    line: int
+    in_function: bool
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def read_imports(root: Path) -> tuple[set[str], list[Import]]:
+    """Every perflab import of every module under `root` (a perflab package directory)."""
+    files = sorted(root.rglob("*.py"))
+    modules = {module_name(p, root): p for p in files}
+    found: list[Import] = []
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), str(path))
+        stack: list[ast.AST] = []
+
+        def visit(node: ast.AST, depth: int) -> None:
+            inner = depth + isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "perflab":
+                        found.append(Import(name, alias.name, (), node.lineno, depth > 0))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_package else name.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target.split(".")[0] == "perflab":
+                    for alias in node.names:
+                        full = f"{target}.{alias.name}"
+                        if full in modules:   # `from perflab.x import module`
+                            found.append(Import(name, full, (), node.lineno, depth > 0))
+                        else:
+                            found.append(Import(name, target, (alias.name,), node.lineno, depth > 0))
+            for child in ast.iter_child_nodes(node):
+                visit(child, inner)
+
+        visit(tree, 0)
+    return set(modules), found
+
+
+def unit_of(module: str) -> str:
+    """The package a module belongs to for layering ('perflab' itself is core)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "core"
+    if parts[1] == VIEW_HOOK[0] and parts[-1] == VIEW_HOOK[1]:
+        return "analysis"
+    return parts[1]
+
+
+def layer_of(unit: str) -> int:
+    for index, row in enumerate(LAYERS):
+        if unit in row:
+            return index
+    raise KeyError(unit)
+
+
+def violations(root: Path) -> list[str]:
+    """Upward imports, sibling imports and packages the floor plan does not place."""
+    modules, imports = read_imports(root)
+    problems = []
+    for unit in sorted({unit_of(m) for m in modules}):
+        try:
+            layer_of(unit)
+        except KeyError:
+            problems.append(f"perflab.{unit} is in no layer of LAYERS (tests/test_architecture.py)")
+    for imp in imports:
+        a, b = unit_of(imp.source), unit_of(imp.target)
+        if a == b:
+            continue
+        try:
+            la, lb = layer_of(a), layer_of(b)
+        except KeyError:
+            continue
+        where = f"{imp.source} line {imp.line}{' (in a function)' if imp.in_function else ''}"
+        if lb > la:
+            problems.append(f"{where} imports {imp.target}: up from {a} (layer {la}) to {b} (layer {lb})")
+        elif lb == la:
+            problems.append(f"{where} imports {imp.target}: {a} and {b} are siblings of layer {la}")
+    return problems
+
+
+def file_cycles(root: Path) -> list[list[str]]:
+    """Loops of imports between modules (Tarjan's strongly connected components)."""
+    modules, imports = read_imports(root)
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for imp in imports:
+        target = imp.target
+        # `from perflab.x import name` of a package's __init__ counts as an import of that module;
+        # an import of a package from inside it (its own __init__) is how Python loads it, not a loop.
+        if target in modules and target != imp.source and not imp.source.startswith(target + "."):
+            graph[imp.source].add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    loops: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return loops
+
+
+# -- the tree -----------------------------------------------------------------
+
+def test_no_import_goes_up_a_layer_or_sideways():
+    assert violations(SRC) == []
+
+
+def test_no_import_loops_between_files():
+    assert file_cycles(SRC) == []
+
+
+def test_no_python_file_is_over_the_limit():
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_library_code_never_changes_directory():
+    # os.chdir changes the whole process's directory: a Measurer passes cwd= to what it starts.
+    offenders = [f"{p.relative_to(SRC)}:{n}" for p in SRC.rglob("*.py")
+                 for n, line in enumerate(p.read_text().splitlines(), 1) if "os.chdir(" in line]
+    assert offenders == []
+
+
+def test_renderers_take_results_and_compute_nothing():
+    # A renderer never reads a store, and from the statistics and analysis layers it takes
+    # only types and constants: every figure it prints was computed before it was called.
+    _, imports = read_imports(SRC)
+    problems = []
+    for imp in imports:
+        if unit_of(imp.source) != "report":
+            continue
+        if unit_of(imp.target) == "store":
+            problems.append(f"{imp.source} line {imp.line} imports the store ({imp.target})")
+        if unit_of(imp.target) in ("stats", "analysis"):
+            if not imp.names:
+                problems.append(f"{imp.source} line {imp.line} imports the module {imp.target}")
+                continue
+            module = importlib.import_module(imp.target)
+            for name in imp.names:
+                value = getattr(module, name)
+                if inspect.isfunction(value):
+                    problems.append(f"{imp.source} line {imp.line} imports the function {imp.target}.{name}")
+    assert problems == []
+
+
+# -- the checker itself, on planted trees -------------------------------------
+
+def plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "perflab"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for directory in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
+        (directory / "__init__.py").touch()
+    return root
+
+
+def test_checker_catches_a_planted_upward_import(tmp_path):
+    root = plant(tmp_path, {
+        "core/model.py": "def f():\n    from perflab.report import lkp\n",     # inside a function: still up
+        "report/lkp.py": "from perflab.core.model import f\n",
+        "store/db.py": "from perflab.stats import compare\n",                  # siblings
+        "stats/compare.py": "",
+    })
+    found = violations(root)
+    assert any("perflab.core.model line 2 (in a function) imports perflab.report.lkp: up from core" in p
+               for p in found), found
+    assert any("stats and store are siblings" in p or "store and stats are siblings" in p for p in found), found
+    assert not any("report.lkp line" in p for p in found), found    # report -> core is down
+
+
+def test_checker_catches_a_planted_file_loop(tmp_path):
+    root = plant(tmp_path, {
+        "store/a.py": "from perflab.store import b\n",
+        "store/b.py": "def g():\n    from perflab.store.a import x\n",
+    })
+    assert file_cycles(root) == [["perflab.store.a", "perflab.store.b"]]
+
+
+def test_checker_places_every_package(tmp_path):
+    root = plant(tmp_path, {"gadgets/x.py": ""})
+    assert violations(root) == ["perflab.gadgets is in no layer of LAYERS (tests/test_architecture.py)"]
