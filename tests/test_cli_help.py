@@ -112,7 +112,7 @@ def test_detect_loads_neither_scipy_nor_other_commands(tmp_path):
               f"rc = main(['detect', '--db', {db!r}, '--style', 'json'])\n"
               "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
               "('scipy', 'pydantic', 'rich', 'pandas', 'matplotlib', 'plotly', 'alembic', 'celery', 'redis', 'yaml')"
-              " or m.startswith(('perflab.cli.', 'perflab.runner.', 'perflab.benchmarks.', 'perflab.automate.lab')) or m.startswith('numpy.ma') and m[8:9] in ('', '.'))))\n"
+              " or m.startswith(('perflab.cli.', 'perflab.runner.', 'perflab.execution.', 'perflab.benchmarks.', 'perflab.automate.lab')) or m.startswith('numpy.ma') and m[8:9] in ('', '.'))))\n"
               "sys.exit(rc)\n")
     for _ in range(2):   # the first run creates the store (Alembic), the second only reads it
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
