@@ -7,8 +7,9 @@ One pass (`perflab robot --once`):
    store — its state lives there, so it survives restarts;
 2. untested work is measured: the first pass tests `--start` (default: the
    tip's parent) and the tip; later passes test each new tip. Every commit is
-   built and measured in a detached `git worktree` (the user's checkout is
-   never touched), through the one runner, its runs stored with the commit;
+   built and measured through a Measurer (perflab.automate.measurer): here, in
+   a detached `git worktree` (the user's checkout is never touched), through
+   the one runner, its runs stored with the commit;
 3. regressions are looked for twice over the series of tested commits: the
    change points of `perflab detect` (perflab.analysis.series / stats.changepoints) and,
    for the newest commit, a comparison of its samples with the previous tested
@@ -24,7 +25,7 @@ One pass (`perflab robot --once`):
 With `--box NAME` the commits are measured on that lab box instead of here: the
 jobs are queued with their source (repository URL, commit, build command), the
 box's worker builds and runs them, and the runs are read back from the shared
-store (perflab.automate.lab.client.run_on_box); the bisections run their steps there too.
+store (measurer.BoxMeasurer); the bisections run their steps there too.
 """
 
 from __future__ import annotations
