@@ -7,8 +7,9 @@ One pass (`perflab robot --once`):
    store — its state lives there, so it survives restarts;
 2. untested work is measured: the first pass tests `--start` (default: the
    tip's parent) and the tip; later passes test each new tip. Every commit is
-   built and measured in a detached `git worktree` (the user's checkout is
-   never touched), through the one runner, its runs stored with the commit;
+   built and measured through a Measurer (perflab.automate.measurer): here, in
+   a detached `git worktree` (the user's checkout is never touched), through
+   the one runner, its runs stored with the commit;
 3. regressions are looked for twice over the series of tested commits: the
    change points of `perflab detect` (perflab.analysis.series / stats.changepoints) and,
    for the newest commit, a comparison of its samples with the previous tested
@@ -24,22 +25,21 @@ One pass (`perflab robot --once`):
 With `--box NAME` the commits are measured on that lab box instead of here: the
 jobs are queued with their source (repository URL, commit, build command), the
 box's worker builds and runs them, and the runs are read back from the shared
-store (perflab.automate.lab.client.run_on_box); the bisections run their steps there too.
+store (measurer.BoxMeasurer); the bisections run their steps there too.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.automate import bisect
+from perflab.automate.measurer import BoxMeasurer, LocalMeasurer, Measurer, ScratchTree
 from perflab.analysis import series
 from perflab.core.errors import PerflabError
+from perflab.core.git import BuildFailed, GitError, repo_root, resolve
 from perflab.stats.compare import PRIMARY, REGRESSION
 
 
@@ -65,56 +65,28 @@ def _tested(store, tag: str) -> set[str]:
     return {r.commit for r in store.find_runs(tag=tag) if r.commit and r.status in ("finished", "partial")}
 
 
-def _measure_on_box(store, lab: dict, sha: str, jobs: list[dict], build_cmd: str, tag: str, box: str, say) -> bool:
-    """Queue the jobs at `sha` on the lab box (built there); False when the build failed."""
-    from perflab.automate.lab.client import run_on_box
-
-    source = {"repo": lab["source_url"], "commit": sha, "build": build_cmd, "build_timeout": None}
-    atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}", "source": source} for j in jobs]
-    results = run_on_box(lab["broker"], box, atomic, store, say=say)
-    if any(r.status == "build-failed" for r in results):
-        why = next(r.error for r in results if r.status == "build-failed")
-        say(f"{sha[:12]}: build failed on box {box}, not measured: {why}")
+def _measure(measurer: Measurer, sha: str, jobs: list[dict], tag: str, say) -> bool:
+    """Build and run the jobs at `sha` (in a worktree here, or on the lab box); False when the build failed."""
+    atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}"} for j in jobs]
+    where = measurer.place
+    try:
+        measured = measurer.measure(sha, atomic)
+    except BuildFailed as e:
+        say(f"{sha[:12]}: build failed{where}, not measured: {e.why}")
         return False
-    if any(r.status == "source-failed" for r in results):
-        raise PerflabError(f"box {box}: {next(r.error for r in results if r.status == 'source-failed')}")
-    failed = [r for r in results if r.status != "done"]
+    failed = [m for m in measured if m.status != "done"]
     if failed:
-        say(f"{sha[:12]}: {len(failed)} job(s) failed on box {box}: {failed[0].error}")
-    say(f"{sha[:12]}: measured on box {box} ({sum(len(r.runs) for r in results)} runs)")
+        say(f"{sha[:12]}: {len(failed)} job(s) failed{where}: {failed[0].error}")
+    say(f"{sha[:12]}: measured{where} ({measurer.summary(measured)})")
     return True
 
 
-def _measure(store, repo: Path, sha: str, jobs: list[dict], build_cmd: str, tag: str, box, say,
-             lab: dict | None = None) -> bool:
-    """Build and run the jobs at `sha` in a worktree (or on the lab box); False when the build failed."""
-    from perflab.runner.loop import run_jobs
-
+def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict | None, say) -> Measurer:
+    """The robot's Measurer: a fresh worktree per commit here, or the lab box's queue."""
     if lab:
-        return _measure_on_box(store, lab, sha, jobs, build_cmd, tag, box, say)
-
-    base = Path(tempfile.mkdtemp(prefix="perflab-robot-"))
-    path = base / "tree"
-    bisect.git(repo, "worktree", "add", "--detach", str(path), sha)
-    here = os.getcwd()
-    try:
-        why = bisect.build(path, build_cmd, None)
-        if why is not None:
-            say(f"{sha[:12]}: build failed, not measured: {why}")
-            return False
-        os.chdir(path)   # commands like ./prog mean the program built in this worktree
-        atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}"} for j in jobs]
-        outcomes = run_jobs(store, atomic, box=box, repo=str(path))
-        failed = [o for o in outcomes if o.error]
-        if failed:
-            say(f"{sha[:12]}: {len(failed)} job(s) failed: {failed[0].error}")
-        say(f"{sha[:12]}: measured ({sum(o.samples for o in outcomes)} samples)")
-        return True
-    finally:
-        os.chdir(here)
-        bisect.git(repo, "worktree", "remove", "--force", str(path), check=False)
-        shutil.rmtree(base, ignore_errors=True)
-        bisect.git(repo, "worktree", "prune", check=False)
+        return BoxMeasurer(store, broker=lab["broker"], box=box, source_url=lab["source_url"], build_cmd=build_cmd,
+                           say=say)
+    return LocalMeasurer(store, ScratchTree(root, build_cmd), box=box)
 
 
 def _wanted(metric: str, metrics: tuple[str, ...]) -> bool:
@@ -160,13 +132,14 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
              start: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
              out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
              broker: str | None = None, source_url: str | None = None,
-             say: Callable[[str], None] = lambda m: None) -> Pass:
+             say: Callable[[str], None] = lambda m: None, measurer: Measurer | None = None) -> Pass:
+    """One pass. `measurer`: how commits are measured (default: here, or on the lab box with --box/--broker)."""
     from perflab.analysis import regression
     from perflab.report.regression import render
 
     if not re.fullmatch(r"[\w.-]{1,60}", name):
         raise PerflabError(f"--name {name!r}: letters, digits, '.', '_' and '-' only (at most 60)")
-    root = bisect.repo_root(repo)
+    root = repo_root(repo)
     rev, commits = series.first_parent(str(root), branch)
     if not commits:
         raise PerflabError(f"--repo {repo}: the branch has no commits")
@@ -176,11 +149,12 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
         bisect.check_lab(broker, box, root, source_url, (order[-1],))
         lab = {"broker": broker, "source_url": source_url or str(root)}
     tag = f"robot-{name}"
+    given, measurer = measurer, measurer or make_measurer(store, root, build_cmd, box, lab, say)
     done = Pass()
     tested = _tested(store, tag)
     todo = []
     if not tested:
-        first = bisect.resolve(root, start, "--start") if start else (order[-2] if len(order) > 1 else None)
+        first = resolve(root, start, "--start") if start else (order[-2] if len(order) > 1 else None)
         if first and first not in order:
             raise PerflabError(f"--start {start}: not on the first-parent history of {rev}")
         if first:
@@ -188,7 +162,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
     if order[-1] not in tested:
         todo.append(order[-1])
     for sha in todo:
-        if _measure(store, root, sha, jobs, build_cmd, tag, box, say, lab):
+        if _measure(measurer, sha, jobs, tag, say):
             done.tested.append(sha)
     done.findings = find_regressions(store, repo=str(root), branch=branch, tag=tag, metrics=metrics, order=order)
     reported = {(r.culprit, r.metric) for r in store.robot_reports(name)}
@@ -197,7 +171,8 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
         if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
-        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab)
+        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab, measurer,
+                                             given)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -228,7 +203,8 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cm
     return done
 
 
-def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab=None):
+def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab, measurer,
+             given: Measurer | None = None):
     """(culprit sha, base operand, head operand) of a finding: bisected unless good and bad are adjacent."""
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
@@ -241,8 +217,9 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
                               job={**job, "runs": 1}, metric=f.metric, tag=None, box=box, say=say,
-                              broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None)
-    except (bisect.BisectError, bisect.EndsDoNotDiffer) as e:
+                              broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None,
+                              measurer=given)
+    except (bisect.BisectError, GitError, bisect.EndsDoNotDiffer) as e:
         say(f"not bisected: {e}")
         return None, None, None
     if result.culprit is None:
@@ -257,5 +234,5 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     more = int(evidence.get("n_good", 0)) - len(evidence.get("culprit_values", []))
     if more > 0:
         say(f"{sha[:12]}: {more} more run(s) of the culprit for the report, as many as of the good end")
-        _measure(store, root, sha, [{**job, "runs": more}], build_cmd, btag, box, say, lab)
+        _measure(measurer, sha, [{**job, "runs": more}], btag, say)
     return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}"

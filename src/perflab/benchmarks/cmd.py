@@ -23,7 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
-from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
 
 # LKP's names for what /usr/bin/time reports.
 WALL = "time.elapsed_time"
@@ -163,11 +163,12 @@ class Command:
             except ValueError as e:
                 raise PerflabError(f"command {words[0]!r}: {e}") from None
         exe = words[0]
-        resolved = shutil.which(exe)
+        local = in_run_directory(exe) if os.path.dirname(exe) else exe   # ./prog: where the run starts
+        resolved = shutil.which(local)
         if resolved is None:
-            what = "is not executable" if os.path.exists(exe) else "not found"
+            what = "is not executable" if os.path.exists(local) else "not found"
             raise PerflabError(f"command {exe!r} {what} (PATH={os.environ.get('PATH', '')})")
-        return cls([resolved, *words[1:]], shlex.join(words), False, metrics)
+        return cls([resolved if local == exe else exe, *words[1:]], shlex.join(words), False, metrics)
 
 
 def check_unique(rules: list[MetricRule]) -> None:

@@ -5,8 +5,38 @@
 
 from __future__ import annotations
 
+import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+
+# The directory a run works in when its processes name none: a commit's worktree while a
+# Measurer runs jobs there (`./prog` is the program built at that commit). None: perflab's own.
+# Scoped to the run instead of os.chdir, which would move the whole process (and its threads).
+_run_directory: ContextVar[str | None] = ContextVar("perflab_run_directory", default=None)
+
+
+def run_directory() -> str | None:
+    return _run_directory.get()
+
+
+def in_run_directory(path: str) -> str:
+    """A relative path as the run's processes see it (unchanged when the run has no directory of its own)."""
+    base = _run_directory.get()
+    return os.path.join(base, path) if base and not os.path.isabs(path) else path
+
+
+@contextmanager
+def running_in(directory: str | None) -> Iterator[None]:
+    """Within: processes start in `directory` unless their spec names one (None: no change)."""
+    token = _run_directory.set(directory) if directory else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _run_directory.reset(token)
 
 
 @dataclass

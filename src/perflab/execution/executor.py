@@ -25,7 +25,7 @@ from pathlib import Path
 
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError
-from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.core.process import ProcessResult, ProcessSpec, run_directory
 
 LAUNCHER_DIR = Path(__file__).parent / "c"
 STDERR_TAIL_BYTES = 2000
@@ -95,8 +95,9 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
     global current_launcher, _stop_sent
     _stop_sent = False
     display = spec.item or " ".join(spec.argv)
-    if spec.cwd and not os.path.isdir(spec.cwd):
-        raise PerflabError(f"{display!r}: working directory {spec.cwd} does not exist")
+    cwd = spec.cwd or run_directory()
+    if cwd and not os.path.isdir(cwd):
+        raise PerflabError(f"{display!r}: working directory {cwd} does not exist")
     argv = [*wrapper, *spec.argv]
     options = ["-G", f"{grace:g}"]
     if spec.timeout:
@@ -105,8 +106,8 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
         options.append("-R")
     if spec.cpus:
         options += ["-c", spec.cpus]
-    if spec.cwd:
-        options += ["-C", spec.cwd]
+    if cwd:
+        options += ["-C", cwd]
     command = [os.fsencode(str(launcher())), *map(os.fsencode, options), b"--", *map(os.fsencode, argv)]
     env = os.environb if spec.env is None else {os.fsencode(k): os.fsencode(v) for k, v in spec.env.items()}
     hooks = hooks or Hooks()
@@ -278,6 +279,7 @@ def start_background(argv: Sequence[str], *, stdout=None, stderr=None, cwd: str 
     """
     display = " ".join(argv)
     options = ["-G", f"{grace:g}"]
+    cwd = cwd or run_directory()
     if cwd:
         options += ["-C", cwd]
     command = [os.fsencode(str(launcher())), *map(os.fsencode, options), b"--", *map(os.fsencode, argv)]

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from perflab.core.errors import UsageProblem
+from perflab.core.process import in_run_directory
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "tmpfs")
 
@@ -77,11 +78,12 @@ def workdir(params: WorkdirParams, prefix: str) -> Iterator[Workdir]:
             yield mounted
         return
     parent = params.dir or tempfile.gettempdir()
-    if not os.path.isdir(parent):
+    where = in_run_directory(parent)   # a relative dir: in the run's directory (a Measurer's worktree)
+    if not os.path.isdir(where):
         raise UsageProblem(f"parameter dir = {parent!r}: no such directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not os.access(where, os.W_OK | os.X_OK):
         raise UsageProblem(f"parameter dir = {parent!r}: not writable")
-    path = tempfile.mkdtemp(prefix=f"perflab-{prefix}-", dir=parent)
+    path = tempfile.mkdtemp(prefix=f"perflab-{prefix}-", dir=where)
     fstype, mount, options = filesystem_of(path)
     try:
         yield Workdir(path, {"workdir": parent, "workdir_fs": fstype, "workdir_mount": mount,

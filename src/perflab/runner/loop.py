@@ -25,6 +25,7 @@ from perflab.benchmarks.base import STOP, ItemFailed, Session
 from perflab.core.errors import PerflabError
 from perflab.monitors import MonitorSet
 from perflab.execution import interrupt
+from perflab.core.process import running_in
 from perflab.execution.executor import ProcessResult, ProcessSpec, execute
 from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
 from perflab.store import Store
@@ -125,6 +126,7 @@ def run_jobs(
     interleave: bool = False,
     box: str | None = None,
     repo: str | None = None,
+    cwd: str | None = None,
     console: Console | None = None,
 ) -> list[JobOutcome]:
     """Run atomic jobs (see perflab.jobs) and record every sample; their outcomes.
@@ -132,8 +134,15 @@ def run_jobs(
     A job that fails is recorded failed and the others go on; the caller
     decides what a failure means for the exit status. Bad input found before
     anything was measured (PerflabError) removes the runs that hold nothing
-    and is raised. Ctrl-C and SIGTERM end everything, runs marked interrupted.
+    and is raised. Ctrl-C and SIGTERM end everything, runs marked interrupted. `cwd`: the
+    directory the jobs run in (a commit's worktree, where `./prog` is the program built at
+    that commit; the families' processes start there unless they name their own).
     """
+    with running_in(cwd):
+        return _run_jobs(store, jobs, interleave=interleave, box=box, repo=repo, console=console)
+
+
+def _run_jobs(store: Store, jobs: list[dict], *, interleave: bool, box, repo, console) -> list[JobOutcome]:
     outcomes = []
     for job in jobs:
         if job.get("runs") is None:

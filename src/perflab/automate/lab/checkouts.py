@@ -17,6 +17,9 @@ bisection alternates between its ends and the commit under test — up to
 A build that fails is the commit's fault (the bisection skips it, exit 125
 semantics): BuildFailed. A repository or commit that cannot be fetched is the
 submitter's (a URL the box cannot reach, a commit not pushed there): SourceError.
+
+The worker measures such a job with a LocalMeasurer (perflab.automate.measurer)
+whose Trees are these checkouts: `Checkouts.trees(source)`.
 """
 
 from __future__ import annotations
@@ -25,18 +28,20 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from perflab.automate.measurer import build
 from perflab.core.errors import PerflabError
+from perflab.core.git import BuildFailed, GitError, add_worktree, git, prune_worktrees, remove_worktree
 from perflab.core.text import printable
+
+__all__ = ["BuildFailed", "Checkouts", "SourceError", "check_source", "describe"]
 
 
 class SourceError(PerflabError):
     """The source of a job cannot be fetched or checked out on this box."""
-
-
-class BuildFailed(PerflabError):
-    """The build command failed at the commit."""
 
 
 def check_source(source) -> dict:
@@ -62,10 +67,12 @@ class Checkouts:
         self.directory = directory
         self.keep = keep
 
+    def trees(self, source: dict) -> "SourceTrees":
+        """Trees for a LocalMeasurer that measures `source`'s commit on this box."""
+        return SourceTrees(self, source)
+
     def prepare(self, source: dict) -> Path:
         """The worktree of source's commit, built; BuildFailed or SourceError."""
-        from perflab.automate import bisect
-
         source = check_source(source)
         url, sha = source["repo"], source["commit"]
         home = self.directory / hashlib.sha1(url.encode()).hexdigest()[:16]
@@ -73,9 +80,9 @@ class Checkouts:
         try:
             if not (mirror / "HEAD").exists():
                 home.mkdir(parents=True, exist_ok=True)
-                bisect.git(home, "init", "--quiet", "--bare", str(mirror))
+                git(home, "init", "--quiet", "--bare", str(mirror))
                 (home / "url").write_text(url + "\n")
-            if bisect.git(mirror, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode != 0:
+            if git(mirror, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode != 0:
                 self._fetch(mirror, url, sha)
             path = home / sha[:16]
             stamp = home / f"{sha[:16]}.built"
@@ -86,27 +93,25 @@ class Checkouts:
             if path.exists() or stamp.exists():
                 self._remove(mirror, path, stamp)
             self._prune(mirror, home)
-            bisect.git(mirror, "worktree", "add", "--detach", "--force", str(path), sha)
-        except bisect.BisectError as e:
+            add_worktree(mirror, path, sha, force=True)
+        except GitError as e:
             raise SourceError(f"source {printable(url, 200)} at {sha[:12]}: {e}") from None
-        why = bisect.build(path, source["build"], source["build_timeout"])
+        why = build(path, source["build"], source["build_timeout"])
         if why is not None:
             self._remove(mirror, path, stamp)
-            raise BuildFailed(f"--build failed at {sha[:12]}: {why}")
+            raise BuildFailed(f"--build failed at {sha[:12]}: {why}", why)
         stamp.write_text(wanted)
         return path
 
     @staticmethod
     def _fetch(mirror: Path, url: str, sha: str) -> None:
-        from perflab.automate import bisect
-
         # By sha first (protocol v2 servers and local paths allow it); else every branch and tag.
-        if bisect.git(mirror, "fetch", "--quiet", "--no-tags", url, sha, check=False, timeout=3600).returncode == 0:
+        if git(mirror, "fetch", "--quiet", "--no-tags", url, sha, check=False, timeout=3600).returncode == 0:
             return
-        bisect.git(mirror, "fetch", "--quiet", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+        git(mirror, "fetch", "--quiet", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
                    timeout=3600)
-        if bisect.git(mirror, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode != 0:
-            raise bisect.BisectError(f"commit {sha[:12]} is not in the repository (not pushed there?)")
+        if git(mirror, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode != 0:
+            raise GitError(f"commit {sha[:12]} is not in the repository (not pushed there?)")
 
     def _prune(self, mirror: Path, home: Path) -> None:
         """Remove the least recently used built worktrees beyond `keep - 1` (one is about to be added)."""
@@ -116,12 +121,21 @@ class Checkouts:
 
     @staticmethod
     def _remove(mirror: Path, path: Path, stamp: Path) -> None:
-        from perflab.automate import bisect
-
         stamp.unlink(missing_ok=True)
-        bisect.git(mirror, "worktree", "remove", "--force", "--force", str(path), check=False)
+        remove_worktree(mirror, path, locked=True)
         shutil.rmtree(path, ignore_errors=True)
-        bisect.git(mirror, "worktree", "prune", check=False)
+        prune_worktrees(mirror)
+
+
+class SourceTrees:
+    """A LocalMeasurer's Trees on a box: the checkout of one job's source, built and kept for the next."""
+
+    def __init__(self, checkouts: Checkouts, source: dict):
+        self.checkouts, self.source = checkouts, source
+
+    @contextmanager
+    def checkout(self, commit: str, slot: str = "") -> Iterator[Path]:
+        yield self.checkouts.prepare({**self.source, "commit": commit})
 
 
 def describe(source: dict) -> str:

@@ -10,8 +10,9 @@ Each delivery of a task counts an attempt (Redis hash perflab:attempts) and
 the atomic job is run with a "lab" entry added to it, stored with the run
 (the run's job): {"submission", "task", "attempt", "worker"}.
 
-A job with a "source" (bisect/robot --box) is run in a worktree of that commit,
-fetched and built on this box first (perflab.automate.lab.checkouts). What became of each
+A job with a "source" (bisect/robot --box) is measured by a LocalMeasurer
+(perflab.automate.measurer) in a worktree of that commit, fetched and built on
+this box first (perflab.automate.lab.checkouts). What became of each
 task — its status and the uuids of its runs — is left in perflab:result:TASK for
 a submitter that waits on it.
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.automate.lab import app as lab
-from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, describe
+from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, check_source, describe
 from perflab.automate.lab.spool import Spool
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
@@ -91,8 +92,8 @@ class Worker:
         return run_job
 
     def run_one(self, task_id: str, job: dict, submission: str, box: str) -> str:
+        from perflab.automate.measurer import LocalMeasurer, run_here
         from perflab.execution import interrupt
-        from perflab.runner.loop import run_jobs
 
         import redis
         from celery.exceptions import Reject
@@ -119,14 +120,14 @@ class Worker:
         self.state.set(state="running", job=_describe(job), submission=submission, since=_now())
         self._beat()
         outcome, status, error = None, "failed", ""
-        here = os.getcwd()
         try:
-            repo = None
             if job.get("source") is not None:
-                repo = str(self.checkouts.prepare(job["source"]))
-                os.chdir(repo)   # a command like ./prog means the program built at that commit
-            outcome = run_jobs(self.spool.store, [job], box=self.box, repo=repo)[0]
-            status = "failed" if outcome.error else "done"
+                source = check_source(job["source"])
+                measurer = LocalMeasurer(self.spool.store, self.checkouts.trees(source), box=self.box)
+                outcome = measurer.measure(source["commit"], [job])[0]
+            else:
+                outcome = run_here(self.spool.store, [job], box=self.box, path=None)[0]
+            status = outcome.status
             error = outcome.error or ""
         except BuildFailed as e:
             status, error = "build-failed", str(e)
@@ -149,9 +150,7 @@ class Worker:
         except PerflabError as e:
             error = str(e)
             self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
-        finally:
-            os.chdir(here)
-        runs = [self.spool.store.get_run(outcome.run_id).uuid] if outcome is not None and outcome.run_id else []
+        runs = [self.spool.store.get_run(run_id).uuid for run_id in outcome.runs] if outcome is not None else []
         result = {"status": status, "error": printable(error, 2000), "runs": runs, "attempt": attempt}
         # Completed (the run is safe in the spool) before the acknowledgement, so that a
         # redelivery after a kill right here is recognised and not run twice.

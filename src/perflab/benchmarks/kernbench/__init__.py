@@ -33,7 +33,7 @@ from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
 from perflab.benchmarks.kernbench import tree as generated
 from perflab.core.errors import UsageProblem
 from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
-from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
 from perflab.execution.workdir import WorkdirParams, workdir
 
 ELAPSED = "kernbench.elapsed_time"
@@ -113,7 +113,7 @@ class KernbenchParams(Params, WorkdirParams):
     def _tree(cls, v):
         if v is None:
             return v
-        path = os.path.abspath(os.path.expanduser(v))
+        path = os.path.abspath(in_run_directory(os.path.expanduser(v)))
         if not os.path.isdir(path):
             raise ValueError(f"no such directory: {path}")
         if not any(os.path.isfile(os.path.join(path, m)) for m in MAKEFILES):

@@ -1,0 +1,425 @@
+"""The bisection itself: measure the ends, drive `git bisect`, decide each step with the sequential test.
+
+Every measurement goes through a Measurer (perflab.automate.measurer): the
+bisection asks for k runs of a commit in a slot ("good", "bad" or "step") and
+gets their samples; whether the commit is built here, on a lab box or booted in
+a VM is the Measurer's business. Decisions are a function of the samples, so a
+resume replays them from the stored runs (stored ones are used first).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from perflab.automate.bisect.record import BisectError, Record, Settings
+from perflab.automate.bisect.trees import measurer_for, new_worktrees, prune_stale
+from perflab.automate.measurer import Measurer, SourceFailed
+from perflab.core.git import BuildFailed, GitError, Worktrees, commit_info, git
+from perflab.stats import sequential
+from perflab.stats.sequential import BAD, GOOD
+
+
+@dataclass
+class StepRecord:
+    commit: str
+    verdict: str              # good | bad | skip
+    n: int = 0                # runs at the commit (disturbed ones included)
+    llr: float = 0.0
+    p_bad: float | None = None
+    position: float | None = None
+    forced: bool = False      # decided at max_step without reaching the test's bounds
+    paired: bool = False      # judged on pairs (commit, good) taken one after the other
+    drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
+    between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
+    why: str = ""             # for skips
+
+
+@dataclass
+class Result:
+    record: Record
+    culprit: dict | None                 # sha, subject, author, date of the first bad commit
+    candidates: list[dict]               # when skipped commits leave several
+    ends: sequential.EndsVerdict
+    evidence: dict                       # the culprit against the good end (and its parent)
+    log: str                             # `git bisect log`
+    runs_used: int                       # timed runs of this bisection (stored ones included)
+    commits_measured: int
+    steps: list[StepRecord]
+
+
+class CommitFailed(Exception):
+    """The benchmark failed at a commit (not a build failure): the commit cannot be judged."""
+
+
+class Bisection:
+    """One bisection: the record, the store, the worktrees and the samples gathered so far."""
+
+    def __init__(self, store, record: Record, say: Callable[[str], None] = lambda _m: None,
+                 measurer: Measurer | None = None):
+        self.store = store
+        self.rec = record
+        self.settings = Settings(**record.settings)
+        self.say = say
+        self.repo = Path(record.repo)
+        self.samples: dict[str, list[float]] = defaultdict(list)     # commit -> values used so far
+        self.stored: dict[str, deque] = defaultdict(deque)           # commit -> stored values not yet used
+        self.stored_failures: dict[str, str] = {}
+        self.worktrees: Worktrees | None = None
+        self.measurer = measurer     # None: the record's (here, or on its lab box), made by run()
+        self.fresh_runs = 0
+        self.runs_used = 0
+        self.end_pairs: list[tuple[float, float]] = []               # (good, bad) taken one after the other
+        self.pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)   # commit -> (good, commit)
+        self.paired = False
+        self._load_stored()
+
+    # -- samples ------------------------------------------------------------------
+    def _load_stored(self) -> None:
+        runs = self.store.find_runs(tag=self.rec.tag)
+        ids = [r.id for r in runs if r.commit]
+        by_run = defaultdict(list)
+        for row in self.store.samples(ids):
+            if row.metric == self.rec.metric:
+                by_run[row.run_id].append(row.value)
+        for r in runs:
+            if not r.commit:
+                continue
+            if r.status == "failed" and not by_run.get(r.id):
+                self.stored_failures.setdefault(r.commit, r.error or "the benchmark failed")
+            self.stored[r.commit].extend(by_run.get(r.id, []))
+
+    def measure(self, commit: str, k: int, role: str) -> list[float]:
+        """k more samples of `commit`: stored ones first (a resume), then fresh runs."""
+        out = []
+        queue = self.stored[commit]
+        while queue and len(out) < k:
+            out.append(queue.popleft())
+        if len(out) < k:
+            if commit in self.stored_failures and not self.samples[commit] and not out:
+                raise CommitFailed(self.stored_failures[commit])
+            out.extend(self._run(commit, k - len(out), role))
+        self.samples[commit].extend(out)
+        self.runs_used += len(out)
+        return out
+
+    def _run(self, commit: str, k: int, role: str) -> list[float]:
+        """k fresh runs of `commit` through the Measurer, in the slot of its role; their values of the metric."""
+        rec = self.rec
+        what = {GOOD: "good end", BAD: "bad end"}.get(role, "step")
+        job = {**rec.job, "runs": k, "tag": rec.tag,
+               "comment": f"perflab bisect {rec.id}: {what} {commit[:12]} (metric {rec.metric})"}
+        try:
+            got = self.measurer.measure(commit, [job], slot=role if role in (GOOD, BAD) else "step")[0]
+        except SourceFailed as e:
+            raise BisectError(f"box {rec.box}: {e.error or 'the job was cancelled'}") from None
+        if got.status == "cancelled":
+            raise BisectError(f"box {rec.box}: {got.error or 'the job was cancelled'}")
+        values = got.values.get(rec.metric, [])
+        self.fresh_runs += len(values)
+        if not values and (got.status != "done" or not got.runs):
+            raise CommitFailed(got.error or f"box {rec.box} produced no run")
+        if not values:
+            where = self.measurer.place
+            # Here the run's other metrics are at hand to list; a box's message has always been shorter.
+            produced = "" if where else f"; it produced: {', '.join(sorted(got.values)) or 'nothing'}"
+            raise BisectError(f"--metric {rec.metric}: the job at {commit[:12]}{where} did not produce it{produced}")
+        return values
+
+    # -- the ends --------------------------------------------------------------------
+    def check_ends(self) -> sequential.EndsVerdict:
+        s = self.settings
+        good, bad = self.rec.good, self.rec.bad
+        verdict = None
+        for look in range(s.ends_looks):
+            target = s.ends_start * 2 ** look
+            # The ends in pairs, one run right after the other, the order alternating: drift of the
+            # machine hits both alike, and a pair shares the machine's level of the moment.
+            while len(self.end_pairs) < target:
+                self._end_pair(starting=True)
+            g, b = (list(x) for x in zip(*self.end_pairs))
+            pays, gain = sequential.pairing_pays(g, b)
+            paired = sequential.ends_differ_paired(g, b, s.ends_alpha, s.ends_looks, s.threshold)
+            unpaired = sequential.ends_differ(self.samples[good], self.samples[bad], s.ends_alpha, s.ends_looks,
+                                              s.threshold)
+            # Auto: pairs when their runs move together, and also when single runs were disturbed or
+            # tell another story than the pairs (a change of the machine's speed among the first
+            # runs splits each end's samples between two levels: the single runs then show a
+            # change that is not there).
+            moved = unpaired.dropped > 0 or (math.isfinite(paired.ci[0]) and unpaired.differ
+                                             and not paired.ci[0] <= unpaired.change <= paired.ci[1])
+            self.paired = s.pairing == "on" or s.local_ends or (s.pairing == "auto" and (pays or moved))
+            verdict = paired if self.paired else unpaired
+            self.say(f"ends: good {good[:12]} n={verdict.n_good}, bad {bad[:12]} n={verdict.n_bad}: "
+                     f"{verdict.change * 100:+.2f}% (p={verdict.p_value:.2g}, "
+                     f"{'differ' if verdict.differ else verdict.reason}; "
+                     f"{'paired' if self.paired else 'unpaired'}: correlation of a pair's runs {gain:+.2f})")
+            if verdict.differ:
+                return verdict
+        assert verdict is not None
+        raise EndsDoNotDiffer(verdict)
+
+    def _one(self, commit: str, role: str) -> float:
+        """One run's value of `commit` (the mean, when a run gives several samples of the metric)."""
+        values = self.measure(commit, 1, role)
+        return sum(values) / len(values)
+
+    def _end_pair(self, starting: bool = False) -> None:
+        good, bad = self.rec.good, self.rec.bad
+        order = ((good, GOOD), (bad, BAD)) if len(self.end_pairs) % 2 == 0 else ((bad, BAD), (good, GOOD))
+        got = {}
+        for commit, role in order:
+            try:
+                got[role] = self._one(commit, role)
+            except BuildFailed as e:
+                raise BisectError(f"--build {self.rec.build!r} fails at the {role} end "
+                                  f"{commit[:12]}: {str(e).removeprefix('--build failed: ')}") from None
+            except CommitFailed as e:
+                raise BisectError(f"the job fails at the {role} end {commit[:12]}: {e}") from None
+        self.end_pairs.append((got[GOOD], got[BAD]))
+
+    def _step_pair(self, commit: str) -> None:
+        pairs = self.pairs[commit]
+        order = ((commit, "step"), (self.rec.good, GOOD)) if len(pairs) % 2 == 0 else \
+            ((self.rec.good, GOOD), (commit, "step"))
+        got = {role: self._one(c, role) for c, role in order}
+        pairs.append((got[GOOD], got["step"]))
+
+    def _decide_paired(self, commit: str) -> StepRecord:
+        """Measure `commit` in pairs with good until the paired sequential test calls it (or max_step pairs)."""
+        import numpy as np
+
+        s = self.settings
+        while len(self.pairs[commit]) < s.min_step:
+            self._step_pair(commit)
+        while True:
+            # One scale for every pair (logs when every value measured in pairs is positive),
+            # each pair's difference taken second minus first: bad - good, commit - good.
+            logged = all(v > 0 for pairs in (self.end_pairs, *self.pairs.values()) for pair in pairs for v in pair)
+
+            def differences(pairs):
+                a = np.array(pairs, dtype=float)
+                return np.log(a[:, 1]) - np.log(a[:, 0]) if logged else a[:, 1] - a[:, 0]
+
+            others = [differences(p) for c, p in self.pairs.items() if c != commit and p]
+            v = sequential.classify_paired(differences(self.end_pairs), differences(self.pairs[commit]), s.alpha,
+                                           s.min_step, others)
+            n = len(self.samples[commit])
+            if v.verdict is not None:
+                return StepRecord(commit, v.verdict, n, v.llr, v.p_bad, v.position, paired=True, between=v.between)
+            if len(self.pairs[commit]) >= s.max_step:
+                return StepRecord(commit, BAD if v.llr > 0 else GOOD, n, v.llr, v.p_bad, v.position, forced=True,
+                                  paired=True, between=v.between)
+            if v.next == "ends" and len(self.end_pairs) < s.max_end:
+                self._end_pair()
+            else:
+                self._step_pair(commit)
+
+    # -- one step ----------------------------------------------------------------------
+    def decide(self, commit: str) -> StepRecord:
+        """Measure `commit` until the sequential test calls it good or bad (or max_step runs)."""
+        if self.paired:
+            return self._decide_paired(commit)
+        s = self.settings
+        good, bad = self.rec.good, self.rec.bad
+        first_good, first_bad = len(self.samples[good]), len(self.samples[bad])
+        local = False   # judged against end samples taken alongside it
+        if local:
+            # commit, good, bad, commit, good, bad ...: each machine state hits all three alike
+            for _ in range(s.min_step):
+                self.measure(commit, 1, "step")
+                self.measure(good, 1, GOOD)
+                self.measure(bad, 1, BAD)
+        else:
+            self.measure(commit, s.min_step, "step")
+        while True:
+            g = self.samples[good][first_good:] if local else self.samples[good]
+            b = self.samples[bad][first_bad:] if local else self.samples[bad]
+            if len(g) < s.min_step or len(b) < s.min_step:
+                self.measure(good if len(g) <= len(b) else bad, 1, GOOD if len(g) <= len(b) else BAD)
+                continue
+            v = sequential.classify(g, b, self.samples[commit], s.alpha, s.min_step)
+            if v.outside and not local:
+                if s.pairing == "auto" and self.end_pairs:
+                    # The machine's level has moved since the ends were measured: from here on,
+                    # every measurement is a pair taken one run after the other.
+                    self.say(f"  {commit[:12]}: its samples lie outside the ends' range (position "
+                             f"{v.position:+.2f}): the machine's speed moved; measuring in pairs from here on")
+                    self.paired = True
+                    return self._decide_paired(commit)
+                self.say(f"  {commit[:12]}: its samples lie outside the ends' range (position {v.position:+.2f}): "
+                         "measuring the ends again beside it")
+                local = True
+                continue
+            if v.verdict is not None:
+                return StepRecord(commit, v.verdict, len(self.samples[commit]), v.llr, v.p_bad, v.position,
+                                  drift=local, between=v.between)
+            if len(self.samples[commit]) >= s.max_step:
+                return StepRecord(commit, BAD if v.llr > 0 else GOOD, len(self.samples[commit]), v.llr, v.p_bad,
+                                  v.position, forced=True, drift=local, between=v.between)
+            end = {GOOD: good, BAD: bad}.get(v.next)
+            if end is not None and (local or len(self.samples[end]) < s.max_end):
+                self.measure(end, 1, v.next)
+            else:
+                self.measure(commit, 1, "step")
+
+    # -- the whole -----------------------------------------------------------------------
+    def run(self) -> Result:
+        rec = self.rec
+        prune_stale(self.repo)
+        self.worktrees = new_worktrees(self.repo, rec.id)
+        if self.measurer is None:
+            self.measurer = measurer_for(self.store, rec, self.worktrees, self.say)
+        try:
+            with _sigterm_as_interrupt():
+                ends = self.check_ends()
+                steps = self._bisect()
+                return self._result(ends, steps)
+        except EndsDoNotDiffer as e:
+            rec.status = "refused"
+            rec.save()
+            v = e.verdict
+            raise BisectError(
+                f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
+                f"{v.change * 100:+.2f}% (p={v.p_value:.2g}, {v.reason}, n={v.n_good}+{v.n_bad}); "
+                f"these samples could detect a change of {_pct_size(v.detectable)} with 90% power; "
+                "refusing to bisect noise") from None
+        except (BisectError, GitError):
+            if rec.status == "running" and not self.samples:
+                rec.status = "refused"
+            rec.save()
+            raise
+        finally:
+            self.worktrees.close()
+
+    def _bisect(self) -> list[StepRecord]:
+        rec = self.rec
+        path = self.worktrees.add("step", rec.good)
+        out = git(path, "bisect", "start", rec.bad, rec.good)
+        text = out.stdout + out.stderr
+        steps: list[StepRecord] = []
+        while not _finished(text):
+            commit = git(path, "rev-parse", "HEAD").stdout.strip()
+            info = commit_info(path, commit)
+            try:
+                if commit in rec.skips:
+                    raise BuildFailed(rec.skips[commit])
+                step = self.decide(commit)
+            except (BuildFailed, CommitFailed) as e:
+                rec.skips[commit] = str(e)
+                step = StepRecord(commit, "skip", why=str(e))
+            steps.append(step)
+            rec.steps = [asdict(s) for s in steps]
+            rec.save()
+            self.say(_step_line(len(steps), info, step, self))
+            out = git(path, "bisect", step.verdict, commit, check=False)
+            text = out.stdout + out.stderr
+            if out.returncode != 0 and not _finished(text):
+                raise BisectError(f"git bisect {step.verdict} {commit[:12]}: "
+                                  f"{(text.strip() or 'failed').splitlines()[-1]}")
+        self._final_output = text
+        return steps
+
+    def _result(self, ends, steps: list[StepRecord]) -> Result:
+        rec = self.rec
+        path = self.worktrees.paths["step"]
+        log = git(path, "bisect", "log").stdout
+        text = getattr(self, "_final_output", "")
+        first = re.search(r"^([0-9a-f]{40}) is the first bad commit", text, re.MULTILINE)
+        culprit, candidates = None, []
+        if first:
+            culprit = commit_info(self.repo, first.group(1))
+        else:
+            shas = re.findall(r"^([0-9a-f]{40})$", text, re.MULTILINE)
+            candidates = [commit_info(self.repo, sha) for sha in shas]
+        evidence = self._evidence(culprit["sha"] if culprit else None, steps)
+        rec.status = "done"
+        rec.result = {"culprit": culprit, "candidates": candidates, "evidence": evidence,
+                      "runs_used": self.runs_used, "commits_measured": self._measured()}
+        rec.save()
+        return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps)
+
+    def _measured(self) -> int:
+        return sum(1 for values in self.samples.values() if values)
+
+    def _evidence(self, culprit: str | None, steps: list[StepRecord]) -> dict:
+        import numpy as np
+
+        from perflab.stats.compare import compare_many
+        from perflab.stats.power import detectable_change
+
+        if culprit is None or not self.samples.get(culprit):
+            return {}
+
+        # The same samples the sequential test judged by: disturbed ones left out.
+        (g, c), logged = sequential.transform(self.samples[self.rec.good], self.samples[culprit])
+        (g, c), dropped = sequential.drop_disturbed(g, c)
+        good, values = (np.exp(g), np.exp(c)) if logged else (g, c)
+        cmp = compare_many([(good, values, self.rec.direction)], alpha=0.05, threshold=self.settings.threshold)[0]
+        sd = sequential.pooled_sd(g, c)
+        decided = next((s for s in steps if s.commit == culprit), None)
+        parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip() if culprit != self.rec.good else ""
+        parent_step = next((s for s in steps if s.commit == parent), None)
+        return {
+            "n_good": len(good), "n_culprit": len(values), "culprit_values": list(self.samples[culprit]),
+            "dropped": dropped,
+            "good_mean": cmp.base.mean, "culprit_mean": cmp.head.mean,
+            "change": cmp.pct_change, "ci": cmp.ci, "p_value": cmp.p_value, "verdict": cmp.verdict,
+            "detectable": detectable_change(len(good), len(values), sd, 0.05, logged=logged, scale=cmp.base.mean),
+            "llr": decided.llr if decided else None, "p_bad": decided.p_bad if decided else None,
+            "parent": parent, "parent_p_bad": parent_step.p_bad if parent_step else None,
+            "parent_is_good_end": parent == self.rec.good,
+        }
+
+
+def _pct_size(x: float) -> str:
+    """A size of change in words: 1.4% / 23% / 140%."""
+    if not math.isfinite(x):
+        return "no change at all"
+    return f"{x * 100:.2g}%" if x < 0.1 else f"{x * 100:.0f}%"
+
+
+class EndsDoNotDiffer(Exception):
+    def __init__(self, verdict: sequential.EndsVerdict):
+        self.verdict = verdict
+        super().__init__(verdict.reason)
+
+
+def _finished(text: str) -> bool:
+    """Whether git bisect's output says it is done (a first bad commit, or only skipped ones left)."""
+    return "is the first bad commit" in text or "only 'skip'ped commits left" in text
+
+
+def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
+    subject = info["subject"][:50]
+    if step.verdict == "skip":
+        return f"step {number}: {info['sha'][:12]} {subject!r}: skipped ({step.why[:120]})"
+    flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
+    if step.paired:
+        flag += " (paired with good)"
+    if step.between:
+        flag += " (it differs from both ends: a partial change, or two changes? the nearer end wins)"
+    return (f"step {number}: {info['sha'][:12]} {subject!r}: {step.verdict} after {step.n} runs "
+            f"(P(bad)={step.p_bad:.4f}, position {step.position:+.2f}; ends now n={len(b.samples[b.rec.good])}"
+            f"+{len(b.samples[b.rec.bad])}){flag}")
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM between runs ends the bisection through the finally blocks (worktrees removed)."""
+    from perflab.execution.interrupt import Interrupted
+
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+

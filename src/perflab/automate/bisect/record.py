@@ -1,0 +1,142 @@
+"""A bisection's settings and its record on disk, and the one atomic job it measures.
+
+The record (`STORE.bisect/ID.json` beside an SQLite store; for a server store,
+`$XDG_STATE_HOME/perflab/bisect/`) holds the parameters, the commits skipped and
+the decisions, rewritten atomically after every event; the samples are in the
+store. `--resume` finds it here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from perflab.core.errors import PerflabError, UsageProblem
+
+
+class BisectError(PerflabError):
+    """A bisection that cannot start or go on; the message says why in one line."""
+
+
+@dataclass
+class Settings:
+    """The knobs of the statistics; stored with the record so a resume replays alike."""
+
+    alpha: float = 0.005          # per step: chance of calling a good commit bad (and a bad one good)
+    ends_alpha: float = 0.01      # chance of calling ends different when they are not (over all looks)
+    threshold: float = 0.01       # smallest relative change between the ends worth bisecting
+    ends_start: int = 5           # samples per end at the first look; doubled at each later look
+    ends_looks: int = 3           # looks at the ends (5, 10, 20 samples each)
+    min_step: int = 2             # samples at a step commit before it may be decided
+    max_step: int = 30            # at most this many at a step commit (then the closer end wins, flagged)
+    max_end: int = 60             # at most this many at each end
+    local_ends: bool = False      # (older records) judge every step against end runs taken beside it
+    pairing: str = "auto"         # measure in pairs of runs taken one after the other and test their
+                                  # ratios: "on", "off", or "auto" (when the ends' pairs show the machine's
+                                  # level moving both runs of a pair: sequential.pairing_gain)
+
+
+
+# -- the record -----------------------------------------------------------------
+
+def record_dir(store) -> Path:
+    """Where bisection records live: beside an SQLite store, else in perflab's state directory."""
+    if getattr(store, "path", None) is not None:
+        return store.path.with_name(store.path.name + ".bisect")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(state) / "perflab" / "bisect"
+
+
+@dataclass
+class Record:
+    """The bisection's parameters and progress, rewritten atomically after every event."""
+
+    id: str
+    repo: str
+    good: str
+    bad: str
+    build: str
+    job: dict
+    metric: str
+    tag: str
+    direction: int = -1               # the metric's: -1 lower is better, 1 higher, 0 informational
+    box: str | None = None
+    build_timeout: float | None = None
+    broker: str | None = None         # set: measure on lab box `box` through its queue
+    source_url: str | None = None     # where that box fetches the commits (default: repo)
+    settings: dict = field(default_factory=dict)
+    status: str = "running"           # running | done | refused | failed
+    skips: dict = field(default_factory=dict)      # sha -> why it was skipped
+    steps: list = field(default_factory=list)      # decisions, in order
+    result: dict | None = None
+    created: str = ""
+    path: str = ""
+
+    def save(self) -> None:
+        target = Path(self.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = {k: v for k, v in asdict(self).items() if k != "path"}
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, target)
+
+    @classmethod
+    def load(cls, path: Path) -> "Record":
+        try:
+            data = json.loads(path.read_text())
+            return cls(**data, path=str(path))
+        except (OSError, ValueError, TypeError) as e:
+            raise BisectError(f"bisection record {path}: unreadable ({e})") from None
+
+
+def find_record(store, bisect_id: str | None, repo: Path | None) -> Record:
+    """The record to resume: by id, else the latest unfinished one (of `repo` when given)."""
+    directory = record_dir(store)
+    if bisect_id:
+        name = bisect_id.removeprefix("bisect-")
+        path = directory / f"{name}.json"
+        if not path.exists():
+            raise BisectError(f"--resume: no bisection {bisect_id!r} in {directory}")
+        return Record.load(path)
+    candidates = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        rec = Record.load(path)
+        if rec.status == "running" and (repo is None or Path(rec.repo) == repo):
+            candidates.append((rec.created, rec))
+    if not candidates:
+        where = f" of {repo}" if repo else ""
+        raise BisectError(f"--resume: no unfinished bisection{where} recorded in {directory}")
+    return max(candidates, key=lambda c: c[0])[1]
+
+
+# -- the job -------------------------------------------------------------------
+
+def command_job(words: list[str]) -> dict:
+    """`-- COMMAND ...` as a cmd atomic job (run in the worktree of the commit measured)."""
+    return {"benchmark": "cmd", "params": {"argv": list(words)}, "runs": 1, "warmup": 0, "timeout": None,
+            "tag": None, "comment": None, "monitors": {}}
+
+
+def file_job(path: str) -> dict:
+    from perflab import jobs
+
+    atomic = jobs.load(path)
+    if len(atomic) != 1:
+        raise UsageProblem(f"--job {path} expands to {len(atomic)} atomic jobs; a bisection measures one "
+                           f"(write one with `perflab jobs split {path} -o DIR`)")
+    return atomic[0]
+
+
+def check_metric(job: dict, metric: str) -> tuple[int, str]:
+    """(direction, unit) of `metric` in the job's catalog; refused with the metrics it does produce."""
+    from perflab import benchmarks
+
+    family = benchmarks.family(job["benchmark"])
+    catalog = family.metrics(family.parse_params(job.get("params") or {}))
+    if metric not in catalog:
+        raise UsageProblem(f"--metric {metric}: the {job['benchmark']} job does not produce it; "
+                           f"it produces: {', '.join(sorted(catalog))}")
+    return catalog[metric].direction, catalog[metric].unit
+

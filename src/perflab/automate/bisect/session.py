@@ -1,0 +1,82 @@
+"""Starting and resuming a bisection: everything is checked before the first step."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from perflab.automate.bisect.algorithm import Bisection, Result
+from perflab.automate.bisect.record import BisectError, Record, Settings, check_metric, find_record, record_dir
+from perflab.automate.measurer import Measurer
+from perflab.core.errors import UsageProblem
+from perflab.core.git import check_clean, git, repo_root, resolve
+
+
+def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: dict, metric: str, tag: str | None,
+          box: str | None = None, build_timeout: float | None = None, settings: Settings | None = None,
+          broker: str | None = None, source_url: str | None = None,
+          say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None) -> Result:
+    """Validate everything, then bisect; BisectError/UsageProblem before any step for bad input.
+
+    `measurer`: how commits are measured (default: the record's, here or on its lab box)."""
+    root = repo_root(repo)
+    good_sha = resolve(root, good, "--good")
+    bad_sha = resolve(root, bad, "--bad")
+    if good_sha == bad_sha:
+        raise BisectError(f"--good {good} and --bad {bad} are the same commit {good_sha[:12]}: nothing to bisect")
+    if git(root, "merge-base", "--is-ancestor", good_sha, bad_sha, check=False).returncode != 0:
+        raise BisectError(f"--good {good} ({good_sha[:12]}) is not an ancestor of --bad {bad} ({bad_sha[:12]}); "
+                          "git bisect needs the good commit in the bad one's history")
+    check_clean(root)
+    direction, _unit = check_metric(job, metric)
+    if broker:
+        check_lab(broker, box, root, source_url, (good_sha, bad_sha))
+    bisect_id = secrets.token_hex(4)
+    tag = tag or f"bisect-{bisect_id}"
+    rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
+                 job=job, metric=metric, tag=tag, direction=direction, box=box, build_timeout=build_timeout,
+                 broker=broker, source_url=source_url,
+                 settings=asdict(settings or Settings()), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                 path=str(record_dir(store) / f"{bisect_id}.json"))
+    rec.save()
+    say(f"bisection {bisect_id}: {good_sha[:12]}..{bad_sha[:12]} in {root}, metric {metric}, "
+        f"runs tagged {tag}, record {rec.path}")
+    return Bisection(store, rec, say, measurer).run()
+
+
+def check_lab(broker: str, box: str | None, root: Path, source_url: str | None, commits: tuple[str, ...]) -> None:
+    """Before any step on a lab box: the box named, the broker reachable, the commits at the source URL."""
+    from perflab.automate.lab import app as lab
+
+    if not box:
+        raise UsageProblem("--broker: give the lab box to measure on with --box NAME")
+    lab.check_box(box)
+    lab.redis_client(broker)   # one line, at once, when the broker is away
+    if source_url:
+        # The box fetches from there: the commits it will be asked for must be on its branches or tags
+        # (when a head there is unknown here, the box's fetch will tell).
+        done = git(root, "ls-remote", source_url, check=False, timeout=120)
+        if done.returncode != 0:
+            raise BisectError(f"--source-url {source_url}: git cannot read it "
+                              f"({(done.stderr.strip() or 'failed').splitlines()[-1]})")
+        heads = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+        if all(git(root, "cat-file", "-e", f"{h}^{{commit}}", check=False).returncode == 0 for h in heads):
+            for sha in commits:
+                if not any(git(root, "merge-base", "--is-ancestor", sha, h, check=False).returncode == 0
+                           for h in heads):
+                    raise BisectError(f"--source-url {source_url}: commit {sha[:12]} is on none of its branches "
+                                      "or tags: push it there first (the box fetches the commits from it)")
+
+
+def resume(store, *, bisect_id: str | None, repo: str | None,
+           say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None) -> Result:
+    root = repo_root(repo) if repo else None
+    rec = find_record(store, bisect_id, root)
+    check_clean(Path(rec.repo))
+    say(f"resuming bisection {rec.id}: {rec.good[:12]}..{rec.bad[:12]} in {rec.repo}, metric {rec.metric}, "
+        f"{len(rec.steps)} steps recorded, runs tagged {rec.tag}")
+    return Bisection(store, rec, say, measurer).run()
+
