@@ -8,6 +8,8 @@ of one object. The names other packages import from here stay here.
 
 from __future__ import annotations
 
+from pathlib import Path  # noqa: F401 (tests/test_runner.py finds the migrations with db.Path)
+
 from perflab.store.engine import (
     HEAD_REVISION,
     KNOWN_REVISIONS,
