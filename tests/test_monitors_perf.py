@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -143,7 +145,7 @@ def test_background_helper_dies_with_perflab_on_kill_9(tmp_path):
 
 
 def test_temp_dirs_of_dead_perflab_processes_are_removed(tmp_path, monkeypatch):
-    monkeypatch.setattr(perfmon.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead_pid = int(open("/proc/sys/kernel/pid_max").read()) + 1      # no process has it
     orphan = tmp_path / f"perflab-perf-{dead_pid}-perf-profile-x"
     orphan.mkdir()
@@ -437,7 +439,7 @@ def profile_store(path, sides):
             store.add_samples(run, i, [Sample("cmd.wall", 1.0, "s", -1)] + [
                 Sample(f"perf-profile.{kind}.cycles-pp.{sym}", value, "%", 0)
                 for sym, pair in shares.items() for kind, value in zip(("children", "self"), pair)])
-            facts = {perfmon.json.dumps(["symbol", "[k]" if sym.startswith("osq") else "[.]", "fio", sym]): pair[0]
+            facts = {json.dumps(["symbol", "[k]" if sym.startswith("osq") else "[.]", "fio", sym]): pair[0]
                      for sym, pair in shares.items()}
             store.add_monitor_series(run, "perf-profile", i, [(None, 1.0, facts)])
         store.finish_run(run, "finished")

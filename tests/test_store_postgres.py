@@ -22,7 +22,7 @@ from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.store import open_store
 from perflab.store import schema as s
-from perflab.store.db import HEAD_REVISION, _as_url
+from perflab.store.engine import HEAD_REVISION, as_url
 
 import fixtures_compare
 import fixtures_lmbench
@@ -31,7 +31,7 @@ FACTS = {"testbox": "box", "kernel_release": "6.1.0", "cc_version": "gcc 12"}
 
 
 def engine_of(url: str):
-    return create_engine(_as_url(url))
+    return create_engine(as_url(url))
 
 
 def rows(url: str, query: str, **params) -> list[tuple]:

@@ -31,8 +31,9 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from perflab.core import environment, units
+from perflab.core import units
 from perflab.core.errors import PerflabError, UsageProblem
 
 SHM = "/dev/shm"
@@ -48,6 +49,18 @@ MKFS = {
 MINIMUM = {"ext4": 4 << 20, "xfs": 300 << 20, "btrfs": 110 << 20, "tmpfs": 1 << 20}
 SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 UNMOUNT_PATIENCE = 10.0   # seconds to retry an unmount a dying benchmark still holds
+
+
+@dataclass
+class Workdir:
+    """A run's work directory and the facts to record about it (type, mount, backing ...).
+
+    Defined here, below perflab.execution.workdir, because both yield one: workdir()
+    for any directory, mounted() for a fresh filesystem; imports go workdir -> filesystem.
+    """
+
+    path: str
+    facts: dict = field(default_factory=dict)
 
 
 def state_dir() -> str:
@@ -103,7 +116,11 @@ def _loop_support() -> bool:
     return os.path.exists("/dev/loop-control")
 
 
-_mem_available = environment.memory_available
+def _mem_available() -> int | None:
+    # core.environment loads here, on first use: workdir imports this module with every family.
+    from perflab.core import environment
+
+    return environment.memory_available()
 
 
 def missing(fstype: str) -> str | None:
@@ -170,7 +187,7 @@ def check(fstype: str, size) -> int:
 # -- state records ------------------------------------------------------------------
 
 def _start_time(pid: int) -> str | None:
-    from perflab.store.db import process_start_time
+    from perflab.store.rows import process_start_time
 
     return process_start_time(pid)
 
@@ -350,7 +367,6 @@ def mounted(fstype: str, size, prefix: str) -> Iterator:
     import tempfile
 
     from perflab.execution import interrupt
-    from perflab.execution.workdir import Workdir
 
     nbytes = check(fstype, size)
     cleanup_stale()

@@ -14,13 +14,15 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from perflab.core.errors import UsageProblem
 from perflab.core.process import in_run_directory
+from perflab.execution.filesystem import Workdir, check_minimum, mounted, parse_size
+
+__all__ = ["FILESYSTEMS", "Workdir", "WorkdirParams", "filesystem_of", "workdir"]
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "tmpfs")
 
@@ -36,16 +38,8 @@ class WorkdirParams(BaseModel):
     @field_validator("fs_size", mode="before")
     @classmethod
     def _size(cls, v, info):
-        from perflab.execution.filesystem import check_minimum, parse_size
-
         check_minimum(info.data.get("fs"), parse_size(v))   # fs is validated first (declared before)
         return str(v)
-
-
-@dataclass
-class Workdir:
-    path: str
-    facts: dict = field(default_factory=dict)
 
 
 def filesystem_of(path: str) -> tuple[str, str, str]:
@@ -72,10 +66,8 @@ def workdir(params: WorkdirParams, prefix: str) -> Iterator[Workdir]:
     if params.fs is not None and params.dir is not None:
         raise UsageProblem("parameters fs and dir: give one of them (fs makes a new filesystem, dir uses one)")
     if params.fs is not None:
-        from perflab.execution import filesystem
-
-        with filesystem.mounted(params.fs, params.fs_size, prefix) as mounted:
-            yield mounted
+        with mounted(params.fs, params.fs_size, prefix) as fresh:
+            yield fresh
         return
     parent = params.dir or tempfile.gettempdir()
     where = in_run_directory(parent)   # a relative dir: in the run's directory (a Measurer's worktree)

@@ -31,8 +31,8 @@ MONITORS: dict[str, str] = {
     "softirqs": "perflab.monitors.procfs:Softirqs",
     "diskstats": "perflab.monitors.procfs:Diskstats",
     "sched_debug": "perflab.monitors.procfs:SchedDebug",
-    "perf-stat": "perflab.monitors.perf:PerfStat",
-    "perf-profile": "perflab.monitors.perf:PerfProfile",
+    "perf-stat": "perflab.monitors.perf.stat:PerfStat",
+    "perf-profile": "perflab.monitors.perf.profile:PerfProfile",
 }
 
 # What `--monitor default` and the overhead benchmark mean by the default set.

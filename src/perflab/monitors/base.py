@@ -60,17 +60,11 @@ class Monitor:
     records: ClassVar[str]       # what it records, with example metric names
     Options: ClassVar[type[MonitorOptions]] = MonitorOptions
     sampled: ClassVar[bool] = True   # False: the sampler thread never calls sample() (e.g. perf runs its own)
-    # Metric prefixes this monitor stores under (default: its own name).
-    prefixes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: MonitorOptions):
         self.options = options
         self.unsupported: list[str] = []   # parts this machine cannot give (hardware events ...)
         self.notes: list[str] = []         # anything else worth keeping with the run
-
-    @classmethod
-    def metric_prefixes(cls) -> tuple[str, ...]:
-        return cls.prefixes or (cls.name,)
 
     def check(self) -> None:
         """Detect once whether this machine can give what was asked; Unavailable if nothing at all.

@@ -1,5 +1,10 @@
-"""The store: where every run, sample and environment is kept."""
+"""The store: where every run, sample and environment is kept.
 
-from perflab.store.db import Store, default_url, open_store
+engine (opening a path or URL, the schema's upgrade), writes and queries (the two
+halves of the Store), importing (big imports in short transactions), rows (what the
+Store and the importer share); db puts the Store together and opens it.
+"""
 
-__all__ = ["Store", "default_url", "open_store"]
+from perflab.store.db import MAX_RUN_ID, Store, default_url, open_store, process_start_time, redact
+
+__all__ = ["MAX_RUN_ID", "Store", "default_url", "open_store", "process_start_time", "redact"]

@@ -33,8 +33,16 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from perflab.core.errors import PerflabError
 from perflab.store import schema as s
+from perflab.store.rows import (
+    IMPORTING,
+    copy_rows,
+    database_error,
+    environment_id,
+    insert_ignore,
+    process_start_time,
+    testbox_id,
+)
 
-IMPORTING = "importing"
 # One batch of 10,000 samples is one transaction of about 50 ms on a laptop-class
 # disk (SQLite, WAL); see tools/bench/import_speed.py for the lock figures.
 BATCH_ROWS = 10_000
@@ -67,8 +75,6 @@ class ImportWriter:
     """
 
     def __init__(self, store, check: Callable[[], None] | None = None):
-        from perflab.store.db import process_start_time
-
         self.store = store
         self.check = check or (lambda: None)
         self.files: list[FileCounts] = []
@@ -142,7 +148,7 @@ class ImportWriter:
                         conn.execute(update(s.run).where(s.run.c.id.in_(ids[i : i + 5000]))
                                      .values(status=status, host=None, pid=None, pid_start=None))
         except SQLAlchemyError as e:
-            raise self.store._fail(e) from None
+            raise database_error(self.store.label, e) from None
         self._written = []
         return self.files
 
@@ -182,7 +188,7 @@ class ImportWriter:
         except SQLAlchemyError as e:
             for handle, _run in runs:
                 self._ids[handle] = None
-            raise self.store._fail(e) from None
+            raise database_error(self.store.label, e) from None
         except BaseException:
             for handle, _run in runs:
                 self._ids[handle] = None
@@ -203,14 +209,12 @@ class ImportWriter:
         """The driver's executemany straight from the importer's rows: the run id is
         part of the statement, so that no row is copied to add it (SQLAlchemy's
         per-row processing would be most of the cost of a big import). On
-        PostgreSQL, COPY (db.copy_rows)."""
+        PostgreSQL, COPY (rows.copy_rows)."""
         if rows and len(rows[0]) == len(_ROW_COLUMNS_WITH_PROCESS):
             columns, sql, order = _ROW_COLUMNS_WITH_PROCESS, self._sample_sql6, self._sample_order6
         else:
             columns, sql, order = _ROW_COLUMNS, self._sample_sql, self._sample_order
         if conn.dialect.name == "postgresql":
-            from perflab.store.db import copy_rows
-
             copy_rows(conn, s.sample.name, ("run_id", *columns), rows, prefix=(int(run_id),))
             return
         text = sql.replace(_RUN_ID_MARK, str(int(run_id)))
@@ -227,21 +231,21 @@ class ImportWriter:
         store = self.store
         box_id = self._boxes.get(run["testbox"])
         if box_id is None:
-            box_id = self._boxes[run["testbox"]] = store._testbox_id(conn, run["testbox"])
+            box_id = self._boxes[run["testbox"]] = testbox_id(conn, store.label, run["testbox"])
         key = json.dumps(run["environment"], sort_keys=True, default=str)
         env_id = self._environments.get(key)
         if env_id is None:
-            env_id = self._environments[key] = store._environment_id(conn, box_id, run["environment"])
+            env_id = self._environments[key] = environment_id(conn, store.label, box_id, run["environment"])
         host, pid, pid_start = self._writer
         # Insert first, then read: the insert takes the write lock (waiting under the busy
         # timeout) instead of racing another writer between a read and a write.
-        store._insert_ignore(
-            conn, s.run, uuid=run["uuid"], testbox_id=box_id, environment_id=env_id, benchmark=run["benchmark"],
+        insert_ignore(conn, store.label, s.run, dict(
+            uuid=run["uuid"], testbox_id=box_id, environment_id=env_id, benchmark=run["benchmark"],
             name=run["name"], params=run["params"], tag=run.get("tag"), commit=run.get("commit"),
             dirty=run.get("dirty"), started=run["started"], finished=run.get("finished"), status=IMPORTING,
             comment=run.get("comment"), error=run.get("error"), host=host, pid=pid, pid_start=pid_start,
             job=run.get("job"), monitors=run.get("monitors"),
-        )
+        ))
         row = conn.execute(select(s.run.c.id, s.run.c.status, s.run.c.host, s.run.c.pid, s.run.c.pid_start)
                            .where(s.run.c.uuid == run["uuid"])).one()
         if row.status != IMPORTING:
@@ -258,8 +262,6 @@ class ImportWriter:
                 {"run_id": row.id, "monitor": m, "repetition": r, "process": p, "t": t, "values": v}
                 for m, r, p, t, v in series])
         return row.id
-
-
 
 
 def _sample_insert(dialect, columns: tuple[str, ...]) -> tuple[str, list[int] | None]:
@@ -301,4 +303,4 @@ def discard(store, run_ids: list[int]) -> None:
                 conn.execute(s.monitor_series.delete().where(s.monitor_series.c.run_id.in_(chunk)))
                 conn.execute(s.run.delete().where(s.run.c.id.in_(chunk) & (s.run.c.status == IMPORTING)))
     except SQLAlchemyError as e:
-        raise store._fail(e) from None
+        raise database_error(store.label, e) from None

@@ -1,0 +1,117 @@
+"""What the Store and the importer share when they write rows.
+
+Both write testboxes, environments, runs and samples: the ids of a testbox and of
+an environment (written first, then read), INSERT ... ON CONFLICT DO NOTHING,
+PostgreSQL's COPY with its NUL rule, the identity of the writing process (to tell a
+live writer from a dead one), and the one-line message of a database error with
+passwords masked. They live here, below both, so that imports go one way:
+db -> writes -> importing -> rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from perflab.core.errors import PerflabError
+from perflab.store import schema as s
+
+# The status of the runs an import is still writing: every query of the store ignores them.
+IMPORTING = "importing"
+
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@]+@")
+
+
+# libpq also takes the password as a parameter: postgresql://u@h/db?password=..., "password=... host=...".
+# The value ends at a space, an & or the ": " that follows a URL in a message.
+_PARAM_PASSWORD = re.compile(r"(?i)(\bpassword=)[^\s&]+?(?=[\s&]|:\s|:?$)")
+
+
+def redact(text: str) -> str:
+    """`text` with the password of every URL in it (user:PASSWORD@ or ?password=) shown as ***."""
+    return _PARAM_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", str(text)))
+
+
+def database_error(label: str, e: Exception) -> PerflabError:
+    """The one-line error of a failed database call on the store named `label`."""
+    detail = str(getattr(e, "orig", e) or e).splitlines()[0]
+    return PerflabError(f"database {label}: {redact(detail)}")
+
+
+def disk_full(e: SQLAlchemyError) -> bool:
+    orig = getattr(e, "orig", None)
+    # SQLITE_FULL is 13 (the low byte of an extended code); 53100 is PostgreSQL's disk_full.
+    return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) == 13 or getattr(orig, "sqlstate", None) == "53100"
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of a process, to tell a live pid from a reused one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses; fields follow the last ')'.
+    fields = data[data.rindex(")") + 2 :].split()
+    return fields[19]  # field 22 of stat(5): starttime
+
+
+def without_nul(value):
+    """A string PostgreSQL can keep: text columns refuse NUL, which a benchmark's
+    output tail or an imported file may hold; it becomes U+FFFD, as undecodable
+    bytes do. Other values unchanged (JSON travels escaped as \\u0000)."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+
+
+def copy_rows(conn, table: str, columns: tuple[str, ...], rows: Iterable[tuple], prefix: tuple = ()) -> None:
+    """Write rows with PostgreSQL's COPY, inside the transaction of `conn` (a
+    SQLAlchemy connection): half the time of psycopg's executemany for a batch of
+    10,000 samples. Each row is `prefix + row`; NUL in strings becomes U+FFFD."""
+    quote = conn.dialect.identifier_preparer.quote
+    statement = f"COPY {quote(table)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        with cursor.copy(statement) as copy:
+            for row in rows:
+                row = prefix + tuple(row)
+                if any(isinstance(v, str) and "\x00" in v for v in row):
+                    row = tuple(without_nul(v) for v in row)
+                copy.write_row(row)
+    except conn.dialect.loaded_dbapi.Error as e:
+        # As SQLAlchemy reports a failed statement: callers handle SQLAlchemyError.
+        raise DBAPIError.instance(statement, None, e, conn.dialect.loaded_dbapi.Error) from e
+
+
+def insert_ignore(conn, label: str, table, values: dict) -> None:
+    """INSERT that does nothing when a unique key already exists (`label` names the store in errors).
+
+    Writing first (rather than select-then-insert) matters with two writers:
+    it takes SQLite's write lock, waiting under the busy timeout, instead of
+    racing another process between the read and the write.
+    """
+    name = conn.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        raise PerflabError(f"database {label}: unsupported backend {name}")
+    conn.execute(dialect_insert(table).values(**values).on_conflict_do_nothing())
+
+
+def testbox_id(conn, label: str, name: str) -> int:
+    """The id of the testbox `name`, written if it is new."""
+    insert_ignore(conn, label, s.testbox, {"name": name})
+    return conn.execute(select(s.testbox.c.id).where(s.testbox.c.name == name)).scalar_one()
+
+
+def environment_id(conn, label: str, box_id: int, facts: dict) -> int:
+    """The id of the environment `facts` (by their digest), written if it is new."""
+    digest = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+    insert_ignore(conn, label, s.environment, {"testbox_id": box_id, "digest": digest, "facts": facts})
+    return conn.execute(select(s.environment.c.id).where(s.environment.c.digest == digest)).scalar_one()
