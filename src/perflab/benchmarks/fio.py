@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
 from perflab.core.errors import UsageProblem
 from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
@@ -41,21 +41,18 @@ MIB = 1 << 20
 
 def _metrics_of(direction: str) -> dict[str, Metric]:
     d = direction
-    return {
-        f"fio.{d}_bw_MBps": Metric(f"fio.{d}_bw_MBps", "MiB/s", HIGHER_IS_BETTER,
-                                   f"{d} bandwidth of all jobs (fio's bw_bytes / 2^20)"),
-        f"fio.{d}_iops": Metric(f"fio.{d}_iops", "IO/s", HIGHER_IS_BETTER, f"{d} I/Os per second of all jobs"),
-        f"fio.{d}_clat_mean_us": Metric(f"fio.{d}_clat_mean_us", "us", LOWER_IS_BETTER,
-                                        f"mean {d} completion latency (fio's clat_ns mean / 1000)"),
-        f"fio.{d}_clat_p99_us": Metric(f"fio.{d}_clat_p99_us", "us", LOWER_IS_BETTER,
-                                       f"99th percentile of {d} completion latency"),
-    }
+    return catalog_of(
+        Metric(f"fio.{d}_bw_MBps", "MiB/s", HIGHER_IS_BETTER, f"{d} bandwidth of all jobs (fio's bw_bytes / 2^20)"),
+        Metric(f"fio.{d}_iops", "IO/s", HIGHER_IS_BETTER, f"{d} I/Os per second of all jobs"),
+        Metric(f"fio.{d}_clat_mean_us", "us", LOWER_IS_BETTER, f"mean {d} completion latency (fio's clat_ns mean / 1000)"),
+        Metric(f"fio.{d}_clat_p99_us", "us", LOWER_IS_BETTER, f"99th percentile of {d} completion latency"),
+    )
 
 
-CPU_METRICS = {
-    "fio.usr_cpu": Metric("fio.usr_cpu", "%", INFORMATIONAL, "user CPU of the jobs, % of one CPU over the run (fio's usr_cpu)"),
-    "fio.sys_cpu": Metric("fio.sys_cpu", "%", INFORMATIONAL, "system CPU of the jobs, % of one CPU over the run (fio's sys_cpu)"),
-}
+CPU_METRICS = catalog_of(
+    Metric("fio.usr_cpu", "%", INFORMATIONAL, "user CPU of the jobs, % of one CPU over the run (fio's usr_cpu)"),
+    Metric("fio.sys_cpu", "%", INFORMATIONAL, "system CPU of the jobs, % of one CPU over the run (fio's sys_cpu)"),
+)
 
 
 def _size(value, key: str, minimum: int = 1) -> int:
@@ -155,7 +152,7 @@ class FioSession(Session):
         self.p = params
         self.binary = binary
         self.directory = directory
-        self.timeout = float(job.get("timeout") or (params.runtime + 120))
+        self.timeout = job_timeout(job, params.runtime + 120)
         stored = params.model_dump()
         stored.pop("dir")
         where = f"on {params.fs}" if params.fs else "in a directory"
@@ -247,7 +244,8 @@ class FioFamily(Family):
     name = "fio"
     summary = "the real fio on a file in the run's directory (optionally a fresh filesystem in RAM)"
     Params = FioParams
-    duration_params = frozenset({"runs", "warmup", "timeout", "runtime"})
+    duration_params = frozenset({"runtime"})
+    default_runs = 3
     failure_policy = STOP
     secondary_metrics = frozenset(CPU_METRICS)
 
@@ -258,9 +256,6 @@ class FioFamily(Family):
         if params.rw in WRITING:
             out.update(_metrics_of("write"))
         return {**out, **CPU_METRICS}
-
-    def default_runs(self, params: FioParams) -> int:
-        return 3
 
     @contextmanager
     def session(self, params: FioParams, job: dict) -> Iterator[FioSession]:
