@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.model import LOWER_IS_BETTER
+from perflab.core.params import cpu_percent
 
 from perflab.core.model import Sample
 from perflab.core.process import ProcessResult, ProcessSpec
@@ -36,6 +38,23 @@ class Metric:
 def catalog_of(*metrics: Metric) -> dict[str, Metric]:
     """A metric catalog: the metrics by name, in order."""
     return {m.name: m for m in metrics}
+
+
+def cpu_time_metrics(user: str, system: str, whose: str = "") -> tuple[Metric, Metric]:
+    """The user and system CPU times the launcher measures (wait4), named `user` and `system`."""
+    of = f" {whose}" if whose else ""
+    return (Metric(user, "s", LOWER_IS_BETTER, f"user CPU time{of} (wait4)"),
+            Metric(system, "s", LOWER_IS_BETTER, f"system CPU time{of} (wait4)"))
+
+
+def task_count(v, field: str, noun: str, low: int, high: int) -> int:
+    """A count of tasks given as a number or N% of the online CPUs, from low to high (a parameter validator)."""
+    v = cpu_percent(v, field)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{v!r} is not a whole number of {noun}")
+    if not low <= v <= high:
+        raise ValueError(f"must be between {low} and {high}")
+    return v
 
 
 class Params(BaseModel):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of
+from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of, cpu_time_metrics
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
@@ -34,8 +34,7 @@ EXIT = "time.exit_status"
 
 BUILTIN_METRICS = catalog_of(
     Metric(WALL, "s", LOWER_IS_BETTER, "wall-clock time of one execution"),
-    Metric(USER, "s", LOWER_IS_BETTER, "user CPU time (wait4)"),
-    Metric(SYS, "s", LOWER_IS_BETTER, "system CPU time (wait4)"),
+    *cpu_time_metrics(USER, SYS),
     Metric(MAXRSS, "KiB", LOWER_IS_BETTER, "maximum resident set size of the command alone"),
     Metric(EXIT, "", INFORMATIONAL, "exit status (128+N when killed by signal N)"),
 )

@@ -23,9 +23,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
+from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout, task_count
 from perflab.core.errors import UsageProblem
-from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -87,12 +86,7 @@ class FioParams(Params, WorkdirParams):
     @field_validator("numjobs", mode="before")
     @classmethod
     def _jobs(cls, v):
-        v = cpu_percent(v, "numjobs")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of jobs (or N% of the CPUs)")
-        if not 1 <= v <= MAX_JOBS:
-            raise ValueError(f"must be between 1 and {MAX_JOBS}")
-        return v
+        return task_count(v, "numjobs", "jobs (or N% of the CPUs)", 1, MAX_JOBS)
 
     @field_validator("iodepth")
     @classmethod

@@ -28,9 +28,9 @@ from perflab.core import units
 from perflab.core import cbuild
 from perflab.benchmarks.aim7 import tasks as tk
 from perflab.benchmarks import protocol
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
+from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
+                                     job_timeout, task_count)
 from perflab.core.errors import UsageProblem
-from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -73,12 +73,7 @@ class Aim7Params(Params, WorkdirParams):
     @field_validator("load", mode="before")
     @classmethod
     def _load(cls, v):
-        v = cpu_percent(v, "load")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of users")
-        if not 1 <= v <= MAX_USERS:
-            raise ValueError(f"must be between 1 and {MAX_USERS}")
-        return v
+        return task_count(v, "load", "users", 1, MAX_USERS)
 
     @field_validator("jobs")
     @classmethod
@@ -172,8 +167,7 @@ class Aim7Family(Family):
     catalog = catalog_of(
         Metric(JPM, "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds"),
         Metric(ELAPSED, "s", LOWER_IS_BETTER, "real seconds from releasing the users to the last one's end"),
-        Metric(USER, "s", LOWER_IS_BETTER, "user CPU time of the whole process tree (wait4)"),
-        Metric(SYSTEM, "s", LOWER_IS_BETTER, "system CPU time of the whole process tree (wait4)"),
+        *cpu_time_metrics(USER, SYSTEM, "of the whole process tree"),
     )
 
     @contextmanager

@@ -25,8 +25,8 @@ from pydantic import Field, field_validator, model_validator
 
 from perflab.core import environment, units
 from perflab.benchmarks import protocol
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
-from perflab.core.params import cpu_percent
+from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
+                                     job_timeout, task_count)
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 
@@ -52,8 +52,7 @@ METRICS = catalog_of(
     Metric(PER_THREAD_SPREAD, "%", LOWER_IS_BETTER,
            "standard deviation of the per-thread records/s, % of the throughput (LKP's)"),
     Metric(TIME_REAL, "s", INFORMATIONAL, "timed seconds (start to stop of the threads)"),
-    Metric(TIME_USER, "s", LOWER_IS_BETTER, "user CPU time of the process (wait4)"),
-    Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of the process (wait4)"),
+    *cpu_time_metrics(TIME_USER, TIME_SYS, "of the process"),
 )
 # What the program prints (the runtime's metric lines): the timed seconds, and each thread's records.
 RAW = {"ebizzy.elapsed": "s", "ebizzy.records": "records"}
@@ -79,12 +78,7 @@ class EbizzyParams(Params):
     @field_validator("nr_threads", mode="before")
     @classmethod
     def _threads(cls, v):
-        v = cpu_percent(v, "nr_threads")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of threads or N% of the CPUs")
-        if not 1 <= v <= MAX_THREADS:
-            raise ValueError(f"must be between 1 and {MAX_THREADS}")
-        return v
+        return task_count(v, "nr_threads", "threads or N% of the CPUs", 1, MAX_THREADS)
 
     @field_validator("mmap", "touch", "random", mode="before")
     @classmethod

@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from perflab.benchmarks import protocol
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics, job_timeout
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 
@@ -38,6 +38,7 @@ MAX_FDS = 1000
 MAX_LOOPS = 100_000_000
 MAX_DATASIZE = 1 << 24
 SPARE_FDS = 16          # stdio, the ready and go pipes, the launcher's
+LIMITS = {"groups": MAX_GROUPS, "fds": MAX_FDS, "loops": MAX_LOOPS, "datasize": MAX_DATASIZE}
 
 TIME = "hackbench.time"
 THROUGHPUT = "hackbench.throughput"
@@ -47,8 +48,7 @@ TIME_SYS = "hackbench.time.sys"
 METRICS = catalog_of(
     Metric(TIME, "s", LOWER_IS_BETTER, "seconds from releasing every task until the last has finished"),
     Metric(THROUGHPUT, "messages/s", HIGHER_IS_BETTER, "messages (one sender to one receiver) per second"),
-    Metric(TIME_USER, "s", LOWER_IS_BETTER, "user CPU time of every task (wait4)"),
-    Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of every task (wait4)"),
+    *cpu_time_metrics(TIME_USER, TIME_SYS, "of every task"),
 )
 # What the program prints (the runtime's metric lines).
 RAW = {TIME: "s", "hackbench.messages": "messages", "hackbench.tasks": "tasks"}
@@ -75,25 +75,10 @@ class HackbenchParams(Params):
     placement: Literal["scheduler", "one-cpu"] = Field(
         "scheduler", description="scheduler: tasks on any CPU perflab may use; one-cpu: all on the first of them")
 
-    @field_validator("groups", mode="before")
+    @field_validator(*LIMITS, mode="before")
     @classmethod
-    def _groups(cls, v):
-        return _whole(v, 1, MAX_GROUPS)
-
-    @field_validator("fds", mode="before")
-    @classmethod
-    def _fds(cls, v):
-        return _whole(v, 1, MAX_FDS)
-
-    @field_validator("loops", mode="before")
-    @classmethod
-    def _loops(cls, v):
-        return _whole(v, 1, MAX_LOOPS)
-
-    @field_validator("datasize", mode="before")
-    @classmethod
-    def _datasize(cls, v):
-        return _whole(v, 1, MAX_DATASIZE)
+    def _counts(cls, v, info):
+        return _whole(v, 1, LIMITS[info.field_name])
 
     @model_validator(mode="after")
     def _limits(self) -> "HackbenchParams":

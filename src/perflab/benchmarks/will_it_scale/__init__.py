@@ -31,9 +31,8 @@ from pydantic import Field, field_validator
 
 from perflab.core import cbuild
 from perflab.benchmarks import protocol
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, job_timeout
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, job_timeout, task_count
 from perflab.benchmarks.will_it_scale import testcases as tc
-from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import Workdir, WorkdirParams, workdir
@@ -63,12 +62,7 @@ class WillItScaleParams(Params, WorkdirParams):
     @field_validator("nr_task", mode="before")
     @classmethod
     def _tasks(cls, v):
-        v = cpu_percent(v, "nr_task")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of tasks")
-        if not tc.MIN_TASKS <= v <= tc.MAX_TASKS:
-            raise ValueError(f"must be between {tc.MIN_TASKS} and {tc.MAX_TASKS}")
-        return v
+        return task_count(v, "nr_task", "tasks", tc.MIN_TASKS, tc.MAX_TASKS)
 
     @field_validator("duration", "interval")
     @classmethod

@@ -8,7 +8,8 @@
  *     one line "<program>: <message>" on stderr;
  *   - time: pl_now_ns (CLOCK_MONOTONIC, ns), pl_now (seconds),
  *     pl_seconds_since (seconds from a pl_now_ns instant, ns resolution);
- *   - options: pl_parse_uint, pl_parse_real, pl_parse_seconds, pl_parse_size
+ *   - options: pl_parse_uint, pl_parse_real, pl_parse_seconds, pl_parse_choice,
+ *     pl_parse_size
  *     (K/M/G suffixes, powers of 1024), pl_parse_list (2,4,8) and
  *     pl_parse_cpu_list (0,2-3); a bad value is one line naming the option,
  *     exit 2;
@@ -194,6 +195,15 @@ static double pl_parse_seconds(char opt, const char *arg, int allow_zero)
 {
 	return pl_parse_real(opt, arg, 0, allow_zero, 1e7,
 			     allow_zero ? "seconds, a number >= 0" : "seconds, a number > 0");
+}
+
+/* one of the n words of choices: its index (`expected` lists them for the error) */
+static int pl_parse_choice(char opt, const char *arg, const char *const *choices, int n, const char *expected)
+{
+	for (int k = 0; k < n; k++)
+		if (strcmp(arg, choices[k]) == 0)
+			return k;
+	pl_usage_error("-%c: invalid value '%.100s' (expected %s)", opt, arg, expected);
 }
 
 /* "64m", "512k", "1.5G", "1048576" -> bytes (K, M, G: powers of 1024, either case) */

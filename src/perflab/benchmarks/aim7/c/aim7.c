@@ -87,31 +87,22 @@ static long loops(long aim_count)
 	return n < 1 ? 1 : n;
 }
 
-static int write_blocks(int fd, long n)
+/* n blocks written (or read) in turn; a short transfer is ENOSPC (EIO) */
+static int move_blocks(int fd, long n, int writing)
 {
 	while (n-- > 0) {
-		ssize_t w = write(fd, block, BLOCK);
-		if (w != BLOCK) {
-			if (w >= 0)
-				errno = ENOSPC;
+		ssize_t done = writing ? write(fd, block, BLOCK) : read(fd, block, BLOCK);
+		if (done != BLOCK) {
+			if (done >= 0)
+				errno = writing ? ENOSPC : EIO;
 			return -1;
 		}
 	}
 	return 0;
 }
 
-static int read_blocks(int fd, long n)
-{
-	while (n-- > 0) {
-		ssize_t r = read(fd, block, BLOCK);
-		if (r != BLOCK) {
-			if (r >= 0)
-				errno = EIO;
-			return -1;
-		}
-	}
-	return 0;
-}
+static int write_blocks(int fd, long n) { return move_blocks(fd, n, 1); }
+static int read_blocks(int fd, long n) { return move_blocks(fd, n, 0); }
 
 /* A new file of n blocks, closed; its name in name. */
 static int make_file(char *name, size_t size, const char *task, long n)

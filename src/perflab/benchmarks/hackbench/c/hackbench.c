@@ -231,6 +231,7 @@ static void open_channel(int pair[2])
 
 int main(int argc, char **argv)
 {
+	static const char *const modes[] = { "process", "thread" }, *const channels[] = { "socket", "pipe" };
 	int c, pair[2];
 	char byte;
 
@@ -242,22 +243,8 @@ int main(int argc, char **argv)
 		case 'f': fds = (unsigned)pl_parse_uint('f', optarg, 1, MAX_FDS); break;
 		case 'l': loops = pl_parse_uint('l', optarg, 1, MAX_LOOPS); break;
 		case 's': datasize = (unsigned)pl_parse_uint('s', optarg, 1, MAX_DATASIZE); break;
-		case 'm':
-			if (!strcmp(optarg, "process"))
-				threads_mode = 0;
-			else if (!strcmp(optarg, "thread"))
-				threads_mode = 1;
-			else
-				pl_usage_error("-m: invalid value '%.100s' (expected process or thread)", optarg);
-			break;
-		case 'i':
-			if (!strcmp(optarg, "pipe"))
-				use_pipes = 1;
-			else if (!strcmp(optarg, "socket"))
-				use_pipes = 0;
-			else
-				pl_usage_error("-i: invalid value '%.100s' (expected pipe or socket)", optarg);
-			break;
+		case 'm': threads_mode = pl_parse_choice('m', optarg, modes, 2, "process or thread"); break;
+		case 'i': use_pipes = pl_parse_choice('i', optarg, channels, 2, "pipe or socket"); break;
 		case 'h':
 			printf("usage: %s [-g GROUPS] [-f FDS] [-l LOOPS] [-s DATASIZE] [-m process|thread] "
 			       "[-i pipe|socket]\n", argv[0]);

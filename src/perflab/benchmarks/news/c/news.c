@@ -988,6 +988,22 @@ static int bnews_rnews1(void)
 
 /* ---------- expire ---------- */
 
+/* An article kept: each group it is in ("group/number ...") keeps it above its low mark. */
+static void lower_marks(struct active *act, char *entries)
+{
+	char *save;
+	for (char *e = strtok_r(entries, " ", &save); e; e = strtok_r(NULL, " ", &save)) {
+		char *slash = strrchr(e, '/');
+		if (!slash)
+			continue;
+		*slash = '\0';
+		struct group *g = active_find(act, e);
+		long n = strtol(slash + 1, NULL, 10);
+		if (g && n < g->low)
+			g->low = n;
+	}
+}
+
 static int cnews_expire(long now, long cutoff)
 {
 	if (chdir(spool) < 0)
@@ -1034,17 +1050,7 @@ static int cnews_expire(long now, long cutoff)
 			cancel_files(field);   /* just charge ahead: a missing file was cancelled */
 		} else {
 			counts[KEPT]++;
-			char *save;
-			for (char *e = strtok_r(field, " ", &save); e; e = strtok_r(NULL, " ", &save)) {
-				char *slash = strrchr(e, '/');
-				if (!slash)
-					continue;
-				*slash = '\0';
-				struct group *g = active_find(&act, e);
-				long n = strtol(slash + 1, NULL, 10);
-				if (g && n < g->low)
-					g->low = n;
-			}
+			lower_marks(&act, field);
 			hx_put(&idx, fnv(p, (size_t)(t1 - p)), olen);
 			memcpy(out + olen, p, (size_t)(eol - p));
 			olen += (size_t)(eol - p);
@@ -1111,17 +1117,7 @@ static int bnews_expire(long now, long cutoff)
 		} else {
 			counts[KEPT]++;
 			fputs(line, out);
-			char *save;
-			for (char *e = strtok_r(field, " ", &save); e; e = strtok_r(NULL, " ", &save)) {
-				char *slash = strrchr(e, '/');
-				if (!slash)
-					continue;
-				*slash = '\0';
-				struct group *g = active_find(&act, e);
-				long n = strtol(slash + 1, NULL, 10);
-				if (g && n < g->low)
-					g->low = n;
-			}
+			lower_marks(&act, field);
 		}
 	}
 	fclose(h);

@@ -32,17 +32,7 @@
 #define _GNU_SOURCE
 #endif
 
-#include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -50,8 +40,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "perflab.h"
 
@@ -90,6 +78,7 @@ static const struct wis_testcase testcase;
 enum wis_mode { WIS_PROCESS, WIS_THREAD };
 enum wis_thp { WIS_THP_SYSTEM, WIS_THP_ALWAYS, WIS_THP_NEVER, WIS_THP_MADVISE };
 static const char *const wis_thp_names[] = { "system", "always", "never", "madvise" };
+static const char *const wis_mode_names[] = { "process", "thread" };
 
 /* the control slot shared by the harness and its tasks */
 struct wis_control {
@@ -339,12 +328,7 @@ static void wis_parse_options(int argc, char **argv)
 	while ((c = getopt(argc, argv, ":m:n:d:w:i:BH:D:h")) != -1) {
 		switch (c) {
 		case 'm':
-			if (strcmp(optarg, "process") == 0)
-				wis.mode = WIS_PROCESS;
-			else if (strcmp(optarg, "thread") == 0)
-				wis.mode = WIS_THREAD;
-			else
-				pl_usage_error("-m: invalid value '%.100s' (expected process or thread)", optarg);
+			wis.mode = (enum wis_mode)pl_parse_choice('m', optarg, wis_mode_names, 2, "process or thread");
 			break;
 		case 'n':
 			wis.ntasks = (unsigned)pl_parse_uint('n', optarg, 1, WIS_MAX_TASKS);
@@ -363,18 +347,10 @@ static void wis_parse_options(int argc, char **argv)
 		case 'B':
 			wis.bind = 0;
 			break;
-		case 'H': {
-			int found = 0;
-			for (int k = 0; k < 4; k++)
-				if (strcmp(optarg, wis_thp_names[k]) == 0) {
-					wis.thp = (enum wis_thp)k;
-					found = 1;
-				}
-			if (!found)
-				pl_usage_error("-H: invalid value '%.100s' (expected always, never, madvise or system)",
-						optarg);
+		case 'H':
+			wis.thp = (enum wis_thp)pl_parse_choice('H', optarg, wis_thp_names, 4,
+								"always, never, madvise or system");
 			break;
-		}
 		case 'D':
 			wis.dir = optarg;
 			break;
