@@ -48,9 +48,6 @@
 #define BENCH_MAX_SAMPLES 1000
 
 /* every helper is static; a program uses only some of them */
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
 
 struct bench_opts {
 	int samples;          /* -n: samples printed per figure by this process */

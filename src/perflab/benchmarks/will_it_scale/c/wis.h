@@ -43,9 +43,6 @@
 
 #include "perflab.h"
 
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
 
 #define WIS_SLOT 128            /* bytes per counter: two 64-byte lines, so the
                                    adjacent-line prefetcher cannot couple tasks */
