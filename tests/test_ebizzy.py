@@ -107,11 +107,14 @@ def test_the_program_refuses_bad_options_with_one_line(tmp_path):
 
 
 def test_the_parser_refuses_garbage():
-    good = '{"threads":2,"elapsed":1.0,"records":[10,30]}'
+    def out(elapsed, records):     # the program's metric lines
+        return "".join([f'{{"metric": "ebizzy.elapsed", "value": {elapsed}, "unit": "s"}}\n'] +
+                       [f'{{"metric": "ebizzy.records", "value": {r}, "unit": "records"}}\n' for r in records])
+    good = out(1.0, [10, 30])
     figures = {s.metric: s.value for s in parse_output(good, 2)}
     assert figures["ebizzy.throughput"] == 40 and figures["ebizzy.throughput.per_thread.min"] == 10
     assert figures["ebizzy.throughput.per_thread.stddev_percent"] == pytest.approx(25.0)   # LKP: stddev / total
-    for bad in ("", "records/s 10", '{"elapsed":1.0,"records":[10]}', '{"elapsed":0,"records":[1,2]}',
-                '{"elapsed":1.0,"records":[1,-2]}', good + "\n" + good):
+    for bad in ("", "records/s 10", out(1.0, [10]), out(0, [1, 2]),
+                out(1.0, [1, -2]), good + "\n" + good):
         with pytest.raises(ItemFailed):
             parse_output(bad, 2)

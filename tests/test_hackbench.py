@@ -100,10 +100,14 @@ def test_the_program_refuses_bad_options_with_one_line():
 
 def test_the_parser_refuses_garbage():
     p = FAMILY.parse_params({"groups": 1, "loops": 10})
-    good = '{"tasks":40,"messages":4000,"time":0.5}'
+    def out(tasks, messages, time):     # the program's metric lines
+        return (f'{{"metric": "hackbench.time", "value": {time}, "unit": "s"}}\n'
+                f'{{"metric": "hackbench.messages", "value": {messages}, "unit": "messages"}}\n'
+                f'{{"metric": "hackbench.tasks", "value": {tasks}, "unit": "tasks"}}\n')
+    good = out(40, 4000, 0.5)
     figures = {s.metric: s.value for s in parse_output(good, p)}
     assert figures == {"hackbench.time": 0.5, "hackbench.throughput": 8000}
-    for bad in ("", "Time: 0.5", '{"tasks":40,"messages":4000,"time":0}', '{"tasks":40,"messages":3999,"time":1}',
-                '{"tasks":20,"messages":4000,"time":1}', good + "\n" + good):
+    for bad in ("", "Time: 0.5", out(40, 4000, 0), out(40, 3999, 1),
+                out(20, 4000, 1), good + "\n" + good):
         with pytest.raises(ItemFailed):
             parse_output(bad, p)

@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.model import LOWER_IS_BETTER
+from perflab.core.params import cpu_percent
 
 from perflab.core.model import Sample
 from perflab.core.process import ProcessResult, ProcessSpec
@@ -29,6 +33,28 @@ class Metric:
     unit: str
     direction: int   # +1 higher is better, -1 lower is better, 0 informational
     description: str = ""
+
+
+def catalog_of(*metrics: Metric) -> dict[str, Metric]:
+    """A metric catalog: the metrics by name, in order."""
+    return {m.name: m for m in metrics}
+
+
+def cpu_time_metrics(user: str, system: str, whose: str = "") -> tuple[Metric, Metric]:
+    """The user and system CPU times the launcher measures (wait4), named `user` and `system`."""
+    of = f" {whose}" if whose else ""
+    return (Metric(user, "s", LOWER_IS_BETTER, f"user CPU time{of} (wait4)"),
+            Metric(system, "s", LOWER_IS_BETTER, f"system CPU time{of} (wait4)"))
+
+
+def task_count(v, field: str, noun: str, low: int, high: int) -> int:
+    """A count of tasks given as a number or N% of the online CPUs, from low to high (a parameter validator)."""
+    v = cpu_percent(v, field)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{v!r} is not a whole number of {noun}")
+    if not low <= v <= high:
+        raise ValueError(f"must be between {low} and {high}")
+    return v
 
 
 class Params(BaseModel):
@@ -45,6 +71,9 @@ class ItemFailed(Exception):
 # on and lets the rest go on (a suite: the run ends partial); "stop" ends the
 # run failed (one command: later repetitions would not be comparable).
 SKIP, STOP = "skip", "stop"
+
+# Parameters of every family's jobs that only change how long a run takes.
+RUN_DURATION = frozenset({"runs", "warmup", "timeout"})
 
 
 @dataclass
@@ -76,26 +105,48 @@ class Session:
 
 
 class Family:
-    """A benchmark family: subclass it and register the subclass in benchmarks.FAMILIES."""
+    """A benchmark family: subclass it and register the subclass in benchmarks.FAMILIES.
+
+    What most families only declare are class attributes: `default_runs`, the
+    metric `catalog`, and for a family whose session is "build one C program,
+    hand it to a Session", `program` (with `source_dir`, `build_flags`,
+    `build_libs`) and `session_class`. A family whose catalog or session
+    depends on its parameters overrides `metrics`, `runs_for` or `session`.
+    """
 
     name: ClassVar[str]
     summary: ClassVar[str]
     Params: ClassVar[type[Params]]
     # Parameters that only change how long a run takes: `compare` ignores them when it matches groups.
-    duration_params: ClassVar[frozenset[str]] = frozenset()
+    # A family lists its own; runs, warmup and timeout (RUN_DURATION) are added to every family's.
+    duration_params: ClassVar[frozenset[str]] = RUN_DURATION
     failure_policy: ClassVar[str] = SKIP
     # Axes a job gets when it does not name the parameter (kernbench: both loads, as kernbench runs).
     default_axes: ClassVar[dict[str, list]] = {}
     # Metrics that describe the harness's view of a process rather than the benchmark's result.
     secondary_metrics: ClassVar[frozenset[str]] = frozenset()
+    # Repetitions when the job does not say.
+    default_runs: ClassVar[int] = 1
+    # The metric catalog, when it does not depend on the parameters.
+    catalog: ClassVar[dict[str, Metric]] = {}
+    # The default session: build `program` from source_dir/<program>.c, yield session_class(params, job, binary).
+    program: ClassVar[str | None] = None
+    source_dir: ClassVar[Path | None] = None
+    build_flags: ClassVar[tuple[str, ...]] = ("-O2",)
+    build_libs: ClassVar[tuple[str, ...]] = ()
+    session_class: ClassVar[type[Session] | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.duration_params = RUN_DURATION | cls.duration_params
 
     def metrics(self, params: Params) -> dict[str, Metric]:
         """The metric catalog (for these parameters)."""
-        raise NotImplementedError
+        return dict(self.catalog)
 
-    def default_runs(self, params: Params) -> int:
-        """Repetitions when the job does not say."""
-        return 1
+    def runs_for(self, params: Params) -> int:
+        """Repetitions when the job does not say (for these parameters)."""
+        return self.default_runs
 
     def parse_params(self, raw: dict, where: str = "") -> Params:
         """Validate raw parameters; PerflabError naming the key and the valid values."""
@@ -110,25 +161,19 @@ class Family:
 
     @contextmanager
     def session(self, params: Params, job: dict) -> Iterator[Session]:
-        """Build and set up what the atomic `job` needs; undo the set-up on leaving (also on failure)."""
-        raise NotImplementedError
-        yield  # pragma: no cover
+        """Build and set up what the atomic `job` needs; undo the set-up on leaving (also on failure).
+
+        Default: build `program` and hand it to `session_class`; nothing to undo.
+        """
+        if self.program is None or self.session_class is None:
+            raise NotImplementedError
+        binary = cbuild.build(self.program, self.source_dir, flags=self.build_flags, libs=self.build_libs)
+        yield self.session_class(params, job, binary)
 
 
-def one_json_object(item: str, text: str) -> dict:
-    """The single JSON object a program printed as its result; ItemFailed naming the item otherwise."""
-    import json
-
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ItemFailed(f"{item}: expected one JSON line of output, got {len(lines)}")
-    try:
-        doc = json.loads(lines[0])
-    except ValueError:
-        raise ItemFailed(f"{item}: output {lines[0][:80]!r} is not JSON") from None
-    if not isinstance(doc, dict):
-        raise ItemFailed(f"{item}: output {lines[0][:80]!r} is not a JSON object")
-    return doc
+def job_timeout(job: dict, default: float) -> float:
+    """The job's timeout in seconds, or the family's default when it gives none."""
+    return float(job.get("timeout") or default)
 
 
 class JobError(UsageProblem):

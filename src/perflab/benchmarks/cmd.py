@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
+from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of, cpu_time_metrics
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
@@ -32,13 +32,12 @@ SYS = "time.system_time"
 MAXRSS = "time.maximum_resident_set_size"
 EXIT = "time.exit_status"
 
-BUILTIN_METRICS = {
-    WALL: Metric(WALL, "s", LOWER_IS_BETTER, "wall-clock time of one execution"),
-    USER: Metric(USER, "s", LOWER_IS_BETTER, "user CPU time (wait4)"),
-    SYS: Metric(SYS, "s", LOWER_IS_BETTER, "system CPU time (wait4)"),
-    MAXRSS: Metric(MAXRSS, "KiB", LOWER_IS_BETTER, "maximum resident set size of the command alone"),
-    EXIT: Metric(EXIT, "", INFORMATIONAL, "exit status (128+N when killed by signal N)"),
-}
+BUILTIN_METRICS = catalog_of(
+    Metric(WALL, "s", LOWER_IS_BETTER, "wall-clock time of one execution"),
+    *cpu_time_metrics(USER, SYS),
+    Metric(MAXRSS, "KiB", LOWER_IS_BETTER, "maximum resident set size of the command alone"),
+    Metric(EXIT, "", INFORMATIONAL, "exit status (128+N when killed by signal N)"),
+)
 
 
 @dataclass(frozen=True)
@@ -306,7 +305,7 @@ class CmdFamily(Family):
     name = "cmd"
     summary = "time any command, as hyperfine does"
     Params = CmdParams
-    duration_params = frozenset({"runs", "warmup", "timeout", "prepare"})
+    duration_params = frozenset({"prepare"})
     failure_policy = STOP
     secondary_metrics = frozenset({USER, SYS, MAXRSS, EXIT})
 

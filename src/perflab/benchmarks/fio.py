@@ -23,9 +23,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout, task_count
 from perflab.core.errors import UsageProblem
-from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -41,21 +40,18 @@ MIB = 1 << 20
 
 def _metrics_of(direction: str) -> dict[str, Metric]:
     d = direction
-    return {
-        f"fio.{d}_bw_MBps": Metric(f"fio.{d}_bw_MBps", "MiB/s", HIGHER_IS_BETTER,
-                                   f"{d} bandwidth of all jobs (fio's bw_bytes / 2^20)"),
-        f"fio.{d}_iops": Metric(f"fio.{d}_iops", "IO/s", HIGHER_IS_BETTER, f"{d} I/Os per second of all jobs"),
-        f"fio.{d}_clat_mean_us": Metric(f"fio.{d}_clat_mean_us", "us", LOWER_IS_BETTER,
-                                        f"mean {d} completion latency (fio's clat_ns mean / 1000)"),
-        f"fio.{d}_clat_p99_us": Metric(f"fio.{d}_clat_p99_us", "us", LOWER_IS_BETTER,
-                                       f"99th percentile of {d} completion latency"),
-    }
+    return catalog_of(
+        Metric(f"fio.{d}_bw_MBps", "MiB/s", HIGHER_IS_BETTER, f"{d} bandwidth of all jobs (fio's bw_bytes / 2^20)"),
+        Metric(f"fio.{d}_iops", "IO/s", HIGHER_IS_BETTER, f"{d} I/Os per second of all jobs"),
+        Metric(f"fio.{d}_clat_mean_us", "us", LOWER_IS_BETTER, f"mean {d} completion latency (fio's clat_ns mean / 1000)"),
+        Metric(f"fio.{d}_clat_p99_us", "us", LOWER_IS_BETTER, f"99th percentile of {d} completion latency"),
+    )
 
 
-CPU_METRICS = {
-    "fio.usr_cpu": Metric("fio.usr_cpu", "%", INFORMATIONAL, "user CPU of the jobs, % of one CPU over the run (fio's usr_cpu)"),
-    "fio.sys_cpu": Metric("fio.sys_cpu", "%", INFORMATIONAL, "system CPU of the jobs, % of one CPU over the run (fio's sys_cpu)"),
-}
+CPU_METRICS = catalog_of(
+    Metric("fio.usr_cpu", "%", INFORMATIONAL, "user CPU of the jobs, % of one CPU over the run (fio's usr_cpu)"),
+    Metric("fio.sys_cpu", "%", INFORMATIONAL, "system CPU of the jobs, % of one CPU over the run (fio's sys_cpu)"),
+)
 
 
 def _size(value, key: str, minimum: int = 1) -> int:
@@ -90,12 +86,7 @@ class FioParams(Params, WorkdirParams):
     @field_validator("numjobs", mode="before")
     @classmethod
     def _jobs(cls, v):
-        v = cpu_percent(v, "numjobs")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of jobs (or N% of the CPUs)")
-        if not 1 <= v <= MAX_JOBS:
-            raise ValueError(f"must be between 1 and {MAX_JOBS}")
-        return v
+        return task_count(v, "numjobs", "jobs (or N% of the CPUs)", 1, MAX_JOBS)
 
     @field_validator("iodepth")
     @classmethod
@@ -155,7 +146,7 @@ class FioSession(Session):
         self.p = params
         self.binary = binary
         self.directory = directory
-        self.timeout = float(job.get("timeout") or (params.runtime + 120))
+        self.timeout = job_timeout(job, params.runtime + 120)
         stored = params.model_dump()
         stored.pop("dir")
         where = f"on {params.fs}" if params.fs else "in a directory"
@@ -247,7 +238,8 @@ class FioFamily(Family):
     name = "fio"
     summary = "the real fio on a file in the run's directory (optionally a fresh filesystem in RAM)"
     Params = FioParams
-    duration_params = frozenset({"runs", "warmup", "timeout", "runtime"})
+    duration_params = frozenset({"runtime"})
+    default_runs = 3
     failure_policy = STOP
     secondary_metrics = frozenset(CPU_METRICS)
 
@@ -258,9 +250,6 @@ class FioFamily(Family):
         if params.rw in WRITING:
             out.update(_metrics_of("write"))
         return {**out, **CPU_METRICS}
-
-    def default_runs(self, params: FioParams) -> int:
-        return 3
 
     @contextmanager
     def session(self, params: FioParams, job: dict) -> Iterator[FioSession]:

@@ -3,7 +3,8 @@
 The binary is cached under $XDG_CACHE_HOME/perflab/cbuild/ (default
 ~/.cache/perflab/cbuild/), keyed by a hash of the program's source, every
 header it includes with #include "..." (followed through the headers, shared
-ones in other directories too), the headers beside it, the compiler's full
+ones in other directories too, and the shared runtime core/c/perflab.h,
+which is on every build's include path), the headers beside it, the compiler's full
 `--version` output and the flags: a
 new compiler, a changed flag or an edited source gets a new binary, an
 unchanged one is reused. A binary is compiled to a temporary name and renamed
@@ -25,6 +26,8 @@ from pathlib import Path
 from perflab.core.errors import PerflabError
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O2",)
+# The C runtime every program shares (perflab.h): on every build's include path.
+RUNTIME_DIR = Path(__file__).resolve().parent / "c"
 COMPILE_TIMEOUT = 300
 STDERR_LINES = 5
 
@@ -134,7 +137,7 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
 
     digest = hashlib.sha256()
     sources = [source, *sorted(source_dir.glob("*.h"))]
-    for header in local_includes(source, [source_dir]):
+    for header in local_includes(source, [source_dir, RUNTIME_DIR]):
         if header not in sources:
             sources.append(header)
     for part in (comp.path, comp.display, comp.version_full, "\0".join(flags), "\0".join(libs)):
@@ -152,7 +155,7 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
         return target
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{program}-{key}.{os.getpid()}.tmp"
-    cmd = [comp.path, *comp.command[1:], *flags, "-I", str(source_dir), "-o", str(tmp), str(source), *libs]
+    cmd = [comp.path, *comp.command[1:], *flags, "-I", str(source_dir), "-I", str(RUNTIME_DIR), "-o", str(tmp), str(source), *libs]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT,
                               stdin=subprocess.DEVNULL)

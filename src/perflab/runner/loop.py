@@ -147,7 +147,7 @@ def _run_jobs(store: Store, jobs: list[dict], *, interleave: bool, box, repo, co
     for job in jobs:
         if job.get("runs") is None:
             fam = benchmarks.family(job["benchmark"])
-            job = {**job, "runs": fam.default_runs(fam.parse_params(job.get("params") or {}))}
+            job = {**job, "runs": fam.runs_for(fam.parse_params(job.get("params") or {}))}
         outcomes.append(JobOutcome(job))
     batches = [outcomes] if interleave else [[o] for o in outcomes]
     total = sum(int(o.job.get("warmup") or 0) + int(o.job.get("runs") or 1) for o in outcomes)

@@ -27,9 +27,10 @@ from pydantic import Field, field_validator, model_validator
 from perflab.core import units
 from perflab.core import cbuild
 from perflab.benchmarks.aim7 import tasks as tk
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
+from perflab.benchmarks import protocol
+from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
+                                     job_timeout, task_count)
 from perflab.core.errors import UsageProblem
-from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -42,6 +43,9 @@ SYSTEM = "aim7.time.system_time"
 MAX_USERS = 100000
 MAX_JOBS = 1000000
 DEFAULT_TIMEOUT = 3600.0
+# What the program prints (the runtime's metric lines); aim7.user_real_s once per user.
+RAW = {"aim7.users": "users", "aim7.jobs": "jobs", "aim7.real_s": "s", "aim7.blocks": "blocks", "aim7.scale": "",
+       "aim7.user_real_s": "s"}
 def parse_size(value, key: str) -> int:
     """'1M' -> bytes (K, M, G are powers of 1024; a bare number is bytes)."""
     return units.parse_size(value)
@@ -69,12 +73,7 @@ class Aim7Params(Params, WorkdirParams):
     @field_validator("load", mode="before")
     @classmethod
     def _load(cls, v):
-        v = cpu_percent(v, "load")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of users")
-        if not 1 <= v <= MAX_USERS:
-            raise ValueError(f"must be between 1 and {MAX_USERS}")
-        return v
+        return task_count(v, "load", "users", 1, MAX_USERS)
 
     @field_validator("jobs")
     @classmethod
@@ -123,7 +122,7 @@ class Aim7Session(Session):
         self.helper = str(helper)
         self.path = path
         self.counts = tk.per_user(params.test, params.jobs)
-        self.timeout = float(job.get("timeout") or DEFAULT_TIMEOUT)
+        self.timeout = job_timeout(job, DEFAULT_TIMEOUT)
         stored = params.model_dump()
         stored.pop("dir")
         name = f"aim7 {params.test} load {params.load}"
@@ -146,14 +145,14 @@ class Aim7Session(Session):
 
 
 def parse_output(test: str, users: int, expected_jobs: int, result: ProcessResult) -> list[Sample]:
-    """The program's JSON line -> jobs per minute and times; ItemFailed on anything else."""
-    doc = one_json_object(test, result.stdout)
-    jobs, real = doc.get("jobs"), doc.get("real_s")
-    if doc.get("users") != users:
-        raise ItemFailed(f"{test}: aim7 ran {doc.get('users')!r} users, asked for {users}")
-    if not isinstance(jobs, int) or jobs != expected_jobs:
+    """The program's metric lines -> jobs per minute and times; ItemFailed on anything else."""
+    figures = protocol.Figures(test, result.stdout, RAW)
+    jobs, real = figures.one("aim7.jobs"), figures.one("aim7.real_s")
+    if figures.one("aim7.users") != users:
+        raise ItemFailed(f"{test}: aim7 ran {figures.one('aim7.users')!r} users, asked for {users}")
+    if jobs != expected_jobs:
         raise ItemFailed(f"{test}: aim7 completed {jobs!r} jobs, expected {expected_jobs}")
-    if not isinstance(real, (int, float)) or not (real > 0 and math.isfinite(real)):
+    if not (real > 0 and math.isfinite(real)):
         raise ItemFailed(f"{test}: aim7 reported real_s {real!r}")
     return [Sample(JPM, jobs * 60.0 / real, "jobs/min", HIGHER_IS_BETTER),
             Sample(ELAPSED, float(real), "s", LOWER_IS_BETTER),
@@ -165,18 +164,11 @@ class Aim7Family(Family):
     name = "aim7"
     summary = "AIM7-class multi-user workload: N users run a workfile of tasks; jobs per minute"
     Params = Aim7Params
-    duration_params = frozenset({"runs", "warmup", "timeout"})
-
-    def metrics(self, params: Aim7Params) -> dict[str, Metric]:
-        return {
-            JPM: Metric(JPM, "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds"),
-            ELAPSED: Metric(ELAPSED, "s", LOWER_IS_BETTER, "real seconds from releasing the users to the last one's end"),
-            USER: Metric(USER, "s", LOWER_IS_BETTER, "user CPU time of the whole process tree (wait4)"),
-            SYSTEM: Metric(SYSTEM, "s", LOWER_IS_BETTER, "system CPU time of the whole process tree (wait4)"),
-        }
-
-    def default_runs(self, params: Aim7Params) -> int:
-        return 1
+    catalog = catalog_of(
+        Metric(JPM, "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds"),
+        Metric(ELAPSED, "s", LOWER_IS_BETTER, "real seconds from releasing the users to the last one's end"),
+        *cpu_time_metrics(USER, SYSTEM, "of the whole process tree"),
+    )
 
     @contextmanager
     def session(self, params: Aim7Params, job: dict) -> Iterator[Aim7Session]:

@@ -18,18 +18,15 @@ timed seconds, and the CPU time of the process from wait4).
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
 from perflab.core import environment, units
-from perflab.core import cbuild
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
-from perflab.core.params import cpu_percent
+from perflab.benchmarks import protocol
+from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
+                                     job_timeout, task_count)
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 
@@ -48,16 +45,17 @@ TIME_REAL = "ebizzy.time.real"
 TIME_USER = "ebizzy.time.user"
 TIME_SYS = "ebizzy.time.sys"
 
-METRICS = {
-    THROUGHPUT: Metric(THROUGHPUT, "records/s", HIGHER_IS_BETTER, "records per second of all threads"),
-    PER_THREAD_MIN: Metric(PER_THREAD_MIN, "records/s", HIGHER_IS_BETTER, "records per second of the slowest thread"),
-    PER_THREAD_MAX: Metric(PER_THREAD_MAX, "records/s", HIGHER_IS_BETTER, "records per second of the fastest thread"),
-    PER_THREAD_SPREAD: Metric(PER_THREAD_SPREAD, "%", LOWER_IS_BETTER,
-                              "standard deviation of the per-thread records/s, % of the throughput (LKP's)"),
-    TIME_REAL: Metric(TIME_REAL, "s", INFORMATIONAL, "timed seconds (start to stop of the threads)"),
-    TIME_USER: Metric(TIME_USER, "s", LOWER_IS_BETTER, "user CPU time of the process (wait4)"),
-    TIME_SYS: Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of the process (wait4)"),
-}
+METRICS = catalog_of(
+    Metric(THROUGHPUT, "records/s", HIGHER_IS_BETTER, "records per second of all threads"),
+    Metric(PER_THREAD_MIN, "records/s", HIGHER_IS_BETTER, "records per second of the slowest thread"),
+    Metric(PER_THREAD_MAX, "records/s", HIGHER_IS_BETTER, "records per second of the fastest thread"),
+    Metric(PER_THREAD_SPREAD, "%", LOWER_IS_BETTER,
+           "standard deviation of the per-thread records/s, % of the throughput (LKP's)"),
+    Metric(TIME_REAL, "s", INFORMATIONAL, "timed seconds (start to stop of the threads)"),
+    *cpu_time_metrics(TIME_USER, TIME_SYS, "of the process"),
+)
+# What the program prints (the runtime's metric lines): the timed seconds, and each thread's records.
+RAW = {"ebizzy.elapsed": "s", "ebizzy.records": "records"}
 
 def parse_size(value) -> int:
     """512, '512k', '4M', '1G' -> bytes (binary multiples)."""
@@ -80,12 +78,7 @@ class EbizzyParams(Params):
     @field_validator("nr_threads", mode="before")
     @classmethod
     def _threads(cls, v):
-        v = cpu_percent(v, "nr_threads")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of threads or N% of the CPUs")
-        if not 1 <= v <= MAX_THREADS:
-            raise ValueError(f"must be between 1 and {MAX_THREADS}")
-        return v
+        return task_count(v, "nr_threads", "threads or N% of the CPUs", 1, MAX_THREADS)
 
     @field_validator("mmap", "touch", "random", mode="before")
     @classmethod
@@ -134,7 +127,7 @@ class EbizzySession(Session):
     def __init__(self, params: EbizzyParams, job: dict, binary: Path):
         self.p = params
         self.binary = str(binary)
-        self.timeout = float(job.get("timeout") or (params.duration + 60))
+        self.timeout = job_timeout(job, params.duration + 60)
         flags = "".join(f for f, on in (("m", params.mmap), ("T", params.touch)) if on)
         name = f"ebizzy -{flags}t {params.nr_threads}" if flags else f"ebizzy -t {params.nr_threads}"
         super().__init__(name=name, params=params.model_dump(), facts={
@@ -157,13 +150,13 @@ class EbizzySession(Session):
 
 
 def parse_output(text: str, threads: int) -> list[Sample]:
-    """The program's JSON line -> throughput, per-thread spread and timed seconds; ItemFailed otherwise."""
-    doc = one_json_object("ebizzy", text)
-    records, elapsed = doc.get("records"), doc.get("elapsed")
-    if (not isinstance(records, list) or len(records) != threads
-            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in records)
-            or not isinstance(elapsed, (int, float)) or not elapsed > 0):
-        raise ItemFailed(f"ebizzy: output {json.dumps(doc)[:80]!r} is not {threads} thread counts and a positive elapsed time")
+    """The program's metric lines -> throughput, per-thread spread and timed seconds; ItemFailed otherwise."""
+    figures = protocol.Figures("ebizzy", text, RAW)
+    records, elapsed = figures.all("ebizzy.records"), figures.one("ebizzy.elapsed")
+    if (len(records) != threads or not all(r >= 0 and float(r).is_integer() for r in records)
+            or not elapsed > 0):
+        raise ItemFailed(f"ebizzy: printed {len(records)} record counts {records[:4]} and elapsed {elapsed}, "
+                         f"not {threads} thread counts and a positive elapsed time")
     rates = [r / elapsed for r in records]
     total = sum(rates)
     mean = total / len(rates)
@@ -181,20 +174,13 @@ class EbizzyFamily(Family):
     name = "ebizzy"
     summary = "ebizzy's workload: threads allocate, copy and search memory chunks for a set time"
     Params = EbizzyParams
-    duration_params = frozenset({"runs", "warmup", "timeout", "duration"})
+    duration_params = frozenset({"duration"})
     # The process's view from the launcher (wait4) and the timed seconds, not the workload's result.
     secondary_metrics = frozenset({TIME_REAL, TIME_USER, TIME_SYS})
-
-    def metrics(self, params: EbizzyParams) -> dict[str, Metric]:
-        return dict(METRICS)
-
-    def default_runs(self, params: EbizzyParams) -> int:
-        return 3
-
-    @contextmanager
-    def session(self, params: EbizzyParams, job: dict) -> Iterator[EbizzySession]:
-        binary = cbuild.build("ebizzy", SOURCE_DIR, flags=BUILD_FLAGS, libs=BUILD_LIBS)
-        yield EbizzySession(params, job, binary)
+    default_runs = 3
+    catalog = METRICS
+    program, source_dir, build_flags, build_libs = "ebizzy", SOURCE_DIR, BUILD_FLAGS, BUILD_LIBS
+    session_class = EbizzySession
 
 
 FAMILY = EbizzyFamily()

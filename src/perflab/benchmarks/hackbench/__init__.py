@@ -17,19 +17,16 @@ time of every task, from wait4).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.core import cbuild
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, one_json_object
+from perflab.benchmarks import protocol
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics, job_timeout
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 
@@ -41,18 +38,20 @@ MAX_FDS = 1000
 MAX_LOOPS = 100_000_000
 MAX_DATASIZE = 1 << 24
 SPARE_FDS = 16          # stdio, the ready and go pipes, the launcher's
+LIMITS = {"groups": MAX_GROUPS, "fds": MAX_FDS, "loops": MAX_LOOPS, "datasize": MAX_DATASIZE}
 
 TIME = "hackbench.time"
 THROUGHPUT = "hackbench.throughput"
 TIME_USER = "hackbench.time.user"
 TIME_SYS = "hackbench.time.sys"
 
-METRICS = {
-    TIME: Metric(TIME, "s", LOWER_IS_BETTER, "seconds from releasing every task until the last has finished"),
-    THROUGHPUT: Metric(THROUGHPUT, "messages/s", HIGHER_IS_BETTER, "messages (one sender to one receiver) per second"),
-    TIME_USER: Metric(TIME_USER, "s", LOWER_IS_BETTER, "user CPU time of every task (wait4)"),
-    TIME_SYS: Metric(TIME_SYS, "s", LOWER_IS_BETTER, "system CPU time of every task (wait4)"),
-}
+METRICS = catalog_of(
+    Metric(TIME, "s", LOWER_IS_BETTER, "seconds from releasing every task until the last has finished"),
+    Metric(THROUGHPUT, "messages/s", HIGHER_IS_BETTER, "messages (one sender to one receiver) per second"),
+    *cpu_time_metrics(TIME_USER, TIME_SYS, "of every task"),
+)
+# What the program prints (the runtime's metric lines).
+RAW = {TIME: "s", "hackbench.messages": "messages", "hackbench.tasks": "tasks"}
 
 
 def _whole(v, low: int, high: int):
@@ -76,25 +75,10 @@ class HackbenchParams(Params):
     placement: Literal["scheduler", "one-cpu"] = Field(
         "scheduler", description="scheduler: tasks on any CPU perflab may use; one-cpu: all on the first of them")
 
-    @field_validator("groups", mode="before")
+    @field_validator(*LIMITS, mode="before")
     @classmethod
-    def _groups(cls, v):
-        return _whole(v, 1, MAX_GROUPS)
-
-    @field_validator("fds", mode="before")
-    @classmethod
-    def _fds(cls, v):
-        return _whole(v, 1, MAX_FDS)
-
-    @field_validator("loops", mode="before")
-    @classmethod
-    def _loops(cls, v):
-        return _whole(v, 1, MAX_LOOPS)
-
-    @field_validator("datasize", mode="before")
-    @classmethod
-    def _datasize(cls, v):
-        return _whole(v, 1, MAX_DATASIZE)
+    def _counts(cls, v, info):
+        return _whole(v, 1, LIMITS[info.field_name])
 
     @model_validator(mode="after")
     def _limits(self) -> "HackbenchParams":
@@ -131,7 +115,7 @@ class HackbenchSession(Session):
     def __init__(self, params: HackbenchParams, job: dict, binary: Path):
         self.p = params
         self.binary = str(binary)
-        self.timeout = float(job.get("timeout") or 600)
+        self.timeout = job_timeout(job, 600)
         allowed = sorted(os.sched_getaffinity(0))
         self.cpus = str(allowed[0]) if params.placement == "one-cpu" else None
         placement = (f"every task on CPU {allowed[0]}" if self.cpus is not None
@@ -155,13 +139,13 @@ class HackbenchSession(Session):
 
 
 def parse_output(text: str, p: HackbenchParams) -> list[Sample]:
-    """The program's JSON line -> time and throughput; ItemFailed on anything else."""
-    doc = one_json_object("hackbench", text)
-    seconds, messages = doc.get("time"), doc.get("messages")
-    if not isinstance(seconds, (int, float)) or not (seconds > 0 and math.isfinite(seconds)):
-        raise ItemFailed(f"hackbench: output {json.dumps(doc)[:80]!r} has no positive time")
-    if messages != messages_of(p) or doc.get("tasks") != tasks_of(p):
-        raise ItemFailed(f"hackbench: passed {messages} messages with {doc.get('tasks')} tasks, "
+    """The program's metric lines -> time and throughput; ItemFailed on anything else."""
+    figures = protocol.Figures("hackbench", text, RAW)
+    seconds, messages, tasks = figures.one(TIME), figures.one("hackbench.messages"), figures.one("hackbench.tasks")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ItemFailed(f"hackbench: printed time {seconds}, not a positive number of seconds")
+    if messages != messages_of(p) or tasks != tasks_of(p):
+        raise ItemFailed(f"hackbench: passed {messages} messages with {tasks} tasks, "
                          f"expected {messages_of(p)} with {tasks_of(p)}")
     return [Sample(TIME, float(seconds), "s", LOWER_IS_BETTER),
             Sample(THROUGHPUT, messages / seconds, "messages/s", HIGHER_IS_BETTER)]
@@ -171,20 +155,12 @@ class HackbenchFamily(Family):
     name = "hackbench"
     summary = "hackbench's workload: groups of 20 senders and 20 receivers over sockets or pipes"
     Params = HackbenchParams
-    duration_params = frozenset({"runs", "warmup", "timeout"})
     # The tasks' CPU times from the launcher (wait4), not the workload's result.
     secondary_metrics = frozenset({TIME_USER, TIME_SYS})
-
-    def metrics(self, params: HackbenchParams) -> dict[str, Metric]:
-        return dict(METRICS)
-
-    def default_runs(self, params: HackbenchParams) -> int:
-        return 5
-
-    @contextmanager
-    def session(self, params: HackbenchParams, job: dict) -> Iterator[HackbenchSession]:
-        binary = cbuild.build("hackbench", SOURCE_DIR, flags=BUILD_FLAGS, libs=BUILD_LIBS)
-        yield HackbenchSession(params, job, binary)
+    default_runs = 5
+    catalog = METRICS
+    program, source_dir, build_flags, build_libs = "hackbench", SOURCE_DIR, BUILD_FLAGS, BUILD_LIBS
+    session_class = HackbenchSession
 
 
 FAMILY = HackbenchFamily()

@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from perflab.core import cbuild
-from perflab.benchmarks.base import STOP, Family, Metric, Params, Session
+from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of
 from perflab.benchmarks.kernbench import tree as generated
 from perflab.core.errors import UsageProblem
 from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
@@ -43,14 +43,14 @@ PERCENT_CPU = "kernbench.percent_cpu"
 CONTEXT_SWITCHES = "kernbench.context_switches"
 SLEEPS = "kernbench.sleeps"
 
-METRICS = {
-    ELAPSED: Metric(ELAPSED, "s", LOWER_IS_BETTER, "wall-clock time of the build (make -jN)"),
-    USER: Metric(USER, "s", LOWER_IS_BETTER, "user CPU time of make and every process it waited for"),
-    SYSTEM: Metric(SYSTEM, "s", LOWER_IS_BETTER, "system CPU time of make and every process it waited for"),
-    PERCENT_CPU: Metric(PERCENT_CPU, "%", INFORMATIONAL, "(user + system) / elapsed x 100, as time's %P"),
-    CONTEXT_SWITCHES: Metric(CONTEXT_SWITCHES, "", INFORMATIONAL, "involuntary context switches (time's %c)"),
-    SLEEPS: Metric(SLEEPS, "", INFORMATIONAL, "voluntary context switches: waits (time's %w)"),
-}
+METRICS = catalog_of(
+    Metric(ELAPSED, "s", LOWER_IS_BETTER, "wall-clock time of the build (make -jN)"),
+    Metric(USER, "s", LOWER_IS_BETTER, "user CPU time of make and every process it waited for"),
+    Metric(SYSTEM, "s", LOWER_IS_BETTER, "system CPU time of make and every process it waited for"),
+    Metric(PERCENT_CPU, "%", INFORMATIONAL, "(user + system) / elapsed x 100, as time's %P"),
+    Metric(CONTEXT_SWITCHES, "", INFORMATIONAL, "involuntary context switches (time's %c)"),
+    Metric(SLEEPS, "", INFORMATIONAL, "voluntary context switches: waits (time's %w)"),
+)
 
 LOADS = ("half", "optimal")
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -189,14 +189,9 @@ class KernbenchFamily(Family):
     default_axes = {"jobs": ["half", "optimal"]}
     summary = "time a parallel build of a C tree (generated, or a kernel) at half and optimal load"
     Params = KernbenchParams
-    duration_params = frozenset({"runs", "warmup", "timeout"})
     failure_policy = STOP    # a failed build ends the run: later builds would not be comparable
-
-    def metrics(self, params: KernbenchParams) -> dict[str, Metric]:
-        return dict(METRICS)
-
-    def default_runs(self, params: KernbenchParams) -> int:
-        return 5   # kernbench's default
+    default_runs = 5   # kernbench's default
+    catalog = METRICS
 
     @contextmanager
     def session(self, params: KernbenchParams, job: dict) -> Iterator[KernbenchSession]:

@@ -14,8 +14,6 @@ suite goes on and the run ends "partial".
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shutil
 import tempfile
@@ -27,6 +25,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from perflab.core import cbuild
+from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
 from perflab.benchmarks.lmbench import catalog
 from perflab.core.errors import UsageProblem
@@ -102,31 +101,9 @@ def parse_output(program: str, text: str) -> list[Sample]:
     Anything that is not one of the program's own figures in its unit, with a
     finite value, is garbage: ProgramFailed naming the program and the line.
     """
-    expected = {m: catalog.FIGURES[m] for m in catalog.metrics_of_program(program)}
-    samples = []
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        where = f"{program}: output line {number} {line[:80]!r}"
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            raise ProgramFailed(f"{where} is not JSON") from None
-        if not isinstance(doc, dict):
-            raise ProgramFailed(f"{where} is not a JSON object")
-        metric, value, unit = doc.get("metric"), doc.get("value"), doc.get("unit")
-        figure = expected.get(metric) if isinstance(metric, str) else None
-        if figure is None:
-            raise ProgramFailed(f"{where} names no figure of {program}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ProgramFailed(f"{where}: the value is not a finite number")
-        if unit != figure.unit:
-            raise ProgramFailed(f"{where}: unit {unit!r}, expected {figure.unit!r}")
-        samples.append(Sample(metric, float(value), figure.unit, figure.direction))
-    if not samples:
-        raise ProgramFailed(f"{program}: printed no figures")
-    return samples
+    expected = {m: catalog.FIGURES[m].unit for m in catalog.metrics_of_program(program)}
+    return [Sample(line.metric, float(line.value), line.unit, catalog.FIGURES[line.metric].direction)
+            for line in protocol.read(program, text, expected, ProgramFailed)]
 
 
 
@@ -190,14 +167,14 @@ class LmbenchFamily(Family):
     name = "lmbench"
     summary = "LMbench-class OS microbenchmarks (the LMbench 2.0 summary's figures)"
     Params = LmbenchParams
-    duration_params = frozenset({"quick", "only", "runs", "warmup", "timeout"})
+    duration_params = frozenset({"quick", "only"})
 
     def metrics(self, params: LmbenchParams) -> dict[str, Metric]:
         wanted = set(catalog.programs_of(params.only or list(catalog.CATEGORIES)))
         return {name: Metric(name, f.unit, f.direction) for name, f in catalog.FIGURES.items()
                 if any(name in catalog.metrics_of_program(p) for p in wanted)}
 
-    def default_runs(self, params: LmbenchParams) -> int:
+    def runs_for(self, params: LmbenchParams) -> int:
         return mode_for(params.quick).processes
 
     @contextmanager

@@ -20,7 +20,6 @@ time.elapsed_time / time.user_time / time.system_time, so that
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +29,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from perflab.core import cbuild
-from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, one_json_object
+from perflab.benchmarks import protocol
+from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
 from perflab.benchmarks.news import feed as feedmod
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
@@ -50,11 +50,13 @@ METRICS = {
 }
 # The paper's appendix log is rnews's real/user/sys: the filing phase's totals under the
 # names `perflab log` reads (divide with --per ARTICLES).
-LOG_METRICS = {
-    "time.elapsed_time": Metric("time.elapsed_time", "s", LOWER_IS_BETTER, "filing phase: wall-clock time, total"),
-    "time.user_time": Metric("time.user_time", "s", LOWER_IS_BETTER, "filing phase: user CPU time, total"),
-    "time.system_time": Metric("time.system_time", "s", LOWER_IS_BETTER, "filing phase: system CPU time, total"),
-}
+LOG_METRICS = catalog_of(
+    Metric("time.elapsed_time", "s", LOWER_IS_BETTER, "filing phase: wall-clock time, total"),
+    Metric("time.user_time", "s", LOWER_IS_BETTER, "filing phase: user CPU time, total"),
+    Metric("time.system_time", "s", LOWER_IS_BETTER, "filing phase: system CPU time, total"),
+)
+# The counts a phase prints (the runtime's metric lines, news.PHASE.COUNT).
+COUNTS = ("articles", "accepted", "duplicates", "cancels", "links", "expired", "kept")
 
 
 class NewsParams(Params, WorkdirParams):
@@ -120,7 +122,7 @@ class NewsSession(Session):
         self.spool = str(Path(root) / "spool")
         self.feed = feed
         # bnews files at a few ms per article here; its linear history search grows with the feed.
-        self.timeout = float(job.get("timeout") or (120 + params.articles * (0.05 + params.articles * 2e-6)))
+        self.timeout = job_timeout(job, 120 + params.articles * (0.05 + params.articles * 2e-6))
         stored = params.model_dump()
         stored.pop("dir")
         if stored["fs"] is None:
@@ -155,27 +157,23 @@ class NewsSession(Session):
 
 
 def parse_counts(phase: str, text: str) -> dict:
-    """The one JSON line a phase prints -> its counts; ItemFailed on anything else."""
-    doc = one_json_object(phase, text)
-    keys = ("articles", "accepted", "duplicates", "cancels", "links", "expired", "kept")
-    if doc.get("phase") != phase or not all(isinstance(doc.get(k), int) for k in keys):
-        raise ItemFailed(f"{phase}: output {json.dumps(doc)[:80]!r} is not the {phase} phase's counts")
-    return doc
+    """The metric lines a phase prints -> its counts by name; ItemFailed on anything else."""
+    raw = {f"news.{phase}.{k}": "links" if k == "links" else "articles" for k in COUNTS}
+    figures = protocol.Figures(phase, text, raw)
+    counts = {k: figures.one(f"news.{phase}.{k}") for k in COUNTS}
+    if not all(isinstance(v, int) for v in counts.values()):
+        raise ItemFailed(f"{phase}: counts {counts} are not whole numbers")
+    return counts
 
 
 class NewsFamily(Family):
     name = "news"
     summary = "the C News workload: file a feed of articles, then expire (style bnews or cnews)"
     Params = NewsParams
-    duration_params = frozenset({"runs", "warmup", "timeout"})
     failure_policy = STOP      # a failed filing leaves a spool later phases cannot be compared on
     secondary_metrics = frozenset(LOG_METRICS)
-
-    def metrics(self, params: NewsParams) -> dict[str, Metric]:
-        return {**METRICS, **LOG_METRICS}
-
-    def default_runs(self, params: NewsParams) -> int:
-        return 3
+    default_runs = 3
+    catalog = {**METRICS, **LOG_METRICS}
 
     @contextmanager
     def session(self, params: NewsParams, job: dict) -> Iterator[NewsSession]:

@@ -2,7 +2,8 @@
 
 Each testcase is a C program (c/<test>.c with the harness c/wis.h) that
 counts its operation per task in a cache line of its own and prints the
-per-task counts of every interval as JSON lines; one execution is one
+per-task counts of every interval as metric lines (the runtime's protocol,
+with an "event" key: start, interval, end); one execution is one
 repetition. ASLR is off for the benchmark (the launcher's personality), task
 i is bound to the i-th CPU it may use unless `bind: false`, and THP is set as
 the job asks: system-wide when /sys/kernel/mm/transparent_hugepage/enabled
@@ -29,9 +30,9 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from perflab.core import cbuild
-from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
+from perflab.benchmarks import protocol
+from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, job_timeout, task_count
 from perflab.benchmarks.will_it_scale import testcases as tc
-from perflab.core.params import cpu_percent
 from perflab.core.model import HIGHER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import Workdir, WorkdirParams, workdir
@@ -41,6 +42,8 @@ PER_PROCESS = "will-it-scale.per_process_ops"
 PER_THREAD = "will-it-scale.per_thread_ops"
 WORKLOAD = "will-it-scale.workload"
 SCALABILITY = "will-it-scale.scalability"
+# What the harness prints: one line per event (start, each interval, end), with the event's details.
+RAW = {"wis.tasks": "tasks", "wis.ops": "ops", "wis.intervals": "intervals"}
 
 Testcase = Literal[tuple(tc.TESTCASES)]  # type: ignore[valid-type]
 
@@ -59,12 +62,7 @@ class WillItScaleParams(Params, WorkdirParams):
     @field_validator("nr_task", mode="before")
     @classmethod
     def _tasks(cls, v):
-        v = cpu_percent(v, "nr_task")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not a whole number of tasks")
-        if not tc.MIN_TASKS <= v <= tc.MAX_TASKS:
-            raise ValueError(f"must be between {tc.MIN_TASKS} and {tc.MAX_TASKS}")
-        return v
+        return task_count(v, "nr_task", "tasks", tc.MIN_TASKS, tc.MAX_TASKS)
 
     @field_validator("duration", "interval")
     @classmethod
@@ -108,7 +106,7 @@ class WillItScaleSession(Session):
         self.binary = str(binary)
         self.workdir = workdir.path
         self.harness_thp = harness_thp
-        self.timeout = float(job.get("timeout") or (params.duration + params.warmup_time + 60))
+        self.timeout = job_timeout(job, params.duration + params.warmup_time + 60)
         cpus = sorted(os.sched_getaffinity(0))
         placement = (f"task i bound to CPU cpus[i mod {len(cpus)}] of {cpus}" if params.bind
                      else "the scheduler's choice")
@@ -135,35 +133,29 @@ class WillItScaleSession(Session):
 
 
 def parse_output(test: str, mode: str, tasks: int, text: str) -> list[Sample]:
-    """The harness's JSON lines -> per-task ops/s and workload; ItemFailed on anything else."""
+    """The harness's metric lines -> per-task ops/s and workload; ItemFailed on anything else."""
     total_ops = 0.0
     total_time = 0.0
     started = ended = False
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{test}: output line {number} {line[:80]!r}"
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            raise ItemFailed(f"{where} is not JSON") from None
-        event = doc.get("event") if isinstance(doc, dict) else None
-        if event == "start":
+    for line in protocol.read(test, text, RAW):
+        where = f"{test}: {line.metric} line"
+        event = line.extra.get("event")
+        if event == "start" and line.metric == "wis.tasks":
             started = True
-            if doc.get("tasks") != tasks:
-                raise ItemFailed(f"{where}: started {doc.get('tasks')} tasks, asked for {tasks}")
-        elif event == "interval":
-            ops, elapsed = doc.get("ops"), doc.get("elapsed")
+            if line.value != tasks:
+                raise ItemFailed(f"{where}: started {line.value} tasks, asked for {tasks}")
+        elif event == "interval" and line.metric == "wis.ops":
+            ops, elapsed = line.extra.get("ops"), line.extra.get("elapsed")
             if (not isinstance(ops, list) or len(ops) != tasks or not all(isinstance(o, int) and o >= 0 for o in ops)
                     or not isinstance(elapsed, (int, float)) or not elapsed > 0):
                 raise ItemFailed(f"{where}: not an interval of {tasks} task counts")
-            if not doc.get("warmup"):
+            if not line.extra.get("warmup"):
                 total_ops += sum(ops)
                 total_time += elapsed
-        elif event == "end":
+        elif event == "end" and line.metric == "wis.intervals":
             ended = True
         else:
-            raise ItemFailed(f"{where}: unknown event")
+            raise ItemFailed(f"{where}: unknown event {event!r}")
     if not (started and ended) or total_time <= 0:
         raise ItemFailed(f"{test}: the harness printed no complete run (start, timed intervals, end)")
     workload = total_ops / total_time
@@ -175,7 +167,8 @@ class WillItScaleFamily(Family):
     name = "will-it-scale"
     summary = "scalability testcases: one operation in a loop in N processes or threads"
     Params = WillItScaleParams
-    duration_params = frozenset({"runs", "warmup", "timeout", "duration", "warmup_time", "interval"})
+    duration_params = frozenset({"duration", "warmup_time", "interval"})
+    default_runs = 3
 
     def metrics(self, params: WillItScaleParams) -> dict[str, Metric]:
         per_task = per_task_metric(params.mode)
@@ -185,9 +178,6 @@ class WillItScaleFamily(Family):
             SCALABILITY: Metric(SCALABILITY, "", HIGHER_IS_BETTER,
                                 "workload / (nr_task x the 1-task workload), when nr_task is swept"),
         }
-
-    def default_runs(self, params: WillItScaleParams) -> int:
-        return 3
 
     def after_jobs(self, outcomes: list, add_samples) -> None:
         """will-it-scale.scalability for each run of a job that swept nr_task and has its 1-task point."""

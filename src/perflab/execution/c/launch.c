@@ -41,59 +41,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RESULT_FD 3
+#include "perflab.h"   /* the C runtime (core/c): time, option values, CPUs */
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#define RESULT_FD 3
 
 static void usage(const char *why)
 {
 	fprintf(stderr, "launch: %s\nusage: launch [-R] [-T SECONDS] [-G SECONDS] [-c CPULIST] [-C DIR] -- PROGRAM [ARG...]\n", why);
-	exit(2);
-}
-
-static double seconds_arg(const char *opt, const char *text)
-{
-	char *end;
-	double v = strtod(text, &end);
-	if (*text == '\0' || *end != '\0' || !(v > 0) || v > 1e9) {
-		fprintf(stderr, "launch: %s %s: expected a positive number of seconds\n", opt, text);
-		exit(2);
-	}
-	return v;
-}
-
-static void cpu_list(const char *text, cpu_set_t *set)
-{
-	const char *p = text;
-	CPU_ZERO(set);
-	while (*p) {
-		char *end;
-		long lo = strtol(p, &end, 10), hi = lo;
-		if (end == p || lo < 0 || lo >= CPU_SETSIZE)
-			goto bad;
-		p = end;
-		if (*p == '-') {
-			hi = strtol(p + 1, &end, 10);
-			if (end == p + 1 || hi < lo || hi >= CPU_SETSIZE)
-				goto bad;
-			p = end;
-		}
-		for (long c = lo; c <= hi; c++)
-			CPU_SET(c, set);
-		if (*p == ',')
-			p++;
-		else if (*p)
-			goto bad;
-	}
-	if (CPU_COUNT(set) > 0)
-		return;
-bad:
-	fprintf(stderr, "launch: -c %s: expected a CPU list such as 0,2-3\n", text);
 	exit(2);
 }
 
@@ -133,14 +87,15 @@ int main(int argc, char **argv)
 	cpu_set_t cpus;
 	const char *dir = NULL;
 
+	pl_progname = "launch";
 	if (fcntl(RESULT_FD, F_GETFD) < 0)
 		usage("file descriptor 3 (the result channel) is not open");
 	while ((opt = getopt(argc, argv, "+RT:G:c:C:")) != -1) {
 		switch (opt) {
 		case 'R': no_aslr = 1; break;
-		case 'T': timeout = seconds_arg("-T", optarg); break;
-		case 'G': grace = seconds_arg("-G", optarg); break;
-		case 'c': cpu_list(optarg, &cpus); have_cpus = 1; break;
+		case 'T': timeout = pl_parse_real('T', optarg, 0, 0, 1e9, "a positive number of seconds"); break;
+		case 'G': grace = pl_parse_real('G', optarg, 0, 0, 1e9, "a positive number of seconds"); break;
+		case 'c': pl_parse_cpu_list('c', optarg, &cpus); have_cpus = 1; break;
 		case 'C': dir = optarg; break;
 		default: usage("unknown option");
 		}
@@ -167,7 +122,7 @@ int main(int argc, char **argv)
 		perror("launch: pipe");
 		return 1;
 	}
-	double start = now();
+	double start = pl_now();
 	pid_t child = fork();
 	if (child < 0) {
 		perror("launch: fork");
@@ -181,7 +136,7 @@ int main(int argc, char **argv)
 		close(RESULT_FD);
 		if (no_aslr)
 			personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
-		if ((dir && chdir(dir) != 0) || (have_cpus && sched_setaffinity(0, sizeof cpus, &cpus) != 0)) {
+		if ((dir && chdir(dir) != 0) || (have_cpus && pl_pin_set(0, &cpus) != 0)) {
 			int e = errno;
 			if (write(execpipe[1], &e, sizeof e) < 0) {}
 			_exit(127);
@@ -209,10 +164,10 @@ int main(int argc, char **argv)
 	for (;;) {
 		pid_t got = wait4(child, &status, WNOHANG, &ru);
 		if (got == child) {
-			wall = now() - start;
+			wall = pl_now() - start;
 			break;
 		}
-		double t = now(), wake = 1.0;
+		double t = pl_now(), wake = 1.0;
 		if (stopping && t >= kill_at) {
 			killpg(child, SIGKILL);
 			stopping = 2;
@@ -238,7 +193,7 @@ int main(int argc, char **argv)
 			interrupted = 1;
 			killpg(child, SIGTERM);
 			stopping = 1;
-			kill_at = now() + grace;
+			kill_at = pl_now() + grace;
 		}
 	}
 	/* What the benchmark left behind in its group, or orphaned to us. */

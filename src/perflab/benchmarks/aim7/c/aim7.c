@@ -13,9 +13,11 @@
  * AIM does by default. HELPER is the program exec_test loads.
  *
  * The timed part starts when every user is forked and ready (all are released
- * at once) and ends when the last one has finished. On success it prints one
- * JSON line: users, jobs (task invocations completed, counted by the users),
- * real_s (the timed part), blocks, and user_real_s (each user's own seconds).
+ * at once) and ends when the last one has finished. On success it prints
+ * metric lines (the runtime's protocol, core/c/perflab.h): aim7.users,
+ * aim7.jobs (task invocations completed, counted by the users), aim7.real_s
+ * (the timed part), aim7.blocks, aim7.scale, and aim7.user_real_s once per
+ * user, in order (each user's own seconds).
  * Jobs per minute are computed from these by the caller. A task that fails
  * prints "aim7: user N: TASK: what: error" on stderr and the program exits 1.
  * Bad options: one line on stderr, exit 2.
@@ -37,6 +39,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perflab.h"
 
 #define BLOCK 1024                /* AIM's disk block: 1 KiB */
 #define FILE_MODE 0666
@@ -66,13 +70,6 @@ static uint64_t rng(void)
 	return rng_state * 2685821657736338717ULL;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int failed(const char *task, const char *what)
 {
 	fprintf(stderr, "aim7: user %d: %s: %s: %s\n", user, task, what, strerror(errno ? errno : EIO));
@@ -90,31 +87,22 @@ static long loops(long aim_count)
 	return n < 1 ? 1 : n;
 }
 
-static int write_blocks(int fd, long n)
+/* n blocks written (or read) in turn; a short transfer is ENOSPC (EIO) */
+static int move_blocks(int fd, long n, int writing)
 {
 	while (n-- > 0) {
-		ssize_t w = write(fd, block, BLOCK);
-		if (w != BLOCK) {
-			if (w >= 0)
-				errno = ENOSPC;
+		ssize_t done = writing ? write(fd, block, BLOCK) : read(fd, block, BLOCK);
+		if (done != BLOCK) {
+			if (done >= 0)
+				errno = writing ? ENOSPC : EIO;
 			return -1;
 		}
 	}
 	return 0;
 }
 
-static int read_blocks(int fd, long n)
-{
-	while (n-- > 0) {
-		ssize_t r = read(fd, block, BLOCK);
-		if (r != BLOCK) {
-			if (r >= 0)
-				errno = EIO;
-			return -1;
-		}
-	}
-	return 0;
-}
+static int write_blocks(int fd, long n) { return move_blocks(fd, n, 1); }
+static int read_blocks(int fd, long n) { return move_blocks(fd, n, 0); }
 
 /* A new file of n blocks, closed; its name in name. */
 static int make_file(char *name, size_t size, const char *task, long n)
@@ -471,9 +459,8 @@ struct user_result {              /* written by each user into a shared mapping 
 
 static void usage(const char *why)
 {
-	fprintf(stderr, "aim7: %s (usage: aim7 -u USERS -t TASK:COUNT[,...] -b BLOCKS [-S SCALE] [-s SEED] "
-		"[-e HELPER] [-y])\n", why);
-	exit(2);
+	pl_usage_error("%s (usage: aim7 -u USERS -t TASK:COUNT[,...] -b BLOCKS [-S SCALE] [-s SEED] "
+		       "[-e HELPER] [-y])", why);
 }
 
 static int counts[NTASKS];
@@ -533,7 +520,7 @@ static int run_user(int number, uint64_t seed, int release_fd, int ready_fd, str
 	while (read(release_fd, &sink, 1) < 0 && errno == EINTR)   /* EOF: go */
 		;
 	close(release_fd);
-	double t0 = now();
+	int64_t t0 = pl_now_ns();
 	for (long i = 0; i < total; i++) {
 		errno = 0;
 		if (TASKS[order[i]].run(TASKS[order[i]].name) < 0) {
@@ -542,7 +529,7 @@ static int run_user(int number, uint64_t seed, int release_fd, int ready_fd, str
 		}
 		out->done++;
 	}
-	out->real_s = now() - t0;
+	out->real_s = pl_seconds_since(t0);
 	free(order);
 	return 0;
 }
@@ -553,31 +540,23 @@ int main(int argc, char **argv)
 	uint64_t seed = 0;
 	char *spec = NULL;
 	int opt;
+	pl_progname = "aim7";
 	while ((opt = getopt(argc, argv, "u:t:b:S:s:e:y")) != -1) {
-		char *end;
 		switch (opt) {
 		case 'u':
-			users = strtol(optarg, &end, 10);
-			if (*end || users < 1 || users > MAX_USERS)
-				usage("-u wants a number of users from 1 to 100000");
+			users = (long)pl_parse_uint('u', optarg, 1, MAX_USERS);
 			break;
 		case 't':
 			spec = optarg;
 			break;
 		case 'b':
-			blocks = strtol(optarg, &end, 10);
-			if (*end || blocks < 1)
-				usage("-b wants a positive number of 1 KiB blocks");
+			blocks = (long)pl_parse_uint('b', optarg, 1, LONG_MAX);
 			break;
 		case 'S':
-			scale = strtod(optarg, &end);
-			if (*end || !(scale > 0) || scale > 1e6)
-				usage("-S wants a positive scale");
+			scale = pl_parse_real('S', optarg, 0, 0, 1e6, "a positive scale up to 1e6");
 			break;
 		case 's':
-			seed = strtoull(optarg, &end, 10);
-			if (*end)
-				usage("-s wants a whole number");
+			seed = pl_parse_uint('s', optarg, 0, ULLONG_MAX);
 			break;
 		case 'e':
 			helper = optarg;
@@ -652,7 +631,7 @@ int main(int argc, char **argv)
 		else if (r == 0 || errno != EINTR)
 			break;
 	}
-	double t0 = now();
+	int64_t t0 = pl_now_ns();
 	close(release[1]);                /* EOF releases every user at once */
 	int bad = ready_count != users;
 	for (long i = 0; i < users; i++) {
@@ -669,19 +648,19 @@ int main(int argc, char **argv)
 			bad = 1;
 		}
 	}
-	double real_s = now() - t0;
+	double real_s = pl_seconds_since(t0);
 	unlink(SOURCE_FILE);
-	if (bad) {
-		fprintf(stderr, "aim7: %s\n", ready_count != users ? "not every user got ready" : "a user failed");
-		return 1;
-	}
+	if (bad)
+		pl_die("%s", ready_count != users ? "not every user got ready" : "a user failed");
 	long jobs = 0;
 	for (long i = 0; i < users; i++)
 		jobs += results[i].done;
-	printf("{\"users\": %ld, \"jobs\": %ld, \"real_s\": %.9f, \"blocks\": %ld, \"scale\": %g, \"user_real_s\": [",
-	       users, jobs, real_s, blocks, scale);
+	pl_metric("aim7.users", (double)users, "users");
+	pl_metric("aim7.jobs", (double)jobs, "jobs");
+	pl_metric("aim7.real_s", real_s, "s");
+	pl_metric("aim7.blocks", (double)blocks, "blocks");
+	pl_metric("aim7.scale", scale, "");
 	for (long i = 0; i < users; i++)
-		printf("%s%.6f", i ? ", " : "", results[i].real_s);
-	printf("]}\n");
+		pl_metric("aim7.user_real_s", results[i].real_s, "s");
 	return 0;
 }

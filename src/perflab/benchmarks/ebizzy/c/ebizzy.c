@@ -17,12 +17,12 @@
  *
  *   ebizzy [-m] [-T] [-r] [-t THREADS] [-n CHUNKS] [-s BYTES] [-S SECONDS]
  *
- * prints one JSON line on stdout:
+ * prints metric lines on stdout (the runtime's protocol, core/c/perflab.h):
  *
- *   {"threads":N,"chunks":C,"chunk_size":B,"mmap":0|1,"touch":0|1,
- *    "random":0|1,"elapsed":S,"records":[r0,r1,...]}
+ *   {"metric": "ebizzy.elapsed", "value": S, "unit": "s"}
+ *   {"metric": "ebizzy.records", "value": R, "unit": "records"}   (one per thread, in order)
  *
- * where records[i] is the number of records thread i completed between the
+ * where R is the number of records a thread completed between the
  * start and the stop (a record in flight at the stop is completed and
  * counted, as ebizzy does) and elapsed the CLOCK_MONOTONIC seconds between
  * them.  Bad options exit 2 with one line on stderr; any other failure 1.
@@ -43,6 +43,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perflab.h"
 
 #define MAX_THREADS 65536
 #define SLOT 128                /* bytes per thread's counter (two cache lines) */
@@ -68,19 +70,6 @@ struct worker {
 };
 static struct worker *workers;
 
-static void die(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-static void die(int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("ebizzy: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(status);
-}
-
 static void *get_memory(size_t bytes)
 {
 	void *p;
@@ -88,11 +77,11 @@ static void *get_memory(size_t bytes)
 	if (use_mmap) {
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
-			die(1, "mmap of %zu bytes: %s", bytes, strerror(errno));
+			pl_die("mmap of %zu bytes: %s", bytes, strerror(errno));
 	} else {
 		p = malloc(bytes);
 		if (p == NULL)
-			die(1, "malloc of %zu bytes failed", bytes);
+			pl_die("malloc of %zu bytes failed", bytes);
 	}
 	return p;
 }
@@ -152,7 +141,7 @@ static void *worker_main(void *arg)
 
 			memcpy(buffer, chunk_table[which], chunk_bytes);
 			if (bsearch(&key, buffer, nrecords, sizeof(record), by_value) == NULL)
-				die(1, "thread %u: key %zu not found in its copy of chunk %zu (memory corrupted?)",
+				pl_die("thread %u: key %zu not found in its copy of chunk %zu (memory corrupted?)",
 				    w->nr, (size_t)key, which);
 		}
 		put_memory(buffer, chunk_bytes);
@@ -162,33 +151,11 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static unsigned long long whole(const char *opt, const char *arg, unsigned long long lo, unsigned long long hi)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (*arg == '-' || *arg == '\0')
-		die(2, "-%s: invalid value '%.100s' (expected an integer from %llu to %llu)", opt, arg, lo, hi);
-	v = strtoull(arg, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		die(2, "-%s: invalid value '%.100s' (expected an integer from %llu to %llu)", opt, arg, lo, hi);
-	return v;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
 	int c;
-	char *end;
 
+	pl_progname = "ebizzy";
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	opterr = 0;
 	while ((c = getopt(argc, argv, ":mTrt:n:s:S:h")) != -1) {
@@ -196,24 +163,19 @@ int main(int argc, char **argv)
 		case 'm': use_mmap = 1; break;
 		case 'T': touch_only = 1; break;
 		case 'r': random_pick = 1; break;
-		case 't': threads = (unsigned)whole("t", optarg, 1, MAX_THREADS); break;
-		case 'n': nchunks = (size_t)whole("n", optarg, 1, 1u << 20); break;
-		case 's': chunk_bytes = (size_t)whole("s", optarg, sizeof(record), (size_t)1 << 40); break;
-		case 'S':
-			errno = 0;
-			seconds = strtod(optarg, &end);
-			if (errno || *end || !(seconds > 0) || !isfinite(seconds))
-				die(2, "-S: invalid value '%.100s' (expected seconds, a number > 0)", optarg);
-			break;
+		case 't': threads = (unsigned)pl_parse_uint('t', optarg, 1, MAX_THREADS); break;
+		case 'n': nchunks = (size_t)pl_parse_uint('n', optarg, 1, 1u << 20); break;
+		case 's': chunk_bytes = (size_t)pl_parse_uint('s', optarg, sizeof(record), (size_t)1 << 40); break;
+		case 'S': seconds = pl_parse_seconds('S', optarg, 0); break;
 		case 'h':
 			printf("usage: %s [-m] [-T] [-r] [-t THREADS] [-n CHUNKS] [-s BYTES] [-S SECONDS]\n", argv[0]);
 			return 0;
-		case ':': die(2, "-%c: missing value", optopt);
-		default: die(2, "-%c: unknown option (valid: -m -T -r -t -n -s -S)", optopt);
+		case ':': pl_usage_error("-%c: missing value", optopt);
+		default: pl_usage_error("-%c: unknown option (valid: -m -T -r -t -n -s -S)", optopt);
 		}
 	}
 	if (optind < argc)
-		die(2, "unexpected argument '%.100s'", argv[optind]);
+		pl_usage_error("unexpected argument '%.100s'", argv[optind]);
 	if (chunk_bytes % sizeof(record))
 		chunk_bytes -= chunk_bytes % sizeof(record);
 
@@ -221,7 +183,7 @@ int main(int argc, char **argv)
 	chunk_table = calloc(nchunks, sizeof *chunk_table);
 	workers = calloc(threads, sizeof *workers);
 	if (!chunk_table || !workers)
-		die(1, "out of memory for %zu chunks and %u threads", nchunks, threads);
+		pl_die("out of memory for %zu chunks and %u threads", nchunks, threads);
 	for (size_t i = 0; i < nchunks; i++) {
 		chunk_table[i] = get_memory(chunk_bytes);
 		for (size_t j = 0; j < chunk_bytes / sizeof(record); j++)
@@ -229,31 +191,28 @@ int main(int argc, char **argv)
 	}
 
 	if (pthread_barrier_init(&gate, NULL, threads + 1))
-		die(1, "pthread_barrier_init failed");
+		pl_die("pthread_barrier_init failed");
 	for (unsigned i = 0; i < threads; i++) {
 		int err;
 
 		workers[i].nr = i;
 		err = pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]);
 		if (err)
-			die(1, "cannot start thread %u of %u: %s", i + 1, threads, strerror(err));
+			pl_die("cannot start thread %u of %u: %s", i + 1, threads, strerror(err));
 	}
 
 	pthread_barrier_wait(&gate);
-	double start = now();
+	int64_t start = pl_now_ns();
 	struct timespec rest = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
 	while (nanosleep(&rest, &rest) == -1 && errno == EINTR)
 		;
 	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
-	double elapsed = now() - start;
+	double elapsed = pl_seconds_since(start);
 	for (unsigned i = 0; i < threads; i++)
 		pthread_join(workers[i].tid, NULL);
 
-	printf("{\"threads\":%u,\"chunks\":%zu,\"chunk_size\":%zu,\"mmap\":%d,\"touch\":%d,\"random\":%d,"
-	       "\"elapsed\":%.9f,\"records\":[", threads, nchunks, chunk_bytes, use_mmap, touch_only, random_pick,
-	       elapsed);
+	pl_metric("ebizzy.elapsed", elapsed, "s");
 	for (unsigned i = 0; i < threads; i++)
-		printf("%s%lu", i ? "," : "", workers[i].records);
-	printf("]}\n");
-	return fflush(stdout) == 0 ? 0 : 1;
+		pl_metric("ebizzy.records", (double)workers[i].records, "records");
+	return 0;
 }

@@ -16,12 +16,13 @@
  *   hackbench [-g GROUPS] [-f FDS] [-l LOOPS] [-s DATASIZE] [-m process|thread]
  *             [-i pipe|socket]
  *
- * prints one JSON line on stdout:
+ * prints metric lines on stdout (the runtime's protocol, core/c/perflab.h):
  *
- *   {"groups":G,"fds":F,"loops":L,"datasize":D,"mode":"process","ipc":"socket",
- *    "tasks":T,"messages":M,"time":S}
+ *   {"metric": "hackbench.time", "value": S, "unit": "s"}
+ *   {"metric": "hackbench.messages", "value": M, "unit": "messages"}
+ *   {"metric": "hackbench.tasks", "value": T, "unit": "tasks"}
  *
- * where messages = G x F x F x L (one message is one sender's write to one
+ * where M = G x F x F x L (one message is one sender's write to one
  * receiver).  Bad options exit 2 with one line on stderr; any other failure 1.
  */
 #ifndef _GNU_SOURCE
@@ -43,6 +44,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perflab.h"
 
 #define MAX_GROUPS 10000
 #define MAX_FDS 1000
@@ -73,27 +76,15 @@ struct task {
 static struct task *tasks;
 static unsigned ntasks;
 
-static void die(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-static void die(int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("hackbench: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(status);
-}
-
 /* A task's failure: a process child leaves at once; a thread takes the whole process down. */
 static void task_failed(const char *what, int err) __attribute__((noreturn));
 static void task_failed(const char *what, int err)
 {
-	fprintf(stderr, "hackbench: %s: %s\n", what, err ? strerror(err) : "unexpected end of data");
-	if (threads_mode)
-		exit(1);
-	_exit(1);
+	pl_fail_fast = !threads_mode;
+	if (!err)
+		pl_die("%s: unexpected end of data", what);
+	errno = err;
+	pl_die_errno("%s", what);
 }
 
 static void wait_for_go(void)
@@ -207,7 +198,7 @@ static void start_task(struct task *t)
 		err = pthread_create(&t->tid, &attr, task_main, t);
 		pthread_attr_destroy(&attr);
 		if (err)
-			die(1, "cannot start thread %u of %u: %s", ntasks + 1, groups * fds * 2, strerror(err));
+			pl_die("cannot start thread %u of %u: %s", ntasks + 1, groups * fds * 2, strerror(err));
 	} else {
 		pid_t pid = fork();
 
@@ -215,7 +206,7 @@ static void start_task(struct task *t)
 			int err = errno;
 
 			stop_started();
-			die(1, "cannot start process %u of %u: %s", ntasks + 1, groups * fds * 2, strerror(err));
+			pl_die("cannot start process %u of %u: %s", ntasks + 1, groups * fds * 2, strerror(err));
 		}
 		if (pid == 0) {
 			keep_own_descriptors(t);
@@ -234,70 +225,36 @@ static void open_channel(int pair[2])
 	if (err) {
 		err = errno;
 		stop_started();
-		die(1, "cannot make a %s: %s", use_pipes ? "pipe" : "socketpair", strerror(err));
+		pl_die("cannot make a %s: %s", use_pipes ? "pipe" : "socketpair", strerror(err));
 	}
-}
-
-static unsigned long whole(char opt, const char *arg, unsigned long lo, unsigned long hi)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	if (*arg == '-' || *arg == '\0')
-		die(2, "-%c: invalid value '%.100s' (expected an integer from %lu to %lu)", opt, arg, lo, hi);
-	v = strtoul(arg, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		die(2, "-%c: invalid value '%.100s' (expected an integer from %lu to %lu)", opt, arg, lo, hi);
-	return v;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv)
 {
+	static const char *const modes[] = { "process", "thread" }, *const channels[] = { "socket", "pipe" };
 	int c, pair[2];
 	char byte;
 
+	pl_progname = "hackbench";
 	opterr = 0;
 	while ((c = getopt(argc, argv, ":g:f:l:s:m:i:h")) != -1) {
 		switch (c) {
-		case 'g': groups = (unsigned)whole('g', optarg, 1, MAX_GROUPS); break;
-		case 'f': fds = (unsigned)whole('f', optarg, 1, MAX_FDS); break;
-		case 'l': loops = whole('l', optarg, 1, MAX_LOOPS); break;
-		case 's': datasize = (unsigned)whole('s', optarg, 1, MAX_DATASIZE); break;
-		case 'm':
-			if (!strcmp(optarg, "process"))
-				threads_mode = 0;
-			else if (!strcmp(optarg, "thread"))
-				threads_mode = 1;
-			else
-				die(2, "-m: invalid value '%.100s' (expected process or thread)", optarg);
-			break;
-		case 'i':
-			if (!strcmp(optarg, "pipe"))
-				use_pipes = 1;
-			else if (!strcmp(optarg, "socket"))
-				use_pipes = 0;
-			else
-				die(2, "-i: invalid value '%.100s' (expected pipe or socket)", optarg);
-			break;
+		case 'g': groups = (unsigned)pl_parse_uint('g', optarg, 1, MAX_GROUPS); break;
+		case 'f': fds = (unsigned)pl_parse_uint('f', optarg, 1, MAX_FDS); break;
+		case 'l': loops = pl_parse_uint('l', optarg, 1, MAX_LOOPS); break;
+		case 's': datasize = (unsigned)pl_parse_uint('s', optarg, 1, MAX_DATASIZE); break;
+		case 'm': threads_mode = pl_parse_choice('m', optarg, modes, 2, "process or thread"); break;
+		case 'i': use_pipes = pl_parse_choice('i', optarg, channels, 2, "pipe or socket"); break;
 		case 'h':
 			printf("usage: %s [-g GROUPS] [-f FDS] [-l LOOPS] [-s DATASIZE] [-m process|thread] "
 			       "[-i pipe|socket]\n", argv[0]);
 			return 0;
-		case ':': die(2, "-%c: missing value", optopt);
-		default: die(2, "-%c: unknown option (valid: -g -f -l -s -m -i)", optopt);
+		case ':': pl_usage_error("-%c: missing value", optopt);
+		default: pl_usage_error("-%c: unknown option (valid: -g -f -l -s -m -i)", optopt);
 		}
 	}
 	if (optind < argc)
-		die(2, "unexpected argument '%.100s'", argv[optind]);
+		pl_usage_error("unexpected argument '%.100s'", argv[optind]);
 
 	/* Thread mode holds every channel at once: raise the descriptor limit as far as allowed. */
 	if (threads_mode) {
@@ -308,17 +265,17 @@ int main(int argc, char **argv)
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
-	signal(SIGPIPE, SIG_IGN);
+	pl_ignore_sigpipe();
 
 	all = calloc(groups, sizeof *all);
 	tasks = calloc((size_t)groups * fds * 2, sizeof *tasks);
 	if (!all || !tasks)
-		die(1, "out of memory for %u groups", groups);
+		pl_die("out of memory for %u groups", groups);
 	if (pipe(pair))
-		die(1, "cannot make the ready pipe: %s", strerror(errno));
+		pl_die("cannot make the ready pipe: %s", strerror(errno));
 	ready_r = pair[0], ready_w = pair[1];
 	if (pipe(pair))
-		die(1, "cannot make the go pipe: %s", strerror(errno));
+		pl_die("cannot make the go pipe: %s", strerror(errno));
 	go_r = pair[0], go_w = pair[1];
 
 	for (unsigned gi = 0; gi < groups; gi++) {
@@ -326,7 +283,7 @@ int main(int argc, char **argv)
 
 		g->chan = calloc(fds, sizeof *g->chan);
 		if (!g->chan)
-			die(1, "out of memory for group %u", gi + 1);
+			pl_die("out of memory for group %u", gi + 1);
 		for (unsigned i = 0; i < fds; i++)
 			open_channel(g->chan[i]);
 		for (unsigned i = 0; i < fds; i++) {
@@ -359,14 +316,14 @@ int main(int argc, char **argv)
 			continue;
 		}
 		stop_started();
-		die(1, "only %u of %u tasks became ready", i, ntasks);
+		pl_die("only %u of %u tasks became ready", i, ntasks);
 	}
 
-	double start = now();
+	int64_t start = pl_now_ns();
 	byte = 'g';
 	if (write(go_w, &byte, 1) != 1) {
 		stop_started();
-		die(1, "cannot release the tasks: %s", strerror(errno));
+		pl_die("cannot release the tasks: %s", strerror(errno));
 	}
 	int failed = 0;
 	for (unsigned i = 0; i < ntasks; i++) {
@@ -377,18 +334,17 @@ int main(int argc, char **argv)
 
 			while (waitpid(tasks[i].pid, &status, 0) < 0)
 				if (errno != EINTR)
-					die(1, "waitpid: %s", strerror(errno));
+					pl_die("waitpid: %s", strerror(errno));
 			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 				failed++;
 		}
 	}
-	double elapsed = now() - start;
+	double elapsed = pl_seconds_since(start);
 	if (failed)
-		die(1, "%d of %u tasks failed", failed, ntasks);
+		pl_die("%d of %u tasks failed", failed, ntasks);
 
-	printf("{\"groups\":%u,\"fds\":%u,\"loops\":%lu,\"datasize\":%u,\"mode\":\"%s\",\"ipc\":\"%s\","
-	       "\"tasks\":%u,\"messages\":%llu,\"time\":%.9f}\n",
-	       groups, fds, loops, datasize, threads_mode ? "thread" : "process", use_pipes ? "pipe" : "socket",
-	       ntasks, (unsigned long long)groups * fds * fds * loops, elapsed);
-	return fflush(stdout) == 0 ? 0 : 1;
+	pl_metric("hackbench.time", elapsed, "s");
+	pl_metric("hackbench.messages", (double)groups * fds * fds * loops, "messages");
+	pl_metric("hackbench.tasks", ntasks, "tasks");
+	return 0;
 }

@@ -6,10 +6,12 @@
  *     -T tiny sizes, -o metric filter, -L harness figures) plus its own;
  *   - calibrates an iteration count so that one timed sample lasts about the
  *     target (far above the resolution of CLOCK_MONOTONIC);
- *   - prints every sample as one JSON line on stdout:
+ *   - prints every sample as one metric line on stdout (the runtime's
+ *     protocol, core/c/perflab.h), rounded to six significant digits as
+ *     these programs always printed them:
  *       {"metric": "syscall.null", "value": 0.0412, "unit": "us"}
  *   - on any failing system call prints "PROGRAM: what: strerror" on stderr
- *     and exits with status 1.
+ *     and exits with status 1 (pl_die_errno).
  *
  * Everything here is static: each program is one translation unit.
  */
@@ -34,6 +36,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "perflab.h"
 #ifdef __linux__
 #include <sched.h>
 #include <sys/prctl.h>
@@ -45,9 +48,6 @@
 #define BENCH_MAX_SAMPLES 1000
 
 /* every helper is static; a program uses only some of them */
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
 
 struct bench_opts {
 	int samples;          /* -n: samples printed per figure by this process */
@@ -60,41 +60,13 @@ struct bench_opts {
 };
 
 static struct bench_opts opt = { 5, 10.0, NULL, 0, NULL, 0, 0 };
-static const char *progname = "bench";
 static double loop_ns;        /* cost of one empty iteration of a timing loop */
 
 /* ---- errors --------------------------------------------------------- */
 
-/* "<prog>: <message>[: <strerror(e)>]" on stderr, exit 1; e < 0: no errno text */
-static void vdie(int e, const char *fmt, va_list ap) __attribute__((noreturn, format(printf, 2, 0)));
-static void vdie(int e, const char *fmt, va_list ap)
-{
-	fflush(stdout);
-	fprintf(stderr, "%s: ", progname);
-	vfprintf(stderr, fmt, ap);
-	if (e >= 0)
-		fprintf(stderr, ": %s", strerror(e));
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vdie(-1, fmt, ap);
-}
-
-/* die with the text of errno appended */
-static void die_errno(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die_errno(const char *fmt, ...)
-{
-	int e = errno;
-	va_list ap;
-	va_start(ap, fmt);
-	vdie(e, fmt, ap);
-}
+/* the runtime's, under the names these programs use */
+#define die pl_die
+#define die_errno pl_die_errno
 
 static void *xmalloc(size_t n)
 {
@@ -107,22 +79,15 @@ static void *xmalloc(size_t n)
 
 /* ---- time ----------------------------------------------------------- */
 
-static inline double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* A benchmark body runs its operation n times; the loop is inside it so that
  * the harness adds one indirect call per sample, not per iteration. */
 typedef void (*bench_fn)(uint64_t n, void *ctx);
 
 static double time_ns(bench_fn fn, void *ctx, uint64_t n)
 {
-	double t0 = now_ns();
+	int64_t t0 = pl_now_ns();
 	fn(n, ctx);
-	return now_ns() - t0;
+	return (double)(pl_now_ns() - t0);
 }
 
 static double target_ns(void)
@@ -242,10 +207,12 @@ static int want(const char *metric)
 	return 0;
 }
 
+/* one sample: six significant digits, the precision these figures were always stored with */
 static void emit(const char *metric, double value, const char *unit)
 {
-	printf("{\"metric\": \"%s\", \"value\": %.6g, \"unit\": \"%s\"}\n", metric, value, unit);
-	fflush(stdout);
+	char text[32];
+	snprintf(text, sizeof text, "%.6g", value);
+	pl_metric(metric, isfinite(value) ? strtod(text, NULL) : value, unit);
 }
 
 /* Latency figure: each sample is (ns per iteration - subtract_ns), in unit
@@ -303,7 +270,7 @@ static void clock_loop(uint64_t n, void *ctx)
 {
 	(void)ctx;
 	for (uint64_t i = 0; i < n; i++)
-		(void)now_ns();
+		(void)pl_now_ns();
 }
 
 /* -L: what the harness itself costs, in ns. */
@@ -331,7 +298,7 @@ static void tmp_path(char *buf, size_t len, const char *name)
 		dir = getenv("TMPDIR");
 	if (!dir || !*dir)
 		dir = "/tmp";
-	int n = snprintf(buf, len, "%s/perflab-%s-%d-%s", dir, progname, (int)getpid(), name);
+	int n = snprintf(buf, len, "%s/perflab-%s-%d-%s", dir, pl_progname, (int)getpid(), name);
 	if (n < 0 || (size_t)n >= len)
 		die("temporary path too long in %s", dir);
 }
@@ -404,12 +371,7 @@ static void usr1_handler(int sig)
 
 static void install_usr1_handler(void)
 {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = usr1_handler;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGUSR1, &sa, NULL) != 0)
-		die_errno("sigaction SIGUSR1");
+	pl_on_signal(SIGUSR1, usr1_handler);
 }
 
 static void do_kill_usr1(uint64_t n, void *ctx)
@@ -488,19 +450,12 @@ static void full_write(int fd, const void *buf, size_t len, const char *what)
  * LMbench does by default.  Returns the CPU, or -1 when not pinned. */
 static int pin_to_one_cpu(void)
 {
-#ifdef __linux__
-	cpu_set_t set;
-	if (opt.unpinned || sched_getaffinity(0, sizeof set, &set) != 0)
+	int *cpus;
+	if (opt.unpinned)
 		return -1;
-	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (!CPU_ISSET(cpu, &set))
-			continue;
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		return sched_setaffinity(0, sizeof set, &set) == 0 ? cpu : -1;
-	}
-#endif
-	return -1;
+	int cpu = pl_allowed_cpus(&cpus) > 0 ? cpus[0] : -1;
+	free(cpus);
+	return cpu >= 0 && pl_pin(0, cpu) == 0 ? cpu : -1;
 }
 
 /* Allow at least `want_fds` open files (select on 500 sockets needs it). */
@@ -518,23 +473,6 @@ static void raise_nofile(rlim_t want_fds)
 		die("needs %lu open files, the hard limit is %lu", (unsigned long)want_fds, (unsigned long)rl.rlim_max);
 }
 
-/* "64m", "512k", "1048576" -> bytes */
-static size_t parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (end == s || v < 0)
-		die("bad size %s", s);
-	switch (*end) {
-	case 'k': case 'K': v *= 1024; end++; break;
-	case 'm': case 'M': v *= 1024 * 1024; end++; break;
-	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-	}
-	if (*end)
-		die("bad size %s", s);
-	return (size_t)v;
-}
-
 /* -m SIZE and -f FILE of the programs that work on one file (bw_file,
  * lat_vm): pass test_file_option to bench_init; the file is 64 MB, 1 MB
  * with -T unless -m says otherwise */
@@ -546,7 +484,7 @@ static struct {
 static int test_file_option(int c, const char *arg)
 {
 	if (c == 'm')
-		test_file.size = parse_size(arg);
+		test_file.size = pl_parse_size('m', arg);
 	else if (c == 'f')
 		test_file.given = arg;
 	else
@@ -557,25 +495,6 @@ static int test_file_option(int c, const char *arg)
 static size_t test_file_size(void)
 {
 	return opt.tiny && test_file.size == (64u << 20) ? 1u << 20 : test_file.size;
-}
-
-/* "2,4,8" -> {2,4,8}; returns the count */
-static int parse_list(const char *s, int *out, int max)
-{
-	int n = 0;
-	char *end;
-	while (*s) {
-		long v = strtol(s, &end, 10);
-		if (end == s || v < 0 || n >= max)
-			die("bad list %s", s);
-		out[n++] = (int)v;
-		s = end;
-		if (*s == ',')
-			s++;
-		else if (*s)
-			die("bad list entry at %s", s);
-	}
-	return n;
 }
 
 /* ---- options -------------------------------------------------------- */
@@ -593,7 +512,7 @@ static void bench_usage(const char *extra)
 		"  -U           unpinned: let the scheduler place the processes (default: the first allowed CPU)\n"
 		"  -o METRICS   only these metrics (comma-separated; 'prefix.' or 'prefix*')\n"
 		"  -L           print the harness's own overhead (ns) and exit\n",
-		progname, extra && *extra ? " " : "", extra ? extra : "", opt.samples, opt.target_ms);
+		pl_progname, extra && *extra ? " " : "", extra ? extra : "", opt.samples, opt.target_ms);
 	exit(2);
 }
 
@@ -604,19 +523,15 @@ static void bench_init(int argc, char **argv, const char *name, const char *own,
 {
 	char optstring[128];
 	int c;
-	progname = name;
+	pl_progname = name;
 	snprintf(optstring, sizeof optstring, "n:t:d:TUo:Lh%s", own ? own : "");
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'n':
-			opt.samples = atoi(optarg);
-			if (opt.samples < 1 || opt.samples > BENCH_MAX_SAMPLES)
-				die("-n must be 1..%d", BENCH_MAX_SAMPLES);
+			opt.samples = (int)pl_parse_uint('n', optarg, 1, BENCH_MAX_SAMPLES);
 			break;
 		case 't':
-			opt.target_ms = atof(optarg);
-			if (!(opt.target_ms > 0))
-				die("-t must be a positive number of milliseconds");
+			opt.target_ms = pl_parse_real('t', optarg, 0, 0, 1e9, "milliseconds, a number > 0");
 			break;
 		case 'd': opt.dir = optarg; break;
 		case 'T': opt.tiny = 1; break;
@@ -632,7 +547,7 @@ static void bench_init(int argc, char **argv, const char *name, const char *own,
 	if (optind != argc)
 		bench_usage(usage_extra);
 	/* A benchmark writing to a closed pipe gets EPIPE, not a silent death. */
-	signal(SIGPIPE, SIG_IGN);
+	pl_ignore_sigpipe();
 	pin_to_one_cpu();
 	if (opt.harness) {
 		report_harness();

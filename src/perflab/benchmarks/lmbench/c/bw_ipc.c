@@ -145,11 +145,11 @@ static void bench_tcp(void)
 static int handle(int c, const char *arg)
 {
 	if (c == 'm') {
-		tcp_chunk = parse_size(arg);
+		tcp_chunk = pl_parse_size((char)c, arg);
 		return 1;
 	}
 	if (c == 'p') {
-		chunk = parse_size(arg);
+		chunk = pl_parse_size((char)c, arg);
 		return 1;
 	}
 	return 0;

@@ -125,7 +125,7 @@ static int handle(int c, const char *arg)
 {
 	if (c != 'm')
 		return 0;
-	size = parse_size(arg);
+	size = pl_parse_size((char)c, arg);
 	return 1;
 }
 

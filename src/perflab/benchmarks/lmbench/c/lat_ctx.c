@@ -167,14 +167,14 @@ static void stop_ring(struct ring *r)
 static int handle(int c, const char *arg)
 {
 	if (c == 'p') {
-		nprocs = parse_list(arg, procs, 16);
+		nprocs = pl_parse_list((char)c, arg, procs, 16);
 		for (int i = 0; i < nprocs; i++)
 			if (procs[i] < 2 || procs[i] > MAXPROCS)
 				die("-p: process counts must be 2..%d", MAXPROCS);
 		return 1;
 	}
 	if (c == 's') {
-		nsizes = parse_list(arg, sizes, 16);
+		nsizes = pl_parse_list((char)c, arg, sizes, 16);
 		return 1;
 	}
 	return 0;

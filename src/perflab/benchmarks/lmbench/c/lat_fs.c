@@ -68,7 +68,7 @@ static void batch(int n, const char *buf, size_t bytes, double *t_create, double
 	made_dir = 1;
 	make_names(n);
 	subdirs(n, 1);
-	double t0 = now_ns();
+	int64_t t0 = pl_now_ns();
 	for (int i = 0; i < n; i++) {
 		int fd = creat(names[i], 0600);
 		if (fd < 0)
@@ -81,24 +81,24 @@ static void batch(int n, const char *buf, size_t bytes, double *t_create, double
 		if (close(fd) != 0)
 			die_errno("close %s", names[i]);
 	}
-	double t1 = now_ns();
+	int64_t t1 = pl_now_ns();
 	for (int i = 0; i < n; i++)
 		if (unlink(names[i]) != 0)
 			die_errno("unlink %s", names[i]);
-	double t2 = now_ns();
+	int64_t t2 = pl_now_ns();
 	subdirs(n, 0);
 	if (rmdir(dir) != 0)
 		die_errno("rmdir %s", dir);
 	made_dir = 0;
-	*t_create = t1 - t0;
-	*t_delete = t2 - t1;
+	*t_create = (double)(t1 - t0);
+	*t_delete = (double)(t2 - t1);
 }
 
 static int handle(int c, const char *arg)
 {
 	if (c != 's')
 		return 0;
-	nsizes = parse_list(arg, sizes, 8);
+	nsizes = pl_parse_list((char)c, arg, sizes, 8);
 	return 1;
 }
 

@@ -109,7 +109,7 @@ static int handle(int c, const char *arg)
 {
 	if (c != 'm')
 		return 0;
-	main_size = parse_size(arg);
+	main_size = pl_parse_size((char)c, arg);
 	return 1;
 }
 

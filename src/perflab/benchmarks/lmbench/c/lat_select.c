@@ -61,7 +61,7 @@ static int handle(int c, const char *arg)
 {
 	if (c != 'c')
 		return 0;
-	ncounts = parse_list(arg, counts, 16);
+	ncounts = pl_parse_list((char)c, arg, counts, 16);
 	for (int i = 0; i < ncounts; i++)
 		if (counts[i] < 1 || counts[i] > MAXN)
 			die("-c: counts must be 1..%d", MAXN);

@@ -28,7 +28,9 @@
  *   news expire -s STYLE -S SPOOL -n NOW -c CUTOFF
  *   news rnews1 -S SPOOL < ARTICLE              (bnews: the per-article filer)
  *
- * Each of file and expire prints one JSON line with its counts.
+ * Each of file and expire prints its counts as metric lines (the runtime's
+ * protocol, core/c/perflab.h): news.PHASE.articles, .accepted, .duplicates,
+ * .cancels, .links, .expired and .kept.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -46,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perflab.h"
+
 #define MAXGROUPS 16
 #define MAXSITES 16
 #define HDRMAX 8192
@@ -54,22 +58,11 @@ static const char *style = "cnews";
 static const char *spool = NULL;
 static const char *self = NULL;
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("news: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
 static void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		die("out of memory (%zu bytes)", n);
+		pl_die("out of memory (%zu bytes)", n);
 	return p;
 }
 
@@ -79,13 +72,13 @@ static char *slurp(const char *name, size_t *len)
 	int fd = open(name, O_RDONLY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0)
-		die("%s: %s", name, strerror(errno));
+		pl_die("%s: %s", name, strerror(errno));
 	char *buf = xmalloc((size_t)st.st_size + 1);
 	size_t got = 0;
 	while (got < (size_t)st.st_size) {
 		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
 		if (n < 0)
-			die("read %s: %s", name, strerror(errno));
+			pl_die("read %s: %s", name, strerror(errno));
 		if (n == 0)
 			break;
 		got += (size_t)n;
@@ -103,7 +96,7 @@ static void writeall(int fd, const char *buf, size_t len, const char *what)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			die("write %s: %s", what, strerror(errno));
+			pl_die("write %s: %s", what, strerror(errno));
 		}
 		buf += n;
 		len -= (size_t)n;
@@ -116,11 +109,11 @@ static void spurt(const char *name, const char *buf, size_t len)
 	snprintf(tmp, sizeof tmp, "%s.new", name);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
-		die("%s: %s", tmp, strerror(errno));
+		pl_die("%s: %s", tmp, strerror(errno));
 	writeall(fd, buf, len, tmp);
 	close(fd);
 	if (rename(tmp, name) < 0)
-		die("rename %s: %s", tmp, strerror(errno));
+		pl_die("rename %s: %s", tmp, strerror(errno));
 }
 
 /* ---------- headers ---------- */
@@ -165,7 +158,7 @@ static int header(const char *text, size_t len, const char *name, size_t namelen
 static void parse_article(struct article *a)
 {
 	if (!HDR(a, "Message-ID:", msgid) || strchr(a->msgid, '\t') || strchr(a->msgid, ' '))
-		die("article without a usable Message-ID");
+		pl_die("article without a usable Message-ID");
 	HDR(a, "Newsgroups:", groups);
 	HDR(a, "Date:", date);
 	HDR(a, "Expires:", expires);
@@ -267,7 +260,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 {
 	(void)sb; (void)flag; (void)ftw;
 	if (remove(path) < 0 && errno != ENOENT)
-		die("remove %s: %s", path, strerror(errno));
+		pl_die("remove %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -277,7 +270,7 @@ static void copy_file(const char *from, const char *to)
 	char *buf = slurp(from, &len);
 	int fd = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
-		die("%s: %s", to, strerror(errno));
+		pl_die("%s: %s", to, strerror(errno));
 	writeall(fd, buf, len, to);
 	close(fd);
 	free(buf);
@@ -288,9 +281,9 @@ static int do_reset(const char *init)
 	char path[PATH_MAX], from[PATH_MAX];
 	struct stat st;
 	if (stat(spool, &st) == 0 && nftw(spool, rm_entry, 32, FTW_DEPTH | FTW_PHYS) < 0)
-		die("cannot remove %s: %s", spool, strerror(errno));
+		pl_die("cannot remove %s: %s", spool, strerror(errno));
 	if (mkdir(spool, 0755) < 0)
-		die("mkdir %s: %s", spool, strerror(errno));
+		pl_die("mkdir %s: %s", spool, strerror(errno));
 	/* active: every group, high 0, low 1; fixed-width numbers so it can be updated in place */
 	snprintf(from, sizeof from, "%s/groups", init);
 	size_t len;
@@ -298,11 +291,11 @@ static int do_reset(const char *init)
 	snprintf(path, sizeof path, "%s/active", spool);
 	FILE *f = fopen(path, "w");
 	if (!f)
-		die("%s: %s", path, strerror(errno));
+		pl_die("%s: %s", path, strerror(errno));
 	for (char *g = strtok(groups, "\n"); g; g = strtok(NULL, "\n"))
 		fprintf(f, "%s %010ld %010ld y\n", g, 0L, 1L);
 	if (fclose(f) != 0)
-		die("write %s: %s", path, strerror(errno));
+		pl_die("write %s: %s", path, strerror(errno));
 	free(groups);
 	snprintf(from, sizeof from, "%s/sys", init);
 	snprintf(path, sizeof path, "%s/sys", spool);
@@ -351,7 +344,7 @@ static void hx_init(struct hindex *x, uint32_t cap)
 	x->slot = calloc(cap, sizeof *x->slot);
 	x->hash = calloc(cap, sizeof *x->hash);
 	if (!x->slot || !x->hash)
-		die("out of memory (history index)");
+		pl_die("out of memory (history index)");
 }
 
 static void hx_put(struct hindex *x, uint32_t h, uint64_t off);
@@ -423,7 +416,7 @@ static void hx_load(struct hindex *x, const char *name)
 	x->hash = xmalloc(sizeof *x->hash * x->cap);
 	if (read(fd, x->slot, sizeof *x->slot * x->cap) != (ssize_t)(sizeof *x->slot * x->cap) ||
 	    read(fd, x->hash, sizeof *x->hash * x->cap) != (ssize_t)(sizeof *x->hash * x->cap))
-		die("%s: truncated", name);
+		pl_die("%s: truncated", name);
 	close(fd);
 }
 
@@ -433,14 +426,14 @@ static void hx_save(struct hindex *x, const char *name)
 	snprintf(tmp, sizeof tmp, "%s.new", name);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
-		die("%s: %s", tmp, strerror(errno));
+		pl_die("%s: %s", tmp, strerror(errno));
 	uint32_t head[3] = {0x5844494e, x->cap, x->count};
 	writeall(fd, (char *)head, sizeof head, tmp);
 	writeall(fd, (char *)x->slot, sizeof *x->slot * x->cap, tmp);
 	writeall(fd, (char *)x->hash, sizeof *x->hash * x->cap, tmp);
 	close(fd);
 	if (rename(tmp, name) < 0)
-		die("rename %s: %s", tmp, strerror(errno));
+		pl_die("rename %s: %s", tmp, strerror(errno));
 }
 
 /* ---------- the in-core active file (cnews) ---------- */
@@ -561,9 +554,14 @@ enum { ACCEPTED, DUPLICATES, CANCELS, LINKS, EXPIRED, KEPT };
 
 static void print_counts(const char *phase, long articles)
 {
-	printf("{\"phase\": \"%s\", \"style\": \"%s\", \"articles\": %ld, \"accepted\": %ld, \"duplicates\": %ld, "
-	       "\"cancels\": %ld, \"links\": %ld, \"expired\": %ld, \"kept\": %ld}\n", phase, style, articles,
-	       counts[ACCEPTED], counts[DUPLICATES], counts[CANCELS], counts[LINKS], counts[EXPIRED], counts[KEPT]);
+	static const char *const names[] = { "accepted", "duplicates", "cancels", "links", "expired", "kept" };
+	char metric[64];
+	snprintf(metric, sizeof metric, "news.%s.articles", phase);
+	pl_metric(metric, (double)articles, "articles");
+	for (int i = 0; i < 6; i++) {
+		snprintf(metric, sizeof metric, "news.%s.%s", phase, names[i]);
+		pl_metric(metric, (double)counts[i], i == LINKS ? "links" : "articles");
+	}
 }
 
 static int cnews_file(const char *feedname)
@@ -571,7 +569,7 @@ static int cnews_file(const char *feedname)
 	size_t feedlen;
 	char *feed = slurp(feedname, &feedlen);
 	if (chdir(spool) < 0)
-		die("chdir %s: %s", spool, strerror(errno));
+		pl_die("chdir %s: %s", spool, strerror(errno));
 	struct active act;
 	active_load(&act, "active");
 	size_t syslen;
@@ -584,13 +582,13 @@ static int cnews_file(const char *feedname)
 		char name[PATH_MAX];
 		snprintf(name, sizeof name, "out.going/%s/togo", sites[i].name);
 		if (!(sites[i].batch = fopen(name, "a")))
-			die("%s: %s", name, strerror(errno));
+			pl_die("%s: %s", name, strerror(errno));
 	}
 	struct hindex idx;
 	hx_load(&idx, "history.idx");
 	int hfd = open("history", O_RDWR | O_APPEND);
 	if (hfd < 0)
-		die("history: %s", strerror(errno));
+		pl_die("history: %s", strerror(errno));
 	FILE *hist = fdopen(hfd, "a");
 	static char histbuf[1 << 16];
 	setvbuf(hist, histbuf, _IOFBF, sizeof histbuf);
@@ -602,11 +600,11 @@ static int cnews_file(const char *feedname)
 	char *p = feed, *end = feed + feedlen;
 	while (p < end) {
 		if (strncmp(p, "#! rnews ", 9) != 0)
-			die("feed: expected '#! rnews N' at byte %ld", (long)(p - feed));
+			pl_die("feed: expected '#! rnews N' at byte %ld", (long)(p - feed));
 		char *nl;
 		long n = strtol(p + 9, &nl, 10);
 		if (*nl != '\n' || n < 0 || nl + 1 + n > end)
-			die("feed: bad batch header at byte %ld", (long)(p - feed));
+			pl_die("feed: bad batch header at byte %ld", (long)(p - feed));
 		struct article a = {0};
 		a.text = nl + 1;
 		a.len = (size_t)n;
@@ -636,7 +634,7 @@ static int cnews_file(const char *feedname)
 				gs[ng++] = active_find(&act, "junk");
 		}
 		if (!gs[0])
-			die("active has no control or junk group");
+			pl_die("active has no control or junk group");
 		char first[PATH_MAX], rel[PATH_MAX], entries[1024];
 		size_t elen = 0;
 		for (int i = 0; i < ng; i++) {
@@ -651,7 +649,7 @@ static int cnews_file(const char *feedname)
 					if (fd < 0 && errno == EEXIST)
 						continue;
 					if (fd < 0)
-						die("create %s: %s", rel, strerror(errno));
+						pl_die("create %s: %s", rel, strerror(errno));
 					writeall(fd, a.text, a.len, rel);
 					close(fd);
 					memcpy(first, rel, strlen(rel) + 1);
@@ -659,7 +657,7 @@ static int cnews_file(const char *feedname)
 					if (link_article(first, rel) < 0) {
 						if (errno == EEXIST)
 							continue;
-						die("link %s: %s", rel, strerror(errno));
+						pl_die("link %s: %s", rel, strerror(errno));
 					}
 					counts[LINKS]++;
 				}
@@ -703,13 +701,13 @@ static int cnews_file(const char *feedname)
 		}
 	}
 	if (fflush(hist) != 0)
-		die("write history: %s", strerror(errno));
+		pl_die("write history: %s", strerror(errno));
 	fclose(hist);
 	hx_save(&idx, "history.idx");
 	active_save(&act, "active");
 	for (int i = 0; i < nsites; i++)
 		if (fclose(sites[i].batch) != 0)
-			die("write batch for %s: %s", sites[i].name, strerror(errno));
+			pl_die("write batch for %s: %s", sites[i].name, strerror(errno));
 	print_counts("file", articles);
 	return 0;
 }
@@ -720,7 +718,7 @@ static int bnews_file(const char *feedname)
 {
 	FILE *feed = fopen(feedname, "r");
 	if (!feed)
-		die("%s: %s", feedname, strerror(errno));
+		pl_die("%s: %s", feedname, strerror(errno));
 	char tmp[PATH_MAX], line[256];
 	snprintf(tmp, sizeof tmp, "%s/.rnews.%ld", spool, (long)getpid());
 	long articles = 0;
@@ -728,24 +726,24 @@ static int bnews_file(const char *feedname)
 	while (fgets(line, sizeof line, feed)) {
 		long n;
 		if (sscanf(line, "#! rnews %ld", &n) != 1 || n < 0)
-			die("feed: expected '#! rnews N', got %.40s", line);
+			pl_die("feed: expected '#! rnews N', got %.40s", line);
 		FILE *t = fopen(tmp, "w");
 		if (!t)
-			die("%s: %s", tmp, strerror(errno));
+			pl_die("%s: %s", tmp, strerror(errno));
 		while (n > 0) {
 			size_t want = n < (long)sizeof copybuf ? (size_t)n : sizeof copybuf;
 			size_t got = fread(copybuf, 1, want, feed);
 			if (got == 0)
-				die("feed: truncated article");
+				pl_die("feed: truncated article");
 			fwrite(copybuf, 1, got, t);
 			n -= (long)got;
 		}
 		if (fclose(t) != 0)
-			die("write %s: %s", tmp, strerror(errno));
+			pl_die("write %s: %s", tmp, strerror(errno));
 		articles++;
 		pid_t pid = fork();
 		if (pid < 0)
-			die("fork: %s", strerror(errno));
+			pl_die("fork: %s", strerror(errno));
 		if (pid == 0) {
 			int fd = open(tmp, O_RDONLY);
 			if (fd < 0 || dup2(fd, 0) < 0)
@@ -756,10 +754,10 @@ static int bnews_file(const char *feedname)
 		}
 		int status;
 		if (waitpid(pid, &status, 0) < 0)
-			die("wait: %s", strerror(errno));
+			pl_die("wait: %s", strerror(errno));
 		if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2 &&
 					   WEXITSTATUS(status) != 3))
-			die("rnews exited with status %d on article %ld", WEXITSTATUS(status), articles);
+			pl_die("rnews exited with status %d on article %ld", WEXITSTATUS(status), articles);
 		int code = WEXITSTATUS(status);
 		if (code == 2)
 			counts[DUPLICATES]++;
@@ -790,7 +788,7 @@ static int history_lookup(const char *msgid, char *groups_out, size_t outlen)
 	snprintf(path, sizeof path, "%s/history", spool);
 	FILE *h = fopen(path, "r");
 	if (!h)
-		die("%s: %s", path, strerror(errno));
+		pl_die("%s: %s", path, strerror(errno));
 	size_t n = strlen(msgid);
 	int found = 0;
 	while (fgets(line, sizeof line, h)) {
@@ -828,7 +826,7 @@ static int bnews_rnews1(void)
 	snprintf(path, sizeof path, "%s/sys", spool);
 	FILE *f = fopen(path, "r");
 	if (!f)
-		die("%s: %s", path, strerror(errno));
+		pl_die("%s: %s", path, strerror(errno));
 	while (fgets(line, sizeof line, f) && nsites < MAXSITES) {
 		line[strcspn(line, "\n")] = '\0';
 		nsites += parse_sys_line(line, &sites[nsites]);
@@ -842,7 +840,7 @@ static int bnews_rnews1(void)
 		if (len + 1 >= cap)
 			text = realloc(text, cap *= 2);
 		if (!text)
-			die("out of memory");
+			pl_die("out of memory");
 		text[len++] = (char)c;
 	}
 	struct article a = {0};
@@ -869,7 +867,7 @@ static int bnews_rnews1(void)
 				continue;
 			f = fopen(path, "r");
 			if (!f)
-				die("%s: %s", path, strerror(errno));
+				pl_die("%s: %s", path, strerror(errno));
 			size_t nl = strlen(names[i]);
 			while (fgets(line, sizeof line, f))
 				if (strncmp(line, names[i], nl) == 0 && line[nl] == ' ') {
@@ -889,7 +887,7 @@ static int bnews_rnews1(void)
 		snprintf(path, sizeof path, "%s/active", spool);
 		f = fopen(path, "r+");
 		if (!f)
-			die("%s: %s", path, strerror(errno));
+			pl_die("%s: %s", path, strerror(errno));
 		size_t nl = strlen(want[i]);
 		long high = -1;
 		long at = 0;
@@ -899,7 +897,7 @@ static int bnews_rnews1(void)
 				break;
 			}
 		if (high < 0)
-			die("group %s vanished from active", want[i]);
+			pl_die("group %s vanished from active", want[i]);
 		char dir[PATH_MAX], full[PATH_MAX];
 		group_dir(want[i], dir, sizeof dir);
 		/* make the directories, a stat for every component */
@@ -911,7 +909,7 @@ static int bnews_rnews1(void)
 				struct stat st;
 				*s = '\0';
 				if (stat(partial, &st) < 0 && mkdir(partial, 0755) < 0)
-					die("mkdir %s: %s", partial, strerror(errno));
+					pl_die("mkdir %s: %s", partial, strerror(errno));
 				*s = keep;
 				if (!keep)
 					break;
@@ -928,7 +926,7 @@ static int bnews_rnews1(void)
 		if (i == 0) {
 			int fd = creat(full, 0644);
 			if (fd < 0)
-				die("creat %s: %s", full, strerror(errno));
+				pl_die("creat %s: %s", full, strerror(errno));
 			/* a line per write */
 			const char *p = a.text, *end = a.text + a.len;
 			while (p < end) {
@@ -941,23 +939,23 @@ static int bnews_rnews1(void)
 			snprintf(first, sizeof first, "%s", full);
 		} else {
 			if (link(first, full) < 0)
-				die("link %s: %s", full, strerror(errno));
+				pl_die("link %s: %s", full, strerror(errno));
 			links++;
 		}
 		fseek(f, at + (long)nl + 1, SEEK_SET);
 		fprintf(f, "%010ld", high);
 		if (fclose(f) != 0)
-			die("write %s: %s", path, strerror(errno));
+			pl_die("write %s: %s", path, strerror(errno));
 		elen += (size_t)snprintf(entries + elen, sizeof entries - elen, "%s%s/%ld", i ? " " : "", want[i], high);
 	}
 	/* history: human-readable date, reopened for every article */
 	snprintf(path, sizeof path, "%s/history", spool);
 	f = fopen(path, "a");
 	if (!f)
-		die("%s: %s", path, strerror(errno));
+		pl_die("%s: %s", path, strerror(errno));
 	fprintf(f, "%s\t%s\t%s\n", a.msgid, a.date, entries);
 	if (fclose(f) != 0)
-		die("write %s: %s", path, strerror(errno));
+		pl_die("write %s: %s", path, strerror(errno));
 	/* batch files, reopened for every article */
 	for (int s = 0; s < nsites; s++) {
 		int w = 0;
@@ -968,7 +966,7 @@ static int bnews_rnews1(void)
 		snprintf(path, sizeof path, "%s/out.going/%s/togo", spool, sites[s].name);
 		f = fopen(path, "a");
 		if (!f)
-			die("%s: %s", path, strerror(errno));
+			pl_die("%s: %s", path, strerror(errno));
 		fprintf(f, "%s %zu\n", first + strlen(spool) + 1, a.len);
 		fclose(f);
 	}
@@ -990,10 +988,26 @@ static int bnews_rnews1(void)
 
 /* ---------- expire ---------- */
 
+/* An article kept: each group it is in ("group/number ...") keeps it above its low mark. */
+static void lower_marks(struct active *act, char *entries)
+{
+	char *save;
+	for (char *e = strtok_r(entries, " ", &save); e; e = strtok_r(NULL, " ", &save)) {
+		char *slash = strrchr(e, '/');
+		if (!slash)
+			continue;
+		*slash = '\0';
+		struct group *g = active_find(act, e);
+		long n = strtol(slash + 1, NULL, 10);
+		if (g && n < g->low)
+			g->low = n;
+	}
+}
+
 static int cnews_expire(long now, long cutoff)
 {
 	if (chdir(spool) < 0)
-		die("chdir %s: %s", spool, strerror(errno));
+		pl_die("chdir %s: %s", spool, strerror(errno));
 	size_t len;
 	char *hist = slurp("history", &len);
 	struct active act;
@@ -1019,7 +1033,7 @@ static int cnews_expire(long now, long cutoff)
 		char *t1 = memchr(p, '\t', (size_t)(eol - p));
 		char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)(eol - t1 - 1)) : NULL;
 		if (!t2)
-			die("history: malformed line at byte %ld", (long)(p - hist));
+			pl_die("history: malformed line at byte %ld", (long)(p - hist));
 		entries++;
 		char *tilde;
 		long arrival = strtol(t1 + 1, &tilde, 10);
@@ -1036,17 +1050,7 @@ static int cnews_expire(long now, long cutoff)
 			cancel_files(field);   /* just charge ahead: a missing file was cancelled */
 		} else {
 			counts[KEPT]++;
-			char *save;
-			for (char *e = strtok_r(field, " ", &save); e; e = strtok_r(NULL, " ", &save)) {
-				char *slash = strrchr(e, '/');
-				if (!slash)
-					continue;
-				*slash = '\0';
-				struct group *g = active_find(&act, e);
-				long n = strtol(slash + 1, NULL, 10);
-				if (g && n < g->low)
-					g->low = n;
-			}
+			lower_marks(&act, field);
 			hx_put(&idx, fnv(p, (size_t)(t1 - p)), olen);
 			memcpy(out + olen, p, (size_t)(eol - p));
 			olen += (size_t)(eol - p);
@@ -1075,13 +1079,13 @@ static int bnews_expire(long now, long cutoff)
 	FILE *h = fopen(path, "r");
 	FILE *out = fopen(newpath, "w");
 	if (!h || !out)
-		die("%s: %s", path, strerror(errno));
+		pl_die("%s: %s", path, strerror(errno));
 	long entries = 0;
 	while (fgets(line, sizeof line, h)) {
 		char *t1 = strchr(line, '\t');
 		char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 		if (!t2)
-			die("history: malformed line %ld", entries + 1);
+			pl_die("history: malformed line %ld", entries + 1);
 		entries++;
 		char date[128];
 		snprintf(date, sizeof date, "%.*s", (int)(t2 - t1 - 1), t1 + 1);
@@ -1113,24 +1117,14 @@ static int bnews_expire(long now, long cutoff)
 		} else {
 			counts[KEPT]++;
 			fputs(line, out);
-			char *save;
-			for (char *e = strtok_r(field, " ", &save); e; e = strtok_r(NULL, " ", &save)) {
-				char *slash = strrchr(e, '/');
-				if (!slash)
-					continue;
-				*slash = '\0';
-				struct group *g = active_find(&act, e);
-				long n = strtol(slash + 1, NULL, 10);
-				if (g && n < g->low)
-					g->low = n;
-			}
+			lower_marks(&act, field);
 		}
 	}
 	fclose(h);
 	if (fclose(out) != 0)
-		die("write %s: %s", newpath, strerror(errno));
+		pl_die("write %s: %s", newpath, strerror(errno));
 	if (rename(newpath, path) < 0)
-		die("rename %s: %s", newpath, strerror(errno));
+		pl_die("rename %s: %s", newpath, strerror(errno));
 	snprintf(path, sizeof path, "%s/active", spool);
 	active_save(&act, path);
 	print_counts("expire", entries);
@@ -1139,8 +1133,9 @@ static int bnews_expire(long now, long cutoff)
 
 int main(int argc, char **argv)
 {
+	pl_progname = "news";
 	if (argc < 2)
-		die("usage: news reset|file|expire|rnews1 [options]");
+		pl_die("usage: news reset|file|expire|rnews1 [options]");
 	const char *cmd = argv[1];
 	const char *feed = NULL, *init = NULL;
 	long now = -1, cutoff = -1;
@@ -1152,39 +1147,39 @@ int main(int argc, char **argv)
 		case 'S': spool = optarg; break;
 		case 'f': feed = optarg; break;
 		case 'I': init = optarg; break;
-		case 'n': now = strtol(optarg, NULL, 10); break;
-		case 'c': cutoff = strtol(optarg, NULL, 10); break;
-		default: die("bad option");
+		case 'n': now = (long)pl_parse_uint('n', optarg, 0, LONG_MAX); break;
+		case 'c': cutoff = (long)pl_parse_uint('c', optarg, 0, LONG_MAX); break;
+		default: pl_usage_error("bad option");
 		}
 	}
 	if (!spool || spool[0] != '/')
-		die("-S SPOOL (an absolute path) is required");
+		pl_die("-S SPOOL (an absolute path) is required");
 	int bnews = strcmp(style, "bnews") == 0;
 	if (!bnews && strcmp(style, "cnews") != 0)
-		die("-s %s: style is bnews or cnews", style);
+		pl_die("-s %s: style is bnews or cnews", style);
 	if (strcmp(cmd, "rnews1") == 0)
 		return bnews_rnews1();
 	if (strcmp(cmd, "reset") == 0) {
 		if (!init)
-			die("reset needs -I INITDIR");
+			pl_die("reset needs -I INITDIR");
 		return do_reset(init);
 	}
 	if (strcmp(cmd, "file") == 0) {
 		if (!feed)
-			die("file needs -f FEED");
+			pl_die("file needs -f FEED");
 		static char me[PATH_MAX];
 		ssize_t n = readlink("/proc/self/exe", me, sizeof me - 1);
 		if (n <= 0)
-			die("cannot find my own program (/proc/self/exe)");
+			pl_die("cannot find my own program (/proc/self/exe)");
 		me[n] = '\0';
 		self = me;
 		return bnews ? bnews_file(feed) : cnews_file(feed);
 	}
 	if (strcmp(cmd, "expire") == 0) {
 		if (now < 0 || cutoff < 0)
-			die("expire needs -n NOW -c CUTOFF");
+			pl_die("expire needs -n NOW -c CUTOFF");
 		return bnews ? bnews_expire(now, cutoff) : cnews_expire(now, cutoff);
 	}
-	die("unknown command %s", cmd);
+	pl_die("unknown command %s", cmd);
 	return 1;
 }

@@ -10,14 +10,20 @@
  * operation forever, counting it with wis_count().  This header holds main():
  * it parses the options, starts N tasks (processes or threads, each bound to
  * a CPU), waits until every task is ready, opens the start gate and samples
- * the per-task counters at fixed intervals, printing JSON lines on stdout:
+ * the per-task counters at fixed intervals, printing metric lines on stdout
+ * (the runtime's protocol, core/c/perflab.h), each with an "event" key and
+ * the event's details after the metric:
  *
- *   {"event":"start","testcase":...,"tasks":N,"bind":true,"cpus":[...],...}
- *   {"event":"interval","warmup":true|false,"elapsed":S,"ops":[n0,n1,...]}
- *   {"event":"end"}
+ *   {"metric": "wis.tasks", "value": N, "unit": "tasks", "event": "start",
+ *    "testcase": ..., "mode": ..., "tasks": N, "bind": true, "cpus": [...], ...}
+ *   {"metric": "wis.ops", "value": SUM, "unit": "ops", "event": "interval",
+ *    "warmup": true|false, "elapsed": S, "ops": [n0, n1, ...]}
+ *   {"metric": "wis.intervals", "value": K, "unit": "intervals", "event": "end"}
  *
- * Errors go to stderr as one line; bad options exit 2, any other failure 1.
- * Everything is static: each testcase is one translation unit.
+ * SUM is the operations of all tasks in the interval, ops[i] task i's, S the
+ * interval's seconds (to the microsecond, as always).  Errors go to stderr as
+ * one line; bad options exit 2, any other failure 1.  Everything is static:
+ * each testcase is one translation unit.
  */
 #ifndef PERFLAB_WIS_H
 #define PERFLAB_WIS_H
@@ -26,17 +32,7 @@
 #define _GNU_SOURCE
 #endif
 
-#include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -44,12 +40,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
+#include "perflab.h"
+
 
 #define WIS_SLOT 128            /* bytes per counter: two 64-byte lines, so the
                                    adjacent-line prefetcher cannot couple tasks */
@@ -82,6 +75,7 @@ static const struct wis_testcase testcase;
 enum wis_mode { WIS_PROCESS, WIS_THREAD };
 enum wis_thp { WIS_THP_SYSTEM, WIS_THP_ALWAYS, WIS_THP_NEVER, WIS_THP_MADVISE };
 static const char *const wis_thp_names[] = { "system", "always", "never", "madvise" };
+static const char *const wis_mode_names[] = { "process", "thread" };
 
 /* the control slot shared by the harness and its tasks */
 struct wis_control {
@@ -123,91 +117,31 @@ static void wis_remove_files(void);
 
 /* ---- output and errors ---------------------------------------------- */
 
-/* write all of buf to fd; 0 or -1 with errno (stdio is not used: it could
- * allocate from the heap that brk1/brk2 move under it) */
-static int wis_write_all(int fd, const char *buf, size_t len)
+/* Errors are the runtime's (one line on stderr, no stdio, no heap: brk1 and
+ * brk2 move the break under malloc); the harness adds the failing task to the
+ * line and, on the way out, stops the tasks and removes the temporary files.
+ * A task process just exits (the harness sees it and stops the rest). */
+#define wis_die pl_die
+#define wis_die_errno pl_die_errno
+
+static int wis_fail_context(char *buf, size_t len)
 {
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	if (wis_self_nr < 0)
+		return 0;
+	return snprintf(buf, len, "task %d%s: ", wis_self_nr, wis_self_partner ? " (partner)" : "");
 }
 
-/* "<testcase>: <message>[: <strerror>]" on stderr, then leave with `status`:
- * a task process just exits (the harness sees it and stops the rest); the
- * harness (or a task thread, which shares it) stops the tasks first and
- * removes the temporary files. */
-static void wis_vfail(int status, int e, const char *fmt, va_list ap)
-	__attribute__((noreturn, format(printf, 3, 0)));
-static void wis_vfail(int status, int e, const char *fmt, va_list ap)
+static void wis_on_fail(int status)
 {
-	char line[768];
-	int n;
-	if (wis_self_nr >= 0)
-		n = snprintf(line, sizeof line, "%s: task %d%s: ", testcase.name, wis_self_nr,
-			     wis_self_partner ? " (partner)" : "");
-	else
-		n = snprintf(line, sizeof line, "%s: ", testcase.name);
-	if (n < 0 || (size_t)n >= sizeof line)
-		n = 0;
-	int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-	n = (m < 0 || (size_t)m >= sizeof line - (size_t)n) ? (int)strlen(line) : n + m;
-	if (e >= 0)
-		n += snprintf(line + n, sizeof line - (size_t)n, ": %s", strerror(e));
-	if ((size_t)n > sizeof line - 2)
-		n = sizeof line - 2;
-	line[n++] = '\n';
-	wis_write_all(2, line, (size_t)n);
+	(void)status;
 	if (!wis.in_task_process) {
 		if (wis.mode == WIS_PROCESS || pthread_equal(pthread_self(), wis.main_thread))
 			wis_shutdown_tasks();
 		wis_remove_files();
 	}
-	_exit(status);
-}
-
-static void wis_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void wis_die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	wis_vfail(1, -1, fmt, ap);
-}
-
-/* wis_die with the text of errno appended */
-static void wis_die_errno(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void wis_die_errno(const char *fmt, ...)
-{
-	int e = errno;
-	va_list ap;
-	va_start(ap, fmt);
-	wis_vfail(1, e, fmt, ap);
-}
-
-/* a bad command line: one line naming the option and value, exit 2 */
-static void wis_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void wis_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	wis_vfail(2, -1, fmt, ap);
 }
 
 /* ---- time ----------------------------------------------------------- */
-
-static int64_t wis_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* sleep until the CLOCK_MONOTONIC instant `when`; returns early (non-zero)
  * when a stop signal arrived */
@@ -381,19 +315,7 @@ static void wis_usage(void)
 		"              (madvise on the testcase's mappings), madvise or system (as set)\n"
 		"  -D DIR      directory for temporary files (default $TMPDIR or /tmp)\n",
 		testcase.name, (int)strlen(testcase.name), "", testcase.name, testcase.description);
-	wis_write_all(1, text, (size_t)(n > 0 && (size_t)n < sizeof text ? n : (int)strlen(text)));
-}
-
-static double wis_parse_seconds(char opt, const char *arg, int allow_zero)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(arg, &end);
-	if (end == arg || *end != '\0' || errno == ERANGE || !(v == v) || v > 1e7 ||
-	    v < 0 || (v == 0 && !allow_zero))
-		wis_usage_error("-%c: invalid value '%.100s' (expected seconds, a number %s 0)", opt, arg,
-				allow_zero ? ">=" : ">");
-	return v;
+	pl_write_all(1, text, (size_t)(n > 0 && (size_t)n < sizeof text ? n : (int)strlen(text)));
 }
 
 static void wis_parse_options(int argc, char **argv)
@@ -403,49 +325,29 @@ static void wis_parse_options(int argc, char **argv)
 	while ((c = getopt(argc, argv, ":m:n:d:w:i:BH:D:h")) != -1) {
 		switch (c) {
 		case 'm':
-			if (strcmp(optarg, "process") == 0)
-				wis.mode = WIS_PROCESS;
-			else if (strcmp(optarg, "thread") == 0)
-				wis.mode = WIS_THREAD;
-			else
-				wis_usage_error("-m: invalid value '%.100s' (expected process or thread)", optarg);
+			wis.mode = (enum wis_mode)pl_parse_choice('m', optarg, wis_mode_names, 2, "process or thread");
 			break;
-		case 'n': {
-			char *end;
-			errno = 0;
-			long v = strtol(optarg, &end, 10);
-			if (end == optarg || *end != '\0' || errno == ERANGE || v < 1 || v > WIS_MAX_TASKS)
-				wis_usage_error("-n: invalid value '%.100s' (expected an integer from 1 to %d)",
-						optarg, WIS_MAX_TASKS);
-			wis.ntasks = (unsigned)v;
+		case 'n':
+			wis.ntasks = (unsigned)pl_parse_uint('n', optarg, 1, WIS_MAX_TASKS);
 			break;
-		}
 		case 'd':
-			wis.duration = wis_parse_seconds('d', optarg, 0);
+			wis.duration = pl_parse_seconds('d', optarg, 0);
 			break;
 		case 'w':
-			wis.warmup = wis_parse_seconds('w', optarg, 1);
+			wis.warmup = pl_parse_seconds('w', optarg, 1);
 			break;
 		case 'i':
-			wis.interval = wis_parse_seconds('i', optarg, 0);
+			wis.interval = pl_parse_seconds('i', optarg, 0);
 			if (wis.interval < 0.001)
-				wis_usage_error("-i: invalid value '%.100s' (at least 0.001 seconds)", optarg);
+				pl_usage_error("-i: invalid value '%.100s' (at least 0.001 seconds)", optarg);
 			break;
 		case 'B':
 			wis.bind = 0;
 			break;
-		case 'H': {
-			int found = 0;
-			for (int k = 0; k < 4; k++)
-				if (strcmp(optarg, wis_thp_names[k]) == 0) {
-					wis.thp = (enum wis_thp)k;
-					found = 1;
-				}
-			if (!found)
-				wis_usage_error("-H: invalid value '%.100s' (expected always, never, madvise or system)",
-						optarg);
+		case 'H':
+			wis.thp = (enum wis_thp)pl_parse_choice('H', optarg, wis_thp_names, 4,
+								"always, never, madvise or system");
 			break;
-		}
 		case 'D':
 			wis.dir = optarg;
 			break;
@@ -453,15 +355,15 @@ static void wis_parse_options(int argc, char **argv)
 			wis_usage();
 			exit(0);
 		case ':':
-			wis_usage_error("-%c: missing value", optopt);
+			pl_usage_error("-%c: missing value", optopt);
 		default:
 			if (optopt >= 0x21 && optopt < 0x7f)
-				wis_usage_error("-%c: unknown option (see -h)", optopt);
-			wis_usage_error("unknown option (see -h)");
+				pl_usage_error("-%c: unknown option (see -h)", optopt);
+			pl_usage_error("unknown option (see -h)");
 		}
 	}
 	if (optind < argc)
-		wis_usage_error("unexpected argument '%.100s' (see -h)", argv[optind]);
+		pl_usage_error("unexpected argument '%.100s' (see -h)", argv[optind]);
 
 	const char *what = "-D";
 	if (!wis.dir) {
@@ -471,55 +373,18 @@ static void wis_parse_options(int argc, char **argv)
 	}
 	struct stat st;
 	if (strlen(wis.dir) > PATH_MAX - 64)
-		wis_usage_error("%s: directory name too long", what);
+		pl_usage_error("%s: directory name too long", what);
 	if (stat(wis.dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(wis.dir, W_OK | X_OK) != 0)
-		wis_usage_error("%s: '%.200s' is not a writable directory", what, wis.dir);
+		pl_usage_error("%s: '%.200s' is not a writable directory", what, wis.dir);
 }
 
 /* ---- CPUs, THP, ASLR ------------------------------------------------ */
 
-/* the CPUs this process may run on, in increasing order */
-static void wis_allowed_cpus(void)
-{
-	for (int size = 1024;; size *= 2) {
-		cpu_set_t *set = CPU_ALLOC(size);
-		size_t bytes = CPU_ALLOC_SIZE(size);
-		if (!set)
-			wis_die("out of memory");
-		if (sched_getaffinity(0, bytes, set) == 0) {
-			wis.ncpus = CPU_COUNT_S(bytes, set);
-			wis.cpus = calloc((size_t)wis.ncpus + 1, sizeof *wis.cpus);
-			if (!wis.cpus)
-				wis_die("out of memory");
-			int k = 0;
-			for (int cpu = 0; cpu < size && k < wis.ncpus; cpu++)
-				if (CPU_ISSET_S(cpu, bytes, set))
-					wis.cpus[k++] = cpu;
-			CPU_FREE(set);
-			if (wis.ncpus < 1)
-				wis_die("sched_getaffinity: no CPU allowed");
-			return;
-		}
-		CPU_FREE(set);
-		if (errno != EINVAL || size > (1 << 20))
-			wis_die_errno("sched_getaffinity");
-	}
-}
-
 /* bind the calling process or thread (tid 0) to one CPU */
 static void wis_bind_self(int cpu)
 {
-	if (cpu < 0)
-		return;
-	cpu_set_t *set = CPU_ALLOC(cpu + 1);
-	size_t bytes = CPU_ALLOC_SIZE(cpu + 1);
-	if (!set)
-		wis_die("out of memory");
-	CPU_ZERO_S(bytes, set);
-	CPU_SET_S(cpu, bytes, set);
-	if (sched_setaffinity(0, bytes, set) != 0)
+	if (cpu >= 0 && pl_pin(0, cpu) != 0)
 		wis_die_errno("binding a task to CPU %d", cpu);
-	CPU_FREE(set);
 }
 
 /* the system's THP setting: the bracketed word of .../enabled, or "unavailable" */
@@ -587,23 +452,9 @@ static void wis_on_park(int sig)
 		pause();
 }
 
-static void wis_set_handler(int sig, void (*handler)(int))
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = handler;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, NULL) != 0)
-		wis_die_errno("sigaction");
-}
-
 static void wis_block_stop_signals(int how)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	for (size_t k = 0; k < sizeof wis_stop_signals / sizeof *wis_stop_signals; k++)
-		sigaddset(&set, wis_stop_signals[k]);
-	pthread_sigmask(how, &set, NULL);
+	pl_mask_signals(how, wis_stop_signals, sizeof wis_stop_signals / sizeof *wis_stop_signals);
 }
 
 /* ---- tasks ---------------------------------------------------------- */
@@ -652,16 +503,8 @@ static void wis_start_thread(struct wis_task *t)
 {
 	pthread_attr_t attr;
 	int rc = pthread_attr_init(&attr);
-	if (rc == 0 && t->cpu >= 0) {
-		cpu_set_t *set = CPU_ALLOC(t->cpu + 1);
-		size_t bytes = CPU_ALLOC_SIZE(t->cpu + 1);
-		if (!set)
-			wis_die("out of memory");
-		CPU_ZERO_S(bytes, set);
-		CPU_SET_S(t->cpu, bytes, set);
-		rc = pthread_attr_setaffinity_np(&attr, bytes, set);
-		CPU_FREE(set);
-	}
+	if (rc == 0 && t->cpu >= 0)
+		rc = pl_thread_attr_cpu(&attr, t->cpu);
 	if (rc == 0)
 		rc = pthread_create(&t->thread, &attr, wis_thread_main, t);
 	if (rc != 0)
@@ -737,26 +580,12 @@ static void wis_exit_on_signal(void)
 static char *wis_out;
 static size_t wis_out_cap;
 
-static void wis_emit(size_t len)
-{
-	if (wis_write_all(1, wis_out, len) != 0)
-		wis_die_errno("writing to stdout");
-}
-
-static size_t wis_append(size_t at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static size_t wis_append(size_t at, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(wis_out + at, wis_out_cap - at, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= wis_out_cap - at)
-		wis_die("internal error: output line too long");
-	return at + (size_t)n;
-}
-
 int main(int argc, char **argv)
 {
+	pl_progname = testcase.name;
+	pl_fail_context = wis_fail_context;
+	pl_on_fail = wis_on_fail;
+	pl_fail_fast = 1;
 	wis.harness_pid = getpid();
 	wis.main_thread = pthread_self();
 	wis_parse_options(argc, argv);
@@ -766,13 +595,13 @@ int main(int argc, char **argv)
 	sigemptyset(&none);
 	pthread_sigmask(SIG_SETMASK, &none, NULL);
 	signal(SIGCHLD, SIG_DFL);
-	signal(SIGPIPE, SIG_IGN);         /* a closed stdout is reported, not fatal */
+	pl_ignore_sigpipe();              /* a closed stdout is reported, not fatal */
 	for (size_t k = 0; k < sizeof wis_stop_signals / sizeof *wis_stop_signals; k++)
-		wis_set_handler(wis_stop_signals[k], wis_on_stop);
+		pl_on_signal(wis_stop_signals[k], wis_on_stop);
 	if (wis.mode == WIS_THREAD)
-		wis_set_handler(WIS_PARK_SIGNAL, wis_on_park);
+		pl_on_signal(WIS_PARK_SIGNAL, wis_on_park);
 
-	wis_allowed_cpus();
+	wis.ncpus = pl_allowed_cpus(&wis.cpus);
 	char thp_buf[256];
 	const char *thp_system = wis_thp_system(thp_buf, sizeof thp_buf);
 	wis_apply_thp(thp_system);
@@ -780,11 +609,12 @@ int main(int argc, char **argv)
 	unsigned nper = testcase.partner ? 2 : 1;
 	unsigned ntotal = wis.ntasks * nper;
 	/* the output line: room for every counter, allocated before any task runs */
-	wis_out_cap = 512 + (size_t)wis.ntasks * 24 + (size_t)wis.ncpus * 12 + strlen(thp_system);
+	wis_out_cap = 1024 + (size_t)wis.ntasks * 26 + (size_t)wis.ncpus * 14 + 2 * strlen(thp_system);
 	wis_out = malloc(wis_out_cap);
 	wis.tasks = calloc(ntotal, sizeof *wis.tasks);
 	unsigned long long *prev = calloc(wis.ntasks, sizeof *prev);
-	if (!wis_out || !wis.tasks || !prev)
+	unsigned long long *delta = calloc(wis.ntasks, sizeof *delta);
+	if (!wis_out || !wis.tasks || !prev || !delta)
 		wis_die("out of memory for %u tasks", wis.ntasks);
 
 	size_t shared = ((size_t)wis.ntasks + 1) * WIS_SLOT;
@@ -830,25 +660,33 @@ int main(int argc, char **argv)
 		wis_pause_ms(1);
 	}
 
-	size_t len = wis_append(0, "{\"event\":\"start\",\"testcase\":\"%s\",\"mode\":\"%s\",\"tasks\":%u,"
-				"\"bind\":%s,\"cpus\":", testcase.name,
-				wis.mode == WIS_PROCESS ? "process" : "thread", wis.ntasks,
-				wis.bind ? "true" : "false");
+	struct pl_line line;
+	pl_line_start(&line, wis_out, wis_out_cap, "wis.tasks", wis.ntasks, "tasks");
+	pl_line_str(&line, "event", "start");
+	pl_line_str(&line, "testcase", testcase.name);
+	pl_line_str(&line, "mode", wis.mode == WIS_PROCESS ? "process" : "thread");
+	pl_line_int(&line, "tasks", wis.ntasks);
+	pl_line_bool(&line, "bind", wis.bind);
+	pl_line_key(&line, "cpus");
 	if (wis.bind) {
 		for (unsigned k = 0; k < wis.ntasks; k++)
-			len = wis_append(len, "%c%d", k ? ',' : '[', wis.tasks[k].cpu);
-		len = wis_append(len, "]");
+			pl_put(&line, "%s%d", k ? ", " : "[", wis.tasks[k].cpu);
+		pl_put(&line, "]");
 	} else {
-		len = wis_append(len, "null");
+		pl_put(&line, "null");
 	}
-	len = wis_append(len, ",\"thp\":\"%s\",\"aslr\":%s,\"allowed_cpus\":", wis_thp_names[wis.thp],
-			 wis_aslr() ? "true" : "false");
+	pl_line_str(&line, "thp", wis_thp_names[wis.thp]);
+	pl_line_bool(&line, "aslr", wis_aslr());
+	pl_line_key(&line, "allowed_cpus");
 	for (int k = 0; k < wis.ncpus; k++)
-		len = wis_append(len, "%c%d", k ? ',' : '[', wis.cpus[k]);
-	len = wis_append(len, "],\"thp_system\":\"%s\",\"partners\":%u,\"duration_s\":%g,\"warmup_s\":%g,"
-			 "\"interval_s\":%g}\n", thp_system, ntotal - wis.ntasks, wis.duration, wis.warmup,
-			 wis.interval);
-	wis_emit(len);
+		pl_put(&line, "%s%d", k ? ", " : "[", wis.cpus[k]);
+	pl_put(&line, "]");
+	pl_line_str(&line, "thp_system", thp_system);
+	pl_line_int(&line, "partners", ntotal - wis.ntasks);
+	pl_line_num(&line, "duration_s", wis.duration);
+	pl_line_num(&line, "warmup_s", wis.warmup);
+	pl_line_num(&line, "interval_s", wis.interval);
+	pl_line_end(&line);
 
 	/* interval boundaries are fixed offsets from the start, so they do not drift */
 	int64_t warm_ns = (int64_t)(wis.warmup * 1e9 + 0.5);
@@ -858,7 +696,7 @@ int main(int argc, char **argv)
 		dur_ns = 1;
 	long nwarm = (long)((warm_ns + step_ns - 1) / step_ns);
 	long nmeas = (long)((dur_ns + step_ns - 1) / step_ns);
-	int64_t t0 = wis_now_ns(), last = t0;
+	int64_t t0 = pl_now_ns(), last = t0;
 	close(wis.gate[1]);
 	wis.gate[1] = -1;
 	for (long k = 1; k <= nwarm + nmeas; k++) {
@@ -867,25 +705,34 @@ int main(int argc, char **argv)
 				      : warm_ns + ((k - nwarm) * step_ns < dur_ns ? (k - nwarm) * step_ns : dur_ns);
 		if (wis_sleep_until(t0 + offset))
 			wis_exit_on_signal();
-		int64_t now = wis_now_ns();
-		len = wis_append(0, "{\"event\":\"interval\",\"warmup\":%s,\"elapsed\":%.6f,\"ops\":",
-				 warm ? "true" : "false", (double)(now - last) / 1e9);
+		int64_t now = pl_now_ns();
+		unsigned long long sum = 0;
 		for (unsigned n = 0; n < wis.ntasks; n++) {
 			unsigned long long v = __atomic_load_n(
 				(unsigned long long *)(wis.slots + (size_t)n * WIS_SLOT), __ATOMIC_RELAXED);
-			len = wis_append(len, "%c%llu", n ? ',' : '[', v - prev[n]);
+			delta[n] = v - prev[n];
+			sum += delta[n];
 			prev[n] = v;
 		}
-		len = wis_append(len, "]}\n");
+		pl_line_start(&line, wis_out, wis_out_cap, "wis.ops", (double)sum, "ops");
+		pl_line_str(&line, "event", "interval");
+		pl_line_bool(&line, "warmup", warm);
+		/* whole microseconds, the resolution the interval was always reported in */
+		pl_line_num(&line, "elapsed", (double)((now - last + 500) / 1000) / 1e6);
+		pl_line_key(&line, "ops");
+		for (unsigned n = 0; n < wis.ntasks; n++)
+			pl_put(&line, "%s%llu", n ? ", " : "[", delta[n]);
+		pl_put(&line, "]");
 		last = now;
 		wis_check_tasks();
-		wis_emit(len);
+		pl_line_end(&line);
 	}
 
 	wis_shutdown_tasks();
 	wis_remove_files();
-	len = wis_append(0, "{\"event\":\"end\"}\n");
-	wis_emit(len);
+	pl_line_start(&line, wis_out, wis_out_cap, "wis.intervals", (double)(nwarm + nmeas), "intervals");
+	pl_line_str(&line, "event", "end");
+	pl_line_end(&line);
 	_exit(0);
 }
 
