@@ -28,11 +28,11 @@ from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.monitors import monitor_of
 from perflab.analysis.selection import USABLE_STATUSES, params_key
 from perflab.stats import changepoints
+from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
 from perflab.store import Store
 from perflab.core.text import printable
 
 BY_COMMIT, BY_TIME = "commit", "time"
-REGRESSION, IMPROVEMENT, CHANGE = "regression", "improvement", "change"
 
 
 @dataclass

@@ -41,9 +41,8 @@ from scipy import special   # stdtr/stdtrit: scipy.stats would cost 0.7 s more t
 
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 from perflab.stats.descriptive import Summary, summarize_rows as _summaries
+from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE, REGRESSION  # noqa: F401 (re-exported)
 
-REGRESSION, IMPROVEMENT, NO_CHANGE, CHANGED, INSUFFICIENT = (
-    "regression", "improvement", "no change", "changed", "insufficient samples")
 # FDR families: a comparison's own metrics (primary, secondary) and its monitors' counters
 # (perflab.analysis.comparison decides which metric is in which).
 PRIMARY, SECONDARY, MONITOR = "primary", "secondary", "monitor"

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from perflab.core.model import INFORMATIONAL
-from perflab.stats.compare import INSUFFICIENT, MIN_SAMPLES, compare_many
+from perflab.stats.compare import MIN_SAMPLES, compare_many
+from perflab.stats.verdicts import CHANGED, INSUFFICIENT, NO_CHANGE  # noqa: F401 (CHANGED re-exported)
 
 KINDS = ("children", "self")
-CHANGED, NO_CHANGE = "changed", "no change"
 MIN_POINTS = 0.1   # a share must move by at least this many percentage points to be called
 MIN_SHARE = 1.0    # symbols compared: children% mean over both sides' repetitions from this
 
