@@ -83,7 +83,7 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
           alpha: float = 0.05, threshold: float = 0.01) -> RegressionReport:
     result = compare(store, [base, head], alpha=alpha, threshold=threshold, benchmark=benchmark,
                      metrics=metrics, monitors="changed")
-    regressions = sorted((r for r in result.verdicts(0, REGRESSION) if r.family == PRIMARY),
+    regressions = sorted((r for r in result.verdicts(0, REGRESSION) if r.fdr_group == PRIMARY),
                          key=lambda r: abs(r.heads[0].pct_change), reverse=True)
     if not regressions:
         raise PerflabError(f"no significant regression of {head} against {base} "

@@ -28,11 +28,11 @@ from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.monitors import monitor_of
 from perflab.analysis.selection import USABLE_STATUSES, params_key
 from perflab.stats import changepoints
+from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
 from perflab.store import Store
 from perflab.core.text import printable
 
 BY_COMMIT, BY_TIME = "commit", "time"
-REGRESSION, IMPROVEMENT, CHANGE = "regression", "improvement", "change"
 
 
 @dataclass
@@ -157,18 +157,30 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     if branch and not repo:
         raise UsageProblem("--branch needs --repo: the branch is read from that repository")
     history = History([], BY_COMMIT if repo else BY_TIME, repo=repo)
-    position: dict[str, Commit] = {}
     if repo:
         history.branch, commits = first_parent(repo, branch)
-        position = {c.sha: c for c in commits}
-        history.commits = position
+        history.commits = {c.sha: c for c in commits}
     runs = [r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since) if r.status in USABLE_STATUSES]
+    slot, full_sha = _slots(runs, history)
+    run_of = {r.id: r for r in runs if r.id in slot}
+    keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
+    runs_of_series, meta = _run_means(store, run_of, keys, slot, metrics)
+    placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
+    for key in sorted(runs_of_series):
+        unit, direction = meta[key]
+        history.series.append(Series(*key, unit=unit, direction=direction, points=_points(runs_of_series[key], placed)))
+    history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
+    return history
 
-    # Where each run goes: its point key (commit position, or the run itself).
+
+def _slots(runs, history: History) -> tuple[dict[int, tuple], dict[int, str]]:
+    """Where each run goes: its point key (commit position, or the run itself), and the full
+    sha of its commit; runs without a place in the commit order go to history.skipped."""
     slot: dict[int, tuple] = {}
     full_sha: dict[int, str] = {}
+    position = history.commits
     for r in runs:
-        if not repo:
+        if not history.repo:
             slot[r.id] = (r.started, r.id)
             continue
         if not r.commit:
@@ -182,58 +194,63 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
             else:
                 slot[r.id] = (commit.position,)
                 full_sha[r.id] = commit.sha   # an abbreviated id (an import) made whole
-    run_of = {r.id: r for r in runs if r.id in slot}
-    keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
+    return slot, full_sha
 
-    # One pass over the rows, which come ordered by run and metric: each (run, metric)
-    # group is a slice of the columns, its mean an exact sum. dict(zip(pairs, range(n)))
-    # finds each group's last row in C, in the order of the groups. Per series,
-    # (slot, run id, values, mean) in run-id order, sorted once at the end.
+
+def _run_means(store: Store, run_of: dict, keys: dict[int, tuple], slot: dict[int, tuple],
+               metrics) -> tuple[dict[tuple, list[tuple]], dict[tuple, tuple[str, int]]]:
+    """Per series key, (slot, run id, values, mean) of each run, and the series' (unit, direction).
+
+    One pass over the rows, which come ordered by run and metric: each (run, metric)
+    group is a slice of the columns, its mean an exact sum. dict(zip(pairs, range(n)))
+    finds each group's last row in C, in the order of the groups. Per series, the runs
+    are in run-id order (_points sorts them once).
+    """
     rows = store.samples(sorted(run_of))
     runs_of_series: dict[tuple, list[tuple]] = defaultdict(list)
     meta: dict[tuple, tuple[str, int]] = {}
     wanted: dict[str, bool] = {}
-    if rows:
+    if not rows:
+        return runs_of_series, meta
+    rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
+    pairs = list(zip(rid_col, metric_col))
+    last_row = dict(zip(pairs, range(len(pairs))))
+    if sum(map(ne, pairs, pairs[1:])) + 1 != len(last_row):
+        # a (run, metric) in two places: the store's order is not the one relied on
+        rows = sorted(rows, key=itemgetter(0, 1))
         rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
-        pairs = list(zip(rid_col, metric_col))
-        last_row = dict(zip(pairs, range(len(pairs))))
-        if sum(map(ne, pairs, pairs[1:])) + 1 != len(last_row):
-            # a (run, metric) in two places: the store's order is not the one relied on
-            rows = sorted(rows, key=itemgetter(0, 1))
-            rid_col, metric_col, value_col, unit_col, direction_col = list(zip(*rows))[:5]
-            last_row = dict(zip(zip(rid_col, metric_col), range(len(rows))))
-        start = 0
-        for (rid, metric), last in last_row.items():
-            first, start = start, last + 1
-            ok = wanted.get(metric)
-            if ok is None:
-                ok = wanted[metric] = _wanted(metric, metrics)
-            if not ok:
-                continue
-            key = (*keys[rid], metric)
-            if key not in meta:
-                meta[key] = (unit_col[first], direction_col[first])
-            found = _finite_mean(value_col[first:start])
-            if found is not None:
-                runs_of_series[key].append((slot[rid], rid, *found))
+        last_row = dict(zip(zip(rid_col, metric_col), range(len(rows))))
+    start = 0
+    for (rid, metric), last in last_row.items():
+        first, start = start, last + 1
+        ok = wanted.get(metric)
+        if ok is None:
+            ok = wanted[metric] = _wanted(metric, metrics)
+        if not ok:
+            continue
+        key = (*keys[rid], metric)
+        if key not in meta:
+            meta[key] = (unit_col[first], direction_col[first])
+        found = _finite_mean(value_col[first:start])
+        if found is not None:
+            runs_of_series[key].append((slot[rid], rid, *found))
+    return runs_of_series, meta
 
-    placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
-    for key in sorted(runs_of_series):
-        unit, direction = meta[key]
-        ordered: list[Point] = []
-        last_slot = point = None
-        for where, rid, values, mean in sorted(runs_of_series[key], key=itemgetter(0, 1)):
-            if where == last_slot:   # another run of the same commit: one point
-                point.run_ids.append(rid)
-                point.samples.extend(values)
-                point.run_means.append(mean)
-            else:
-                point = Point([rid], *placed[rid], list(values), [mean])
-                ordered.append(point)
-                last_slot = where
-        history.series.append(Series(*key, unit=unit, direction=direction, points=ordered))
-    history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
-    return history
+
+def _points(run_means: list[tuple], placed: dict[int, tuple]) -> list[Point]:
+    """A series' points in order: the runs of one slot (one commit) pooled into one point."""
+    ordered: list[Point] = []
+    last_slot = point = None
+    for where, rid, values, mean in sorted(run_means, key=itemgetter(0, 1)):
+        if where == last_slot:   # another run of the same commit: one point
+            point.run_ids.append(rid)
+            point.samples.extend(values)
+            point.run_means.append(mean)
+        else:
+            point = Point([rid], *placed[rid], list(values), [mean])
+            ordered.append(point)
+            last_slot = where
+    return ordered
 
 
 def _finite_mean(values: tuple[float, ...]) -> tuple[tuple[float, ...], float] | None:

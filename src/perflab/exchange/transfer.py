@@ -171,7 +171,7 @@ def check_samples(samples, where: str) -> list[tuple]:
     and perflab's own figures of a command within what they can be (a wall time
     above 0, CPU times, sizes not below 0, an integer exit status). Other
     metrics keep their sign: some are differences of two measurements."""
-    from perflab.exchange.importers.base import METRIC_RULES
+    from perflab.exchange.rules import METRIC_RULES
 
     if not isinstance(samples, list):
         raise PerflabError(f"{where}: samples must be a list")
@@ -280,14 +280,3 @@ def read_text(path: str | Path, text: str, doc=None) -> list[dict]:
         return _read_csv(p, text)
     raise PerflabError(f"{path}: neither a perflab JSON export nor a perflab CSV export")
 
-
-def read_file(path: str) -> list[dict]:
-    """The runs of a perflab export file; other tools' files: perflab.exchange.importers.read."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise PerflabError(f"{path}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise PerflabError(f"{path}: not a text file") from None
-    return read_text(p, text)

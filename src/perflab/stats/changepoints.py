@@ -147,10 +147,6 @@ def robust_sigma(x: np.ndarray) -> float:
     return float(1.4826 * _median(np.abs(d - _median(d))) / math.sqrt(2))
 
 
-def _mad(d: np.ndarray) -> float:
-    return _median(np.abs(d - _median(d)))
-
-
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
     """Median of the window [i - half, i + half] around each point. Past the ends the
     window is padded with the median of the first (last) 2*half+1 points: a level

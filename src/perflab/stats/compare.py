@@ -8,13 +8,14 @@ Choices (docs/statistics.md has the reasoning and the measured error rates):
 - Directional: a regression and an improvement are separate one-sided
   questions, each at level alpha, as a performance engineer asks them ("did it
   get slower?"). Each direction's p-values are adjusted over all metrics of
-  the family by Benjamini-Hochberg, so the false-discovery rate of
-  regression calls is at most alpha. One call of compare_many is one family;
-  the caller decides which metrics form it (primary and secondary metrics are
-  separate families: perflab.analysis.comparison).
+  the FDR group (the metrics whose false-discovery rate is controlled together)
+  by Benjamini-Hochberg, so the false-discovery rate of regression calls is at
+  most alpha. One call of compare_many is one FDR group; the caller decides
+  which metrics form it (primary and secondary metrics are separate groups:
+  perflab.analysis.comparison).
 - Two intervals per metric, each end a one-sided bound: `ci` at (1 - alpha),
   unadjusted; `ci_adjusted` at the Benjamini-Yekutieli FCR level
-  (1 - alpha * R / m, R the calls of the metric's family, m its size), so that
+  (1 - alpha * R / m, R the calls of the metric's FDR group, m its size), so that
   it excludes zero exactly when the adjusted p-value is below alpha: the
   interval shown beside a verdict never contradicts it.
 - Nothing smaller than `threshold` (relative change) is called.
@@ -41,10 +42,9 @@ from scipy import special   # stdtr/stdtrit: scipy.stats would cost 0.7 s more t
 
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 from perflab.stats.descriptive import Summary, summarize_rows as _summaries
+from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE, REGRESSION  # noqa: F401 (re-exported)
 
-REGRESSION, IMPROVEMENT, NO_CHANGE, CHANGED, INSUFFICIENT = (
-    "regression", "improvement", "no change", "changed", "insufficient samples")
-# FDR families: a comparison's own metrics (primary, secondary) and its monitors' counters
+# FDR groups: a comparison's own metrics (primary, secondary) and its monitors' counters
 # (perflab.analysis.comparison decides which metric is in which).
 PRIMARY, SECONDARY, MONITOR = "primary", "secondary", "monitor"
 MIN_SAMPLES = 2       # per side, for a variance and so a test
@@ -76,17 +76,26 @@ class Comparison:
     pct_change: float            # head.center / base.center - 1 (a fraction)
     ci: tuple[float, float] | None   # bounds of the relative change (fractions), each end one-sided 1 - alpha
     p_value: float               # one-sided, in the direction of the observed change
-    p_adjusted: float            # Benjamini-Hochberg over the metric's family
+    p_adjusted: float            # Benjamini-Hochberg over the metric's FDR group
     verdict: str
     test: str                    # "welch-log", "welch" or "none"
     warnings: list[Caveat] = field(default_factory=list)
     median_change: float = math.nan  # head.median / base.median - 1
-    # The interval at the family's FCR-adjusted level: excludes zero iff p_adjusted < alpha.
+    # The interval at the FDR group's FCR-adjusted level: excludes zero iff p_adjusted < alpha.
     ci_adjusted: tuple[float, float] | None = None
     ci_level: float = math.nan   # two-sided confidence of ci_adjusted
-    family: str = PRIMARY        # which FDR family the metric was tested in
-    family_size: int = 0         # p-values in the Benjamini-Hochberg adjustment that included this one
+    fdr_group: str = PRIMARY     # which FDR group the metric was tested in
+    fdr_group_size: int = 0      # p-values in the Benjamini-Hochberg adjustment that included this one
     detectable: float = math.inf  # smallest relative change these samples detect with 90% power (at alpha)
+
+    # The former names, still read by the renderers and in exports ("family", "family_size").
+    @property
+    def family(self) -> str:
+        return self.fdr_group
+
+    @property
+    def family_size(self) -> int:
+        return self.fdr_group_size
 
 
 def _welch(a: np.ndarray, b: np.ndarray):
@@ -133,17 +142,41 @@ def _adjusted_tail(adjusted: np.ndarray, alpha: float) -> float:
     return alpha * max(int((adjusted[tested] < alpha).sum()), 1) / m
 
 
-def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, family: str = PRIMARY) -> list[Comparison]:
-    """Compare each (base_values, head_values, direction) pair; one FDR family."""
-    m = len(pairs)
+def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group: str = PRIMARY, *,
+                 family: str | None = None) -> list[Comparison]:
+    """Compare each (base_values, head_values, direction) pair; the pairs form one FDR group.
+
+    `family` is the former name of `fdr_group`, still accepted."""
+    if family is not None:
+        fdr_group = family
     arrays = [(np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel(), int(d)) for a, b, d in pairs]
-    base_s: list = [None] * m
-    head_s: list = [None] * m
-    test = ["none"] * m
-    p_up = np.full(m, np.nan)
-    p_down = np.full(m, np.nan)
-    diff, se, df, scale = (np.full(m, np.nan) for _ in range(4))
-    logged = np.zeros(m, dtype=bool)
+    t = _welch_all(arrays)
+    directions = np.array([d for _a, _b, d in arrays]) if arrays else np.zeros(0, int)
+    adj = _adjust(t, directions, alpha)
+    return [_judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
+
+
+@dataclass
+class _Welch:
+    """Every pair's summaries and Welch statistics (NaN where a side has too few samples)."""
+
+    base: list
+    head: list
+    test: list[str]              # "welch-log", "welch" or "none"
+    p_up: np.ndarray
+    p_down: np.ndarray
+    diff: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    scale: np.ndarray
+    logged: np.ndarray
+
+
+def _welch_all(arrays) -> _Welch:
+    """Summaries and Welch statistics of every pair, computed per bucket of equal sample counts."""
+    m = len(arrays)
+    t = _Welch([None] * m, [None] * m, ["none"] * m, np.full(m, np.nan), np.full(m, np.nan),
+               *(np.full(m, np.nan) for _ in range(4)), np.zeros(m, dtype=bool))
     buckets: dict[tuple, list[int]] = defaultdict(list)
     for i, (a, b, _d) in enumerate(arrays):
         positive = bool(a.size and b.size and (a > 0).all() and (b > 0).all())
@@ -154,79 +187,106 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, family: st
         b = np.array([arrays[i][1] for i in idx]).reshape(len(idx), nb)
         dirs = np.array([arrays[i][2] for i in idx])
         for j, s in zip(idx, _summaries(a, dirs)):
-            base_s[j] = s
+            t.base[j] = s
         for j, s in zip(idx, _summaries(b, dirs)):
-            head_s[j] = s
+            t.head[j] = s
         if na < MIN_SAMPLES or nb < MIN_SAMPLES:
             continue
         la, lb = (np.log(a), np.log(b)) if positive else (a, b)
         ma, d_, s_, f_, up, down = _welch(la, lb)
         ix = np.array(idx)
-        p_up[ix], p_down[ix], diff[ix], se[ix], df[ix] = up, down, d_, s_, f_
-        scale[ix] = np.abs(ma)
-        logged[ix] = positive
+        t.p_up[ix], t.p_down[ix], t.diff[ix], t.se[ix], t.df[ix] = up, down, d_, s_, f_
+        t.scale[ix] = np.abs(ma)
+        t.logged[ix] = positive
         for j in idx:
-            test[j] = "welch-log" if positive else "welch"
+            t.test[j] = "welch-log" if positive else "welch"
+    return t
 
+
+@dataclass
+class _Adjusted:
+    """The p-values of the FDR group by question, adjusted, and the intervals at their levels."""
+
+    p_reg: np.ndarray
+    p_imp: np.ndarray
+    p_inf: np.ndarray
+    adj_reg: np.ndarray
+    adj_imp: np.ndarray
+    adj_inf: np.ndarray
+    size_dir: int
+    size_inf: int
+    worse: np.ndarray            # the observed change goes the harmful way
+    tail: np.ndarray             # one-sided level of ci_adjusted's ends
+    lo: np.ndarray
+    hi: np.ndarray
+    lo_adj: np.ndarray
+    hi_adj: np.ndarray
+    detectable: np.ndarray
+
+
+def _adjust(t: _Welch, directions: np.ndarray, alpha: float) -> _Adjusted:
+    """Benjamini-Hochberg per question over the FDR group, and each metric's intervals."""
+    m = directions.size
     # Which one-sided question is a regression depends on the metric's direction.
-    directions = np.array([d for _a, _b, d in arrays]) if m else np.zeros(0, int)
-    p_reg = np.where(directions == LOWER_IS_BETTER, p_up, np.where(directions == HIGHER_IS_BETTER, p_down, np.nan))
-    p_imp = np.where(directions == LOWER_IS_BETTER, p_down, np.where(directions == HIGHER_IS_BETTER, p_up, np.nan))
-    # Informational metrics: two-sided, in a family of their own.
-    p_inf = np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * np.fmin(p_up, p_down)), np.nan)
+    p_reg = np.where(directions == LOWER_IS_BETTER, t.p_up, np.where(directions == HIGHER_IS_BETTER, t.p_down, np.nan))
+    p_imp = np.where(directions == LOWER_IS_BETTER, t.p_down, np.where(directions == HIGHER_IS_BETTER, t.p_up, np.nan))
+    # Informational metrics: two-sided, adjusted among themselves.
+    p_inf = np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * np.fmin(t.p_up, t.p_down)), np.nan)
     adj_reg, adj_imp, adj_inf = (_bh(p) for p in (p_reg, p_imp, p_inf))
     size_dir, size_inf = int((~np.isnan(p_reg)).sum()), int((~np.isnan(p_inf)).sum())
 
     # Intervals: unadjusted (each end at 1 - alpha), and at the level of the
-    # family the observed change is tested in (two-sided for informational).
-    went_up = p_up <= p_down
+    # question the observed change is tested in (two-sided for informational).
+    went_up = t.p_up <= t.p_down
     worse = went_up == (directions == LOWER_IS_BETTER)
     tail = np.where(directions == INFORMATIONAL, _adjusted_tail(adj_inf, alpha) / 2,
                     np.where(worse, _adjusted_tail(adj_reg, alpha), _adjusted_tail(adj_imp, alpha)))
-    lo, hi = _interval(diff, se, df, scale, logged, np.full(m, alpha))
-    lo_adj, hi_adj = _interval(diff, se, df, scale, logged, tail)
-    detectable = _detectable(se, df, scale, logged, alpha)
+    lo, hi = _interval(t.diff, t.se, t.df, t.scale, t.logged, np.full(m, alpha))
+    lo_adj, hi_adj = _interval(t.diff, t.se, t.df, t.scale, t.logged, tail)
+    detectable = _detectable(t.se, t.df, t.scale, t.logged, alpha)
+    return _Adjusted(p_reg, p_imp, p_inf, adj_reg, adj_imp, adj_inf, size_dir, size_inf, worse, tail,
+                     lo, hi, lo_adj, hi_adj, detectable)
 
-    out = []
-    for i in range(m):
-        b0, h0, d = base_s[i], head_s[i], arrays[i][2]
-        pct = h0.center / b0.center - 1 if b0.n and h0.n and b0.center != 0 else math.nan
-        med = h0.median / b0.median - 1 if b0.n and h0.n and b0.median != 0 else math.nan
-        warnings = []
-        if test[i] == "none":
-            out.append(Comparison(b0, h0, pct, None, math.nan, math.nan, INSUFFICIENT, "none",
-                                  [Caveat(TOO_FEW, f"too few samples to tell: a test needs at least {MIN_SAMPLES} "
-                                                   f"samples per side (n={b0.n} vs {h0.n})")],
-                                  median_change=med, family=family))
-            continue
-        if min(b0.n, h0.n) < FEW_SAMPLES:
-            warnings.append(Caveat(FEW, f"few samples (n={b0.n} vs {h0.n}): only large changes can be detected"))
-        worst_cov = max(abs(b0.cov), abs(h0.cov)) if not (math.isnan(b0.cov) or math.isnan(h0.cov)) else math.nan
-        if worst_cov > NOISY_COV:
-            warnings.append(Caveat(NOISY, f"noisy: CoV {worst_cov * 100:.1f}%"))
-        if test[i] == "welch":
-            warnings.append(Caveat(RAW_VALUES, "values not all positive: tested on raw values, not logs"))
-        if d == INFORMATIONAL:
-            p, padj, size = p_inf[i], adj_inf[i], size_inf
-            big_enough = not math.isnan(pct) and abs(pct) >= threshold
-            verdict = CHANGED if padj < alpha and big_enough else NO_CHANGE
-        else:
-            p, padj, size = (p_reg[i], adj_reg[i], size_dir) if worse[i] else (p_imp[i], adj_imp[i], size_dir)
-            big_enough = not math.isnan(pct) and abs(pct) >= threshold
-            called = padj < alpha and big_enough
-            verdict = (REGRESSION if worse[i] else IMPROVEMENT) if called else NO_CHANGE
-        if padj < alpha and not big_enough:
-            warnings.append(Caveat(BELOW_EFFECT, f"significant, but the change is below the {threshold * 100:g}% "
-                                                 "minimum effect: not called"))
-        seen = float(detectable[i])
-        if verdict == NO_CHANGE and not seen <= BLIND_ABOVE and family != MONITOR:
-            shown = f"{seen * 100:.1f}%" if math.isfinite(seen) else "no finite change"
-            warnings.append(Caveat(BLIND, f"could not have seen a {BLIND_ABOVE * 100:g}% change: these samples "
-                                          f"detect {shown} with {POWER * 100:g}% power"))
-        out.append(Comparison(b0, h0, pct, (float(lo[i]), float(hi[i])), float(p), float(padj), verdict, test[i],
-                              warnings, median_change=med, ci_adjusted=(float(lo_adj[i]), float(hi_adj[i])),
-                              ci_level=float(1 - 2 * tail[i]), family=family, family_size=size, detectable=seen))
-    return out
+
+def _judge(i: int, t: _Welch, adj: _Adjusted, d: int, alpha: float, threshold: float, fdr_group: str) -> Comparison:
+    """Metric i's verdict and caveats."""
+    b0, h0 = t.base[i], t.head[i]
+    pct = h0.center / b0.center - 1 if b0.n and h0.n and b0.center != 0 else math.nan
+    med = h0.median / b0.median - 1 if b0.n and h0.n and b0.median != 0 else math.nan
+    if t.test[i] == "none":
+        return Comparison(b0, h0, pct, None, math.nan, math.nan, INSUFFICIENT, "none",
+                          [Caveat(TOO_FEW, f"too few samples to tell: a test needs at least {MIN_SAMPLES} "
+                                           f"samples per side (n={b0.n} vs {h0.n})")],
+                          median_change=med, fdr_group=fdr_group)
+    warnings = []
+    if min(b0.n, h0.n) < FEW_SAMPLES:
+        warnings.append(Caveat(FEW, f"few samples (n={b0.n} vs {h0.n}): only large changes can be detected"))
+    worst_cov = max(abs(b0.cov), abs(h0.cov)) if not (math.isnan(b0.cov) or math.isnan(h0.cov)) else math.nan
+    if worst_cov > NOISY_COV:
+        warnings.append(Caveat(NOISY, f"noisy: CoV {worst_cov * 100:.1f}%"))
+    if t.test[i] == "welch":
+        warnings.append(Caveat(RAW_VALUES, "values not all positive: tested on raw values, not logs"))
+    worse = adj.worse[i]
+    if d == INFORMATIONAL:
+        p, padj, size = adj.p_inf[i], adj.adj_inf[i], adj.size_inf
+        big_enough = not math.isnan(pct) and abs(pct) >= threshold
+        verdict = CHANGED if padj < alpha and big_enough else NO_CHANGE
+    else:
+        p, padj, size = (adj.p_reg[i], adj.adj_reg[i], adj.size_dir) if worse else (adj.p_imp[i], adj.adj_imp[i], adj.size_dir)
+        big_enough = not math.isnan(pct) and abs(pct) >= threshold
+        called = padj < alpha and big_enough
+        verdict = (REGRESSION if worse else IMPROVEMENT) if called else NO_CHANGE
+    if padj < alpha and not big_enough:
+        warnings.append(Caveat(BELOW_EFFECT, f"significant, but the change is below the {threshold * 100:g}% "
+                                             "minimum effect: not called"))
+    seen = float(adj.detectable[i])
+    if verdict == NO_CHANGE and not seen <= BLIND_ABOVE and fdr_group != MONITOR:
+        shown = f"{seen * 100:.1f}%" if math.isfinite(seen) else "no finite change"
+        warnings.append(Caveat(BLIND, f"could not have seen a {BLIND_ABOVE * 100:g}% change: these samples "
+                                      f"detect {shown} with {POWER * 100:g}% power"))
+    return Comparison(b0, h0, pct, (float(adj.lo[i]), float(adj.hi[i])), float(p), float(padj), verdict, t.test[i],
+                      warnings, median_change=med, ci_adjusted=(float(adj.lo_adj[i]), float(adj.hi_adj[i])),
+                      ci_level=float(1 - 2 * adj.tail[i]), fdr_group=fdr_group, fdr_group_size=size, detectable=seen)
 
 
 def _detectable(se, df, scale, logged, alpha: float) -> np.ndarray:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from perflab.core.model import INFORMATIONAL
-from perflab.stats.compare import INSUFFICIENT, MIN_SAMPLES, compare_many
+from perflab.stats.compare import MIN_SAMPLES, compare_many
+from perflab.stats.verdicts import CHANGED, INSUFFICIENT, NO_CHANGE  # noqa: F401 (CHANGED re-exported)
 
 KINDS = ("children", "self")
-CHANGED, NO_CHANGE = "changed", "no change"
 MIN_POINTS = 0.1   # a share must move by at least this many percentage points to be called
 MIN_SHARE = 1.0    # symbols compared: children% mean over both sides' repetitions from this
 
@@ -64,7 +64,7 @@ class ProfileComparison:
     base_repetitions: int
     head_repetitions: int
     symbols: list[SymbolChange]   # largest change first
-    tested: int                   # shares in the FDR family
+    tested: int                   # shares in the FDR group
     alpha: float
     min_share: float = MIN_SHARE
     below_floor: int = 0          # symbols left out: children% mean under min_share
@@ -78,7 +78,7 @@ def compare_profiles(base: list[dict[tuple[str, str], float]], head: list[dict[t
     Only symbols whose children% averages at least `min_share` over all
     repetitions of both sides are compared (a filter on the level, not on the
     change, so the tests stay valid): a system-wide profile holds hundreds of
-    symbols near 0%, and each would widen the FDR family without being news.
+    symbols near 0%, and each would widen the FDR group without being news.
     """
     everything = {sym for side in (base, head) for rep in side for _, sym in rep}
     reps = [*base, *head]

@@ -11,68 +11,22 @@ store's ImportWriter): one checker and one writer serve every format.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import uuid as uuidlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER, WALL
 from perflab.core.errors import PerflabError
+# The rules live beside transfer, which checks exports by them too; importers take them from here.
+from perflab.exchange.rules import (COUNT, CPU_TIME, DURATION, EXIT_STATUS, FINITE, METRIC_RULES,  # noqa: F401
+                                    RATE, SIZE, Rule)
+from perflab.exchange.rules import FLOAT_MAX as _FLOAT_MAX
 
 # uuid5 namespace of imported runs: the same file imported twice with the same
 # --tag and --box gives the same uuids, so the second import adds nothing.
 NAMESPACE = uuidlib.UUID("6f0c2a8e-4d59-5b7e-9a51-0e1f2d3c4b5a")
 DEFAULT_BOX = "imported"
 
-
-# -- what a measured value can be -------------------------------------------
-# A rule names what a value is and the range it must lie in; every rule also
-# refuses NaN and infinities. Elapsed (wall-clock) times are durations: a
-# timer that read 0 or less was broken. CPU times can be 0 (rusage counts in
-# ticks or microseconds), sizes, counts and rates can be 0; none can be
-# negative. Other figures (user counters, differences such as LMbench's
-# handler-minus-baseline) keep their sign.
-
-@dataclass(frozen=True)
-class Rule:
-    what: str          # completes "-0.5 is not ..."
-    minimum: float     # the least value accepted
-    open_min: bool     # the minimum itself is refused
-    integral: bool = False
-
-    def accepts(self, value: float) -> bool:
-        # An int from JSON can exceed what a float (the store's column) holds.
-        if not -_FLOAT_MAX <= value <= _FLOAT_MAX:  # also false for NaN
-            return False
-        if self.integral and value != int(value):
-            return False
-        return value > self.minimum if self.open_min else value >= self.minimum
-
-    def why_not(self, value) -> str:
-        """The end of a message about a value this rule refuses."""
-        shown = repr(value)
-        if len(shown) > 40:
-            shown = shown[:37] + "..."
-        if not -_FLOAT_MAX <= value <= _FLOAT_MAX:
-            return f"{shown} is not a finite number"
-        return f"{shown} is not {self.what}"
-
-
-_FLOAT_MAX = 1.7976931348623157e308
-
-
-DURATION = Rule("a positive duration", 0.0, True)
-CPU_TIME = Rule("a CPU time (>= 0)", 0.0, False)
-SIZE = Rule("a size (>= 0)", 0.0, False)
-COUNT = Rule("a count (>= 0)", 0.0, False)
-RATE = Rule("a rate (>= 0)", 0.0, False)
-EXIT_STATUS = Rule("an exit status (an integer)", -math.inf, False, integral=True)
-FINITE = Rule("a finite number", -math.inf, False)
-
-# perflab's own figures of a command (perflab.benchmarks.cmd, and hyperfine's as
-# imported), checked by what they mean wherever they are read.
-METRIC_RULES = {WALL: DURATION, USER: CPU_TIME, SYS: CPU_TIME, MAXRSS: SIZE, EXIT: EXIT_STATUS}
 
 _NUMBER_TYPES = (int, float)  # exact types: a JSON true/false is a bool, never a number here
 

@@ -1,35 +1,22 @@
-"""Compare runs: operands -> matched groups -> statistics -> one result for the renderers.
+"""What a comparison produces: one row per matched metric, and the result the renderers format.
 
-Renderers (perflab.report) format a ComparisonResult; they compute nothing.
+The rows carry the statistics (perflab.stats.compare) of each head against the base and
+LKP's display rules for the monitors' metrics; perflab.analysis.comparison builds them.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from perflab.core import environment
-from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER
-from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import INFORMATIONAL
-from perflab.monitors import MONITORS, monitor_of
-from perflab.analysis.selection import Group, Selection, common_facts, groups_of, select
-from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
-                                   compare_many, geomean_ratio)
-from perflab.stats.descriptive import Summary, summarize_many
-from perflab.store import Store
-
-# What /usr/bin/time reports about a command beside its elapsed time: figures
-# of the process's resources, not of the work the benchmark measures. By
-# default they are secondary metrics (their own FDR family), so that they do
-# not dilute the power of the benchmark's own metrics. Every other metric of
-# every family (cmd's time.elapsed_time and --metric figures, each LMbench
-# figure) is primary. docs/statistics.md explains the choice.
-RESOURCE_FIGURES = frozenset({USER, SYS, MAXRSS, EXIT})
+from perflab.monitors import MONITORS
+from perflab.analysis.selection import Selection
+from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, Comparison
+from perflab.stats.descriptive import Summary
 
 # Which monitor metrics a comparison keeps and the text layouts show (`--monitors`):
 # "none" drops them before any statistics, "changed" shows the significant ones
@@ -43,31 +30,17 @@ PERF_PROFILE_SHARE = 5.0
 RATE_FLOOR = 1.0      # events per second
 COUNT_FLOOR = 100.0   # events in one repetition
 PERF_PROFILE = "perf-profile"
-# LKP calls a non-KPI stat changed only when it moved by 5% or more: the monitor family's
+# LKP calls a non-KPI stat changed only when it moved by 5% or more: the monitor FDR group's
 # minimum effect (never below --threshold).
 MONITOR_MIN_EFFECT = 0.05
 RATE, TOTAL = "rate", "total"
 _UNSET = object()
 
 
-def is_primary(metric: str, primary: list[str] | None = None, benchmark: str = "") -> bool:
-    """Whether a metric belongs to the primary FDR family (`--primary GLOB` or the default).
-
-    By default a family's `secondary_metrics` (its harness-side figures) are secondary;
-    for benchmarks that are not perflab families (imports), the /usr/bin/time resource figures.
-    """
-    if primary:
-        return any(fnmatch.fnmatchcase(metric, glob) for glob in primary)
-    from perflab import benchmarks
-
-    if benchmark in benchmarks.FAMILIES:
-        return metric not in (benchmarks.family(benchmark).secondary_metrics | RESOURCE_FIGURES)
-    return metric not in RESOURCE_FIGURES
-
-
 @dataclass(frozen=True)
-class Family:
-    """One FDR family of one head's comparison: how many metrics its adjustment covered."""
+class FdrGroup:
+    """One FDR group of one head's comparison (metrics whose false-discovery rate is
+    controlled together): how many metrics its adjustment covered."""
 
     name: str            # "primary", "secondary" or "monitor"
     tested: int          # directional metrics: one Benjamini-Hochberg adjustment per direction over these
@@ -91,13 +64,18 @@ class MetricRow:
     # the head has no samples of this group.
     heads: list[Comparison | None]
     head_values: list[list[float] | None]
-    family: str = PRIMARY  # the FDR family it is tested in: "primary", "secondary" or "monitor"
+    fdr_group: str = PRIMARY  # the FDR group it is tested in: "primary", "secondary" or "monitor"
     monitor: str | None = None  # the monitor that recorded it (perflab.monitors.monitor_of), None for the benchmark's own
     # An event counter of a monitor: RATE (per second) or TOTAL (in a repetition), with the
-    # other figure of the same counter when the comparison holds it (see _pair_counters).
+    # other figure of the same counter when the comparison holds it (see pair_counters).
     counter: str | None = None
     sibling: MetricRow | None = field(default=None, repr=False, compare=False)
     _noise: object = field(default=_UNSET, repr=False, compare=False)  # noise(), computed on first use
+
+    @property
+    def family(self) -> str:
+        """The former name of fdr_group, still read by the renderers and in exports."""
+        return self.fdr_group
 
     @property
     def in_points(self) -> bool:
@@ -166,9 +144,9 @@ class ComparisonResult:
     alpha: float
     threshold: float
     warnings: list[str] = field(default_factory=list)
-    # Per head: its FDR families (primary first), and benchstat's geomean row,
+    # Per head: its FDR groups (primary first), and benchstat's geomean row,
     # the geometric mean of the median ratios of the directional metrics of each unit.
-    families: list[list[Family]] = field(default_factory=list)
+    fdr_groups: list[list[FdrGroup]] = field(default_factory=list)
     median_geomeans: list[dict[str, float]] = field(default_factory=list)
     primary: list[str] | None = None  # the --primary globs, None for the default
     monitors: str = "changed"         # --monitors: which monitor rows the text layouts show
@@ -177,6 +155,11 @@ class ComparisonResult:
     # the head it is absent from when the operand is the base); the layouts count them per
     # monitor instead of listing hundreds of perf-profile symbols.
     one_sided_monitors: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+
+    @property
+    def families(self) -> list[list[FdrGroup]]:
+        """The former name of fdr_groups, still read by the renderers and in exports."""
+        return self.fdr_groups
 
     def verdicts(self, head: int = 0, verdict: str = "regression") -> list[MetricRow]:
         return [r for r in self.rows if r.heads[head] is not None and r.heads[head].verdict == verdict]
@@ -188,7 +171,7 @@ class ComparisonResult:
 
     @property
     def monitor_threshold(self) -> float:
-        """The monitor family's minimum effect: LKP's 5% for non-KPI stats, never below --threshold."""
+        """The monitor FDR group's minimum effect: LKP's 5% for non-KPI stats, never below --threshold."""
         return max(self.threshold, MONITOR_MIN_EFFECT)
 
     @property
@@ -281,7 +264,7 @@ def _display_order(row: MetricRow) -> tuple:
     return (kind, -row.change_size(), row.metric)
 
 
-def _pair_counters(rows: list[MetricRow]) -> None:
+def pair_counters(rows: list[MetricRow]) -> None:
     """Mark the monitors' event counters RATE or TOTAL, and pair the two figures of one counter.
 
     The monitors store a counter twice (perflab.monitors): /proc counters as the total
@@ -290,7 +273,7 @@ def _pair_counters(rows: list[MetricRow]) -> None:
     a unit ending in "/s"; a total is a metric whose rate is beside it (or that ends
     in .total). Levels and shares (%, KiB, pages, run-queue lengths) are neither.
     """
-    # Rows of one group share one params dict (compare's params_of): its id is the group.
+    # Rows of one group share one params dict (see comparison._rows): its id is the group.
     index = {(r.testbox, r.benchmark, id(r.params), r.metric): r for r in rows if r.monitor is not None and not r.in_points}
     for (box, bench, params, metric), row in index.items():
         if not row.unit.endswith("/s"):
@@ -303,180 +286,3 @@ def _pair_counters(rows: list[MetricRow]) -> None:
     for (_box, _bench, _params, metric), row in index.items():
         if row.counter is None and metric.endswith(".total"):
             row.counter = TOTAL
-
-
-def _describe(g: Group) -> str:
-    params = json.loads(g.params)
-    shown = ",".join(f"{k}={v}" for k, v in params.items())
-    return f"{g.benchmark}{'(' + shown + ')' if shown else ''} {g.metric}" + (f" on {g.testbox}" if g.testbox else "")
-
-
-def _pair_single_variants(base: dict, head: dict, label: str, notes: list[str]) -> dict:
-    """Pair groups whose parameters differ when each side ran one variant only.
-
-    `perflab compare a b` of two different commands (or the same benchmark with
-    other parameters) is a comparison of those two variants: where a (testbox,
-    benchmark) has exactly one parameter set on each side, the head's groups
-    are matched to the base's, and the report says so.
-    """
-    def variants(groups):
-        out = defaultdict(set)
-        for (box, bench, params, _metric) in groups:
-            out[(box, bench)].add(params)
-        return out
-
-    vb, vh = variants(base), variants(head)
-    remap = {}
-    for key, hp in vh.items():
-        bp = vb.get(key)
-        if bp and len(bp) == 1 and len(hp) == 1 and bp != hp:
-            remap[(key, next(iter(hp)))] = next(iter(bp))
-            notes.append(f"{label}: {key[1]} parameters {next(iter(hp))} paired with the base's {next(iter(bp))}")
-    if not remap:
-        return head
-    out = {}
-    for (box, bench, params, metric), g in head.items():
-        new_params = remap.get(((box, bench), params), params)
-        out[(box, bench, new_params, metric)] = g
-    return out
-
-
-def compare(
-    store: Store,
-    operands: list[str],
-    *,
-    alpha: float = 0.05,
-    threshold: float = 0.01,
-    cross_box: bool = False,
-    benchmark: str | None = None,
-    metrics: list[str] | None = None,
-    primary: list[str] | None = None,
-    monitors: str = "changed",
-    fail_on: list[str] | None = None,
-) -> ComparisonResult:
-    if len(operands) < 2:
-        raise PerflabError("compare needs a base and at least one head operand")
-    if monitors not in MONITOR_MODES:
-        raise UsageProblem(f"--monitors {monitors!r}: expected one of {', '.join(MONITOR_MODES)}")
-    all_runs = store.find_runs(benchmark=benchmark)
-    selections = [select(store, op, all_runs) for op in operands]
-    boxes = [sel.testboxes for sel in selections]
-    every_box = set().union(*boxes)
-    env_diff = None
-    if len(every_box) > 1:
-        if not cross_box:
-            detail = "; ".join(f"{sel.operand}: {', '.join(sorted(b))}" for sel, b in zip(selections, boxes))
-            raise PerflabError(f"operands come from different testboxes ({detail}); add --cross-box to compare them anyway")
-        env_diff = environment.diff(selections[0].runs[-1].environment, selections[1].runs[-1].environment)
-
-    side_groups = [groups_of(store, sel, cross_box=cross_box) for sel in selections]
-    if metrics:
-        side_groups = [{k: g for k, g in groups.items() if any(m in g.metric for m in metrics)} for groups in side_groups]
-    monitors_dropped = 0
-    if monitors == "none":
-        # Before any statistics: dropped monitor metrics do not even count in an FDR family.
-        dropped = {k for groups in side_groups for k, g in groups.items() if monitor_of(g.metric)}
-        monitors_dropped = len(dropped)
-        side_groups = [{k: g for k, g in groups.items() if k not in dropped} for groups in side_groups]
-    base_groups = side_groups[0]
-    pairing_notes: list[str] = []
-    for i in range(1, len(side_groups)):
-        side_groups[i] = _pair_single_variants(base_groups, side_groups[i], selections[i].label, pairing_notes)
-    one_sided: list[tuple[str, str]] = []
-    one_sided_monitors: list[tuple[str, str, str, str | None]] = []
-
-    def absent(label: str, g: Group, what: str, absent_from: str | None = None) -> None:
-        monitor = monitor_of(g.metric)
-        if monitor:
-            one_sided_monitors.append((label, monitor, what, absent_from))
-        else:
-            one_sided.append((label, what))
-
-    for sel, groups in zip(selections[1:], side_groups[1:]):
-        for key, g in groups.items():
-            if key not in base_groups:
-                absent(sel.label, g, _describe(g))
-    keys = sorted(base_groups)
-    for key in keys:
-        missing = [sel.label for sel, groups in zip(selections[1:], side_groups[1:]) if key not in groups]
-        for label in missing:
-            absent(selections[0].label, base_groups[key], _describe(base_groups[key]) + f" (absent from {label})", label)
-
-    names = sorted({g.metric for groups in side_groups for g in groups.values()})
-    if primary:
-        own = [n for n in names if not monitor_of(n)]
-        for glob in primary:
-            if not any(fnmatch.fnmatchcase(n, glob) for n in own):
-                shown = ", ".join(own[:8]) + (f", ... ({len(own)} in all)" if len(own) > 8 else "")
-                raise PerflabError(f"--primary {glob!r} matches no metric of this comparison (monitor metrics are "
-                                   f"their own family; metrics: {shown or 'none'})")
-    for glob in fail_on or ():
-        if not any(fnmatch.fnmatchcase(n, glob) for n in names):
-            shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
-            hint = " (monitor metrics were dropped: --monitors none)" if monitors_dropped else ""
-            raise UsageProblem(f"--fail-on {glob!r} matches no metric of this comparison{hint} (metrics: {shown or 'none'})")
-
-    def family(g: Group) -> str:
-        if monitor_of(g.metric):
-            return MONITOR
-        return PRIMARY if is_primary(g.metric, primary, g.benchmark) else SECONDARY
-
-    family_of = {k: family(base_groups[k]) for k in keys}
-
-    # Per head against the base: the primary metrics form one FDR family, the
-    # secondary ones another and the monitors' counters a third, so that
-    # neither secondary figures nor hundreds of counters dilute the power of
-    # the primary ones.
-    per_head: list[dict[tuple, Comparison]] = []
-    families: list[list[Family]] = []
-    for groups in side_groups[1:]:
-        results: dict[tuple, Comparison] = {}
-        head_families = []
-        for name in (PRIMARY, SECONDARY, MONITOR):
-            shared = [k for k in keys if k in groups and family_of[k] == name]
-            if not shared:
-                continue
-            compared = compare_many(
-                [(base_groups[k].values, groups[k].values, base_groups[k].direction) for k in shared],
-                alpha=alpha, threshold=max(threshold, MONITOR_MIN_EFFECT) if name == MONITOR else threshold,
-                family=name,
-            )
-            results.update(zip(shared, compared))
-            tested = [c for k, c in zip(shared, compared) if c.test != "none"]
-            informational = sum(base_groups[k].direction == INFORMATIONAL for k, c in zip(shared, compared) if c.test != "none")
-            head_families.append(Family(name, len(tested) - informational, informational, len(shared) - len(tested)))
-        per_head.append(results)
-        families.append(head_families)
-
-    rows = []
-    base_summaries = summarize_many([base_groups[k].values for k in keys], [base_groups[k].direction for k in keys])
-    params_of = {}
-    for key, base_summary in zip(keys, base_summaries):
-        g = base_groups[key]
-        params = params_of.get(g.params)
-        if params is None:
-            params = params_of[g.params] = json.loads(g.params)
-        rows.append(MetricRow(
-            testbox=g.testbox, benchmark=g.benchmark, params=params, metric=g.metric,
-            unit=g.unit, direction=g.direction, base=base_summary, base_values=list(g.values),
-            heads=[ph.get(key) for ph in per_head],
-            head_values=[list(groups[key].values) if key in groups else None for groups in side_groups[1:]],
-            family=family_of[key], monitor=monitor_of(g.metric),
-        ))
-    _pair_counters(rows)  # before any noise(): the floors of a counter look at its pair
-    median_geomeans = []
-    for i in range(len(per_head)):
-        by_unit: dict[str, list[Comparison]] = defaultdict(list)
-        for r in rows:
-            if r.direction != INFORMATIONAL and r.monitor is None and r.heads[i] is not None:
-                by_unit[r.unit].append(r.heads[i])
-        median_geomeans.append({unit: geomean_ratio(cs, of="median") for unit, cs in by_unit.items()})
-    warnings = list(pairing_notes)
-    if not any(h is not None for r in rows for h in r.heads):
-        warnings.append("no metric was measured on both sides")
-    return ComparisonResult(
-        labels=[sel.label for sel in selections], selections=selections, rows=rows, one_sided=one_sided,
-        common=common_facts(selections), env_diff=env_diff, alpha=alpha, threshold=threshold, warnings=warnings,
-        families=families, median_geomeans=median_geomeans, primary=list(primary) if primary else None,
-        monitors=monitors, monitors_dropped=monitors_dropped, one_sided_monitors=one_sided_monitors,
-    )
