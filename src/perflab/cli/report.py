@@ -8,7 +8,6 @@ import socket
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store
-from perflab.core.errors import PerflabError
 
 
 @click.group("report")
