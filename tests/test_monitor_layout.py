@@ -18,7 +18,7 @@ import pytest
 from conftest import assert_one_line_error
 from perflab.analysis.comparison import compare
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, Sample
-from perflab.report.registry import render_comparison
+from perflab.cli.compare import show as render_comparison
 from perflab.store import open_store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lkp-monitors.txt"

@@ -25,7 +25,7 @@ import numpy as np
 
 from perflab.analysis.comparison import compare
 from perflab.core.model import INFORMATIONAL, Sample
-from perflab.report.registry import render_comparison
+from perflab.cli.compare import show as render_comparison
 from perflab.store import open_store
 
 FACTS = {"testbox": "bench", "kernel_release": "6.1.0"}

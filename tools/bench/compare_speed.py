@@ -24,7 +24,7 @@ import numpy as np
 
 from perflab.analysis.comparison import compare
 from perflab.core.model import Sample
-from perflab.report.registry import render_comparison
+from perflab.cli.compare import show as render_comparison
 from perflab.store import open_store
 
 PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shutil.which("perflab")

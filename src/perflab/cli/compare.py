@@ -9,6 +9,14 @@ from perflab.cli.common import FiniteFloat, db_option, get_store
 STYLES = ("lkp", "mmtests", "lmbench", "kernbench", "benchstat", "json", "csv")
 
 
+def show(result, style: str) -> str:
+    """A comparison in a layout: its view built (perflab.analysis.views), then rendered."""
+    from perflab.analysis.views.comparison import comparison_view
+    from perflab.report.registry import render_comparison
+
+    return render_comparison(comparison_view(result), style)
+
+
 def _below_one(ctx, param, value):
     """--alpha is a probability: FiniteFloat bounds it below, this above."""
     if value is not None and value >= 1:
@@ -76,14 +84,13 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
         check_path(plot)   # before any work (and before numpy and scipy are imported)
     from perflab.analysis.comparison import compare
     from perflab.report.numbers import percent
-    from perflab.report.registry import render_comparison
     from perflab.core.text import printable
 
     store = get_store(db)
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,
                      benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None,
                      monitors=monitors, fail_on=list(fail_on) or None)
-    click.echo(render_comparison(result, style), nl=False)
+    click.echo(show(result, style), nl=False)
     if plot:
         from perflab.report.plots import plot_comparison
 

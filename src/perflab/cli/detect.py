@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store, parse_since
-from perflab.core.errors import PerflabError
 
 # perflab.stats.changepoints' ALPHA, MIN_SIZE and MIN_EFFECT (in percent), written out so that
 # loading the CLI does not import numpy and scipy for every other command (a test checks they agree).
@@ -62,16 +61,13 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
         from perflab.report.plots import check_path
 
         check_path(plot)   # before any work (and before numpy and scipy are imported)
-    from perflab.analysis import series as series_mod
+    from perflab.analysis.views.detect import detect_view
     from perflab.report.detect import STYLES
 
     since_time = parse_since(since)
-    store = get_store(db)
-    history = series_mod.build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
-                               repo=repo, branch=branch)
-    if not history.series and metrics:
-        _no_metric(store, benchmark, metrics)
-    results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=threshold / 100)
+    view = detect_view(get_store(db), benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
+                       repo=repo, branch=branch, alpha=alpha, min_points=min_points, min_effect=threshold / 100)
+    history, results = view.history, view.results
     click.echo(STYLES[style](history, results, alpha, min_points))
     if plot and history.series:
         from perflab.report.plots import plot_detect
@@ -83,20 +79,6 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
     if not history.series:
         click.echo("(no series: no usable run matches these filters)" if not history.skipped
                    else "(no series: every matching run was skipped)", err=True)
-
-
-def _no_metric(store, benchmark, metrics) -> None:
-    """--metric matched nothing: name the metrics there are."""
-    import difflib
-
-    runs = store.find_runs(benchmark=benchmark, limit=200)
-    names = sorted({s.metric for s in store.samples([r.id for r in runs])})
-    if not names:
-        return
-    near = sorted({n for m in metrics for n in difflib.get_close_matches(m, names, n=4, cutoff=0.4)})
-    shown = near or names[:8]
-    raise PerflabError(f"--metric {', '.join(metrics)}: matches no metric of the selected runs; "
-                       f"{'near matches' if near else 'metrics'}: {', '.join(shown)}")
 
 
 COMMANDS = [detect_cmd]

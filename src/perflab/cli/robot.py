@@ -84,7 +84,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
     import uuid
 
     from perflab.analysis.comparison import compare
-    from perflab.report.registry import render_comparison
+    from perflab.cli.compare import show
     from perflab.stats.compare import PRIMARY, REGRESSION
     from perflab.stats.power import detectable_of
 
@@ -111,7 +111,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         head = run
     result = compare(store, [baseline, head], alpha=alpha, threshold=threshold / 100, metrics=list(metrics) or None,
                      monitors="changed")
-    click.echo(render_comparison(result, style), nl=False)
+    click.echo(show(result, style), nl=False)
     primary = [r for r in result.rows if r.family == PRIMARY and r.heads[0] is not None]
     regressions = [r for r in primary if r.heads[0].verdict == REGRESSION]
     blind = []

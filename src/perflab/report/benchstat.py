@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
+from perflab.analysis.views.comparison import ComparisonView
 from perflab.report.notes import family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
-from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
+from perflab.stats.median import CONFIDENCE
 
 UNIT_HEADINGS = {"s": "sec/op", "us": "µs", "ns": "ns", "KiB": "KiB", "MB/s": "MB/s", "": "value"}
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -45,10 +46,10 @@ class Footnotes:
         return [f"{str(i).translate(SUPERSCRIPTS)} {shown(t, 240)}" for i, t in enumerate(self.texts, start=1)]
 
 
-def _pm(summary, notes: Footnotes) -> str:
+def _pm(summary, notes: Footnotes, need: int) -> str:
     pm = summary.median_pm
     if math.isinf(pm):
-        return "± ∞" + notes.mark([f"need >= {min_samples_for_median_ci(CONFIDENCE)} samples for a "
+        return "± ∞" + notes.mark([f"need >= {need} samples for a "
                                    f"{CONFIDENCE * 100:g}% confidence interval of the median"])
     if math.isnan(pm):
         return "± ?"
@@ -59,20 +60,20 @@ def _name(row: MetricRow) -> str:
     return shown(f"{row.testcase}:{row.metric}") + (" [secondary]" if row.family == SECONDARY else "")
 
 
-def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes,
+def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes, need: int,
            monitor: str | None = None) -> list[str]:
     heading = shown(monitor) if monitor else UNIT_HEADINGS.get(unit, shown(unit))
     heads = len(result.labels) - 1
     # Cells first, widths after: (name, base cell, [(value, vs, p/n) per head]).
     table = []
     for row in rows:
-        base_cell = f"{with_unit(row.base.median, unit)} {_pm(row.base, notes)}"
+        base_cell = f"{with_unit(row.base.median, unit)} {_pm(row.base, notes, need)}"
         head_cells = []
         for cmp in row.heads:
             if cmp is None:
                 head_cells.append(("-", "", "(absent)"))
                 continue
-            head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(cmp.head, notes)}"
+            head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(cmp.head, notes, need)}"
             n = f"n={cmp.base.n}" if cmp.base.n == cmp.head.n else f"n={cmp.base.n}+{cmp.head.n}"
             called = cmp.verdict in (REGRESSION, IMPROVEMENT, CHANGED)
             vs = percent(cmp.median_change, decimals=2) if called else "~"
@@ -106,7 +107,8 @@ def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Fo
     return lines
 
 
-def render(result: ComparisonResult) -> str:
+def render(view: ComparisonView) -> str:
+    result, need = view.result, view.min_samples_for_ci
     lines = []
     for key in ("kernel_release", "arch", "cpu_model", "testbox"):
         if key in result.common:
@@ -117,11 +119,11 @@ def render(result: ComparisonResult) -> str:
             units.setdefault(row.unit, []).append(row)
     notes = Footnotes()
     for unit, rows in units.items():
-        lines += _table(result, unit, rows, notes)
+        lines += _table(result, unit, rows, notes, need)
     if result.monitor_rows:
         lines += ["", monitor_summary(result)]
         for monitor, rows in result.monitor_sections():
-            lines += _table(result, "", rows, notes, monitor=monitor)
+            lines += _table(result, "", rows, notes, need, monitor=monitor)
     lines += notes.lines()
     lines.append("")
     lines += family_lines(result)

@@ -15,8 +15,9 @@ The monitors' metrics (--monitors changed or all) follow in one block per
 monitor, as the kernbench blocks. The FDR family sizes and the comparison's
 notes close the output.
 
-Formatting only: every number comes from perflab.stats (through the
-comparison result, or perflab.stats.kernbench for `perflab report kernbench`).
+Formatting only: every number comes from perflab.stats, through the comparison's view
+(perflab.analysis.views.comparison) or kernbench's view hook (benchmarks/kernbench/view.py)
+for `perflab report kernbench`, which also groups the rows into blocks.
 """
 
 from __future__ import annotations
@@ -24,21 +25,12 @@ from __future__ import annotations
 import json
 
 from perflab.analysis.comparison import ComparisonResult
+from perflab.analysis.views.comparison import ComparisonView
+from perflab.benchmarks.kernbench.view import KERNBENCH, KERNBENCH_NAMES, KernbenchView
 from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
 
-KERNBENCH = "kernbench"
-# kernbench's own lines, in its order.
-KERNBENCH_NAMES = {
-    "kernbench.elapsed_time": "Elapsed Time",
-    "kernbench.user_time": "User Time",
-    "kernbench.system_time": "System Time",
-    "kernbench.percent_cpu": "Percent CPU",
-    "kernbench.context_switches": "Context Switches",
-    "kernbench.sleeps": "Sleeps",
-}
-ORDER = list(KERNBENCH_NAMES)
 NAMES = {
     "time.elapsed_time": "Elapsed Time",
     "time.user_time": "User Time",
@@ -46,18 +38,6 @@ NAMES = {
     "time.maximum_resident_set_size": "Max RSS (KiB)",
     **KERNBENCH_NAMES,
 }
-LOAD_NAMES = {"half": "Half load", "optimal": "Optimal load"}
-# Parameters that name the load itself (the block's title), or only the generator's revision.
-TITLE_PARAMS = ("load", "jobs", "generator")
-
-
-def block_of(params: dict) -> tuple[tuple, dict]:
-    """(sort key and title, the other parameters) of a kernbench run's parameters."""
-    load, jobs = params.get("load"), params.get("jobs")
-    rank = {"half": 0, "optimal": 1}.get(load, 2)
-    title = f"{LOAD_NAMES.get(load, 'Load')} -j {jobs}" if jobs is not None else "Load -j ?"
-    rest = {k: v for k, v in params.items() if k not in TITLE_PARAMS and v is not None}
-    return (rank, jobs if isinstance(jobs, int) else 0, title), rest
 
 
 def _differing(rests: list[dict]) -> set[str]:
@@ -99,21 +79,12 @@ def _verdict(cmp, family: str, change: bool = True) -> str:
     return f"{text}; {caveats(cmp)}" if cmp.warnings else text
 
 
-def _kernbench_blocks(result: ComparisonResult, rows: list) -> list[str]:
-    groups: dict[tuple, list] = {}
-    rests: dict[tuple, dict] = {}
-    for r in rows:
-        key, rest = block_of(r.params)
-        full = (key, r.testbox or "", json.dumps(rest, sort_keys=True, default=str))
-        groups.setdefault(full, []).append(r)
-        rests[full] = {**rest, **({"testbox": r.testbox} if r.testbox else {})}
-    differing = _differing(list(rests.values()))
+def _kernbench_blocks(result: ComparisonResult, groups: list) -> list[str]:
+    differing = _differing([g.rest for g in groups])
     lines = []
-    for full in sorted(groups):
-        members = sorted(groups[full], key=lambda r: (ORDER.index(r.metric) if r.metric in ORDER else len(ORDER),
-                                                      r.metric))
-        lines.append(f"Average {full[0][2]} Run (std deviation):{_suffix(rests[full], differing)}")
-        lines += _compared_table(result, members, lambda r: NAMES.get(r.metric, r.metric))
+    for group in groups:
+        lines.append(f"Average {group.title} Run (std deviation):{_suffix(group.rest, differing)}")
+        lines += _compared_table(result, group.rows, lambda r: NAMES.get(r.metric, r.metric))
         lines.append("")
     return lines
 
@@ -176,10 +147,11 @@ def _monitor_blocks(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def render(result: ComparisonResult) -> str:
+def render(view: ComparisonView) -> str:
+    result = view.result
     kern = [r for r in result.rows if r.benchmark == KERNBENCH and r.monitor is None]
     others = [r for r in result.rows if r.benchmark != KERNBENCH and r.direction != 0 and r.monitor is None]
-    lines = _kernbench_blocks(result, kern) if kern else []
+    lines = _kernbench_blocks(result, view.kernbench_blocks) if kern else []
     if others or not kern:
         lines += _generic_blocks(result, others)
     if result.monitor_rows:
@@ -189,13 +161,14 @@ def render(result: ComparisonResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_report(labels: list[str], blocks: list, rests: dict[tuple, dict]) -> str:
-    """`perflab report kernbench`: stats.kernbench Blocks (keyed as block_of's key plus a rest key)
-    -> kernbench's blocks, one column per operand, the %change of each against the first."""
+def render_report(view: KernbenchView) -> str:
+    """`perflab report kernbench`: the view hook's stats.kernbench Blocks -> kernbench's blocks,
+    one column per operand, the %change of each against the first."""
+    labels, rests = view.labels, view.rests
     differing = _differing(list(rests.values()))
     lines = []
     header = [""] + [shown(labels[0])] + [x for label in labels[1:] for x in (shown(label), "")]
-    for block in blocks:
+    for block in view.blocks:
         lines.append(f"Average {block.key[0][2]} Run (std deviation):{_suffix(rests[block.key], differing)}")
         body = []
         for m in block.metrics:
@@ -209,28 +182,3 @@ def render_report(labels: list[str], blocks: list, rests: dict[tuple, dict]) -> 
         lines += _table(header, body, [""] * len(body))
         lines.append("")
     return "\n".join(lines)
-
-
-def report_columns(store, columns: list[tuple[str, list]]) -> str | None:
-    """`perflab report kernbench`'s text for columns (label, runs): every sample of each column's
-    runs read from the store, grouped into stats.kernbench's blocks by load (block_of); None
-    when the runs hold no kernbench samples."""
-    from perflab.analysis.selection import params_key
-    from perflab.stats.kernbench import blocks
-
-    key_of, rests = {}, {}
-    for _, rs in columns:
-        for r in rs:
-            title, rest = block_of(json.loads(params_key(r.params, KERNBENCH)))
-            key = (title, json.dumps(rest, sort_keys=True, default=str))
-            key_of[r.id], rests[key] = key, rest
-    values: list[dict] = [{} for _ in columns]
-    column_of: dict[int, list[int]] = {}
-    for i, (_, rs) in enumerate(columns):
-        for r in rs:
-            column_of.setdefault(r.id, []).append(i)
-    for smp in store.samples(list(column_of)):
-        for i in column_of[smp.run_id]:
-            values[i].setdefault(key_of[smp.run_id], {}).setdefault(smp.metric, []).append(smp.value)
-    found = sorted(blocks(values, ORDER), key=lambda b: b.key)
-    return render_report([label for label, _ in columns], found, rests) if found else None

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
+from perflab.analysis.views.comparison import ComparisonView
 from perflab.report.notes import caveat_lines, family_lines, monitor_summary, secondary_names, shown, tail_lines
-from perflab.stats.relative import better_change
 
 MIN_VALUE_WIDTH = 11
 LABEL_LIMIT = 30  # what a column heading shows of a kernel release or tag
@@ -43,37 +43,23 @@ def _number(x: float) -> str:
     return f"{x:.{max(4, 3 - math.floor(math.log10(a)))}f}"
 
 
-def _rows_for(row: MetricRow) -> list[tuple[str, list[tuple[str, str, str] | None]]]:
+def _rows_for(view: ComparisonView, row: MetricRow) -> list[tuple[str, list[tuple[str, str, str] | None]]]:
     """(statistic, per column (value, (pct), mark) or None) for one metric."""
-    direction = row.direction if row.direction != 0 else -1
-    summaries = [row.base] + [c.head if c is not None else None for c in row.heads]
-    mean_name = "Hmean" if direction > 0 else "Amean"
-    stats = [
-        ("Min", lambda s: s.min, direction),
-        (mean_name, lambda s: s.center, direction),
-        ("Stddev", lambda s: s.stddev, -1),
-        ("CoeffVar", lambda s: s.cov * 100, -1),
-        ("Max", lambda s: s.max, direction),
-        ("BAmean-95", lambda s: s.bamean, direction),
-    ]
     out = []
-    for name, get, better in stats:
-        base_v = get(row.base)
+    for line in view.lines_of(row):
         cells: list[tuple[str, str, str] | None] = []
-        for i, s in enumerate(summaries):
-            if s is None:
+        for i, (x, pct) in enumerate(zip(line.values, line.changes)):
+            if x is None:
                 cells.append(None)
                 continue
-            x = get(s)
             if x != x:
                 cells.append(("-", "", " "))
                 continue
-            pct = 0.0 if i == 0 else better_change(base_v, x, better)
             mark = " "
-            if name == mean_name and i > 0 and row.heads[i - 1].verdict in ("regression", "improvement"):
+            if line.is_mean and i > 0 and row.heads[i - 1].verdict in ("regression", "improvement"):
                 mark = "*"
             cells.append((_number(x), _pct(pct), mark))
-        out.append((name, cells))
+        out.append((line.name, cells))
     return out
 
 
@@ -105,7 +91,8 @@ def _monitor_tables(result: ComparisonResult, name, tags: list[str]) -> list[str
     return lines
 
 
-def render(result: ComparisonResult) -> str:
+def render(view: ComparisonView) -> str:
+    result = view.result
     kernels, tags = [], []
     for sel in result.selections:
         releases = {(r.environment or {}).get("kernel_release", "") for r in sel.runs}
@@ -121,7 +108,7 @@ def render(result: ComparisonResult) -> str:
             if row.direction == 0 or row.monitor is not None:
                 continue
             op = row.metric.split(".", 1)[-1] if row.metric.startswith(row.benchmark + ".") else row.metric
-            for name, cells in _rows_for(row):
+            for name, cells in _rows_for(view, row):
                 table.append((name, shown(op), cells))
         ncols = len(result.labels)
         value_w = [max([MIN_VALUE_WIDTH] + [len(c[0]) for _, _, cells in table if (c := cells[j]) is not None])

@@ -1,4 +1,7 @@
-"""One small interface for every comparison layout: render(ComparisonResult) -> str."""
+"""One small interface for every comparison layout: a comparison's view in, text out.
+
+The view (perflab.analysis.views.comparison.ComparisonView) carries the ComparisonResult
+and the figures a few layouts print beyond it; the other layouts take the result alone."""
 
 from __future__ import annotations
 
@@ -18,13 +21,17 @@ STYLES = {
 }
 
 
+# Layouts that take the whole view (the others take view.result).
+TAKES_VIEW = {"mmtests", "kernbench", "benchstat"}
+
 # Layouts that print the environment differences of a --cross-box comparison themselves.
 SHOWS_ENV_DIFF = {"lkp", "json", "csv"}
 
 
-def render_comparison(result, style: str) -> str:
+def render_comparison(view, style: str) -> str:
     module, function = STYLES[style]
-    text = getattr(import_module(module), function)(result)
+    result = view.result
+    text = getattr(import_module(module), function)(view if style in TAKES_VIEW else result)
     if result.env_diff and style not in SHOWS_ENV_DIFF:
         head = ["environment differences (--cross-box):"]
         head += [f"  {printable(key)}: {printable(a)} -> {printable(b)}" for key, a, b in result.env_diff]

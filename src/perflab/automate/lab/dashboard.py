@@ -79,14 +79,15 @@ class Dashboard:
         return "".join(parts)
 
     def report(self, query: dict[str, list[str]]) -> str:
+        from perflab.analysis.views.page import Filters, build_page
         from perflab.report import html as report_html
 
         one = lambda k: (query.get(k) or [None])[0]  # noqa: E731
-        f = report_html.Filters(operands=tuple(query.get("operand", [])), benchmark=one("benchmark"),
+        f = Filters(operands=tuple(query.get("operand", [])), benchmark=one("benchmark"),
                                 metrics=tuple(query.get("metric", [])), box=one("box"), tag=one("tag"),
                                 cross_box=one("cross_box") in ("1", "true", "yes"), title="perflab lab report")
         with self._lock:
-            return report_html.render(report_html.gather(self.store, f))
+            return report_html.render(report_html.document(build_page(self.store, f)))
 
 
 def make_server(dashboard: Dashboard, host: str, port: int) -> ThreadingHTTPServer:

@@ -1,0 +1,40 @@
+"""`perflab detect`'s view: the series the filters select and their change points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perflab.core.errors import PerflabError
+
+
+@dataclass
+class DetectView:
+    history: object      # analysis.series.History
+    results: list        # analysis.series.SeriesResult, one per series
+
+
+def detect_view(store, *, benchmark, metrics, box, tag, since, repo, branch, alpha, min_points,
+                min_effect) -> DetectView:
+    """The series and their change points; PerflabError naming near metrics when --metric matches none."""
+    from perflab.analysis import series as series_mod
+
+    history = series_mod.build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since,
+                               repo=repo, branch=branch)
+    if not history.series and metrics:
+        _no_metric(store, benchmark, metrics)
+    results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=min_effect)
+    return DetectView(history, results)
+
+
+def _no_metric(store, benchmark, metrics) -> None:
+    """--metric matched nothing: name the metrics there are."""
+    import difflib
+
+    runs = store.find_runs(benchmark=benchmark, limit=200)
+    names = sorted({s.metric for s in store.samples([r.id for r in runs])})
+    if not names:
+        return
+    near = sorted({n for m in metrics for n in difflib.get_close_matches(m, names, n=4, cutoff=0.4)})
+    shown = near or names[:8]
+    raise PerflabError(f"--metric {', '.join(metrics)}: matches no metric of the selected runs; "
+                       f"{'near matches' if near else 'metrics'}: {', '.join(shown)}")

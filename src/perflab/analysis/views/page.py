@@ -1,0 +1,177 @@
+"""`perflab report html`'s view: every section of the page, built from a store and Filters.
+
+The sections, in the page's order: the comparison of the operands (with the environment
+differences and the time series of the monitors that moved), the trends (series with
+their change points), the runs the page speaks of and their samples, the distributions,
+and the sections of the families with a view hook (scaling curves, the LMbench summary,
+kernbench's blocks). report.html turns this into the page's JSON and the page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
+
+from perflab.core.errors import PerflabError, UsageProblem
+
+# Beyond these the page would take longer to open than a reader waits; what is left
+# out is said on the page.
+MAX_TRENDS = 120
+MAX_DISTRIBUTIONS = 60
+MAX_VARIANTS = 12        # distributions per tag, without operands: the most recent tags
+MAX_MONITOR_CHARTS = 12  # time series of the monitors that moved
+MAX_MONITOR_LINES = 24   # per side: (run, repetition, process) lines of one metric
+
+
+@dataclass
+class Filters:
+    """What `report html` selects: operands (base, heads) and run filters."""
+
+    operands: tuple[str, ...] = ()
+    benchmark: str | None = None
+    metrics: tuple[str, ...] = ()   # substrings of metric names, as compare's --metric
+    box: str | None = None
+    tag: str | None = None
+    since: dt.datetime | None = None
+    repo: str | None = None
+    branch: str | None = None
+    alpha: float = 0.05
+    threshold: float = 0.01
+    cross_box: bool = False
+    monitors: str = "changed"       # compare's --monitors: which monitor rows the page shows
+    title: str | None = None
+
+    def describe(self) -> str:
+        """The filters as given (control characters made visible: messages go to a terminal)."""
+        from perflab.core.text import printable
+
+        parts = [f"--benchmark {self.benchmark}" if self.benchmark else "",
+                 " ".join(f"--metric {m}" for m in self.metrics), f"--box {self.box}" if self.box else "",
+                 f"--tag {self.tag}" if self.tag else "", f"--since {self.since:%Y-%m-%d %H:%M}" if self.since else ""]
+        return printable(" ".join(p for p in parts if p), 300)
+
+
+_RUN_ID = itemgetter(0)
+
+
+class OneRead:
+    """The store, each query answered from it once: the comparison, the trends and the page ask
+    for overlapping runs (a report of 1,000 runs read its 50,000 samples three times) and for
+    the same run list (find_runs three times)."""
+
+    def __init__(self, store):
+        self._store = store
+        self._rows: dict[int, list] = {}
+        self._found: dict[tuple, list] = {}
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def find_runs(self, **kw):
+        if kw.get("ids") is not None or kw.get("uuids") is not None:
+            return self._store.find_runs(**kw)
+        key = tuple(sorted((k, v) for k, v in kw.items() if v is not None))
+        if key not in self._found:
+            self._found[key] = self._store.find_runs(**kw)
+        return list(self._found[key])
+
+    def read(self, run_ids) -> list[int]:
+        """Read the samples of the runs not read yet; the ids, sorted."""
+        ids = sorted(set(run_ids))
+        missing = [i for i in ids if i not in self._rows]
+        for chunk in range(0, len(missing), 5000):
+            part = missing[chunk:chunk + 5000]
+            for i in part:
+                self._rows[i] = []
+            # Ordered by run: one slice per run (groupby works in C; 50,000 appends did not).
+            for rid, rows in groupby(self._store.samples(part), _RUN_ID):
+                self._rows[rid] = list(rows)
+        return ids
+
+    def samples(self, run_ids):
+        # The store's order (run, metric, repetition): runs ascending, each run's rows as read.
+        rows = self._rows
+        return [row for i in self.read(run_ids) for row in rows[i]]
+
+    def rows_of(self, run_id: int) -> list:
+        return self._rows[run_id]
+
+
+@dataclass
+class PageView:
+    title: str
+    filters: str                                   # Filters.describe()
+    notes: list[str]                               # what the page left out, in the order it was decided
+    comparison: object | None                      # sections.ComparisonSection
+    trends: object                                 # sections.Trends
+    runs: dict[int, object]                        # every run the page speaks of (store rows)
+    sample_rows: dict[int, list]                   # run id -> its samples, ordered by metric, repetition
+    distributions: list                            # sections.DistributionRow or DistributionSeries
+    families: dict[str, object] = field(default_factory=dict)   # PAGE_SECTION -> a family hook's view or None
+
+
+def build_page(store, f: Filters) -> PageView:
+    """Every section's view; PerflabError when nothing matches (no file is written)."""
+    from perflab.analysis import series as series_mod
+    from perflab.analysis.selection import USABLE_STATUSES
+    from perflab.analysis.views import page_hooks, sections
+
+    if len(f.operands) == 1:
+        raise UsageProblem("report html: one operand given; give a base and at least one head to compare "
+                           "(or none: every run matching the filters)")
+    notes: list[str] = []
+    store = OneRead(store)
+    runs = [r for r in store.find_runs(benchmark=f.benchmark, tag=f.tag, box=f.box, since=f.since)
+            if r.status in USABLE_STATUSES]
+    store.read([r.id for r in runs])
+    result = None
+    if f.operands:
+        from perflab.analysis.comparison import compare
+
+        result = compare(store, list(f.operands), alpha=f.alpha, threshold=f.threshold, cross_box=f.cross_box,
+                         benchmark=f.benchmark, metrics=list(f.metrics) or None, monitors=f.monitors)
+    if not runs and result is None:
+        what = f.describe() or "(no filter)"
+        total = len(store.find_runs(limit=1))
+        raise PerflabError(f"report html: no usable run matches {what}"
+                           + ("" if total else "; the store holds no runs yet") + "; no file written")
+    globs = tuple(f"*{m}*" for m in f.metrics)
+    history = series_mod.build(store, benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
+                               repo=f.repo, branch=f.branch)
+    page_runs = {r.id: r for r in runs}   # store rows of every run the page speaks of
+    comparison = None
+    if result is not None:
+        for sel in result.selections:
+            for r in sel.runs:
+                page_runs[r.id] = r
+        comparison = sections.comparison(store, result, MAX_MONITOR_CHARTS, MAX_MONITOR_LINES)
+        keys = {(row.testbox, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
+                for row in result.own_rows}
+        # The trends of what was compared (a cross-box comparison pools testboxes: match without them).
+        loose = {k[1:] for k in keys}
+        history.series = [s for s in history.series
+                          if (s.testbox, s.benchmark, s.params, s.metric) in keys or (s.benchmark, s.params, s.metric) in loose]
+    if not history.series and result is None:
+        raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
+                           + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")
+                           + "; no file written")
+    trends = sections.trends(history, notes, MAX_TRENDS)
+    if history.skipped:
+        notes.append(f"{len(history.skipped)} run(s) left out of the trends: "
+                     + "; ".join(f"#{rid} {why}" for rid, why in history.skipped[:5])
+                     + (" ..." if len(history.skipped) > 5 else ""))
+    missing = sorted(trends.run_ids - set(page_runs))
+    if missing:
+        page_runs.update({r.id: r for r in store.find_runs(ids=missing)})
+    ids = store.read(sorted(page_runs))
+    sample_rows = {rid: store.rows_of(rid) for rid in ids}
+    distributions = sections.distributions(result, history, page_runs, notes, MAX_DISTRIBUTIONS, MAX_VARIANTS)
+    view = PageView(f.title or "perflab report", f.describe(), notes, comparison, trends, page_runs, sample_rows,
+                    distributions)
+    chosen = [(sel.label, sel.runs) for sel in result.selections] if result is not None else None
+    for hook in page_hooks():
+        view.families[hook.PAGE_SECTION] = hook.page_section(store, chosen, list(page_runs.values()), notes)
+    return view

@@ -1,0 +1,77 @@
+"""`perflab report table`'s view: pivots of metric means (the fio seed's layout, docs/lab.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perflab.core.errors import PerflabError
+
+_RUN_KEYS = {"box": lambda r: r.testbox, "testbox": lambda r: r.testbox, "tag": lambda r: r.tag or "-",
+             "benchmark": lambda r: r.benchmark, "name": lambda r: r.name, "commit": lambda r: (r.commit or "-")[:12]}
+
+
+@dataclass
+class Pivot:
+    """One metric's table: a line per row value, a column per combination of column values;
+    cells: (row value, column values) -> the mean of every sample of the runs that have both."""
+
+    metric: str
+    unit: str
+    row_key: str
+    col_keys: list[str]
+    row_values: list[str]
+    col_values: list[tuple[str, ...]]
+    cells: dict[tuple[str, tuple[str, ...]], float]
+
+
+def key_value(run, key: str) -> str | None:
+    """A run's value of a pivot key: a run field (box, tag, benchmark, name, commit) or a parameter."""
+    if key in _RUN_KEYS:
+        return _RUN_KEYS[key](run)
+    params = run.params or {}
+    return None if key not in params else str(params[key])
+
+
+def _units(store, run_ids: list[int]) -> dict[str, str]:
+    """metric -> unit of the samples of these runs (one pass over their samples)."""
+    units: dict[str, str] = {}
+    for smp in store.samples(run_ids):
+        units.setdefault(smp.metric, smp.unit)
+    return units
+
+
+def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], benchmark: str | None,
+           boxes: tuple[str, ...], tags: tuple[str, ...]) -> list[Pivot]:
+    """A Pivot per metric (every metric of the selected runs when none is named)."""
+    from perflab.analysis.selection import USABLE_STATUSES
+    from perflab.stats.scaling import pooled_means
+
+    runs = [r for r in store.find_runs(benchmark=benchmark) if r.status in USABLE_STATUSES
+            and (not boxes or r.testbox in boxes) and (not tags or (r.tag or "") in tags)]
+    placed = []
+    for r in runs:
+        row, col = key_value(r, row_key), tuple(key_value(r, k) for k in cols)
+        if row is not None and None not in col:
+            placed.append((r, row, col))
+    if not placed:
+        raise PerflabError(f"no runs{' of ' + benchmark if benchmark else ''} have both --rows {row_key} and "
+                           f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit or a parameter)")
+    row_values = list(dict.fromkeys(row for _, row, _ in placed))
+    # Each key's values in the order the runs first had them (oldest first: "without" before "with").
+    first_seen = [{v: i for i, v in enumerate(dict.fromkeys(col[level] for _, _, col in placed))}
+                  for level in range(len(cols))]
+    col_values = sorted(dict.fromkeys(col for _, _, col in placed),
+                        key=lambda col: tuple(first_seen[level][v] for level, v in enumerate(col)))
+    cell_index = {cell: i for i, cell in enumerate((row, col) for row in row_values for col in col_values)}
+    rows_of = {r.id: [cell_index[(row, col)]] for r, row, col in placed}
+    units = _units(store, list(rows_of))
+    names = list(metrics) or sorted(units)
+    means = pooled_means(store.metric_sums(list(rows_of), names), rows_of, len(cell_index))
+    out = []
+    for metric in names:
+        cells = {cell: means[i][metric] for cell, i in cell_index.items() if metric in means[i]}
+        if not cells:
+            raise PerflabError(f"metric {metric!r}: no sample in the selected runs; "
+                               f"they hold: {', '.join(sorted(units)[:20]) or 'nothing'}")
+        out.append(Pivot(metric, units.get(metric, ""), row_key, cols, row_values, col_values, cells))
+    return out
