@@ -321,6 +321,9 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
         panic = re.search(r"Kernel panic - not syncing: .*", console)
         if panic:
             why = f"kernel {name} panicked before perflab's init ran: {panic.group(0).strip()}"
+        elif qemu_err and spec.mode == "kvm":
+            why = (f"mode kvm: QEMU could not run the guest with KVM ({qemu_err.splitlines()[-1]}): "
+                   "use mode tcg or icount")
         elif qemu_err:
             why = f"QEMU could not boot kernel {name} (mode {spec.mode}): {qemu_err.splitlines()[-1]}"
         else:
