@@ -130,14 +130,19 @@ def test_execute_faults_as_on_the_host(guest):
 
 @needs_vm
 def test_icount_is_repeatable_across_boots(getppid_program):
-    """Instruction-time: the same figure from two boots, to 0.01% (measured: identical to ~0.003%)."""
+    """Instruction-time: the same figure from two boots, to 0.01%.
+
+    Measured here (docs/vm.md): single rounds of 200,000 calls agree across boots to about 0.01%
+    (a timer tick more or less falls in a round); the noise only adds instructions, so the
+    minimum of 5 rounds is compared: it agreed to 0.004%.
+    """
     results: dict[int, object] = {}
 
     def one(i: int) -> None:
         try:
-            with boot(VmSpec(kernel=KERNEL, mode="icount", boot_timeout=55),
+            with boot(VmSpec(kernel=KERNEL, mode="icount", boot_timeout=60),
                       files={"/usr/bin/getppid_ns": getppid_program}) as g:
-                results[i] = (g.facts, g.execute(ProcessSpec(["/usr/bin/getppid_ns", "200000", "2"])))
+                results[i] = (g.facts, g.execute(ProcessSpec(["/usr/bin/getppid_ns", "200000", "5"])))
         except Exception as e:        # noqa: BLE001 (reported below)
             results[i] = e
 
@@ -154,9 +159,9 @@ def test_icount_is_repeatable_across_boots(getppid_program):
         assert facts["vm_mode"] == "icount" and "instruction-time" in facts["time_base"]
         assert result.ok, result.stderr_tail
         figures.append([float(line.split(": ")[-1].rstrip("}")) for line in result.stdout.splitlines()])
-    for a, b in zip(figures[0], figures[1]):
-        assert abs(a - b) / a < 1e-4, figures
-    assert 50 < figures[0][-1] < 5000        # hundreds of instructions per getppid
+    a, b = (min(f) for f in figures)
+    assert abs(a - b) / a < 1e-4, figures
+    assert 50 < a < 5000        # hundreds of instructions per getppid
 
 
 @needs_vm
