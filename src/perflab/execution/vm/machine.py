@@ -25,7 +25,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,7 +145,7 @@ class Channel:
         except (BrokenPipeError, OSError):
             raise _Dead() from None
 
-    def receive(self, deadline: float | None, poll: callable = None) -> tuple[str, bytes]:
+    def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
         """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
         while True:
             start = self.buffer.find(b"@PL ")
