@@ -63,14 +63,11 @@ def _pad(n: int) -> bytes:
 def write_cpio(entries: list[Entry]) -> bytes:
     """The newc archive of `entries`, in order (a directory must come before what it holds)."""
     parts: list[bytes] = []
-    size = 0
     for ino, entry in enumerate([*entries, Entry("TRAILER!!!", 0)], start=1):
         if entry.name == "TRAILER!!!":
             ino = 0
         head = _header(ino, entry)
-        for chunk in (head, _pad(len(head)), entry.data, _pad(len(entry.data))):
-            parts.append(chunk)
-            size += len(chunk)
+        parts += [head, _pad(len(head)), entry.data, _pad(len(entry.data))]
     return b"".join(parts)
 
 
