@@ -1,0 +1,404 @@
+/*
+ * agent: perflab's init inside a QEMU guest (PID 1 of the initramfs).
+ *
+ * PID 1 mounts /proc, /sys, /dev, /tmp and /run, then forks a worker and only
+ * reaps orphans until the worker ends; then it syncs and powers the guest off
+ * (QEMU exits).  The worker is not PID 1 on purpose: perflab's launcher treats
+ * a parent of PID 1 as "my runner died" and refuses to start.
+ *
+ * The worker talks to the host over the second UART, /dev/ttyS1 (raw mode);
+ * the kernel's console stays on ttyS0, so no kernel message can fall inside a
+ * frame.  Every message, both ways, is one frame:
+ *
+ *     "@PL " TYPE " " LENGTH " " FNV1A32-HEX "\n"  then LENGTH bytes, then "\n"
+ *
+ * guest -> host: HELLO (key=value lines: uname, CPUs, memory), RESULT, BYE.
+ * host -> guest: RUN, STOP (ask the running launcher to stop), OFF.
+ * RUN's payload is NUL-terminated strings: N, then N launcher arguments
+ * (options, "--", the program's argv), then M, then M environment entries,
+ * then "1"/"0" (capture stdout).  The worker starts the launcher exactly as
+ * the host executor does (stdin /dev/null, stdout and stderr to files, result
+ * channel on fd 3) and answers RESULT: "R O E\n" (three lengths), then the
+ * launcher's result text, the stdout and the stderr's tail.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define PORT "/dev/ttyS1"
+#define LAUNCHER "/usr/lib/perflab/launch"
+#define OUT_FILE "/run/perflab/stdout"
+#define ERR_FILE "/run/perflab/stderr"
+#define STDOUT_LIMIT (64L << 20)
+#define STDERR_TAIL 4096
+#define FRAME_LIMIT (1L << 20)
+
+static int port = -1;
+
+static void say(const char *fmt, const char *arg)
+{
+	/* Diagnostics to the console (ttyS0): they end up in the host's console tail. */
+	fprintf(stderr, "perflab-agent: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+}
+
+static uint32_t fnv1a(const char *p, size_t n)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+static void write_all(const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(port, p, n);
+		if (w < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			say("write to the host failed: %s", strerror(errno));
+			_exit(3);
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void send_frame(const char *type, const char *payload, size_t n)
+{
+	char head[80];
+	int h = snprintf(head, sizeof head, "@PL %s %zu %08x\n", type, n, fnv1a(payload, n));
+	write_all(head, (size_t)h);
+	write_all(payload, n);
+	write_all("\n", 1);
+}
+
+/* Input from the host: bytes are gathered in `in` until a whole frame is there. */
+static char *in;
+static size_t in_len, in_cap;
+
+static int fill(int block)
+{
+	if (in_cap - in_len < 4096) {
+		in_cap = in_cap ? in_cap * 2 : 65536;
+		in = realloc(in, in_cap);
+		if (!in) {
+			say("%s", "out of memory");
+			_exit(3);
+		}
+	}
+	struct pollfd p = {port, POLLIN, 0};
+	if (!block && poll(&p, 1, 0) <= 0)
+		return 0;
+	ssize_t r = read(port, in + in_len, in_cap - in_len);
+	if (r < 0)
+		return errno == EINTR || errno == EAGAIN ? 0 : -1;
+	in_len += (size_t)r;
+	return (int)r;
+}
+
+/* A whole frame at the start of `in`: its type and payload (copied), 1; else 0. Junk before "@PL " is dropped. */
+static int take_frame(char *type, char **payload, size_t *n)
+{
+	for (;;) {
+		char *start = memmem(in, in_len, "@PL ", 4);
+		if (!start) {
+			if (in_len > 3) {      /* keep a possible partial marker */
+				memmove(in, in + in_len - 3, 3);
+				in_len = 3;
+			}
+			return 0;
+		}
+		if (start != in) {
+			in_len -= (size_t)(start - in);
+			memmove(in, start, in_len);
+		}
+		char *nl = memchr(in, '\n', in_len);
+		if (!nl)
+			return 0;
+		size_t len;
+		unsigned hash;
+		char t[16];
+		*nl = '\0';
+		if (sscanf(in, "@PL %15s %zu %x", t, &len, &hash) != 3 || len > FRAME_LIMIT) {
+			say("bad frame header from the host: %s", in);
+			in_len -= (size_t)(nl + 1 - in);
+			memmove(in, nl + 1, in_len);
+			continue;
+		}
+		size_t head = (size_t)(nl + 1 - in);
+		if (in_len < head + len + 1) {
+			*nl = '\n';
+			return 0;
+		}
+		char *body = in + head;
+		if (fnv1a(body, len) != hash) {
+			say("frame %s from the host failed its checksum", t);
+			in_len -= head + len + 1;
+			memmove(in, in + head + len + 1, in_len);
+			continue;
+		}
+		*payload = malloc(len + 1);
+		memcpy(*payload, body, len);
+		(*payload)[len] = '\0';
+		*n = len;
+		strcpy(type, t);
+		in_len -= head + len + 1;
+		memmove(in, in + head + len + 1, in_len);
+		return 1;
+	}
+}
+
+static void wait_frame(char *type, char **payload, size_t *n)
+{
+	while (!take_frame(type, payload, n))
+		if (fill(1) < 0) {
+			say("reading from the host failed: %s", strerror(errno));
+			_exit(3);
+		}
+}
+
+static void hello(void)
+{
+	struct utsname u;
+	char text[4096], model[256] = "", line[512];
+	long mem_kib = 0;
+	uname(&u);
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (!model[0] && strncmp(line, "model name", 10) == 0) {
+			char *colon = strchr(line, ':');
+			if (colon) {
+				snprintf(model, sizeof model, "%s", colon + 2);
+				model[strcspn(model, "\n")] = '\0';
+			}
+		}
+	if (f)
+		fclose(f);
+	f = fopen("/proc/meminfo", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "MemTotal: %ld kB", &mem_kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	int n = snprintf(text, sizeof text,
+			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n",
+			 u.release, u.version, u.machine, sysconf(_SC_NPROCESSORS_ONLN), model, mem_kib,
+			 access(LAUNCHER, X_OK) == 0);
+	send_frame("HELLO", text, (size_t)n);
+}
+
+static char *read_file(const char *path, long keep_head, long keep_tail, size_t *n)
+{
+	*n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return calloc(1, 1);
+	off_t size = lseek(fd, 0, SEEK_END), from = 0;
+	if (keep_head && size > keep_head)
+		size = keep_head;
+	if (keep_tail && size > keep_tail)
+		from = size - keep_tail;
+	char *buf = malloc((size_t)(size - from) + 1);
+	ssize_t r = pread(fd, buf, (size_t)(size - from), from);
+	close(fd);
+	*n = r > 0 ? (size_t)r : 0;
+	return buf;
+}
+
+/* The next NUL-terminated string of a payload (NULL at its end). */
+static char *next_string(char **p, char *end)
+{
+	if (*p >= end)
+		return NULL;
+	char *s = *p;
+	*p += strnlen(s, (size_t)(end - s)) + 1;
+	return s;
+}
+
+/* One RUN: the launcher, as the host executor starts it; the RESULT frame back. */
+static void run(char *payload, size_t n)
+{
+	char *p = payload, *end = payload + n;
+	char **args = NULL, **env = NULL;
+	long nargs = 0, nenv = 0;
+	char *s = next_string(&p, end);
+	nargs = s ? atol(s) : 0;
+	args = calloc((size_t)nargs + 2, sizeof *args);
+	args[0] = LAUNCHER;
+	for (long i = 0; i < nargs; i++)
+		args[i + 1] = next_string(&p, end);
+	s = next_string(&p, end);
+	nenv = s ? atol(s) : 0;
+	env = calloc((size_t)nenv + 1, sizeof *env);
+	for (long i = 0; i < nenv; i++)
+		env[i] = next_string(&p, end);
+	s = next_string(&p, end);
+	int capture = s && s[0] == '1';
+
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) != 0) {
+		say("pipe: %s", strerror(errno));
+		_exit(3);
+	}
+	pid_t child = fork();
+	if (child == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		int out = capture ? open(OUT_FILE, O_WRONLY | O_CREAT | O_TRUNC, 0600) : nul;
+		int err = open(ERR_FILE, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(nul, 0);
+		dup2(out, 1);
+		dup2(err, 2);
+		dup2(pipefd[1], 3);    /* dup2 clears close-on-exec on the copy */
+		for (int fd = 4; fd < 64; fd++)
+			close(fd);
+		execve(LAUNCHER, args, env);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	char *res = malloc(65536);
+	size_t res_len = 0;
+	int stop_sent = 0;
+	for (;;) {
+		struct pollfd fds[2] = {{pipefd[0], POLLIN, 0}, {port, POLLIN, 0}};
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (fds[1].revents & POLLIN) {
+			char type[16], *body;
+			size_t len;
+			fill(0);
+			while (take_frame(type, &body, &len)) {
+				if (strcmp(type, "STOP") == 0 && !stop_sent && child > 0) {
+					kill(child, SIGTERM);     /* the launcher stops its benchmark, reports interrupted=1 */
+					stop_sent = 1;
+				}
+				free(body);
+			}
+		}
+		if (fds[0].revents & (POLLIN | POLLHUP)) {
+			ssize_t r = read(pipefd[0], res + res_len, 65535 - res_len);
+			if (r <= 0)
+				break;
+			res_len += (size_t)r;
+			if (res_len >= 65535)
+				break;
+		}
+	}
+	close(pipefd[0]);
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	size_t out_len = 0, err_len = 0;
+	char *out = capture ? read_file(OUT_FILE, STDOUT_LIMIT, 0, &out_len) : calloc(1, 1);
+	char *err = read_file(ERR_FILE, 0, STDERR_TAIL, &err_len);
+	char head[64];
+	int h = snprintf(head, sizeof head, "%zu %zu %zu\n", res_len, out_len, err_len);
+	size_t total = (size_t)h + res_len + out_len + err_len;
+	char *msg = malloc(total);
+	memcpy(msg, head, (size_t)h);
+	memcpy(msg + h, res, res_len);
+	memcpy(msg + h + res_len, out, out_len);
+	memcpy(msg + h + res_len + out_len, err, err_len);
+	send_frame("RESULT", msg, total);
+	unlink(OUT_FILE);
+	unlink(ERR_FILE);
+	free(msg);
+	free(out);
+	free(err);
+	free(res);
+	free(args);
+	free(env);
+}
+
+static int worker(void)
+{
+	port = open(PORT, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (port < 0) {
+		say("cannot open " PORT ": %s (a kernel with 8250 serial ports is needed)", strerror(errno));
+		return 3;
+	}
+	struct termios t;
+	if (tcgetattr(port, &t) == 0) {
+		cfmakeraw(&t);
+		cfsetspeed(&t, B115200);
+		tcsetattr(port, TCSANOW, &t);
+	}
+	hello();
+	for (;;) {
+		char type[16], *payload;
+		size_t n;
+		wait_frame(type, &payload, &n);
+		if (strcmp(type, "RUN") == 0) {
+			run(payload, n);
+		} else if (strcmp(type, "OFF") == 0) {
+			send_frame("BYE", "", 0);
+			tcdrain(port);
+			free(payload);
+			return 0;
+		}
+		free(payload);   /* a STOP between runs: nothing to stop */
+	}
+}
+
+static void mount_or_say(const char *source, const char *target, const char *type)
+{
+	mkdir(target, 0755);
+	if (mount(source, target, type, 0, NULL) != 0)
+		say("cannot mount %s", target);
+}
+
+int main(void)
+{
+	if (getpid() != 1) {
+		fprintf(stderr, "perflab-agent: this is the init of perflab's VM guest, not a command\n");
+		return 2;
+	}
+	mount_or_say("proc", "/proc", "proc");
+	mount_or_say("sysfs", "/sys", "sysfs");
+	/* devtmpfs has every device node; without it, the nodes the initramfs carries stay. */
+	if (mount("devtmpfs", "/dev", "devtmpfs", 0, NULL) != 0)
+		say("%s", "no devtmpfs: using the initramfs's /dev");
+	mount_or_say("tmpfs", "/tmp", "tmpfs");
+	mount_or_say("tmpfs", "/run", "tmpfs");
+	mkdir("/run/perflab", 0700);
+	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", 1);
+
+	pid_t w = fork();
+	if (w == 0)
+		_exit(worker());
+	for (;;) {
+		int status;
+		pid_t got = wait(&status);
+		if (got == w || (got < 0 && errno == ECHILD)) {
+			if (got == w && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+				say("%s", "the worker ended abnormally; powering off");
+			break;
+		}
+	}
+	sync();
+	reboot(RB_POWER_OFF);
+	/* No ACPI power-off in this kernel: a reboot makes QEMU (-no-reboot) exit too. */
+	reboot(RB_AUTOBOOT);
+	for (;;)
+		pause();
+}

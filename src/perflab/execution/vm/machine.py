@@ -1,0 +1,386 @@
+"""Boot a kernel in QEMU once and run benchmark processes inside it, one request at a time.
+
+`boot(VmSpec(kernel=...))` is a context manager: it writes the initramfs
+(execution/vm/initramfs.py), starts QEMU in its own process group with a parent-death
+signal, waits for the guest agent's HELLO and yields a `Guest`, whose
+`execute(ProcessSpec) -> ProcessResult` has the host executor's signature and meaning:
+the agent starts perflab's launcher inside the guest with the same options, and the
+launcher's result fields come back as they are. On the way out the guest is powered
+off, and QEMU's process group is killed whatever happened.
+
+Channels: the kernel console is the first UART, written by QEMU to a file (its tail is
+what a fault shows); the agent speaks on the second UART, which QEMU connects to its
+stdin/stdout pipes. Frames both ways: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes, "\\n".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab.core.errors import PerflabError
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution import executor, interrupt
+from perflab.execution.vm import initramfs, kernel as kernels
+
+QEMU = "qemu-system-x86_64"
+MODES = ("tcg", "icount", "kvm")
+GUEST_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+DEFAULT_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "TERM": "dumb", "LANG": "C"}
+CONSOLE_TAIL_LINES = 25
+SHUTDOWN_SECONDS = 10.0
+# Host seconds allowed per guest second of a request's timeout: under TCG the guest's clock
+# is the host's; under icount a guest second is 10^9 instructions, several host seconds.
+SLOWDOWN = {"tcg": 1.0, "kvm": 1.0, "icount": 30.0}
+REQUEST_MARGIN = 60.0
+
+
+class VmError(PerflabError):
+    """The guest could not be booted or stopped answering; `console_tail` holds the kernel's last words."""
+
+    def __init__(self, message: str, console_tail: str = ""):
+        super().__init__(message + (f"\n--- console tail ---\n{console_tail}" if console_tail else ""))
+        self.summary = message
+        self.console_tail = console_tail
+
+
+@dataclass
+class VmSpec:
+    """The machine a job's processes run in."""
+
+    kernel: Path | str
+    mode: str = "tcg"                    # tcg | icount (TCG, 1 ns per instruction) | kvm
+    cpus: int = 1
+    memory_mib: int = 512
+    qemu_args: Sequence[str] = ()        # appended to QEMU's command line as they are
+    append: str = ""                     # appended to the kernel command line
+    boot_timeout: float = 60.0           # seconds until the agent must have said HELLO
+
+    def check(self) -> None:
+        """One-line errors for a spec that cannot boot, before anything starts."""
+        if self.mode not in MODES:
+            raise PerflabError(f"vm mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.cpus < 1 or self.memory_mib < 64:
+            raise PerflabError(f"vm: cpus must be >= 1 and memory >= 64 MiB (got {self.cpus}, {self.memory_mib})")
+        path = Path(self.kernel)
+        if not path.is_file():
+            raise PerflabError(f"kernel {path}: no such file")
+
+
+def qemu_binary() -> str:
+    path = shutil.which(QEMU)
+    if path is None:
+        raise PerflabError(f"{QEMU} not found (Debian package qemu-system-x86)")
+    return path
+
+
+def qemu_version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    first = (out.stdout or out.stderr).strip().splitlines()
+    match = re.search(r"version (\S+)", first[0]) if first else None
+    return match.group(1) if match else (first[0] if first else "unknown")
+
+
+def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path) -> list[str]:
+    accel = {
+        "tcg": ["-accel", "tcg", "-cpu", "max"],
+        # shift=0: one instruction is one nanosecond of guest time; sleep=off: an idle guest's
+        # clock jumps to the next timer instead of waiting on the host's clock.
+        "icount": ["-accel", "tcg", "-cpu", "max", "-icount", "shift=0,sleep=off"],
+        "kvm": ["-accel", "kvm", "-cpu", "host"],
+    }[spec.mode]
+    cmdline = "console=ttyS0 panic=-1 quiet rdinit=/init" + (f" {spec.append}" if spec.append else "")
+    return [
+        binary, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M",
+        "-kernel", str(spec.kernel), "-initrd", str(initrd), "-append", cmdline,
+        "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
+        "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
+        *spec.qemu_args,
+    ]
+
+
+def fnv1a(data: bytes) -> int:
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def frame(kind: str, payload: bytes) -> bytes:
+    return b"@PL %s %d %08x\n" % (kind.encode(), len(payload), fnv1a(payload)) + payload + b"\n"
+
+
+class _Dead(Exception):
+    """QEMU closed the agent's channel (it exited)."""
+
+
+class _Late(Exception):
+    """No frame before the deadline."""
+
+
+class Channel:
+    """The host's end of the agent's UART: frames out to QEMU's stdin, in from its stdout."""
+
+    def __init__(self, write_fd: int, read_fd: int):
+        self.write_fd, self.read_fd = write_fd, read_fd
+        self.buffer = b""
+
+    def send(self, kind: str, payload: bytes = b"") -> None:
+        data = frame(kind, payload)
+        try:
+            while data:
+                data = data[os.write(self.write_fd, data):]
+        except (BrokenPipeError, OSError):
+            raise _Dead() from None
+
+    def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
+        """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
+        while True:
+            start = self.buffer.find(b"@PL ")
+            if start > 0:
+                self.buffer = self.buffer[start:]     # nothing but frames is written here; be lenient
+            end = self.buffer.find(b"\n") if start >= 0 else -1
+            if end >= 0:
+                words = self.buffer[:end].split()
+                if len(words) != 4 or not words[2].isdigit():
+                    raise VmError(f"garbled frame header from the guest agent: {self.buffer[:end][:80]!r}")
+                length = int(words[2])
+                if len(self.buffer) >= end + 1 + length + 1:
+                    payload = self.buffer[end + 1:end + 1 + length]
+                    self.buffer = self.buffer[end + 2 + length:]
+                    if fnv1a(payload) != int(words[3], 16):
+                        raise VmError(f"frame {words[1].decode()} from the guest agent failed its checksum")
+                    return words[1].decode(), payload
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
+            ready, _, _ = select.select([self.read_fd], [], [], wait)
+            if ready:
+                chunk = os.read(self.read_fd, 1 << 20)
+                if not chunk:
+                    raise _Dead()
+                self.buffer += chunk
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise _Late()
+            elif poll:
+                poll()
+
+
+def _death_signal() -> None:
+    # Runs in the child between fork and exec: QEMU dies with the thread that started it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+
+
+def _tail(path: Path, lines: int = CONSOLE_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 16384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    kept = [line.rstrip() for line in text.replace("\r", "").splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+@dataclass
+class Guest:
+    """A booted guest: run processes with `execute`; `facts` describe it for the environment."""
+
+    spec: VmSpec
+    process: subprocess.Popen
+    channel: Channel
+    workdir: Path
+    facts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def console(self) -> Path:
+        return self.workdir / "console.log"
+
+    def console_tail(self, lines: int = CONSOLE_TAIL_LINES) -> str:
+        return _tail(self.console, lines)
+
+    def _failure(self, what: str) -> VmError:
+        qemu_err = _tail(self.workdir / "qemu.err", 3)
+        return VmError(what + (f" (QEMU: {qemu_err.splitlines()[-1]})" if qemu_err else ""), self.console_tail())
+
+    def execute(self, spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: executor.Hooks | None = None,
+                grace: float = executor.DEFAULT_GRACE) -> ProcessResult:
+        """Run one process in the guest to its end and measure it, as executor.execute does on the host.
+
+        spec.env None gives the guest's default environment (the host's means nothing there).
+        Raises PerflabError when the program cannot be started, VmError when the guest fails.
+        """
+        display = spec.item or " ".join(spec.argv)
+        options = ["-G", f"{grace:g}"]
+        if spec.timeout:
+            options += ["-T", repr(float(spec.timeout))]
+        if spec.no_aslr:
+            options.append("-R")
+        if spec.cpus:
+            options += ["-c", spec.cpus]
+        if spec.cwd:
+            options += ["-C", spec.cwd]
+        args = [*options, "--", *wrapper, *spec.argv]
+        env = [f"{k}={v}" for k, v in (DEFAULT_ENV if spec.env is None else spec.env).items()]
+        strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0"]
+        payload = b"".join(os.fsencode(s) + b"\0" for s in strings)
+        deadline = None
+        if spec.timeout:
+            deadline = (spec.timeout + grace) * SLOWDOWN[self.spec.mode] + REQUEST_MARGIN
+        hooks = hooks or executor.Hooks()
+        stop_sent = False
+
+        def watch_interrupt() -> None:
+            # A SIGINT/SIGTERM noted by execution.interrupt: the agent stops the launcher,
+            # which reports interrupted=1 as on the host.
+            nonlocal stop_sent
+            if not stop_sent and interrupt.requested() is not None:
+                stop_sent = True
+                self.channel.send("STOP")
+
+        for start in hooks.start:
+            start()
+        try:
+            self.channel.send("RUN", payload)
+            kind, body = self.channel.receive(None if deadline is None else time.monotonic() + deadline,
+                                              watch_interrupt)
+        except _Dead:
+            self.process.wait()
+            raise self._failure(f"the guest died while running {display!r} "
+                                f"(QEMU exited with {self.process.returncode})") from None
+        except _Late:
+            raise self._failure(f"the guest did not answer for {display!r} within {deadline:.0f} s") from None
+        finally:
+            for stop in hooks.stop:
+                stop()
+        if kind != "RESULT":
+            raise self._failure(f"unexpected {kind} frame from the guest agent")
+        head, _, rest = body.partition(b"\n")
+        n_res, n_out, n_err = map(int, head.split())
+        text = rest[:n_res].decode(errors="replace")
+        out = rest[n_res:n_res + n_out][:executor.STDOUT_LIMIT_BYTES]
+        err = rest[n_res + n_out:n_res + n_out + n_err][-executor.STDERR_TAIL_BYTES:]
+        if stop_sent and "exit=" not in text and "execerror=" not in text:
+            return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
+        fields = executor._parse_result(text, display)   # the launcher's own words, read the host's way
+        return ProcessResult(
+            wall=float(fields["wall"]), user=float(fields["utime"]), sys=float(fields["stime"]),
+            maxrss_kib=int(fields["maxrss"]), voluntary_switches=int(fields["nvcsw"]),
+            involuntary_switches=int(fields["nivcsw"]), exit_status=int(fields["exit"]),
+            signal=int(fields["signal"]), timed_out=fields["timedout"] == "1",
+            interrupted=fields["interrupted"] == "1",
+            stdout=out.decode(errors="replace") if spec.capture_stdout else "",
+            stderr_tail=err.decode(errors="replace"),
+        )
+
+    def shutdown(self) -> None:
+        """Power the guest off and wait for QEMU to exit (killed if it does not)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(_Dead, _Late, VmError):
+                self.channel.send("OFF")
+                self.channel.receive(time.monotonic() + SHUTDOWN_SECONDS)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(SHUTDOWN_SECONDS)
+        _kill(self.process)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """QEMU's whole process group, whatever state it is in."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for stream in (process.stdin, process.stdout):
+        if stream:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_out: bool) -> VmError:
+    console = _tail(workdir / "console.log")
+    qemu_err = _tail(workdir / "qemu.err", 3)
+    name = Path(spec.kernel).name
+    if timed_out and spec.mode == "kvm":
+        why = (f"mode kvm: the guest did not reach perflab's init in {spec.boot_timeout:g} s; KVM cannot boot "
+               "guests on this machine (nested virtualisation?): use mode tcg or icount")
+    elif timed_out:
+        why = f"kernel {name} did not reach perflab's init in {spec.boot_timeout:g} s (mode {spec.mode}): hung?"
+    else:
+        panic = re.search(r"Kernel panic - not syncing: .*", console)
+        if panic:
+            why = f"kernel {name} panicked before perflab's init ran: {panic.group(0).strip()}"
+        elif qemu_err and spec.mode == "kvm":
+            why = (f"mode kvm: QEMU could not run the guest with KVM ({qemu_err.splitlines()[-1]}): "
+                   "use mode tcg or icount")
+        elif qemu_err:
+            why = f"QEMU could not boot kernel {name} (mode {spec.mode}): {qemu_err.splitlines()[-1]}"
+        else:
+            why = f"kernel {name} stopped before perflab's init ran (QEMU exited with {process.returncode})"
+    return VmError(why, console)
+
+
+@contextlib.contextmanager
+def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None) -> Iterator[Guest]:
+    """Boot `spec.kernel` with an initramfs holding `files` (guest path -> host static program)."""
+    spec.check()
+    binary = qemu_binary()
+    initrd = initramfs.build(files)
+    workdir = Path(tempfile.mkdtemp(prefix="perflab-vm-"))
+    console = workdir / "console.log"
+    process = None
+    try:
+        with open(workdir / "qemu.err", "wb") as err:
+            started = time.monotonic()
+            process = subprocess.Popen(
+                qemu_command(binary, spec, initrd, console), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, start_new_session=True, preexec_fn=_death_signal, bufsize=0)
+        channel = Channel(process.stdin.fileno(), process.stdout.fileno())
+        try:
+            kind, hello = channel.receive(started + spec.boot_timeout)
+        except _Dead:
+            process.wait()
+            raise _boot_failure(spec, process, workdir, timed_out=False) from None
+        except _Late:
+            raise _boot_failure(spec, process, workdir, timed_out=True) from None
+        if kind != "HELLO":
+            raise VmError(f"the guest agent said {kind} instead of HELLO", _tail(console))
+        guest_facts = dict(line.split("=", 1) for line in hello.decode(errors="replace").splitlines() if "=" in line)
+        if guest_facts.get("launcher") != "1":
+            raise VmError("perflab's launcher is missing from the guest's initramfs", _tail(console))
+        facts = {
+            "vm_mode": spec.mode,
+            "vm_cpus": guest_facts.get("cpus", str(spec.cpus)),
+            "vm_memory_mib": str(spec.memory_mib),
+            "vm_cpu_model": guest_facts.get("cpu_model", ""),
+            "qemu_version": qemu_version(binary),
+            "guest_kernel_release": guest_facts.get("release", ""),
+            "guest_kernel_version": guest_facts.get("version", ""),
+            "guest_machine": guest_facts.get("machine", ""),
+            "kernel_path": str(Path(spec.kernel).resolve()),
+            "kernel_config_hash": kernels.config_hash(Path(spec.kernel)) or "",
+            "host_kernel": os.uname().release,
+            "vm_boot_seconds": f"{time.monotonic() - started:.2f}",
+        }
+        if spec.mode == "icount":
+            facts["time_base"] = "instruction-time (QEMU icount shift=0: 1 ns per guest instruction)"
+        guest = Guest(spec, process, channel, workdir, facts)
+        try:
+            yield guest
+        finally:
+            guest.shutdown()
+    finally:
+        if process is not None:
+            _kill(process)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,253 @@
+"""The VM executor (perflab.execution.vm), for real: QEMU boots a Debian kernel (fetched by
+tools/fetch_kernel.py) with perflab's initramfs, and processes run inside through the launcher.
+
+Skipped with the reason when qemu-system-x86_64 or the kernel is absent. Each test stays
+under 60 s on a 2-core machine: one TCG boot is shared by the executor tests; the icount
+check boots twice, side by side.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from perflab.core import cbuild
+from perflab.core.errors import PerflabError
+from perflab.core.process import ProcessSpec
+from perflab.execution.vm import VmError, VmSpec, boot, initramfs, kernel
+
+pytestmark = pytest.mark.vm
+
+KERNEL = os.environ.get("PERFLAB_TEST_KERNEL") or kernel.cached()
+needs_vm = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None or not KERNEL or not Path(KERNEL).is_file(),
+    reason="needs qemu-system-x86_64 (Debian qemu-system-x86) and a kernel: python tools/fetch_kernel.py")
+
+# Times N getppid() calls with clock_gettime, in rounds: under icount, instruction-time.
+GETPPID_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 100000, rounds = argc > 2 ? atol(argv[2]) : 3;
+	for (long r = 0; r < rounds; r++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (long i = 0; i < n; i++)
+			syscall(SYS_getppid);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		double ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n;
+		printf("{\"round\": %ld, \"getppid_ns\": %.3f}\n", r, ns);
+	}
+	fprintf(stderr, "done %ld\n", n);
+	return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def getppid_program(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("getppid")
+    (src / "getppid_ns.c").write_text(GETPPID_C)
+    return cbuild.build("getppid_ns", src, cc="cc", flags=("-O2", "-static"))
+
+
+@pytest.fixture(scope="module")
+def guest(getppid_program):
+    if shutil.which("qemu-system-x86_64") is None or not KERNEL:
+        pytest.skip("needs qemu-system-x86_64 and a kernel")
+    with boot(VmSpec(kernel=KERNEL, mode="tcg"), files={"/usr/bin/getppid_ns": getppid_program}) as g:
+        yield g
+
+
+def test_cpio_round_trip():
+    entries = [initramfs.Entry("bin", stat.S_IFDIR | 0o755),
+               initramfs.Entry("bin/x", stat.S_IFREG | 0o755, b"12345"),
+               initramfs.Entry("bin/y", stat.S_IFLNK | 0o777, b"x"),
+               initramfs.Entry("dev/null", stat.S_IFCHR | 0o666, rdev=(1, 3))]
+    data = initramfs.write_cpio(entries)
+    assert len(data) % 4 == 0 and data.startswith(b"070701")
+    assert initramfs.read_cpio(data) == entries
+    assert b"TRAILER!!!" in data
+
+
+@pytest.mark.skipif(shutil.which("busybox") is None, reason="needs busybox to read the archive back")
+def test_initramfs_is_read_by_busybox_cpio(tmp_path):
+    image = initramfs.build({"/opt/hello": "/bin/busybox"})
+    assert image == initramfs.build({"/opt/hello": "/bin/busybox"})       # cached by content
+    subprocess.run(["busybox", "cpio", "-id"], input=gzip.decompress(image.read_bytes()), cwd=tmp_path,
+                   check=True, capture_output=True)
+    assert os.access(tmp_path / "init", os.X_OK)
+    assert initramfs.is_static(tmp_path / "init") and initramfs.is_static(tmp_path / "usr/lib/perflab/launch")
+    assert (tmp_path / "opt/hello").read_bytes() == Path("/bin/busybox").read_bytes()
+
+
+@needs_vm
+def test_boot_and_execute(guest):
+    facts = guest.facts
+    assert facts["vm_mode"] == "tcg" and facts["vm_cpus"] == "1"
+    assert facts["guest_kernel_release"] and facts["qemu_version"][0].isdigit()
+    ok = guest.execute(ProcessSpec(["/bin/true"]))
+    assert ok.ok and ok.exit_status == 0 and ok.wall > 0 and ok.maxrss_kib > 0
+    r = guest.execute(ProcessSpec(["/usr/bin/getppid_ns", "1000", "2"]))
+    assert r.ok, r.stderr_tail
+    assert r.stdout.count("getppid_ns") == 2 and r.stderr_tail == "done 1000\n"
+    shell = guest.execute(ProcessSpec(["/bin/sh", "-c", "echo out; echo err >&2; exit 3"]))
+    assert (shell.exit_status, shell.stdout, shell.stderr_tail) == (3, "out\n", "err\n")
+    assert guest.execute(ProcessSpec(["/bin/uname", "-r"])).stdout.strip() == facts["guest_kernel_release"]
+
+
+@needs_vm
+def test_execute_faults_as_on_the_host(guest):
+    with pytest.raises(PerflabError, match="cannot start '/no/such': No such file"):
+        guest.execute(ProcessSpec(["/no/such"]))
+    slow = guest.execute(ProcessSpec(["/bin/sleep", "10"], timeout=0.5), grace=0.5)
+    assert slow.timed_out and slow.signal == signal.SIGTERM and not slow.ok
+    killed = guest.execute(ProcessSpec(["/bin/sh", "-c", "kill -SEGV $$"]))
+    assert killed.signal == signal.SIGSEGV and killed.exit_status == 128 + signal.SIGSEGV
+    quiet = guest.execute(ProcessSpec(["/bin/echo", "x"], capture_stdout=False, env={"PATH": "/bin"}))
+    assert quiet.ok and quiet.stdout == ""
+    env = guest.execute(ProcessSpec(["/bin/sh", "-c", "echo $PERFLAB_X"], env={"PERFLAB_X": "y"}))
+    assert env.stdout == "y\n"
+    big = guest.execute(ProcessSpec(["/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x"]))
+    assert big.stdout == "x" * 100000
+
+
+@needs_vm
+def test_icount_is_repeatable_across_boots(getppid_program):
+    """Instruction-time: the same figure from two boots, to 0.01%.
+
+    Measured here (docs/vm.md): single rounds of 200,000 calls agree across boots to about 0.01%
+    (a timer tick more or less falls in a round); the noise only adds instructions, so the
+    minimum of 5 rounds is compared: it agreed to 0.004%.
+    """
+    results: dict[int, object] = {}
+
+    def one(i: int) -> None:
+        try:
+            with boot(VmSpec(kernel=KERNEL, mode="icount", boot_timeout=60),
+                      files={"/usr/bin/getppid_ns": getppid_program}) as g:
+                results[i] = (g.facts, g.execute(ProcessSpec(["/usr/bin/getppid_ns", "200000", "5"])))
+        except Exception as e:        # noqa: BLE001 (reported below)
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for value in results.values():
+        if isinstance(value, Exception):
+            raise value
+    figures = []
+    for facts, result in results.values():
+        assert facts["vm_mode"] == "icount" and "instruction-time" in facts["time_base"]
+        assert result.ok, result.stderr_tail
+        figures.append([float(line.split(": ")[-1].rstrip("}")) for line in result.stdout.splitlines()])
+    a, b = (min(f) for f in figures)
+    assert abs(a - b) / a < 1e-4, figures
+    assert 50 < a < 5000        # hundreds of instructions per getppid
+
+
+@needs_vm
+def test_a_kernel_that_panics_says_so():
+    # No init in the initramfs: the kernel looks for a root device, finds none and panics.
+    start = time.monotonic()
+    with pytest.raises(VmError) as caught:
+        with boot(VmSpec(kernel=KERNEL, append="rdinit=/no/init")):
+            pass
+    assert "panicked before perflab's init ran" in caught.value.summary
+    assert "Kernel panic" in caught.value.console_tail
+    assert time.monotonic() - start < 55
+
+
+@needs_vm
+def test_not_a_kernel(tmp_path):
+    bogus = tmp_path / "vmlinuz"
+    bogus.write_bytes(b"not a kernel\n" * 100)
+    with pytest.raises(VmError, match="QEMU could not boot kernel vmlinuz"):
+        with boot(VmSpec(kernel=bogus)):
+            pass
+
+
+@needs_vm
+def test_a_hung_boot_times_out_and_leaves_no_qemu():
+    with pytest.raises(VmError, match=r"did not reach perflab's init in 2 s \(mode tcg\)"):
+        # A shell as init waits on the console for ever: the agent never says HELLO.
+        with boot(VmSpec(kernel=KERNEL, append="rdinit=/bin/sh", boot_timeout=2)):
+            pass
+    assert not _qemus("rdinit=/bin/sh")
+
+
+@needs_vm
+def test_kvm_is_never_silently_tcg():
+    try:
+        with boot(VmSpec(kernel=KERNEL, mode="kvm", boot_timeout=20)) as g:
+            assert g.facts["vm_mode"] == "kvm" and "TCG" not in g.facts["vm_cpu_model"]
+    except VmError as e:
+        assert "kvm" in e.summary.lower()
+        assert "\n" not in e.summary
+
+
+def test_missing_qemu_and_kernel_are_one_line(monkeypatch, tmp_path):
+    with pytest.raises(PerflabError, match=r"kernel /no/vmlinuz: no such file"):
+        with boot(VmSpec(kernel="/no/vmlinuz")):
+            pass
+    monkeypatch.setenv("PATH", str(tmp_path))
+    kernel_file = tmp_path / "k"
+    kernel_file.write_bytes(b"x")
+    with pytest.raises(PerflabError, match=r"qemu-system-x86_64 not found \(Debian package qemu-system-x86\)"):
+        with boot(VmSpec(kernel=kernel_file)):
+            pass
+    with pytest.raises(PerflabError, match="vm mode 'fast'"):
+        VmSpec(kernel=kernel_file, mode="fast").check()
+
+
+@needs_vm
+def test_kill_9_of_perflab_leaves_no_qemu(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        from perflab.execution.vm import VmSpec, boot
+        with boot(VmSpec(kernel={str(KERNEL)!r})) as g:
+            print(g.process.pid, flush=True)
+            time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        qemu_pid = int(proc.stdout.readline())
+        assert Path(f"/proc/{qemu_pid}").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(qemu_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(qemu_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _qemus(pattern: str) -> set[int]:
+    """QEMU processes whose command line holds `pattern`."""
+    out = subprocess.run(["pgrep", "-f", f"qemu-system-x86_64 .*{pattern}"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
