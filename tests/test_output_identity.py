@@ -1,0 +1,295 @@
+"""What perflab prints and writes stays byte-identical: the restructuring's safety net.
+
+A fixed store (tests/data/golden/store-export.json, made by make_store_export.py beside it:
+lmbench of three variants, a will-it-scale nr_task sweep, a kernbench pair, commands with
+vmstat and perf-profile evidence, a 12-commit history with a step) is imported through the
+CLI into a temporary SQLite store; then every command of CASES runs against it as the
+installed `perflab` command (a subprocess, as a user runs it: nothing here imports perflab,
+so the test outlives any move of its modules). Each one's stdout, stderr, exit status and
+the files it writes are compared byte for byte with tests/data/golden/NAME.*:
+
+  NAME.out    stdout (always present, possibly empty)
+  NAME.err    stderr (present only when the command writes to stderr)
+  NAME.html   the page `report html` wrote (normalised, see below)
+  NAME.files  the files `jobs split` wrote, in name order, each after a line "==> PATH <=="
+  schema.out  the store's schema (sqlite_master), Alembic revision and row count per table
+
+Isolation: HOME, XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_CACHE_HOME and PERFLAB_FS_STATE_DIR
+point into the test's tmp directory, every other PERFLAB_* variable is dropped, the store is
+given with the global --db option (a path relative to the working directory, the tmp
+directory, so that no absolute path can reach an output), TZ=UTC (listings print local
+time), LC_ALL=C.UTF-8, and COLUMNS/LINES/colour variables are removed.
+
+Normalisation (the only differences allowed, each one explicit and checked to apply
+exactly once, so that no real content can be normalised away):
+  * `report html` inlines plotly.js, which depends on what is installed (the 4.8 MB bundle of
+    the plotly package, or tools/install.sh's cartesian bundle): the test points
+    $PERFLAB_PLOTLY_JS at a four-line stub (STUB_PLOTLY below), so the page carries that
+    instead. This is an input, not a rewrite of the output.
+  * In the page's data, "generated":"<UTC time of the run>" becomes
+    "generated":"<normalised: generation time>" (a clock reading).
+  * In the page's data, "version":"<perflab.__version__>" becomes
+    "version":"<normalised: perflab version>" (a release number, not behaviour).
+Every other output was checked to be identical over two runs of the original tree.
+
+Cost: 28 perflab processes, about 20 s of CPU in all, run two at a time on a 2-CPU machine
+after the import (29-34 s of wall time measured with the load average at 5-8 on 2 CPUs).
+Under pytest-xdist each worker that draws one of these tests builds the store and runs the
+commands once (a module fixture).
+
+Regenerating the goldens: `PERFLAB_REGEN_GOLDEN=1 python -m pytest tests/test_output_identity.py`
+writes tests/data/golden/* (and GENERATED_FROM, the revision they came from) instead of
+comparing. Only do that from the pre-restructuring tree (8f2683e) -- e.g. in a
+`git worktree add /tmp/base 8f2683e` with its own virtualenv -- or when a change of
+behaviour is intended and reviewed; never to make a restructuring commit pass.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import difflib
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import PERFLAB
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+FIXTURE = GOLDEN / "store-export.json"
+REGEN = os.environ.get("PERFLAB_REGEN_GOLDEN") == "1"
+STUB_PLOTLY = "/**\n* plotly.js (perflab golden stub) v0.0.0\n*/\nwindow.Plotly = null;\n"
+STORE = "store.db"
+
+# Run ids after the import (the file's order): lmbench 1-5 (5: gcc-13, partial, a failure),
+# will-it-scale 6-29, kernbench 30-33, cmd 34-37 (34: gzip -1 of base, with vmstat; 35: gzip -9
+# of base, with vmstat and perf-profile), the history 38-49 (44: with a comment).
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: tuple[str, ...]
+    status: int = 0
+    html: str | None = None          # a page the command writes (relative path)
+    split_dir: str | None = None     # a directory of files the command writes
+
+
+CASES = [
+    # compare, in every --style (registry.STYLES): the full comparison in the text layouts that
+    # stay small; the bulky ones on one benchmark each (the layout code is the same for every row).
+    Case("compare-lkp", ("compare", "base", "head")),
+    Case("compare-mmtests", ("compare", "base", "head", "--style", "mmtests", "-b", "will-it-scale", "--metric",
+                             "workload")),
+    Case("compare-lmbench", ("compare", "base", "head", "--style", "lmbench")),
+    Case("compare-lmbench-3", ("compare", "base", "head", "gcc-13", "-b", "lmbench", "--style", "lmbench")),
+    Case("compare-kernbench", ("compare", "base", "head", "--style", "kernbench", "-b", "kernbench")),
+    Case("compare-kernbench-cmd", ("compare", "base", "head", "--style", "kernbench", "-b", "cmd")),
+    Case("compare-benchstat", ("compare", "base", "head", "--style", "benchstat")),
+    Case("compare-json", ("compare", "base", "head", "--style", "json", "-b", "cmd", "--metric", "elapsed",
+                          "--metric", "osq_lock")),
+    Case("compare-csv", ("compare", "base", "head", "--style", "csv", "-b", "kernbench")),
+    Case("compare-monitors-all", ("compare", "base", "head", "-b", "cmd", "--monitors", "all")),
+    Case("compare-monitors-none", ("compare", "base", "head", "-b", "cmd", "--monitors", "none", "--style", "benchstat")),
+    Case("compare-fail-on", ("compare", "base", "head", "-b", "kernbench", "--style", "mmtests",
+                             "--fail-on-regression", "--fail-on", "kernbench.elapsed_time"), status=1),
+    # reports
+    Case("report-lmbench", ("report", "lmbench", "base", "head", "gcc-13")),
+    Case("report-scaling", ("report", "scaling", "base", "head")),
+    Case("report-kernbench", ("report", "kernbench", "base", "head")),
+    Case("report-profile", ("report", "profile", "base", "head")),
+    Case("report-table", ("report", "table", "--rows", "nr_task", "--cols", "mode,tag", "-b", "will-it-scale",
+                          "will-it-scale.workload")),
+    Case("report-html", ("report", "html", "base", "head", "-b", "kernbench", "--metric", "elapsed_time",
+                          "--metric", "system_time", "-o", "report.html"),
+         html="report.html"),
+    # history and change points
+    Case("runs", ("runs",)),
+    Case("show", ("show", "35", "--monitors")),
+    Case("log", ("log", "./syscall-loop")),
+    Case("detect", ("detect", "-b", "./syscall-loop")),
+    Case("detect-json", ("detect", "-b", "./syscall-loop", "--style", "json")),
+    # exports: a run with monitors and their series, a partial one with a failure; a commented one as CSV
+    Case("export-json", ("export", "--format", "json", "--run", "34", "--run", "5")),
+    Case("export-csv", ("export", "--format", "csv", "--run", "44")),
+    # job files: shipped ones whose expansion does not depend on the CPU count (the scaling
+    # job's [1, 50%, 100%] merges points on a 2-CPU machine): a matrix with overrides (--set),
+    # and shell commands as file names
+    Case("jobs-split", ("jobs", "split", "will-it-scale-seed.yaml", "--set", "test=brk1", "--set",
+                        "mode=[process, thread]", "-o", "split"), split_dir="split"),
+    Case("jobs-split-cmd", ("jobs", "split", "cmd-example.yaml", "-o", "split-cmd"), split_dir="split-cmd"),
+]
+
+GENERATED = re.compile(r'"generated":"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"')
+VERSION = re.compile(r'"version":"[^"\\]*"')
+
+
+def normalise_html(text: str) -> str:
+    """The page's two readings of its circumstances, each required exactly once (module docstring)."""
+    for pattern, replacement in ((GENERATED, '"generated":"<normalised: generation time>"'),
+                                 (VERSION, '"version":"<normalised: perflab version>"')):
+        text, count = pattern.subn(replacement, text)
+        assert count == 1, f"report html: {pattern.pattern} matched {count} times, expected once: " \
+                           "the normalisation would hide content; look at the page"
+    return text
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PERFLAB_") and k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",
+                                                           "CLICOLOR_FORCE", "TZ", "LANG", "LANGUAGE")
+           and not k.startswith("LC_")}
+    for d in ("home", "config", "data", "cache", "fs-state"):
+        (tmp / d).mkdir(exist_ok=True)
+    (tmp / "plotly-stub.js").write_text(STUB_PLOTLY)
+    env.update(HOME=str(tmp / "home"), XDG_CONFIG_HOME=str(tmp / "config"), XDG_DATA_HOME=str(tmp / "data"),
+               XDG_CACHE_HOME=str(tmp / "cache"), PERFLAB_FS_STATE_DIR=str(tmp / "fs-state"),
+               PERFLAB_PLOTLY_JS=str(tmp / "plotly-stub.js"), TZ="UTC", LC_ALL="C.UTF-8", TERM="dumb")
+    return env
+
+
+def perflab(tmp: Path, env: dict, argv) -> subprocess.CompletedProcess:
+    # bytes, not text: the comparison is of bytes
+    return subprocess.run([PERFLAB, "--db", STORE, *argv], cwd=tmp, env=env, capture_output=True, timeout=300)
+
+
+def schema(db: Path) -> bytes:
+    """The store's schema as SQLite keeps it, its Alembic revision and each table's row count."""
+    con = sqlite3.connect(db)
+    try:
+        lines = [f"-- {kind} {name} on {table}\n{sql};" for kind, name, table, sql in con.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type, name")]
+        tables = [name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        lines.append("-- alembic_version: " + ", ".join(v for (v,) in con.execute("SELECT version_num FROM alembic_version")))
+        for t in tables:
+            (count,) = con.execute('SELECT count(*) FROM "%s"' % t.replace('"', '""')).fetchone()
+            lines.append(f"-- rows in {t}: {count}")
+    finally:
+        con.close()
+    return ("\n".join(lines) + "\n").encode()
+
+
+def split_files(directory: Path) -> bytes:
+    parts = []
+    for path in sorted(directory.iterdir()):
+        parts.append(f"==> {directory.name}/{path.name} <==\n".encode() + path.read_bytes())
+    return b"".join(parts)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, dict[str, bytes | int]]:
+    """name -> {"status": int, "out": bytes, "err": bytes, and "html"/"files": bytes when the case writes them}."""
+    assert PERFLAB, "the perflab command is not installed in this environment"
+    tmp = tmp_path_factory.mktemp("identity")
+    env = environment(tmp)
+    shutil.copyfile(FIXTURE, tmp / FIXTURE.name)
+    results: dict[str, dict] = {}
+    imported = perflab(tmp, env, ("import", FIXTURE.name))
+    results["import"] = {"status": imported.returncode, "out": imported.stdout, "err": imported.stderr}
+    if imported.returncode != 0:
+        return results   # every case then fails, naming the import's error
+    results["schema"] = {"status": 0, "out": schema(tmp / STORE), "err": b""}
+
+    def one(case: Case) -> dict:
+        proc = perflab(tmp, env, case.argv)
+        got = {"status": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+        if case.html:
+            page = tmp / case.html
+            try:
+                got["html"] = normalise_html(page.read_text(encoding="utf-8")).encode() if page.exists() else \
+                    b"(not written)"
+            except AssertionError as e:   # reported by the case's test, as a difference with the golden
+                got["html"] = f"(not compared: {e})".encode()
+        if case.split_dir:
+            got["files"] = split_files(tmp / case.split_dir) if (tmp / case.split_dir).is_dir() else b"(not written)"
+        return got
+
+    # The commands only read the store (SQLite in WAL mode): run them side by side.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 2)) as pool:
+        for case, got in zip(CASES, pool.map(one, CASES)):
+            results[case.name] = got
+    return results
+
+
+def _diff(name: str, want: bytes, got: bytes) -> str:
+    lines = difflib.unified_diff(want.decode(errors="replace").splitlines(keepends=True),
+                                 got.decode(errors="replace").splitlines(keepends=True),
+                                 f"golden/{name}", f"now/{name}", n=2)
+    text = "".join(lines)
+    return text[:6000] + ("\n... (diff cut)" if len(text) > 6000 else "")
+
+
+def check(name: str, suffix: str, got: bytes, optional: bool = False) -> None:
+    """Byte equality with GOLDEN/name.suffix; an optional golden that is absent means empty."""
+    path = GOLDEN / f"{name}.{suffix}"
+    if REGEN:
+        if optional and not got:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(got)
+        return
+    want = path.read_bytes() if path.exists() else (b"" if optional else None)
+    where = path.relative_to(GOLDEN.parents[2])
+    if want is None:
+        pytest.fail(f"{where} is missing: goldens are made from tree 8f2683e (see this module's docstring)",
+                    pytrace=False)
+    if got != want:
+        pytest.fail(f"`perflab {name}`: {suffix} differs from {where} ({len(got)} bytes now, {len(want)} in the "
+                    f"golden); the outputs must stay byte-identical. Diff (golden -> now):\n"
+                    f"{_diff(f'{name}.{suffix}', want, got)}", pytrace=False)
+
+
+def _check_case(outputs, name: str, status: int) -> None:
+    if "schema" not in outputs and name != "import":
+        pytest.fail(f"the import of the fixture failed: {outputs['import']['err'].decode(errors='replace')}",
+                    pytrace=False)
+    got = outputs[name]
+    if got["status"] != status:
+        pytest.fail(f"`perflab {name}` exited {got['status']}, expected {status}; stderr:\n"
+                    + got["err"].decode(errors="replace")[-3000:], pytrace=False)
+    check(name, "out", got["out"])
+    check(name, "err", got["err"], optional=True)
+    if "html" in got:
+        check(name, "html", got["html"])
+    if "files" in got:
+        check(name, "files", got["files"])
+
+
+def test_import(outputs):
+    _check_case(outputs, "import", 0)
+
+
+def test_schema(outputs):
+    """The database schema the migrations make, byte for byte."""
+    _check_case(outputs, "schema", 0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_output(outputs, case):
+    _check_case(outputs, case.name, case.status)
+
+
+def test_every_golden_is_checked():
+    """No stale golden file: each one belongs to a case (a renamed case leaves none behind)."""
+    names = {"import", "schema", *(c.name for c in CASES)}
+    known = {"store-export.json", "make_store_export.py", "README.md", "GENERATED_FROM"}
+    stale = sorted(p.name for p in GOLDEN.iterdir()
+                   if p.is_file() and p.name not in known and p.name.rsplit(".", 1)[0] not in names)
+    assert not stale, f"golden files no case produces: {stale}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _record_origin():
+    """When regenerating, write down which tree the goldens came from."""
+    yield
+    if REGEN:
+        root = Path(__file__).resolve().parent.parent
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True,
+                               text=True).stdout.strip()
+        (GOLDEN / "GENERATED_FROM").write_text(f"{rev or 'unknown revision'}{' (src/ modified)' if dirty else ''}\n")
