@@ -65,6 +65,8 @@ class FakeFamily(Family):
     def default_runs(self, params) -> int:
         return 2
 
+    runs_for = default_runs   # the name the family interface is moving to
+
     def after_jobs(self, outcomes, add_samples) -> None:
         self.after.append([o.run_id for o in outcomes])
         for o in outcomes:
