@@ -83,10 +83,23 @@ def store_url(request, tmp_path) -> str:
 # everything, and there a skip that hides a missing capability fails the session (see
 # pytest_sessionfinish).
 
-# Files whose tests run real benchmarks (compile suites, sweep loads, spawn many processes).
+# Files whose tests run real benchmarks (compile suites, sweep loads, spawn many processes), or
+# take most of the fast lane's time (test_importers: big imports; test_runner and test_run_cmd:
+# the real executor, whose loop tests/test_runner_fast.py checks in milliseconds).
 SLOW_FILES = {
     "test_aim7.py", "test_bisect.py", "test_ebizzy.py", "test_fio.py", "test_hackbench.py", "test_interruption.py",
     "test_kernbench.py", "test_lmbench.py", "test_news.py", "test_robot.py", "test_will_it_scale_c.py",
+    "test_importers.py", "test_runner.py", "test_run_cmd.py",
+}
+# Single slow tests in otherwise fast files (measured: the longest of the fast lane).
+SLOW_TESTS = {
+    "test_stats.py": {"test_aa_false_regression_rate_at_most_alpha"},
+    "test_jobs.py": {"test_report_scaling_and_lkp_compare_shape", "test_a_hung_testcase_is_killed_and_the_matrix_goes_on",
+                     "test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts"},
+    "test_monitor_layout.py": {"test_fail_on_cli"},
+    "test_regression_report.py": {"test_check_runs_a_job_and_says_when_samples_are_blind"},
+    "test_transfer.py": {"test_bad_import_files_write_nothing"},
+    "test_store_faults.py": {"test_reading_commands_work_on_a_read_only_store"},
 }
 # Tests that need root (beyond those whose skipif reason says so): file -> test names, "*" for all.
 ROOT_TESTS = {
@@ -130,7 +143,7 @@ def _tools_of(item) -> tuple[str, ...]:
 def _marks_of(item) -> set[str]:
     marks = set()
     file = item.path.name
-    if file in SLOW_FILES:
+    if file in SLOW_FILES or _named(SLOW_TESTS, item):
         marks.add("slow")
     if _named(ROOT_TESTS, item) or any("root" in str(m.kwargs.get("reason", ""))
                                        for m in item.iter_markers("skipif")):
