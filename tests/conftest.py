@@ -74,3 +74,123 @@ def store_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "perflab.db")
     return request.getfixturevalue("postgres_url")
+
+
+# -- lanes: markers assigned here, by file and fixture, not in every test file ---------
+#
+# `sh tools/test.sh --fast` deselects every marker below: what is left needs no Debian package
+# (beyond a C compiler and git) and no root, and runs in under 2 minutes. The full command runs
+# everything, and there a skip that hides a missing capability fails the session (see
+# pytest_sessionfinish).
+
+# Files whose tests run real benchmarks (compile suites, sweep loads, spawn many processes), or
+# take most of the fast lane's time (test_importers: big imports; test_runner and test_run_cmd:
+# the real executor, whose loop tests/test_runner_fast.py checks in milliseconds).
+SLOW_FILES = {
+    "test_aim7.py", "test_bisect.py", "test_ebizzy.py", "test_fio.py", "test_hackbench.py", "test_interruption.py",
+    "test_kernbench.py", "test_lmbench.py", "test_news.py", "test_robot.py", "test_will_it_scale_c.py",
+    "test_importers.py", "test_runner.py", "test_run_cmd.py",
+}
+# Single slow tests in otherwise fast files (measured: the longest of the fast lane).
+SLOW_TESTS = {
+    "test_stats.py": {"test_aa_false_regression_rate_at_most_alpha"},
+    "test_jobs.py": {"test_report_scaling_and_lkp_compare_shape", "test_a_hung_testcase_is_killed_and_the_matrix_goes_on",
+                     "test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts"},
+    "test_monitor_layout.py": {"test_fail_on_cli"},
+    "test_regression_report.py": {"test_check_runs_a_job_and_says_when_samples_are_blind"},
+    "test_transfer.py": {"test_bad_import_files_write_nothing"},
+    "test_store_faults.py": {"test_reading_commands_work_on_a_read_only_store"},
+}
+# Tests that need root (beyond those whose skipif reason says so): file -> test names, "*" for all.
+ROOT_TESTS = {
+    "test_filesystem.py": {"test_a_filesystem_is_made_used_and_removed", "test_undone_when_the_run_fails_inside",
+                           "test_undone_while_the_benchmark_is_still_being_killed",
+                           "test_mkfs_failure_undoes_what_was_made",
+                           "test_sizes_and_bad_values_are_refused_before_anything_is_made",
+                           "test_without_root_a_one_line_error_says_what_is_missing",
+                           "test_a_stale_mount_of_a_dead_owner_is_removed_before_the_next_mount",
+                           "test_sigkill_mid_run_then_the_next_command_cleans_up_and_says_so",
+                           "test_sigterm_mid_run_undoes_the_filesystem_before_perflab_exits"},
+    "test_fio.py": {"test_on_fresh_filesystems_random_read_is_not_faster_than_sequential_and_nothing_stays_mounted"},
+}
+# Programs a test skips without, that tools/test.sh installs: file -> (test names, "*" for all or
+# "skipif" for those with a skipif mark, programs).
+TOOL_TESTS = {
+    "test_fio.py": ("*", ("fio",)),
+    "test_monitors_perf.py": ("skipif", ("perf",)),
+    "test_aim7.py": ({"test_disk_tasks_on_a_fresh_xfs"}, ("mkfs.xfs",)),
+    "test_filesystem.py": ("*", ("mkfs.ext4", "mkfs.xfs", "mkfs.btrfs")),
+}
+FILES_BY_MARK = {"postgres": {"test_store_postgres.py", "test_services.py"},
+                 "redis": {"test_lab.py", "test_lab_bisect.py", "test_services.py"}}
+FIXTURES_BY_MARK = {"postgres": {"postgres_url", "postgres_cluster"}, "redis": {"redis_server"},
+                    "browser": {"browser"}}
+
+
+def _named(table: dict, item) -> bool:
+    names = table.get(item.path.name, ())
+    return names == "*" or item.originalname in names
+
+
+def _tools_of(item) -> tuple[str, ...]:
+    """The programs (installed by tools/test.sh) without which `item` skips itself."""
+    names, tools = TOOL_TESTS.get(item.path.name, ((), ()))
+    if names == "*" or item.originalname in names or (names == "skipif" and item.get_closest_marker("skipif")):
+        return tools
+    return ()
+
+
+def _marks_of(item) -> set[str]:
+    marks = set()
+    file = item.path.name
+    if file in SLOW_FILES or _named(SLOW_TESTS, item):
+        marks.add("slow")
+    if _named(ROOT_TESTS, item) or any("root" in str(m.kwargs.get("reason", ""))
+                                       for m in item.iter_markers("skipif")):
+        marks.add("root")
+    if _tools_of(item):
+        marks.add("tool")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    for mark, files in FILES_BY_MARK.items():
+        if file in files:
+            marks.add(mark)
+    for mark, names in FIXTURES_BY_MARK.items():
+        if fixtures & names:
+            marks.add(mark)
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("store_url") == "postgresql":
+        marks.add("postgres")
+    return marks
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for mark in sorted(_marks_of(item)):
+            item.add_marker(getattr(pytest.mark, mark))
+
+
+# -- honest skips: in the full run (tools/test.sh sets PERFLAB_TEST_FULL=1) a skip that hides a
+# capability the machine has fails the test instead of showing a quiet "s": a test that needs
+# root skipped while running as root, or a tool-gated test skipped although its programs are
+# installed. The report itself is turned into a failure, so this holds under xdist too.
+
+def _dishonest(item, reason: str) -> str | None:
+    if item.get_closest_marker("root") is not None and os.geteuid() == 0:
+        return f"needs root and runs as root, yet skipped ({reason})"
+    tools = _tools_of(item)
+    if tools and all(shutil.which(t) for t in tools):
+        return f"{', '.join(tools)} installed, yet skipped ({reason})"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or os.environ.get("PERFLAB_TEST_FULL") != "1" or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    why = _dishonest(item, reason.removeprefix("Skipped: "))
+    if why is not None:
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid}: {why} (PERFLAB_TEST_FULL=1: the full run may not skip it)"

@@ -187,3 +187,63 @@ def test_a_hung_testcase_is_killed_and_the_matrix_goes_on(cli):
                "--warmup-time", "0", "--runs", "1", "--timeout", "1", check=False)
     assert proc.returncode == 1 and "timed out" in proc.stderr
     assert [s for (s,) in cli.sql("SELECT status FROM run ORDER BY id")] == ["failed", "finished"]
+
+
+# ---- the typed atomic job ---------------------------------------------------------
+
+# Job dicts as runs stored them before AtomicJob existed (and as exports of those runs carry them):
+# `perflab run cmd` (params second), a job file's point (params last), a lab worker's job with its
+# source and lab keys, bisect's command job, and a minimal old one without most keys.
+OLD_JOBS = [
+    {"benchmark": "cmd", "params": {"argv": ["true"], "shell": False, "prepare": "true", "ignore_failure": False,
+                                    "metrics": []},
+     "runs": 2, "warmup": 0, "timeout": None, "tag": "j", "comment": None, "monitors": {}},
+    {"benchmark": "will-it-scale", "runs": 5, "warmup": 0, "timeout": 300, "tag": None, "comment": None,
+     "monitors": {"proc-vmstat": {"interval": 1.0}}, "params": {"test": "page_fault2", "mode": "thread",
+                                                              "nr_task": "50%"}},
+    {"benchmark": "cmd", "params": {"argv": ["./prog"]}, "runs": 3, "warmup": 0, "timeout": None, "tag": "v1",
+     "comment": "perflab bisect 4: step abc", "monitors": {},
+     "source": {"repo": "https://example.org/r.git", "commit": "ab" * 20, "build": "make", "build_timeout": 600.0},
+     "lab": {"submission": "s1", "task": "t1", "attempt": 1, "worker": "w"}},
+    {"benchmark": "cmd", "runs": 2},
+]
+
+
+@pytest.mark.parametrize("old", OLD_JOBS)
+def test_an_atomic_job_reads_and_writes_the_stored_json_exactly(old):
+    job = jobs.AtomicJob.from_dict(old)
+    assert json.dumps(job.to_dict()) == json.dumps(old)
+    assert jobs.AtomicJob.from_dict(job.to_dict()) == job
+    # A key set later (rerun --tag, the runner's default runs) is written as adding it to the dict was.
+    assert json.dumps(job.with_(tag="new").to_dict()) == json.dumps({**old, "tag": "new"})
+
+
+def test_the_stored_job_of_an_old_export_reruns(cli, tmp_path):
+    from test_regression_report import JOB
+
+    doc = {"format": "perflab-export", "version": 2, "runs": [
+        {"uuid": "00000000-0000-4000-8000-000000000002", "testbox": "box", "benchmark": "cmd", "name": "true",
+         "params": {}, "tag": "old", "commit": None, "dirty": None, "started": "2026-11-01T10:00:00",
+         "finished": "2026-11-01T10:00:01", "status": "finished", "comment": None, "error": None,
+         "environment": {"testbox": "box"}, "failures": [], "job": OLD_JOBS[0], "samples": []}]}
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    cli("import", tmp_path / "old.json")
+    cli("rerun", "1", "--tag", "again")
+    stored = [json.loads(j) for (j,) in cli.sql("SELECT job FROM run ORDER BY id")]
+    assert stored == [OLD_JOBS[0], {**OLD_JOBS[0], "tag": "again"}]
+    assert jobs.AtomicJob.from_dict(JOB).to_dict() == JOB
+
+
+def test_jobs_are_validated_once_where_they_are_built(tmp_path, monkeypatch):
+    family = benchmarks.family("cmd")
+    seen = []
+    real = type(family).parse_params
+    monkeypatch.setattr(type(family), "parse_params", lambda self, raw, where="": seen.append(raw) or real(self, raw, where))
+    path = tmp_path / "j.yaml"
+    path.write_text("benchmark: cmd\ncommand: [true, 'sleep 0']\n")
+    atomic = jobs.load_atomic(path)
+    assert len(seen) == 2 and all(j.resolved and j.family is family for j in atomic)
+    assert jobs.resolve(atomic[0]) is atomic[0] and len(seen) == 2
+    assert [j.to_dict() for j in atomic] == jobs.load(path)
+    with pytest.raises(JobError, match="unknown parameter 'nope' for cmd"):
+        jobs.resolve({"benchmark": "cmd", "params": {"nope": 1}})

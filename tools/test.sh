@@ -1,8 +1,19 @@
 #!/bin/sh
 # Install everything the tests need (Debian packages and Python packages) and
 # run the whole test suite. This is what CI runs (.ci/run).
+#
+#   sh tools/test.sh [PYTEST ARGS]         the full suite; a skip that hides a capability
+#                                          this machine has (root, an installed tool) fails it
+#   sh tools/test.sh --fast [PYTEST ARGS]  the fast lane: no Debian packages, no root, no
+#                                          services, no real benchmark runs; under 2 minutes
 set -eu
 cd "$(dirname "$0")/.."
+
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+    fast=1
+    shift
+fi
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
@@ -16,14 +27,24 @@ as_root() {
 # (tests/services.py); the system services are not used. linux-perf: the
 # perf-stat and perf-profile monitors.
 PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf"
-missing=""
-for p in $PACKAGES; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+if [ "$fast" = 0 ]; then
+    missing=""
+    for p in $PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+    if [ -n "$missing" ]; then
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    fi
 fi
 
 PERFLAB_EXTRAS="[test]" sh tools/install.sh
+if [ "$fast" = 1 ]; then
+    # Every mark tests/conftest.py assigns (registered in pyproject.toml), deselected.
+    exec .venv/bin/python -m pytest -q -n 2 \
+        -m "not slow and not root and not postgres and not redis and not browser and not vm and not tool" "$@"
+fi
+# tests/conftest.py: with this set, a skip of a root test as root, or of a tool-gated test
+# whose programs are installed, is a failure.
+export PERFLAB_TEST_FULL=1
 exec .venv/bin/python -m pytest -q -n 2 "$@"

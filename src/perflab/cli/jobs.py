@@ -93,16 +93,17 @@ def rerun_cmd(run_id, tag, comment, box, repo, db) -> None:
       perflab rerun 12 --tag after-fix
     """
     from perflab.cli.run import _run_atomic_jobs
+    from perflab.jobs import AtomicJob
 
     store = get_store(db)
     run = store.get_run(run_id)
     if not run.job:
         raise PerflabError(f"run #{run.id} has no stored job (it was recorded before jobs were stored, or imported)")
-    job = dict(run.job)
+    job = AtomicJob.from_dict(run.job)
     if tag is not None:
-        job["tag"] = tag
+        job = job.with_(tag=tag)
     if comment is not None:
-        job["comment"] = comment
+        job = job.with_(comment=comment)
     _run_atomic_jobs([job], box, repo, db)
 
 

@@ -120,6 +120,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --monitor vmstat --monitor perf-stat -- ./bench
     """
     from perflab.benchmarks.cmd import FAMILY, MetricRule, check_unique
+    from perflab.jobs import atomic
     from perflab.runner.loop import run_jobs
     from perflab.stats.relative import relative_to_fastest, spread
 
@@ -144,10 +145,10 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
             params["name"] = name
         if cpus:
             params["cpus"] = cpus
-        parsed = FAMILY.parse_params(params)
-        FAMILY.command(parsed)   # the executable exists: checked before the store is opened
-        jobs.append({"benchmark": "cmd", "params": params, "runs": runs, "warmup": warmup, "timeout": timeout,
-                     "tag": tag, "comment": comment, "monitors": monitors})
+        job = atomic("cmd", params, runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
+                     monitors=monitors)
+        FAMILY.command(job.parsed)   # the executable exists: checked before the store is opened
+        jobs.append(job)
     store = get_store(db)
     outcomes = run_jobs(store, jobs, interleave=True, box=box, repo=repo)
     done = [o for o in outcomes if o.walls.get(o.session.processes(0)[-1].item)]
@@ -216,7 +217,6 @@ HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 # -- any other family, and job files ---------------------------------------------
 
 def _report_jobs(outcomes) -> None:
-    from perflab import benchmarks
     from perflab.cli.common import fmt_num
     from perflab.stats.relative import spread
     from perflab.core.text import printable
@@ -224,9 +224,8 @@ def _report_jobs(outcomes) -> None:
     for o in outcomes:
         if o.recorder is None:
             continue
-        fam = benchmarks.family(o.job["benchmark"])
         headline = ""
-        for metric in fam.metrics(fam.parse_params(o.job["params"])).values():
+        for metric in o.job.family.metrics(o.job.parsed).values():
             if o.values.get(metric.name):
                 s = spread(o.values[metric.name])
                 headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
@@ -237,7 +236,8 @@ def _report_jobs(outcomes) -> None:
                    f"in {o.seconds:.1f} s ({printable(status, 200)})")
 
 
-def _run_atomic_jobs(jobs: list[dict], box, repo, db) -> None:
+def _run_atomic_jobs(jobs: list, box, repo, db) -> None:
+    """Run AtomicJobs (perflab.jobs) one after another, print a line per run; exit status by failures."""
     from perflab.runner.loop import run_jobs
 
     store = get_store(db)
@@ -261,7 +261,7 @@ def _family_command(name: str) -> click.Command:
             if given:
                 parsed = [jobfiles.parse_scalar(v) for v in given]
                 doc[key] = parsed if len(parsed) > 1 else parsed[0]
-        _run_atomic_jobs(jobfiles.expand(doc, f"perflab run {name}"), box, repo, db)
+        _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db)
 
     params = [
         click.Option(["--runs", "-r"], type=click.IntRange(min=1), default=None,
@@ -301,14 +301,15 @@ def _job_command(path: str) -> click.Command:
         """
         from perflab import jobs as jobfiles
 
-        atomic = jobfiles.load(path, list(overrides))
-        for job in atomic:
+        atomic = []
+        for job in jobfiles.load_atomic(path, list(overrides)):
             if tag is not None:
-                job["tag"] = tag
+                job = job.with_(tag=tag)
             if comment is not None:
-                job["comment"] = comment
+                job = job.with_(comment=comment)
             if monitor_specs:
-                job["monitors"] = _monitors(monitor_specs, job.get("monitors"))
+                job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
+            atomic.append(job)
         _run_atomic_jobs(atomic, box, repo, db)
 
     return run_job

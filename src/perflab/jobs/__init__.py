@@ -22,10 +22,17 @@ Points that resolve to the same parameters on this machine (`nr_task: [1,
 `runs` left out means the family's default (will-it-scale 3, lmbench its
 mode's process count, cmd 1).
 
-An **atomic job** is one point of the matrix, a plain JSON-serialisable
-dict: {"benchmark", "params", "runs", "warmup", "timeout", "tag", "comment",
-"monitors"}. The same dict runs locally, under bisection and on a remote
-worker; every run stores the atomic job it ran.
+An **atomic job** is one point of the matrix (perflab.core.job.AtomicJob),
+whose JSON form is {"benchmark", "params", "runs", "warmup", "timeout", "tag",
+"comment", "monitors"}. The same job runs locally, under bisection and on a
+remote worker; every run stores the atomic job it ran.
+
+Every source of atomic jobs builds them here — job files (`load_atomic`,
+`expand_atomic`), `perflab run FAMILY` options (`expand_atomic`), one job
+from code (`atomic`), a stored run (`resolve` of its dict) — and `resolve` is
+the one place their parameters are validated: the job then carries its
+family and parsed parameters to the runner. `load` and `expand` give the
+same jobs as JSON dicts, for callers that keep dicts.
 """
 
 from __future__ import annotations
@@ -35,17 +42,48 @@ import os
 import re
 import types
 import typing
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
-from perflab.benchmarks.base import JobError, validate_params
+from perflab.benchmarks.base import JobError, validate_params  # noqa: F401 (validate_params: re-exported)
 from perflab.core.errors import UsageProblem
+from perflab.core.job import FILE_ORDER, AtomicJob
 from perflab.core.params import cpu_percent, parse_scalar
 
-__all__ = ["JobError", "validate_params", "cpu_percent", "load", "expand", "shipped"]
+__all__ = ["AtomicJob", "JobError", "validate_params", "cpu_percent", "atomic", "resolve", "load", "load_atomic",
+           "expand", "expand_atomic", "shipped"]
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
 SHIPPED_DIR = Path(__file__).parent
+
+
+# -- atomic jobs ------------------------------------------------------------
+
+def resolve(job: AtomicJob | dict, where: str = "") -> AtomicJob:
+    """The job with its family and parsed parameters; JobError naming the bad key.
+
+    The one place an atomic job's parameters are validated: a job that already
+    carries them is returned as it is.
+    """
+    if isinstance(job, dict):
+        job = AtomicJob.from_dict(job)
+    if job.resolved:
+        return job
+    family = job.family
+    if family is None:
+        from perflab import benchmarks
+
+        family = benchmarks.family(job.benchmark)
+    return replace(job, family=family, parsed=family.parse_params(job.params or {}, where))
+
+
+def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int = 0,
+           timeout: float | None = None, tag: str | None = None, comment: str | None = None,
+           monitors: dict | None = None, where: str = "") -> AtomicJob:
+    """One atomic job built in code (`perflab run cmd`, the lmbench suite), validated."""
+    return resolve(AtomicJob(benchmark, params, runs=runs, warmup=warmup, timeout=timeout, tag=tag,
+                             comment=comment, monitors=monitors or {}), where)
 
 
 # -- parameters ---------------------------------------------------------------
@@ -89,7 +127,12 @@ def _line(doc, key) -> str:
 
 
 def load(path: str | Path, overrides: list[str] = ()) -> list[dict]:
-    """Read a job file, apply --set overrides and expand it; the atomic jobs."""
+    """Read a job file, apply --set overrides and expand it; the atomic jobs as JSON dicts."""
+    return [job.to_dict() for job in load_atomic(path, overrides)]
+
+
+def load_atomic(path: str | Path, overrides: list[str] = ()) -> list[AtomicJob]:
+    """Read a job file, apply --set overrides and expand it; the atomic jobs, validated."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -105,7 +148,7 @@ def load(path: str | Path, overrides: list[str] = ()) -> list[dict]:
         raise JobError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
     if not isinstance(doc, dict):
         raise JobError(f"{path}: a job file is a mapping of keys (benchmark: ..., runs: ...)")
-    return expand(doc, str(path), overrides)
+    return expand_atomic(doc, str(path), overrides)
 
 
 def _parse_override(text: str) -> tuple[str, object]:
@@ -116,7 +159,12 @@ def _parse_override(text: str) -> tuple[str, object]:
 
 
 def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[dict]:
-    """A job mapping -> its atomic jobs (the Cartesian product of its list-valued parameters)."""
+    """A job mapping -> its atomic jobs as JSON dicts (see expand_atomic)."""
+    return [job.to_dict() for job in expand_atomic(doc, source, overrides)]
+
+
+def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[AtomicJob]:
+    """A job mapping -> its atomic jobs (the Cartesian product of its list-valued parameters), validated."""
     from perflab import benchmarks
 
     lines = getattr(doc, "lines", None) or {}
@@ -174,19 +222,20 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
             axes.append((key, value))
         else:
             axes.append((key, [value]))
-    atomic, seen = [], set()
+    points, seen = [], set()
     for combo in itertools.product(*(values for _, values in axes)):
         params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
         label = ", ".join(f"{k}={v}" for k, v in params.items())
         first_key = next(iter(params), None)
-        resolved = validate_params(family, params, f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
+        point = resolve(AtomicJob(**job, params=params, key_order=FILE_ORDER, family=family),
+                        f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
         # Two points that mean the same here (50% and 100% of 2 CPUs: 1 and 2; 1 and 50%: both 1) run once.
-        key = resolved.model_dump_json()
+        key = point.parsed.model_dump_json()
         if key in seen:
             continue
         seen.add(key)
-        atomic.append({**job, "params": params})
-    return atomic
+        points.append(point)
+    return points
 
 
 def _plain(value):
@@ -218,8 +267,10 @@ def varying_keys(jobs: list[dict]) -> list[str]:
     return [k for k in keys if len({repr(j["params"].get(k)) for j in jobs}) > 1]
 
 
-def to_yaml(job: dict) -> str:
+def to_yaml(job: dict | AtomicJob) -> str:
     """An atomic job as a job file that expands to exactly itself."""
+    if isinstance(job, AtomicJob):
+        job = job.to_dict()
     doc = {k: v for k, v in job.items() if k != "params" and v not in (None, {}, [])}
     params = {}
     for k, v in job["params"].items():

@@ -10,24 +10,31 @@ cmd --cmd A --cmd B`) run round by round, A B A B ..., so slow drift of the
 machine hits every variant alike; otherwise (a job file's matrix) each job
 runs to its end before the next starts, so that a kill mid-matrix leaves every
 completed job stored.
+
+The loop starts processes through an executor (`execute` by default): tests
+pass a fake that returns scripted ProcessResults, so warm-up, interleaving,
+failure policy, interruption and after-jobs figures are checked without
+starting anything.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-from perflab import benchmarks
 from perflab.benchmarks.base import STOP, ItemFailed, Session
 from perflab.core.errors import PerflabError
+from perflab.core.job import AtomicJob
+from perflab.jobs import resolve
 from perflab.monitors import MonitorSet
 from perflab.execution import interrupt
 from perflab.core.process import running_in
 from perflab.execution.executor import ProcessResult, ProcessSpec, execute
-from perflab.runner.recorder import RunFailed, RunRecorder, recording, start_run
+from perflab.runner.recorder import RunRecorder, recording, start_run
 from perflab.store import Store
 from perflab.core.text import printable
 
@@ -38,12 +45,15 @@ if TYPE_CHECKING:
 # A progress bar appears once the whole is expected to take longer than this.
 PROGRESS_AFTER_S = 1.0
 
+# What starts one benchmark process: perflab.execution.executor.execute, or a test's fake.
+Executor = Callable[..., ProcessResult]
+
 
 @dataclass
 class JobOutcome:
     """What one atomic job gave: its run and what the CLI prints about it."""
 
-    job: dict
+    job: AtomicJob                                               # resolved: it carries its family and parameters
     session: Session | None = None
     recorder: RunRecorder | None = None
     walls: dict[str, list[float]] = field(default_factory=dict)   # item -> wall times of its processes
@@ -110,27 +120,21 @@ class _Bar:
             self.progress.stop()
 
 
-def _run_process(spec: ProcessSpec, monitors: MonitorSet | None = None, process: int | None = None) -> ProcessResult:
-    interrupt.check()
-    # Monitors watch only the timed part: they start just before the process and stop just after it.
-    result = execute(spec, hooks=monitors.hooks(process) if monitors else None)
-    if result.interrupted:
-        interrupt.check()
-    return result
-
-
 def run_jobs(
     store: Store,
-    jobs: list[dict],
+    jobs: list[AtomicJob | dict],
     *,
     interleave: bool = False,
     box: str | None = None,
     repo: str | None = None,
     cwd: str | None = None,
     console: Console | None = None,
+    executor: Executor = execute,
 ) -> list[JobOutcome]:
     """Run atomic jobs (see perflab.jobs) and record every sample; their outcomes.
 
+    Jobs given as JSON dicts (bisect, robot, the lab worker) are converted and
+    validated here; AtomicJobs built by perflab.jobs arrive validated.
     A job that fails is recorded failed and the others go on; the caller
     decides what a failure means for the exit status. Bad input found before
     anything was measured (PerflabError) removes the runs that hold nothing
@@ -139,25 +143,26 @@ def run_jobs(
     that commit; the families' processes start there unless they name their own).
     """
     with running_in(cwd):
-        return _run_jobs(store, jobs, interleave=interleave, box=box, repo=repo, console=console)
+        return _run_jobs(store, jobs, interleave=interleave, box=box, repo=repo, console=console,
+                         executor=executor)
 
 
-def _run_jobs(store: Store, jobs: list[dict], *, interleave: bool, box, repo, console) -> list[JobOutcome]:
+def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console, executor) -> list[JobOutcome]:
     outcomes = []
     for job in jobs:
-        if job.get("runs") is None:
-            fam = benchmarks.family(job["benchmark"])
-            job = {**job, "runs": fam.runs_for(fam.parse_params(job.get("params") or {}))}
+        job = resolve(job)
+        if job.runs is None:
+            job = job.with_(runs=job.family.runs_for(job.parsed))
         outcomes.append(JobOutcome(job))
     batches = [outcomes] if interleave else [[o] for o in outcomes]
-    total = sum(int(o.job.get("warmup") or 0) + int(o.job.get("runs") or 1) for o in outcomes)
-    bar = _Bar(console, total)
+    total = sum(int(o.job.warmup or 0) + int(o.job.runs or 1) for o in outcomes)
+    loop = _Loop(store, _Bar(console, total), executor, box, repo)
     try:
         with interrupt.stop_requests_as_flag():
             for batch in batches:
-                _run_batch(store, batch, bar, box=box, repo=repo)
+                loop.run_batch(batch)
     finally:
-        bar.close()
+        loop.bar.close()
     _after_jobs(store, outcomes)
     return outcomes
 
@@ -169,61 +174,110 @@ def _after_jobs(store: Store, outcomes: list[JobOutcome]) -> None:
         for smp in samples:
             outcome.values.setdefault(smp.metric, []).append(smp.value)
 
-    names = []
+    by_family: dict[str, list[JobOutcome]] = {}
     for o in outcomes:
-        if o.job["benchmark"] not in names:
-            names.append(o.job["benchmark"])
-    for name in names:
-        done = [o for o in outcomes if o.job["benchmark"] == name and o.recorder is not None and o.error is None]
+        by_family.setdefault(o.job.benchmark, []).append(o)
+    for same in by_family.values():
+        done = [o for o in same if o.recorder is not None and o.error is None]
         if done:
-            benchmarks.family(name).after_jobs(done, add)
+            done[0].job.family.after_jobs(done, add)
 
 
-def _run_batch(store: Store, batch: list[JobOutcome], bar: _Bar, *, box, repo) -> None:
-    with ExitStack() as stack:
-        for o in batch:
-            fam = benchmarks.family(o.job["benchmark"])
-            params = fam.parse_params(o.job.get("params") or {})
-            o.session = stack.enter_context(fam.session(params, o.job))
-            # Placement and address randomisation are recorded for every run of every family.
-            o.session.facts.setdefault("placement", "the scheduler's choice")
-            o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
-            if o.job.get("monitors"):
-                o.monitors = MonitorSet(o.job["monitors"], warn=bar.warn)
-                stack.callback(o.monitors.close)
-            interrupt.check()
-        for o in batch:
-            fam = benchmarks.family(o.job["benchmark"])
-            o.recorder = start_run(store, benchmark=fam.name, name=o.session.name, params=o.session.params,
-                                   box=box, tag=o.job.get("tag"), repo=repo, comment=o.job.get("comment"),
-                                   extra_facts=o.session.facts, job=o.job)
-            if o.monitors is not None:
-                store.set_run_monitors(o.recorder.run_id, o.monitors.record)
-                # What failed or was unsupported along the way is recorded however the run ends.
-                stack.callback(lambda o=o: store.set_run_monitors(o.recorder.run_id, o.monitors.record))
-        began = time.monotonic()
-        with recording([o.recorder for o in batch]):
+@dataclass
+class _Loop:
+    """One invocation's loop: where it records, its progress bar and how it starts processes."""
+
+    store: Store
+    bar: _Bar
+    executor: Executor
+    box: str | None
+    repo: str | None
+
+    def run_batch(self, batch: list[JobOutcome]) -> None:
+        store, bar = self.store, self.bar
+        with ExitStack() as stack:
             for o in batch:
-                for item, message in o.session.build_failures.items():
-                    _fail_item(o, item, message, bar, policy=benchmarks.family(o.job["benchmark"]).failure_policy)
-            rounds = max(int(o.job.get("warmup") or 0) + int(o.job["runs"]) for o in batch)
-            try:
-                for round_no in range(rounds):
-                    for o in batch:
-                        _one_round(store, o, round_no, bar)
-            except PerflabError:
-                # Bad input (e.g. a --metric that matches nothing) before anything was
-                # measured: nothing of those runs is kept.
+                o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
+                # Placement and address randomisation are recorded for every run of every family.
+                o.session.facts.setdefault("placement", "the scheduler's choice")
+                o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
+                if o.job.monitors:
+                    o.monitors = MonitorSet(o.job.monitors, warn=bar.warn)
+                    stack.callback(o.monitors.close)
+                interrupt.check()
+            for o in batch:
+                o.recorder = start_run(store, benchmark=o.job.family.name, name=o.session.name,
+                                       params=o.session.params, box=self.box, tag=o.job.tag, repo=self.repo,
+                                       comment=o.job.comment, extra_facts=o.session.facts, job=o.job.to_dict())
+                if o.monitors is not None:
+                    store.set_run_monitors(o.recorder.run_id, o.monitors.record)
+                    # What failed or was unsupported along the way is recorded however the run ends.
+                    stack.callback(lambda o=o: store.set_run_monitors(o.recorder.run_id, o.monitors.record))
+            began = time.monotonic()
+            with recording([o.recorder for o in batch]):
                 for o in batch:
-                    if o.recorder.samples == 0:
-                        store.delete_run(o.recorder.run_id)
-                raise
-            for o in batch:
-                o.seconds = time.monotonic() - began
-                if o.error is None and o.recorder.samples == 0 and o.failures:
-                    o.error = _nothing_measured(o)
+                    for item, message in o.session.build_failures.items():
+                        _fail_item(o, item, message, bar)
+                rounds = max(int(o.job.warmup or 0) + int(o.job.runs) for o in batch)
+                try:
+                    for round_no in range(rounds):
+                        for o in batch:
+                            self.one_round(o, round_no)
+                except PerflabError:
+                    # Bad input (e.g. a --metric that matches nothing) before anything was
+                    # measured: nothing of those runs is kept.
+                    for o in batch:
+                        if o.recorder.samples == 0:
+                            store.delete_run(o.recorder.run_id)
+                    raise
+                for o in batch:
+                    o.seconds = time.monotonic() - began
+                    if o.error is None and o.recorder.samples == 0 and o.failures:
+                        o.error = _nothing_measured(o)
+                    if o.error is not None:
+                        o.recorder.fail(o.error)
+
+    def run_process(self, spec: ProcessSpec, monitors: MonitorSet | None, process: int) -> ProcessResult:
+        interrupt.check()
+        # Monitors watch only the timed part: they start just before the process and stop just after it.
+        result = self.executor(spec, hooks=monitors.hooks(process) if monitors else None)
+        if result.interrupted:
+            interrupt.check()
+        return result
+
+    def one_round(self, o: JobOutcome, round_no: int) -> None:
+        warmups = int(o.job.warmup or 0)
+        if o.error is not None or round_no >= warmups + int(o.job.runs):
+            return
+        policy = o.job.family.failure_policy
+        warmup = round_no < warmups
+        repetition = round_no - warmups
+        for index, spec in enumerate(o.session.processes(round_no if warmup else repetition)):
+            if spec.item in o.failures:
+                continue
+            timed = not warmup and spec.record
+            result = self.run_process(spec, o.monitors if timed else None, index)
+            why = o.session.judge(spec, result)
+            if not warmup and spec.record:
+                try:
+                    samples = o.session.parse(spec, result) if why is None or policy == STOP else []
+                except ItemFailed as e:
+                    samples, why = [], str(e)
+                if samples:
+                    o.recorder.add_samples(repetition, samples, process=index)
+                    for smp in samples:
+                        o.values.setdefault(smp.metric, []).append(smp.value)
+                o.walls.setdefault(spec.item, []).append(result.wall)
+            if why is not None:
+                # A failing warm-up is a failure of the command, as a failing timed run is.
+                _fail_item(o, spec.item, ("warm-up: " if warmup else "") + why, self.bar)
                 if o.error is not None:
-                    o.recorder.fail(o.error)
+                    break
+            interrupt.check()
+        if o.monitors and not warmup:
+            _store_monitors(self.store, o, repetition)
+        self.bar.step(f"{o.session.name} ({repetition + 1 if not warmup else 'warm-up'}/{o.job.runs})")
+        interrupt.check()
 
 
 def _nothing_measured(o: JobOutcome) -> str:
@@ -233,48 +287,13 @@ def _nothing_measured(o: JobOutcome) -> str:
     return f"{o.session.name}: nothing was measured ({len(o.failures)} items failed; first: {first})"
 
 
-def _fail_item(o: JobOutcome, item: str, message: str, bar: _Bar, policy: str) -> None:
+def _fail_item(o: JobOutcome, item: str, message: str, bar: _Bar) -> None:
     o.failures[item] = message
-    if policy == STOP:
+    if o.job.family.failure_policy == STOP:
         o.error = message
         return
     o.recorder.add_failure(item, message)
     bar.warn(message)
-
-
-def _one_round(store: Store, o: JobOutcome, round_no: int, bar: _Bar) -> None:
-    warmups = int(o.job.get("warmup") or 0)
-    if o.error is not None or round_no >= warmups + int(o.job["runs"]):
-        return
-    fam = benchmarks.family(o.job["benchmark"])
-    warmup = round_no < warmups
-    repetition = round_no - warmups
-    for index, spec in enumerate(o.session.processes(round_no if warmup else repetition)):
-        if spec.item in o.failures:
-            continue
-        timed = not warmup and spec.record
-        result = _run_process(spec, o.monitors if timed else None, index)
-        why = o.session.judge(spec, result)
-        if not warmup and spec.record:
-            try:
-                samples = o.session.parse(spec, result) if why is None or fam.failure_policy == STOP else []
-            except ItemFailed as e:
-                samples, why = [], str(e)
-            if samples:
-                o.recorder.add_samples(repetition, samples, process=index)
-                for smp in samples:
-                    o.values.setdefault(smp.metric, []).append(smp.value)
-            o.walls.setdefault(spec.item, []).append(result.wall)
-        if why is not None:
-            # A failing warm-up is a failure of the command, as a failing timed run is.
-            _fail_item(o, spec.item, ("warm-up: " if warmup else "") + why, bar, fam.failure_policy)
-            if o.error is not None:
-                break
-        interrupt.check()
-    if o.monitors and not warmup:
-        _store_monitors(store, o, repetition)
-    bar.step(f"{o.session.name} ({repetition + 1 if not warmup else 'warm-up'}/{o.job['runs']})")
-    interrupt.check()
 
 
 def _store_monitors(store: Store, o: JobOutcome, repetition: int) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from perflab.benchmarks.lmbench.driver import Mode
+from perflab.jobs import atomic
 from perflab.runner.loop import run_jobs
 from perflab.runner.recorder import RunFailed
 from perflab.store import Store
@@ -42,8 +43,7 @@ def run_suite(
     params: dict = {"quick": bool(quick)}
     if categories:
         params["only"] = list(categories)
-    job = {"benchmark": "lmbench", "params": params, "runs": None, "warmup": 0, "timeout": None,
-           "tag": tag, "comment": comment, "monitors": monitors or {}}
+    job = atomic("lmbench", params, tag=tag, comment=comment, monitors=monitors)
     (outcome,) = run_jobs(store, [job], box=box, repo=repo, console=console)
     if outcome.error is not None:
         raise RunFailed(outcome.error)
