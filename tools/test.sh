@@ -25,8 +25,9 @@ as_root() {
 # tests of `perflab report html` (tests/test_html.py, driven by selenium).
 # PostgreSQL and redis-server: the tests start their own on loopback ports
 # (tests/services.py); the system services are not used. linux-perf: the
-# perf-stat and perf-profile monitors.
-PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf"
+# perf-stat and perf-profile monitors. qemu-system-x86 and busybox-static: the VM executor's
+# tests boot a Debian kernel (fetched below, cached) under TCG.
+PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static"
 if [ "$fast" = 0 ]; then
     missing=""
     for p in $PACKAGES; do
@@ -39,6 +40,10 @@ if [ "$fast" = 0 ]; then
 fi
 
 PERFLAB_EXTRAS="[test]" sh tools/install.sh
+if [ "$fast" = 0 ]; then
+    # The kernel the VM tests boot (apt-get download, cached in ~/.cache/perflab/kernels).
+    .venv/bin/python tools/fetch_kernel.py >/dev/null || echo "test.sh: no kernel fetched; the VM tests will skip" >&2
+fi
 if [ "$fast" = 1 ]; then
     # Every mark tests/conftest.py assigns (registered in pyproject.toml), deselected.
     exec .venv/bin/python -m pytest -q -n 2 \
