@@ -28,14 +28,14 @@ class FakeMeasurer:
         self.rng = random.Random(7)
         self.calls: list[tuple[str, str, int]] = []
 
-    def measure(self, commit: str, jobs: list[dict], *, slot: str = "") -> list[Measured]:
-        self.calls.append((commit, slot, sum(j["runs"] for j in jobs)))
+    def measure(self, commit: str, jobs: list, *, slot: str = "") -> list[Measured]:
+        self.calls.append((commit, slot, sum(j.runs for j in jobs)))
         if commit in self.unbuildable:
             raise BuildFailed("--build failed: exited with status 2", "exited with status 2")
         if commit in self.failing:
             return [Measured("failed", "./prog exited with status 1", [1]) for _ in jobs]
         return [Measured("done", None, [1], {METRIC: [self.levels[commit] * (1 + self.rng.gauss(0, 0.005))
-                                                      for _ in range(j["runs"])]}, j["runs"]) for j in jobs]
+                                                      for _ in range(j.runs)]}, j.runs) for j in jobs]
 
     def summary(self, measured: list[Measured]) -> str:
         return f"{sum(m.samples for m in measured)} samples"
@@ -124,7 +124,7 @@ def test_local_measurer_runs_the_job_in_the_worktree_without_changing_directory(
         subprocess.run(["git", "-C", str(tree), *args], check=True, env=env, capture_output=True)
     store = open_store(str(tmp_path / "perflab.db"))
     before = os.getcwd()
-    job = {**bisect.command_job(["./prog"]), "tag": "t"}
+    job = bisect.command_job(["./prog"]).with_(tag="t")
     (got,) = LocalMeasurer(store, DirectoryTrees(tree), box=None).measure(GOOD_SHA, [job])
     assert os.getcwd() == before
     assert got.status == "done", got.error

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, add_worktree, prune_worktrees, remove_worktree
+from perflab.core.job import AtomicJob
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Measurer(Protocol):
 
     place: str   # where, for messages: "" (here) or " on box NAME"
 
-    def measure(self, commit: str, jobs: list[dict], *, slot: str = "") -> list[Measured]:
+    def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         """Run `jobs` (atomic jobs, tag and comment set) at `commit`; one Measured per job.
 
         `slot` names a worktree kept between calls (a bisection's "good", "bad", "step")
@@ -117,8 +118,10 @@ class ScratchTree:
             prune_worktrees(self.repo)
 
 
-def run_here(store, jobs: list[dict], *, box: str | None, path: Path | None) -> list[Measured]:
-    """Run jobs through the one runner in `path` (stored with its commit), or here when None."""
+def run_here(store, jobs: list[AtomicJob], *, box: str | None, path: Path | None) -> list[Measured]:
+    """Run jobs through the one runner in `path` (stored with its commit), or here when None.
+
+    Jobs validated already (perflab.jobs.resolve) are not validated again by the runner."""
     from perflab.runner.loop import run_jobs
 
     where = str(path) if path is not None else None
@@ -134,7 +137,7 @@ class LocalMeasurer:
     def __init__(self, store, trees: Trees, *, box: str | None = None):
         self.store, self.trees, self.box = store, trees, box
 
-    def measure(self, commit: str, jobs: list[dict], *, slot: str = "") -> list[Measured]:
+    def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         with self.trees.checkout(commit, slot) as path:
             return run_here(self.store, jobs, box=self.box, path=path)
 
@@ -151,12 +154,13 @@ class BoxMeasurer:
         self.source_url, self.build_cmd, self.build_timeout, self.say = source_url, build_cmd, build_timeout, say
         self.place = f" on box {box}"
 
-    def measure(self, commit: str, jobs: list[dict], *, slot: str = "") -> list[Measured]:
+    def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         from perflab.automate.lab.client import run_on_box
 
         source = {"repo": self.source_url, "commit": commit, "build": self.build_cmd,
                   "build_timeout": self.build_timeout}
-        results = run_on_box(self.broker, self.box, [{**j, "source": source} for j in jobs], self.store,
+        # "source" is a key of the queued job's JSON beyond AtomicJob's fields: it travels in `extra`.
+        results = run_on_box(self.broker, self.box, [j.with_(source=source) for j in jobs], self.store,
                              say=self.say)
         failed = next((r for r in results if r.status == "build-failed"), None)
         if failed is not None:

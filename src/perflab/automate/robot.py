@@ -40,6 +40,7 @@ from perflab.automate.measurer import BoxMeasurer, LocalMeasurer, Measurer, Scra
 from perflab.analysis import series
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, GitError, repo_root, resolve
+from perflab.core.job import AtomicJob
 from perflab.stats.compare import PRIMARY, REGRESSION
 
 
@@ -65,9 +66,9 @@ def _tested(store, tag: str) -> set[str]:
     return {r.commit for r in store.find_runs(tag=tag) if r.commit and r.status in ("finished", "partial")}
 
 
-def _measure(measurer: Measurer, sha: str, jobs: list[dict], tag: str, say) -> bool:
+def _measure(measurer: Measurer, sha: str, jobs: list[AtomicJob], tag: str, say) -> bool:
     """Build and run the jobs at `sha` (in a worktree here, or on the lab box); False when the build failed."""
-    atomic = [{**j, "tag": tag, "comment": f"perflab robot: {sha[:12]}"} for j in jobs]
+    atomic = [j.with_(tag=tag, comment=f"perflab robot: {sha[:12]}") for j in jobs]
     where = measurer.place
     try:
         measured = measurer.measure(sha, atomic)
@@ -128,7 +129,7 @@ def find_regressions(store, *, repo: str, branch: str | None, tag: str, metrics:
     return findings
 
 
-def run_once(store, *, repo: str, branch: str | None, jobs: list[dict], build_cmd: str = "", name: str = "default",
+def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], build_cmd: str = "", name: str = "default",
              start: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
              out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
              broker: str | None = None, source_url: str | None = None,
@@ -209,14 +210,14 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
         return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}"
-    job = next((j for j in jobs if j["benchmark"] == f.benchmark), None)
+    job = next((j for j in jobs if j.benchmark == f.benchmark), None)
     if job is None:
         say(f"{f.metric}: no job of {f.benchmark} to bisect with")
         return None, None, None
     say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
-                              job={**job, "runs": 1}, metric=f.metric, tag=None, box=box, say=say,
+                              job=job.with_(runs=1), metric=f.metric, tag=None, box=box, say=say,
                               broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None,
                               measurer=given)
     except (bisect.BisectError, GitError, bisect.EndsDoNotDiffer) as e:
@@ -234,5 +235,5 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     more = int(evidence.get("n_good", 0)) - len(evidence.get("culprit_values", []))
     if more > 0:
         say(f"{sha[:12]}: {more} more run(s) of the culprit for the report, as many as of the good end")
-        _measure(measurer, sha, [{**job, "runs": more}], btag, say)
+        _measure(measurer, sha, [job.with_(runs=more)], btag, say)
     return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}"

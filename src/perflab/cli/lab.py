@@ -65,9 +65,9 @@ def submit_cmd(job_file, boxes, overrides, tag, wait, broker) -> None:
     from perflab.automate.lab import app as lab
     from perflab.automate.lab import client
 
-    atomic = jobs.load(job_file, list(overrides))
+    atomic = jobs.load_atomic(job_file, list(overrides))
     if tag is not None:
-        atomic = [{**job, "tag": tag} for job in atomic]
+        atomic = [job.with_(tag=tag) for job in atomic]
     url = lab.broker_url(broker)
     sid, count = client.submit(url, atomic, list(dict.fromkeys(boxes)), source=str(job_file))
     click.echo(sid)

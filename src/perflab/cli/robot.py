@@ -96,10 +96,8 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         from perflab.cli.run import _finish, _report_jobs
         from perflab.runner.loop import run_jobs
 
-        atomic = jobfiles.load(job, list(overrides))
         head = f"check-{uuid.uuid4().hex[:8]}"
-        for j in atomic:
-            j["tag"] = head
+        atomic = [j.with_(tag=head) for j in jobfiles.load_atomic(job, list(overrides))]
         # The baseline must exist before anything is measured.
         from perflab.analysis.selection import select
 
@@ -175,7 +173,7 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, bro
     if source_url and not box:
         raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
     store = get_store(db)
-    jobs = [j for path in job_files for j in jobfiles.load(path)]
+    jobs = [j for path in job_files for j in jobfiles.load_atomic(path)]
     if box:
         from perflab.automate.lab.app import broker_url
 

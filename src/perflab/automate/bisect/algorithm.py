@@ -113,8 +113,8 @@ class Bisection:
         """k fresh runs of `commit` through the Measurer, in the slot of its role; their values of the metric."""
         rec = self.rec
         what = {GOOD: "good end", BAD: "bad end"}.get(role, "step")
-        job = {**rec.job, "runs": k, "tag": rec.tag,
-               "comment": f"perflab bisect {rec.id}: {what} {commit[:12]} (metric {rec.metric})"}
+        job = rec.job.with_(runs=k, tag=rec.tag,
+                            comment=f"perflab bisect {rec.id}: {what} {commit[:12]} (metric {rec.metric})")
         try:
             got = self.measurer.measure(commit, [job], slot=role if role in (GOOD, BAD) else "step")[0]
         except SourceFailed as e:

@@ -8,12 +8,14 @@ store. `--resume` finds it here.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.job import AtomicJob
 
 
 class BisectError(PerflabError):
@@ -58,7 +60,7 @@ class Record:
     good: str
     bad: str
     build: str
-    job: dict
+    job: AtomicJob                    # on disk its JSON form (AtomicJob.to_dict)
     metric: str
     tag: str
     direction: int = -1               # the metric's: -1 lower is better, 1 higher, 0 informational
@@ -74,10 +76,16 @@ class Record:
     created: str = ""
     path: str = ""
 
+    def __post_init__(self) -> None:
+        # A record read from disk (of this version or an older one) holds the job's JSON form.
+        if isinstance(self.job, dict):
+            self.job = AtomicJob.from_dict(self.job)
+
     def save(self) -> None:
         target = Path(self.path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = {k: v for k, v in asdict(self).items() if k != "path"}
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in ("path", "job")}
+        data["job"] = self.job.to_dict()
         tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, target)
@@ -113,30 +121,34 @@ def find_record(store, bisect_id: str | None, repo: Path | None) -> Record:
 
 # -- the job -------------------------------------------------------------------
 
-def command_job(words: list[str]) -> dict:
-    """`-- COMMAND ...` as a cmd atomic job (run in the worktree of the commit measured)."""
-    return {"benchmark": "cmd", "params": {"argv": list(words)}, "runs": 1, "warmup": 0, "timeout": None,
-            "tag": None, "comment": None, "monitors": {}}
+def command_job(words: list[str]) -> AtomicJob:
+    """`-- COMMAND ...` as a cmd atomic job (run in the worktree of the commit measured).
+
+    Not validated yet: bisect's start does that, once, after the repository checks."""
+    return AtomicJob("cmd", {"argv": list(words)}, runs=1)
 
 
-def file_job(path: str) -> dict:
+def file_job(path: str) -> AtomicJob:
+    """The one atomic job of a job file, validated (by the expansion)."""
     from perflab import jobs
 
-    atomic = jobs.load(path)
+    atomic = jobs.load_atomic(path)
     if len(atomic) != 1:
         raise UsageProblem(f"--job {path} expands to {len(atomic)} atomic jobs; a bisection measures one "
                            f"(write one with `perflab jobs split {path} -o DIR`)")
     return atomic[0]
 
 
-def check_metric(job: dict, metric: str) -> tuple[int, str]:
-    """(direction, unit) of `metric` in the job's catalog; refused with the metrics it does produce."""
-    from perflab import benchmarks
+def check_metric(job: AtomicJob, metric: str) -> tuple[int, str]:
+    """(direction, unit) of `metric` in the job's catalog; refused with the metrics it does produce.
 
-    family = benchmarks.family(job["benchmark"])
-    catalog = family.metrics(family.parse_params(job.get("params") or {}))
+    `job` is validated (perflab.jobs.resolve) when it was not yet."""
+    from perflab import jobs
+
+    job = jobs.resolve(job)
+    catalog = job.family.metrics(job.parsed)
     if metric not in catalog:
-        raise UsageProblem(f"--metric {metric}: the {job['benchmark']} job does not produce it; "
+        raise UsageProblem(f"--metric {metric}: the {job.benchmark} job does not produce it; "
                            f"it produces: {', '.join(sorted(catalog))}")
     return catalog[metric].direction, catalog[metric].unit
 

@@ -12,16 +12,20 @@ from perflab.automate.bisect.algorithm import Bisection, Result
 from perflab.automate.bisect.record import BisectError, Record, Settings, check_metric, find_record, record_dir
 from perflab.automate.measurer import Measurer
 from perflab.core.errors import UsageProblem
+from perflab.core.job import AtomicJob
 from perflab.core.git import check_clean, git, repo_root, resolve
 
 
-def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: dict, metric: str, tag: str | None,
+def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJob | dict, metric: str, tag: str | None,
           box: str | None = None, build_timeout: float | None = None, settings: Settings | None = None,
           broker: str | None = None, source_url: str | None = None,
           say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None) -> Result:
     """Validate everything, then bisect; BisectError/UsageProblem before any step for bad input.
 
-    `measurer`: how commits are measured (default: the record's, here or on its lab box)."""
+    `job`: validated here unless it was already (a job file's is, by its expansion); a dict is its
+    JSON form. `measurer`: how commits are measured (default: the record's, here or on its lab box)."""
+    from perflab import jobs
+
     root = repo_root(repo)
     good_sha = resolve(root, good, "--good")
     bad_sha = resolve(root, bad, "--bad")
@@ -31,6 +35,7 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: dict, m
         raise BisectError(f"--good {good} ({good_sha[:12]}) is not an ancestor of --bad {bad} ({bad_sha[:12]}); "
                           "git bisect needs the good commit in the bad one's history")
     check_clean(root)
+    job = jobs.resolve(job)
     direction, _unit = check_metric(job, metric)
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
@@ -74,8 +79,11 @@ def check_lab(broker: str, box: str | None, root: Path, source_url: str | None, 
 def resume(store, *, bisect_id: str | None, repo: str | None,
            say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None) -> Result:
     root = repo_root(repo) if repo else None
+    from perflab import jobs
+
     rec = find_record(store, bisect_id, root)
     check_clean(Path(rec.repo))
+    rec.job = jobs.resolve(rec.job)   # read back from its JSON form: validated once, here
     say(f"resuming bisection {rec.id}: {rec.good[:12]}..{rec.bad[:12]} in {rec.repo}, metric {rec.metric}, "
         f"{len(rec.steps)} steps recorded, runs tagged {rec.tag}")
     return Bisection(store, rec, say, measurer).run()

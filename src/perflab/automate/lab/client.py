@@ -7,15 +7,18 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from perflab.core.errors import PerflabError
 from perflab.automate.lab import app as lab
+from perflab.core.errors import PerflabError
+from perflab.core.job import AtomicJob
 
 
-def submit(broker: str, jobs: list[dict], boxes: list[str], *, source: str = "",
+def submit(broker: str, jobs: list[AtomicJob], boxes: list[str], *, source: str = "",
            task_ids: list[str] | None = None) -> tuple[str, int]:
     """Queue every atomic job on every box; (submission id, number of tasks).
 
-    The ids of the tasks queued (box by box, job by job) are appended to `task_ids` when given."""
+    Each task's message carries the job's JSON form (AtomicJob.to_dict), the one the worker
+    stores with its run. The ids of the tasks queued (box by box, job by job) are appended to
+    `task_ids` when given."""
     for box in boxes:
         lab.check_box(box)
     r = lab.redis_client(broker)   # fails at once, in one line, when the broker is away
@@ -29,11 +32,12 @@ def submit(broker: str, jobs: list[dict], boxes: list[str], *, source: str = "",
         p.rpush(lab.SUBMISSIONS, sid)
         p.sadd(lab.BOXES, *boxes)
         p.execute()
+    docs = [job.to_dict() for job in jobs]
     try:
         with app.producer_or_acquire() as producer:
             for box in boxes:
-                for job in jobs:
-                    sent = app.send_task(lab.TASK, args=[job, sid, box], queue=lab.queue_name(box), retry=False,
+                for doc in docs:
+                    sent = app.send_task(lab.TASK, args=[doc, sid, box], queue=lab.queue_name(box), retry=False,
                                          producer=producer)
                     if task_ids is not None:
                         task_ids.append(sent.id)
@@ -121,7 +125,7 @@ class TaskResult:
     runs: list             # the task's runs, read back from the shared store
 
 
-def run_on_box(broker: str, box: str, jobs: list[dict], store, *, say=lambda _m: None,
+def run_on_box(broker: str, box: str, jobs: list[AtomicJob], store, *, say=lambda _m: None,
                poll_s: float = 0.05, upload_patience_s: float = 600.0) -> list[TaskResult]:
     """Queue `jobs` on `box`, wait until its worker has run them all, and read their runs
     back from `store` (the shared store the worker uploads to); one TaskResult per job.

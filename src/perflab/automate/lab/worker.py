@@ -31,6 +31,7 @@ from perflab.automate.lab import app as lab
 from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, check_source, describe
 from perflab.automate.lab.spool import Spool
 from perflab.core.errors import PerflabError
+from perflab.core.job import AtomicJob
 from perflab.core.text import printable
 
 
@@ -124,9 +125,9 @@ class Worker:
             if job.get("source") is not None:
                 source = check_source(job["source"])
                 measurer = LocalMeasurer(self.spool.store, self.checkouts.trees(source), box=self.box)
-                outcome = measurer.measure(source["commit"], [job])[0]
+                outcome = measurer.measure(source["commit"], [AtomicJob.from_dict(job)])[0]
             else:
-                outcome = run_here(self.spool.store, [job], box=self.box, path=None)[0]
+                outcome = run_here(self.spool.store, [AtomicJob.from_dict(job)], box=self.box, path=None)[0]
             status = outcome.status
             error = outcome.error or ""
         except BuildFailed as e:
