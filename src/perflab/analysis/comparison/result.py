@@ -50,7 +50,7 @@ class FdrGroup:
 
 @dataclass
 class MetricRow:
-    """One (testbox, benchmark, params, metric) across the operands."""
+    """One (box, benchmark, params, metric) across the operands."""
 
     box: str | None
     benchmark: str
