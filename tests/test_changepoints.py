@@ -201,7 +201,7 @@ def test_cli_defaults_are_the_methods():
 
 def add_run(store, metrics: dict, commit=None, dirty=None, params=None, box="box"):
     """One finished run; metrics: name -> (unit, direction, [samples])."""
-    run = store.create_run(testbox=box, environment={"testbox": box}, benchmark="bench", name="bench",
+    run = store.create_run(box=box, environment={"testbox": box}, benchmark="bench", name="bench",
                            params=params or {"mode": "process"}, commit=commit, dirty=dirty)
     for name, (unit, direction, values) in metrics.items():
         store.add_samples(run, 0, [Sample(name, float(v), unit, direction) for v in values])

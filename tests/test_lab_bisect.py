@@ -46,7 +46,7 @@ def test_bisect_on_a_lab_box_finds_the_commit_and_skips_the_unbuildable_one(tmp_
     store = open_store(box.db)
     tag = next(line.split("runs tagged ")[1].rstrip(")") for line in out.splitlines() if "runs tagged" in line)
     runs = store.find_runs(tag=tag)
-    assert runs and {r.testbox for r in runs} == {"b1"}
+    assert runs and {r.box for r in runs} == {"b1"}
     assert {r.commit for r in runs} >= {shas[0], shas[-1], shas[test_bisect.SLOW_AT - 1]}
     assert all(r.status == "finished" and r.job["source"]["commit"] == r.commit and r.job["lab"]["worker"]
                for r in runs)
@@ -76,7 +76,7 @@ def test_robot_on_a_lab_box_reports_the_planted_regression_once(tmp_path, box):
     from perflab.store import open_store
 
     runs = open_store(box.db).find_runs(tag="robot-lab")
-    assert runs and {r.testbox for r in runs} == {"b1"} and all(r.commit for r in runs)
+    assert runs and {r.box for r in runs} == {"b1"} and all(r.commit for r in runs)
 
 
 def test_lab_bisect_refuses_what_the_box_cannot_do(tmp_path, redis_server):

@@ -30,7 +30,7 @@ def make_store(path, sides, benchmark="bench", params=None, env=None):
         tag, metrics = side[0], side[1]
         box = side[2] if len(side) > 2 else "box"
         facts = {"testbox": box, "kernel_release": "6.8.0", **(env or {}), **(side[3] if len(side) > 3 else {})}
-        run = store.create_run(testbox=box, environment=facts, benchmark=benchmark, name=benchmark,
+        run = store.create_run(box=box, environment=facts, benchmark=benchmark, name=benchmark,
                                params=params or {"mode": "process"}, tag=tag)
         for rep in range(max(len(v) for _u, _d, v in metrics.values())):
             store.add_samples(run, rep, [Sample(m, float(v[rep]), unit, d)
@@ -269,7 +269,7 @@ def test_comparison_csv_guards_formulas_and_keeps_numbers(tmp_path):
 def test_csv_export_guards_formulas_and_round_trips(tmp_path):
     store = open_store(str(tmp_path / "t.db"))
     strings = {"tag": "=1+2", "comment": "+cmd|' /C calc'!A0"}
-    run = store.create_run(testbox="box", environment={"testbox": "box", "note": "@x"}, benchmark="bench",
+    run = store.create_run(box="box", environment={"testbox": "box", "note": "@x"}, benchmark="bench",
                            name="-name", params={"mode": "x"}, tag=strings["tag"], comment=strings["comment"])
     store.add_samples(run, 0, [Sample("=m", -0.5, "@u", LOWER_IS_BETTER), Sample("'=quoted", 1e-05, "\ttab", 1)])
     store.finish_run(run, "finished")

@@ -55,7 +55,7 @@ def values(level, factor, head):
 
 
 def add_run(store, tag, metrics, head, own_factor=None):
-    run = store.create_run(testbox="box", environment={"testbox": "box", "kernel_release": "6.8.0"},
+    run = store.create_run(box="box", environment={"testbox": "box", "kernel_release": "6.8.0"},
                            benchmark="bench", name="bench", params={"mode": "process"}, tag=tag)
     columns = {}
     for metric, (unit, direction, level, factor) in metrics.items():

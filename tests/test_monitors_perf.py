@@ -433,7 +433,7 @@ def profile_store(path, sides):
 
     store = open_store(str(path))
     for tag, benchmark, reps in sides:
-        run = store.create_run(testbox="box", environment={"testbox": "box", "kernel_release": "6.1.0"},
+        run = store.create_run(box="box", environment={"testbox": "box", "kernel_release": "6.1.0"},
                                benchmark=benchmark, name=benchmark, params={"argv": ["x"]}, tag=tag)
         for i, shares in enumerate(reps):
             store.add_samples(run, i, [Sample("cmd.wall", 1.0, "s", -1)] + [

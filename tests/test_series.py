@@ -14,7 +14,7 @@ from perflab.store import open_store
 
 
 def _run(store, metrics: dict, box: str = "box", params: dict | None = None) -> int:
-    run = store.create_run(testbox=box, environment={"testbox": box}, benchmark="bench", name="bench",
+    run = store.create_run(box=box, environment={"testbox": box}, benchmark="bench", name="bench",
                            params=params or {"mode": "process"})
     for name, (unit, direction, values) in metrics.items():
         store.add_samples(run, 0, [Sample(name, float(v), unit, direction) for v in values])
@@ -45,7 +45,7 @@ def test_build_matches_the_samples(tmp_path):
 
     history = series.build(store)
     assert history.order == series.BY_TIME and history.runs == 50
-    got = {(s.testbox, s.metric): s for s in history.series}
+    got = {(s.box, s.metric): s for s in history.series}
     assert set(got) == set(expected)        # the monitor's metric only when asked for by name
     for key, runs in expected.items():
         s = got[key]
@@ -65,8 +65,8 @@ def test_build_matches_the_samples(tmp_path):
     assert s.points[0].value == 1.5e308
 
     monitors = series.build(store, metrics=("vmstat.*",))
-    assert [(s.testbox, s.metric, len(s.points)) for s in monitors.series] == [("a", "vmstat.cpu.sy", 25),
+    assert [(s.box, s.metric, len(s.points)) for s in monitors.series] == [("a", "vmstat.cpu.sy", 25),
                                                                                 ("b", "vmstat.cpu.sy", 25)]
     only_a = series.build(store, box="a", metrics=("bench.t*",))
-    assert [(s.testbox, s.metric) for s in only_a.series] == [("a", "bench.time")]
+    assert [(s.box, s.metric) for s in only_a.series] == [("a", "bench.time")]
     assert series.build(store, box="nobody").series == []

@@ -60,7 +60,7 @@ def dead_pid() -> int:
 
 
 def new_run(store, tag="t", **kw) -> int:
-    return store.create_run(testbox="box", environment=FACTS, benchmark="cmd", name="true", params={"command": "true"},
+    return store.create_run(box="box", environment=FACTS, benchmark="cmd", name="true", params={"command": "true"},
                             tag=tag, **kw)
 
 
@@ -259,7 +259,7 @@ def test_a_postgresql_store_at_0004_upgrades_to_64_bit_ids_keeping_its_data(post
     with pytest.raises(SQLAlchemyError, match="foreign key"):  # still enforced
         execute(postgres_url, "INSERT INTO sample (run_id, metric, value, unit, direction, repetition) VALUES (99, 'a', 1, 's', -1, 0)")
     # Read through the store as before, and the sequences go on after the old rows.
-    assert [(r.id, r.tag, r.testbox) for r in store.find_runs()] == [(1, "base", "old-box"), (2, "head", "other-box")]
+    assert [(r.id, r.tag, r.box) for r in store.find_runs()] == [(1, "base", "old-box"), (2, "head", "other-box")]
     assert store.get_run(1).monitors == {"vmstat": {"status": "ok"}}
     assert store.metric_sums([1], ["time.elapsed_time"]) == {(1, "time.elapsed_time"): (4.0, 2)}
     assert new_run(store) == 3
@@ -320,7 +320,7 @@ def test_runs_environments_and_testboxes_past_2_31_on_postgresql(postgres_url, t
 
     # The store's own calls, with every table's ids past 2^31.
     store = open_store(postgres_url)
-    assert store.get_run(head).comment == "past 2^31" and store.get_run(f"#{local}").testbox
+    assert store.get_run(head).comment == "past 2^31" and store.get_run(f"#{local}").box
     assert [r.id for r in store.find_runs(ids=[base, 2**62, 2**63 - 1])] == [base]
     store.add_failure(local, "item", "failed")
     assert store.add_robot_report(robot="r", culprit="c", metric="m", good="g", bad="b", subject="s", text="t")
@@ -339,7 +339,7 @@ def test_processes_opening_a_new_store_at_once_migrate_it_once_and_record(store_
     # ... and then record a run each on the same testbox and environment, rows that all of them insert if absent.
     code = ("import sys; from perflab.store import open_store; from perflab.core.model import Sample\n"
             "store = open_store(sys.argv[1])\n"
-            "rid = store.create_run(testbox='box', environment={'k': 1}, benchmark='cmd', name='true', params={})\n"
+            "rid = store.create_run(box='box', environment={'k': 1}, benchmark='cmd', name='true', params={})\n"
             "store.add_samples(rid, 0, [Sample('m.x', float(i), 's', -1) for i in range(100)])\n"
             "store.finish_run(rid, 'finished')\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, store_url], stderr=subprocess.PIPE, text=True)
@@ -380,7 +380,7 @@ def test_runs_samples_failures_and_monitors_round_trip(store_url):
     store.annotate(rid, "looked at it")
 
     run = store.get_run(rid)
-    assert (run.status, run.tag, run.commit, run.dirty, run.comment, run.testbox) == ("partial", "v1", "abc123", True, "looked at it", "box")
+    assert (run.status, run.tag, run.commit, run.dirty, run.comment, run.box) == ("partial", "v1", "abc123", True, "looked at it", "box")
     assert run.params == {"command": "true"} and run.job == {"benchmark": "cmd", "runs": 2}
     assert run.environment == FACTS and run.monitors["vmstat"]["status"] == "ok"
     assert run.finished >= run.started and run.started.tzinfo is None

@@ -3,7 +3,7 @@
 An operand is a run id (`12`, `#12`), a tag, a commit prefix, a kernel release,
 or `key=value[,key=value...]` on the run's fields (tag, commit, box, benchmark,
 name, status), its parameters or its environment facts. Groups of samples are
-matched across operands on (testbox, benchmark, params, metric).
+matched across operands on (box, benchmark, params, metric).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def duration_params(benchmark: str) -> frozenset[str]:
     if benchmark in benchmarks.FAMILIES:
         return benchmarks.family(benchmark).duration_params
     return EXECUTION_PARAMS
-RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "testbox", "testbox": "testbox",
+RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "box", "testbox": "box",
               "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
 
 
@@ -47,8 +47,8 @@ class Selection:
         return [r.id for r in self.runs]
 
     @property
-    def testboxes(self) -> set[str]:
-        return {r.testbox for r in self.runs}
+    def boxes(self) -> set[str]:
+        return {r.box for r in self.runs}
 
 
 def _matches_kv(run, key: str, value: str) -> bool:
@@ -118,9 +118,9 @@ def params_key(params: dict, benchmark: str = "") -> str:
 
 @dataclass
 class Group:
-    """The samples of one (testbox, benchmark, params, metric) on one side."""
+    """The samples of one (box, benchmark, params, metric) on one side."""
 
-    testbox: str | None  # None when compared across boxes
+    box: str | None  # None when compared across boxes
     benchmark: str
     params: str  # params_key
     metric: str
@@ -131,12 +131,12 @@ class Group:
 
     @property
     def key(self) -> tuple:
-        return (self.testbox, self.benchmark, self.params, self.metric)
+        return (self.box, self.benchmark, self.params, self.metric)
 
 
 def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = {r.id: (None if cross_box else r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for r in selection.runs}
+    run_keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in selection.runs}
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)

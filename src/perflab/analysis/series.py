@@ -1,4 +1,4 @@
-"""Series from the store: the points of one (testbox, benchmark, params, metric) in order.
+"""Series from the store: the points of one (box, benchmark, params, metric) in order.
 
 A point is one run (its samples' mean), ordered by run start time; or, when
 `repo` is given, one commit of the branch's first-parent history (the runs at
@@ -51,7 +51,7 @@ class Point:
 
 @dataclass
 class Series:
-    testbox: str
+    box: str
     benchmark: str
     params: str       # selection.params_key
     metric: str
@@ -163,7 +163,7 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     runs = [r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since) if r.status in USABLE_STATUSES]
     slot, full_sha = _slots(runs, history)
     run_of = {r.id: r for r in runs if r.id in slot}
-    keys = {rid: (r.testbox, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
+    keys = {rid: (r.box, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
     runs_of_series, meta = _run_means(store, run_of, keys, slot, metrics)
     placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
     for key in sorted(runs_of_series):

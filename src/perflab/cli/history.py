@@ -123,7 +123,7 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
         table.add_column(col, justify="right" if col in ("id", "samples") else "left", overflow="fold")
     for r in rows:
         # Text, not str: rich would read "[...]" in a tag as markup.
-        table.add_row(str(r.id), local_time(r.started), r.status, *(Text(printable(v)) for v in (r.testbox, r.benchmark, r.tag)),
+        table.add_row(str(r.id), local_time(r.started), r.status, *(Text(printable(v)) for v in (r.box, r.benchmark, r.tag)),
                       Text(_commit(r)), str(counts.get(r.id, 0)), Text(printable(r.name)))
     Console(width=200).print(table)
     if note:
@@ -156,7 +156,7 @@ def show_cmd(run_id, with_monitors, db) -> None:
         f"run #{run.id}  {shown(run.benchmark)}: {shown(run.name)}",
         f"  status    {run.status}" + (f" ({shown(run.error)})" if run.error else ""),
         f"  started   {local_time(run.started, '%Y-%m-%d %H:%M:%S')}   finished {local_time(run.finished, '%Y-%m-%d %H:%M:%S')}",
-        f"  testbox   {shown(run.testbox)}   kernel {shown(run.environment.get('kernel_release', 'n/a'))}",
+        f"  testbox   {shown(run.box)}   kernel {shown(run.environment.get('kernel_release', 'n/a'))}",
         f"  tag       {shown(run.tag)}   commit {_commit(run)}",
     ]
     if run.comment:

@@ -1,4 +1,4 @@
-"""Testbox facts: the one place that knows the machine a run executes on.
+"""Box facts: the one place that knows the machine a run executes on.
 
 Every fact is read from the kernel's own files or from the tool concerned;
 a fact that cannot be read is recorded as "n/a", never guessed.

@@ -58,7 +58,7 @@ def collect(store: Store, runs) -> list[dict]:
         series.setdefault(run_id, []).append([monitor, repetition, process, t, values])
     return [
         {
-            "uuid": r.uuid, "testbox": r.testbox, "benchmark": r.benchmark, "name": r.name,
+            "uuid": r.uuid, "testbox": r.box, "benchmark": r.benchmark, "name": r.name,
             "params": r.params, "tag": r.tag, "commit": r.commit, "dirty": r.dirty,
             "started": _iso(r.started), "finished": _iso(r.finished), "status": r.status,
             "comment": r.comment, "error": r.error, "environment": r.environment,

@@ -56,7 +56,7 @@ def _series_name(result: SeriesResult) -> str:
     params = "" if s.params in ("{}", "") else f" {printable(s.params, 120)}"
     unit = f"{printable(s.unit)}, " if s.unit else ""
     direction = _DIRECTION.get(s.direction, "informational")
-    return f"{printable(s.testbox)} {printable(s.benchmark)}{params} {printable(s.metric, 120)} ({unit}{direction})"
+    return f"{printable(s.box)} {printable(s.benchmark)}{params} {printable(s.metric, 120)} ({unit}{direction})"
 
 
 def render_text(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> str:
@@ -116,7 +116,7 @@ def render_json(history: History, results: list[SeriesResult], alpha: float, min
     for r in results:
         d, s = r.detection, r.series
         out["series"].append({
-            "testbox": s.testbox, "benchmark": s.benchmark, "params": json.loads(s.params) if s.params else {},
+            "testbox": s.box, "benchmark": s.benchmark, "params": json.loads(s.params) if s.params else {},
             "metric": s.metric, "unit": s.unit, "direction": s.direction,
             "points": d.n, "noise": _finite(d.noise), "noise_cov": _finite(d.noise_cov), "level": _finite(d.level),
             "serial_correlation": d.serial_correlation,

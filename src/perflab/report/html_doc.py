@@ -114,7 +114,7 @@ def trends(found: Trends) -> list[dict]:
     out = []
     for res in found.results:
         s, d = res.series, res.detection
-        trend = {"testbox": s.testbox, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
+        trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
                  "unit": s.unit, "direction": s.direction, "order": history.order,
                  "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points]}
         if history.order == BY_COMMIT:
@@ -151,7 +151,7 @@ def runs(found: dict[int, object]) -> tuple[dict, list]:
             env_index[key] = len(envs)
             envs.append({k: str(v) for k, v in facts.items()})
         out[str(rid)] = {"tag": r.tag, "commit": r.commit, "dirty": bool(r.dirty), "started": iso(r.started),
-                         "status": r.status, "testbox": r.testbox, "benchmark": r.benchmark, "name": r.name,
+                         "status": r.status, "testbox": r.box, "benchmark": r.benchmark, "name": r.name,
                          "comment": r.comment, "params": {k: str(v) for k, v in (r.params or {}).items()},
                          "env": env_index[key]}
     return out, envs
@@ -197,7 +197,7 @@ def distributions(found: list, metrics: list[str]) -> list[dict]:
         if isinstance(d, DistributionRow):
             out.append({"row": d.row})
             continue
-        out.append({"testcase": d.testcase, "testbox": d.testbox, "metric": index.get(d.metric), "unit": d.unit,
+        out.append({"testcase": d.testcase, "testbox": d.box, "metric": index.get(d.metric), "unit": d.unit,
                     "variants": [{"label": t, "runs": rids} for t, rids in d.variants],
                     "omitted_tags": d.omitted_tags})
     return out

@@ -45,7 +45,7 @@ def records(result: ComparisonResult) -> list[dict]:
     for row in result.rows:
         for i, cmp in enumerate(row.heads):
             rec = {
-                "testbox": row.testbox, "benchmark": row.benchmark, "params": row.params, "metric": row.metric,
+                "testbox": row.box, "benchmark": row.benchmark, "params": row.params, "metric": row.metric,
                 "unit": row.unit, "direction": row.direction, "base": result.labels[0], "head": result.labels[i + 1],
                 "family": row.family,
                 "monitor": row.monitor,

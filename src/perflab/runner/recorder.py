@@ -70,7 +70,7 @@ def start_run(
     if extra_facts:
         facts.update(extra_facts)
     run_id = store.create_run(
-        testbox=facts["testbox"], environment=facts, benchmark=benchmark, name=name,
+        box=facts["testbox"], environment=facts, benchmark=benchmark, name=name,
         params=params, tag=tag, commit=commit, dirty=dirty, comment=comment, job=job,
     )
     return RunRecorder(store, run_id)

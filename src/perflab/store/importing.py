@@ -35,12 +35,12 @@ from perflab.core.errors import PerflabError
 from perflab.store import schema as s
 from perflab.store.rows import (
     IMPORTING,
+    box_id_of,
     copy_rows,
     database_error,
     environment_id,
     insert_ignore,
     process_start_time,
-    testbox_id,
 )
 
 # One batch of 10,000 samples is one transaction of about 50 ms on a laptop-class
@@ -231,7 +231,7 @@ class ImportWriter:
         store = self.store
         box_id = self._boxes.get(run["testbox"])
         if box_id is None:
-            box_id = self._boxes[run["testbox"]] = testbox_id(conn, store.label, run["testbox"])
+            box_id = self._boxes[run["testbox"]] = box_id_of(conn, store.label, run["testbox"])
         key = json.dumps(run["environment"], sort_keys=True, default=str)
         env_id = self._environments.get(key)
         if env_id is None:

@@ -25,7 +25,9 @@ class Queries(Database):
     """The Store's reading half (perflab.store.db.Store joins it with Writes)."""
 
     def run_columns(self):
-        return [s.run, s.testbox.c.name.label("testbox"), s.environment.c.facts.label("environment")]
+        # The one place the testbox table's name column becomes a run row's `box`
+        # (exports and printed text keep the word "testbox").
+        return [s.run, s.testbox.c.name.label("box"), s.environment.c.facts.label("environment")]
 
     def _run_select(self):
         return (

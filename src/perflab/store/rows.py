@@ -104,8 +104,8 @@ def insert_ignore(conn, label: str, table, values: dict) -> None:
     conn.execute(dialect_insert(table).values(**values).on_conflict_do_nothing())
 
 
-def testbox_id(conn, label: str, name: str) -> int:
-    """The id of the testbox `name`, written if it is new."""
+def box_id_of(conn, label: str, name: str) -> int:
+    """The id of the box `name` (a row of the testbox table), written if it is new."""
     insert_ignore(conn, label, s.testbox, {"name": name})
     return conn.execute(select(s.testbox.c.id).where(s.testbox.c.name == name)).scalar_one()
 

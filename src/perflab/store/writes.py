@@ -22,7 +22,7 @@ from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.store import schema as s
 from perflab.store.engine import Database
-from perflab.store.rows import IMPORTING, copy_rows, disk_full, environment_id, process_start_time, testbox_id
+from perflab.store.rows import IMPORTING, box_id_of, copy_rows, disk_full, environment_id, process_start_time
 
 # Free space kept beside an SQLite store (the file DATABASE-reserve): on a full
 # disk, deleting it makes room to record why the run ended (a few WAL frames).
@@ -32,7 +32,7 @@ RESERVE_BYTES = 256 * 1024
 # is refused before anything is written (PostgreSQL would refuse it half-way and
 # SQLite would keep it whole, so two stores would differ).
 _RUN_STRINGS = {
-    "testbox": (s.testbox.c.name, "--box (the testbox name)"),
+    "box": (s.testbox.c.name, "--box (the testbox name)"),
     "benchmark": (s.run.c.benchmark, "the benchmark name"),
     "name": (s.run.c.name, "the run name (--name; by default the command line)"),
     "tag": (s.run.c.tag, "--tag"),
@@ -43,7 +43,7 @@ _RUN_STRINGS = {
 def check_run_strings(**values: str | None) -> None:
     """Refuse a user string longer than the column that keeps it, naming what sets it.
 
-    Keys are those of _RUN_STRINGS (testbox, benchmark, name, tag, commit).
+    Keys are those of _RUN_STRINGS (box, benchmark, name, tag, commit).
     """
     for key, value in values.items():
         column, what = _RUN_STRINGS[key]
@@ -72,7 +72,7 @@ class Writes(Database):
     def create_run(
         self,
         *,
-        testbox: str,
+        box: str,
         environment: dict,
         benchmark: str,
         name: str,
@@ -84,11 +84,11 @@ class Writes(Database):
         job: dict | None = None,
     ) -> int:
         self._check_writable("record a run")
-        check_run_strings(testbox=testbox, benchmark=benchmark, name=name, tag=tag, commit=commit)
+        check_run_strings(box=box, benchmark=benchmark, name=name, tag=tag, commit=commit)
         self._keep_reserve()
         try:
             with self.engine.begin() as conn:
-                box_id = testbox_id(conn, self.label, testbox)
+                box_id = box_id_of(conn, self.label, box)
                 env_id = environment_id(conn, self.label, box_id, environment)
                 pid = os.getpid()
                 return conn.execute(

@@ -93,7 +93,7 @@ def _rows(matched: Matched, keys: list[tuple], group_of: dict[tuple, str],
         if params is None:
             params = params_of[g.params] = json.loads(g.params)
         rows.append(MetricRow(
-            testbox=g.testbox, benchmark=g.benchmark, params=params, metric=g.metric,
+            box=g.box, benchmark=g.benchmark, params=params, metric=g.metric,
             unit=g.unit, direction=g.direction, base=summary, base_values=list(g.values),
             heads=[ph.get(key) for ph in per_head],
             head_values=[list(groups[key].values) if key in groups else None for groups in matched.heads],

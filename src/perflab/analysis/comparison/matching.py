@@ -1,6 +1,6 @@
 """The first steps of a comparison: the runs of each operand, and their groups matched to the base's.
 
-A group is one (testbox, benchmark, params, metric) of one operand (perflab.analysis.selection).
+A group is one (box, benchmark, params, metric) of one operand (perflab.analysis.selection).
 A head's group is compared with the base's group of the same key; groups on one side only
 are listed, never dropped.
 """
@@ -20,13 +20,13 @@ from perflab.store import Store
 
 def select_operands(store: Store, operands: list[str], benchmark: str | None,
                     cross_box: bool) -> tuple[list[Selection], list[tuple[str, object, object]] | None]:
-    """Each operand's runs, and the environment differences when they come from several testboxes.
+    """Each operand's runs, and the environment differences when they come from several boxes.
 
-    Operands from different testboxes are refused unless `cross_box` says so.
+    Operands from different boxes are refused unless `cross_box` says so.
     """
     all_runs = store.find_runs(benchmark=benchmark)
     selections = [select(store, op, all_runs) for op in operands]
-    boxes = [sel.testboxes for sel in selections]
+    boxes = [sel.boxes for sel in selections]
     every_box = set().union(*boxes)
     env_diff = None
     if len(every_box) > 1:
@@ -97,17 +97,17 @@ def _list_one_sided(matched: Matched, selections: list[Selection]) -> None:
 
 
 def describe(g: Group) -> str:
-    """A group as the one-sided lists name it: "benchmark(params) metric on testbox"."""
+    """A group as the one-sided lists name it: "benchmark(params) metric on box"."""
     params = json.loads(g.params)
     shown = ",".join(f"{k}={v}" for k, v in params.items())
-    return f"{g.benchmark}{'(' + shown + ')' if shown else ''} {g.metric}" + (f" on {g.testbox}" if g.testbox else "")
+    return f"{g.benchmark}{'(' + shown + ')' if shown else ''} {g.metric}" + (f" on {g.box}" if g.box else "")
 
 
 def pair_single_variants(base: dict, head: dict, label: str, notes: list[str]) -> dict:
     """Pair groups whose parameters differ when each side ran one variant only.
 
     `perflab compare a b` of two different commands (or the same benchmark with
-    other parameters) is a comparison of those two variants: where a (testbox,
+    other parameters) is a comparison of those two variants: where a (box,
     benchmark) has exactly one parameter set on each side, the head's groups
     are matched to the base's, and the report says so.
     """

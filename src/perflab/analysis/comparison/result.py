@@ -50,9 +50,9 @@ class FdrGroup:
 
 @dataclass
 class MetricRow:
-    """One (testbox, benchmark, params, metric) across the operands."""
+    """One (box, benchmark, params, metric) across the operands."""
 
-    testbox: str | None
+    box: str | None
     benchmark: str
     params: dict
     metric: str
@@ -274,7 +274,7 @@ def pair_counters(rows: list[MetricRow]) -> None:
     in .total). Levels and shares (%, KiB, pages, run-queue lengths) are neither.
     """
     # Rows of one group share one params dict (see comparison._rows): its id is the group.
-    index = {(r.testbox, r.benchmark, id(r.params), r.metric): r for r in rows if r.monitor is not None and not r.in_points}
+    index = {(r.box, r.benchmark, id(r.params), r.metric): r for r in rows if r.monitor is not None and not r.in_points}
     for (box, bench, params, metric), row in index.items():
         if not row.unit.endswith("/s"):
             continue

@@ -148,12 +148,12 @@ def build_page(store, f: Filters) -> PageView:
             for r in sel.runs:
                 page_runs[r.id] = r
         comparison = sections.comparison(store, result, MAX_MONITOR_CHARTS, MAX_MONITOR_LINES)
-        keys = {(row.testbox, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
+        keys = {(row.box, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
                 for row in result.own_rows}
-        # The trends of what was compared (a cross-box comparison pools testboxes: match without them).
+        # The trends of what was compared (a cross-box comparison pools boxes: match without them).
         loose = {k[1:] for k in keys}
         history.series = [s for s in history.series
-                          if (s.testbox, s.benchmark, s.params, s.metric) in keys or (s.benchmark, s.params, s.metric) in loose]
+                          if (s.box, s.benchmark, s.params, s.metric) in keys or (s.benchmark, s.params, s.metric) in loose]
     if not history.series and result is None:
         raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
                            + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")

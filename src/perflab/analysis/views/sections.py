@@ -72,7 +72,7 @@ class DistributionSeries:
     """A series' runs per tag, the most recent tags."""
 
     testcase: str
-    testbox: str
+    box: str
     metric: str
     unit: str
     variants: list[tuple[str, list[int]]]    # (tag, run ids)
@@ -164,7 +164,7 @@ def distributions(result, history, runs, notes: list[str], max_shown: int, max_v
         tags = sorted(by_tag, key=lambda t: latest[t])[-max_variants:]
         out.append(DistributionSeries("/".join([s.benchmark] + [str(v) for v in json.loads(s.params).values()
                                                                 if v not in (None, "", [], {})]),
-                                      s.testbox, s.metric, s.unit, [(t, by_tag[t]) for t in tags],
+                                      s.box, s.metric, s.unit, [(t, by_tag[t]) for t in tags],
                                       len(by_tag) - len(tags)))
     if len(history.series) > max_shown:
         notes.append(f"distributions of the first {max_shown} of {len(history.series)} series are drawn")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from perflab.core.errors import PerflabError
 
-_RUN_KEYS = {"box": lambda r: r.testbox, "testbox": lambda r: r.testbox, "tag": lambda r: r.tag or "-",
+_RUN_KEYS = {"box": lambda r: r.box, "testbox": lambda r: r.box, "tag": lambda r: r.tag or "-",
              "benchmark": lambda r: r.benchmark, "name": lambda r: r.name, "commit": lambda r: (r.commit or "-")[:12]}
 
 
@@ -47,7 +47,7 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
     from perflab.stats.scaling import pooled_means
 
     runs = [r for r in store.find_runs(benchmark=benchmark) if r.status in USABLE_STATUSES
-            and (not boxes or r.testbox in boxes) and (not tags or (r.tag or "") in tags)]
+            and (not boxes or r.box in boxes) and (not tags or (r.tag or "") in tags)]
     placed = []
     for r in runs:
         row, col = key_value(r, row_key), tuple(key_value(r, k) for k in cols)

@@ -70,7 +70,7 @@ class Dashboard:
                                        .order_by(s.robot_report.c.id.desc()).limit(20)).all()
         parts.append("<h2>Recent runs</h2>")
         parts.append(_table("runs", ["run", "started (UTC)", "box", "name", "tag", "status", "error"],
-                            [[r.id, f"{r.started:%Y-%m-%d %H:%M:%S}", r.testbox, r.name, r.tag or "", r.status,
+                            [[r.id, f"{r.started:%Y-%m-%d %H:%M:%S}", r.box, r.name, r.tag or "", r.status,
                               (r.error or "")[:120]] for r in runs], [r.status for r in runs]))
         parts.append("<h2>Recent regressions (perflab robot)</h2>")
         parts.append(_table("regressions", ["found (UTC)", "robot", "metric", "culprit", "subject"],

@@ -66,9 +66,9 @@ def compared_blocks(rows: list) -> list[BlockGroup]:
     rests: dict[tuple, dict] = {}
     for r in rows:
         key, rest = block_of(r.params)
-        full = (key, r.testbox or "", json.dumps(rest, sort_keys=True, default=str))
+        full = (key, r.box or "", json.dumps(rest, sort_keys=True, default=str))
         groups.setdefault(full, []).append(r)
-        rests[full] = {**rest, **({"testbox": r.testbox} if r.testbox else {})}
+        rests[full] = {**rest, **({"testbox": r.box} if r.box else {})}
     return [BlockGroup(full[0][2], rests[full],
                        sorted(groups[full], key=lambda r: (ORDER.index(r.metric) if r.metric in ORDER else len(ORDER),
                                                            r.metric)))
@@ -110,9 +110,9 @@ def report(store, operands: tuple[str, ...], box: str) -> KernbenchView:
             sel = select(store, operand, runs)
             columns.append((sel.label, sel.runs))
     else:
-        mine = sorted((r for r in runs if r.testbox == box), key=lambda r: r.id)
+        mine = sorted((r for r in runs if r.box == box), key=lambda r: r.id)
         if not mine:
-            others = sorted({r.testbox for r in runs})
+            others = sorted({r.box for r in runs})
             hint = f"; boxes with kernbench runs: {', '.join(others)} (use --box)" if others else \
                 "; run `perflab run kernbench.yaml` first"
             raise PerflabError(f"no kernbench runs of testbox {box!r}{hint}")

@@ -61,7 +61,7 @@ def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> Lmbe
                 label = f"{label} ({operand})"
             by_box: dict[str, list] = {}
             for r in sel.runs:
-                by_box.setdefault(r.testbox, []).append(r)
+                by_box.setdefault(r.box, []).append(r)
             if len(by_box) == 1:
                 groups.append((label, sel.runs))
             else:
@@ -71,11 +71,11 @@ def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> Lmbe
         usable = [r for r in runs if r.status in USABLE_STATUSES]
         if not usable:
             raise PerflabError("no LMbench runs in the store; run `perflab run lmbench --quick` first")
-        groups = [(f"{r.testbox}: {run_label(r)}", [r]) for r in sorted(usable, key=lambda r: (r.testbox, r.started, r.id))]
+        groups = [(f"{r.box}: {run_label(r)}", [r]) for r in sorted(usable, key=lambda r: (r.box, r.started, r.id))]
     else:
-        mine = [r for r in runs if r.testbox == box and r.status in USABLE_STATUSES]
+        mine = [r for r in runs if r.box == box and r.status in USABLE_STATUSES]
         if not mine:
-            others = sorted({r.testbox for r in runs})
+            others = sorted({r.box for r in runs})
             hint = f"; boxes with LMbench runs: {', '.join(others)} (use --box)" if others else \
                 "; run `perflab run lmbench --quick` first"
             raise PerflabError(f"no LMbench runs of testbox {box!r}{hint}")

@@ -230,13 +230,13 @@ class Context:
         """Hand one run (without samples) to the sink; returns the handle its samples go to."""
         index = self._count
         self._count += 1
-        testbox = self.box or hostname or DEFAULT_BOX
-        key = f"{self.fmt}:{self.digest}:{index}:{self.tag or ''}:{testbox}"
-        environment = {"testbox": testbox, **(facts or {}), "imported_from": self.fmt, "source_file": self.source}
+        box = self.box or hostname or DEFAULT_BOX
+        key = f"{self.fmt}:{self.digest}:{index}:{self.tag or ''}:{box}"
+        environment = {"testbox": box, **(facts or {}), "imported_from": self.fmt, "source_file": self.source}
         started = started or self.mtime
         return self.sink.add_run({
             "uuid": str(uuidlib.uuid5(NAMESPACE, key)),
-            "testbox": testbox,
+            "testbox": box,
             "benchmark": benchmark,
             "name": name,
             "params": params,
