@@ -2,7 +2,8 @@
 
 The runner enters a guest job's family session with its C programs built static
 (`cbuild.static_programs`), boots the kernel with those programs in the initramfs at
-the very paths the session's ProcessSpecs name (so argv needs no rewriting), and hands
+the very paths the session's ProcessSpecs name (or, for a path under a directory the guest
+mounts over such as /tmp, in /opt/perflab/bin: the one place argv is rewritten), and hands
 the loop an executor that makes a process's working directory in the guest on first
 use, then runs it there (`Guest.execute`, the host executor's signature). Warm-up,
 repetitions, parsing and recording are the loop's, unchanged.
@@ -40,16 +41,27 @@ def check(jobs) -> None:
             guest_keys.check(job)
 
 
+# Directories the guest agent mounts a file system over: a program put there in the initramfs
+# would be hidden, so it goes to GUEST_BIN instead (the one place argv is rewritten).
+MOUNTED = ("/tmp/", "/run/", "/proc/", "/sys/", "/dev/")
+GUEST_BIN = "/opt/perflab/bin"
+
+
+def guest_path(program: str) -> str:
+    """Where a host program is put in the guest: the same path, unless the guest mounts over it."""
+    return f"{GUEST_BIN}/{os.path.basename(program)}" if program.startswith(MOUNTED) else program
+
+
 def files_of(session, rounds: int) -> dict[str, str]:
-    """The host programs a session's processes start: guest path -> host file (the same path)."""
+    """The host programs a session's processes start: guest path -> host file."""
     files: dict[str, str] = {}
     for round_no in range(rounds):
         for spec in session.processes(round_no):
             program = spec.argv[0] if spec.argv else ""
-            if os.path.isabs(program) and os.path.isfile(program) and program not in files:
+            if os.path.isabs(program) and os.path.isfile(program) and guest_path(program) not in files:
                 if not initramfs.is_static(program):
                     raise PerflabError(f"{program} is not a static program: it cannot run in the guest")
-                files[program] = program
+                files[guest_path(program)] = program
     return files
 
 
@@ -68,6 +80,8 @@ def booted(job, session, rounds: int) -> Iterator[tuple[dict, callable]]:
                     raise PerflabError(f"cannot make {spec.cwd} in the guest (busybox-static installed?): "
                                        f"{mkdir.describe_failure(60)}")
                 made.add(spec.cwd)
+            if spec.argv and guest_path(spec.argv[0]) != spec.argv[0]:
+                spec = replace(spec, argv=[guest_path(spec.argv[0]), *spec.argv[1:]])
             return guest.execute(spec, **kwargs)
 
         yield {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
