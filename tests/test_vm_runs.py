@@ -139,3 +139,14 @@ def test_a_job_file_with_a_kernel_runs_will_it_scale_in_the_guest(cli, tmp_path)
     assert len(ops) == 2 and all(v > 0 and unit == "ops/s" for v, unit in ops)
     facts = _environment(cli, 1)
     assert facts["vm_memory_mib"] == "256" and facts["memory_kib"] == 256 * 1024
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86_64 (Debian qemu-system-x86)")
+def test_a_kernel_that_does_not_boot_fails_its_run_and_says_why(cli, tmp_path):
+    fake = tmp_path / "vmlinuz-not-a-kernel"
+    fake.write_text("junk\n")
+    proc = cli("run", "hackbench", "--groups", "1", "--loops", "10", "--kernel", fake, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"QEMU could not boot kernel {fake.name} (mode tcg)" in proc.stderr
+    (status, error, params), = cli.sql("SELECT status, error, params FROM run")
+    assert status == "failed" and "QEMU could not boot" in error and '"vm": "tcg"' in params

@@ -23,7 +23,7 @@ from dataclasses import replace
 from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.vm import boot, initramfs
+from perflab.execution.vm import VmError, boot, initramfs
 from perflab.execution.vm.machine import qemu_command
 from perflab.jobs import guest as guest_keys
 
@@ -77,8 +77,8 @@ def booted(job, session, rounds: int) -> Iterator[tuple[dict, callable]]:
             if spec.cwd and spec.cwd not in made:
                 mkdir = guest.execute(ProcessSpec(["/bin/mkdir", "-p", spec.cwd], item="mkdir", timeout=60))
                 if not mkdir.ok:
-                    raise PerflabError(f"cannot make {spec.cwd} in the guest (busybox-static installed?): "
-                                       f"{mkdir.describe_failure(60)}")
+                    raise VmError(f"cannot make {spec.cwd} in the guest (busybox-static installed?): "
+                                  f"{mkdir.describe_failure(60)}", guest.console_tail())
                 made.add(spec.cwd)
             if spec.argv and guest_path(spec.argv[0]) != spec.argv[0]:
                 spec = replace(spec, argv=[guest_path(spec.argv[0]), *spec.argv[1:]])

@@ -276,7 +276,12 @@ class _Loop:
             if spec.item in o.failures:
                 continue
             timed = not warmup and spec.record
-            result = self.run_process(spec, o.monitors if timed else None, index, o.executor)
+            try:
+                result = self.run_process(spec, o.monitors if timed else None, index, o.executor)
+            except VmError as e:
+                # The guest died or stopped answering: this job's run fails (console tail kept), others go on.
+                o.error = str(e)
+                break
             why = o.session.judge(spec, result)
             if not warmup and spec.record:
                 try:
