@@ -63,8 +63,26 @@ def _monitors(specs: tuple[str, ...], base: dict | None = None) -> dict:
     return monitors.validate(merged)
 
 
+KERNEL_HELP = ("Boot this kernel (bzImage, vmlinuz) in a QEMU guest and run the job inside "
+               "(lmbench, will-it-scale, ebizzy, hackbench; docs/vm.md).")
+VM_HELP = ("The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact "
+           "and repeatable) or kvm. Needs --kernel (or a job's kernel key).")
+
+
+def _guest_options() -> list:
+    from perflab.execution.vm import MODES
+
+    return [click.option("--kernel", "kernel", metavar="PATH", help=KERNEL_HELP),
+            click.option("--vm", "vm_mode", type=click.Choice(MODES), help=VM_HELP)]
+
+
+def _vm(vm_mode: str | None) -> dict | None:
+    return {"mode": vm_mode} if vm_mode else None
+
+
 def _variant_options(f):
     for option in reversed([
+        *_guest_options(),
         click.option("--monitor", "monitor_specs", multiple=True, metavar="NAME[:OPT=VAL,...]", help=MONITOR_HELP),
         click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...)."),
         click.option("--box", help="Testbox name (default: hostname)."),
@@ -104,7 +122,7 @@ def _finish(outcomes) -> None:
 @_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure, cpus,
-            monitor_specs, tag, name, box, repo, comment, db, command) -> None:
+            kernel, vm_mode, monitor_specs, tag, name, box, repo, comment, db, command) -> None:
     """Time any command, as hyperfine does, and record every run.
 
     Records wall time, user and system CPU time, maximum RSS and exit status
@@ -146,7 +164,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         if cpus:
             params["cpus"] = cpus
         job = atomic("cmd", params, runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                     monitors=monitors)
+                     monitors=monitors, kernel=kernel, vm=_vm(vm_mode))
         FAMILY.command(job.parsed)   # the executable exists: checked before the store is opened
         jobs.append(job)
     store = get_store(db)
@@ -180,7 +198,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")
 @_variant_options
-def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db) -> None:
+def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
     """Run the LMbench-class OS microbenchmarks and record every sample.
 
     Compiles the suite's C programs with $CC (default cc) -O2, runs each in
@@ -193,6 +211,7 @@ def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db) -> None
       perflab run lmbench --quick && perflab report lmbench
       perflab run lmbench --tag 6.8-rc1 --only processes,ctx
       CC=clang perflab run lmbench --tag clang-17
+      perflab run lmbench --only processes --kernel vmlinuz-6.1.0-47-amd64 --vm icount
     """
     from perflab.benchmarks.lmbench.catalog import metrics_of_program
     from perflab.benchmarks.lmbench.driver import parse_only
@@ -200,9 +219,14 @@ def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db) -> None
 
     categories = parse_only(only)
     monitors = _monitors(monitor_specs)
+    if kernel or vm_mode:
+        # Checked before the store is opened: a refused guest job leaves nothing behind.
+        from perflab.jobs import atomic, guest
+
+        guest.check(atomic("lmbench", {}, monitors=monitors, kernel=kernel, vm=_vm(vm_mode)))
     store = get_store(db)
     result = run_suite(store, quick=quick, categories=categories or None, tag=tag, box=box, repo=repo,
-                       comment=comment, monitors=monitors)
+                       comment=comment, monitors=monitors, kernel=kernel, vm=_vm(vm_mode))
     figures = len({m for p in result.programs for m in metrics_of_program(p)})
     line = (f"run #{result.run_id}: lmbench ({result.mode.name}), {result.samples} samples of {figures} figures "
             f"in {result.seconds:.0f} s")
@@ -238,8 +262,10 @@ def _report_jobs(outcomes) -> None:
 
 def _run_atomic_jobs(jobs: list, box, repo, db) -> None:
     """Run AtomicJobs (perflab.jobs) one after another, print a line per run; exit status by failures."""
+    from perflab.runner import guest
     from perflab.runner.loop import run_jobs
 
+    guest.check(jobs)    # a guest job that cannot run: refused before the store is opened
     store = get_store(db)
     outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo)
     _report_jobs(outcomes)
@@ -252,11 +278,13 @@ def _family_command(name: str) -> click.Command:
 
     fam = benchmarks.family(name)
 
-    def callback(runs, warmup, timeout, monitor_specs, tag, box, repo, comment, db, **values):
+    def callback(runs, warmup, timeout, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, **values):
         from perflab import jobs as jobfiles
 
         doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment,
                "monitors": _monitors(monitor_specs)}
+        if kernel is not None or vm_mode:
+            doc.update(kernel=kernel, vm=_vm(vm_mode))
         for key, given in values.items():
             if given:
                 parsed = [jobfiles.parse_scalar(v) for v in given]
@@ -276,7 +304,11 @@ def _family_command(name: str) -> click.Command:
                             help=f"Run {name}: {fam.summary}.\n\nEvery parameter option may be repeated: "
                                  f"each value is one point of the matrix.\n\n\b\nExample:\n"
                                  f"  perflab jobs list   # shipped job files, e.g. perflab run JOB.yaml")
-    for option in [click.Option(["--monitor", "monitor_specs"], multiple=True, metavar="NAME[:OPT=VAL,...]",
+    from perflab.execution.vm import MODES
+
+    for option in [click.Option(["--kernel", "kernel"], metavar="PATH", help=KERNEL_HELP),
+                   click.Option(["--vm", "vm_mode"], type=click.Choice(MODES), help=VM_HELP),
+                   click.Option(["--monitor", "monitor_specs"], multiple=True, metavar="NAME[:OPT=VAL,...]",
                                 help=MONITOR_HELP),
                    click.Option(["--tag", "-t"], help="Label of this variant (kernel, patch, compiler ...)."),
                    click.Option(["--box"], help="Testbox name (default: hostname)."),
@@ -292,7 +324,7 @@ def _job_command(path: str) -> click.Command:
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a key of the job file (a YAML value; a list makes an axis).")
     @_variant_options
-    def run_job(overrides, monitor_specs, tag, box, repo, comment, db) -> None:
+    def run_job(overrides, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
         """Run every atomic job of a job file (the Cartesian product of its list values).
 
         \b
@@ -309,6 +341,7 @@ def _job_command(path: str) -> click.Command:
                 job = job.with_(comment=comment)
             if monitor_specs:
                 job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
+            job = jobfiles.in_guest(job, kernel, _vm(vm_mode), f"perflab run {path}")
             atomic.append(job)
         _run_atomic_jobs(atomic, box, repo, db)
 

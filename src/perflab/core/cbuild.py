@@ -20,6 +20,9 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +57,19 @@ class Compiler:
 
 
 _compilers: dict[str, Compiler] = {}
+
+# Flags every build within `static_programs()` adds: a program for a VM guest, which has no C library.
+_extra_flags: ContextVar[tuple[str, ...]] = ContextVar("perflab_cbuild_extra_flags", default=())
+
+
+@contextmanager
+def static_programs() -> Iterator[None]:
+    """Within: every program is linked -static (part of its cache key), to run in a VM guest."""
+    token = _extra_flags.set(("-static",))
+    try:
+        yield
+    finally:
+        _extra_flags.reset(token)
 
 
 def cc_command() -> str:
@@ -127,6 +143,7 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
     Raises BuildError naming the program when the compiler is missing or the
     compile fails; the message carries the first lines of the compiler's errors.
     """
+    flags = (*flags, *_extra_flags.get())
     source = source_dir / f"{program}.c"
     if not source.is_file():
         raise BuildError(program, f"no source {source}")

@@ -13,6 +13,10 @@ the key order travels with the value (`key_order`).
 A job is validated once, where it is made (perflab.jobs.resolve): the family
 object and its parsed parameters then travel with it (`family`, `parsed`),
 outside its JSON form and its equality.
+
+A job may name a kernel to boot and run in (`kernel`, with the machine in `vm`:
+mode, cpus, memory, qemu_args; docs/vm.md). These keys are written only when set,
+so a job without them has the JSON form it always had.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 # The keys of the stored JSON that are fields of AtomicJob, in the order `perflab run FAMILY`
 # options and the lmbench suite have always written them.
 KEYS = ("benchmark", "params", "runs", "warmup", "timeout", "tag", "comment", "monitors")
+# Keys written only when set (a job that runs in a VM guest), after the others.
+OPTIONAL_KEYS = ("kernel", "vm")
 # The order job file expansion has always written (params last).
 FILE_ORDER = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors", "params")
 
@@ -41,6 +47,8 @@ class AtomicJob:
     tag: str | None = None
     comment: str | None = None
     monitors: dict = field(default_factory=dict)    # validated monitors mapping (perflab.monitors)
+    kernel: str | None = None                       # a kernel image to boot and run the job in (absolute path)
+    vm: dict = field(default_factory=dict)          # the guest machine: mode, cpus, memory, qemu_args
     # Keys of the stored JSON that are not fields here (a lab job's "source", "lab"), in order.
     extra: dict = field(default_factory=dict)
     # The order of the keys in the JSON form; empty: KEYS, then `extra`.
@@ -56,8 +64,8 @@ class AtomicJob:
             raise ValueError(f"not an atomic job (no 'benchmark' name): {doc!r}")
         doc = copy.deepcopy(doc)
         # Values are kept as written (a stored null stays null), so the JSON form comes back unchanged.
-        known = {k: doc[k] for k in KEYS if k in doc}
-        extra = {k: v for k, v in doc.items() if k not in KEYS}
+        known = {k: doc[k] for k in (*KEYS, *OPTIONAL_KEYS) if k in doc}
+        extra = {k: v for k, v in doc.items() if k not in KEYS and k not in OPTIONAL_KEYS}
         return cls(**known, extra=extra, key_order=tuple(doc))
 
     def to_dict(self) -> dict:
@@ -65,7 +73,7 @@ class AtomicJob:
         order = self.key_order or (*KEYS, *self.extra)
         out = {}
         for key in order:
-            if key in KEYS:
+            if key in KEYS or (key in OPTIONAL_KEYS and getattr(self, key)):
                 out[key] = copy.deepcopy(getattr(self, key))
             elif key in self.extra:
                 out[key] = copy.deepcopy(self.extra[key])
@@ -74,10 +82,18 @@ class AtomicJob:
         for key in KEYS:
             if key not in out and getattr(self, key) != _DEFAULTS.get(key):
                 out[key] = copy.deepcopy(getattr(self, key))
+        for key in OPTIONAL_KEYS:
+            if key not in out and getattr(self, key):
+                out[key] = copy.deepcopy(getattr(self, key))
         for key, value in self.extra.items():
             if key not in out:
                 out[key] = copy.deepcopy(value)
         return out
+
+    @property
+    def in_guest(self) -> bool:
+        """Whether the job runs in a VM guest booted from `kernel`."""
+        return bool(self.kernel)
 
     @property
     def resolved(self) -> bool:

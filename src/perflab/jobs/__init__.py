@@ -55,6 +55,8 @@ __all__ = ["AtomicJob", "JobError", "validate_params", "cpu_percent", "atomic", 
            "expand", "expand_atomic", "shipped"]
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
+# A kernel to boot and run the job in, and its machine (perflab.jobs.guest; docs/vm.md).
+GUEST_KEYS = ("kernel", "vm")
 SHIPPED_DIR = Path(__file__).parent
 
 
@@ -80,10 +82,28 @@ def resolve(job: AtomicJob | dict, where: str = "") -> AtomicJob:
 
 def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int = 0,
            timeout: float | None = None, tag: str | None = None, comment: str | None = None,
-           monitors: dict | None = None, where: str = "") -> AtomicJob:
+           monitors: dict | None = None, where: str = "", kernel: str | None = None,
+           vm: dict | None = None) -> AtomicJob:
     """One atomic job built in code (`perflab run cmd`, the lmbench suite), validated."""
+    guest_keys = {}
+    if kernel is not None or vm:
+        from perflab.jobs import guest
+
+        kernel, vm = guest.normalize(benchmark, kernel, vm, where or f"perflab run {benchmark}", monitors)
+        guest_keys = {"kernel": kernel, "vm": vm}
     return resolve(AtomicJob(benchmark, params, runs=runs, warmup=warmup, timeout=timeout, tag=tag,
-                             comment=comment, monitors=monitors or {}), where)
+                             comment=comment, monitors=monitors or {}, **guest_keys), where)
+
+
+def in_guest(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) -> AtomicJob:
+    """The job made to run in a guest booted from `kernel` (`--kernel`, `--vm` over a job file's keys)."""
+    from perflab.jobs import guest
+
+    if kernel is None and not vm:
+        return job
+    merged_vm = {**(job.vm or {}), **(vm or {})}
+    kernel, merged_vm = guest.normalize(job.benchmark, kernel or job.kernel, merged_vm, where, job.monitors)
+    return job.with_(kernel=kernel, vm=merged_vm)
 
 
 # -- parameters ---------------------------------------------------------------
@@ -171,7 +191,7 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
     doc = _Mapping(doc)
     doc.lines = lines
     overridden = dict(_parse_override(text) for text in overrides)
-    doc.update({k: v for k, v in overridden.items() if k in JOB_KEYS})
+    doc.update({k: v for k, v in overridden.items() if k in JOB_KEYS or k in GUEST_KEYS})
     name = doc.get("benchmark")
     if not isinstance(name, str):
         raise JobError(f"{source}: key 'benchmark' is missing: name one of {', '.join(benchmarks.FAMILIES)}")
@@ -179,13 +199,13 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
         family = benchmarks.family(name)
     except UsageProblem as e:
         raise JobError(f"{source}{_line(doc, 'benchmark')}: {e}") from None
-    raw = {k: v for k, v in doc.items() if k not in JOB_KEYS and k != name}
+    raw = {k: v for k, v in doc.items() if k not in JOB_KEYS and k not in GUEST_KEYS and k != name}
     nested = doc.get(name)
     if nested is not None:
         if not isinstance(nested, dict):
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
-    raw.update({k: v for k, v in overridden.items() if k not in JOB_KEYS})   # --set wins over the file
+    raw.update({k: v for k, v in overridden.items() if k not in JOB_KEYS and k not in GUEST_KEYS})   # --set wins over the file
     for key, values in family.default_axes.items():
         raw.setdefault(key, list(values))
     job = {"benchmark": name, "runs": doc.get("runs"), "warmup": doc.get("warmup", 0),
@@ -207,6 +227,12 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
         job["monitors"] = monitors.validate(job["monitors"])
     except monitors.MonitorError as e:
         raise JobError(f"{source}{_line(doc, 'monitors')}: {e}") from None
+    if doc.get("kernel") is not None or doc.get("vm"):
+        from perflab.jobs import guest
+
+        where = f"{source}{_line(doc, 'kernel' if 'kernel' in doc else 'vm')}"
+        kernel, vm = guest.normalize(name, doc.get("kernel"), _plain(doc.get("vm")), where, job["monitors"])
+        job.update(kernel=kernel, vm=vm)
 
     fields = family.Params.model_fields
     axes: list[tuple[str, list]] = []

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
+from perflab.core import cbuild
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.jobs import resolve
@@ -34,6 +35,8 @@ from perflab.monitors import MonitorSet
 from perflab.execution import interrupt
 from perflab.core.process import running_in
 from perflab.execution.executor import ProcessResult, ProcessSpec, execute
+from perflab.execution.vm import VmError
+from perflab.runner import guest
 from perflab.runner.recorder import RunRecorder, recording, start_run
 from perflab.store import Store
 from perflab.core.text import printable
@@ -62,6 +65,7 @@ class JobOutcome:
     error: str | None = None                                     # why the run failed, if it did
     monitors: MonitorSet | None = None                           # the run's monitors, when the job names any
     seconds: float = 0.0
+    executor: Executor | None = None                             # a guest's, when the job runs in a VM
 
     @property
     def run_id(self) -> int | None:
@@ -154,6 +158,7 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
         if job.runs is None:
             job = job.with_(runs=job.family.runs_for(job.parsed))
         outcomes.append(JobOutcome(job))
+    guest.check([o.job for o in outcomes])    # a guest job that cannot run: refused before anything boots
     batches = [outcomes] if interleave else [[o] for o in outcomes]
     total = sum(int(o.job.warmup or 0) + int(o.job.runs or 1) for o in outcomes)
     loop = _Loop(store, _Bar(console, total), executor, box, repo)
@@ -170,6 +175,7 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
 def _after_jobs(store: Store, outcomes: list[JobOutcome]) -> None:
     """Let each family add figures that span its jobs (will-it-scale's scalability over nr_task)."""
     def add(outcome: JobOutcome, repetition: int, samples) -> None:
+        samples = guest.mark(outcome.job, list(samples))
         store.add_samples(outcome.run_id, repetition, samples)
         for smp in samples:
             outcome.values.setdefault(smp.metric, []).append(smp.value)
@@ -197,7 +203,9 @@ class _Loop:
         store, bar = self.store, self.bar
         with ExitStack() as stack:
             for o in batch:
-                o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
+                # A guest has no C library: a guest job's programs are built static.
+                with cbuild.static_programs() if o.job.in_guest else nullcontext():
+                    o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
                 # Placement and address randomisation are recorded for every run of every family.
                 o.session.facts.setdefault("placement", "the scheduler's choice")
                 o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
@@ -206,9 +214,20 @@ class _Loop:
                     stack.callback(o.monitors.close)
                 interrupt.check()
             for o in batch:
+                facts = o.session.facts
+                if o.job.in_guest:
+                    # Booted once per atomic job; the loop below runs in it through its executor.
+                    try:
+                        guest_facts, o.executor = stack.enter_context(
+                            guest.booted(o.job, o.session, int(o.job.warmup or 0) + int(o.job.runs)))
+                        facts = {**facts, **guest_facts}
+                    except VmError as e:
+                        o.error = str(e)     # the run is recorded failed, with the console's tail
+                        facts = {**facts, **guest.unbooted_facts(o.job)}
                 o.recorder = start_run(store, benchmark=o.job.family.name, name=o.session.name,
-                                       params=o.session.params, box=self.box, tag=o.job.tag, repo=self.repo,
-                                       comment=o.job.comment, extra_facts=o.session.facts, job=o.job.to_dict())
+                                       params=guest.params_of(o.job, o.session.params), box=self.box,
+                                       tag=o.job.tag, repo=self.repo, comment=o.job.comment, extra_facts=facts,
+                                       job=o.job.to_dict())
                 if o.monitors is not None:
                     store.set_run_monitors(o.recorder.run_id, o.monitors.record)
                     # What failed or was unsupported along the way is recorded however the run ends.
@@ -237,10 +256,11 @@ class _Loop:
                     if o.error is not None:
                         o.recorder.fail(o.error)
 
-    def run_process(self, spec: ProcessSpec, monitors: MonitorSet | None, process: int) -> ProcessResult:
+    def run_process(self, spec: ProcessSpec, monitors: MonitorSet | None, process: int,
+                    executor: Executor | None = None) -> ProcessResult:
         interrupt.check()
         # Monitors watch only the timed part: they start just before the process and stop just after it.
-        result = self.executor(spec, hooks=monitors.hooks(process) if monitors else None)
+        result = (executor or self.executor)(spec, hooks=monitors.hooks(process) if monitors else None)
         if result.interrupted:
             interrupt.check()
         return result
@@ -256,11 +276,17 @@ class _Loop:
             if spec.item in o.failures:
                 continue
             timed = not warmup and spec.record
-            result = self.run_process(spec, o.monitors if timed else None, index)
+            try:
+                result = self.run_process(spec, o.monitors if timed else None, index, o.executor)
+            except VmError as e:
+                # The guest died or stopped answering: this job's run fails (console tail kept), others go on.
+                o.error = str(e)
+                break
             why = o.session.judge(spec, result)
             if not warmup and spec.record:
                 try:
                     samples = o.session.parse(spec, result) if why is None or policy == STOP else []
+                    samples = guest.mark(o.job, samples)
                 except ItemFailed as e:
                     samples, why = [], str(e)
                 if samples:

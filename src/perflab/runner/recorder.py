@@ -68,6 +68,12 @@ def start_run(
         commit, dirty = git["commit"], git["dirty"]
         facts["sut_repo"] = git["repo"]
     if extra_facts:
+        if "vm_mode" in extra_facts:
+            # A run in a VM guest: the guest's kernel, CPUs and memory replace the host's, which stay beside them.
+            for key in ("kernel_release", "kernel_version", "kernel_cmdline", "cpu_model", "cpu_threads",
+                        "memory_kib"):
+                if key in extra_facts and key in facts:
+                    facts[f"host_{key}"] = facts[key]
         facts.update(extra_facts)
     run_id = store.create_run(
         box=facts["testbox"], environment=facts, benchmark=benchmark, name=name,

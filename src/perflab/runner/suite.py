@@ -38,12 +38,14 @@ def run_suite(
     comment: str | None = None,
     console: Console | None = None,
     monitors: dict | None = None,
+    kernel: str | None = None,
+    vm: dict | None = None,
 ) -> SuiteResult:
     """Build and run the selected programs as one run (one atomic job on the runner)."""
     params: dict = {"quick": bool(quick)}
     if categories:
         params["only"] = list(categories)
-    job = atomic("lmbench", params, tag=tag, comment=comment, monitors=monitors)
+    job = atomic("lmbench", params, tag=tag, comment=comment, monitors=monitors, kernel=kernel, vm=vm)
     (outcome,) = run_jobs(store, [job], box=box, repo=repo, console=console)
     if outcome.error is not None:
         raise RunFailed(outcome.error)

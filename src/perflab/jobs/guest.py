@@ -1,0 +1,110 @@
+"""The `kernel:` and `vm:` job keys: a job that boots a kernel in QEMU and runs inside it.
+
+    kernel: /boot/vmlinuz-6.1.0-47-amd64   # a bzImage/vmlinuz (absolute once validated)
+    vm:
+      mode: icount                         # tcg (default) | icount | kvm
+      cpus: 2                              # vCPUs (default 1)
+      memory: 1G                           # MiB as a number, or a size (default 512)
+      qemu_args: [-machine, q35]           # appended to QEMU's command line (a list or one string)
+
+`normalize` checks the keys' shape where a job is made (job file, `--kernel`/`--vm`, code)
+and gives the stored form: the absolute kernel path and the full `vm` block. `check`
+runs once more before anything boots, in the runner: the kernel file exists, QEMU is
+installed, the family can run in a guest. Every error is one line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from perflab.benchmarks.base import JobError
+from perflab.core.units import parse_size
+from perflab.execution.vm import MODES, VmSpec
+
+VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
+DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
+
+# Families whose processes run in perflab's guest root: their C programs are built static and
+# put into the initramfs at the paths their ProcessSpecs name.
+GUEST_FAMILIES = ("lmbench", "will-it-scale", "ebizzy", "hackbench")
+# Why the others cannot yet (issue 20): what they need that the guest does not have.
+REFUSED = {
+    "cmd": "it runs host programs, and the guest does not have the host's root (no 9p/virtiofs yet)",
+    "fio": "it needs fio and a disk, and the guest has neither (no virtio disk yet)",
+    "aim7": "its workloads need a disk, and the guest has none (no virtio disk yet)",
+    "news": "it needs a disk, and the guest has none (no virtio disk yet)",
+    "kernbench": "it needs make, a compiler and a kernel tree, which the guest does not have",
+}
+
+
+def family_refusal(benchmark: str) -> str | None:
+    """Why `benchmark` cannot run in a guest (one line), or None when it can."""
+    if benchmark in GUEST_FAMILIES:
+        return None
+    reason = REFUSED.get(benchmark, "it is not one of the families that run in a guest")
+    return f"{benchmark} cannot run in a VM guest: {reason} (guest families: {', '.join(GUEST_FAMILIES)})"
+
+
+def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | None = None) -> tuple[str | None, dict]:
+    """(kernel, vm) as written -> their stored form; JobError (one line) naming the key."""
+    if kernel is None:
+        if vm:
+            raise JobError(f"{where}: key 'vm' needs a kernel to boot (key 'kernel' or --kernel PATH)")
+        return None, {}
+    if not isinstance(kernel, str) or not kernel.strip():
+        raise JobError(f"{where}: key 'kernel' = {kernel!r}: expected the path of a kernel image (bzImage, vmlinuz)")
+    why = family_refusal(benchmark)
+    if why:
+        raise JobError(f"{where}: {why}")
+    if monitors:
+        raise JobError(f"{where}: monitors watch the host, not the guest: a job with a kernel takes none")
+    if vm is None:
+        vm = {}
+    if not isinstance(vm, dict):
+        raise JobError(f"{where}: key 'vm': expected a mapping (mode, cpus, memory, qemu_args)")
+    for key in vm:
+        if key not in VM_KEYS:
+            raise JobError(f"{where}: key 'vm.{key}' is unknown; valid: {', '.join(VM_KEYS)}")
+    out = {**DEFAULT_VM, **vm}
+    if out["mode"] not in MODES:
+        raise JobError(f"{where}: vm mode {out['mode']!r}: expected one of {', '.join(MODES)}")
+    cpus = out["cpus"]
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+        raise JobError(f"{where}: key 'vm.cpus' = {cpus!r}: expected an integer >= 1")
+    memory = out["memory"]
+    if not (isinstance(memory, int) and not isinstance(memory, bool)):
+        try:
+            memory = parse_size(memory) >> 20       # "1G", "512M": a size; a bare number is MiB
+        except ValueError as e:
+            raise JobError(f"{where}: key 'vm.memory' = {memory!r}: {e}") from None
+    if memory < 64:
+        raise JobError(f"{where}: key 'vm.memory' = {out['memory']!r}: at least 64 MiB")
+    args = out["qemu_args"]
+    if isinstance(args, str):
+        try:
+            args = shlex.split(args)
+        except ValueError as e:
+            raise JobError(f"{where}: key 'vm.qemu_args': {e}") from None
+    if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+        raise JobError(f"{where}: key 'vm.qemu_args': expected a list of QEMU arguments or one string")
+    out.update(memory=memory, qemu_args=[str(a) for a in args])
+    return os.path.abspath(os.path.expanduser(kernel)), {k: out[k] for k in VM_KEYS}
+
+
+def spec_of(job) -> VmSpec:
+    """The VmSpec an atomic job with a kernel boots."""
+    vm = {**DEFAULT_VM, **(job.vm or {})}
+    return VmSpec(kernel=job.kernel, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
+                  qemu_args=tuple(vm["qemu_args"]))
+
+
+def check(job) -> None:
+    """Before anything boots: the family, the kernel file, the machine; PerflabError in one line."""
+    from perflab.execution.vm.machine import qemu_binary
+
+    why = family_refusal(job.benchmark)
+    if why:
+        raise JobError(why)
+    spec_of(job).check()          # mode, cpus and memory, the kernel file
+    qemu_binary()                 # installed

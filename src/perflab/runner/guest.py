@@ -1,0 +1,133 @@
+"""An atomic job with a kernel: boot it once, and let the one loop run the job inside.
+
+The runner enters a guest job's family session with its C programs built static
+(`cbuild.static_programs`), boots the kernel with those programs in the initramfs at
+the very paths the session's ProcessSpecs name (or, for a path under a directory the guest
+mounts over such as /tmp, in /opt/perflab/bin: the one place argv is rewritten), and hands
+the loop an executor that makes a process's working directory in the guest on first
+use, then runs it there (`Guest.execute`, the host executor's signature). Warm-up,
+repetitions, parsing and recording are the loop's, unchanged.
+
+What the run records besides (docs/vm.md): the guest's facts in its environment, the
+VM mode in its parameters (`vm`), so figures of a guest are never grouped with the
+host's or another mode's, and under icount every sample's unit marked instruction-time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+
+from perflab.core.errors import PerflabError
+from perflab.core.model import Sample
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.vm import VmError, boot, initramfs
+from perflab.execution.vm.machine import qemu_command
+from perflab.jobs import guest as guest_keys
+
+# Appended to the unit of every sample measured under icount: its durations are
+# instruction counts (1 ns per guest instruction), not time.
+ICOUNT_UNIT_SUFFIX = " (icount)"
+# Parameters every guest run stores: the key that keeps its figures apart from the host's.
+VM_PARAM = "vm"
+
+
+def check(jobs) -> None:
+    """Refuse, before anything is built or booted, a guest job that cannot run (one line)."""
+    for job in jobs:
+        if job.in_guest:
+            guest_keys.check(job)
+
+
+# Directories the guest agent mounts a file system over: a program put there in the initramfs
+# would be hidden, so it goes to GUEST_BIN instead (the one place argv is rewritten).
+MOUNTED = ("/tmp/", "/run/", "/proc/", "/sys/", "/dev/")
+GUEST_BIN = "/opt/perflab/bin"
+
+
+def guest_path(program: str) -> str:
+    """Where a host program is put in the guest: the same path, unless the guest mounts over it."""
+    return f"{GUEST_BIN}/{os.path.basename(program)}" if program.startswith(MOUNTED) else program
+
+
+def files_of(session, rounds: int) -> dict[str, str]:
+    """The host programs a session's processes start: guest path -> host file."""
+    files: dict[str, str] = {}
+    for round_no in range(rounds):
+        for spec in session.processes(round_no):
+            program = spec.argv[0] if spec.argv else ""
+            if os.path.isabs(program) and os.path.isfile(program) and guest_path(program) not in files:
+                if not initramfs.is_static(program):
+                    raise PerflabError(f"{program} is not a static program: it cannot run in the guest")
+                files[guest_path(program)] = program
+    return files
+
+
+@contextlib.contextmanager
+def booted(job, session, rounds: int) -> Iterator[tuple[dict, callable]]:
+    """Boot the job's kernel with its session's programs: (facts for the environment, executor)."""
+    spec = guest_keys.spec_of(job)
+    with boot(spec, files=files_of(session, rounds)) as guest:
+        made: set[str] = set()
+
+        def execute(spec: ProcessSpec, **kwargs) -> ProcessResult:
+            # The session's directories were made on the host; the guest needs its own.
+            if spec.cwd and spec.cwd not in made:
+                mkdir = guest.execute(ProcessSpec(["/bin/mkdir", "-p", spec.cwd], item="mkdir", timeout=60))
+                if not mkdir.ok:
+                    raise VmError(f"cannot make {spec.cwd} in the guest (busybox-static installed?): "
+                                  f"{mkdir.describe_failure(60)}", guest.console_tail())
+                made.add(spec.cwd)
+            if spec.argv and guest_path(spec.argv[0]) != spec.argv[0]:
+                spec = replace(spec, argv=[guest_path(spec.argv[0]), *spec.argv[1:]])
+            return guest.execute(spec, **kwargs)
+
+        yield {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
+               "guest_programs": "static (-static)"}, execute
+
+
+def environment_facts(facts: dict) -> dict:
+    """The guest's facts, over the host's where the run's environment names the system under test.
+
+    A guest run measured the guest's kernel: `kernel_release` (what `compare kernel=...`
+    selects by), `kernel_version`, the CPU model and count and the memory are the guest's;
+    the host's stay beside them as host_*.
+    """
+    out = dict(facts)
+    for key, value in (("kernel_release", facts.get("guest_kernel_release")),
+                       ("kernel_version", facts.get("guest_kernel_version")),
+                       ("cpu_model", facts.get("vm_cpu_model")), ("cpu_threads", int(facts.get("vm_cpus") or 0)),
+                       ("memory_kib", int(facts.get("vm_memory_mib") or 0) * 1024)):
+        if value:
+            out[key] = value
+    return out
+
+
+def qemu_append(spec) -> list[str]:
+    """The guest kernel's command line, as QEMU gives it (execution.vm.machine.qemu_command)."""
+    words = qemu_command("qemu", spec, "initrd", "console")
+    return words[words.index("-append") + 1].split()
+
+
+def params_of(job, params: dict) -> dict:
+    """The run's stored parameters: a guest run's say its VM mode."""
+    if not job.in_guest:
+        return params
+    return {**params, VM_PARAM: (job.vm or {}).get("mode", "tcg")}
+
+
+def mark(job, samples: list[Sample]) -> list[Sample]:
+    """Samples as stored: under icount, units say the figures are instruction-time."""
+    if not job.in_guest or (job.vm or {}).get("mode") != "icount":
+        return samples
+    return [replace(s, unit=s.unit + ICOUNT_UNIT_SUFFIX) if not s.unit.endswith(ICOUNT_UNIT_SUFFIX) else s
+            for s in samples]
+
+
+def unbooted_facts(job) -> dict:
+    """What a run whose guest never came up records of it: the machine it tried to boot."""
+    spec = guest_keys.spec_of(job)
+    return {"vm_mode": spec.mode, "vm_cpus": str(spec.cpus), "vm_memory_mib": str(spec.memory_mib),
+            "kernel_path": str(spec.kernel), "host_kernel": os.uname().release}

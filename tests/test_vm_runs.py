@@ -1,0 +1,152 @@
+"""Jobs that name a kernel (issue 20), for real: `perflab run ... --kernel K --vm MODE` boots the
+kernel in QEMU once per atomic job and the one runner runs the family's static programs inside.
+
+Skipped with the reason when qemu-system-x86_64 or the kernel (tools/fetch_kernel.py) is absent.
+Each test stays under 60 s on a 2-core machine: lmbench runs its `processes` category in its tiny
+mode (PERFLAB_LMBENCH_TINY: 2 processes, 1 sample each), one boot per run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from perflab.core.job import AtomicJob
+from perflab.execution.vm import kernel
+from perflab.jobs import JobError, atomic, expand_atomic, in_guest
+
+pytestmark = pytest.mark.vm
+
+KERNEL = os.environ.get("PERFLAB_TEST_KERNEL") or kernel.cached()
+needs_vm = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None or not KERNEL or not Path(KERNEL).is_file(),
+    reason="needs qemu-system-x86_64 (Debian qemu-system-x86) and a kernel: python tools/fetch_kernel.py")
+TINY = {"PERFLAB_LMBENCH_TINY": "1"}
+
+
+def _environment(cli, run_id: int) -> dict:
+    import json
+
+    (facts,) = cli.sql("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id WHERE r.id = ?",
+                       (run_id,))[0]
+    return json.loads(facts)
+
+
+def _samples(cli, run_id: int, metric: str) -> list[tuple[float, str]]:
+    return cli.sql("SELECT value, unit FROM sample WHERE run_id = ? AND metric = ? ORDER BY repetition",
+                   (run_id, metric))
+
+
+# -- job keys (no VM needed) ------------------------------------------------------------
+
+def test_absent_keys_leave_the_job_json_as_it_was():
+    doc = {"benchmark": "lmbench", "params": {"quick": True}, "runs": None, "warmup": 0, "timeout": None,
+           "tag": None, "comment": None, "monitors": {}}
+    job = AtomicJob.from_dict(doc)
+    assert job.to_dict() == doc and list(job.to_dict()) == list(doc) and not job.in_guest
+    assert list(atomic("lmbench", {"quick": True}).to_dict()) == list(doc)
+
+
+def test_kernel_and_vm_keys_are_normalised_and_stored(tmp_path):
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"x")
+    (job,) = expand_atomic({"benchmark": "will-it-scale", "test": "getppid1", "nr_task": 1, "kernel": str(image),
+                            "vm": {"mode": "icount", "memory": "1G", "qemu_args": "-machine q35"}}, "j.yaml")
+    assert job.kernel == str(image) and job.in_guest
+    assert job.vm == {"mode": "icount", "cpus": 1, "memory": 1024, "qemu_args": ["-machine", "q35"]}
+    stored = job.to_dict()
+    assert list(stored)[-2:] == ["kernel", "vm"]
+    assert AtomicJob.from_dict(stored).to_dict() == stored
+    # --kernel/--vm over a job file's keys
+    moved = in_guest(job, None, {"mode": "tcg"}, "perflab run j.yaml")
+    assert moved.vm["mode"] == "tcg" and moved.vm["memory"] == 1024
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({"benchmark": "cmd", "argv": ["true"], "kernel": "/k"}, "cmd cannot run in a VM guest"),
+    ({"benchmark": "fio", "kernel": "/k"}, "fio cannot run in a VM guest"),
+    ({"benchmark": "lmbench", "kernel": "/k", "vm": {"mode": "xen"}}, "vm mode 'xen': expected one of"),
+    ({"benchmark": "lmbench", "kernel": "/k", "vm": {"cpu": 2}}, "key 'vm.cpu' is unknown"),
+    ({"benchmark": "lmbench", "kernel": "/k", "vm": {"cpus": 0}}, "key 'vm.cpus' = 0"),
+    ({"benchmark": "lmbench", "vm": {"mode": "tcg"}}, "key 'vm' needs a kernel"),
+    ({"benchmark": "lmbench", "kernel": "/k", "monitors": {"vmstat": {}}}, "monitors watch the host"),
+])
+def test_bad_guest_keys_are_one_line_job_errors(doc, needle):
+    with pytest.raises(JobError, match=needle) as e:
+        expand_atomic(doc, "j.yaml")
+    assert "\n" not in str(e.value)
+
+
+# -- refusals: one line, nothing booted ------------------------------------------------------
+
+def test_refusals_are_one_line_and_boot_nothing(cli, tmp_path):
+    missing = tmp_path / "no-such-vmlinuz"
+    proc = cli("run", "lmbench", "--only", "processes", "--kernel", missing, "--vm", "tcg", check=False)
+    assert_one_line_error(proc, f"kernel {missing}: no such file")
+    proc = cli("run", "cmd", "--kernel", missing, "--", "true", check=False)
+    assert_one_line_error(proc, "cmd cannot run in a VM guest")
+    job = tmp_path / "j.yaml"
+    job.write_text(f"benchmark: hackbench\nkernel: {missing}\n")
+    proc = cli("run", job, check=False)
+    assert_one_line_error(proc, f"kernel {missing}: no such file")
+    proc = cli("run", "lmbench", "--vm", "icount", check=False)
+    assert_one_line_error(proc, "needs a kernel")
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+# -- runs in a guest ------------------------------------------------------------------------
+
+@needs_vm
+def test_lmbench_in_a_tcg_guest_stores_samples_with_the_guest_kernel(cli):
+    out = cli("run", "lmbench", "--only", "processes", "--kernel", KERNEL, "--vm", "tcg", env=TINY, timeout=120)
+    assert "run #1: lmbench (tiny)" in out.stdout
+    facts = _environment(cli, 1)
+    release = Path(KERNEL).name.removeprefix("vmlinuz-")
+    assert facts["kernel_release"] == facts["guest_kernel_release"] == release
+    assert facts["host_kernel_release"] == os.uname().release == facts["host_kernel"]
+    assert facts["vm_mode"] == "tcg" and facts["vm_cpus"] == "1" and facts["qemu_version"]
+    assert facts["kernel_config_hash"] and "rdinit=/init" in facts["kernel_cmdline"]
+    null = _samples(cli, 1, "syscall.null")
+    assert len(null) == 2 and all(v > 0 and unit == "us" for v, unit in null)
+    (status, params, job), = cli.sql("SELECT status, params, job FROM run WHERE id = 1")
+    assert status == "finished" and '"vm": "tcg"' in params and '"kernel": ' in job
+
+
+@needs_vm
+def test_icount_gives_the_same_figure_in_two_boots(cli):
+    """Instruction-time: the null call, two runs (two boots), the same to 0.01%; units say icount."""
+    for _ in range(2):
+        cli("run", "lmbench", "--only", "processes", "--kernel", KERNEL, "--vm", "icount", env=TINY, timeout=120)
+    first, second = _samples(cli, 1, "syscall.null"), _samples(cli, 2, "syscall.null")
+    assert {unit for _, unit in first + second} == {"us (icount)"}
+    a, b = min(v for v, _ in first), min(v for v, _ in second)
+    assert abs(a - b) / a < 1e-4, (first, second)
+    assert _environment(cli, 2)["time_base"].startswith("instruction-time")
+
+
+@needs_vm
+def test_a_job_file_with_a_kernel_runs_will_it_scale_in_the_guest(cli, tmp_path):
+    job = tmp_path / "wis.yaml"
+    job.write_text(f"benchmark: will-it-scale\nkernel: {KERNEL}\nvm: {{mode: tcg, memory: 256M}}\nruns: 2\n"
+                   "test: getppid1\nnr_task: 1\nduration: 0.3\nwarmup_time: 0.1\ninterval: 0.1\n")
+    out = cli("run", job, timeout=120)
+    assert "run #1: will-it-scale getppid1 process x1: will-it-scale.per_process_ops" in out.stdout
+    ops = _samples(cli, 1, "will-it-scale.per_process_ops")
+    assert len(ops) == 2 and all(v > 0 and unit == "ops/s" for v, unit in ops)
+    facts = _environment(cli, 1)
+    assert facts["vm_memory_mib"] == "256" and facts["memory_kib"] == 256 * 1024
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86_64 (Debian qemu-system-x86)")
+def test_a_kernel_that_does_not_boot_fails_its_run_and_says_why(cli, tmp_path):
+    fake = tmp_path / "vmlinuz-not-a-kernel"
+    fake.write_text("junk\n")
+    proc = cli("run", "hackbench", "--groups", "1", "--loops", "10", "--kernel", fake, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"QEMU could not boot kernel {fake.name} (mode tcg)" in proc.stderr
+    (status, error, params), = cli.sql("SELECT status, error, params FROM run")
+    assert status == "failed" and "QEMU could not boot" in error and '"vm": "tcg"' in params
