@@ -21,6 +21,7 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
@@ -31,6 +32,7 @@ from perflab.benchmarks import protocol
 from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
                                      job_timeout, task_count)
 from perflab.core.errors import UsageProblem
+from perflab.core.params import in_range
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -55,13 +57,16 @@ class Aim7Params(Params, WorkdirParams):
     test: str = Field("mixed", description=f"the workfile: one task ({', '.join(tk.TASKS)}) "
                                            f"or a mix ({', '.join((*tk.MIXES, *tk.ALIASES))})")
     load: int = Field(1, description="simulated users: a number or N% of the online CPUs")
-    jobs: int | None = Field(None, description="task invocations per user, shared out by the workfile's "
-                                               "weights (default: the workfile once; 10 for one task)")
+    jobs: Annotated[int | None, in_range(1, MAX_JOBS, f"must be between 1 and {MAX_JOBS} task invocations per user")
+                    ] = Field(None, description="task invocations per user, shared out by the workfile's weights "
+                                                "(default: the workfile once; 10 for one task)")
     file_size: str = Field("1M", description="disk task file size (AIM's FILESIZE; 1 KiB blocks)")
     pool_size: str = Field("10M", description="added to every disk file, divided by the load (AIM's POOLSIZE)")
-    scale: float = Field(1.0, description="multiplies the loop counts of the non-disk tasks (small for tests)")
+    scale: Annotated[float, in_range(0, 1000, "must be a positive number up to 1000", above=True)] = Field(
+        1.0, description="multiplies the loop counts of the non-disk tasks (small for tests)")
     sync: bool = Field(False, description="call sync() around every disk task, as unmodified AIM does")
-    seed: int = Field(0, description="seed of each user's task order and random blocks")
+    seed: Annotated[int, in_range(0, 2 ** 63 - 1, "must be a whole number from 0")] = Field(
+        0, description="seed of each user's task order and random blocks")
 
     @field_validator("test", mode="before")
     @classmethod
@@ -75,32 +80,11 @@ class Aim7Params(Params, WorkdirParams):
     def _load(cls, v):
         return task_count(v, "load", "users", 1, MAX_USERS)
 
-    @field_validator("jobs")
-    @classmethod
-    def _jobs(cls, v):
-        if v is not None and not 1 <= v <= MAX_JOBS:
-            raise ValueError(f"must be between 1 and {MAX_JOBS} task invocations per user")
-        return v
-
     @field_validator("file_size", "pool_size", mode="before")
     @classmethod
     def _size(cls, v, info):
         parse_size(v, info.field_name)
         return str(v)
-
-    @field_validator("scale")
-    @classmethod
-    def _scale(cls, v: float) -> float:
-        if not (math.isfinite(v) and 0 < v <= 1000):
-            raise ValueError("must be a positive number up to 1000")
-        return v
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        if not 0 <= v < 2 ** 63:
-            raise ValueError("must be a whole number from 0")
-        return v
 
     @model_validator(mode="after")
     def _blocks(self):

@@ -24,7 +24,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -32,6 +32,7 @@ from perflab.core import cbuild
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of
 from perflab.benchmarks.kernbench import tree as generated
 from perflab.core.errors import UsageProblem
+from perflab.core.params import in_range
 from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -77,7 +78,8 @@ class KernbenchParams(Params, WorkdirParams):
                                "both half and optimal when not given (kernbench's two blocks, one run each)")
     size: Literal["tiny", "small", "full"] = Field(
         "full", description="the generated tree: tiny (seconds), small, full (minutes on 2 CPUs)")
-    seed: int = Field(1, description="seed of the generated tree (the same seed, the same sources)")
+    seed: Annotated[int, in_range(0, 2 ** 31 - 1, "must be a whole number between 0 and 2^31-1")] = Field(
+        1, description="seed of the generated tree (the same seed, the same sources)")
     tree: str | None = Field(None, description="a real source tree with a Makefile (e.g. a configured kernel) "
                                                "instead of the generated one; built where it is")
     target: str | None = Field(None, description="make target (e.g. vmlinux; default: the Makefile's first)")
@@ -92,13 +94,6 @@ class KernbenchParams(Params, WorkdirParams):
             raise ValueError("must be half, optimal or a number of jobs >= 1")
         if isinstance(v, int) and not 1 <= v <= 4096:
             raise ValueError("must be half, optimal or a number of jobs between 1 and 4096")
-        return v
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        if not 0 <= v < 2 ** 31:
-            raise ValueError("must be a whole number between 0 and 2^31-1")
         return v
 
     @field_validator("target")
