@@ -37,10 +37,10 @@ from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
 
-JPM = "aim7.jobs-per-min"
-ELAPSED = "aim7.time.elapsed_time"
-USER = "aim7.time.user_time"
-SYSTEM = "aim7.time.system_time"
+JPM = Metric("aim7.jobs-per-min", "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds")
+ELAPSED = Metric("aim7.time.elapsed_time", "s", LOWER_IS_BETTER,
+                 "real seconds from releasing the users to the last one's end")
+USER, SYSTEM = cpu_time_metrics("aim7.time.user_time", "aim7.time.system_time", "of the whole process tree")
 
 MAX_USERS = 100000
 MAX_JOBS = 1000000
@@ -138,21 +138,15 @@ def parse_output(test: str, users: int, expected_jobs: int, result: ProcessResul
         raise ItemFailed(f"{test}: aim7 completed {jobs!r} jobs, expected {expected_jobs}")
     if not (real > 0 and math.isfinite(real)):
         raise ItemFailed(f"{test}: aim7 reported real_s {real!r}")
-    return [Sample(JPM, jobs * 60.0 / real, "jobs/min", HIGHER_IS_BETTER),
-            Sample(ELAPSED, float(real), "s", LOWER_IS_BETTER),
-            Sample(USER, result.user, "s", LOWER_IS_BETTER),
-            Sample(SYSTEM, result.sys, "s", LOWER_IS_BETTER)]
+    return [JPM.sample(jobs * 60.0 / real), ELAPSED.sample(float(real)),
+            USER.sample(result.user), SYSTEM.sample(result.sys)]
 
 
 class Aim7Family(Family):
     name = "aim7"
     summary = "AIM7-class multi-user workload: N users run a workfile of tasks; jobs per minute"
     Params = Aim7Params
-    catalog = catalog_of(
-        Metric(JPM, "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds"),
-        Metric(ELAPSED, "s", LOWER_IS_BETTER, "real seconds from releasing the users to the last one's end"),
-        *cpu_time_metrics(USER, SYSTEM, "of the whole process tree"),
-    )
+    catalog = catalog_of(JPM, ELAPSED, USER, SYSTEM)
 
     @contextmanager
     def session(self, params: Aim7Params, job: dict) -> Iterator[Aim7Session]:
