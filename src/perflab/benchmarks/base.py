@@ -34,6 +34,10 @@ class Metric:
     direction: int   # +1 higher is better, -1 lower is better, 0 informational
     description: str = ""
 
+    def sample(self, value: float) -> Sample:
+        """One value of this metric, with the catalog's unit and direction."""
+        return Sample(self.name, value, self.unit, self.direction)
+
 
 def catalog_of(*metrics: Metric) -> dict[str, Metric]:
     """A metric catalog: the metrics by name, in order."""

@@ -19,12 +19,13 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout, task_count
 from perflab.core.errors import UsageProblem
+from perflab.core.params import in_range
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -67,14 +68,16 @@ class FioParams(Params, WorkdirParams):
     rw: Literal["read", "write", "randread", "randwrite", "rw", "randrw"] = Field(
         "read", description="I/O pattern: read, write, randread, randwrite, rw, randrw (fio's rw)")
     bs: str = Field("4k", description="block size of each I/O (e.g. 4k, 1M; powers of 1024)")
-    iodepth: int = Field(1, description="I/Os in flight per job (asynchronous engines)")
+    iodepth: Annotated[int, in_range(1, 65536)] = Field(1, description="I/Os in flight per job (asynchronous engines)")
     numjobs: int = Field(1, description="jobs (processes), each on its own file: a number or N% of the CPUs")
     size: str = Field("128M", description="file size of each job (e.g. 64M, 1G)")
     direct: bool = Field(False, description="O_DIRECT: bypass the page cache")
     ioengine: Literal[ENGINES] = Field("psync", description=f"fio's I/O engine: {', '.join(ENGINES)}")  # type: ignore[valid-type]
-    runtime: float = Field(5.0, description="seconds of I/O per repetition (with time_based; else an upper bound)")
+    runtime: Annotated[float, in_range(0.01, message="must be a number of seconds, at least 0.01")] = Field(
+        5.0, description="seconds of I/O per repetition (with time_based; else an upper bound)")
     time_based: bool = Field(True, description="run for runtime seconds, going over the file again as needed")
-    rwmixread: int = Field(50, description="% of reads in rw and randrw")
+    rwmixread: Annotated[int, in_range(0, 100, "must be a percentage between 0 and 100")] = Field(
+        50, description="% of reads in rw and randrw")
     shared_file: bool = Field(False, description="all jobs on one file (fio's filename=) instead of a file each")
 
     @field_validator("bs", "size", mode="before")
@@ -87,27 +90,6 @@ class FioParams(Params, WorkdirParams):
     @classmethod
     def _jobs(cls, v):
         return task_count(v, "numjobs", "jobs (or N% of the CPUs)", 1, MAX_JOBS)
-
-    @field_validator("iodepth")
-    @classmethod
-    def _depth(cls, v: int) -> int:
-        if not 1 <= v <= 65536:
-            raise ValueError("must be between 1 and 65536")
-        return v
-
-    @field_validator("rwmixread")
-    @classmethod
-    def _mix(cls, v: int) -> int:
-        if not 0 <= v <= 100:
-            raise ValueError("must be a percentage between 0 and 100")
-        return v
-
-    @field_validator("runtime")
-    @classmethod
-    def _runtime(cls, v: float) -> float:
-        if not (math.isfinite(v) and v >= 0.01):
-            raise ValueError("must be a number of seconds, at least 0.01")
-        return v
 
     @model_validator(mode="after")
     def _block_fits(self):

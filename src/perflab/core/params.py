@@ -1,7 +1,8 @@
-"""Parameter values as users write them: `50%` of the CPUs, a command-line value read as YAML."""
+"""Parameter values as users write them (`50%` of the CPUs, a command-line value read as YAML) and their ranges."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -25,3 +26,27 @@ def parse_scalar(value: str):
         return yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
         return value
+
+
+def in_range(low: float, high: float | None = None, message: str | None = None, *,
+             above: bool = False):
+    """A field's range, for `Annotated[int, in_range(1, 64)]`: low <= value <= high, else ValueError(message).
+
+    `above`: the value must be greater than `low` (an open lower end); `high` None: no upper end.
+    Infinite and NaN floats are always outside. None passes (an optional field left out). The
+    message defaults to "must be between LOW and HIGH"; every family's message is part of its
+    interface (job files' error lines), so a field whose words differ gives its own.
+    """
+    from pydantic import AfterValidator   # here: parse_scalar's users (the CLI) need no pydantic
+
+    text = message or f"must be between {low} and {high}"
+
+    def check(value):
+        if value is None:
+            return value
+        inside = (value > low if above else value >= low) and (high is None or value <= high)
+        if not inside or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(text)
+        return value
+
+    return AfterValidator(check)

@@ -15,14 +15,14 @@ A monitor knows nothing of the store or of other monitors.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from perflab.core.model import INFORMATIONAL, Sample
+from perflab.core.params import in_range
 
 
 class MonitorOptions(BaseModel):
@@ -30,14 +30,8 @@ class MonitorOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    interval: float = Field(1.0, description="seconds between two samples of the time series")
-
-    @field_validator("interval")
-    @classmethod
-    def _positive_interval(cls, v: float) -> float:
-        if not (math.isfinite(v) and v >= 0.01):
-            raise ValueError("must be a number of seconds >= 0.01")
-        return v
+    interval: Annotated[float, in_range(0.01, message="must be a number of seconds >= 0.01")] = Field(
+        1.0, description="seconds between two samples of the time series")
 
 
 class Unavailable(Exception):

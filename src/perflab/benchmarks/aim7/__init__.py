@@ -21,6 +21,7 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
@@ -31,14 +32,15 @@ from perflab.benchmarks import protocol
 from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
                                      job_timeout, task_count)
 from perflab.core.errors import UsageProblem
+from perflab.core.params import in_range
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
 
-JPM = "aim7.jobs-per-min"
-ELAPSED = "aim7.time.elapsed_time"
-USER = "aim7.time.user_time"
-SYSTEM = "aim7.time.system_time"
+JPM = Metric("aim7.jobs-per-min", "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds")
+ELAPSED = Metric("aim7.time.elapsed_time", "s", LOWER_IS_BETTER,
+                 "real seconds from releasing the users to the last one's end")
+USER, SYSTEM = cpu_time_metrics("aim7.time.user_time", "aim7.time.system_time", "of the whole process tree")
 
 MAX_USERS = 100000
 MAX_JOBS = 1000000
@@ -55,13 +57,16 @@ class Aim7Params(Params, WorkdirParams):
     test: str = Field("mixed", description=f"the workfile: one task ({', '.join(tk.TASKS)}) "
                                            f"or a mix ({', '.join((*tk.MIXES, *tk.ALIASES))})")
     load: int = Field(1, description="simulated users: a number or N% of the online CPUs")
-    jobs: int | None = Field(None, description="task invocations per user, shared out by the workfile's "
-                                               "weights (default: the workfile once; 10 for one task)")
+    jobs: Annotated[int | None, in_range(1, MAX_JOBS, f"must be between 1 and {MAX_JOBS} task invocations per user")
+                    ] = Field(None, description="task invocations per user, shared out by the workfile's weights "
+                                                "(default: the workfile once; 10 for one task)")
     file_size: str = Field("1M", description="disk task file size (AIM's FILESIZE; 1 KiB blocks)")
     pool_size: str = Field("10M", description="added to every disk file, divided by the load (AIM's POOLSIZE)")
-    scale: float = Field(1.0, description="multiplies the loop counts of the non-disk tasks (small for tests)")
+    scale: Annotated[float, in_range(0, 1000, "must be a positive number up to 1000", above=True)] = Field(
+        1.0, description="multiplies the loop counts of the non-disk tasks (small for tests)")
     sync: bool = Field(False, description="call sync() around every disk task, as unmodified AIM does")
-    seed: int = Field(0, description="seed of each user's task order and random blocks")
+    seed: Annotated[int, in_range(0, 2 ** 63 - 1, "must be a whole number from 0")] = Field(
+        0, description="seed of each user's task order and random blocks")
 
     @field_validator("test", mode="before")
     @classmethod
@@ -75,32 +80,11 @@ class Aim7Params(Params, WorkdirParams):
     def _load(cls, v):
         return task_count(v, "load", "users", 1, MAX_USERS)
 
-    @field_validator("jobs")
-    @classmethod
-    def _jobs(cls, v):
-        if v is not None and not 1 <= v <= MAX_JOBS:
-            raise ValueError(f"must be between 1 and {MAX_JOBS} task invocations per user")
-        return v
-
     @field_validator("file_size", "pool_size", mode="before")
     @classmethod
     def _size(cls, v, info):
         parse_size(v, info.field_name)
         return str(v)
-
-    @field_validator("scale")
-    @classmethod
-    def _scale(cls, v: float) -> float:
-        if not (math.isfinite(v) and 0 < v <= 1000):
-            raise ValueError("must be a positive number up to 1000")
-        return v
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        if not 0 <= v < 2 ** 63:
-            raise ValueError("must be a whole number from 0")
-        return v
 
     @model_validator(mode="after")
     def _blocks(self):
@@ -154,21 +138,15 @@ def parse_output(test: str, users: int, expected_jobs: int, result: ProcessResul
         raise ItemFailed(f"{test}: aim7 completed {jobs!r} jobs, expected {expected_jobs}")
     if not (real > 0 and math.isfinite(real)):
         raise ItemFailed(f"{test}: aim7 reported real_s {real!r}")
-    return [Sample(JPM, jobs * 60.0 / real, "jobs/min", HIGHER_IS_BETTER),
-            Sample(ELAPSED, float(real), "s", LOWER_IS_BETTER),
-            Sample(USER, result.user, "s", LOWER_IS_BETTER),
-            Sample(SYSTEM, result.sys, "s", LOWER_IS_BETTER)]
+    return [JPM.sample(jobs * 60.0 / real), ELAPSED.sample(float(real)),
+            USER.sample(result.user), SYSTEM.sample(result.sys)]
 
 
 class Aim7Family(Family):
     name = "aim7"
     summary = "AIM7-class multi-user workload: N users run a workfile of tasks; jobs per minute"
     Params = Aim7Params
-    catalog = catalog_of(
-        Metric(JPM, "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds"),
-        Metric(ELAPSED, "s", LOWER_IS_BETTER, "real seconds from releasing the users to the last one's end"),
-        *cpu_time_metrics(USER, SYSTEM, "of the whole process tree"),
-    )
+    catalog = catalog_of(JPM, ELAPSED, USER, SYSTEM)
 
     @contextmanager
     def session(self, params: Aim7Params, job: dict) -> Iterator[Aim7Session]:

@@ -37,23 +37,16 @@ MAX_THREADS = 65536
 MAX_CHUNKS = 1 << 20
 RECORD_BYTES = 8
 
-THROUGHPUT = "ebizzy.throughput"
-PER_THREAD_MIN = "ebizzy.throughput.per_thread.min"
-PER_THREAD_MAX = "ebizzy.throughput.per_thread.max"
-PER_THREAD_SPREAD = "ebizzy.throughput.per_thread.stddev_percent"
-TIME_REAL = "ebizzy.time.real"
-TIME_USER = "ebizzy.time.user"
-TIME_SYS = "ebizzy.time.sys"
-
-METRICS = catalog_of(
-    Metric(THROUGHPUT, "records/s", HIGHER_IS_BETTER, "records per second of all threads"),
-    Metric(PER_THREAD_MIN, "records/s", HIGHER_IS_BETTER, "records per second of the slowest thread"),
-    Metric(PER_THREAD_MAX, "records/s", HIGHER_IS_BETTER, "records per second of the fastest thread"),
-    Metric(PER_THREAD_SPREAD, "%", LOWER_IS_BETTER,
-           "standard deviation of the per-thread records/s, % of the throughput (LKP's)"),
-    Metric(TIME_REAL, "s", INFORMATIONAL, "timed seconds (start to stop of the threads)"),
-    *cpu_time_metrics(TIME_USER, TIME_SYS, "of the process"),
-)
+THROUGHPUT = Metric("ebizzy.throughput", "records/s", HIGHER_IS_BETTER, "records per second of all threads")
+PER_THREAD_MIN = Metric("ebizzy.throughput.per_thread.min", "records/s", HIGHER_IS_BETTER,
+                        "records per second of the slowest thread")
+PER_THREAD_MAX = Metric("ebizzy.throughput.per_thread.max", "records/s", HIGHER_IS_BETTER,
+                        "records per second of the fastest thread")
+PER_THREAD_SPREAD = Metric("ebizzy.throughput.per_thread.stddev_percent", "%", LOWER_IS_BETTER,
+                           "standard deviation of the per-thread records/s, % of the throughput (LKP's)")
+TIME_REAL = Metric("ebizzy.time.real", "s", INFORMATIONAL, "timed seconds (start to stop of the threads)")
+TIME_USER, TIME_SYS = cpu_time_metrics("ebizzy.time.user", "ebizzy.time.sys", "of the process")
+METRICS = catalog_of(THROUGHPUT, PER_THREAD_MIN, PER_THREAD_MAX, PER_THREAD_SPREAD, TIME_REAL, TIME_USER, TIME_SYS)
 # What the program prints (the runtime's metric lines): the timed seconds, and each thread's records.
 RAW = {"ebizzy.elapsed": "s", "ebizzy.records": "records"}
 
@@ -143,10 +136,7 @@ class EbizzySession(Session):
         return [ProcessSpec(argv, item="ebizzy", timeout=self.timeout)]
 
     def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
-        return parse_output(result.stdout, self.p.nr_threads) + [
-            Sample(TIME_USER, result.user, "s", LOWER_IS_BETTER),
-            Sample(TIME_SYS, result.sys, "s", LOWER_IS_BETTER),
-        ]
+        return parse_output(result.stdout, self.p.nr_threads) + [TIME_USER.sample(result.user), TIME_SYS.sample(result.sys)]
 
 
 def parse_output(text: str, threads: int) -> list[Sample]:
@@ -162,11 +152,11 @@ def parse_output(text: str, threads: int) -> list[Sample]:
     mean = total / len(rates)
     stddev = math.sqrt(sum((r - mean) ** 2 for r in rates) / len(rates))
     return [
-        Sample(THROUGHPUT, total, "records/s", HIGHER_IS_BETTER),
-        Sample(PER_THREAD_MIN, min(rates), "records/s", HIGHER_IS_BETTER),
-        Sample(PER_THREAD_MAX, max(rates), "records/s", HIGHER_IS_BETTER),
-        Sample(PER_THREAD_SPREAD, 100.0 * stddev / total if total > 0 else 0.0, "%", LOWER_IS_BETTER),
-        Sample(TIME_REAL, float(elapsed), "s", INFORMATIONAL),
+        THROUGHPUT.sample(total),
+        PER_THREAD_MIN.sample(min(rates)),
+        PER_THREAD_MAX.sample(max(rates)),
+        PER_THREAD_SPREAD.sample(100.0 * stddev / total if total > 0 else 0.0),
+        TIME_REAL.sample(float(elapsed)),
     ]
 
 
@@ -176,7 +166,7 @@ class EbizzyFamily(Family):
     Params = EbizzyParams
     duration_params = frozenset({"duration"})
     # The process's view from the launcher (wait4) and the timed seconds, not the workload's result.
-    secondary_metrics = frozenset({TIME_REAL, TIME_USER, TIME_SYS})
+    secondary_metrics = frozenset({TIME_REAL.name, TIME_USER.name, TIME_SYS.name})
     default_runs = 3
     catalog = METRICS
     program, source_dir, build_flags, build_libs = "ebizzy", SOURCE_DIR, BUILD_FLAGS, BUILD_LIBS

@@ -40,18 +40,13 @@ MAX_DATASIZE = 1 << 24
 SPARE_FDS = 16          # stdio, the ready and go pipes, the launcher's
 LIMITS = {"groups": MAX_GROUPS, "fds": MAX_FDS, "loops": MAX_LOOPS, "datasize": MAX_DATASIZE}
 
-TIME = "hackbench.time"
-THROUGHPUT = "hackbench.throughput"
-TIME_USER = "hackbench.time.user"
-TIME_SYS = "hackbench.time.sys"
-
-METRICS = catalog_of(
-    Metric(TIME, "s", LOWER_IS_BETTER, "seconds from releasing every task until the last has finished"),
-    Metric(THROUGHPUT, "messages/s", HIGHER_IS_BETTER, "messages (one sender to one receiver) per second"),
-    *cpu_time_metrics(TIME_USER, TIME_SYS, "of every task"),
-)
+TIME = Metric("hackbench.time", "s", LOWER_IS_BETTER, "seconds from releasing every task until the last has finished")
+THROUGHPUT = Metric("hackbench.throughput", "messages/s", HIGHER_IS_BETTER,
+                    "messages (one sender to one receiver) per second")
+TIME_USER, TIME_SYS = cpu_time_metrics("hackbench.time.user", "hackbench.time.sys", "of every task")
+METRICS = catalog_of(TIME, THROUGHPUT, TIME_USER, TIME_SYS)
 # What the program prints (the runtime's metric lines).
-RAW = {TIME: "s", "hackbench.messages": "messages", "hackbench.tasks": "tasks"}
+RAW = {TIME.name: "s", "hackbench.messages": "messages", "hackbench.tasks": "tasks"}
 
 
 def _whole(v, low: int, high: int):
@@ -132,23 +127,19 @@ class HackbenchSession(Session):
         return [ProcessSpec(argv, item="hackbench", timeout=self.timeout, cpus=self.cpus)]
 
     def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
-        return parse_output(result.stdout, self.p) + [
-            Sample(TIME_USER, result.user, "s", LOWER_IS_BETTER),
-            Sample(TIME_SYS, result.sys, "s", LOWER_IS_BETTER),
-        ]
+        return parse_output(result.stdout, self.p) + [TIME_USER.sample(result.user), TIME_SYS.sample(result.sys)]
 
 
 def parse_output(text: str, p: HackbenchParams) -> list[Sample]:
     """The program's metric lines -> time and throughput; ItemFailed on anything else."""
     figures = protocol.Figures("hackbench", text, RAW)
-    seconds, messages, tasks = figures.one(TIME), figures.one("hackbench.messages"), figures.one("hackbench.tasks")
+    seconds, messages, tasks = figures.one(TIME.name), figures.one("hackbench.messages"), figures.one("hackbench.tasks")
     if not (seconds > 0 and math.isfinite(seconds)):
         raise ItemFailed(f"hackbench: printed time {seconds}, not a positive number of seconds")
     if messages != messages_of(p) or tasks != tasks_of(p):
         raise ItemFailed(f"hackbench: passed {messages} messages with {tasks} tasks, "
                          f"expected {messages_of(p)} with {tasks_of(p)}")
-    return [Sample(TIME, float(seconds), "s", LOWER_IS_BETTER),
-            Sample(THROUGHPUT, messages / seconds, "messages/s", HIGHER_IS_BETTER)]
+    return [TIME.sample(float(seconds)), THROUGHPUT.sample(messages / seconds)]
 
 
 class HackbenchFamily(Family):
@@ -156,7 +147,7 @@ class HackbenchFamily(Family):
     summary = "hackbench's workload: groups of 20 senders and 20 receivers over sockets or pipes"
     Params = HackbenchParams
     # The tasks' CPU times from the launcher (wait4), not the workload's result.
-    secondary_metrics = frozenset({TIME_USER, TIME_SYS})
+    secondary_metrics = frozenset({TIME_USER.name, TIME_SYS.name})
     default_runs = 5
     catalog = METRICS
     program, source_dir, build_flags, build_libs = "hackbench", SOURCE_DIR, BUILD_FLAGS, BUILD_LIBS

@@ -24,7 +24,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -32,25 +32,18 @@ from perflab.core import cbuild
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of
 from perflab.benchmarks.kernbench import tree as generated
 from perflab.core.errors import UsageProblem
+from perflab.core.params import in_range
 from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
 from perflab.execution.workdir import WorkdirParams, workdir
 
-ELAPSED = "kernbench.elapsed_time"
-USER = "kernbench.user_time"
-SYSTEM = "kernbench.system_time"
-PERCENT_CPU = "kernbench.percent_cpu"
-CONTEXT_SWITCHES = "kernbench.context_switches"
-SLEEPS = "kernbench.sleeps"
-
-METRICS = catalog_of(
-    Metric(ELAPSED, "s", LOWER_IS_BETTER, "wall-clock time of the build (make -jN)"),
-    Metric(USER, "s", LOWER_IS_BETTER, "user CPU time of make and every process it waited for"),
-    Metric(SYSTEM, "s", LOWER_IS_BETTER, "system CPU time of make and every process it waited for"),
-    Metric(PERCENT_CPU, "%", INFORMATIONAL, "(user + system) / elapsed x 100, as time's %P"),
-    Metric(CONTEXT_SWITCHES, "", INFORMATIONAL, "involuntary context switches (time's %c)"),
-    Metric(SLEEPS, "", INFORMATIONAL, "voluntary context switches: waits (time's %w)"),
-)
+ELAPSED = Metric("kernbench.elapsed_time", "s", LOWER_IS_BETTER, "wall-clock time of the build (make -jN)")
+USER = Metric("kernbench.user_time", "s", LOWER_IS_BETTER, "user CPU time of make and every process it waited for")
+SYSTEM = Metric("kernbench.system_time", "s", LOWER_IS_BETTER, "system CPU time of make and every process it waited for")
+PERCENT_CPU = Metric("kernbench.percent_cpu", "%", INFORMATIONAL, "(user + system) / elapsed x 100, as time's %P")
+CONTEXT_SWITCHES = Metric("kernbench.context_switches", "", INFORMATIONAL, "involuntary context switches (time's %c)")
+SLEEPS = Metric("kernbench.sleeps", "", INFORMATIONAL, "voluntary context switches: waits (time's %w)")
+METRICS = catalog_of(ELAPSED, USER, SYSTEM, PERCENT_CPU, CONTEXT_SWITCHES, SLEEPS)
 
 LOADS = ("half", "optimal")
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -77,7 +70,8 @@ class KernbenchParams(Params, WorkdirParams):
                                "both half and optimal when not given (kernbench's two blocks, one run each)")
     size: Literal["tiny", "small", "full"] = Field(
         "full", description="the generated tree: tiny (seconds), small, full (minutes on 2 CPUs)")
-    seed: int = Field(1, description="seed of the generated tree (the same seed, the same sources)")
+    seed: Annotated[int, in_range(0, 2 ** 31 - 1, "must be a whole number between 0 and 2^31-1")] = Field(
+        1, description="seed of the generated tree (the same seed, the same sources)")
     tree: str | None = Field(None, description="a real source tree with a Makefile (e.g. a configured kernel) "
                                                "instead of the generated one; built where it is")
     target: str | None = Field(None, description="make target (e.g. vmlinux; default: the Makefile's first)")
@@ -92,13 +86,6 @@ class KernbenchParams(Params, WorkdirParams):
             raise ValueError("must be half, optimal or a number of jobs >= 1")
         if isinstance(v, int) and not 1 <= v <= 4096:
             raise ValueError("must be half, optimal or a number of jobs between 1 and 4096")
-        return v
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        if not 0 <= v < 2 ** 31:
-            raise ValueError("must be a whole number between 0 and 2^31-1")
         return v
 
     @field_validator("target")
@@ -175,12 +162,9 @@ class KernbenchSession(Session):
 def samples_of(result: ProcessResult) -> list[Sample]:
     """kernbench's six figures of one build, from the launcher's measurement of make."""
     cpu = (result.user + result.sys) / result.wall * 100 if result.wall > 0 else 0.0
-    return [Sample(ELAPSED, result.wall, "s", LOWER_IS_BETTER),
-            Sample(USER, result.user, "s", LOWER_IS_BETTER),
-            Sample(SYSTEM, result.sys, "s", LOWER_IS_BETTER),
-            Sample(PERCENT_CPU, cpu, "%", INFORMATIONAL),
-            Sample(CONTEXT_SWITCHES, float(result.involuntary_switches), "", INFORMATIONAL),
-            Sample(SLEEPS, float(result.voluntary_switches), "", INFORMATIONAL)]
+    return [ELAPSED.sample(result.wall), USER.sample(result.user), SYSTEM.sample(result.sys),
+            PERCENT_CPU.sample(cpu), CONTEXT_SWITCHES.sample(float(result.involuntary_switches)),
+            SLEEPS.sample(float(result.voluntary_switches))]
 
 
 class KernbenchFamily(Family):

@@ -20,18 +20,18 @@ time.elapsed_time / time.user_time / time.system_time, so that
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from perflab.core import cbuild
 from perflab.benchmarks import protocol
 from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout
 from perflab.benchmarks.news import feed as feedmod
+from perflab.core.params import in_range
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import WorkdirParams, workdir
@@ -62,40 +62,15 @@ COUNTS = ("articles", "accepted", "duplicates", "cancels", "links", "expired", "
 class NewsParams(Params, WorkdirParams):
     style: Literal["bnews", "cnews"] = Field(
         "cnews", description="bnews: B news's habits the paper measured; cnews: C news's fixes")
-    articles: int = Field(1000, description=f"articles in the feed, duplicates and control messages included "
-                                            f"(1..{MAX_ARTICLES})")
-    groups: int = Field(100, description=f"newsgroups in the active file (1..{feedmod.max_groups()})")
-    seed: int = Field(1, description="seed of the generated feed (same seed, same bytes)")
-    expire_days: float = Field(7.0, description=f"expire articles older than this many days "
-                                                f"(the feed's dates span {feedmod.SPAN_DAYS} days)")
+    articles: Annotated[int, in_range(1, MAX_ARTICLES)] = Field(
+        1000, description=f"articles in the feed, duplicates and control messages included (1..{MAX_ARTICLES})")
+    groups: Annotated[int, in_range(1, feedmod.max_groups())] = Field(
+        100, description=f"newsgroups in the active file (1..{feedmod.max_groups()})")
+    seed: Annotated[int, in_range(0, 2**63 - 1, "must be a whole number from 0 to 2^63-1")] = Field(
+        1, description="seed of the generated feed (same seed, same bytes)")
+    expire_days: Annotated[float, in_range(0, 36500, "must be a number of days from 0 to 36500")] = Field(
+        7.0, description=f"expire articles older than this many days (the feed's dates span {feedmod.SPAN_DAYS} days)")
 
-    @field_validator("articles")
-    @classmethod
-    def _articles(cls, v: int) -> int:
-        if not 1 <= v <= MAX_ARTICLES:
-            raise ValueError(f"must be between 1 and {MAX_ARTICLES}")
-        return v
-
-    @field_validator("groups")
-    @classmethod
-    def _groups(cls, v: int) -> int:
-        if not 1 <= v <= feedmod.max_groups():
-            raise ValueError(f"must be between 1 and {feedmod.max_groups()}")
-        return v
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, v: int) -> int:
-        if not 0 <= v < 2**63:
-            raise ValueError("must be a whole number from 0 to 2^63-1")
-        return v
-
-    @field_validator("expire_days")
-    @classmethod
-    def _days(cls, v: float) -> float:
-        if not (math.isfinite(v) and 0 <= v <= 36500):
-            raise ValueError("must be a number of days from 0 to 36500")
-        return v
 
 
 def build() -> Path:

@@ -126,14 +126,8 @@ static int random_blocks(int fd, long n, long of, int writing)
 {
 	while (n-- > 0) {
 		off_t at = (off_t)(rng() % (uint64_t)of) * BLOCK;
-		if (lseek(fd, at, SEEK_SET) < 0)
+		if (lseek(fd, at, SEEK_SET) < 0 || move_blocks(fd, 1, writing) < 0)
 			return -1;
-		ssize_t done = writing ? write(fd, block, BLOCK) : read(fd, block, BLOCK);
-		if (done != BLOCK) {
-			if (done >= 0)
-				errno = writing ? ENOSPC : EIO;
-			return -1;
-		}
 	}
 	return 0;
 }
@@ -364,37 +358,37 @@ static int wait_child(const char *task, pid_t pid)
 	return 0;
 }
 
-/* fork_test: fork a child that exits at once, and wait for it; 100 times. */
-static int fork_test(const char *task)
+/* Fork a child that runs child() (which does not return), and wait for it; n times. */
+static int fork_and_wait(const char *task, long n, void (*child)(void))
 {
-	for (long n = loops(100); n > 0; n--) {
+	for (; n > 0; n--) {
 		pid_t pid = fork();
 		if (pid < 0)
 			return failed(task, "fork");
 		if (pid == 0)
-			_exit(0);
+			child();
 		if (wait_child(task, pid) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-/* exec_test: fork a child that loads a program doing nothing, and wait for it; 5 times. */
-static int exec_test(const char *task)
+static void exit_at_once(void)
 {
-	for (long n = loops(5); n > 0; n--) {
-		pid_t pid = fork();
-		if (pid < 0)
-			return failed(task, "fork");
-		if (pid == 0) {
-			execl(helper, "aim7_true", (char *)NULL);
-			_exit(127);
-		}
-		if (wait_child(task, pid) < 0)
-			return -1;
-	}
-	return 0;
+	_exit(0);
 }
+
+static void exec_nothing(void)
+{
+	execl(helper, "aim7_true", (char *)NULL);
+	_exit(127);
+}
+
+/* fork_test: fork a child that exits at once, and wait for it; 100 times. */
+static int fork_test(const char *task) { return fork_and_wait(task, loops(100), exit_at_once); }
+
+/* exec_test: fork a child that loads a program doing nothing, and wait for it; 5 times. */
+static int exec_test(const char *task) { return fork_and_wait(task, loops(5), exec_nothing); }
 
 /* shared_memory: a System V segment guarded by a semaphore; 100 times, write a message
  * into it and read it back, taking and releasing the semaphore around each copy. */

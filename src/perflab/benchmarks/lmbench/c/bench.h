@@ -473,28 +473,30 @@ static void raise_nofile(rlim_t want_fds)
 		die("needs %lu open files, the hard limit is %lu", (unsigned long)want_fds, (unsigned long)rl.rlim_max);
 }
 
-/* -m SIZE and -f FILE of the programs that work on one file (bw_file,
- * lat_vm): pass test_file_option to bench_init; the file is 64 MB, 1 MB
- * with -T unless -m says otherwise */
+/* -m SIZE of the programs that work on a size of memory or file (bw_mem,
+ * lat_mem, bw_file, lat_vm) and -f FILE of those that work on one file
+ * (bw_file, lat_vm): pass size_option to bench_init (with "m:" or
+ * "m:f:"); the size is 64 MB, and with -T the program's tiny size unless
+ * -m says otherwise */
 static struct {
 	size_t size;
-	const char *given;
-} test_file = { 64u << 20, NULL };
+	const char *file;
+} size_opt = { 64u << 20, NULL };
 
-static int test_file_option(int c, const char *arg)
+static int size_option(int c, const char *arg)
 {
 	if (c == 'm')
-		test_file.size = pl_parse_size('m', arg);
+		size_opt.size = pl_parse_size('m', arg);
 	else if (c == 'f')
-		test_file.given = arg;
+		size_opt.file = arg;
 	else
 		return 0;
 	return 1;
 }
 
-static size_t test_file_size(void)
+static size_t size_option_value(size_t tiny)
 {
-	return opt.tiny && test_file.size == (64u << 20) ? 1u << 20 : test_file.size;
+	return opt.tiny && size_opt.size == (64u << 20) ? tiny : size_opt.size;
 }
 
 /* ---- options -------------------------------------------------------- */
@@ -581,4 +583,49 @@ static int tcp_listen_loopback(int backlog, int sndbuf, struct sockaddr_in *addr
 	if (getsockname(l, (struct sockaddr *)addr, &len) != 0)
 		die_errno("getsockname");
 	return l;
+}
+
+/* A TCP connection on 127.0.0.1 to a forked child, which accepts it and
+ * runs serve(fd) (serve does not return); this process gets its end, and
+ * the child's pid in *child (bw_ipc, lat_ipc). rcvbuf > 0 sets SO_RCVBUF
+ * on this end before connect(), when the window is agreed on; `connecting`
+ * names the step in the error message. */
+static int tcp_connect_child(int backlog, int sndbuf, int rcvbuf, void (*serve)(int fd),
+			     const char *connecting, pid_t *child)
+{
+	struct sockaddr_in addr;
+	int l = tcp_listen_loopback(backlog, sndbuf, &addr);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		int a = accept(l, NULL, NULL);
+		if (a < 0)
+			_exit(1);
+		close(l);
+		serve(a);
+	}
+	close(l);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0)
+		die_errno("socket");
+	if (rcvbuf > 0 && setsockopt(c, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0)
+		die_errno("setsockopt SO_RCVBUF");
+	if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0)
+		die_errno("%s 127.0.0.1:%d", connecting, ntohs(addr.sin_port));
+	*child = pid;
+	return c;
+}
+
+/* One figure of a program that measures several (bw_ipc, lat_ipc): its
+ * metric and the function that measures and prints it. */
+struct bench_case {
+	const char *metric;
+	void (*run)(void);
+};
+
+/* Run the cases -o asks for, in order. */
+static void run_wanted(const struct bench_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (want(cases[i].metric))
+			cases[i].run();
 }

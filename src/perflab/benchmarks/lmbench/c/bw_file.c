@@ -24,7 +24,7 @@
 #define BLOCK (64 * 1024)
 
 static char path[4096];
-static size_t size;            /* of the file: test_file_size() */
+static size_t size;            /* of the file: size_option_value() */
 static volatile unsigned sink;
 
 /* the reader's work on the data: one 4-byte word in four, unrolled */
@@ -128,13 +128,13 @@ static void do_mmap_open_close(uint64_t n, void *ctx)
 
 int main(int argc, char **argv)
 {
-	bench_init(argc, argv, "bw_file", "m:f:", test_file_option, "[-m FILE_SIZE] [-f EXISTING_FILE]");
-	size = test_file_size();
+	bench_init(argc, argv, "bw_file", "m:f:", size_option, "[-m FILE_SIZE] [-f EXISTING_FILE]");
+	size = size_option_value(1u << 20);
 	if (size < 4096)
 		die("-m: the file must have at least 4 KB");
 	size -= size % 4096;
 
-	int fd = open_test_file(path, sizeof path, test_file.given, size, O_RDONLY);
+	int fd = open_test_file(path, sizeof path, size_opt.file, size, O_RDONLY);
 
 	struct rd r = { fd, xmalloc(BLOCK), NULL };
 	memset(r.buf, 0, BLOCK);

@@ -111,32 +111,16 @@ static void bench_unix(void)
 	bench_stream("bw.unix", sv, "AF_UNIX");
 }
 
-static void bufsize(int fd, int which)
+static void tcp_writer(int fd)
 {
-	int size = 1024 * 1024;
-	if (setsockopt(fd, SOL_SOCKET, which, &size, sizeof size) != 0)
-		die_errno("setsockopt %s", which == SO_RCVBUF ? "SO_RCVBUF" : "SO_SNDBUF");
+	writer(fd, tcp_chunk);
 }
 
+/* 1 MB socket buffers on both ends, as bw_tcp sets them */
 static void bench_tcp(void)
 {
-	struct sockaddr_in addr;
-	int l = tcp_listen_loopback(8, 1024 * 1024, &addr);
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		int a = accept(l, NULL, NULL);
-		if (a < 0)
-			_exit(1);
-		close(l);
-		writer(a, tcp_chunk);
-	}
-	close(l);
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	if (c < 0)
-		die_errno("socket");
-	bufsize(c, SO_RCVBUF);
-	if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0)
-		die_errno("connect 127.0.0.1:%d", ntohs(addr.sin_port));
+	pid_t pid;
+	int c = tcp_connect_child(8, 1024 * 1024, 1024 * 1024, tcp_writer, "connect", &pid);
 	measure("bw.tcp", c, tcp_chunk, "TCP");
 	close(c);
 	kill_child(pid);
@@ -162,11 +146,9 @@ int main(int argc, char **argv)
 		tcp_chunk = 1024 * 1024;
 	if (chunk < 1 || tcp_chunk < 1)
 		die("message sizes must be positive");
-	if (want("bw.pipe"))
-		bench_pipe();
-	if (want("bw.unix"))
-		bench_unix();
-	if (want("bw.tcp"))
-		bench_tcp();
+	static const struct bench_case cases[] = {
+		{ "bw.pipe", bench_pipe }, { "bw.unix", bench_unix }, { "bw.tcp", bench_tcp },
+	};
+	run_wanted(cases, sizeof cases / sizeof cases[0]);
 	return 0;
 }

@@ -23,7 +23,7 @@
  */
 #include "bench.h"
 
-static size_t size = 64u << 20;
+static size_t size;
 static volatile unsigned sink;
 
 /* keep the compiler from turning a loop into a library call or hoisting it */
@@ -121,19 +121,10 @@ static void do_bzero(uint64_t n, void *ctx)
 	}
 }
 
-static int handle(int c, const char *arg)
-{
-	if (c != 'm')
-		return 0;
-	size = pl_parse_size((char)c, arg);
-	return 1;
-}
-
 int main(int argc, char **argv)
 {
-	bench_init(argc, argv, "bw_mem", "m:", handle, "[-m SIZE]");
-	if (opt.tiny && size == (64u << 20))
-		size = 1u << 20;
+	bench_init(argc, argv, "bw_mem", "m:", size_option, "[-m SIZE]");
+	size = size_option_value(1u << 20);
 	size -= size % 128;
 	if (size < 1024)
 		die("-m: at least 1 KB");

@@ -157,23 +157,16 @@ static void bench_udp(void)
 	kill_child(pid);
 }
 
+static void tcp_echo(int fd)
+{
+	nodelay(fd);
+	echo(fd, fd);
+}
+
 static void bench_tcp(void)
 {
-	struct sockaddr_in addr, me;
-	int l = tcp_listen_loopback(128, 0, &addr);
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		int a = accept(l, NULL, NULL);
-		if (a < 0)
-			_exit(1);
-		close(l);
-		nodelay(a);
-		echo(a, a);
-	}
-	close(l);
-	int c = inet_socket(SOCK_STREAM, &me);
-	if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0)
-		die_errno("connect TCP 127.0.0.1:%d", ntohs(addr.sin_port));
+	pid_t pid;
+	int c = tcp_connect_child(128, 0, 0, tcp_echo, "connect TCP", &pid);
 	nodelay(c);
 	struct pair p = { c, c, "TCP" };
 	bench_latency("lat.tcp", do_roundtrip, &p, 0, 1e-3, "us");
@@ -228,15 +221,10 @@ static void bench_connect(void)
 int main(int argc, char **argv)
 {
 	bench_init(argc, argv, "lat_ipc", "", NULL, "");
-	if (want("lat.pipe"))
-		bench_pipe();
-	if (want("lat.unix"))
-		bench_unix();
-	if (want("lat.udp"))
-		bench_udp();
-	if (want("lat.tcp"))
-		bench_tcp();
-	if (want("lat.tcp_connect"))
-		bench_connect();
+	static const struct bench_case cases[] = {
+		{ "lat.pipe", bench_pipe }, { "lat.unix", bench_unix }, { "lat.udp", bench_udp },
+		{ "lat.tcp", bench_tcp }, { "lat.tcp_connect", bench_connect },
+	};
+	run_wanted(cases, sizeof cases / sizeof cases[0]);
 	return 0;
 }

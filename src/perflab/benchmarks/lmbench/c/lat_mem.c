@@ -26,7 +26,7 @@
 #define STRIDE 128
 #define UNROLL 100
 
-static size_t main_size = 64u << 20;
+static size_t main_size;
 static void *volatile sink;
 static void *chain_base;  /* what free() takes of the last chain made */
 
@@ -105,19 +105,10 @@ static void latency(const char *metric, size_t size, int shuffled)
 	free(chain_base);
 }
 
-static int handle(int c, const char *arg)
-{
-	if (c != 'm')
-		return 0;
-	main_size = pl_parse_size((char)c, arg);
-	return 1;
-}
-
 int main(int argc, char **argv)
 {
-	bench_init(argc, argv, "lat_mem", "m:", handle, "[-m MAIN_SIZE]");
-	if (opt.tiny && main_size == (64u << 20))
-		main_size = 8u << 20;
+	bench_init(argc, argv, "lat_mem", "m:", size_option, "[-m MAIN_SIZE]");
+	main_size = size_option_value(8u << 20);
 
 	if (want("mem.mhz")) {
 		double v[BENCH_MAX_SAMPLES];

@@ -30,7 +30,7 @@
 #define MMAP_STRIDE (16 * 1024)
 
 static char path[4096];
-static size_t size;            /* of the file: test_file_size() */
+static size_t size;            /* of the file: size_option_value() */
 static long pagesize;
 
 /* ---- vm.mmap ---- */
@@ -136,14 +136,14 @@ int main(int argc, char **argv)
 {
 	double v[BENCH_MAX_SAMPLES];
 
-	bench_init(argc, argv, "lat_vm", "m:f:", test_file_option, "[-m FILE_SIZE] [-f EXISTING_FILE (its bytes are overwritten)]");
-	size = test_file_size();
+	bench_init(argc, argv, "lat_vm", "m:f:", size_option, "[-m FILE_SIZE] [-f EXISTING_FILE (its bytes are overwritten)]");
+	size = size_option_value(1u << 20);
 	pagesize = sysconf(_SC_PAGESIZE);
 	if (size < (size_t)pagesize)
 		size = (size_t)pagesize;
 	size -= size % (size_t)pagesize;
 
-	int fd = open_test_file(path, sizeof path, test_file.given, size, O_RDWR);
+	int fd = open_test_file(path, sizeof path, size_opt.file, size, O_RDWR);
 	struct map m = { fd, size, NULL, size / (size_t)pagesize };
 
 	bench_latency("vm.mmap", do_mmap, &m, 0, 1e-3, "us");
