@@ -50,6 +50,20 @@ def stop_current() -> None:
             pass
 
 
+def launcher_options(spec: ProcessSpec, grace: float, cwd: str | None) -> list[str]:
+    """The launcher's options for `spec` (launch.c's -G -T -R -c -C), on the host or in a guest."""
+    options = ["-G", f"{grace:g}"]
+    if spec.timeout:
+        options += ["-T", repr(float(spec.timeout))]
+    if spec.no_aslr:
+        options.append("-R")
+    if spec.cpus:
+        options += ["-c", spec.cpus]
+    if cwd:
+        options += ["-C", cwd]
+    return options
+
+
 def launcher() -> Path:
     """The launcher binary (compiled once per compiler/source, cached by cbuild)."""
     global _launcher
@@ -76,7 +90,7 @@ class Hooks:
     stop: list[Callable[[], None]] = field(default_factory=list)
 
 
-def _parse_result(text: str, display: str) -> dict[str, str]:
+def parse_result(text: str, display: str) -> dict[str, str]:
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and lines[-1].startswith("execerror="):
         code = int(lines[-1].split("=", 1)[1])
@@ -99,15 +113,7 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
     if cwd and not os.path.isdir(cwd):
         raise PerflabError(f"{display!r}: working directory {cwd} does not exist")
     argv = [*wrapper, *spec.argv]
-    options = ["-G", f"{grace:g}"]
-    if spec.timeout:
-        options += ["-T", repr(float(spec.timeout))]
-    if spec.no_aslr:
-        options.append("-R")
-    if spec.cpus:
-        options += ["-c", spec.cpus]
-    if cwd:
-        options += ["-C", cwd]
+    options = launcher_options(spec, grace, cwd)
     command = [os.fsencode(str(launcher())), *map(os.fsencode, options), b"--", *map(os.fsencode, argv)]
     env = os.environb if spec.env is None else {os.fsencode(k): os.fsencode(v) for k, v in spec.env.items()}
     hooks = hooks or Hooks()
@@ -158,7 +164,7 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
         if _stop_sent and "exit=" not in text and "execerror=" not in text:
             # Stopped before the launcher was ready for signals: nothing ran to measure.
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
-        fields = _parse_result(text, display)
+        fields = parse_result(text, display)
         stdout = ""
         if spec.capture_stdout:
             out.seek(0)
@@ -316,7 +322,7 @@ def start_background(argv: Sequence[str], *, stdout=None, stderr=None, cwd: str 
     if not line.startswith("pid="):
         os.close(read_end)
         os.waitpid(pid, 0)
-        _parse_result(line, display)     # raises with the reason
+        parse_result(line, display)     # raises with the reason
         raise PerflabError(f"{display!r}: perflab's launcher ended without starting it")
     helper = Background(list(argv), pid, int(line.split("=", 1)[1]), read_end)
     helper._buffer = rest

@@ -223,16 +223,7 @@ class Guest:
         Raises PerflabError when the program cannot be started, VmError when the guest fails.
         """
         display = spec.item or " ".join(spec.argv)
-        options = ["-G", f"{grace:g}"]
-        if spec.timeout:
-            options += ["-T", repr(float(spec.timeout))]
-        if spec.no_aslr:
-            options.append("-R")
-        if spec.cpus:
-            options += ["-c", spec.cpus]
-        if spec.cwd:
-            options += ["-C", spec.cwd]
-        args = [*options, "--", *wrapper, *spec.argv]
+        args = [*executor.launcher_options(spec, grace, spec.cwd), "--", *wrapper, *spec.argv]
         env = [f"{k}={v}" for k, v in (DEFAULT_ENV if spec.env is None else spec.env).items()]
         strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0"]
         payload = b"".join(os.fsencode(s) + b"\0" for s in strings)
@@ -274,7 +265,7 @@ class Guest:
         err = rest[n_res + n_out:n_res + n_out + n_err][-executor.STDERR_TAIL_BYTES:]
         if stop_sent and "exit=" not in text and "execerror=" not in text:
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
-        fields = executor._parse_result(text, display)   # the launcher's own words, read the host's way
+        fields = executor.parse_result(text, display)   # the launcher's own words, read the host's way
         return ProcessResult(
             wall=float(fields["wall"]), user=float(fields["utime"]), sys=float(fields["stime"]),
             maxrss_kib=int(fields["maxrss"]), voluntary_switches=int(fields["nvcsw"]),
