@@ -14,7 +14,7 @@ def show(result, style: str) -> str:
     from perflab.analysis.views.comparison import comparison_view
     from perflab.report.registry import render_comparison
 
-    return render_comparison(comparison_view(result), style)
+    return render_comparison(comparison_view(result, style), style)
 
 
 def _below_one(ctx, param, value):

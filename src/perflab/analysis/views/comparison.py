@@ -60,13 +60,28 @@ def summary_lines(row: MetricRow) -> list[SummaryLine]:
     return out
 
 
-def comparison_view(result: ComparisonResult) -> ComparisonView:
-    """Everything any comparison layout prints."""
-    from perflab.analysis.views import family_hook
-    from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
+def comparison_view(result: ComparisonResult, style: str | None = None) -> ComparisonView:
+    """What the comparison layout `style` prints beyond the result (every layout's, when None).
 
-    lines = {id(row): summary_lines(row) for row in result.rows if row.direction != 0 and row.monitor is None}
+    Only the named layout's figures are computed: the lkp layout, the default of every
+    `perflab compare`, then loads neither mmtests' statistics nor kernbench's family.
+    """
+    def wanted(layout: str) -> bool:
+        return style is None or style == layout
+
+    lines = {}
+    if wanted("mmtests"):
+        lines = {id(row): summary_lines(row) for row in result.rows if row.direction != 0 and row.monitor is None}
+    blocks = []
     kern = [r for r in result.rows if r.benchmark == "kernbench" and r.monitor is None]
-    hook = family_hook("kernbench")
-    blocks = hook.compared_blocks(kern) if kern and hook is not None else []
-    return ComparisonView(result, min_samples_for_median_ci(CONFIDENCE), lines, blocks)
+    if kern and wanted("kernbench"):
+        from perflab.analysis.views import family_hook
+
+        hook = family_hook("kernbench")
+        blocks = hook.compared_blocks(kern) if hook is not None else []
+    need = 0
+    if wanted("benchstat"):
+        from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
+
+        need = min_samples_for_median_ci(CONFIDENCE)
+    return ComparisonView(result, need, lines, blocks)
