@@ -85,11 +85,12 @@ def store_url(request, tmp_path) -> str:
 
 # Files whose tests run real benchmarks (compile suites, sweep loads, spawn many processes), or
 # take most of the fast lane's time (test_importers: big imports; test_runner and test_run_cmd:
-# the real executor, whose loop tests/test_runner_fast.py checks in milliseconds).
+# the real executor, whose loop tests/test_runner_fast.py checks in milliseconds; test_output_identity:
+# every report of a whole store through the CLI, 40 s of a 2-minute lane).
 SLOW_FILES = {
     "test_aim7.py", "test_bisect.py", "test_ebizzy.py", "test_fio.py", "test_hackbench.py", "test_interruption.py",
     "test_kernbench.py", "test_lmbench.py", "test_news.py", "test_robot.py", "test_will_it_scale_c.py",
-    "test_importers.py", "test_runner.py", "test_run_cmd.py",
+    "test_importers.py", "test_runner.py", "test_run_cmd.py", "test_output_identity.py",
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).
 SLOW_TESTS = {
