@@ -122,7 +122,7 @@ def find_regressions(store, *, repo: str, branch: str | None, tag: str, metrics:
         good, bad = tested[-2], tested[-1]
         result = compare(store, [f"tag={tag},commit={good}", f"tag={tag},commit={bad}"], monitors="none")
         for row in result.verdicts(0, REGRESSION):
-            if row.family == PRIMARY and _wanted(row.metric, metrics) and not any(
+            if row.fdr_group == PRIMARY and _wanted(row.metric, metrics) and not any(
                     f.metric == row.metric and f.bad == bad for f in findings):
                 findings.append(Finding(row.benchmark, row.metric, good, bad, row.heads[0].pct_change,
                                         "newest commit"))

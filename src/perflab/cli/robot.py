@@ -110,7 +110,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
     result = compare(store, [baseline, head], alpha=alpha, threshold=threshold / 100, metrics=list(metrics) or None,
                      monitors="changed")
     click.echo(show(result, style), nl=False)
-    primary = [r for r in result.rows if r.family == PRIMARY and r.heads[0] is not None]
+    primary = [r for r in result.rows if r.fdr_group == PRIMARY and r.heads[0] is not None]
     regressions = [r for r in primary if r.heads[0].verdict == REGRESSION]
     blind = []
     for r in primary:

@@ -18,7 +18,7 @@ import math
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
-from perflab.report.notes import family_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
 from perflab.stats.median import CONFIDENCE
@@ -57,7 +57,7 @@ def _pm(summary, notes: Footnotes, need: int) -> str:
 
 
 def _name(row: MetricRow) -> str:
-    return shown(f"{row.testcase}:{row.metric}") + (" [secondary]" if row.family == SECONDARY else "")
+    return shown(f"{row.testcase}:{row.metric}") + (" [secondary]" if row.fdr_group == SECONDARY else "")
 
 
 def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes, need: int,
@@ -126,6 +126,6 @@ def render(view: ComparisonView) -> str:
             lines += _table(result, "", rows, notes, need, monitor=monitor)
     lines += notes.lines()
     lines.append("")
-    lines += family_lines(result)
+    lines += fdr_group_lines(result)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"

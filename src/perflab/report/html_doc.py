@@ -83,8 +83,8 @@ def comparison(section: ComparisonSection) -> dict:
     return {
         "labels": result.labels, "alpha": result.alpha, "threshold": result.threshold,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
-        "families": [[{"name": fam.name, "tested": fam.tested, "informational": fam.informational,
-                       "untested": fam.untested} for fam in fams] for fams in result.families],
+        "families": [[{"name": group.name, "tested": group.tested, "informational": group.informational,
+                       "untested": group.untested} for group in groups] for groups in result.fdr_groups],
         "geomeans": [{u: num(v) for u, v in g.items()} for g in result.median_geomeans],
         "warnings": list(result.warnings),
         "only_in": [[a, b] for a, b in result.one_sided],

@@ -27,7 +27,7 @@ import json
 from perflab.analysis.comparison import ComparisonResult
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.benchmarks.kernbench.view import KERNBENCH, KERNBENCH_NAMES, KernbenchView
-from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import caveats, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
 
@@ -66,11 +66,11 @@ def _table(header: list[str], rows: list[list[str]], notes: list[str]) -> list[s
     return out
 
 
-def _verdict(cmp, family: str, change: bool = True) -> str:
+def _verdict(cmp, fdr_group: str, change: bool = True) -> str:
     if cmp.verdict == INSUFFICIENT:
         return caveats(cmp)
     words = [f"{percent(cmp.pct_change, decimals=2)} {cmp.verdict}" if change else cmp.verdict]
-    if family == SECONDARY:
+    if fdr_group == SECONDARY:
         words.append("secondary")
     words.append(f"p={cmp.p_adjusted:.3g}")
     if cmp.ci_adjusted is not None:
@@ -104,7 +104,7 @@ def _compared_table(result: ComparisonResult, rows: list, name_of) -> list[str]:
                 words.append((f"{shown(label)}: " if several else "") + "not measured")
                 continue
             cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
-            words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.family, change=False))
+            words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.fdr_group, change=False))
         body.append(cells)
         notes.append("[" + "] [".join(words) + "]" if words else "")
     return _table(header, body, notes)
@@ -132,7 +132,7 @@ def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
                 lines.append(f"{name:<{width}} -   [not measured]")
                 continue
             lines.append(f"{name:<{width}} {value(cmp.head.mean)} ({value(cmp.head.stddev)})   "
-                         f"[{_verdict(cmp, r.family)}]")
+                         f"[{_verdict(cmp, r.fdr_group)}]")
         lines.append("")
     return lines
 
@@ -156,7 +156,7 @@ def render(view: ComparisonView) -> str:
         lines += _generic_blocks(result, others)
     if result.monitor_rows:
         lines += _monitor_blocks(result)
-    lines += family_lines(result)
+    lines += fdr_group_lines(result)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"
 

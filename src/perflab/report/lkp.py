@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
-from perflab.report.notes import caveats, family_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import caveats, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
 
@@ -62,7 +62,7 @@ def _note(row: MetricRow, labels: list[str], implied: str | None = None) -> str:
             continue
         words = []
         if cmp.verdict != implied and (cmp.verdict == CHANGED or (
-                row.family != PRIMARY and cmp.verdict in (REGRESSION, IMPROVEMENT))):
+                row.fdr_group != PRIMARY and cmp.verdict in (REGRESSION, IMPROVEMENT))):
             words.append(cmp.verdict)
         if caveats(cmp):
             words.append(caveats(cmp))
@@ -160,8 +160,8 @@ def render(result: ComparisonResult) -> str:
         text = _line(row, shown(row.metric), head_labels, implied)
         return f"{testcases[id(row)]:{width}}  {text}" if several else text
 
-    primary = [r for r in result.rows if r.family == PRIMARY]
-    secondary = [r for r in result.rows if r.family == SECONDARY]
+    primary = [r for r in result.rows if r.fdr_group == PRIMARY]
+    secondary = [r for r in result.rows if r.fdr_group == SECONDARY]
     regressions = sorted((r for r in primary if has(r, REGRESSION)), key=size, reverse=True)
     improvements = sorted((r for r in primary if has(r, IMPROVEMENT) and not has(r, REGRESSION)), key=size, reverse=True)
     called = {id(r) for r in regressions + improvements}
@@ -187,6 +187,6 @@ def render(result: ComparisonResult) -> str:
         for monitor, rows in result.monitor_sections():
             lines.append(f"  -- {shown(monitor)} --")
             lines += [line(r, implied) for r in rows]
-    lines += ["  " + l for l in family_lines(result)]
+    lines += ["  " + l for l in fdr_group_lines(result)]
     lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from perflab.benchmarks.lmbench.catalog import FIGURES
 from perflab.analysis.comparison import ComparisonResult
 from perflab.report.lmbench import render_summary
-from perflab.report.notes import caveat_lines, family_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import caveat_lines, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, REGRESSION, SECONDARY
 
@@ -24,7 +24,7 @@ def render(result: ComparisonResult) -> str:
             if cmp is not None:
                 rows[i][1][r.metric] = cmp.head.center
                 if cmp.verdict in (REGRESSION, IMPROVEMENT, CHANGED):
-                    secondary = " secondary" if r.family == SECONDARY else ""
+                    secondary = " secondary" if r.fdr_group == SECONDARY else ""
                     calls.append(f"  {shown(result.labels[i])}: {shown(r.metric)} {percent(cmp.pct_change)} "
                                  f"{cmp.verdict}{secondary} (p={cmp.p_adjusted:.2g})")
     text = render_summary(rows)
@@ -42,5 +42,5 @@ def render(result: ComparisonResult) -> str:
                     if cmp is not None:
                         text += (f"  {shown(label)}: {shown(r.metric)} {value(r.base.center)} -> {value(cmp.head.center)} "
                                  f"({percent(cmp.pct_change)}, {cmp.verdict}, p={cmp.p_adjusted:.2g})\n")
-    notes = family_lines(result) + caveat_lines(result, lambda row: shown(row.metric)) + tail_lines(result)
+    notes = fdr_group_lines(result) + caveat_lines(result, lambda row: shown(row.metric)) + tail_lines(result)
     return text + "\n" + "\n".join(notes) + "\n"

@@ -18,7 +18,7 @@ import math
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
-from perflab.report.notes import caveat_lines, family_lines, monitor_summary, secondary_names, shown, tail_lines
+from perflab.report.notes import caveat_lines, fdr_group_lines, monitor_summary, secondary_names, shown, tail_lines
 
 MIN_VALUE_WIDTH = 11
 LABEL_LIMIT = 30  # what a column heading shows of a kernel release or tag
@@ -138,7 +138,7 @@ def render(view: ComparisonView) -> str:
     secondary = secondary_names(result.rows, name)
     if secondary:
         lines.append("secondary metrics (their own FDR family): " + ", ".join(secondary))
-    lines += family_lines(result)
+    lines += fdr_group_lines(result)
     lines += caveat_lines(result, name)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"

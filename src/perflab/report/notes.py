@@ -23,25 +23,25 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def family_lines(result: ComparisonResult) -> list[str]:
+def fdr_group_lines(result: ComparisonResult) -> list[str]:
     """One line per head: the size of each FDR family its verdicts were adjusted over."""
     lines = []
     base = shown(result.labels[0])
-    for label, families in zip(result.labels[1:], result.families):
+    for label, groups in zip(result.labels[1:], result.fdr_groups):
         parts = []
         untested = 0
-        for fam in families:
-            if fam.name == MONITOR:
-                what = (_plural(fam.tested + fam.informational, "monitor metric")
+        for group in groups:
+            if group.name == MONITOR:
+                what = (_plural(group.tested + group.informational, "monitor metric")
                         + f" (two-sided, minimum effect {result.monitor_threshold * 100:g}%), a family of their own")
             else:
-                what = _plural(fam.tested, f"{fam.name} metric")
-                if fam.informational:
-                    what += f" + {fam.informational} informational (two-sided)"
-                if fam.name == SECONDARY:
+                what = _plural(group.tested, f"{group.name} metric")
+                if group.informational:
+                    what += f" + {group.informational} informational (two-sided)"
+                if group.name == SECONDARY:
                     what += ", a family of their own"
             parts.append(what)
-            untested += fam.untested
+            untested += group.untested
         if untested:
             parts.append(f"{untested} not tested (too few samples)")
         if result.monitors_dropped:
@@ -78,7 +78,7 @@ def caveat_lines(result: ComparisonResult, name, indent: str = "") -> list[str]:
 
 
 def secondary_names(rows: list[MetricRow], name) -> list[str]:
-    return [name(r) for r in rows if r.family == SECONDARY]
+    return [name(r) for r in rows if r.fdr_group == SECONDARY]
 
 
 def monitor_summary(result: ComparisonResult) -> str:

@@ -30,7 +30,7 @@ def _significance(report: RegressionReport) -> str:
     if cmp.ci_adjusted:
         lo, hi = cmp.ci_adjusted
         parts[0] += f" [{percent(lo)}, {percent(hi)}] ({cmp.ci_level * 100:.1f}% interval)"
-    parts.append(f"p = {cmp.p_adjusted:.2g} after FDR over {cmp.family_size} metrics")
+    parts.append(f"p = {cmp.p_adjusted:.2g} after FDR over {cmp.fdr_group_size} metrics")
     parts.append(f"n = {cmp.base.n} vs {cmp.head.n}")
     if math.isfinite(report.detectable):
         parts.append(f"these samples detect a change of {report.detectable * 100:.1f}% with 90% power")

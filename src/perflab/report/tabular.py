@@ -47,7 +47,7 @@ def records(result: ComparisonResult) -> list[dict]:
             rec = {
                 "testbox": row.box, "benchmark": row.benchmark, "params": row.params, "metric": row.metric,
                 "unit": row.unit, "direction": row.direction, "base": result.labels[0], "head": result.labels[i + 1],
-                "family": row.family,
+                "family": row.fdr_group,
                 "monitor": row.monitor,
                 "noise": row.noise() if row.significant() else None,
                 "base_stats": _summary(row.base),
@@ -61,7 +61,7 @@ def records(result: ComparisonResult) -> list[dict]:
                 "ci_unadjusted_high": _bound(cmp.ci, 1) if cmp else None,
                 "p_value": _clean(cmp.p_value) if cmp else None,
                 "p_adjusted": _clean(cmp.p_adjusted) if cmp else None,
-                "family_size": cmp.family_size if cmp else None,
+                "family_size": cmp.fdr_group_size if cmp else None,
                 # The smallest change these samples detect with 90% power (null: none finite).
                 "detectable_change": _clean(cmp.detectable) if cmp else None,
                 "test": cmp.test if cmp else None,
@@ -80,7 +80,7 @@ def render_json(result: ComparisonResult) -> str:
         "runs": {sel.label: sel.run_ids for sel in result.selections},
         "alpha": result.alpha, "threshold": result.threshold,
         "primary": result.primary,
-        "families": {label: [dataclasses.asdict(f) for f in fams] for label, fams in zip(result.labels[1:], result.families)},
+        "families": {label: [dataclasses.asdict(f) for f in groups] for label, groups in zip(result.labels[1:], result.fdr_groups)},
         "common": result.common,
         "environment_differences": [list(x) for x in result.env_diff] if result.env_diff else [],
         "monitors": result.monitors,
