@@ -5,17 +5,48 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import yaml
 
+# How many CPUs the job being made will run on, while its parameters are parsed and its
+# session is entered: None is this process's own (the host's affinity); a job in a VM guest
+# sets its vCPU count (perflab.jobs.resolve, perflab.runner.guest), so `nr_task: 50%` and
+# the families' per-CPU defaults mean the guest's CPUs, not the host's.
+_JOB_CPUS: ContextVar[int | None] = ContextVar("perflab_job_cpus", default=None)
+
+
+@contextmanager
+def job_cpus(count: int | None) -> Iterator[None]:
+    """Within the block, the job's CPUs are `count` (a guest's vCPUs); None: the host's."""
+    token = _JOB_CPUS.set(count)
+    try:
+        yield
+    finally:
+        _JOB_CPUS.reset(token)
+
+
+def cpu_ids() -> list[int]:
+    """The CPU numbers the job's tasks may run on: the host's affinity, or a guest's 0..N-1."""
+    count = _JOB_CPUS.get()
+    return list(range(count)) if count is not None else sorted(os.sched_getaffinity(0))
+
+
+def cpus_available() -> int:
+    """How many CPUs the job's tasks may run on (see cpu_ids)."""
+    count = _JOB_CPUS.get()
+    return count if count is not None else len(os.sched_getaffinity(0))
+
 
 def cpu_percent(value, key: str) -> int:
-    """'50%' -> half the online CPUs (at least 1); ints pass through."""
+    """'50%' -> half the job's CPUs (at least 1; see cpus_available); ints pass through."""
     if isinstance(value, str):
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", value)
         if not m:
             raise ValueError(f"{value!r} is not a number or N% of the CPUs")
-        cpus = len(os.sched_getaffinity(0))
+        cpus = cpus_available()
         return max(1, round(cpus * float(m.group(1)) / 100))
     return value
 

@@ -7,7 +7,7 @@ A job file names a benchmark and its parameters:
     timeout: 300
     test: [page_fault1, brk1]      # a list is an axis of the matrix
     mode: [process, thread]
-    nr_task: [1, 50%, 100%]        # N% of the online CPUs (at least 1)
+    nr_task: [1, 50%, 100%]        # N% of the online CPUs (at least 1; a guest's: its vCPUs)
 
 Top-level keys other than the job's own (benchmark, runs, warmup, timeout,
 tag, comment, monitors) are the family's parameters; they may also sit in a
@@ -49,7 +49,7 @@ import yaml
 from perflab.benchmarks.base import JobError, validate_params  # noqa: F401 (validate_params: re-exported)
 from perflab.core.errors import UsageProblem
 from perflab.core.job import FILE_ORDER, AtomicJob
-from perflab.core.params import cpu_percent, parse_scalar
+from perflab.core.params import cpu_percent, job_cpus, parse_scalar
 
 __all__ = ["AtomicJob", "JobError", "validate_params", "cpu_percent", "atomic", "resolve", "load", "load_atomic",
            "expand", "expand_atomic", "shipped"]
@@ -77,7 +77,14 @@ def resolve(job: AtomicJob | dict, where: str = "") -> AtomicJob:
         from perflab import benchmarks
 
         family = benchmarks.family(job.benchmark)
-    return replace(job, family=family, parsed=family.parse_params(job.params or {}, where))
+    cpus = None
+    if job.in_guest:
+        from perflab.jobs import guest
+
+        cpus = guest.cpus_of(job)      # shares of the CPUs are the guest's vCPUs
+    with job_cpus(cpus):
+        parsed = family.parse_params(job.params or {}, where)
+    return replace(job, family=family, parsed=parsed)
 
 
 def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int = 0,
@@ -103,7 +110,8 @@ def in_guest(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) ->
         return job
     merged_vm = {**(job.vm or {}), **(vm or {})}
     kernel, merged_vm = guest.normalize(job.benchmark, kernel or job.kernel, merged_vm, where, job.monitors)
-    return job.with_(kernel=kernel, vm=merged_vm)
+    # Parsed again: a share of the CPUs (`nr_task: 50%`) is now one of the guest's vCPUs.
+    return resolve(replace(job.with_(kernel=kernel, vm=merged_vm), parsed=None), where)
 
 
 # -- parameters ---------------------------------------------------------------

@@ -92,6 +92,13 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
     return os.path.abspath(os.path.expanduser(kernel)), {k: out[k] for k in VM_KEYS}
 
 
+def cpus_of(job) -> int | None:
+    """The vCPUs a job's guest boots with (what `nr_task: 50%` is a share of); None for a host job."""
+    if not job.in_guest:
+        return None
+    return int({**DEFAULT_VM, **(job.vm or {})}["cpus"])
+
+
 def spec_of(job) -> VmSpec:
     """The VmSpec an atomic job with a kernel boots."""
     vm = {**DEFAULT_VM, **(job.vm or {})}

@@ -20,8 +20,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 
+from perflab.core import cbuild
 from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
+from perflab.core.params import job_cpus
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.vm import VmError, boot, initramfs
 from perflab.execution.vm.machine import qemu_command
@@ -39,6 +41,18 @@ def check(jobs) -> None:
     for job in jobs:
         if job.in_guest:
             guest_keys.check(job)
+
+
+@contextlib.contextmanager
+def preparing(job) -> Iterator[None]:
+    """While a job's session is entered: a guest job's C programs are built static (the guest
+    has no C library), and the CPUs its session sees (will-it-scale's binding, hackbench's
+    one-cpu placement) are the guest's vCPUs, not the host's. A host job: nothing changes."""
+    if not job.in_guest:
+        yield
+        return
+    with cbuild.static_programs(), job_cpus(guest_keys.cpus_of(job)):
+        yield
 
 
 # Directories the guest agent mounts a file system over: a program put there in the initramfs
@@ -92,13 +106,15 @@ def environment_facts(facts: dict) -> dict:
     """The guest's facts, over the host's where the run's environment names the system under test.
 
     A guest run measured the guest's kernel: `kernel_release` (what `compare kernel=...`
-    selects by), `kernel_version`, the CPU model and count and the memory are the guest's;
+    selects by), `kernel_version`, the CPU model, cores and threads and the memory are the guest's;
     the host's stay beside them as host_*.
     """
     out = dict(facts)
     for key, value in (("kernel_release", facts.get("guest_kernel_release")),
                        ("kernel_version", facts.get("guest_kernel_version")),
                        ("cpu_model", facts.get("vm_cpu_model")), ("cpu_threads", int(facts.get("vm_cpus") or 0)),
+                       # QEMU's -smp N: N single-threaded vCPUs, so as many cores as threads.
+                       ("cpu_cores", int(facts.get("vm_cpus") or 0)),
                        ("memory_kib", int(facts.get("vm_memory_mib") or 0) * 1024)):
         if value:
             out[key] = value

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
-from perflab.core import cbuild
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.jobs import resolve
@@ -203,8 +202,8 @@ class _Loop:
         store, bar = self.store, self.bar
         with ExitStack() as stack:
             for o in batch:
-                # A guest has no C library: a guest job's programs are built static.
-                with cbuild.static_programs() if o.job.in_guest else nullcontext():
+                # A guest job's programs are built static, and its CPUs are the guest's (runner.guest.preparing).
+                with guest.preparing(o.job):
                     o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
                 # Placement and address randomisation are recorded for every run of every family.
                 o.session.facts.setdefault("placement", "the scheduler's choice")

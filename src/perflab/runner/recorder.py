@@ -70,7 +70,7 @@ def start_run(
     if extra_facts:
         if "vm_mode" in extra_facts:
             # A run in a VM guest: the guest's kernel, CPUs and memory replace the host's, which stay beside them.
-            for key in ("kernel_release", "kernel_version", "kernel_cmdline", "cpu_model", "cpu_threads",
+            for key in ("kernel_release", "kernel_version", "kernel_cmdline", "cpu_model", "cpu_cores", "cpu_threads",
                         "memory_kib"):
                 if key in extra_facts and key in facts:
                     facts[f"host_{key}"] = facts[key]

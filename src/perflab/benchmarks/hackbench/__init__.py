@@ -28,6 +28,7 @@ from pydantic import Field, field_validator, model_validator
 from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics, job_timeout
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.core.params import cpu_ids
 from perflab.core.process import ProcessResult, ProcessSpec
 
 SOURCE_DIR = Path(__file__).resolve().parent / "c"
@@ -111,7 +112,7 @@ class HackbenchSession(Session):
         self.p = params
         self.binary = str(binary)
         self.timeout = job_timeout(job, 600)
-        allowed = sorted(os.sched_getaffinity(0))
+        allowed = cpu_ids()
         self.cpus = str(allowed[0]) if params.placement == "one-cpu" else None
         placement = (f"every task on CPU {allowed[0]}" if self.cpus is not None
                      else f"the scheduler's choice among CPUs {allowed}")

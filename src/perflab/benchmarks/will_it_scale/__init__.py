@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -34,6 +33,7 @@ from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, job_timeout, task_count
 from perflab.benchmarks.will_it_scale import testcases as tc
 from perflab.core.model import HIGHER_IS_BETTER, Sample
+from perflab.core.params import cpu_ids
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import Workdir, WorkdirParams, workdir
 
@@ -107,7 +107,7 @@ class WillItScaleSession(Session):
         self.workdir = workdir.path
         self.harness_thp = harness_thp
         self.timeout = job_timeout(job, params.duration + params.warmup_time + 60)
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = cpu_ids()
         placement = (f"task i bound to CPU cpus[i mod {len(cpus)}] of {cpus}" if params.bind
                      else "the scheduler's choice")
         name = f"will-it-scale {params.test} {params.mode} x{params.nr_task}"
