@@ -2,7 +2,8 @@
 
 An operand is a run id (`12`, `#12`), a tag, a commit prefix, a kernel release,
 or `key=value[,key=value...]` on the run's fields (tag, commit, box, benchmark,
-name, status), its parameters or its environment facts. Groups of samples are
+name, status), `kernel` (the recorded kernel release: a guest's for a run in a VM,
+the host's otherwise), its parameters or its environment facts. Groups of samples are
 matched across operands on (box, benchmark, params, metric).
 """
 
@@ -34,6 +35,9 @@ def duration_params(benchmark: str) -> frozenset[str]:
     return EXECUTION_PARAMS
 RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "box", "testbox": "box",
               "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
+# `kernel=RELEASE`: the environment fact it reads. A guest run records the guest's release
+# there (runner.guest.environment_facts), a host run the host's.
+KERNEL_KEY, KERNEL_FACT = "kernel", "kernel_release"
 
 
 @dataclass
@@ -73,14 +77,46 @@ def _parse_kv(operand: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _check_keys(operand: str, pairs: list[tuple[str, str]], runs) -> None:
+    """A key no run has anywhere is a typo: say so with the keys there are, in one line."""
+    params: set[str] = set()
+    facts: set[str] = set()
+    for r in runs:
+        params.update(r.params or {})
+        facts.update(r.environment or {})
+    fixed = [*RUN_FIELDS, KERNEL_KEY]
+    for key, _ in pairs:
+        if key not in fixed and key not in params and key not in facts:
+            more = "".join(f"; {what}: {', '.join(sorted(keys))}" for what, keys in
+                           (("parameters", params), ("environment facts", facts)) if keys)
+            raise PerflabError(f"operand {operand!r}: unknown key {key!r}; valid keys: {', '.join(fixed)}{more}")
+
+
+def _kernel_release(operand: str, value: str, runs) -> str:
+    """The recorded kernel release `kernel=VALUE` names: itself, or the one release it begins."""
+    releases = sorted({str(r.environment[KERNEL_FACT]) for r in runs if (r.environment or {}).get(KERNEL_FACT)})
+    if value in releases:
+        return value
+    begun = [rel for rel in releases if value and rel.startswith(value)]
+    if len(begun) == 1:
+        return begun[0]
+    if begun:
+        raise PerflabError(f"operand {operand!r}: {value!r} begins several kernel releases: {', '.join(begun)}")
+    known = f"; recorded releases: {', '.join(releases)}" if releases else "; no run records a kernel release"
+    raise PerflabError(f"operand {operand!r}: no run with usable samples has kernel release {value!r}{known}")
+
+
 def select(store: Store, operand: str, runs=None) -> Selection:
     """Resolve one operand to its runs, or fail naming it with near matches."""
     runs = runs if runs is not None else store.find_runs()
     usable = [r for r in runs if r.status in USABLE_STATUSES]
     if "=" in operand:
         pairs = _parse_kv(operand)
+        _check_keys(operand, pairs, runs)
+        pairs = [(KERNEL_FACT, _kernel_release(operand, v, usable)) if k == KERNEL_KEY else (k, v) for k, v in pairs]
         chosen = [r for r in usable if all(_matches_kv(r, k, v) for k, v in pairs)]
-        label = ",".join(v for _, v in pairs)
+        # A kernel operand is shown as typed: its value alone would read as a tag or a run.
+        label = operand.strip() if KERNEL_FACT in (k for k, _ in pairs) else ",".join(v for _, v in pairs)
     elif re.fullmatch(r"#?\d+", operand) and any(r.id == int(operand.lstrip("#")) for r in usable):
         chosen = [r for r in usable if r.id == int(operand.lstrip("#"))]
         label = f"#{chosen[0].id}"

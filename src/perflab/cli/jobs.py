@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from perflab.cli.common import db_option, get_store
+from perflab.cli.run import _guest_options
 from perflab.core.errors import PerflabError
 
 
@@ -78,21 +79,32 @@ def jobs_split(job_file, overrides, output) -> None:
         click.echo(str(target))
 
 
+# `run`'s --kernel and --vm, so `rerun` says and checks them the same way.
+_kernel_option, _vm_option = _guest_options()
+
+
 @click.command("rerun")
 @click.argument("run_id")
 @click.option("--tag", "-t", help="Tag of the new run (default: the old run's).")
 @click.option("--comment", "-m", help="A note kept with the new run.")
 @click.option("--box", help="Testbox name (default: hostname).")
 @click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
+@_kernel_option
+@_vm_option
 @db_option
-def rerun_cmd(run_id, tag, comment, box, repo, db) -> None:
+def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, db) -> None:
     """Run the atomic job a stored run ran, again, as a new run.
 
+    With --kernel (and --vm) the job runs in a guest booted from that kernel, as
+    `perflab run ... --kernel` would run it: compare the two with `kernel=RELEASE`.
+
     \b
-    Example:
+    Examples:
       perflab rerun 12 --tag after-fix
+      perflab rerun 12 --kernel vmlinuz-6.1.0-50-amd64 --vm icount
     """
-    from perflab.cli.run import _run_atomic_jobs
+    from perflab import jobs as jobfiles
+    from perflab.cli.run import _run_atomic_jobs, _vm
     from perflab.jobs import AtomicJob
 
     store = get_store(db)
@@ -104,6 +116,8 @@ def rerun_cmd(run_id, tag, comment, box, repo, db) -> None:
         job = job.with_(tag=tag)
     if comment is not None:
         job = job.with_(comment=comment)
+    # The same checks as `run --kernel`: refused in one line before the store is written.
+    job = jobfiles.in_guest(job, kernel, _vm(vm_mode), f"perflab rerun {run.id}")
     _run_atomic_jobs([job], box, repo, db)
 
 
