@@ -33,7 +33,6 @@ from perflab.core.errors import PerflabError
 from perflab.execution import executor
 
 AGENT_DIR = Path(__file__).parent / "c"
-STATIC_FLAGS = ("-O2", "-static")
 GUEST_LAUNCHER = "/usr/lib/perflab/launch"
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 FORMAT_VERSION = "1"          # bump when the archive's layout changes: part of the cache key
@@ -106,7 +105,8 @@ def _program(name: str, path: Path) -> Entry:
 def build_static(program: str, source_dir: Path) -> Path:
     """A static binary of source_dir/<program>.c, through cbuild's cache (the machine's `cc`)."""
     try:
-        return cbuild.build(program, source_dir, cc="cc", flags=STATIC_FLAGS)
+        with cbuild.static_programs():     # the one way a program is linked static (the families' too)
+            return cbuild.build(program, source_dir, cc="cc")
     except cbuild.BuildError as e:
         raise PerflabError(f"cannot build {program} for the guest (static): {e.detail} "
                            "(a static C library is needed: Debian package libc6-dev)") from None
