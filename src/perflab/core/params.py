@@ -36,8 +36,7 @@ def cpu_ids() -> list[int]:
 
 def cpus_available() -> int:
     """How many CPUs the job's tasks may run on (see cpu_ids)."""
-    count = _JOB_CPUS.get()
-    return count if count is not None else len(os.sched_getaffinity(0))
+    return len(cpu_ids())
 
 
 def cpu_percent(value, key: str) -> int:
