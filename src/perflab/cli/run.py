@@ -110,7 +110,7 @@ def _finish(outcomes) -> None:
 @click.option("--warmup", "-w", type=click.IntRange(min=0), default=0, show_default=True, help="Untimed runs first.")
 @click.option("--prepare", "-p", metavar="CMD", help="Shell command run before every run (untimed).")
 @click.option("--timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a run after S seconds.")
-@click.option("--cmd", "cmds", multiple=True, metavar="CMD", help="A command to time (repeat to compare; run interleaved).")
+@click.option("--cmd", "cmds", multiple=True, metavar="CMD", help="A command to time (repeat to compare; run interleaved, in random order per round).")
 @click.option("--shell", is_flag=True, help="Run the command through /bin/sh -c (default: no shell).")
 @click.option("--metric", "metrics", multiple=True, metavar="NAME=REGEX",
               help="Extract a metric from the output: a regex (first group or whole match) or json:PATH.")
@@ -128,7 +128,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
     Records wall time, user and system CPU time, maximum RSS and exit status
     of every run, measured for the command alone (perflab starts it through
     a small launcher that forks, execs and wait4s). Several commands run
-    interleaved (A B A B ...).
+    interleaved, round by round, in a random order within each round (RMIT).
 
     \b
     Examples:
@@ -168,7 +168,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         FAMILY.command(job.parsed)   # the executable exists: checked before the store is opened
         jobs.append(job)
     store = get_store(db)
-    outcomes = run_jobs(store, jobs, interleave=True, box=box, repo=repo)
+    outcomes = run_jobs(store, jobs, interleave=True, randomise=True, box=box, repo=repo)
     done = [o for o in outcomes if o.walls.get(o.session.processes(0)[-1].item)]
     means = []
     for o in done:
