@@ -157,6 +157,17 @@ def stored_noise(store: Store, job_or_selection, metric: str, box: str | None = 
     return report.metric(metric) if report is not None else None
 
 
+def _runs_of(job) -> int:
+    """The runs a job will take: its own, else its family's default for its parameters."""
+    if isinstance(job, AtomicJob):
+        if job.runs:
+            return int(job.runs)
+        if job.resolved:
+            return int(job.family.runs_for(job.parsed))
+        return 10
+    return int((job or {}).get("runs") or 10)
+
+
 def before_start(store: Store, jobs: list, change: float, runs: int | None = None,
                  box: str | None = None) -> list[str]:
     """What `check`, `robot` and `bisect` say before they start, per job that has a stored A/A:
@@ -166,15 +177,16 @@ def before_start(store: Store, jobs: list, change: float, runs: int | None = Non
         report = latest(store, job, box, change)
         if report is None:
             continue
-        n = runs or (job.runs if isinstance(job, AtomicJob) else (job or {}).get("runs")) or 10
+        n = runs or _runs_of(job)
         seen, blind = [], []
         for m in report.metrics:
             need = report.needs[m.metric]
-            words = "any change" if m.exact else f"{m.detectable_with(n) * 100:.1f}%"
-            entry = f"{m.metric} {words} (needs {'>' + str(MOST_RUNS) if need is None else need})"
+            needs = f">{MOST_RUNS}" if need is None else str(need)
+            smallest = "exact" if m.exact else f"{m.detectable_with(n) * 100:.1f}%"
+            entry = f"{m.metric} (smallest seen {smallest}; needs {needs} runs per side)"
             (seen if m.detectable_with(n) <= change else blind).append(entry)
-        when = f" measured {report.started:%Y-%m-%d %H:%M}" if report.started else ""
-        head = (f"noise of {report.name[:60]}{when} ({report.tag}): "
-                f"with {n} runs per side, smallest change seen at 90% power [runs per side for {change * 100:g}%]")
-        lines.append(f"{head}: sees it: {', '.join(seen) or 'none'}; blind to it: {', '.join(blind) or 'none'}")
+        when = f", measured {report.started:%Y-%m-%d %H:%M}" if report.started else ""
+        lines.append(f"noise of {report.name[:60]} ({report.tag}{when}): with {n} runs per side a "
+                     f"{change * 100:g}% change is seen by: {', '.join(seen) or 'none'}; "
+                     f"not seen by: {', '.join(blind) or 'none'}")
     return lines
