@@ -16,6 +16,8 @@ HEADER = ("metric", "mean", "CoV", "lag-1", "stretches", "A/A")
 
 
 def _cell_change(fraction: float) -> str:
+    if math.isnan(fraction):
+        return "-"
     if fraction == 0:
         return "exact"
     if not math.isfinite(fraction):
@@ -36,7 +38,7 @@ def _stretches(m) -> str:
 
 
 def _row(m) -> list[str]:
-    cov = "0" if m.exact else percent(m.cov, signed=False, decimals=2 if m.cov < 0.01 else 1)
+    cov = "0" if m.exact or m.cov == 0 else percent(m.cov, signed=False, decimals=2 if m.cov < 0.01 else 1)
     return [printable(m.metric, 60), _mean(m.mean, m.unit), cov, _lag(m), _stretches(m), percent(m.aa_change),
             *(_cell_change(d) for _, d in m.detectable)]
 
@@ -54,7 +56,8 @@ def _needs(report: NoiseReport) -> str:
     parts = []
     for m in report.metrics:
         need = report.needs.get(m.metric)
-        parts.append(f"{printable(m.metric, 60)} {'>' + str(MOST_RUNS) if need is None else need}")
+        words = "-" if not m.mean else f">{MOST_RUNS}" if need is None else str(need)
+        parts.append(f"{printable(m.metric, 60)} {words}")
     return f"for a {report.change * 100:g}% change, runs per side needed at 90% power: " + ", ".join(parts)
 
 

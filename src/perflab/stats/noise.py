@@ -54,8 +54,9 @@ class MetricNoise:
 
     @property
     def exact(self) -> bool:
-        """Repeated values agree exactly (instruction counts): any change is seen with one run."""
-        return self.spread == 0
+        """Repeated values agree exactly (instruction counts): any change is seen with one run.
+        A metric that is always zero (system time of a short command) has no level to change."""
+        return self.spread == 0 and bool(self.mean)
 
     @property
     def stretches(self) -> bool:
@@ -69,6 +70,8 @@ class MetricNoise:
         """The fewest runs per side that detect a relative `change` at 90% power; None beyond `most`."""
         if self.exact:
             return 1
+        if not self.mean:
+            return None
         low, high = 2, most
         if not self.detectable_with(high, alpha) <= change:
             return None
@@ -82,6 +85,8 @@ class MetricNoise:
 
 
 def _detectable(n: int, spread: float, inflation: float, logged: bool, mean: float, alpha: float) -> float:
+    if not mean or not math.isfinite(mean):
+        return math.nan   # a relative change of a zero level means nothing
     if spread == 0:
         return 0.0
     if not math.isfinite(spread):
@@ -110,6 +115,8 @@ def level_shifts(series: list[np.ndarray]) -> tuple[int, float]:
     """The level changes found in the series (stats.changepoints), and the largest, relative."""
     count, largest = 0, 0.0
     for s in series:
+        if len(s) < 2 * changepoints.MIN_SIZE:
+            continue      # no two levels of MIN_SIZE points fit (and detect's power figure overflows on 3 points)
         found = changepoints.detect(s).change_points
         count += len(found)
         largest = max([largest, *(abs(c.change) for c in found)])
