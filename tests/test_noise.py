@@ -194,4 +194,23 @@ def test_perflab_noise_bad_input_is_one_line(cli, tmp_path):
     assert_one_line_error(cli("noise", check=False), "give a job file")
     assert_one_line_error(cli("noise", "--", "no-such-program-xyz", check=False), "no-such-program-xyz")
     assert_one_line_error(cli("noise", "missing.yaml", check=False), "missing.yaml")
-    assert cli.sql("SELECT COUNT(*) FROM run") == [(0,)] if (tmp_path / "perflab.db").exists() else True
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("benchmark: cmd\ncommand: true\nrunz: 3\n")
+    assert_one_line_error(cli("noise", bad, check=False), "bad.yaml:3", "runz")
+    assert_one_line_error(cli("noise", "--rounds", "2", "--", "true", check=False), "--rounds")
+    # Nothing half-written: no run was stored by any of them.
+    assert not (tmp_path / "perflab.db").exists() or cli.sql("SELECT COUNT(*) FROM run") == [(0,)]
+
+
+def test_check_says_before_it_starts_what_the_stored_noise_lets_it_see(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: cmd\ncommand: true\nruns: 3\n")
+    cli("run", job, "--tag", "base")
+    before = cli("check", "--baseline", "base", "--job", job).stdout
+    assert "noise of" not in before          # no A/A stored: nothing said
+    cli("noise", job, "--rounds", "3", "--warmup", "0")
+    out = cli("check", "--baseline", "base", "--job", job, "--threshold", "2").stdout.splitlines()
+    assert out[0].startswith("check: noise of true (noise-")
+    assert "with 3 runs per side a 2% change is seen by: " in out[0]
+    assert "time.elapsed_time (smallest seen " in out[0] and "time.cpu_time (smallest seen " in out[0]
+    assert out[1].startswith("run #")         # said before the work started
