@@ -133,7 +133,7 @@ class ExactVerdict:
     ratio: float                 # head center / base center
     pct_change: float            # ratio - 1 (a fraction)
     resolution: float            # the effective resolution (fraction): the interval is pct_change ± it
-    bar: float                   # the smallest |pct_change| called: max(EXACT_FACTOR * resolution, threshold)
+    bar: float                   # |pct_change| is called above max(EXACT_FACTOR * resolution, threshold)
     verdict: str                 # perflab.stats.verdicts
     direction: int = LOWER_IS_BETTER
 
@@ -169,11 +169,18 @@ def compare_exact(base: Sequence[float] | Iterable[float], head: Sequence[float]
         return ExactVerdict(math.nan, math.nan, res, need, INSUFFICIENT, direction)
     ratio = ch / cb
     pct = ratio - 1
-    return ExactVerdict(ratio, pct, res, need, _word(pct, need, direction), direction)
+    return ExactVerdict(ratio, pct, res, need, _word(pct, res, threshold, direction), direction)
 
 
-def _word(pct: float, need: float, direction: int) -> str:
-    if not abs(pct) > need:
+def change_called(pct: float, res: float | None, threshold: float = 0.0) -> bool:
+    """Whether a relative change is called: beyond EXACT_FACTOR resolutions, and at least the
+    threshold (as compare's minimum effect: a change equal to it is called; the tolerance
+    keeps a planted +1% that floating point makes 0.99999999999% called)."""
+    return abs(pct) > EXACT_FACTOR * effective_resolution(res) and abs(pct) >= threshold * (1 - 1e-9)
+
+
+def _word(pct: float, res: float, threshold: float, direction: int) -> str:
+    if not change_called(pct, res, threshold):
         return NO_CHANGE
     if direction == INFORMATIONAL:
         return CHANGED
