@@ -28,7 +28,7 @@ def test_constant_noise_gives_its_cov_no_correlation_no_stretches():
     m = noise.measure("t", "s", a, b)
     assert 0.015 < m.cov < 0.025
     assert abs(m.serial_correlation) < 0.3 and not m.correlated and m.inflation == 1.0
-    assert m.shifts == 0 and not m.stretches
+    assert m.shifts == 0 and not m.stretches and not m.bimodal
     assert abs(m.aa_change) < 0.02
     # The detectable change is stats.power's, from the spread of the logarithms, and falls with n.
     assert dict(m.detectable)[10] == pytest.approx(power.detectable_change(10, 10, m.spread))
@@ -48,9 +48,10 @@ def test_a_level_that_moves_in_stretches_is_detected():
     m = noise.measure("t", "s", a, b)
     assert m.stretches and m.shifts >= 2
     assert 0.15 < m.shift_size < 0.25
+    assert m.bimodal and 0.15 < m.modes_apart < 0.25     # two speeds, 20% apart
     # Without the stretches, the same noise has none.
     flat = noise.measure("t", "s", a / level, b / level)
-    assert flat.shifts == 0
+    assert flat.shifts == 0 and not flat.bimodal
 
 
 def test_serial_correlation_is_measured_and_widens_the_detectable_change():
@@ -176,7 +177,7 @@ def test_perflab_noise_of_a_command(cli):
     assert lines[0].startswith("noise: A/A of true: runs #1 (A) and #2 (B), tag noise-")
     assert "3 rounds, order randomised within each round" in lines[0]
     header = lines[2].split()
-    assert header == ["metric", "mean", "CoV", "lag-1", "stretches", "A/A", "n=5", "n=10", "n=20"]
+    assert header == ["metric", "mean", "CoV", "lag-1", "stretches", "modes", "A/A", "n=5", "n=10", "n=20"]
     metrics = [line.split()[0] for line in lines[3:8]]
     assert metrics[:2] == ["time.elapsed_time", "time.cpu_time"]
     assert set(metrics) == {"time.elapsed_time", "time.cpu_time", "time.user_time", "time.system_time",

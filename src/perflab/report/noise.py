@@ -12,7 +12,7 @@ from perflab.core.text import printable
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.noise import MOST_RUNS, RUNS_PER_SIDE
 
-HEADER = ("metric", "mean", "CoV", "lag-1", "stretches", "A/A")
+HEADER = ("metric", "mean", "CoV", "lag-1", "stretches", "modes", "A/A")
 
 
 def _cell_change(fraction: float) -> str:
@@ -37,9 +37,14 @@ def _stretches(m) -> str:
     return f"yes: {m.shifts} ({percent(m.shift_size, signed=False)})"
 
 
+def _modes(m) -> str:
+    return f"2 ({percent(m.modes_apart)})" if m.bimodal else "1"
+
+
 def _row(m) -> list[str]:
     cov = "0" if m.exact or m.cov == 0 else percent(m.cov, signed=False, decimals=2 if m.cov < 0.01 else 1)
-    return [printable(m.metric, 60), _mean(m.mean, m.unit), cov, _lag(m), _stretches(m), percent(m.aa_change),
+    return [printable(m.metric, 60), _mean(m.mean, m.unit), cov, _lag(m), _stretches(m), _modes(m),
+            percent(m.aa_change),
             *(_cell_change(d) for _, d in m.detectable)]
 
 
@@ -78,9 +83,10 @@ def render(reports: list[NoiseReport]) -> str:
         header = [*HEADER, *(f"n={n}" for n in RUNS_PER_SIDE)]
         out.extend(_table([header, *(_row(m) for m in report.metrics)]))
         out.append(_needs(report))
-        moving = [m.metric for m in report.metrics if m.stretches]
+        moving = [m.metric for m in report.metrics if m.stretches or m.bimodal]
         if moving:
-            out.append(f"warning: the level moves in stretches for {', '.join(printable(m, 60) for m in moving)}: "
+            out.append(f"warning: the level moves in stretches or between two speeds for "
+                       f"{', '.join(printable(m, 60) for m in moving)}: "
                        f"the figures above hold only for A/B runs interleaved round by round (docs/noise.md)")
         correlated = [m.metric for m in report.metrics if m.correlated]
         if correlated:

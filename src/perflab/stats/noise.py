@@ -4,11 +4,12 @@ For one metric, given the values of side A and side B in the order of their roun
 (one value per round: the mean of that round's samples), this says:
 
 - the CoV of all values (standard deviation over mean);
-- the lag-1 serial correlation of each side's series around its own mean, pooled over
+- the lag-1 serial correlation of each side's series around its own mean, averaged over
   both sides: near 0 when the runs are independent, clearly positive when the machine
   wanders (a run is like the one before it);
-- whether the level moves in stretches: the level changes (stats.changepoints) found in
-  either side's series, and the largest of them;
+- whether the level moves in stretches: the level changes found in either side's series
+  (stats.stationarity.level_shifts), and the largest of them; and whether all values fall
+  in two clusters (stats.stationarity.bimodal: a machine with two speeds);
 - the smallest relative change a two-sample comparison detects at 90% power with n runs
   per side (stats.power), from the spread of the logarithms (raw values when some are
   <= 0), widened by the long-run variance factor (1 + rho) / (1 - rho) when the serial
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perflab.stats import changepoints, power
+from perflab.stats import changepoints, power, stationarity
 
 ALPHA = 0.05                 # as compare's false-discovery rate
 RUNS_PER_SIDE = (5, 10, 20)  # the detectable change is given for these
@@ -46,6 +47,8 @@ class MetricNoise:
     correlated: bool              # serial correlation beyond 2/sqrt(n): the runs are not independent
     shifts: int                   # level changes found in the sides' series (stretches)
     shift_size: float             # the largest of them, relative (0 when none)
+    bimodal: bool                 # both sides' values fall in two clusters (a machine with two speeds)
+    modes_apart: float            # the upper cluster relative to the lower (NaN when not measured)
     aa_change: float              # mean(B) / mean(A) - 1
     spread: float                 # the standard deviation power is computed from (of logs when `logged`)
     logged: bool
@@ -95,32 +98,16 @@ def _detectable(n: int, spread: float, inflation: float, logged: bool, mean: flo
 
 
 def serial_correlation(series: list[np.ndarray]) -> float:
-    """Lag-1 autocorrelation of each series around its own mean, pooled; NaN when too short.
-
-    0 for series without spread: identical values carry no wander."""
-    num = den = 0.0
-    usable = [np.asarray(s, dtype=float) for s in series if len(s) >= 3]
-    if not usable:
-        return math.nan
-    for s in usable:
-        r = s - s.mean()
-        num += float(r[1:] @ r[:-1])
-        den += float(r @ r)
-    if den <= 1e-24 * sum(float(s @ s) for s in usable):
-        return 0.0
-    return num / den
+    """Lag-1 autocorrelation (stats.stationarity) of each series, averaged over those long
+    enough to have one; NaN when none is."""
+    values = [r for r in (stationarity.serial_correlation(x) for x in series) if math.isfinite(r)]
+    return sum(values) / len(values) if values else math.nan
 
 
 def level_shifts(series: list[np.ndarray]) -> tuple[int, float]:
-    """The level changes found in the series (stats.changepoints), and the largest, relative."""
-    count, largest = 0, 0.0
-    for s in series:
-        if len(s) < 2 * changepoints.MIN_SIZE:
-            continue      # no two levels of MIN_SIZE points fit (and detect's power figure overflows on 3 points)
-        found = changepoints.detect(s).change_points
-        count += len(found)
-        largest = max([largest, *(abs(c.change) for c in found)])
-    return count, largest
+    """The level changes found in the series (stats.stationarity.level_shifts), and the largest, relative."""
+    found = [shift for x in series for shift in stationarity.level_shifts(x)]
+    return len(found), max((abs(f.change) for f in found), default=0.0)
 
 
 def measure(metric: str, unit: str, a, b, alpha: float = ALPHA) -> MetricNoise:
@@ -141,11 +128,12 @@ def measure(metric: str, unit: str, a, b, alpha: float = ALPHA) -> MetricNoise:
     correlated = bool(math.isfinite(rho) and rho > 2 / math.sqrt(max(both.size, 1)))
     inflation = (1 + min(rho, changepoints.MAX_RHO)) / (1 - min(rho, changepoints.MAX_RHO)) if correlated else 1.0
     shifts, shift_size = level_shifts([a, b])
+    modes = stationarity.bimodal(both)
     aa = float(b.mean() / a.mean() - 1) if a.size and b.size and a.mean() else math.nan
     cov = sd / abs(mean) if mean else math.nan
     detectable = tuple((k, _detectable(k, spread, inflation, logged, mean, alpha)) for k in RUNS_PER_SIDE)
-    return MetricNoise(metric, unit, n, mean, cov, rho, correlated, shifts, shift_size, aa, spread, logged,
-                       inflation, detectable)
+    return MetricNoise(metric, unit, n, mean, cov, rho, correlated, shifts, shift_size, bool(modes),
+                       modes.factor, aa, spread, logged, inflation, detectable)
 
 
 def _pooled_sd(groups: list[np.ndarray]) -> float:
