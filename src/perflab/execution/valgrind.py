@@ -41,6 +41,10 @@ IR, I1MR, ILMR, DR, D1MR, DLMR, DW, D1MW, DLMW = "Ir", "I1mr", "ILmr", "Dr", "D1
 # (branch mispredictions left out: perflab does not ask for --branch-sim): an instruction costs 1,
 # a first-level miss 10 more, a last-level miss 100 more. A model, not a measurement.
 L1_MISS_CYCLES, LL_MISS_CYCLES = 10, 100
+# The simulated caches (size,associativity,line size), the same on every box: left to itself
+# cachegrind takes the host's from CPUID (on this VM a 256 MiB direct-mapped LL), and the miss
+# counts would then compare machines instead of programs. A common desktop geometry.
+CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ def binary() -> str:
     """valgrind's path; a one-line PerflabError naming the Debian package when it is not installed."""
     path = shutil.which("valgrind")
     if path is None:
-        raise PerflabError(f"measure: instructions needs valgrind, which is not installed "
+        raise PerflabError(f"counting instructions (measure:) needs valgrind, which is not installed "
                            f"(Debian package `{DEBIAN_PACKAGE}`: apt-get install {DEBIAN_PACKAGE})")
     return path
 
@@ -97,6 +101,8 @@ def argv(measure: Measure, out_prefix: Path, log: Path) -> list[str]:
     words = [binary(), "-q", f"--tool={tool}", f"--cache-sim={'yes' if measure.mode == 'cache' else 'no'}",
              f"--{tool}-out-file={out_prefix}.%p", f"--log-file={log}",
              f"--trace-children={'yes' if measure.children else 'no'}"]
+    if measure.mode == "cache":
+        words += CACHES
     if measure.function:
         words.append(f"--toggle-collect={measure.function}")
     return [*words, "--"]
@@ -174,7 +180,7 @@ def start_failure(stderr_tail: str, log: Path) -> str:
 def _probe(path: str, cache: bool) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="perflab-valgrind-probe-") as tmp:
         out = Path(tmp) / "probe.out"
-        command = [path, "-q", "--tool=cachegrind", f"--cache-sim={'yes' if cache else 'no'}",
+        command = [path, "-q", "--tool=cachegrind", f"--cache-sim={'yes' if cache else 'no'}", *(CACHES if cache else ()),
                    f"--cachegrind-out-file={out}", f"--log-file={Path(tmp) / 'log'}"]
         facts = {}
         loader = dynamic_loader()
