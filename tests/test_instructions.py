@@ -155,3 +155,35 @@ def test_jobs_without_measure_keep_their_json_form():
     counted = AtomicJob.from_dict(plain).with_(measure="cache", measure_function="work").to_dict()
     assert list(counted) == [*plain, "measure", "measure_function"]
     assert AtomicJob.from_dict(counted).to_dict() == counted
+
+
+def test_a_suite_repetition_names_each_process_and_stores_their_sum(loop):
+    """Several recorded processes per repetition (the lmbench suite's shape), through the real executor."""
+    from contextlib import nullcontext
+
+    from perflab.benchmarks.base import Session
+    from perflab.benchmarks.measured import measuring
+    from perflab.core.process import ProcessSpec
+    from perflab.execution.executor import execute
+
+    class Suite(Session):
+        def processes(self, repetition):
+            return [ProcessSpec(["/bin/true"], item="setup", record=False),
+                    ProcessSpec([loop, "1000"], item="small"), ProcessSpec([loop, "50000"], item="big one")]
+
+        def parse(self, spec, result):
+            return []
+
+    job = AtomicJob("cmd", measure="instructions")
+    with measuring(job, nullcontext(Suite(name="suite", params={}))) as session:
+        got = {}
+        for spec in session.processes(0):
+            result = execute(spec)
+            assert session.judge(spec, result) is None
+            if spec.record:
+                got.update({s.metric: s.value for s in session.parse(spec, result)})
+            else:
+                assert spec.argv == ["/bin/true"]          # helpers run natively
+        assert session.params == {"measure": "instructions"}
+    small, big = got["valgrind.instructions.small"], got["valgrind.instructions.big_one"]
+    assert big > small > 0 and got["valgrind.instructions"] == small + big
