@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
+from perflab.benchmarks.measured import measuring
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.jobs import resolve
@@ -217,7 +218,8 @@ class _Loop:
             for o in batch:
                 # A guest job's programs are built static, and its CPUs are the guest's (runner.guest.preparing).
                 with guest.preparing(o.job):
-                    o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
+                    # Under valgrind when the job says `measure` (benchmarks.measured).
+                    o.session = stack.enter_context(measuring(o.job, o.job.family.session(o.job.parsed, o.job.to_dict())))
                 # Placement and address randomisation are recorded for every run of every family.
                 o.session.facts.setdefault("placement", "the scheduler's choice")
                 o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
