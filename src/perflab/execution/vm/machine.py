@@ -342,15 +342,18 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
 
 
 @contextlib.contextmanager
-def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = ()) -> Iterator[Guest]:
-    """Boot `spec.kernel` with an initramfs holding `files` (guest path -> host static program).
+def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = (),
+         data: Mapping[str, bytes] | None = None) -> Iterator[Guest]:
+    """Boot `spec.kernel` with an initramfs holding `files` (guest path -> host static program)
+    and `data` (guest path -> content).
 
     `setup`: lines the agent carries out before HELLO (modules to load, file systems to
     mount: see agent.c); one that fails makes the boot fail with a VmError naming it.
     """
     spec.check()
     binary = qemu_binary()
-    data = {initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()} if setup else None
+    if setup:
+        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
     initrd = initramfs.build(files, data=data)
     workdir = Path(tempfile.mkdtemp(prefix="perflab-vm-"))
     console = workdir / "console.log"
