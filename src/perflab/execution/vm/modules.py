@@ -177,7 +177,7 @@ def plan(image: Path | str, needs: list[str], purpose: str) -> Plan:
             state = config.get(option) if config is not None else None
             if config is not None and state not in ("y", "m"):
                 raise PerflabError(f"{purpose}: kernel {image.name} lacks {option} "
-                                   f"({WHY.get(need, f'the job needs {need}')}; perflab kernel config adds it)")
+                                   f"({WHY.get(need, f'the job needs {need}')}: a kernel built with {option}=y or =m has it)")
             if module is None or state == "y":
                 continue
             path = index.find(module) if index else None
