@@ -132,3 +132,39 @@ def test_news_files_its_feed_written_on_the_host_in_the_guest(cli):
     assert status == "finished"
     assert cli.sql("SELECT count(*) FROM sample WHERE run_id = 1 AND metric = 'news.file_s_per_article'") == [(1,)]
     assert _facts(cli, 1)["workdir_backing"].startswith("the guest's /tmp")
+
+
+# -- the kernel as a dimension of the reports (runs stored through the store API; nothing boots) --
+
+def _two_kernels(db: Path) -> None:
+    from perflab.core.model import Sample
+    from perflab.jobs import atomic
+    from perflab.store import open_store
+
+    store = open_store(str(db))
+    for release, base, params in (("6.1.0-47-amd64", 0.3352, {"vm": "icount"}), ("6.1.0-50-amd64", 0.3372, {"vm": "icount"}),
+                                  ("6.8.0-host", 0.2, {})):
+        run = store.create_run(box="box", environment={"testbox": "box", "kernel_release": release}, benchmark="lmbench",
+                               name="lmbench", params=params, job=atomic("lmbench", {}).to_dict())
+        store.add_samples(run, 0, [Sample("syscall.null", base, "us", -1)])
+        store.finish_run(run, "finished")
+
+
+def test_the_pivot_table_takes_kernel_as_a_key(cli):
+    _two_kernels(cli.db)
+    out = cli("report", "table", "--rows", "benchmark", "--cols", "kernel", "syscall.null").stdout
+    head, _, row = out.splitlines()[1:4]
+    assert head.split()[-3:] == ["6.1.0-47-amd64", "6.1.0-50-amd64", "6.8.0-host"]
+    assert row.split()[1:] == ["0.3352", "0.3372", "0.2000"]
+
+
+def test_the_html_report_draws_a_series_per_guest_kernel(cli, tmp_path):
+    from perflab.analysis.views.page import Filters, build_page
+    from perflab.store import open_store
+
+    _two_kernels(cli.db)
+    view = build_page(open_store(str(cli.db)), Filters(benchmark="lmbench"))
+    labels = sorted(json.loads(s.params).get("kernel", "host") for s in view.trends.history.series)
+    assert labels == ["6.1.0-47-amd64", "6.1.0-50-amd64", "host"]
+    cli("report", "html", "--benchmark", "lmbench", "-o", tmp_path / "r.html")
+    assert '6.1.0-50-amd64' in (tmp_path / "r.html").read_text()
