@@ -168,3 +168,34 @@ def test_the_html_report_draws_a_series_per_guest_kernel(cli, tmp_path):
     assert labels == ["6.1.0-47-amd64", "6.1.0-50-amd64", "host"]
     cli("report", "html", "--benchmark", "lmbench", "-o", tmp_path / "r.html")
     assert '6.1.0-50-amd64' in (tmp_path / "r.html").read_text()
+
+
+# -- --kernel over a job file, on run and submit (nothing boots) ------------------------------------
+
+def test_kernel_over_a_job_file_works_out_its_points_with_the_guests_vcpus(tmp_path):
+    from perflab.jobs import guest, load_atomic
+
+    if (os.cpu_count() or 1) < 2 or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs on the host, so that 50% and 100% differ there")
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"x")
+    job = tmp_path / "wis.yaml"
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\nnr_task: [1, 50%, 100%]\n")
+    assert len(load_atomic(job)) == 2                      # the host's CPUs: 1, 1, 2 -> two points
+    jobs = load_atomic(job, guest.file_overrides(job, [], str(image), {"mode": "icount"}))
+    assert len(jobs) == 1 and jobs[0].kernel == str(image)  # one vCPU: 1, 1, 1 -> one point
+    job.write_text(f"benchmark: will-it-scale\ntest: getppid1\nnr_task: 100%\nkernel: {image}\n"
+                   "vm: {memory: 256M, cpus: 2}\n")
+    (moved,) = load_atomic(job, guest.file_overrides(job, [], None, {"mode": "icount"}))
+    assert moved.vm["mode"] == "icount" and moved.vm["memory"] == 256 and moved.vm["cpus"] == 2   # the file's block kept
+
+
+def test_submit_takes_kernel_and_vm_and_refuses_bad_ones_before_the_broker(cli, tmp_path):
+    job = tmp_path / "j.yaml"
+    job.write_text("benchmark: hackbench\n")
+    proc = cli("submit", job, "--box", "b", "--vm", "icount", "--broker", "redis://127.0.0.1:1/0", check=False)
+    assert_one_line_error(proc, "key 'vm' needs a kernel")
+    proc = cli("submit", job, "--box", "b", "--kernel", tmp_path / "k", "--vm", "xen", check=False)
+    assert proc.returncode != 0 and "xen" in proc.stderr
+    proc = cli("submit", job.with_name("kb.yaml"), "--box", "b", "--kernel", "/k", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 
 from perflab.benchmarks.base import JobError
 from perflab.core.units import parse_size
@@ -126,3 +127,25 @@ def check(job) -> None:
         needs += (["disk"] if fs != "tmpfs" else []) + [fs]
     if needs:
         modules.plan(job.kernel, needs, f"{job.benchmark} in a VM guest")
+
+
+def file_overrides(path, overrides, kernel: str | None, vm: dict | None) -> list[str]:
+    """`--set` overrides that put a job file's jobs into a guest (`--kernel`, `--vm`) *before*
+    the file is expanded: its points are then worked out with the guest's vCPUs (`nr_task:
+    [1, 50%, 100%]` in a 1-vCPU guest is one job), as when the file names the kernel itself.
+    `--vm` changes only the mode of the file's `vm:` block."""
+    import json
+
+    import yaml
+
+    if kernel is None and not vm:
+        return list(overrides)
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = None            # load_atomic says what is wrong with the file, in one line
+    file_vm = doc.get("vm") if isinstance(doc, dict) and isinstance(doc.get("vm"), dict) else {}
+    extra = [f"kernel={json.dumps(str(kernel))}"] if kernel is not None else []
+    if vm or file_vm:
+        extra.append(f"vm={json.dumps({**file_vm, **(vm or {})})}")
+    return [*overrides, *extra]
