@@ -113,7 +113,8 @@ def part3(db: Path, image: Path, tiny: bool) -> None:
                        ("will-it-scale getppid1 x1", ["will-it-scale", "--test", "getppid1", "--nr-task", "1", *wis])):
         host_s, _ = perflab(db, "run", *job)
         host_id = last_run(db)
-        guest_s, _ = perflab(db, "run", *job, "--kernel", image, "--vm", "tcg")
+        cut = job.index("--") if "--" in job else len(job)     # options before cmd's command
+        guest_s, _ = perflab(db, "run", *job[:cut], "--kernel", image, "--vm", "tcg", *job[cut:])
         guest_id = last_run(db)
         boot = float(facts(db, guest_id).get("vm_boot_seconds", "nan"))
         metric = "time.elapsed_time" if job[0] == "cmd" else WIS_METRIC
