@@ -64,7 +64,7 @@ def _monitors(specs: tuple[str, ...], base: dict | None = None) -> dict:
 
 
 KERNEL_HELP = ("Boot this kernel (bzImage, vmlinuz) in a QEMU guest and run the job inside "
-               "(lmbench, will-it-scale, ebizzy, hackbench; docs/vm.md).")
+               "(lmbench, will-it-scale, ebizzy, hackbench, cmd, fio, aim7, news; docs/vm.md).")
 VM_HELP = ("The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact "
            "and repeatable) or kvm. Needs --kernel (or a job's kernel key).")
 
@@ -349,14 +349,16 @@ def _job_command(path: str) -> click.Command:
         from perflab import jobs as jobfiles
 
         atomic = []
-        for job in jobfiles.load_atomic(path, list(overrides)):
+        from perflab.jobs import guest
+
+        # --kernel/--vm before the file is expanded: the guest's vCPUs decide its points.
+        for job in jobfiles.load_atomic(path, guest.file_overrides(path, list(overrides), kernel, _vm(vm_mode))):
             if tag is not None:
                 job = job.with_(tag=tag)
             if comment is not None:
                 job = job.with_(comment=comment)
             if monitor_specs:
                 job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
-            job = jobfiles.in_guest(job, kernel, _vm(vm_mode), f"perflab run {path}")
             job = jobfiles.measured(job, measure, f"perflab run {path}")
             atomic.append(job)
         _run_atomic_jobs(atomic, box, repo, db)
