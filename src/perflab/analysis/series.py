@@ -303,7 +303,12 @@ def analyse(history: History, exact_min_effect: float | None = None, **options) 
 def _exact(s: Series, exact_min_effect: float | None, options: dict) -> changepoints.Detection | None:
     """The series' exact detection, or None when it is not exact."""
     least = options.get("min_effect", changepoints.MIN_EFFECT) if exact_min_effect is None else exact_min_effect
-    return exact_series.detect(s.values, point_resolution=exact.resolution(*(p.samples for p in s.points)),
-                               by_unit=exact.exact_by_unit(s.unit, s.metric),
+    by_unit = exact.exact_by_unit(s.unit, s.metric)
+    found = exact_series.detect(s.values, point_resolution=exact.resolution(*(p.samples for p in s.points)),
+                               by_unit=by_unit,
                                min_size=options.get("min_size", changepoints.MIN_SIZE), min_effect=least,
                                alpha=options.get("alpha", changepoints.ALPHA))
+    # Exact only by measurement and no step: the statistical report says the same ("constant").
+    if found is not None and not by_unit and not found.change_points:
+        return None
+    return found
