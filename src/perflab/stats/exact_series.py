@@ -19,6 +19,9 @@ from perflab.stats import exact
 from perflab.stats.changepoints import ChangePoint, Detection, Segment
 
 EXACT_TEST = "exact"
+# Below this many points the consecutive differences are mostly steps, not jitter: the resolution
+# starts from the points' own samples (or DEFAULT_RESOLUTION) and grows with the levels found.
+GUESS_MIN = 2 * exact.MEASURED_MIN + 1
 MAX_ROUNDS = 8   # the resolution only grows between rounds; a few settle it
 
 
@@ -37,10 +40,12 @@ def detect(values, *, point_resolution: float | None = None, by_unit: bool = Fal
         return None
     if point_resolution is not None and point_resolution > exact.EXACT_LIMIT:
         return None
-    # A first guess from the consecutive differences (steps are few: the median ignores them).
-    res = max(2 * float(np.median(np.abs(np.diff(x)) / x[:-1])), point_resolution or 0.0)
-    if res > exact.EXACT_LIMIT:
-        return None
+    res = point_resolution or 0.0
+    if n >= GUESS_MIN:
+        # A first guess from the consecutive differences (steps are few: the median ignores them).
+        res = max(2 * float(np.median(np.abs(np.diff(x)) / x[:-1])), res)
+        if res > exact.EXACT_LIMIT:
+            return None
     for _ in range(MAX_ROUNDS):
         bar = exact.EXACT_FACTOR * exact.effective_resolution(res)
         bounds, outlier = _levels(x, bar, max(int(min_size), 1), min_effect)
