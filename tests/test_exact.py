@@ -205,3 +205,9 @@ def test_detect_on_an_exact_series_finds_a_tenth_of_a_percent(cli, tmp_path):
     assert series["change_points"][0]["p_value"] is None
     text = cli("detect").stdout
     assert "exact ±0.01%" in text and "REGRESSION" in text and "+0.10%" in text
+
+
+def test_cli_defaults_agree_with_stats():
+    from perflab.cli import compare as cli_compare, detect as cli_detect
+
+    assert cli_compare.EXACT_MIN_EFFECT_PCT == cli_detect.EXACT_MIN_EFFECT_PCT == exact.EXACT_MIN_EFFECT * 100
