@@ -27,7 +27,7 @@ from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.monitors import monitor_of
 from perflab.analysis.selection import USABLE_STATUSES, params_key
-from perflab.stats import changepoints
+from perflab.stats import changepoints, exact, exact_series
 from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
 from perflab.store import Store
 from perflab.core.text import printable
@@ -287,10 +287,28 @@ def kind(change: float, direction: int) -> str:
     return CHANGE
 
 
-def analyse(history: History, **options) -> list[SeriesResult]:
-    """Change points of every series (options: those of changepoints.detect)."""
+def analyse(history: History, exact_min_effect: float | None = None, **options) -> list[SeriesResult]:
+    """Change points of every series (options: those of changepoints.detect).
+
+    An exact series (perflab.stats.exact_series: instruction counts, icount
+    instruction-time, or levels that agree to exact.EXACT_LIMIT) is split against its
+    resolution instead, with `exact_min_effect` (default: the options' min_effect)."""
     out = []
     for s in history.series:
-        found = changepoints.detect(s.values, **options)
+        found = _exact(s, exact_min_effect, options) or changepoints.detect(s.values, **options)
         out.append(SeriesResult(s, found, [kind(c.change, s.direction) for c in found.change_points]))
     return out
+
+
+def _exact(s: Series, exact_min_effect: float | None, options: dict) -> changepoints.Detection | None:
+    """The series' exact detection, or None when it is not exact."""
+    least = options.get("min_effect", changepoints.MIN_EFFECT) if exact_min_effect is None else exact_min_effect
+    by_unit = exact.exact_by_unit(s.unit, s.metric)
+    found = exact_series.detect(s.values, point_resolution=exact.resolution(*(p.samples for p in s.points)),
+                               by_unit=by_unit,
+                               min_size=options.get("min_size", changepoints.MIN_SIZE), min_effect=least,
+                               alpha=options.get("alpha", changepoints.ALPHA))
+    # Exact only by measurement and no step: the statistical report says the same ("constant").
+    if found is not None and not by_unit and not found.change_points:
+        return None
+    return found

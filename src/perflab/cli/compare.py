@@ -6,6 +6,9 @@ import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store
 
+# perflab.stats.exact.EXACT_MIN_EFFECT in percent, written out so that loading the CLI does not
+# import numpy (a test checks they agree); and the statistical test's default minimum effect.
+EXACT_MIN_EFFECT_PCT, THRESHOLD_PCT = 0.1, 1.0
 STYLES = ("lkp", "mmtests", "lmbench", "kernbench", "benchstat", "json", "csv")
 
 
@@ -27,8 +30,11 @@ def _below_one(ctx, param, value):
 @click.command("compare")
 @click.argument("operands", nargs=-1, required=True)
 @click.option("--style", "-s", type=click.Choice(STYLES), default="lkp", show_default=True, help="Output layout.")
-@click.option("--threshold", type=FiniteFloat(minimum=0), default=1.0, show_default=True, metavar="PCT",
-              help="Minimum effect in percent: smaller changes are never called.")
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=None, metavar="PCT",
+              help=f"Minimum effect in percent: smaller changes are never called. Default {THRESHOLD_PCT:g} for "
+                   f"metrics tested statistically, {EXACT_MIN_EFFECT_PCT:g} for exact metrics (instruction counts, "
+                   "icount instruction-time, samples that agree to 0.2%), which are also called only beyond 3 "
+                   "times their resolution (docs/statistics.md, Exact metrics).")
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, callback=_below_one,
               show_default=True, help="False-discovery rate over the metrics of one FDR family (0 < alpha < 1).")
 @click.option("--benchmark", "-b", help="Only this benchmark family or run name.")
@@ -87,7 +93,10 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
     from perflab.core.text import printable
 
     store = get_store(db)
+    exact_pct = EXACT_MIN_EFFECT_PCT if threshold is None else threshold
+    threshold = THRESHOLD_PCT if threshold is None else threshold
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,
+                     exact_threshold=exact_pct / 100.0,
                      benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None,
                      monitors=monitors, fail_on=list(fail_on) or None)
     click.echo(show(result, style), nl=False)

@@ -6,9 +6,10 @@ import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store, parse_since
 
-# perflab.stats.changepoints' ALPHA, MIN_SIZE and MIN_EFFECT (in percent), written out so that
-# loading the CLI does not import numpy and scipy for every other command (a test checks they agree).
-ALPHA, MIN_POINTS, THRESHOLD_PCT = 0.001, 3, 1.0
+# perflab.stats.changepoints' ALPHA, MIN_SIZE and MIN_EFFECT (in percent), and perflab.stats.exact's
+# EXACT_MIN_EFFECT (in percent), written out so that loading the CLI does not import numpy and scipy
+# for every other command (a test checks they agree).
+ALPHA, MIN_POINTS, THRESHOLD_PCT, EXACT_MIN_EFFECT_PCT = 0.001, 3, 1.0, 0.1
 
 
 def _below_one(ctx, param, value):
@@ -33,8 +34,10 @@ def _below_one(ctx, param, value):
                    "positions the change could have taken).")
 @click.option("--min-points", type=click.IntRange(min=1), default=MIN_POINTS, show_default=True,
               help="Shortest level, in points: a shorter excursion is a spike, not a change.")
-@click.option("--threshold", type=FiniteFloat(minimum=0), default=THRESHOLD_PCT, show_default=True,
-              metavar="PCT", help="Minimum change in percent: smaller level changes are never called.")
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=None, metavar="PCT",
+              help=f"Minimum change in percent: smaller level changes are never called. Default {THRESHOLD_PCT:g}; "
+                   f"{EXACT_MIN_EFFECT_PCT:g} for exact series (instruction counts, icount instruction-time), "
+                   "which are split where the level moves by more than 3 times their resolution.")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
               help="Also draw each series (the first 12): points, levels and change points, into a PNG or SVG.")
 @db_option
@@ -66,7 +69,9 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
 
     since_time = parse_since(since)
     view = detect_view(get_store(db), benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
-                       repo=repo, branch=branch, alpha=alpha, min_points=min_points, min_effect=threshold / 100)
+                       repo=repo, branch=branch, alpha=alpha, min_points=min_points,
+                       min_effect=(THRESHOLD_PCT if threshold is None else threshold) / 100,
+                       exact_min_effect=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100)
     history, results = view.history, view.results
     click.echo(STYLES[style](history, results, alpha, min_points))
     if plot and history.series:

@@ -62,8 +62,8 @@ def report_regression(base, head, benchmark, metrics, repo, build_command, subje
 @click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
 @click.option("--box", help="Testbox name (default: hostname).")
 @click.option("--metric", "metrics", multiple=True, help="Only metrics whose name contains this (repeatable).")
-@click.option("--threshold", type=FiniteFloat(minimum=0), default=1.0, show_default=True, metavar="PCT",
-              help="Minimum effect in percent.")
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=None, metavar="PCT",
+              help="Minimum effect in percent (default 1; 0.1 for exact metrics, as compare).")
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, show_default=True,
               help="False-discovery rate over the metrics.")
 @click.option("--style", "-s", type=click.Choice(("lkp", "mmtests", "benchstat", "kernbench", "json", "csv")),
@@ -111,14 +111,17 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         _finish(outcomes)
     else:
         head = run
-    result = compare(store, [baseline, head], alpha=alpha, threshold=threshold / 100, metrics=list(metrics) or None,
-                     monitors="changed")
+    from perflab.cli.compare import EXACT_MIN_EFFECT_PCT, THRESHOLD_PCT
+    result = compare(store, [baseline, head], alpha=alpha,
+                     threshold=(THRESHOLD_PCT if threshold is None else threshold) / 100,
+                     exact_threshold=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100,
+                     metrics=list(metrics) or None, monitors="changed")
     click.echo(show(result, style), nl=False)
     primary = [r for r in result.rows if r.fdr_group == PRIMARY and r.heads[0] is not None]
     regressions = [r for r in primary if r.heads[0].verdict == REGRESSION]
     blind = []
     for r in primary:
-        d = detectable_of(r.base_values, r.head_values[0], alpha=alpha)
+        d = r.heads[0].detectable if r.heads[0].exact else detectable_of(r.base_values, r.head_values[0], alpha=alpha)
         if not math.isfinite(d) or d > POWER_WORRY:
             blind.append((r.metric, d))
     if regressions:

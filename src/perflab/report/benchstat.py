@@ -5,6 +5,8 @@ of the median relative to the median ("∞" when there are too few samples to
 bound it, with a footnote saying so). "vs base" is the change of the medians,
 as the columns are medians; "~" marks a difference that is not called (the
 test, docs/statistics.md, is perflab's: Welch on logarithms, FDR-adjusted p).
+An exact metric (instruction counts, icount instruction-time) shows "± resolution"
+and "(exact n=...)" in place of the median interval and p.
 Every caveat of a comparison is a numbered footnote, as benchstat prints them.
 Column widths follow their contents: nothing is cut.
 
@@ -46,7 +48,14 @@ class Footnotes:
         return [f"{str(i).translate(SUPERSCRIPTS)} {shown(t, 240)}" for i, t in enumerate(self.texts, start=1)]
 
 
-def _pm(summary, notes: Footnotes, need: int) -> str:
+def _exact_pm(resolution: float) -> str:
+    """An exact metric's ± is its resolution (perflab.stats.exact), not an interval of the median."""
+    return f"± {resolution * 100:.2g}%"
+
+
+def _pm(summary, notes: Footnotes, need: int, exact=None) -> str:
+    if exact is not None:
+        return _exact_pm(exact.resolution)
     pm = summary.median_pm
     if math.isinf(pm):
         return "± ∞" + notes.mark([f"need >= {need} samples for a "
@@ -67,17 +76,21 @@ def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Fo
     # Cells first, widths after: (name, base cell, [(value, vs, p/n) per head]).
     table = []
     for row in rows:
-        base_cell = f"{with_unit(row.base.median, unit)} {_pm(row.base, notes, need)}"
+        exact = next((c for c in row.heads if c is not None and c.exact), None)
+        base_cell = f"{with_unit(row.base.median, unit)} {_pm(row.base, notes, need, exact)}"
         head_cells = []
         for cmp in row.heads:
             if cmp is None:
                 head_cells.append(("-", "", "(absent)"))
                 continue
-            head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(cmp.head, notes, need)}"
+            head_cell = f"{with_unit(cmp.head.median, unit)} {_pm(cmp.head, notes, need, cmp if cmp.exact else None)}"
             n = f"n={cmp.base.n}" if cmp.base.n == cmp.head.n else f"n={cmp.base.n}+{cmp.head.n}"
             called = cmp.verdict in (REGRESSION, IMPROVEMENT, CHANGED)
             vs = percent(cmp.median_change, decimals=2) if called else "~"
-            pn = f"({n})" if cmp.verdict == INSUFFICIENT else f"(p={cmp.p_adjusted:.3f} {n})"
+            if cmp.exact:
+                pn = f"(exact {n})"
+            else:
+                pn = f"({n})" if cmp.verdict == INSUFFICIENT else f"(p={cmp.p_adjusted:.3f} {n})"
             head_cells.append((head_cell, vs, pn + notes.mark(cmp.warnings)))
         table.append((_name(row), base_cell, head_cells))
     if not monitor:

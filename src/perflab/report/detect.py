@@ -10,6 +10,7 @@ from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.analysis.series import BY_COMMIT, History, Point, SeriesResult
 from perflab.stats.changepoints import RELEVANT_CHANGE
+from perflab.stats.exact import EXACT_FACTOR, EXACT_LIMIT
 from perflab.core.text import printable
 
 _DIRECTION = {LOWER_IS_BETTER: "lower is better", HIGHER_IS_BETTER: "higher is better"}
@@ -30,6 +31,10 @@ def _position(history: History, point: Point) -> str:
     return f"run {runs} ({_when(point)}{tail})"
 
 
+def _exact(resolution: float) -> str:
+    return f"exact ±{resolution * 100:.2g}%"
+
+
 def _p(p: float) -> str:
     return "-" if math.isnan(p) else (f"{p:.1e}" if p < 0.001 else f"{p:.3f}")
 
@@ -44,6 +49,11 @@ def _header(history: History, results: list[SeriesResult], alpha: float, min_poi
              f"  (levels of at least {min_points} points; isolated spikes set aside; "
              f"t-test of the per-run means either side, adjusted for the positions searched, at alpha {alpha:g}; "
              f"'detectable' is the smallest change these points find with 90% power)"]
+    exact = sum(r.detection.exact for r in results)
+    if exact:
+        lines.append(f"  ({exact} exact series: instruction counts, icount instruction-time or levels that agree to "
+                     f"{EXACT_LIMIT * 100:g}%, split where the level moves by more than {EXACT_FACTOR:g} times its "
+                     "resolution, no t-test; one point a side is enough)")
     if history.skipped:
         shown = ", ".join(f"#{rid} ({printable(why, 100)})" for rid, why in history.skipped[:SKIPPED_SHOWN])
         more = f", ... ({len(history.skipped) - SKIPPED_SHOWN} more)" if len(history.skipped) > SKIPPED_SHOWN else ""
@@ -64,6 +74,8 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
     for r in results:
         d, points = r.detection, r.series.points
         noise = f"noise {percent(d.noise_cov, signed=False)}" if not math.isnan(d.noise_cov) else "noise -"
+        if d.exact:
+            noise = _exact(d.resolution)
         spikes = f", {len(d.outliers)} spike{'' if len(d.outliers) == 1 else 's'} set aside" if d.outliers else ""
         if d.serial_correlation:
             spikes += f", serially correlated (lag-1 {d.serial_correlation:.2f}: tests widened)"
@@ -72,6 +84,9 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
             if d.n < 2 * d.min_size:
                 lines.append(f"{_series_name(r)}: too short to tell ({d.n} point{'' if d.n == 1 else 's'}; "
                              f"a level change needs {2 * d.min_size})")
+            elif d.exact:
+                lines.append(f"{_series_name(r)}: no change in {d.n} points ({noise}{spikes}; a change beyond "
+                             f"{percent(d.detectable_mid, signed=False, decimals=2)} would be called)")
             elif d.noise == 0:
                 lines.append(f"{_series_name(r)}: constant over {d.n} points{spikes}")
             else:
@@ -84,11 +99,14 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
         count = len(d.change_points)
         lines.append(f"{_series_name(r)}: {count} change point{'' if count == 1 else 's'} in {d.n} points ({noise}{spikes})")
         for c, kind in zip(d.change_points, r.kinds):
-            lines.append(f"  {kind.upper():11} {percent(c.change):>7} {ci_percent(c.ci)}  at {_position(history, points[c.index])}")
+            dec = 2 if d.exact else 1
+            lines.append(f"  {kind.upper():11} {percent(c.change, decimals=dec):>7} {ci_percent(c.ci, dec)}  "
+                         f"at {_position(history, points[c.index])}")
             lines.append(f"  {'':11} previous {_position(history, points[c.index - 1])}")
             lines.append(f"  {'':11} level {value(c.before.mean)} ± {value(c.before.stddev)} (n={c.before.n}) -> "
                          f"{value(c.after.mean)} ± {value(c.after.stddev)} (n={c.after.n})  "
-                         f"p={_p(c.p_value)}  detectable {percent(c.detectable, signed=False)}")
+                         + (_exact(d.resolution) if d.exact else f"p={_p(c.p_value)}")
+                         + f"  detectable {percent(c.detectable, signed=False, decimals=2 if d.exact else 1)}")
     return "\n".join(lines)
 
 
@@ -124,11 +142,12 @@ def render_json(history: History, results: list[SeriesResult], alpha: float, min
             "detectable_mid": _finite(d.detectable_mid), "detectable_end": _finite(d.detectable_end),
             "blind_to": RELEVANT_CHANGE if d.blind else None,
             "min_points": d.min_size,
+            **({"exact": True, "resolution": d.resolution} if d.exact else {}),
             "change_points": [{
                 "kind": kind, "index": c.index,
                 "at": _point_json(history, s.points[c.index]),
                 "previous": _point_json(history, s.points[c.index - 1]),
-                "change": c.change, "ci95": [_finite(c.ci[0]), _finite(c.ci[1])], "p_value": c.p_value, "test": c.test,
+                "change": c.change, "ci95": [_finite(c.ci[0]), _finite(c.ci[1])], "p_value": _finite(c.p_value), "test": c.test,
                 "detectable": _finite(c.detectable),
                 "before": {"n": c.before.n, "mean": c.before.mean, "stddev": _finite(c.before.stddev),
                            "first": c.before.start, "last": c.before.stop - 1},

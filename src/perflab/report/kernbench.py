@@ -72,6 +72,9 @@ def _verdict(cmp, fdr_group: str, change: bool = True) -> str:
     words = [f"{percent(cmp.pct_change, decimals=2)} {cmp.verdict}" if change else cmp.verdict]
     if fdr_group == SECONDARY:
         words.append("secondary")
+    if cmp.exact:
+        words.append(f"exact ±{cmp.resolution * 100:.2g}%")
+        return f"{', '.join(words)}; {caveats(cmp)}"
     words.append(f"p={cmp.p_adjusted:.3g}")
     if cmp.ci_adjusted is not None:
         words.append(f"FDR-adjusted {cmp.ci_level * 100:.4g}% CI {ci_percent(cmp.ci_adjusted, 2)}")

@@ -29,8 +29,9 @@ def fdr_group_lines(result: ComparisonResult) -> list[str]:
     base = shown(result.labels[0])
     for label, groups in zip(result.labels[1:], result.fdr_groups):
         parts = []
-        untested = 0
+        untested = exact = 0
         for group in groups:
+            exact += group.exact
             if group.name == MONITOR:
                 what = (_plural(group.tested + group.informational, "monitor metric")
                         + f" (two-sided, minimum effect {result.monitor_threshold * 100:g}%), a family of their own")
@@ -44,6 +45,9 @@ def fdr_group_lines(result: ComparisonResult) -> list[str]:
             untested += group.untested
         if untested:
             parts.append(f"{untested} not tested (too few samples)")
+        if exact:
+            parts.append(f"{_plural(exact, 'exact metric')} (a ratio against the resolution, outside the adjustment; "
+                         f"minimum effect {result.exact_minimum * 100:g}%)")
         if result.monitors_dropped:
             parts.append(f"{_plural(result.monitors_dropped, 'monitor metric')} left out (--monitors none)")
         lines.append(f"FDR family of {shown(label)} vs {base}: {'; '.join(parts) or 'no metric'}"

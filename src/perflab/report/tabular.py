@@ -9,6 +9,9 @@ Every row kept is here whatever `--monitors` shows (`none` drops monitor rows
 before the statistics): `monitor` names the monitor of a monitor metric
 (empty for the benchmark's own), `noise` says why the text layouts' changed
 view leaves a significant monitor row out (perflab.analysis.comparison's display rules).
+An exact metric (perflab.stats.exact) has `exact` true and its `resolution` (json: only
+its records have them; csv: the columns are empty for the others): `test` is "exact",
+`p_adjusted` is null and the interval is the change ± `resolution`.
 """
 
 from __future__ import annotations
@@ -70,8 +73,16 @@ def records(result: ComparisonResult) -> list[dict]:
                 "base_values": row.base_values,
                 "head_values": row.head_values[i],
             }
+            if cmp is not None and cmp.exact:
+                # Only an exact metric's record has these (the others' are as they were).
+                rec["exact"], rec["resolution"] = True, _clean(cmp.resolution)
             out.append(rec)
     return out
+
+
+def _group(f) -> dict:
+    """An FDR group as json has it: `exact` (metrics called against their resolution) only when some are."""
+    return {k: v for k, v in dataclasses.asdict(f).items() if k != "exact" or v}
 
 
 def render_json(result: ComparisonResult) -> str:
@@ -79,8 +90,9 @@ def render_json(result: ComparisonResult) -> str:
         "operands": result.labels,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
         "alpha": result.alpha, "threshold": result.threshold,
+        **({"exact_threshold": result.exact_minimum} if any(f.exact for g in result.fdr_groups for f in g) else {}),
         "primary": result.primary,
-        "families": {label: [dataclasses.asdict(f) for f in groups] for label, groups in zip(result.labels[1:], result.fdr_groups)},
+        "families": {label: [_group(f) for f in groups] for label, groups in zip(result.labels[1:], result.fdr_groups)},
         "common": result.common,
         "environment_differences": [list(x) for x in result.env_diff] if result.env_diff else [],
         "monitors": result.monitors,
@@ -97,7 +109,8 @@ def render_csv(result: ComparisonResult) -> str:
     cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family", "monitor"]
     cols += [f"base_{k}" for k in SUMMARY_FIELDS] + [f"head_{k}" for k in SUMMARY_FIELDS]
     cols += ["pct_change", "median_change", "ci_low", "ci_high", "ci_level", "ci_unadjusted_low", "ci_unadjusted_high",
-             "p_value", "p_adjusted", "family_size", "detectable_change", "test", "verdict", "noise", "warnings"]
+             "p_value", "p_adjusted", "family_size", "detectable_change", "test", "verdict", "noise", "warnings",
+             "exact", "resolution"]
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for rec in records(result):
@@ -107,5 +120,6 @@ def render_csv(result: ComparisonResult) -> str:
             for k in SUMMARY_FIELDS:
                 flat[f"{side}_{k}"] = (rec[f"{side}_stats"] or {}).get(k)
         flat["warnings"] = "; ".join(rec["warnings"])
+        flat["exact"] = "exact" if rec.get("exact") else ""
         w.writerow({k: guard("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in flat.items()})
     return buf.getvalue()

@@ -103,6 +103,9 @@ class Detection:
     serial_correlation: float = 0.0   # lag-1 autocorrelation of the noise, when significant (tests widened for it)
     alpha: float = ALPHA
     min_size: int = MIN_SIZE
+    # An exact series (perflab.stats.exact_series): levels split against this resolution, no t-test.
+    exact: bool = False
+    resolution: float = math.nan
 
     @property
     def blind(self) -> bool:

@@ -27,6 +27,15 @@ Choices (docs/statistics.md has the reasoning and the measured error rates):
   on logs a ratio). A "no change" whose samples could not have seen a change
   of BLIND_ABOVE carries a caveat saying so.
 
+- Exact metrics (perflab.stats.exact: instruction counts, icount instruction-time,
+  or samples that agree to EXACT_LIMIT) are not t-tested: the change is called when
+  it exceeds EXACT_FACTOR times the metric's resolution and the minimum effect, with
+  one sample per side when exact by construction. Their calls are not p-values: they
+  are left out of the Benjamini-Hochberg adjustment of their FDR group (they add
+  neither to its m nor to its R), p_adjusted is NaN (p_value is Welch's, unadjusted,
+  for reference where both sides have two samples), and the interval shown is the
+  change ± the resolution.
+
 Computation is vectorised over groups of metrics with the same sample counts,
 so that 10,000 metrics compare in a fraction of a second.
 """
@@ -41,7 +50,8 @@ import numpy as np
 from scipy import special   # stdtr/stdtrit: scipy.stats would cost 0.7 s more to import
 
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
-from perflab.stats.descriptive import Summary, summarize_rows as _summaries
+from perflab.stats import exact as _exact
+from perflab.stats.descriptive import Summary, summarize, summarize_rows as _summaries
 from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE, REGRESSION  # noqa: F401 (re-exported)
 
 # FDR groups: a comparison's own metrics (primary, secondary) and its monitors' counters
@@ -52,8 +62,9 @@ FEW_SAMPLES = 5       # below this per side, warn that power is low
 NOISY_COV = 0.10      # above this CoV, warn that the metric is noisy
 
 # Kinds of caveat a comparison carries (the layouts group and word them).
-TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT, BLIND = (
-    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect", "blind")
+TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT, BLIND, EXACT = (
+    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect", "blind", "exact")
+EXACT_TEST = "exact"  # Comparison.test of an exact metric
 POWER = 0.90          # the power the detectable change is stated at
 BLIND_ABOVE = 0.05    # a "no change" that could not have seen a 5% change says so
 
@@ -87,6 +98,8 @@ class Comparison:
     fdr_group: str = PRIMARY     # which FDR group the metric was tested in
     fdr_group_size: int = 0      # p-values in the Benjamini-Hochberg adjustment that included this one
     detectable: float = math.inf  # smallest relative change these samples detect with 90% power (at alpha)
+    exact: bool = False          # compared by perflab.stats.exact (no t-test; p-values NaN)
+    resolution: float = math.nan  # an exact metric's resolution (fraction): the interval is pct_change ± it
 
     # The former names, still read by the renderers and in exports ("family", "family_size").
     @property
@@ -143,17 +156,67 @@ def _adjusted_tail(adjusted: np.ndarray, alpha: float) -> float:
 
 
 def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group: str = PRIMARY, *,
-                 family: str | None = None) -> list[Comparison]:
+                 family: str | None = None, units=None, exact_threshold: float | None = None) -> list[Comparison]:
     """Compare each (base_values, head_values, direction) pair; the pairs form one FDR group.
 
-    `family` is the former name of `fdr_group`, still accepted."""
+    `units`, one (unit, metric name) per pair, lets a metric be exact by construction
+    (perflab.stats.exact); without it only measured exactness applies. Exact metrics are
+    called against `exact_threshold` (default: `threshold`). `family` is the former name
+    of `fdr_group`, still accepted."""
     if family is not None:
         fdr_group = family
     arrays = [(np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel(), int(d)) for a, b, d in pairs]
+    named = list(units) if units is not None else [(None, "")] * len(arrays)
+    exact = np.array([_exact_pair(a, b, u, n) for (a, b, _d), (u, n) in zip(arrays, named)], dtype=bool)
     t = _welch_all(arrays)
+    # An exact metric's Welch p-value is kept for reference only: it is no call, so it is
+    # left out of the Benjamini-Hochberg adjustment (NaN there, as an untested metric's).
+    raw = _raw_p(t, exact, np.array([d for _a, _b, d in arrays], dtype=int))
+    t.p_up[exact], t.p_down[exact] = np.nan, np.nan
     directions = np.array([d for _a, _b, d in arrays]) if arrays else np.zeros(0, int)
     adj = _adjust(t, directions, alpha)
-    return [_judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
+    bar = threshold if exact_threshold is None else exact_threshold
+    return [_judge_exact(*arrays[i], bar, fdr_group, raw[i]) if exact[i]
+            else _judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
+
+
+def _raw_p(t: _Welch, exact: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """The unadjusted p-value of each exact pair in the direction of its observed change (two-sided
+    for informational metrics); NaN where a side has fewer than two samples."""
+    if not exact.size:
+        return np.zeros(0)
+    one = np.fmin(t.p_up, t.p_down)
+    return np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * one), one)
+
+
+def _exact_pair(a: np.ndarray, b: np.ndarray, unit, name) -> bool:
+    """Whether a pair is compared as exact; cheap for the common case of a few noisy samples."""
+    if a.size == 0 or b.size == 0:
+        return False
+    if not _exact.exact_by_unit(unit, name) and min(a.size, b.size) < _exact.MEASURED_MIN:
+        return False
+    return _exact.is_exact(a, b, unit=unit, name=name)
+
+
+def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_group: str,
+                 p_value: float = math.nan) -> Comparison:
+    """An exact metric's verdict: the ratio against its resolution (perflab.stats.exact), no test."""
+    res = _exact.resolution(a, b)
+    v = _exact.compare_exact(a, b, resolution=res, threshold=threshold, direction=d)
+    b0, h0 = summarize(a, d), summarize(b, d)
+    med = h0.median / b0.median - 1 if b0.median != 0 else math.nan
+    r = v.resolution
+    shown = f"{r * 100:.2g}%"
+    how = "measured" if res is not None else "assumed: no repeated samples"
+    warnings = [Caveat(EXACT, f"exact: compared as a ratio with resolution ±{shown} ({how}), no t-test; "
+                              f"changes beyond {_exact.EXACT_FACTOR * r * 100:.2g}% are called")]
+    if _exact.change_called(v.pct_change, res, 0.0) and not v.called:
+        warnings.append(Caveat(BELOW_EFFECT, f"beyond the resolution, but below the {threshold * 100:g}% "
+                                             "minimum effect: not called"))
+    ci = v.interval if math.isfinite(v.pct_change) else None
+    return Comparison(b0, h0, v.pct_change, ci, float(p_value), math.nan, v.verdict, EXACT_TEST, warnings,
+                      median_change=med, ci_adjusted=ci, ci_level=math.nan, fdr_group=fdr_group,
+                      fdr_group_size=0, detectable=_exact.EXACT_FACTOR * r, exact=True, resolution=r)
 
 
 @dataclass

@@ -44,6 +44,10 @@ DEFAULT_RESOLUTION = 1e-4
 # may sit anywhere within their spread, so a change of one resolution can be noise; three
 # leaves a margin of one resolution on either side of the widest disagreement.
 EXACT_FACTOR = 3.0
+# The minimum effect of an exact metric when none is asked for (compare and detect without
+# --threshold): 0.1%, the step issue 21 asks detect to find; smaller changes are real but rarely
+# worth a verdict (a code change moves instruction counts by hundredths of a percent).
+EXACT_MIN_EFFECT = 0.001
 # Samples a group needs before its spread says that a metric not exact by construction
 # is exact: two samples of a noisy metric agree to 0.2% by chance too often (~10% at a
 # CoV of 1%); three on every side, ~1e-4.

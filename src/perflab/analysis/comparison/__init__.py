@@ -40,6 +40,7 @@ def compare(
     *,
     alpha: float = 0.05,
     threshold: float = 0.01,
+    exact_threshold: float | None = None,
     cross_box: bool = False,
     benchmark: str | None = None,
     metrics: list[str] | None = None,
@@ -47,7 +48,10 @@ def compare(
     monitors: str = "changed",
     fail_on: list[str] | None = None,
 ) -> ComparisonResult:
-    """The base operand (the first) against each head operand, metric by metric."""
+    """The base operand (the first) against each head operand, metric by metric.
+
+    `threshold` is the minimum effect of the statistical test; exact metrics
+    (perflab.stats.exact) are called against `exact_threshold` (default: `threshold`)."""
     if len(operands) < 2:
         raise PerflabError("compare needs a base and at least one head operand")
     if monitors not in MONITOR_MODES:
@@ -61,7 +65,7 @@ def compare(
     group_of = {k: fdr_group_of(matched.base[k], primary) for k in keys}
     per_head, fdr_groups = [], []
     for head in matched.heads:
-        results, groups = compare_head(matched.base, head, keys, group_of, alpha, threshold)
+        results, groups = compare_head(matched.base, head, keys, group_of, alpha, threshold, exact_threshold)
         per_head.append(results)
         fdr_groups.append(groups)
 
@@ -73,6 +77,7 @@ def compare(
     return ComparisonResult(
         labels=[sel.label for sel in selections], selections=selections, rows=rows, one_sided=matched.one_sided,
         common=common_facts(selections), env_diff=env_diff, alpha=alpha, threshold=threshold, warnings=warnings,
+        exact_threshold=threshold if exact_threshold is None else exact_threshold,
         fdr_groups=fdr_groups, median_geomeans=[_median_geomeans(rows, i) for i in range(len(per_head))],
         primary=list(primary) if primary else None, monitors=monitors, monitors_dropped=matched.monitors_dropped,
         one_sided_monitors=matched.one_sided_monitors,

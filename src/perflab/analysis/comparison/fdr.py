@@ -68,22 +68,31 @@ def check_globs(names: list[str], primary: list[str] | None, fail_on: list[str] 
 
 
 def compare_head(base: dict[tuple, Group], head: dict[tuple, Group], keys: list[tuple], group_of: dict[tuple, str],
-              alpha: float, threshold: float) -> tuple[dict[tuple, Comparison], list[FdrGroup]]:
+              alpha: float, threshold: float,
+              exact_threshold: float | None = None) -> tuple[dict[tuple, Comparison], list[FdrGroup]]:
     """One head against the base, each FDR group adjusted on its own: the comparison of
-    every key the head shares with the base, and the groups (primary first) with their sizes."""
+    every key the head shares with the base, and the groups (primary first) with their sizes.
+
+    Exact metrics (perflab.stats.exact) are called against `exact_threshold` (default
+    `threshold`) and are outside their group's adjustment: FdrGroup.exact counts them."""
+    exact_threshold = threshold if exact_threshold is None else exact_threshold
     results: dict[tuple, Comparison] = {}
     groups = []
     for name in (PRIMARY, SECONDARY, MONITOR):
         shared = [k for k in keys if k in head and group_of[k] == name]
         if not shared:
             continue
+        floor = MONITOR_MIN_EFFECT if name == MONITOR else 0.0
         compared = compare_many(
             [(base[k].values, head[k].values, base[k].direction) for k in shared],
-            alpha=alpha, threshold=max(threshold, MONITOR_MIN_EFFECT) if name == MONITOR else threshold,
-            fdr_group=name,
+            alpha=alpha, threshold=max(threshold, floor), fdr_group=name,
+            units=[(base[k].unit, base[k].metric) for k in shared], exact_threshold=max(exact_threshold, floor),
         )
         results.update(zip(shared, compared))
-        tested = [c for k, c in zip(shared, compared) if c.test != "none"]
-        informational = sum(base[k].direction == INFORMATIONAL for k, c in zip(shared, compared) if c.test != "none")
-        groups.append(FdrGroup(name, len(tested) - informational, informational, len(shared) - len(tested)))
+        exact = sum(c.exact for c in compared)
+        tested = [c for c in compared if c.test != "none" and not c.exact]
+        informational = sum(base[k].direction == INFORMATIONAL for k, c in zip(shared, compared)
+                            if c.test != "none" and not c.exact)
+        groups.append(FdrGroup(name, len(tested) - informational, informational,
+                               len(shared) - len(tested) - exact, exact))
     return results, groups

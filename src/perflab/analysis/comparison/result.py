@@ -46,6 +46,7 @@ class FdrGroup:
     tested: int          # directional metrics: one Benjamini-Hochberg adjustment per direction over these
     informational: int   # informational metrics: two-sided, adjusted among themselves
     untested: int        # too few samples to be tested: not in the adjustment
+    exact: int = 0       # exact metrics (perflab.stats.exact): called against their resolution, not in the adjustment
 
 
 @dataclass
@@ -151,10 +152,16 @@ class ComparisonResult:
     primary: list[str] | None = None  # the --primary globs, None for the default
     monitors: str = "changed"         # --monitors: which monitor rows the text layouts show
     monitors_dropped: int = 0         # monitor groups left out before any statistics (--monitors none)
+    exact_threshold: float = math.nan  # the minimum effect of exact metrics (perflab.stats.exact); NaN: threshold
     # Monitor groups present on one side only: (operand label, monitor, "benchmark params metric",
     # the head it is absent from when the operand is the base); the layouts count them per
     # monitor instead of listing hundreds of perf-profile symbols.
     one_sided_monitors: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+
+    @property
+    def exact_minimum(self) -> float:
+        """The minimum effect exact metrics were called against."""
+        return self.threshold if math.isnan(self.exact_threshold) else self.exact_threshold
 
     @property
     def families(self) -> list[list[FdrGroup]]:

@@ -14,7 +14,7 @@ class DetectView:
 
 
 def detect_view(store, *, benchmark, metrics, box, tag, since, repo, branch, alpha, min_points,
-                min_effect) -> DetectView:
+                min_effect, exact_min_effect=None) -> DetectView:
     """The series and their change points; PerflabError naming near metrics when --metric matches none."""
     from perflab.analysis import series as series_mod
 
@@ -22,7 +22,8 @@ def detect_view(store, *, benchmark, metrics, box, tag, since, repo, branch, alp
                                repo=repo, branch=branch)
     if not history.series and metrics:
         _no_metric(store, benchmark, metrics)
-    results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=min_effect)
+    results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=min_effect,
+                                 exact_min_effect=exact_min_effect)
     return DetectView(history, results)
 
 
