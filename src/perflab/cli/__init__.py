@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "monitors": ("monitors",),
     "check": ("robot",), "robot": ("robot",),
     "worker": ("lab",), "submit": ("lab",), "queue": ("lab",), "cancel": ("lab",), "serve": ("lab",),
+    "kernel": ("kernel",),
 }
 
 
