@@ -61,7 +61,8 @@ def tree() -> Path:
 
 
 def commit(repo: Path, message: str) -> str:
-    sh("git", "add", "-A", cwd=repo)
+    # -f: the tarball's .gitignore ignores everything at the top (`/*`); nothing is built in this tree.
+    sh("git", "add", "-A", "-f", cwd=repo)
     sh("git", "-c", "user.name=perflab bench", "-c", "user.email=bench@perflab", "commit", "-qm", message, cwd=repo)
     return sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
 
