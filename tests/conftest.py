@@ -100,6 +100,7 @@ SLOW_TESTS = {
     "test_monitor_layout.py": {"test_fail_on_cli"},
     "test_regression_report.py": {"test_check_runs_a_job_and_says_when_samples_are_blind"},
     "test_transfer.py": {"test_bad_import_files_write_nothing"},
+    "test_kconfig.py": {"test_kernel_config_writes_a_config_with_every_option_from_tinyconfig"},
     "test_store_faults.py": {"test_reading_commands_work_on_a_read_only_store"},
 }
 # Tests that need root (beyond those whose skipif reason says so): file -> test names, "*" for all.

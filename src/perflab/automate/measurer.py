@@ -15,14 +15,21 @@ whether it failed), or raises BuildFailed when the commit does not build.
   URL, commit, build command); the box's worker builds and runs them with a
   LocalMeasurer of its own, and the runs are read back from the shared store.
 
-A third kind (a kernel booted in a VM) implements the same `measure`; a test
-substitutes a fake that returns scripted Measured values (tests/test_measurer.py).
+A kernel under test is the same LocalMeasurer given a KernelSpec (`--kernel IMAGE
+--vm MODE` of bisect and robot; a lab job's `source.kernel`): the commit is built out
+of tree by KernelBuilds, and the jobs run in a guest booted from
+the image it built — the runner's guest path, not a loop of its own. A kernel that
+does not boot raises KernelFailed (a BuildFailed: bisect skips the commit) with the
+console's tail. A test substitutes a fake that returns scripted Measured values
+(tests/test_measurer.py).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -79,15 +86,17 @@ class Trees(Protocol):
         ...
 
 
-def build(path: Path, command: str, timeout: float | None) -> str | None:
-    """Run the build command in a worktree through the runner's executor; why it failed, or None."""
+def build(path: Path, command: str, timeout: float | None, env: dict[str, str] | None = None) -> str | None:
+    """Run the build command in a worktree through the runner's executor; why it failed, or None.
+
+    `env`: variables added to perflab's environment for the command (a kernel build's output directory)."""
     from perflab.execution import interrupt
     from perflab.execution.executor import ProcessSpec, execute
 
     if not command.strip():
         return None
     spec = ProcessSpec(["/bin/sh", "-c", command], item=f"--build {command!r}", cwd=str(path),
-                       timeout=timeout, capture_stdout=False)
+                       timeout=timeout, capture_stdout=False, env={**os.environ, **env} if env else None)
     with interrupt.stop_requests_as_flag():
         result = execute(spec)
         interrupt.check()
@@ -130,41 +139,212 @@ def run_here(store, jobs: list[AtomicJob], *, box: str | None, path: Path | None
 
 
 class LocalMeasurer:
-    """Builds commits in worktrees here and runs jobs in them through the one runner."""
+    """Builds commits in worktrees here and runs jobs in them through the one runner.
 
-    place = ""
+    With `kernel` (and `builds`, where the kernels are built), the jobs run in a guest booted
+    from the kernel `builds` made of the commit; `trees` then only gives the worktree at the
+    commit the runs are recorded with (its build command is the kernel's, run by `builds`)."""
 
-    def __init__(self, store, trees: Trees, *, box: str | None = None):
+    def __init__(self, store, trees: Trees, *, box: str | None = None, kernel: KernelSpec | None = None,
+                 builds: KernelBuilds | None = None, say: Callable[[str], None] = lambda _m: None):
         self.store, self.trees, self.box = store, trees, box
+        self.kernel, self.builds, self.say = kernel, builds, say
+        self.place = (f" in a VM ({kernel.vm['mode']})" if "mode" in kernel.vm else " in a VM") if kernel else ""
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
+        if self.kernel is None:
+            with self.trees.checkout(commit, slot) as path:
+                return run_here(self.store, jobs, box=self.box, path=path)
         with self.trees.checkout(commit, slot) as path:
-            return run_here(self.store, jobs, box=self.box, path=path)
+            image = self.builds.image_of(commit)
+            started = time.monotonic()
+            measured = run_in_guest(self.store, commit, jobs, image, self.kernel, box=self.box, path=path)
+        self.say(f"kernel {commit[:12]}: {self.builds.said(commit)}, "
+                 f"boot {_boot_seconds(self.store, measured)}, boot+run {time.monotonic() - started:.1f} s")
+        return measured
 
     def summary(self, measured: list[Measured]) -> str:
         return f"{sum(m.samples for m in measured)} samples"
+
+    def close(self) -> None:
+        if self.builds is not None:
+            self.builds.close()
+
+
+# -- kernels under test ---------------------------------------------------------------
+
+# What the build command is told: where kbuild writes (KBUILD_OUTPUT is kbuild's own O=).
+BUILD_DIR_VARS = ("KBUILD_OUTPUT", "PERFLAB_BUILD_DIR")
+
+
+class KernelFailed(BuildFailed):
+    """A kernel built but did not boot (panic, hang, not a kernel): the commit is skipped like an unbuildable one.
+
+    `console_tail` is the kernel's last console lines; the message is one line."""
+
+    MARK = "\n--- console tail ---\n"
+
+    def __init__(self, message: str, console_tail: str = ""):
+        super().__init__(message, message)
+        self.console_tail = console_tail
+
+    @classmethod
+    def from_error(cls, commit: str, error: str) -> "KernelFailed":
+        """From a failed run's error (a VmError's text: its summary, then the console's tail)."""
+        summary, _mark, tail = error.partition(cls.MARK)
+        return cls(f"kernel of {commit[:12]} did not boot: {summary.strip()}", tail.strip())
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The kernel a commit's build makes and the guest it is booted in."""
+
+    image: str        # the image's path relative to the build output directory: arch/x86/boot/bzImage
+    vm: dict          # vm keys laid over the job's own (a bisection's: the whole block, normalized)
+
+    def to_dict(self) -> dict:
+        return {"image": self.image, "vm": dict(self.vm)}
+
+
+def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
+    """`--kernel IMAGE --vm MODE` for a job, checked before anything is built (one-line errors)."""
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.vm.machine import qemu_binary
+    from perflab.jobs import guest
+
+    if not image or os.path.isabs(image) or ".." in Path(image).parts:
+        raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
+                           "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage")
+    vm = {**(job.vm or {}), **({"mode": vm_mode} if vm_mode else {})}
+    _path, vm = guest.normalize(job.benchmark, image, vm, where, job.monitors)
+    qemu_binary()     # installed, or one line naming the package
+    return KernelSpec(image, vm)
+
+
+def run_in_guest(store, commit: str, jobs: list[AtomicJob], image: Path, kernel: KernelSpec, *, box: str | None,
+                 path: Path) -> list[Measured]:
+    """Run jobs in a guest booted from `image` through the one runner; KernelFailed when it did not boot."""
+    from perflab import jobs as jobfiles
+    from perflab.runner.loop import run_jobs
+
+    # kernel.vm is laid over the job's own vm keys (a bisection's job carries none: its record has them all).
+    guest_jobs = [jobfiles.in_guest(j.with_(kernel=None), str(image), kernel.vm, "--kernel") for j in jobs]
+    outcomes = run_jobs(store, guest_jobs, box=box, repo=str(path), cwd=str(path))
+    for o in outcomes:
+        # A guest job whose guest never came up has no executor: the kernel did not boot.
+        if o.error and o.executor is None:
+            raise KernelFailed.from_error(commit, o.error)
+    return [Measured("failed" if o.error else "done", o.error, [o.run_id] if o.run_id else [], o.values, o.samples)
+            for o in outcomes]
+
+
+def _boot_seconds(store, measured: list[Measured]) -> str:
+    """The guests' boot times as the runs recorded them (vm_boot_seconds)."""
+    seen = []
+    for m in measured:
+        for run_id in m.runs:
+            facts = store.get_run(run_id).environment or {}
+            if isinstance(facts, str):
+                import json
+
+                facts = json.loads(facts)
+            if facts.get("vm_boot_seconds"):
+                seen.append(f"{facts['vm_boot_seconds']} s")
+    return ", ".join(seen) or "n/a"
+
+
+class KernelBuilds:
+    """Kernels of a repository's commits, built out of tree and kept.
+
+    One worktree (`src`) is checked out at each commit in turn, and the build command runs
+    there with KBUILD_OUTPUT (and PERFLAB_BUILD_DIR) naming one output directory (`out`) kept
+    between builds: kbuild rebuilds only what the checkout changed. Each commit's image (with
+    the build's .config beside it) is copied to `images/SHA/`, so measuring a commit again
+    needs no build. The user's checkout is never touched."""
+
+    def __init__(self, repo: Path, src: Path, out: Path, images: Path, build_cmd: str, image: str,
+                 build_timeout: float | None = None, owned: bool = True, base: Path | None = None):
+        self.repo, self.src, self.out, self.images, self.base = repo, src, out, images, base
+        self.build_cmd, self.image, self.build_timeout, self.owned = build_cmd, image, build_timeout, owned
+        self.seconds: dict[str, float] = {}      # commit -> seconds its build took here
+
+    def said(self, commit: str) -> str:
+        seconds = self.seconds.pop(commit, None)
+        return "image kept from an earlier build" if seconds is None else f"build {seconds:.1f} s"
+
+    def image_of(self, commit: str) -> Path:
+        """The kernel image of `commit`, built when not kept yet; BuildFailed when the build fails."""
+        kept = self.images / commit / Path(self.image).name
+        if kept.is_file():
+            return kept
+        self._checkout(commit)
+        started = time.monotonic()
+        self.out.mkdir(parents=True, exist_ok=True)
+        why = build(self.src, self.build_cmd, self.build_timeout, {v: str(self.out) for v in BUILD_DIR_VARS})
+        if why is not None:
+            raise BuildFailed(f"--build failed: {why}", why)
+        made = self.out / self.image
+        if not made.is_file():
+            why = f"the build made no kernel at $KBUILD_OUTPUT/{self.image}"
+            raise BuildFailed(f"--build: {why} (--kernel is relative to the build output directory)", why)
+        self.seconds[commit] = time.monotonic() - started
+        scratch = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}.", dir=self._images_dir()))
+        shutil.copy2(made, scratch / kept.name)
+        if (self.out / ".config").is_file():
+            shutil.copy2(self.out / ".config", scratch / ".config")
+        os.replace(scratch, kept.parent) if not kept.parent.exists() else shutil.rmtree(scratch)
+        return kept
+
+    def _images_dir(self) -> Path:
+        self.images.mkdir(parents=True, exist_ok=True)
+        return self.images
+
+    def _checkout(self, commit: str) -> None:
+        from perflab.core.git import git
+
+        if not (self.src / ".git").exists():
+            add_worktree(self.repo, self.src, commit, force=True)
+        elif git(self.src, "rev-parse", "HEAD").stdout.strip() != commit:
+            # Only the files that differ are rewritten (with a new mtime): the next make rebuilds what they feed.
+            git(self.src, "checkout", "--quiet", "--force", "--detach", commit)
+
+    def close(self) -> None:
+        """Remove the worktree and the builds (when this object made them for one bisection or pass)."""
+        if not self.owned:
+            return
+        if self.src.exists():
+            remove_worktree(self.repo, self.src, locked=True)
+        for path in (self.src, self.out, self.images, self.base):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+        prune_worktrees(self.repo)
 
 
 class BoxMeasurer:
     """Queues jobs with their source on a lab box and waits for their runs in the shared store."""
 
     def __init__(self, store, *, broker: str, box: str, source_url: str, build_cmd: str,
-                 build_timeout: float | None = None, say: Callable[[str], None] = lambda _m: None):
+                 build_timeout: float | None = None, say: Callable[[str], None] = lambda _m: None,
+                 kernel: KernelSpec | None = None):
         self.store, self.broker, self.box = store, broker, box
         self.source_url, self.build_cmd, self.build_timeout, self.say = source_url, build_cmd, build_timeout, say
-        self.place = f" on box {box}"
+        self.kernel = kernel
+        self.place = f" on box {box}" + (" in a VM" if kernel else "")
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         from perflab.automate.lab.client import run_on_box
 
         source = {"repo": self.source_url, "commit": commit, "build": self.build_cmd,
                   "build_timeout": self.build_timeout}
+        if self.kernel is not None:
+            source["kernel"] = self.kernel.to_dict()    # the box builds the kernel and boots it itself
         # "source" is a key of the queued job's JSON beyond AtomicJob's fields: it travels in `extra`.
         results = run_on_box(self.broker, self.box, [j.with_(source=source) for j in jobs], self.store,
                              say=self.say)
         failed = next((r for r in results if r.status == "build-failed"), None)
         if failed is not None:
-            raise BuildFailed(failed.error)
+            summary, _mark, tail = failed.error.partition(KernelFailed.MARK)
+            raise KernelFailed(summary, tail) if tail else BuildFailed(failed.error)
         failed = next((r for r in results if r.status == "source-failed"), None)
         if failed is not None:
             raise SourceFailed(self.box, failed.error)

@@ -30,13 +30,23 @@ store (measurer.BoxMeasurer); the bisections run their steps there too.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.automate import bisect
-from perflab.automate.measurer import BoxMeasurer, LocalMeasurer, Measurer, ScratchTree
+from perflab.automate.measurer import (
+    BoxMeasurer,
+    KernelBuilds,
+    KernelSpec,
+    LocalMeasurer,
+    Measurer,
+    ScratchTree,
+    kernel_spec,
+)
 from perflab.analysis import series
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, GitError, repo_root, resolve
@@ -82,12 +92,30 @@ def _measure(measurer: Measurer, sha: str, jobs: list[AtomicJob], tag: str, say)
     return True
 
 
-def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict | None, say) -> Measurer:
-    """The robot's Measurer: a fresh worktree per commit here, or the lab box's queue."""
+KERNEL_PREFIX = "perflab-robot-kernel-"
+
+
+def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict | None, say,
+                  kernel: KernelSpec | None = None) -> Measurer:
+    """The robot's Measurer: a fresh worktree per commit here, or the lab box's queue.
+
+    With `kernel` (a kernel tree): the commits' kernels are built out of tree in one build
+    directory kept for the pass (KernelBuilds), and the jobs run in a guest booted from them."""
     if lab:
         return BoxMeasurer(store, broker=lab["broker"], box=box, source_url=lab["source_url"], build_cmd=build_cmd,
-                           say=say)
-    return LocalMeasurer(store, ScratchTree(root, build_cmd), box=box)
+                           say=say, kernel=kernel)
+    if kernel is None:
+        return LocalMeasurer(store, ScratchTree(root, build_cmd), box=box)
+    from perflab.automate.bisect.trees import OWNER_FILE, _alive
+    from perflab.core.git import Worktrees, prune_stale
+    from perflab.store.db import process_start_time
+
+    for path in prune_stale(root, KERNEL_PREFIX, OWNER_FILE, _alive):     # a killed pass's
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+    base = Worktrees(root, KERNEL_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
+                                                       "repo": str(root)}).base
+    builds = KernelBuilds(root, base / "src", base / "build", base / "images", build_cmd, kernel.image, base=base)
+    return LocalMeasurer(store, ScratchTree(root, ""), box=box, kernel=kernel, builds=builds, say=say)
 
 
 def _wanted(metric: str, metrics: tuple[str, ...]) -> bool:
@@ -133,8 +161,41 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
              start: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
              out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
              broker: str | None = None, source_url: str | None = None,
-             say: Callable[[str], None] = lambda m: None, measurer: Measurer | None = None) -> Pass:
-    """One pass. `measurer`: how commits are measured (default: here, or on the lab box with --box/--broker)."""
+             say: Callable[[str], None] = lambda m: None, measurer: Measurer | None = None,
+             kernel: str | None = None, vm_mode: str | None = None) -> Pass:
+    """One pass. `measurer`: how commits are measured (default: here, or on the lab box with --box/--broker).
+
+    `kernel`: the repository is a kernel tree whose build makes this image (relative to the build
+    output directory); the jobs run in a guest booted from each commit's kernel, in mode `vm_mode`."""
+    spec = _kernel(kernel, vm_mode, jobs)
+    given = measurer
+    if measurer is None and spec is not None:
+        root = repo_root(repo)
+        broker_lab = {"broker": broker, "source_url": source_url or str(root)} if broker else None
+        measurer = make_measurer(store, root, build_cmd, box, broker_lab, say, spec)
+    try:
+        return _pass(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name, start=start,
+                     metrics=metrics, box=box, out_dir=out_dir, to=to, subject_tag=subject_tag, broker=broker,
+                     source_url=source_url, say=say, measurer=measurer, given=given, spec=spec)
+    finally:
+        if given is None and hasattr(measurer, "close"):
+            measurer.close()
+
+
+def _kernel(kernel: str | None, vm_mode: str | None, jobs: list[AtomicJob]) -> KernelSpec | None:
+    """--kernel/--vm checked against every job before anything is built; the keys laid over each job's vm."""
+    if kernel is None:
+        if vm_mode:
+            raise PerflabError(f"--vm {vm_mode}: give the kernel the build makes with --kernel IMAGE "
+                               "(e.g. arch/x86/boot/bzImage)")
+        return None
+    for job in jobs:
+        kernel_spec(kernel, vm_mode, job, f"--kernel (job {job.benchmark})")
+    return KernelSpec(kernel, {"mode": vm_mode} if vm_mode else {})
+
+
+def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, out_dir, to, subject_tag, broker,
+          source_url, say, measurer, given, spec) -> Pass:
     from perflab.analysis import regression
     from perflab.report.regression import render
 
@@ -150,7 +211,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
         bisect.check_lab(broker, box, root, source_url, (order[-1],))
         lab = {"broker": broker, "source_url": source_url or str(root)}
     tag = f"robot-{name}"
-    given, measurer = measurer, measurer or make_measurer(store, root, build_cmd, box, lab, say)
+    measurer = measurer or make_measurer(store, root, build_cmd, box, lab, say)
     done = Pass()
     tested = _tested(store, tag)
     todo = []
@@ -173,7 +234,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
         culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab, measurer,
-                                             given)
+                                             given, spec)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -205,7 +266,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
 
 
 def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab, measurer,
-             given: Measurer | None = None):
+             given: Measurer | None = None, spec: KernelSpec | None = None):
     """(culprit sha, base operand, head operand) of a finding: bisected unless good and bad are adjacent."""
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
@@ -219,7 +280,8 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
                               job=job.with_(runs=1), metric=f.metric, tag=None, box=box, say=say,
                               broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None,
-                              measurer=given)
+                              measurer=given, kernel=spec.image if spec else None,
+                              vm_mode=spec.vm.get("mode") if spec else None)
     except (bisect.BisectError, GitError, bisect.EndsDoNotDiffer) as e:
         say(f"not bisected: {e}")
         return None, None, None

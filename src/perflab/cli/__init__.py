@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "check": ("robot",), "robot": ("robot",),
     "noise": ("noise",),
     "worker": ("lab",), "submit": ("lab",), "queue": ("lab",), "cancel": ("lab",), "serve": ("lab",),
+    "kernel": ("kernel",),
 }
 
 

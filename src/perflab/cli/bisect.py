@@ -32,6 +32,13 @@ def _say(message: str) -> None:
 @click.option("--job", "job_file", type=click.Path(dir_okay=False), metavar="JOB.yaml",
               help="A job file of one atomic job to measure (else the command after --).")
 @click.option("--metric", metavar="NAME", help="The metric to bisect, e.g. time.elapsed_time.")
+@click.option("--kernel", "kernel", metavar="IMAGE",
+              help="The repository is a kernel tree: --build makes this image, a path relative to the build's "
+                   "output directory (e.g. arch/x86/boot/bzImage; the build runs with KBUILD_OUTPUT set to it, "
+                   "kept between steps), and the job runs in a guest booted from it; a kernel that does not "
+                   "build or boot is skipped.")
+@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")),
+              help="With --kernel: the guest's mode (default: the job's vm.mode, else tcg).")
 @click.option("--tag", "-t", help="Tag of the bisection's runs (default bisect-ID).")
 @lab_box_options("Measure")
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
@@ -47,7 +54,8 @@ def _say(message: str) -> None:
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, source_url, build_timeout, alpha,
+def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, tag, box, broker, source_url,
+               build_timeout, alpha,
                threshold,
                pairing, resume,
                bisect_id, db, command) -> None:
@@ -69,13 +77,16 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
       perflab bisect --repo ~/src/prog --good v1.0 --bad main --build 'make -j8' \\
           --job bench.yaml --metric time.elapsed_time --box skl-2s \\
           --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
+      perflab bisect --repo ~/linux --good v6.1 --bad HEAD --build 'make -j2 bzImage' \\
+          --kernel arch/x86/boot/bzImage --vm icount --job getppid.yaml \\
+          --metric will-it-scale.per_process_ops
       perflab bisect --resume
     """
     from perflab.automate import bisect
     from perflab.core.errors import UsageProblem
 
     if resume:
-        if command or job_file or good or bad or build_cmd or metric or box or source_url:
+        if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode:
             raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
                                "--resume [--id ID] [--repo PATH] [--db URL]")
         store = get_store(db)
@@ -96,7 +107,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
         settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
                               tag=tag, box=box, build_timeout=build_timeout, settings=settings,
-                              broker=_broker(broker) if box else None, source_url=source_url, say=_say)
+                              broker=_broker(broker) if box else None, source_url=source_url, say=_say,
+                              kernel=kernel, vm_mode=vm_mode)
     _print(result)
 
 

@@ -150,6 +150,11 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 @click.option("--start", metavar="REV", help="First pass: test this commit as well as the tip (default: the tip's parent).")
 @click.option("--metric", "metrics", multiple=True, metavar="GLOB",
               help="Metrics to watch (default: every metric of the jobs but the monitors').")
+@click.option("--kernel", "kernel", metavar="IMAGE",
+              help="The repository is a kernel tree: --build makes this image, relative to the build's output "
+                   "directory (KBUILD_OUTPUT, kept for the pass), and the jobs run in a guest booted from it.")
+@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")),
+              help="With --kernel: the guest's mode (default: each job's vm.mode, else tcg).")
 @lab_box_options("Measure and bisect")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write each report to DIR/SHA-METRIC.txt.")
 @click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail each report (see `report regression --to`).")
@@ -158,8 +163,8 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 @click.option("--interval", type=FiniteFloat(1), default=300.0, show_default=True, metavar="S",
               help="Seconds between passes.")
 @db_option
-def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, broker, source_url, out_dir, to,
-              subject_tag, once, interval, db) -> None:
+def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, vm_mode, box, broker, source_url,
+              out_dir, to, subject_tag, once, interval, db) -> None:
     """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
 
     Its state (commits tested, culprits reported) lives in the store, so it
@@ -171,6 +176,8 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, bro
       perflab robot --repo . --job bench.yaml --out reports/ --to dev@example.org
       perflab robot --repo ~/src/prog --job bench.yaml --build 'make -j8' --box skl-2s \\
           --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
+      perflab robot --repo ~/linux --job getppid.yaml --build 'make -j2 bzImage' \\
+          --kernel arch/x86/boot/bzImage --vm icount --once
     """
     import time
 
@@ -194,7 +201,8 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, bro
         done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
                               subject_tag=subject_tag, broker=broker if box else None, source_url=source_url,
-                              say=lambda m: click.echo(f"robot: {printable(m, 300)}"))
+                              say=lambda m: click.echo(f"robot: {printable(m, 300)}"), kernel=kernel,
+                              vm_mode=vm_mode)
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")
         if once:

@@ -39,6 +39,7 @@ class StepRecord:
     drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
     between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
     why: str = ""             # for skips
+    console: str = ""         # a kernel that did not boot: its console's tail
 
 
 @dataclass
@@ -313,7 +314,7 @@ class Bisection:
                 step = self.decide(commit)
             except (BuildFailed, CommitFailed) as e:
                 rec.skips[commit] = str(e)
-                step = StepRecord(commit, "skip", why=str(e))
+                step = StepRecord(commit, "skip", why=str(e), console=getattr(e, "console_tail", ""))
             steps.append(step)
             rec.steps = [asdict(s) for s in steps]
             rec.save()

@@ -68,6 +68,7 @@ class Record:
     build_timeout: float | None = None
     broker: str | None = None         # set: measure on lab box `box` through its queue
     source_url: str | None = None     # where that box fetches the commits (default: repo)
+    kernel: dict | None = None        # a kernel tree: {"image": path in the build output, "vm": {...}}
     settings: dict = field(default_factory=dict)
     status: str = "running"           # running | done | refused | failed
     skips: dict = field(default_factory=dict)      # sha -> why it was skipped

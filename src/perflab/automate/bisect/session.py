@@ -10,7 +10,7 @@ from pathlib import Path
 
 from perflab.automate.bisect.algorithm import Bisection, Result
 from perflab.automate.bisect.record import BisectError, Record, Settings, check_metric, find_record, record_dir
-from perflab.automate.measurer import Measurer
+from perflab.automate.measurer import Measurer, kernel_spec
 from perflab.core.errors import UsageProblem
 from perflab.core.job import AtomicJob
 from perflab.core.git import check_clean, git, repo_root, resolve
@@ -19,11 +19,14 @@ from perflab.core.git import check_clean, git, repo_root, resolve
 def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJob | dict, metric: str, tag: str | None,
           box: str | None = None, build_timeout: float | None = None, settings: Settings | None = None,
           broker: str | None = None, source_url: str | None = None,
-          say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None) -> Result:
+          say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None,
+          kernel: str | None = None, vm_mode: str | None = None) -> Result:
     """Validate everything, then bisect; BisectError/UsageProblem before any step for bad input.
 
     `job`: validated here unless it was already (a job file's is, by its expansion); a dict is its
-    JSON form. `measurer`: how commits are measured (default: the record's, here or on its lab box)."""
+    JSON form. `measurer`: how commits are measured (default: the record's, here or on its lab box).
+    `kernel`: the repository is a kernel tree and each commit's build makes this image (a path in
+    the build output directory); the job runs in a guest booted from it, in mode `vm_mode`."""
     from perflab import jobs
 
     root = repo_root(repo)
@@ -36,6 +39,13 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
                           "git bisect needs the good commit in the bad one's history")
     check_clean(root)
     job = jobs.resolve(job)
+    spec = None
+    if kernel is not None:
+        spec = kernel_spec(kernel, vm_mode, job)
+        job = job.with_(kernel=None, vm={})      # each commit's kernel is set when it is measured
+    elif vm_mode:
+        raise UsageProblem(f"--vm {vm_mode}: give the kernel the build makes with --kernel IMAGE "
+                           "(e.g. arch/x86/boot/bzImage)")
     direction, _unit = check_metric(job, metric)
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
@@ -43,12 +53,13 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     tag = tag or f"bisect-{bisect_id}"
     rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
                  job=job, metric=metric, tag=tag, direction=direction, box=box, build_timeout=build_timeout,
-                 broker=broker, source_url=source_url,
+                 broker=broker, source_url=source_url, kernel=spec.to_dict() if spec else None,
                  settings=asdict(settings or Settings()), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
                  path=str(record_dir(store) / f"{bisect_id}.json"))
     rec.save()
     say(f"bisection {bisect_id}: {good_sha[:12]}..{bad_sha[:12]} in {root}, metric {metric}, "
-        f"runs tagged {tag}, record {rec.path}")
+        f"runs tagged {tag}, record {rec.path}"
+        + (f"; kernel $KBUILD_OUTPUT/{spec.image} booted in a VM ({spec.vm['mode']})" if spec else ""))
     return Bisection(store, rec, say, measurer).run()
 
 

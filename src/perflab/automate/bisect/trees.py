@@ -10,16 +10,20 @@ run and keeps its build for the whole bisection.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from perflab.automate.bisect.record import BisectError, Record
-from perflab.automate.measurer import BoxMeasurer, LocalMeasurer, Measurer, build
+from perflab.automate.measurer import BoxMeasurer, KernelBuilds, KernelSpec, LocalMeasurer, Measurer, build
 from perflab.core.git import BuildFailed, Worktrees, git
 from perflab.core.git import prune_stale as _prune_stale
 
 OWNER_FILE = "perflab-bisect.owner"
+# A kernel bisection's builds, beside its worktrees: one source worktree checked out at each
+# commit built, kbuild's output directory (O=) kept between builds, and each commit's image.
+KERNEL_SRC, KERNEL_OUT, KERNEL_IMAGES = "kernel-src", "kernel-build", "kernel-images"
 BASE_PREFIX = "perflab-bisect-"
 
 
@@ -31,8 +35,15 @@ def _alive(owner: dict) -> bool:
 
 
 def prune_stale(repo: Path) -> list[str]:
-    """Remove the worktrees a killed bisection left in `repo`; the paths removed."""
-    return _prune_stale(repo, BASE_PREFIX, OWNER_FILE, _alive)
+    """Remove the worktrees a killed bisection left in `repo`; the paths removed.
+
+    A kernel bisection's directory also holds its build output and images: removed with it."""
+    removed = _prune_stale(repo, BASE_PREFIX, OWNER_FILE, _alive)
+    for path in removed:
+        base = Path(path).parent
+        if base.name.startswith(BASE_PREFIX) and (base / KERNEL_OUT).exists():
+            shutil.rmtree(base, ignore_errors=True)
+    return removed
 
 
 def new_worktrees(repo: Path, bisect_id: str) -> Worktrees:
@@ -66,8 +77,18 @@ class SlotTrees:
 
 
 def measurer_for(store, rec: Record, worktrees: Worktrees, say: Callable[[str], None]) -> Measurer:
-    """The Measurer a record asks for: on its lab box when it names a broker, else here in `worktrees`."""
+    """The Measurer a record asks for: on its lab box when it names a broker, else here in `worktrees`.
+
+    A kernel bisection (`rec.kernel`) builds each commit's kernel out of tree in one build
+    directory kept between steps (KernelBuilds, beside the worktrees) and runs the job in a
+    guest booted from it; the slots' worktrees then only record the commit measured."""
+    kernel = KernelSpec(**rec.kernel) if rec.kernel else None
     if rec.broker:
         return BoxMeasurer(store, broker=rec.broker, box=rec.box, source_url=rec.source_url or rec.repo,
-                           build_cmd=rec.build, build_timeout=rec.build_timeout, say=say)
-    return LocalMeasurer(store, SlotTrees(worktrees, rec.build, rec.build_timeout), box=rec.box)
+                           build_cmd=rec.build, build_timeout=rec.build_timeout, say=say, kernel=kernel)
+    if kernel is None:
+        return LocalMeasurer(store, SlotTrees(worktrees, rec.build, rec.build_timeout), box=rec.box)
+    base = worktrees.base
+    builds = KernelBuilds(Path(rec.repo), base / KERNEL_SRC, base / KERNEL_OUT, base / KERNEL_IMAGES, rec.build,
+                          kernel.image, rec.build_timeout)
+    return LocalMeasurer(store, SlotTrees(worktrees, "", None), box=rec.box, kernel=kernel, builds=builds, say=say)

@@ -19,6 +19,7 @@ a submitter that waits on it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -30,6 +31,7 @@ from pathlib import Path
 from perflab.automate.lab import app as lab
 from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, check_source, describe
 from perflab.automate.lab.spool import Spool
+from perflab.automate.measurer import KernelFailed
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.core.text import printable
@@ -124,12 +126,15 @@ class Worker:
         try:
             if job.get("source") is not None:
                 source = check_source(job["source"])
-                measurer = LocalMeasurer(self.spool.store, self.checkouts.trees(source), box=self.box)
+                measurer = self._measurer(source, job["source"].get("kernel"))
                 outcome = measurer.measure(source["commit"], [AtomicJob.from_dict(job)])[0]
             else:
                 outcome = run_here(self.spool.store, [AtomicJob.from_dict(job)], box=self.box, path=None)[0]
             status = outcome.status
             error = outcome.error or ""
+        except KernelFailed as e:
+            # The console's tail travels after the mark, so that the submitter records it with the skip.
+            status, error = "build-failed", printable(str(e), 1000) + KernelFailed.MARK + printable(e.console_tail, 3000)
         except BuildFailed as e:
             status, error = "build-failed", str(e)
         except SourceError as e:
@@ -152,7 +157,9 @@ class Worker:
             error = str(e)
             self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
         runs = [self.spool.store.get_run(run_id).uuid for run_id in outcome.runs] if outcome is not None else []
-        result = {"status": status, "error": printable(error, 2000), "runs": runs, "attempt": attempt}
+        if KernelFailed.MARK not in error:
+            error = printable(error, 2000)
+        result = {"status": status, "error": error, "runs": runs, "attempt": attempt}
         # Completed (the run is safe in the spool) before the acknowledgement, so that a
         # redelivery after a kill right here is recognised and not run twice.
         self._record_end(submission, task_id, f"{'failed' if status.endswith('failed') else status}:{box}", result)
@@ -160,6 +167,26 @@ class Worker:
         self._upload()
         self._beat()
         return status
+
+    def _measurer(self, source: dict, kernel):
+        """A LocalMeasurer of a job's source: built in a checkout here, or (source.kernel) a kernel tree
+        built out of tree here and booted in a guest on this box (KernelBuilds kept per repository)."""
+        from perflab.automate.measurer import KernelBuilds, KernelSpec, LocalMeasurer
+
+        if kernel is None:
+            return LocalMeasurer(self.spool.store, self.checkouts.trees(source), box=self.box)
+        if not (isinstance(kernel, dict) and isinstance(kernel.get("image"), str) and isinstance(kernel.get("vm"), dict)):
+            raise SourceError("job key 'source.kernel': expected {image: path in the build output, vm: {...}}")
+        spec = KernelSpec(kernel["image"], kernel["vm"])
+        # Kept between jobs (a bisection's steps build incrementally), one per repository, build and image.
+        key = hashlib.sha1(json.dumps([source["repo"], source["build"], spec.image]).encode()).hexdigest()[:16]
+        home = self.checkouts.directory / f"kernel-{key}"
+        mirror = self.checkouts.directory / hashlib.sha1(source["repo"].encode()).hexdigest()[:16] / "mirror.git"
+        builds = KernelBuilds(mirror, home / "src", home / "build", home / "images", source["build"], spec.image,
+                              source["build_timeout"], owned=False)
+        # The checkout of the commit (fetched into the mirror) records the runs; the kernel is built in `builds`.
+        return LocalMeasurer(self.spool.store, self.checkouts.trees({**source, "build": ""}), box=self.box,
+                             kernel=spec, builds=builds)
 
     def _record_end(self, submission: str, task_id: str, counter: str, result: dict,
                     patience_s: float = 60.0) -> None:

@@ -106,9 +106,11 @@ def config_of(kernel: Path) -> Path | None:
     candidates = []
     if name.startswith("vmlinuz-"):
         candidates.append(kernel.with_name("config-" + name.removeprefix("vmlinuz-")))
-    # arch/x86/boot/bzImage -> the build tree's .config three levels up
-    if name == "bzImage" and len(kernel.parents) >= 3:
-        candidates.append(kernel.parents[2] / ".config")
+    # A kernel kept with its config (a bisection's built images: DIR/bzImage beside DIR/.config).
+    candidates.append(kernel.with_name(".config"))
+    # arch/x86/boot/bzImage -> the build tree's .config, four levels up (BUILD/arch/x86/boot/bzImage)
+    if name == "bzImage" and len(kernel.parents) >= 4:
+        candidates.append(kernel.parents[3] / ".config")
     for candidate in candidates:
         if candidate.is_file():
             return candidate

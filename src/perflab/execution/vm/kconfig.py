@@ -1,0 +1,211 @@
+"""Kernel configurations that boot under perflab: the options, a minimal config, and a check.
+
+`OPTIONS` is what a kernel needs to boot perflab's guest and run the guest families:
+64-bit, a serial console (two 8250 ports: console and agent), an initramfs (gzip),
+ELF and script binaries, proc/sysfs/devtmpfs/tmpfs, virtio and 9p (the host's root,
+a disk), and the syscalls the families use (futex, epoll, eventfd, SysV IPC, file
+locks, unix and inet sockets, POSIX timers, SMP). Each is `y`: perflab's initramfs
+loads no modules, so an `m` is as good as absent.
+
+`write_config` makes a minimal `.config` with the tree's own kbuild: `make tinyconfig`
+(or defconfig) in a scratch output directory, the options merged on top with the
+tree's `scripts/kconfig/merge_config.sh -m`, then `make olddefconfig`; the result is
+checked with `missing`, so an option the tree cannot give (a dependency absent in that
+version) is named instead of silently dropped.
+
+`find_config` reads a kernel's configuration from a `.config`, from the image itself
+when it was built with IKCONFIG (the gzip stream between `IKCFG_ST` and `IKCFG_ED`
+inside the compressed payload), or from the config beside it (Debian's
+`/boot/config-RELEASE` beside `vmlinuz-RELEASE`, a build tree's `.config`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+from perflab.core.errors import PerflabError
+from perflab.execution.vm import kernel as kernels
+
+# (option, why): every one must be `y`.
+OPTIONS: tuple[tuple[str, str], ...] = (
+    ("64BIT", "perflab's guest programs are x86-64"),
+    ("PRINTK", "the console tail of a failed boot"),
+    ("TTY", "serial console"), ("SERIAL_8250", "serial console and agent channel"),
+    ("SERIAL_8250_CONSOLE", "console=ttyS0"),
+    ("BLK_DEV_INITRD", "perflab's initramfs"), ("RD_GZIP", "the initramfs is gzipped"),
+    ("BINFMT_ELF", "static programs"), ("BINFMT_SCRIPT", "#! scripts (cmd jobs)"),
+    ("PROC_FS", "/proc"), ("SYSFS", "/sys"), ("DEVTMPFS", "/dev"), ("TMPFS", "/tmp, /run"),
+    ("SHMEM", "tmpfs and shared memory"),
+    ("MULTIUSER", "uids and gids (setuid, getuid)"),
+    ("FUTEX", "threads (futex1-4, posix_semaphore1, ebizzy)"), ("EPOLL", "epoll"),
+    ("EVENTFD", "eventfd1"), ("SIGNALFD", "signalfd"), ("TIMERFD", "timerfd"),
+    ("POSIX_TIMERS", "clock_gettime, timers"), ("HIGH_RES_TIMERS", "timing"),
+    ("FILE_LOCKING", "lock1, lmbench lat_fcntl"), ("SYSVIPC", "lmbench lat_sem, shared memory"),
+    ("ADVISE_SYSCALLS", "madvise (malloc)"), ("AIO", "io_submit"),
+    ("NET", "sockets"), ("UNIX", "hackbench, unix1, lmbench lat_unix"), ("INET", "lmbench lat_tcp/lat_udp"),
+    ("SMP", "vm.cpus > 1"),
+    ("PCI", "virtio devices"), ("VIRTIO_MENU", "virtio"), ("VIRTIO_PCI", "virtio devices"),
+    ("VIRTIO_CONSOLE", "virtio-serial"), ("BLOCK", "disks"), ("VIRTIO_BLK", "a disk for fs: jobs"),
+    ("NETWORK_FILESYSTEMS", "9p"), ("NET_9P", "9p"), ("NET_9P_VIRTIO", "9p over virtio"),
+    ("9P_FS", "the host's root, read-only, for cmd jobs"),
+)
+NAMES = tuple(name for name, _why in OPTIONS)
+# Set by `perflab kernel config` besides, not required of a kernel: the image carries its own
+# config, which `perflab kernel check bzImage` reads.
+EXTRA = ("IKCONFIG",)
+BASES = ("tinyconfig", "defconfig")
+
+_LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
+_UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+
+
+def parse(text: str) -> dict[str, str]:
+    """A .config's text -> {"CONFIG_X": value}; "n" for `# CONFIG_X is not set`."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        m = _LINE.match(line)
+        if m:
+            out[m.group(1)] = m.group(2)
+            continue
+        m = _UNSET.match(line)
+        if m:
+            out[m.group(1)] = "n"
+    return out
+
+
+def missing(config: dict[str, str]) -> list[str]:
+    """The options of OPTIONS a parsed config lacks (absent, n, or only a module), as CONFIG_ names."""
+    out = []
+    for name in NAMES:
+        value = config.get(f"CONFIG_{name}", "n")
+        if value != "y":
+            out.append(f"CONFIG_{name}" + ("=m" if value == "m" else ""))
+    return out
+
+
+def fragment() -> str:
+    """The options as a kconfig fragment (what merge_config.sh reads)."""
+    return "".join(f"CONFIG_{name}=y\n" for name in (*NAMES, *EXTRA))
+
+
+# -- reading a kernel's configuration ---------------------------------------------------
+
+def _ikconfig(data: bytes) -> str | None:
+    """The config embedded in an uncompressed vmlinux (IKCONFIG): gzip between IKCFG_ST and IKCFG_ED."""
+    start = data.find(b"IKCFG_ST")
+    if start < 0:
+        return None
+    end = data.find(b"IKCFG_ED", start)
+    blob = data[start + 8:end if end > 0 else None]
+    try:
+        return gzip.decompress(blob).decode(errors="replace")
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
+def _payloads(image: bytes):
+    """Decompressed candidates of a bzImage's payload: each gzip or xz stream found in it."""
+    for magic, opener in ((b"\x1f\x8b\x08", "gzip"), (b"\xfd7zXZ\x00", "xz")):
+        at = image.find(magic)
+        while at >= 0:
+            try:
+                if opener == "gzip":
+                    yield zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(image[at:])
+                else:
+                    yield lzma.LZMADecompressor().decompress(image[at:])
+            except (zlib.error, lzma.LZMAError, EOFError):
+                pass
+            at = image.find(magic, at + 1)
+
+
+def config_text(path: Path) -> tuple[str, str]:
+    """(config text, where it came from) of a .config or a kernel image; PerflabError in one line."""
+    if not path.is_file():
+        raise PerflabError(f"{path}: no such file")
+    data = path.read_bytes()
+    if b"CONFIG_" in data[:65536] and data[:65536].isascii():
+        return data.decode(errors="replace"), str(path)
+    found = _ikconfig(data)
+    if found is None:
+        for payload in _payloads(data):
+            found = _ikconfig(payload)
+            if found is not None:
+                break
+    if found is not None:
+        return found, f"{path} (IKCONFIG)"
+    beside = kernels.config_of(path)
+    if beside is not None:
+        return beside.read_text(errors="replace"), str(beside)
+    raise PerflabError(f"{path}: no kernel configuration found: not a .config, no IKCONFIG in the image "
+                       "(gzip or xz payload), no config-RELEASE or build tree .config beside it")
+
+
+def check(path: Path) -> tuple[str, list[str]]:
+    """(where the config was read, the options it lacks)."""
+    text, where = config_text(path)
+    config = parse(text)
+    if not config:
+        raise PerflabError(f"{where}: no CONFIG_ lines: not a kernel configuration")
+    return where, missing(config)
+
+
+# -- writing a minimal configuration -------------------------------------------------------
+
+def kernel_tree(tree: Path) -> Path:
+    """`tree` if it is a kernel source tree (top Makefile, Kconfig and merge_config.sh), else a one-line error."""
+    tree = tree.expanduser().resolve()
+    needed = ("Makefile", "Kconfig", "scripts/kconfig/merge_config.sh")
+    absent = [name for name in needed if not (tree / name).is_file()]
+    if absent:
+        raise PerflabError(f"--tree {tree}: not a kernel source tree (no {', '.join(absent)})")
+    return tree
+
+
+def _make(tree: Path, out: Path, *targets: str, timeout: float = 900) -> None:
+    if shutil.which("make") is None:
+        raise PerflabError("make not found (Debian package make)")
+    done = subprocess.run(["make", "-C", str(tree), f"O={out}", *targets], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        hint = ""
+        if any("flex" in line or "bison" in line for line in lines[-5:]):
+            hint = " (kconfig needs flex and bison: Debian packages flex, bison)"
+        raise PerflabError(f"make {' '.join(targets)} in {tree} failed: {lines[-1] if lines else done.returncode}{hint}")
+
+
+def write_config(tree: Path, output: Path, base: str = "tinyconfig") -> list[str]:
+    """Write a minimal config of `tree` to `output`; the options given on top of the base."""
+    if base not in BASES:
+        raise PerflabError(f"--base {base}: expected one of {', '.join(BASES)}")
+    tree = kernel_tree(tree)
+    with tempfile.TemporaryDirectory(prefix="perflab-kconfig-") as scratch:
+        out = Path(scratch)
+        _make(tree, out, base)
+        frag = out / "perflab.config"
+        frag.write_text(fragment())
+        merged = subprocess.run(["/bin/sh", str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out),
+                                 str(out / ".config"), str(frag)], capture_output=True, text=True,
+                                stdin=subprocess.DEVNULL, cwd=scratch)
+        if merged.returncode != 0:
+            raise PerflabError(f"merge_config.sh failed: {(merged.stderr or merged.stdout).strip().splitlines()[-1:]}")
+        _make(tree, out, "olddefconfig")
+        text = (out / ".config").read_text()
+        lacking = missing(parse(text))
+        if lacking:
+            raise PerflabError(f"{tree}: kconfig could not set {' '.join(lacking)} (absent in this kernel "
+                               "version, or a dependency it cannot meet); nothing written")
+        output = output.expanduser()
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, output)
+    return list(NAMES)
