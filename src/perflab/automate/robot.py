@@ -38,6 +38,7 @@ from pathlib import Path
 from perflab.automate import bisect
 from perflab.automate.measurer import BoxMeasurer, LocalMeasurer, Measurer, ScratchTree
 from perflab.analysis import series
+from perflab.core import output
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, GitError, repo_root, resolve
 from perflab.core.job import AtomicJob
@@ -187,7 +188,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             safe = re.sub(r"[^\w.-]+", "_", f.metric)
             path = Path(out_dir) / f"{culprit[:12]}-{safe}.txt"
-            path.write_text(text)
+            output.write(str(path), text, "--out")
             where = str(path)
         sent = None
         if to:

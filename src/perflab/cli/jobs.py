@@ -63,6 +63,7 @@ def jobs_split(job_file, overrides, output) -> None:
       perflab jobs split will-it-scale-seed.yaml -o atomic/ && perflab run atomic/*brk1*.yaml
     """
     from perflab import jobs as jobfiles
+    from perflab.core import output as outfile
 
     atomic = jobfiles.load(_resolve(job_file), list(overrides))
     varying = jobfiles.varying_keys(atomic)
@@ -73,9 +74,7 @@ def jobs_split(job_file, overrides, output) -> None:
         raise PerflabError(f"{job_file}: two atomic jobs would get one file name")
     for job, name in zip(atomic, names):
         target = out / name
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(jobfiles.to_yaml(job))
-        tmp.replace(target)
+        outfile.write(str(target), jobfiles.to_yaml(job), "-o")
         click.echo(str(target))
 
 
