@@ -9,6 +9,7 @@ import click
 from perflab.cli.common import db_option, get_store
 from perflab.cli.run import _guest_options
 from perflab.core.errors import PerflabError
+from perflab.core.text import printable
 
 
 @click.group("jobs")
@@ -44,10 +45,12 @@ def _resolve(path: str) -> str:
 
     if Path(path).is_file():
         return path
+    if Path(path).is_dir():
+        raise PerflabError(f"job file {printable(path, 200)}: is a directory (give one job file)")
     for shipped in jobfiles.shipped():
         if shipped.name == path:
             return str(shipped)
-    raise PerflabError(f"job file {path}: no such file (shipped job files: `perflab jobs list`)")
+    raise PerflabError(f"job file {printable(path, 200)}: no such file (shipped job files: `perflab jobs list`)")
 
 
 @jobs_group.command("split")
