@@ -128,3 +128,18 @@ def _keep_mode(real: str, tmp: str, exists: bool) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+
+
+def check_directory(path: str, label: str = "") -> None:
+    """A directory to write files into (`robot --out`): made now if missing, and probed by making a file,
+    so a bad one is refused in one line before any work (os.access says yes to root on /proc)."""
+    where = _name(path, label)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise PerflabError(f"{where}: not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".perflab-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PerflabError(f"{where}: cannot write files there: {e.strerror or e}") from None
