@@ -39,3 +39,15 @@ def test_fs_size_without_fs_is_an_error(cli, tmp_path):     # L6
     job = tmp_path / "j.yaml"
     job.write_text("benchmark: will-it-scale\ntest: brk1\nfs_size: 2G\n")
     assert_one_line_error(cli("run", job, check=False), "fs_size", "give fs too")
+
+
+def test_a_bad_broker_url_is_refused_before_anything_is_written(cli, tmp_path, redis_server):     # L8
+    import redis
+
+    job = tmp_path / "j.yaml"
+    job.write_text("benchmark: cmd\nargv: [true]\n")
+    base = redis_server.url.rsplit("/", 1)[0]
+    for url in (f"{base}/abc", base.replace(str(redis_server.port), "port") + "/0"):
+        proc = cli("submit", job, "--box", "b1", "--broker", url, check=False)
+        assert_one_line_error(proc, "broker URL", "DB a number")
+    assert redis.Redis.from_url(redis_server.url).dbsize() == 0     # no box registered, nothing queued
