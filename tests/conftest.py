@@ -91,6 +91,7 @@ SLOW_FILES = {
     "test_aim7.py", "test_bisect.py", "test_ebizzy.py", "test_fio.py", "test_hackbench.py", "test_interruption.py",
     "test_kernbench.py", "test_lmbench.py", "test_news.py", "test_robot.py", "test_will_it_scale_c.py",
     "test_importers.py", "test_runner.py", "test_run_cmd.py", "test_output_identity.py",
+    "test_hostile_strings.py", "test_hostile_output.py",   # every command on a hostile store; every -o
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).
 SLOW_TESTS = {

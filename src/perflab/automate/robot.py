@@ -48,7 +48,9 @@ from perflab.automate.measurer import (
     kernel_spec,
 )
 from perflab.analysis import series
+from perflab.core import output
 from perflab.core.errors import PerflabError
+from perflab.core.text import printable
 from perflab.core.git import BuildFailed, GitError, repo_root, resolve
 from perflab.core.job import AtomicJob
 from perflab.stats.compare import PRIMARY, REGRESSION
@@ -70,6 +72,11 @@ class Pass:
     findings: list[Finding] = field(default_factory=list)
     reports: list[tuple[str, str]] = field(default_factory=list)     # (culprit, path or "sent ...")
     skipped: list[str] = field(default_factory=list)                  # said, not reported
+    untested: list[str] = field(default_factory=list)                 # due, but the build failed
+
+
+# `robot --once` exits with this when commits were due but none could be built (docs/robot.md).
+EXIT_UNTESTED = 3
 
 
 def _tested(store, tag: str) -> set[str]:
@@ -126,6 +133,27 @@ def _wanted(metric: str, metrics: tuple[str, ...]) -> bool:
     if metrics:
         return any(fnmatch.fnmatchcase(metric, m) for m in metrics)
     return monitor_of(metric) is None
+
+
+def check_metrics(jobs: list[AtomicJob], metrics: tuple[str, ...]) -> None:
+    """Refuse a --metric glob that matches none of the jobs' metrics (before any work, as bisect does).
+
+    A glob that names one of the jobs' monitors (`vmstat.*`) is kept: those metrics exist only once measured."""
+    import fnmatch
+
+    from perflab import jobs as jobfiles
+
+    names: set[str] = set()
+    monitors: set[str] = set()
+    for job in jobs:
+        job = jobfiles.resolve(job)
+        names |= set(job.family.metrics(job.parsed))
+        monitors |= set(job.monitors or {})
+    for glob in metrics:
+        if any(fnmatch.fnmatchcase(n, glob) for n in names) or any(glob.startswith(m) for m in monitors):
+            continue
+        shown = ", ".join(sorted(names)[:12]) + (" ..." if len(names) > 12 else "")
+        raise PerflabError(f"--metric {printable(glob, 80)}: matches none of the jobs' metrics; they produce: {shown}")
 
 
 def find_regressions(store, *, repo: str, branch: str | None, tag: str, metrics: tuple[str, ...],
@@ -201,6 +229,7 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
 
     if not re.fullmatch(r"[\w.-]{1,60}", name):
         raise PerflabError(f"--name {name!r}: letters, digits, '.', '_' and '-' only (at most 60)")
+    check_metrics(jobs, metrics)
     root = repo_root(repo)
     rev, commits = series.first_parent(str(root), branch)
     if not commits:
@@ -226,6 +255,8 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
     for sha in todo:
         if _measure(measurer, sha, jobs, tag, say):
             done.tested.append(sha)
+        else:
+            done.untested.append(sha)
     done.findings = find_regressions(store, repo=str(root), branch=branch, tag=tag, metrics=metrics, order=order)
     reported = {(r.culprit, r.metric) for r in store.robot_reports(name)}
     ranges = [(r.good, r.bad, r.metric) for r in store.robot_reports(name)]
@@ -248,7 +279,7 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             safe = re.sub(r"[^\w.-]+", "_", f.metric)
             path = Path(out_dir) / f"{culprit[:12]}-{safe}.txt"
-            path.write_text(text)
+            output.write(str(path), text, "--out")
             where = str(path)
         sent = None
         if to:

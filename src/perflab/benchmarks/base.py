@@ -22,6 +22,7 @@ from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import LOWER_IS_BETTER
 from perflab.core.params import cpu_percent
+from perflab.core.text import brief
 
 from perflab.core.model import Sample
 from perflab.core.process import ProcessResult, ProcessSpec
@@ -198,7 +199,7 @@ def validate_params(family, raw: dict, where: str = ""):
         key = ".".join(str(p) for p in err["loc"]) or "(parameters)"
         value = raw.get(err["loc"][0]) if err["loc"] else None
         message = err["msg"].removeprefix("Value error, ")
-        shown = f" = {value!r}" if value is not None else ""
+        shown = f" = {brief(value)}" if value is not None else ""
         raise JobError(f"{prefix}{family.name} parameter {key}{shown}: {message}") from None
     except PerflabError as e:
         raise JobError(f"{prefix}{e}") from None

@@ -9,6 +9,7 @@ import click
 from perflab.cli.common import db_option, get_store
 from perflab.cli.run import _guest_options
 from perflab.core.errors import PerflabError
+from perflab.core.text import printable
 
 
 @click.group("jobs")
@@ -44,10 +45,12 @@ def _resolve(path: str) -> str:
 
     if Path(path).is_file():
         return path
+    if Path(path).is_dir():
+        raise PerflabError(f"job file {printable(path, 200)}: is a directory (give one job file)")
     for shipped in jobfiles.shipped():
         if shipped.name == path:
             return str(shipped)
-    raise PerflabError(f"job file {path}: no such file (shipped job files: `perflab jobs list`)")
+    raise PerflabError(f"job file {printable(path, 200)}: no such file (shipped job files: `perflab jobs list`)")
 
 
 @jobs_group.command("split")
@@ -63,6 +66,7 @@ def jobs_split(job_file, overrides, output) -> None:
       perflab jobs split will-it-scale-seed.yaml -o atomic/ && perflab run atomic/*brk1*.yaml
     """
     from perflab import jobs as jobfiles
+    from perflab.core import output as outfile
 
     atomic = jobfiles.load(_resolve(job_file), list(overrides))
     varying = jobfiles.varying_keys(atomic)
@@ -73,9 +77,7 @@ def jobs_split(job_file, overrides, output) -> None:
         raise PerflabError(f"{job_file}: two atomic jobs would get one file name")
     for job, name in zip(atomic, names):
         target = out / name
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(jobfiles.to_yaml(job))
-        tmp.replace(target)
+        outfile.write(str(target), jobfiles.to_yaml(job), "-o")
         click.echo(str(target))
 
 

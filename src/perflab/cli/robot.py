@@ -186,6 +186,10 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, 
 
     if source_url and not box:
         raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
+    if out_dir:
+        from perflab.core import output
+
+        output.check_directory(out_dir, "--out")    # before any work: a report is never lost at the end
     store = get_store(db)
     jobs = [j for path in job_files for j in jobfiles.load_atomic(path)]
     if box:
@@ -205,6 +209,11 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, 
                               vm_mode=vm_mode)
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")
+        if done.untested and not done.tested:
+            # Nothing could be tested (every build failed): not a pass that found nothing (docs/robot.md).
+            click.echo(f"robot: no commit could be tested ({len(done.untested)} due, every build failed)", err=True)
+            if once:
+                raise SystemExit(robot.EXIT_UNTESTED)
         if once:
             return
         time.sleep(interval)

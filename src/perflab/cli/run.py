@@ -14,6 +14,7 @@ import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store
 from perflab.core.errors import PerflabError
+from perflab.core.text import printable
 
 
 def _key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -186,15 +187,15 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         s = spread(walls)
         means.append(s.mean)
         sd = s.stddev
-        click.echo(f"run #{o.run_id}: {o.session.command.display}")
+        click.echo(f"run #{o.run_id}: {printable(o.session.command.display, None)}")
         click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(sd):>10}")
         click.echo(f"  Range (min … max): {_fmt_time(s.min):>10} … {_fmt_time(s.max):>10}    {s.n} runs")
     if len(done) > 1 and len(done) == len(outcomes):
         fastest, ratios = relative_to_fastest(means)
-        click.echo(f"Fastest: {done[fastest].session.command.display}")
+        click.echo(f"Fastest: {printable(done[fastest].session.command.display, None)}")
         for i, o in enumerate(done):
             if i != fastest:
-                click.echo(f"  {ratios[i]:.2f} times faster than {o.session.command.display}")
+                click.echo(f"  {ratios[i]:.2f} times faster than {printable(o.session.command.display, None)}")
     _finish(outcomes)
 
 

@@ -26,10 +26,11 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
       perflab export --tag v6.8 -o v6.8.json
       perflab export --format csv --since 7d > week.csv
     """
-    import os
-    import tempfile
-
+    from perflab.core import output as outfile
     from perflab.exchange import transfer
+
+    if output:
+        outfile.check(output, "-o")
 
     since_time = parse_since(since)
     store = get_store(db)
@@ -40,25 +41,8 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
     if not output:
         click.echo(text, nl=False)
         return
-    # Write beside the target and rename: a failed export leaves no half-written file.
-    # Errors name the target: the temporary file is ours, not the user's.
-    directory = os.path.dirname(os.path.abspath(output))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-export-")
-    except OSError as e:
-        raise PerflabError(f"cannot write {output}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, output)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise PerflabError(f"cannot write {output}: {e.strerror or e}") from None
-        raise
+    # Whole or nothing, through a symlink or into a device or FIFO (core.output).
+    outfile.write(output, text, "-o")
     click.echo(f"exported {len(data)} runs to {output}", err=True)
 
 

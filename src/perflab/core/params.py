@@ -11,6 +11,8 @@ from contextvars import ContextVar
 
 import yaml
 
+from perflab.core import yamlsafe
+
 # How many CPUs the job being made will run on, while its parameters are parsed and its
 # session is entered: None is this process's own (the host's affinity); a job in a VM guest
 # sets its vCPU count (perflab.jobs.resolve, perflab.runner.guest), so `nr_task: 50%` and
@@ -53,7 +55,7 @@ def cpu_percent(value, key: str) -> int:
 def parse_scalar(value: str):
     """A value from the command line, read as YAML would ('3' -> 3, '[1, 2]' -> a list, 'x' -> 'x')."""
     try:
-        return yaml.safe_load(value) if value.strip() else ""
+        return yamlsafe.load(value) if value.strip() else ""
     except yaml.YAMLError:
         return value
 

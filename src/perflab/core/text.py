@@ -35,3 +35,18 @@ def printable(text: object, limit: int | None = CELL_LIMIT) -> str:
         keep = max(1, keep)
         shown = shown[:keep] + f"…(+{len(shown) - keep})"
     return shown
+
+
+def brief(value: object, limit: int = 80) -> str:
+    """A value for an error message: its repr, control characters made visible, a long one abbreviated.
+
+    A long list shows its first items, `…`, its last item and how many it holds
+    (`[1, 2, 3, …, 100] (100 items)`); anything else long is cut as `printable` cuts.
+    """
+    shown = printable(repr(value), None)
+    if len(shown) <= limit:
+        return shown
+    if isinstance(value, (list, tuple)) and len(value) > 4:
+        head = ", ".join(printable(repr(v), 20) for v in value[:3])
+        return f"[{head}, …, {printable(repr(value[-1]), 20)}] ({len(value)} items)"
+    return printable(shown, limit)

@@ -38,8 +38,30 @@ class WorkdirParams(BaseModel):
     @field_validator("fs_size", mode="before")
     @classmethod
     def _size(cls, v, info):
+        # Only a given fs_size is validated (not the default): without fs it would be silently ignored.
+        if "fs" in info.data and info.data["fs"] is None:
+            raise ValueError("fs_size sizes the filesystem that fs makes: give fs too (e.g. fs: ext4)")
         check_minimum(info.data.get("fs"), parse_size(v))   # fs is validated first (declared before)
         return str(v)
+
+    @field_validator("dir")
+    @classmethod
+    def _writable(cls, v):
+        # An absolute dir is probed now, so a bad one is refused naming the parameter before anything
+        # runs (os.access says yes to root for /proc and /sys; creating a directory tells the truth).
+        # A relative one lives in the run's directory (a worktree) and is checked when the run starts.
+        if v is not None and os.path.isabs(v):
+            _probe(v)
+        return v
+
+
+def _probe(directory: str) -> None:
+    if not os.path.isdir(directory):
+        raise ValueError("no such directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".perflab-probe-", dir=directory))
+    except OSError as e:
+        raise ValueError(f"cannot make a directory there ({e.strerror}): give a writable dir") from None
 
 
 def filesystem_of(path: str) -> tuple[str, str, str]:
@@ -75,7 +97,10 @@ def workdir(params: WorkdirParams, prefix: str) -> Iterator[Workdir]:
         raise UsageProblem(f"parameter dir = {parent!r}: no such directory")
     if not os.access(where, os.W_OK | os.X_OK):
         raise UsageProblem(f"parameter dir = {parent!r}: not writable")
-    path = tempfile.mkdtemp(prefix=f"perflab-{prefix}-", dir=where)
+    try:
+        path = tempfile.mkdtemp(prefix=f"perflab-{prefix}-", dir=where)
+    except OSError as e:
+        raise UsageProblem(f"parameter dir = {parent!r}: cannot make the run's directory there: {e.strerror}") from None
     fstype, mount, options = filesystem_of(path)
     try:
         yield Workdir(path, {"workdir": parent, "workdir_fs": fstype, "workdir_mount": mount,

@@ -50,6 +50,9 @@ from perflab.benchmarks.base import JobError, validate_params  # noqa: F401 (val
 from perflab.core.errors import UsageProblem
 from perflab.core.job import FILE_ORDER, AtomicJob
 from perflab.core.params import cpu_percent, job_cpus, parse_scalar
+from perflab.core.text import brief as shorten, printable
+from perflab.core.yamlsafe import StrictLoader
+from perflab.jobs.limits import check_matrix
 
 __all__ = ["AtomicJob", "JobError", "validate_params", "cpu_percent", "atomic", "resolve", "load", "load_atomic",
            "expand", "expand_atomic", "shipped"]
@@ -166,12 +169,12 @@ def _is_list_type(annotation) -> bool:
 
 # -- files --------------------------------------------------------------------
 
-class _LineLoader(yaml.SafeLoader):
-    """Records the line of every mapping key, so errors can name it."""
+class _LineLoader(StrictLoader):
+    """Records the line of every mapping key, so errors can name it (no aliases, no duplicate keys)."""
 
 
 def _construct_mapping(loader, node, deep=False):
-    mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    mapping = StrictLoader.construct_mapping(loader, node, deep=deep)
     lines = {}
     for key_node, _ in node.value:
         lines[loader.construct_object(key_node, deep=deep)] = key_node.start_mark.line + 1
@@ -263,8 +266,10 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
                                                             and 0 < v < float("inf")))):
         if not check(job[key]):
             want = {"runs": "an integer >= 1", "warmup": "an integer >= 0", "timeout": "a number of seconds > 0"}[key]
-            raise JobError(f"{source}{_line(doc, key)}: key {key!r} = {job[key]!r}: expected {want}")
+            raise JobError(f"{source}{_line(doc, key)}: key {key!r} = {shorten(job[key])}: expected {want}")
     for key in ("tag", "comment"):
+        if isinstance(job[key], (list, dict, bool)):    # a number is fine as text (tag: 2024)
+            raise JobError(f"{source}{_line(doc, key)}: key {key!r} = {shorten(job[key])}: expected a string")
         if job[key] is not None and not isinstance(job[key], str):
             job[key] = str(job[key])
     from perflab import monitors
@@ -272,7 +277,7 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
     try:
         job["monitors"] = monitors.validate(job["monitors"])
     except monitors.MonitorError as e:
-        raise JobError(f"{source}{_line(doc, 'monitors')}: {e}") from None
+        raise JobError(f"{source}{_line(doc, 'monitors')}: key 'monitors': {e}") from None
     if doc.get("kernel") is not None or doc.get("vm"):
         from perflab.jobs import guest
 
@@ -295,10 +300,11 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
             axes.append((key, value))
         else:
             axes.append((key, [value]))
+    check_matrix(axes, source)
     points, seen = [], set()
     for combo in itertools.product(*(values for _, values in axes)):
         params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
-        label = ", ".join(f"{k}={v}" for k, v in params.items())
+        label = ", ".join(f"{k}={printable(v, 40)}" for k, v in params.items())
         first_key = next(iter(params), None)
         point = resolve(AtomicJob(**job, params=params, key_order=FILE_ORDER, family=family),
                         f"{source}{_line(doc, first_key) if first_key else ''} ({label})")

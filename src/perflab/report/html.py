@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from importlib import util
 from pathlib import Path
 
 from perflab.analysis.views.page import Filters, PageView
+from perflab.core import output
 from perflab.core.errors import PerflabError
 from perflab.report.html_doc import RawJSON, document
 
@@ -123,33 +123,14 @@ def render(doc: dict) -> str:
 
 def check_writable(path: str) -> None:
     """Fail before any work when the output cannot be written: a one-line error naming it."""
-    target = Path(path)
-    if target.is_dir():
+    if os.path.isdir(path):
         raise PerflabError(f"{path}: is a directory; give a file name (e.g. {os.path.join(path, 'report.html')})")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise PerflabError(f"{path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise PerflabError(f"{path}: cannot write here (permission denied)")
+    output.check(path)
 
 
 def write(path: str, text: str) -> None:
-    """Write the whole file or nothing (a temporary file beside it, renamed)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-", suffix=".html.tmp")
-    except OSError as e:
-        raise PerflabError(f"{path}: cannot write: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise PerflabError(f"{path}: cannot write: {e.strerror}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write the whole file or nothing, through a symlink or into a device (core.output)."""
+    output.write(path, text)
 
 
 def report(view: PageView, path: str) -> dict:

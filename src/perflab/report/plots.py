@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from contextlib import contextmanager
 
-from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core import output
+from perflab.core.errors import UsageProblem
 from perflab.core.text import printable
 
 FORMATS = (".png", ".svg")
@@ -28,13 +28,7 @@ def check_path(path: str, option: str = "--plot") -> None:
     ext = os.path.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise UsageProblem(f"{option} {printable(path, 200)}: the file name must end in .png or .svg")
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise PerflabError(f"{option} {printable(path, 200)}: is a directory")
-    if not os.path.isdir(directory):
-        raise PerflabError(f"{option} {printable(path, 200)}: directory {printable(directory, 200)} does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise PerflabError(f"{option} {printable(path, 200)}: cannot write here (permission denied)")
+    output.check(path, option)
 
 
 @contextmanager
@@ -53,23 +47,10 @@ def _figure(*args, **kw):
 
 
 def save(fig, path: str) -> None:
-    """Write the whole picture or nothing (a temporary file beside it, renamed); PNG or SVG by extension."""
+    """Write the whole picture or nothing (core.output); PNG or SVG by extension."""
     ext = os.path.splitext(path)[1].lower()
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-", suffix=ext)
-    except OSError as e:
-        raise PerflabError(f"--plot {printable(path, 200)}: cannot write: {e.strerror}") from None
-    os.close(fd)
-    try:
+    with output.staged(path, "--plot", suffix=ext) as tmp:
         fig.savefig(tmp, format=ext.lstrip("."), dpi=110)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise PerflabError(f"--plot {printable(path, 200)}: cannot write: {e.strerror}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _finite(x) -> float:
@@ -104,7 +85,8 @@ def plot_log(rows, path: str, *, scale: float = 1.0, unit: str = "s", title: str
         ax.set_ylim(bottom=0)
         ax.set_title(printable(title, 100))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.get_legend_handles_labels()[0]:   # runs without real/user/sys (imported) draw no line
+            ax.legend(fontsize="small")
         fig.tight_layout()
         save(fig, path)
 

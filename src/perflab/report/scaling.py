@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 from perflab.report.numbers import value
+from perflab.core import output
 from perflab.core.text import printable
 
 
@@ -63,13 +63,8 @@ def plot_scaling(curves, path: str) -> None:
         ax.legend(fontsize="small")
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=os.path.splitext(path)[1] or ".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp)
-        os.replace(tmp, path)
+        with output.staged(path, "--plot", suffix=os.path.splitext(path)[1] or ".png") as tmp:
+            fig.savefig(tmp)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)

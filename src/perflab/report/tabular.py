@@ -1,7 +1,10 @@
 """json and csv: every number of the comparison, for programs and spreadsheets.
 
-Strings are exact here (no escaping for terminals); in csv a cell that a
-spreadsheet would run as a formula is guarded (perflab.core.spreadsheet).
+Strings are exact in json (its own escapes keep control characters off a
+terminal); csv, printed as it is, shows a control character as `\x1b` (as
+the text layouts do: a tag holding an escape must not retitle the reader's
+window), and a cell that a spreadsheet would run as a formula is guarded
+(perflab.core.spreadsheet).
 `ci_low`/`ci_high` are the interval at the FDR-adjusted level `ci_level`,
 which excludes zero exactly when `p_adjusted` < alpha; the unadjusted one
 (each end a one-sided 1 - alpha bound) is `ci_unadjusted_low`/`_high`.
@@ -24,6 +27,7 @@ import math
 
 from perflab.analysis.comparison import ComparisonResult
 from perflab.core.spreadsheet import guard
+from perflab.core.text import printable
 
 SUMMARY_FIELDS = ("n", "mean", "hmean", "median", "stddev", "cov", "min", "max", "center",
                   "bamean", "median_low", "median_high")
@@ -121,5 +125,6 @@ def render_csv(result: ComparisonResult) -> str:
                 flat[f"{side}_{k}"] = (rec[f"{side}_stats"] or {}).get(k)
         flat["warnings"] = "; ".join(rec["warnings"])
         flat["exact"] = "exact" if rec.get("exact") else ""
-        w.writerow({k: guard("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in flat.items()})
+        w.writerow({k: guard("" if v is None else repr(v) if isinstance(v, float)
+                             else printable(v, None) if isinstance(v, str) else v) for k, v in flat.items()})
     return buf.getvalue()

@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from perflab.core.errors import PerflabError
+from perflab.core.text import printable
 from perflab.store.rows import database_error, disk_full, redact, without_nul
 
 
@@ -228,6 +229,8 @@ class Database:
                 # A newer perflab upgraded this (shared) store: this one cannot read it safely.
                 raise PerflabError(f"database {self.label}: its schema is at revision {revision}, newer than this "
                                    f"perflab knows (up to {HEAD_REVISION}); upgrade perflab to use it")
+            if revision is None:
+                self._refuse_foreign()
             if self.read_only:
                 found = f"its schema is at revision {revision}" if revision else "it holds no perflab store"
                 raise PerflabError(f"database file {self.label} {self.read_only} and {found}; "
@@ -249,6 +252,22 @@ class Database:
             if self.path is not None and not self.read_only and _no_room(e) and self._wal_is_empty():
                 raise NoRoom(str(self._fail(e))) from None
             raise self._fail(e) from None
+
+    def _refuse_foreign(self) -> None:
+        """A database holding another application's tables is not made a store (perflab's tables added
+        beside theirs): `--db` pointed at the wrong file. Tables of perflab's own (a first creation
+        cut short) are not foreign: the upgrade finishes them."""
+        from sqlalchemy import inspect
+
+        from perflab.store.schema import metadata
+
+        ours = set(metadata.tables) | {"alembic_version"}
+        with self.engine.connect() as conn:
+            foreign = sorted(set(inspect(conn).get_table_names()) - ours)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise PerflabError(f"database {self.label}: not a perflab store (it holds other tables: "
+                               f"{printable(shown, 200)}); give a new file or a perflab store to --db")
 
     def _wal_is_empty(self) -> bool:
         try:

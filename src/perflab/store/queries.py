@@ -51,6 +51,9 @@ class Queries(Database):
                 row = conn.execute(self._run_select().where(s.run.c.id == rid)).first()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
+        except ValueError as e:    # a JSON column that does not decode: the store was edited or damaged
+            raise PerflabError(f"run #{rid} in {self.label}: a stored field is not valid JSON ({e}); "
+                               "the record is damaged") from None
         if row is None:
             raise PerflabError(f"no run with id {rid} in {self.label}")
         return row
@@ -80,6 +83,9 @@ class Queries(Database):
                 return conn.execute(q).all()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
+        except ValueError as e:
+            raise PerflabError(f"{self.label}: a run's stored field is not valid JSON ({e}); "
+                               "`perflab show ID` names the run") from None
 
     def run_names(self, limit: int = 10) -> tuple[list[str], list[str], int]:
         """(benchmark families, run names most recently run first, number of names),

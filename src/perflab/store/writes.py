@@ -305,6 +305,9 @@ class Writes(Database):
         shown at once by its commit(), deleted by its rollback()."""
         from perflab.store.importing import ImportWriter
 
+        # A store opened read-only (its mode, a read-only mount, a full disk) says so, as `run` does,
+        # rather than SQLite's "attempt to write a readonly database" from the first insert.
+        self._check_writable("import runs")
         return ImportWriter(self, check)
 
     def import_runs(self, runs: list[dict]) -> tuple[int, int]:

@@ -52,7 +52,26 @@ def done_key(sid: str) -> str:
 
 
 def broker_url(broker: str | None) -> str:
-    return broker or os.environ.get("PERFLAB_BROKER") or DEFAULT_BROKER
+    """The broker URL in force, checked before anything is written (a bad port or db number is one line)."""
+    url = broker or os.environ.get("PERFLAB_BROKER") or DEFAULT_BROKER
+    _check_broker_url(url)
+    return url
+
+
+def _check_broker_url(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    shape = "expected redis://HOST:PORT/DB (DB a number), rediss://... or unix://PATH"
+    try:
+        parts = urlsplit(url)
+        parts.port     # raises ValueError on a port that is not a number or out of range
+    except ValueError as e:
+        raise PerflabError(f"broker URL {redact(url)!r}: {e}; {shape}") from None
+    if parts.scheme == "unix":
+        return
+    db = parts.path.strip("/")
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname or (db and not db.isdigit()):
+        raise PerflabError(f"broker URL {redact(url)!r}: {shape}")
 
 
 def check_box(box: str) -> str:
