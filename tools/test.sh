@@ -41,8 +41,9 @@ fi
 
 PERFLAB_EXTRAS="[test]" sh tools/install.sh
 if [ "$fast" = 0 ]; then
-    # The kernel the VM tests boot (apt-get download, cached in ~/.cache/perflab/kernels).
-    .venv/bin/python tools/fetch_kernel.py >/dev/null || echo "test.sh: no kernel fetched; the VM tests will skip" >&2
+    # The kernels the VM tests boot (apt-get download, cached in ~/.cache/perflab/kernels):
+    # both, because the kernel-bisection test bisects from one to the other.
+    .venv/bin/python tools/fetch_kernel.py --both >/dev/null || echo "test.sh: no kernel fetched; the VM tests will skip" >&2
 fi
 if [ "$fast" = 1 ]; then
     # Every mark tests/conftest.py assigns (registered in pyproject.toml), deselected.
