@@ -240,35 +240,39 @@ HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 
 # -- any other family, and job files ---------------------------------------------
 
-def _report_jobs(outcomes) -> None:
+def _job_line(o) -> str:
+    """One atomic job's result line: its headline metric (mean ± CoV), samples, time and status."""
     from perflab.cli.common import fmt_num
     from perflab.stats.relative import spread
     from perflab.core.text import printable
 
+    headline = ""
+    for metric in o.job.family.metrics(o.job.parsed).values():
+        if o.values.get(metric.name):
+            s = spread(o.values[metric.name])
+            headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
+                f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
+            break
+    status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
+    return (f"run #{o.run_id}: {printable(o.session.name, 80)}: {headline}{o.samples} samples "
+            f"in {o.seconds:.1f} s ({printable(status, 200)})")
+
+
+def _report_jobs(outcomes) -> None:
+    """A line per run, for callers that ran their jobs without `on_done` (robot)."""
     for o in outcomes:
-        if o.recorder is None:
-            continue
-        headline = ""
-        for metric in o.job.family.metrics(o.job.parsed).values():
-            if o.values.get(metric.name):
-                s = spread(o.values[metric.name])
-                headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
-                    f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
-                break
-        status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
-        click.echo(f"run #{o.run_id}: {printable(o.session.name, 80)}: {headline}{o.samples} samples "
-                   f"in {o.seconds:.1f} s ({printable(status, 200)})")
+        if o.recorder is not None:
+            click.echo(_job_line(o))
 
 
 def _run_atomic_jobs(jobs: list, box, repo, db) -> None:
-    """Run AtomicJobs (perflab.jobs) one after another, print a line per run; exit status by failures."""
+    """Run AtomicJobs (perflab.jobs) one after another, a line per run as it ends; exit status by failures."""
     from perflab.runner import guest
     from perflab.runner.loop import run_jobs
 
     guest.check(jobs)    # a guest job that cannot run: refused before the store is opened
     store = get_store(db)
-    outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo)
-    _report_jobs(outcomes)
+    outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo, on_done=_job_line)
     _finish(outcomes)
 
 
