@@ -276,6 +276,52 @@ def _run_atomic_jobs(jobs: list, box, repo, db) -> None:
     _finish(outcomes)
 
 
+# At most this many allowed values are spelled in an option's metavar (`--mode process|thread`);
+# a longer list (will-it-scale's 37 testcases) is in its help text.
+CHOICES_IN_METAVAR = 8
+
+
+def _param_options(fam, *, over: str = "") -> list[click.Option]:
+    """An option per parameter of the family, its allowed values and its default in the help."""
+    from pydantic_core import PydanticUndefined
+
+    from perflab.jobs import _choices
+
+    options = []
+    for key, field in fam.Params.model_fields.items():
+        choices = _choices(field.annotation)
+        metavar = "|".join(map(str, choices)) if choices and len(choices) <= CHOICES_IN_METAVAR else "VALUE"
+        default = field.default
+        shown = "" if default is PydanticUndefined or default in (None, [], "") else f" [default: {default}]"
+        options.append(click.Option([f"--{key.replace('_', '-')}", key], multiple=True, metavar=metavar,
+                                    help=(field.description or key) + f" (repeat for a matrix axis{over}).{shown}"))
+    return options
+
+
+def _job_key_options(runs_default: str) -> list[click.Option]:
+    """The job keys every job has (runs, warmup, timeout) as options."""
+    return [
+        click.Option(["--runs", "-r"], type=click.IntRange(min=1), default=None,
+                     help=f"Repetitions of each atomic job [default: {runs_default}]."),
+        click.Option(["--warmup", "-w"], type=click.IntRange(min=0), default=None,
+                     help="Untimed repetitions first [default: 0]."),
+        click.Option(["--timeout"], type=FiniteFloat(0, open_min=True), metavar="S",
+                     help="Kill a process after S seconds [default: the family's, from the job's duration]."),
+    ]
+
+
+def _given_values(values: dict) -> dict:
+    """Repeatable parameter options as given: one value, or a list (a matrix axis)."""
+    from perflab import jobs as jobfiles
+
+    out = {}
+    for key, given in values.items():
+        if given:
+            parsed = [jobfiles.parse_scalar(v) for v in given]
+            out[key] = parsed if len(parsed) > 1 else parsed[0]
+    return out
+
+
 def _family_command(name: str) -> click.Command:
     """A `perflab run NAME` command made from the family's parameter model."""
     from perflab import benchmarks
@@ -285,25 +331,14 @@ def _family_command(name: str) -> click.Command:
     def callback(runs, warmup, timeout, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, **values):
         from perflab import jobs as jobfiles
 
-        doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment,
-               "monitors": _monitors(monitor_specs)}
+        doc = {"benchmark": name, "runs": runs, "warmup": warmup or 0, "timeout": timeout, "tag": tag,
+               "comment": comment, "monitors": _monitors(monitor_specs)}
         if kernel is not None or vm_mode:
             doc.update(kernel=kernel, vm=_vm(vm_mode))
-        for key, given in values.items():
-            if given:
-                parsed = [jobfiles.parse_scalar(v) for v in given]
-                doc[key] = parsed if len(parsed) > 1 else parsed[0]
+        doc.update(_given_values(values))
         _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db)
 
-    params = [
-        click.Option(["--runs", "-r"], type=click.IntRange(min=1), default=None,
-                     help="Repetitions of each atomic job (default: the family's)."),
-        click.Option(["--warmup", "-w"], type=click.IntRange(min=0), default=0, show_default=True, help="Untimed repetitions first."),
-        click.Option(["--timeout"], type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a process after S seconds."),
-    ]
-    for key, field in fam.Params.model_fields.items():
-        params.append(click.Option([f"--{key.replace('_', '-')}", key], multiple=True, metavar="VALUE",
-                                   help=(field.description or key) + " (repeat for a matrix axis)."))
+    params = [*_job_key_options("the family's"), *_param_options(fam)]
     command = click.Command(name, callback=callback, params=params,
                             help=f"Run {name}: {fam.summary}.\n\nEvery parameter option may be repeated: "
                                  f"each value is one point of the matrix.\n\n\b\nExample:\n"
@@ -323,22 +358,32 @@ def _family_command(name: str) -> click.Command:
     return command
 
 
-def _job_command(path: str) -> click.Command:
-    @click.command(path)
-    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                  help="Override a key of the job file (a YAML value; a list makes an axis).")
-    @_variant_options
-    def run_job(overrides, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
-        """Run every atomic job of a job file (the Cartesian product of its list values).
+def _family_of_file(path: str):
+    """The family a job file names, for its options; None when the file does not say (yet)."""
+    import yaml
 
-        \b
-        Example:
-          perflab run will-it-scale-seed.yaml --set runs=3 --tag v6.8
-        """
+    from perflab import benchmarks
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None      # reported properly, at its line, when the job is loaded
+    name = doc.get("benchmark") if isinstance(doc, dict) else None
+    return benchmarks.family(name) if isinstance(name, str) and name in benchmarks.FAMILIES else None
+
+
+def _job_command(path: str) -> click.Command:
+    fam = _family_of_file(path)
+
+    def run_job(overrides, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, runs=None, warmup=None,
+                timeout=None, **values) -> None:
         from perflab import jobs as jobfiles
 
+        given = {k: v for k, v in (("runs", runs), ("warmup", warmup), ("timeout", timeout)) if v is not None}
+        given.update(_given_values(values))
         atomic = []
-        for job in jobfiles.load_atomic(path, list(overrides)):
+        for job in jobfiles.load_atomic(path, list(overrides), given):
             if tag is not None:
                 job = job.with_(tag=tag)
             if comment is not None:
@@ -349,7 +394,18 @@ def _job_command(path: str) -> click.Command:
             atomic.append(job)
         _run_atomic_jobs(atomic, box, repo, db)
 
-    return run_job
+    command = click.command(path, help=(
+        "Run every atomic job of a job file (the Cartesian product of its list values).\n\n"
+        "An option given here wins over the file's key (as --set KEY=VALUE does).\n\n"
+        "\b\nExample:\n  perflab run will-it-scale-seed.yaml --runs 3 --duration 2 --tag v6.8"))(
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override a key of the job file (a YAML value; a list makes an axis).")(
+            _variant_options(run_job)))
+    extra = _job_key_options("the job file's, else the family's")
+    if fam is not None:
+        extra += _param_options(fam, over=", over the file's")
+    command.params[1:1] = extra
+    return command
 
 
 class RunGroup(click.Group):
@@ -374,8 +430,16 @@ class RunGroup(click.Group):
                 shipped = {p.name: p for p in jobfiles.shipped()}
                 if name in shipped:
                     return _job_command(str(shipped[name]))
-                raise PerflabError(f"job file {name}: no such file (shipped job files: `perflab jobs list`)")
+                hint = jobfiles._did_you_mean(name, shipped)
+                raise PerflabError(f"job file {name}: no such file{hint} (shipped job files: `perflab jobs list`)")
             return _job_command(name)
+        # Not a family: a near family or shipped job file name is most likely what was meant.
+        from perflab import jobs as jobfiles
+        from perflab.jobs import _did_you_mean
+
+        hint = _did_you_mean(name, [*benchmarks.FAMILIES, *(p.name for p in jobfiles.shipped())])
+        if hint:
+            raise click.UsageError(f"No such command {name!r}{hint}", ctx)
         return None
 
 
