@@ -176,16 +176,22 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         s = spread(walls)
         means.append(s.mean)
         sd = s.stddev
-        click.echo(f"run #{o.run_id}: {o.session.command.display}")
+        click.echo(f"run #{o.run_id}: {_cmd_title(o)}")
         click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(sd):>10}")
         click.echo(f"  Range (min … max): {_fmt_time(s.min):>10} … {_fmt_time(s.max):>10}    {s.n} runs")
     if len(done) > 1 and len(done) == len(outcomes):
         fastest, ratios = relative_to_fastest(means)
-        click.echo(f"Fastest: {done[fastest].session.command.display}")
+        click.echo(f"Fastest: {_cmd_title(done[fastest])}")
         for i, o in enumerate(done):
             if i != fastest:
-                click.echo(f"  {ratios[i]:.2f} times faster than {o.session.command.display}")
+                click.echo(f"  {ratios[i]:.2f} times faster than {_cmd_title(o)}")
     _finish(outcomes)
+
+
+def _cmd_title(o) -> str:
+    """A command's run as people named it (--name, then the command line in parentheses), else its command line."""
+    display = o.session.command.display
+    return display if o.session.name == display else f"{o.session.name} ({display})"
 
 
 # -- lmbench ----------------------------------------------------------------------
