@@ -260,7 +260,9 @@ def _job_line(o) -> str:
                 f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
             break
     status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
-    return (f"run #{o.run_id}: {printable(o.session.name, 80)}: {headline}{o.samples} samples "
+    # What differs from the other jobs of the invocation first, whole (a matrix over cc, mode ...).
+    title = f"{printable(o.varying, None)} {printable(o.session.name, 80)}".lstrip()
+    return (f"run #{o.run_id}: {title}: {headline}{o.samples} samples "
             f"in {o.seconds:.1f} s ({printable(status, 200)})")
 
 
@@ -271,12 +273,15 @@ def _report_jobs(outcomes) -> None:
             click.echo(_job_line(o))
 
 
-def _run_atomic_jobs(jobs: list, box, repo, db) -> None:
+def _run_atomic_jobs(jobs: list, box, repo, db, where: str = "") -> None:
     """Run AtomicJobs (perflab.jobs) one after another, a line per run as it ends; exit status by failures."""
     from perflab.runner import guest
     from perflab.runner.loop import run_jobs
 
+    from perflab.jobs import check_compilers
+
     guest.check(jobs)    # a guest job that cannot run: refused before the store is opened
+    check_compilers(jobs, where)    # so is a compiler that is not installed
     store = get_store(db)
     outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo, on_done=_job_line)
     _finish(outcomes)
@@ -313,6 +318,11 @@ def _job_key_options(runs_default: str) -> list[click.Option]:
                      help="Untimed repetitions first [default: 0]."),
         click.Option(["--timeout"], type=FiniteFloat(0, open_min=True), metavar="S",
                      help="Kill a process after S seconds [default: the family's, from the job's duration]."),
+        click.Option(["--cc"], multiple=True, metavar="COMPILER",
+                     help="Build the C programs with this compiler (repeat for a matrix axis: --cc gcc --cc clang) "
+                          "[default: $CC, else cc]."),
+        click.Option(["--cflags"], multiple=True, metavar="FLAGS",
+                     help="Flags added after the programs' own (-O1 wins over -O2; repeat for a matrix axis)."),
     ]
 
 
@@ -323,7 +333,8 @@ def _given_values(values: dict) -> dict:
     out = {}
     for key, given in values.items():
         if given:
-            parsed = [jobfiles.parse_scalar(v) for v in given]
+            # A compiler or its flags are words, never numbers or YAML.
+            parsed = list(given) if key in jobfiles.BUILD_KEYS else [jobfiles.parse_scalar(v) for v in given]
             out[key] = parsed if len(parsed) > 1 else parsed[0]
     return out
 
@@ -342,7 +353,7 @@ def _family_command(name: str) -> click.Command:
         if kernel is not None or vm_mode:
             doc.update(kernel=kernel, vm=_vm(vm_mode))
         doc.update(_given_values(values))
-        _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db)
+        _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db, f"perflab run {name}")
 
     params = [*_job_key_options("the family's"), *_param_options(fam)]
     command = click.Command(name, callback=callback, params=params,
@@ -398,7 +409,7 @@ def _job_command(path: str) -> click.Command:
                 job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
             job = jobfiles.in_guest(job, kernel, _vm(vm_mode), f"perflab run {path}")
             atomic.append(job)
-        _run_atomic_jobs(atomic, box, repo, db)
+        _run_atomic_jobs(atomic, box, repo, db, path)
 
     command = click.command(path, help=(
         "Run every atomic job of a job file (the Cartesian product of its list values).\n\n"

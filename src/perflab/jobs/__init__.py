@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import os
 import re
 import types
@@ -59,6 +60,10 @@ JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitor
 # A kernel to boot and run the job in, and its machine (perflab.jobs.guest; docs/vm.md).
 GUEST_KEYS = ("kernel", "vm")
 SHIPPED_DIR = Path(__file__).parent
+# The compiler of the job's C programs and flags added to theirs (core.cbuild.compiling_with);
+# a list is a matrix axis (`cc: [gcc, clang]`), so one job file compares compilers. Stored in
+# the atomic job only when set.
+BUILD_KEYS = ("cc", "cflags")
 
 
 # -- atomic jobs ------------------------------------------------------------
@@ -208,7 +213,7 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
     doc.lines = lines
     overridden = dict(_parse_override(text) for text in overrides)
     overridden.update(values or {})
-    doc.update({k: v for k, v in overridden.items() if k in JOB_KEYS or k in GUEST_KEYS})
+    doc.update({k: v for k, v in overridden.items() if k in JOB_KEYS or k in GUEST_KEYS or k in BUILD_KEYS})
     name = doc.get("benchmark")
     if not isinstance(name, str):
         raise JobError(f"{source}: key 'benchmark' is missing: name one of {', '.join(benchmarks.FAMILIES)}")
@@ -218,13 +223,13 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
         raise JobError(f"{source}{_line(doc, 'benchmark')}: unknown benchmark {name!r}"
                        f"{_did_you_mean(name, benchmarks.FAMILIES)}; valid: {', '.join(benchmarks.FAMILIES)}") from None
     problems: list[str] = []
-    raw = {k: v for k, v in doc.items() if k not in JOB_KEYS and k not in GUEST_KEYS and k != name}
+    raw = {k: v for k, v in doc.items() if k not in (*JOB_KEYS, *GUEST_KEYS, *BUILD_KEYS) and k != name}
     nested = doc.get(name)
     if nested is not None:
         if not isinstance(nested, dict):
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
-    raw.update({k: v for k, v in overridden.items() if k not in JOB_KEYS and k not in GUEST_KEYS})   # --set wins over the file
+    raw.update({k: v for k, v in overridden.items() if k not in (*JOB_KEYS, *GUEST_KEYS, *BUILD_KEYS)})   # --set wins
     for key, default in family.default_axes.items():
         raw.setdefault(key, list(default))
     nested_lines = getattr(nested, "lines", {}) if isinstance(nested, dict) else {}
@@ -241,7 +246,7 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
     for key, value in raw.items():
         bad.add(key)
         if key not in fields:
-            valid = [*JOB_KEYS, *fields]
+            valid = [*JOB_KEYS, *BUILD_KEYS, *fields]
             problems.append(f"{where(key)}: unknown key {key!r} for {name}{_did_you_mean(key, valid)}; "
                             f"valid: {', '.join(valid)}")
             continue
@@ -255,20 +260,60 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
             axes.append((key, [value]))
         bad.discard(key)
     problems += _value_problems(family, axes, where, _guest_cpus(job), bad)
+    builds = _build_axes(doc, where, problems)
     if problems:
         raise JobErrors(problems)
     points, seen = [], set()
-    for combo in itertools.product(*(values for _, values in axes)):
+    for build, combo in itertools.product(builds, itertools.product(*(values for _, values in axes))):
         params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
         label = ", ".join(f"{k}={v}" for k, v in params.items())
-        point = resolve(AtomicJob(**job, params=params, key_order=FILE_ORDER, family=family), f"{source} ({label})")
+        point = resolve(AtomicJob(**job, params=params, key_order=FILE_ORDER, family=family, extra=build),
+                        f"{source} ({label})")
         # Two points that mean the same here (50% and 100% of 2 CPUs: 1 and 2; 1 and 50%: both 1) run once.
-        key = point.parsed.model_dump_json()
+        key = json.dumps(build, sort_keys=True) + point.parsed.model_dump_json()
         if key in seen:
             continue
         seen.add(key)
         points.append(point)
     return points
+
+
+def _build_axes(doc: dict, where, problems: list[str]) -> list[dict]:
+    """The (cc, cflags) points of a job: the product of its `cc:` and `cflags:` values ([{}] without them)."""
+    axes = []
+    for key in BUILD_KEYS:
+        value = doc.get(key)
+        if value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            problems.append(f"{where(key)}: key {key!r}: an empty list gives no job")
+        for v in values:
+            if not isinstance(v, str) or (key == "cc" and not v.strip()):
+                want = "a compiler command (gcc, clang, gcc-13 -m32)" if key == "cc" else "compiler flags (-O1 -g)"
+                problems.append(f"{where(key)}: key {key!r} = {v!r}: expected {want}")
+        axes.append([(key, v) for v in values])
+    return [dict(combo) for combo in itertools.product(*axes)]
+
+
+def check_compilers(jobs: list[AtomicJob], where: str = "") -> None:
+    """Every compiler the jobs name (`cc:`) is installed: one line naming its package otherwise.
+
+    Checked where the jobs are to run here, before anything is built or stored; a job file
+    itself may name a compiler this machine lacks (split it, or send it to a lab box)."""
+    from perflab.core import cbuild
+
+    at = f"{where}: " if where else ""
+    for cc in dict.fromkeys(job.extra.get("cc") for job in jobs if job.extra.get("cc")):
+        try:
+            cbuild.compiler(cc)
+        except cbuild.BuildError as e:
+            raise JobError(f"{at}key 'cc' = {cc!r}: {e.detail}") from None
+    for cflags in dict.fromkeys(job.extra.get("cflags") for job in jobs if job.extra.get("cflags")):
+        try:
+            cbuild.split_flags(cflags)
+        except cbuild.BuildError as e:
+            raise JobError(f"{at}key 'cflags': {e.detail}") from None
 
 
 class JobErrors(JobError):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
+from perflab.core import cbuild
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.jobs import resolve
@@ -66,6 +67,7 @@ class JobOutcome:
     monitors: MonitorSet | None = None                           # the run's monitors, when the job names any
     seconds: float = 0.0
     executor: Executor | None = None                             # a guest's, when the job runs in a VM
+    varying: str = ""                                            # `k=v` of what differs across the invocation
 
     @property
     def run_id(self) -> int | None:
@@ -140,16 +142,21 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
 
 def _varying(outcomes: list[JobOutcome]) -> dict[int, str]:
     """Each job's `key=value` of the parameters that differ across the invocation (the label's head)."""
+    def settings(o: JobOutcome) -> dict:
+        # The compiler and its flags (`cc:`, `cflags:`) vary as parameters do.
+        return {**{k: o.job.extra[k] for k in ("cc", "cflags") if o.job.extra.get(k)}, **o.job.params}
+
     keys: list[str] = []
     for o in outcomes:
-        keys += [k for k in o.job.params if k not in keys]
-    differ = [k for k in keys if len({repr(o.job.params.get(k)) for o in outcomes}) > 1]
+        keys += [k for k in settings(o) if k not in keys]
+    differ = [k for k in keys if len({repr(settings(o).get(k)) for o in outcomes}) > 1]
 
     def shown(value) -> str:
         return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
-    return {id(o): " ".join(f"{k}={printable(shown(o.job.params.get(k)), None)}" for k in differ)
-            for o in outcomes}
+    for o in outcomes:
+        o.varying = " ".join(f"{k}={printable(shown(settings(o).get(k)), None)}" for k in differ)
+    return {id(o): o.varying for o in outcomes}
 
 
 def _after_jobs(store: Store, outcomes: list[JobOutcome]) -> None:
@@ -186,7 +193,8 @@ class _Loop:
         with ExitStack() as stack:
             for o in batch:
                 # A guest job's programs are built static, and its CPUs are the guest's (runner.guest.preparing).
-                with guest.preparing(o.job):
+                # The job's compiler and flags (`cc:`, `cflags:`) build its programs (core.cbuild).
+                with guest.preparing(o.job), cbuild.compiling_with(o.job.extra.get("cc"), o.job.extra.get("cflags")):
                     o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
                 # Placement and address randomisation are recorded for every run of every family.
                 o.session.facts.setdefault("placement", "the scheduler's choice")
@@ -206,10 +214,12 @@ class _Loop:
                     except VmError as e:
                         o.error = str(e)     # the run is recorded failed, with the console's tail
                         facts = {**facts, **guest.unbooted_facts(o.job)}
+                if o.job.extra.get("cflags"):
+                    facts = {**facts, "cflags": o.job.extra["cflags"]}
                 o.recorder = start_run(store, benchmark=o.job.family.name, name=o.session.name,
                                        params=guest.params_of(o.job, o.session.params), box=self.box,
                                        tag=o.job.tag, repo=self.repo, comment=o.job.comment, extra_facts=facts,
-                                       job=o.job.to_dict())
+                                       job=o.job.to_dict(), cc=o.job.extra.get("cc"))
                 if o.monitors is not None:
                     store.set_run_monitors(o.recorder.run_id, o.monitors.record)
                     # What failed or was unsupported along the way is recorded however the run ends.
