@@ -101,6 +101,7 @@ SLOW_TESTS = {
     "test_regression_report.py": {"test_check_runs_a_job_and_says_when_samples_are_blind"},
     "test_transfer.py": {"test_bad_import_files_write_nothing"},
     "test_store_faults.py": {"test_reading_commands_work_on_a_read_only_store"},
+    "test_ux_run.py": {"test_one_job_file_compares_compilers_and_report_lmbench_prints_a_row_each"},
 }
 # Tests that need root (beyond those whose skipif reason says so): file -> test names, "*" for all.
 ROOT_TESTS = {
