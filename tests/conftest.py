@@ -103,6 +103,7 @@ SLOW_TESTS = {
     "test_transfer.py": {"test_bad_import_files_write_nothing"},
     "test_kconfig.py": {"test_kernel_config_writes_a_config_with_every_option_from_tinyconfig"},
     "test_store_faults.py": {"test_reading_commands_work_on_a_read_only_store"},
+    "test_ux_run.py": {"test_one_job_file_compares_compilers_and_report_lmbench_prints_a_row_each"},
 }
 # Tests that need root (beyond those whose skipif reason says so): file -> test names, "*" for all.
 ROOT_TESTS = {

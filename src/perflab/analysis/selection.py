@@ -111,8 +111,14 @@ def select(store: Store, operand: str, runs=None) -> Selection:
     runs = runs if runs is not None else store.find_runs()
     usable = [r for r in runs if r.status in USABLE_STATUSES]
     if "=" in operand:
-        pairs = _parse_kv(operand)
-        _check_keys(operand, pairs, runs)
+        try:
+            pairs = _parse_kv(operand)
+            _check_keys(operand, pairs, runs)
+        except PerflabError:
+            if any(r.tag == operand for r in runs):   # a tag with '=' in it (opt=O2): say how to name it
+                raise PerflabError(f"operand {operand!r} reads as key=value, but no run has such a key and a "
+                                   f"tag is {operand!r}: select the tag with 'tag={operand}'") from None
+            raise
         pairs = [(KERNEL_FACT, _kernel_release(operand, v, usable)) if k == KERNEL_KEY else (k, v) for k, v in pairs]
         chosen = [r for r in usable if all(_matches_kv(r, k, v) for k, v in pairs)]
         # A kernel operand is shown as typed: its value alone would read as a tag or a run.

@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"perflab: error: {_one_line(e.format_message())}", err=True)
         return e.exit_code
     except PerflabError as e:
-        click.echo(f"perflab: error: {_one_line(e)}", err=True)
+        # A job file's problems are all shown, one line each (perflab.jobs.JobErrors).
+        for problem in getattr(e, "problems", None) or [e]:
+            click.echo(f"perflab: error: {_one_line(problem)}", err=True)
         return e.exit_code
     except _loaded("perflab.runner.recorder", "RunFailed") as e:
         click.echo(f"perflab: run failed: {_one_line(e)}", err=True)

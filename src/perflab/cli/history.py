@@ -16,7 +16,10 @@ SHOW_LIMIT = 1000
 
 # Statuses other than finished are printed in the log, so that an interrupted
 # or failed run is never mistaken for a good one.
-_MARK = {"finished": "", "running": "running", "interrupted": "INTERRUPTED", "failed": "FAILED", "partial": "partial"}
+# A finished run reads "done"; the others in capitals where they hold less than was asked.
+_MARK = {"finished": "done", "running": "running", "interrupted": "INTERRUPTED", "failed": "FAILED", "partial": "partial"}
+# The metrics the log's three time columns show, for runs that record them (cmd, news, kernbench).
+TIMES = ("time.elapsed_time", "time.user_time", "time.system_time")
 
 
 def _commit(row) -> str:
@@ -69,16 +72,23 @@ def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
 
         check_path(plot)
     store = get_store(db)
-    rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=since_time)
+    rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=since_time, metrics=TIMES)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since))
     scale = 1.0 / per if per else 1.0
     unit = f"s/{per:g}" if per else "s"
+    headline = _headlines(store, rows, benchmark=benchmark, tag=tag, box=box, since=since_time)
     out = [f"{'run':>5}  {'date':16}  {'real':>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'tag':14}  {'commit':18}  comment"]
     out.append(f"{'':>5}  {'':16}  {'(' + unit + ')':>9}  {'':>9}  {'':>9}")
     for r in rows:
         real, user, sys_ = (None if v is None else v * scale for v in (r.m0, r.m1, r.m2))
         # Without a comment, the run's name (the command line) says what was run.
         comment = printable(r.comment or r.name, 120)
+        if r.id in headline:
+            # A run that records no times (will-it-scale, lmbench ...): its family's primary
+            # metric in the first column, named (with its unit) before the comment.
+            metric, metric_unit, value = headline[r.id]
+            real, user, sys_ = value, None, None
+            comment = f"[{printable(metric, 60)}{' ' + printable(metric_unit, 20) if metric_unit else ''}] {comment}"
         out.append(
             f"{r.id:>5}  {local_time(r.started):16}  {fmt_num(real, 9)}  {fmt_num(user, 9)}  {fmt_num(sys_, 9)}  "
             f"{_MARK.get(r.status, r.status):11}  {printable(r.tag):14}  {_commit(r):18}  {comment}"
@@ -93,6 +103,56 @@ def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
         click.echo(f"plot: {plot}", err=True)
     elif plot:
         click.echo(f"plot: nothing to draw, {plot} not written", err=True)
+
+
+def _headlines(store, rows, **filters) -> dict[int, tuple[str, str, float]]:
+    """run id -> (metric, unit, mean) of its family's primary metric, for runs that record no times.
+
+    The primary metric is the first of the family's catalog for the run's stored job (what
+    `perflab run` prints on the run's line); two queries whatever the number of runs.
+    """
+    timeless = {r.id for r in rows if r.m0 is None and r.m1 is None and r.m2 is None}
+    if not timeless:
+        return {}
+    primary: dict[int, tuple[str, str]] = {}
+    for run in store.find_runs(benchmark=filters["benchmark"], tag=filters["tag"], box=filters["box"],
+                               since=filters["since"]):
+        if run.id in timeless:
+            found = _primary_metric(run.benchmark, run.job)
+            if found is not None:
+                primary[run.id] = found
+    metrics = tuple(dict.fromkeys(m for m, _ in primary.values()))
+    if not metrics:
+        return {}
+    values = {r.id: r for r in store.log_rows(metrics=metrics, **filters)}
+    out = {}
+    for run_id, (metric, unit) in primary.items():
+        value = getattr(values.get(run_id), f"m{metrics.index(metric)}", None)
+        if value is not None:
+            out[run_id] = (metric, unit, value)
+    return out
+
+
+_PRIMARY_CACHE: dict[str, tuple[str, str] | None] = {}
+
+
+def _primary_metric(benchmark: str, job: dict | None) -> tuple[str, str] | None:
+    """(name, unit) of the first metric a family's job records; None when it cannot be told."""
+    import json
+
+    from perflab import benchmarks, jobs
+
+    if benchmark not in benchmarks.FAMILIES or not job:
+        return None
+    key = json.dumps(job, sort_keys=True, default=str)
+    if key not in _PRIMARY_CACHE:
+        try:
+            atomic = jobs.resolve(job)
+            first = next(iter(atomic.family.metrics(atomic.parsed).values()), None)
+            _PRIMARY_CACHE[key] = (first.name, first.unit) if first is not None else None
+        except (PerflabError, ValueError):
+            _PRIMARY_CACHE[key] = None    # a job stored by an older perflab that no longer validates
+    return _PRIMARY_CACHE[key]
 
 
 @click.command("runs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -31,13 +32,42 @@ def jobs_list() -> None:
     Example:
       perflab jobs list && perflab run will-it-scale-seed.yaml
     """
+    import shutil
+    import textwrap
+
     from perflab import jobs as jobfiles
 
-    for path in jobfiles.shipped():
+    width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 120)
+    paths = jobfiles.shipped()
+    name_width = max([len(p.name) for p in paths] + [10])
+    for path in paths:
         atomic = jobfiles.load(path)
-        first = path.read_text().splitlines()[0].lstrip("# ").strip() if path.read_text().startswith("#") else ""
-        click.echo(f"{path.name:34} {atomic[0]['benchmark']:14} {len(atomic):4} atomic jobs  {first}")
+        count = f"{len(atomic)} atomic job{'' if len(atomic) == 1 else 's'}"
+        click.echo(f"{path.name:{name_width}}  {atomic[0]['benchmark']:14} {count}")
+        # The whole first sentence, wrapped under the name: never cut mid-sentence.
+        for line in textwrap.wrap(description(path.read_text()), width=width - 4, break_on_hyphens=False):
+            click.echo("    " + line)
     click.echo(f"(in {jobfiles.SHIPPED_DIR}; run one with `perflab run NAME.yaml`)", err=True)
+
+
+def description(text: str) -> str:
+    """A job file's description: the first sentence of its leading comment.
+
+    The sentence ends at a full stop followed by a space or the line's end, or where a comment
+    line ends and the next begins with a capital letter (a new sentence without a full stop
+    before it).
+    """
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        line = line.lstrip("#").strip()
+        if lines and line[:1].isupper() and not lines[-1].endswith((",", ":", ";")):
+            break
+        lines.append(line)
+    joined = " ".join(lines)
+    end = re.search(r"\.(\s|$)", joined)
+    return joined[: end.start() + 1] if end else joined
 
 
 def _resolve(path: str) -> str:
@@ -50,7 +80,8 @@ def _resolve(path: str) -> str:
     for shipped in jobfiles.shipped():
         if shipped.name == path:
             return str(shipped)
-    raise PerflabError(f"job file {printable(path, 200)}: no such file (shipped job files: `perflab jobs list`)")
+    hint = jobfiles._did_you_mean(path, [p.name for p in jobfiles.shipped()])
+    raise PerflabError(f"job file {printable(path, 200)}: no such file{hint} (shipped job files: `perflab jobs list`)")
 
 
 @jobs_group.command("split")

@@ -187,16 +187,22 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         s = spread(walls)
         means.append(s.mean)
         sd = s.stddev
-        click.echo(f"run #{o.run_id}: {printable(o.session.command.display, None)}")
+        click.echo(f"run #{o.run_id}: {printable(_cmd_title(o), None)}")
         click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(sd):>10}")
         click.echo(f"  Range (min … max): {_fmt_time(s.min):>10} … {_fmt_time(s.max):>10}    {s.n} runs")
     if len(done) > 1 and len(done) == len(outcomes):
         fastest, ratios = relative_to_fastest(means)
-        click.echo(f"Fastest: {printable(done[fastest].session.command.display, None)}")
+        click.echo(f"Fastest: {printable(_cmd_title(done[fastest]), None)}")
         for i, o in enumerate(done):
             if i != fastest:
-                click.echo(f"  {ratios[i]:.2f} times faster than {printable(o.session.command.display, None)}")
+                click.echo(f"  {ratios[i]:.2f} times faster than {printable(_cmd_title(o), None)}")
     _finish(outcomes)
+
+
+def _cmd_title(o) -> str:
+    """A command's run as people named it (--name, then the command line in parentheses), else its command line."""
+    display = o.session.command.display
+    return display if o.session.name == display else f"{o.session.name} ({display})"
 
 
 # -- lmbench ----------------------------------------------------------------------
@@ -251,36 +257,97 @@ HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 
 # -- any other family, and job files ---------------------------------------------
 
-def _report_jobs(outcomes) -> None:
+def _job_line(o) -> str:
+    """One atomic job's result line: its headline metric (mean ± CoV), samples, time and status."""
     from perflab.cli.common import fmt_num
     from perflab.stats.relative import spread
     from perflab.core.text import printable
 
+    headline = ""
+    for metric in o.job.family.metrics(o.job.parsed).values():
+        if o.values.get(metric.name):
+            s = spread(o.values[metric.name])
+            headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
+                f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
+            break
+    status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
+    # What differs from the other jobs of the invocation first, whole (a matrix over cc, mode ...).
+    title = f"{printable(o.varying, None)} {printable(o.session.name, 80)}".lstrip()
+    return (f"run #{o.run_id}: {title}: {headline}{o.samples} samples "
+            f"in {o.seconds:.1f} s ({printable(status, 200)})")
+
+
+def _report_jobs(outcomes) -> None:
+    """A line per run, for callers that ran their jobs without `on_done` (robot)."""
     for o in outcomes:
-        if o.recorder is None:
-            continue
-        headline = ""
-        for metric in o.job.family.metrics(o.job.parsed).values():
-            if o.values.get(metric.name):
-                s = spread(o.values[metric.name])
-                headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
-                    f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
-                break
-        status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
-        click.echo(f"run #{o.run_id}: {printable(o.session.name, 80)}: {headline}{o.samples} samples "
-                   f"in {o.seconds:.1f} s ({printable(status, 200)})")
+        if o.recorder is not None:
+            click.echo(_job_line(o))
 
 
-def _run_atomic_jobs(jobs: list, box, repo, db) -> None:
-    """Run AtomicJobs (perflab.jobs) one after another, print a line per run; exit status by failures."""
+def _run_atomic_jobs(jobs: list, box, repo, db, where: str = "") -> None:
+    """Run AtomicJobs (perflab.jobs) one after another, a line per run as it ends; exit status by failures."""
     from perflab.runner import guest
     from perflab.runner.loop import run_jobs
 
+    from perflab.jobs import check_compilers
+
     guest.check(jobs)    # a guest job that cannot run: refused before the store is opened
+    check_compilers(jobs, where)    # so is a compiler that is not installed
     store = get_store(db)
-    outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo)
-    _report_jobs(outcomes)
+    outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo, on_done=_job_line)
     _finish(outcomes)
+
+
+# At most this many allowed values are spelled in an option's metavar (`--mode process|thread`);
+# a longer list (will-it-scale's 37 testcases) is in its help text.
+CHOICES_IN_METAVAR = 8
+
+
+def _param_options(fam, *, over: str = "") -> list[click.Option]:
+    """An option per parameter of the family, its allowed values and its default in the help."""
+    from pydantic_core import PydanticUndefined
+
+    from perflab.jobs import _choices
+
+    options = []
+    for key, field in fam.Params.model_fields.items():
+        choices = _choices(field.annotation)
+        metavar = "|".join(map(str, choices)) if choices and len(choices) <= CHOICES_IN_METAVAR else "VALUE"
+        default = field.default
+        shown = "" if default is PydanticUndefined or default in (None, [], "") else f" [default: {default}]"
+        options.append(click.Option([f"--{key.replace('_', '-')}", key], multiple=True, metavar=metavar,
+                                    help=(field.description or key) + f" (repeat for a matrix axis{over}).{shown}"))
+    return options
+
+
+def _job_key_options(runs_default: str) -> list[click.Option]:
+    """The job keys every job has (runs, warmup, timeout) as options."""
+    return [
+        click.Option(["--runs", "-r"], type=click.IntRange(min=1), default=None,
+                     help=f"Repetitions of each atomic job [default: {runs_default}]."),
+        click.Option(["--warmup", "-w"], type=click.IntRange(min=0), default=None,
+                     help="Untimed repetitions first [default: 0]."),
+        click.Option(["--timeout"], type=FiniteFloat(0, open_min=True), metavar="S",
+                     help="Kill a process after S seconds [default: the family's, from the job's duration]."),
+        click.Option(["--cc"], multiple=True, metavar="COMPILER",
+                     help="Build the C programs with this compiler (repeat for a matrix axis: --cc gcc --cc clang) "
+                          "[default: $CC, else cc]."),
+        click.Option(["--cflags"], multiple=True, metavar="FLAGS",
+                     help="Flags added after the programs' own (-O1 wins over -O2; repeat for a matrix axis)."),
+    ]
+
+
+def _given_values(values: dict) -> dict:
+    """Repeatable parameter options as given: one value, or a list (a matrix axis)."""
+    from perflab import jobs as jobfiles
+
+    out = {}
+    for key, given in values.items():
+        if given:
+            # A compiler or its flags are words, never numbers or YAML.
+            parsed = list(given) if key in jobfiles.BUILD_KEYS else [jobfiles.parse_scalar(v) for v in given]
+            out[key] = parsed if len(parsed) > 1 else parsed[0]
+    return out
 
 
 def _family_command(name: str) -> click.Command:
@@ -293,27 +360,16 @@ def _family_command(name: str) -> click.Command:
                  **values):
         from perflab import jobs as jobfiles
 
-        doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment,
-               "monitors": _monitors(monitor_specs)}
+        doc = {"benchmark": name, "runs": runs, "warmup": warmup or 0, "timeout": timeout, "tag": tag,
+               "comment": comment, "monitors": _monitors(monitor_specs)}
         if kernel is not None or vm_mode:
             doc.update(kernel=kernel, vm=_vm(vm_mode))
         if measure is not None:
             doc["measure"] = measure
-        for key, given in values.items():
-            if given:
-                parsed = [jobfiles.parse_scalar(v) for v in given]
-                doc[key] = parsed if len(parsed) > 1 else parsed[0]
-        _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db)
+        doc.update(_given_values(values))
+        _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db, f"perflab run {name}")
 
-    params = [
-        click.Option(["--runs", "-r"], type=click.IntRange(min=1), default=None,
-                     help="Repetitions of each atomic job (default: the family's)."),
-        click.Option(["--warmup", "-w"], type=click.IntRange(min=0), default=0, show_default=True, help="Untimed repetitions first."),
-        click.Option(["--timeout"], type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a process after S seconds."),
-    ]
-    for key, field in fam.Params.model_fields.items():
-        params.append(click.Option([f"--{key.replace('_', '-')}", key], multiple=True, metavar="VALUE",
-                                   help=(field.description or key) + " (repeat for a matrix axis)."))
+    params = [*_job_key_options("the family's"), *_param_options(fam)]
     command = click.Command(name, callback=callback, params=params,
                             help=f"Run {name}: {fam.summary}.\n\nEvery parameter option may be repeated: "
                                  f"each value is one point of the matrix.\n\n\b\nExample:\n"
@@ -334,26 +390,35 @@ def _family_command(name: str) -> click.Command:
     return command
 
 
-def _job_command(path: str) -> click.Command:
-    @click.command(path)
-    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                  help="Override a key of the job file (a YAML value; a list makes an axis).")
-    @_measure_option()
-    @_variant_options
-    def run_job(overrides, measure, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
-        """Run every atomic job of a job file (the Cartesian product of its list values).
+def _family_of_file(path: str):
+    """The family a job file names, for its options; None when the file does not say (yet)."""
+    import yaml
 
-        \b
-        Example:
-          perflab run will-it-scale-seed.yaml --set runs=3 --tag v6.8
-        """
+    from perflab import benchmarks
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None      # reported properly, at its line, when the job is loaded
+    name = doc.get("benchmark") if isinstance(doc, dict) else None
+    return benchmarks.family(name) if isinstance(name, str) and name in benchmarks.FAMILIES else None
+
+
+def _job_command(path: str) -> click.Command:
+    fam = _family_of_file(path)
+
+    def run_job(overrides, measure, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, runs=None,
+                warmup=None, timeout=None, **values) -> None:
         from perflab import jobs as jobfiles
 
+        given = {k: v for k, v in (("runs", runs), ("warmup", warmup), ("timeout", timeout)) if v is not None}
+        given.update(_given_values(values))
         atomic = []
         from perflab.jobs import guest
 
         # --kernel/--vm before the file is expanded: the guest's vCPUs decide its points.
-        for job in jobfiles.load_atomic(path, guest.file_overrides(path, list(overrides), kernel, _vm(vm_mode))):
+        for job in jobfiles.load_atomic(path, guest.file_overrides(path, list(overrides), kernel, _vm(vm_mode)), given):
             if tag is not None:
                 job = job.with_(tag=tag)
             if comment is not None:
@@ -362,9 +427,20 @@ def _job_command(path: str) -> click.Command:
                 job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
             job = jobfiles.measured(job, measure, f"perflab run {path}")
             atomic.append(job)
-        _run_atomic_jobs(atomic, box, repo, db)
+        _run_atomic_jobs(atomic, box, repo, db, path)
 
-    return run_job
+    command = click.command(path, help=(
+        "Run every atomic job of a job file (the Cartesian product of its list values).\n\n"
+        "An option given here wins over the file's key (as --set KEY=VALUE does).\n\n"
+        "\b\nExample:\n  perflab run will-it-scale-seed.yaml --runs 3 --duration 2 --tag v6.8"))(
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override a key of the job file (a YAML value; a list makes an axis).")(
+            _measure_option()(_variant_options(run_job))))
+    extra = _job_key_options("the job file's, else the family's")
+    if fam is not None:
+        extra += _param_options(fam, over=", over the file's")
+    command.params[2:2] = extra
+    return command
 
 
 class RunGroup(click.Group):
@@ -389,8 +465,16 @@ class RunGroup(click.Group):
                 shipped = {p.name: p for p in jobfiles.shipped()}
                 if name in shipped:
                     return _job_command(str(shipped[name]))
-                raise PerflabError(f"job file {name}: no such file (shipped job files: `perflab jobs list`)")
+                hint = jobfiles._did_you_mean(name, shipped)
+                raise PerflabError(f"job file {name}: no such file{hint} (shipped job files: `perflab jobs list`)")
             return _job_command(name)
+        # Not a family: a near family or shipped job file name is most likely what was meant.
+        from perflab import jobs as jobfiles
+        from perflab.jobs import _did_you_mean
+
+        hint = _did_you_mean(name, [*benchmarks.FAMILIES, *(p.name for p in jobfiles.shipped())])
+        if hint:
+            raise click.UsageError(f"No such command {name!r}{hint}", ctx)
         return None
 
 

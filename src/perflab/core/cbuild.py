@@ -73,8 +73,42 @@ def static_programs() -> Iterator[None]:
         _extra_flags.reset(token)
 
 
+# The compiler and extra flags an atomic job chose (its `cc:` and `cflags:` keys), within `compiling_with()`.
+_chosen: ContextVar[tuple[str | None, tuple[str, ...]]] = ContextVar("perflab_cbuild_chosen", default=(None, ()))
+
+
+@contextmanager
+def compiling_with(cc: str | None, cflags: str | None = None) -> Iterator[None]:
+    """Within: programs are built with `cc` (over $CC) and `cflags` added after their own flags
+    (so `-O1` there wins over a family's `-O2`: the compiler takes the last -O). Part of the cache key."""
+    token = _chosen.set((cc or None, tuple(split_flags(cflags))))
+    try:
+        yield
+    finally:
+        _chosen.reset(token)
+
+
+def split_flags(cflags: str | None) -> list[str]:
+    """`cflags` as words, split as a shell would; BuildError when it cannot be."""
+    try:
+        return shlex.split(cflags or "")
+    except ValueError as e:
+        raise BuildError("cc", f"cannot parse cflags {cflags!r}: {e}") from None
+
+
 def cc_command() -> str:
-    return os.environ.get("CC") or "cc"
+    """The compiler in force: the job's `cc:`, else $CC, else cc."""
+    return _chosen.get()[0] or os.environ.get("CC") or "cc"
+
+
+# Debian/Ubuntu packages of compilers whose package is not named after the command.
+PACKAGES = {"cc": "gcc", "c99": "gcc", "c89": "gcc", "clang": "clang", "icx": "intel-oneapi-compiler-dpcpp-cpp"}
+
+
+def package_of(command: str) -> str:
+    """The package that installs a compiler command (gcc-13 -> gcc-13, cc -> gcc)."""
+    name = os.path.basename(command)
+    return PACKAGES.get(name, name)
 
 
 def compiler(cc: str | None = None) -> Compiler:
@@ -90,7 +124,8 @@ def compiler(cc: str | None = None) -> Compiler:
         raise BuildError("cc", "$CC is empty")
     path = shutil.which(words[0])
     if path is None:
-        raise BuildError("cc", f"C compiler {words[0]!r} not found (set $CC to a C compiler)")
+        raise BuildError("cc", f"C compiler {words[0]!r} not found: install it (package {package_of(words[0])}, "
+                               f"e.g. apt-get install {package_of(words[0])}) or choose another (cc: key, $CC)")
     try:
         out = subprocess.run([path, *words[1:], "--version"], capture_output=True, text=True, timeout=60,
                              stdin=subprocess.DEVNULL)
@@ -144,7 +179,7 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
     Raises BuildError naming the program when the compiler is missing or the
     compile fails; the message carries the first lines of the compiler's errors.
     """
-    flags = (*flags, *_extra_flags.get())
+    flags = (*flags, *_chosen.get()[1], *_extra_flags.get())
     source = source_dir / f"{program}.c"
     if not source.is_file():
         raise BuildError(program, f"no source {source}")

@@ -37,7 +37,9 @@ same jobs as JSON dicts, for callers that keep dicts.
 
 from __future__ import annotations
 
+import difflib
 import itertools
+import json
 import os
 import re
 import types
@@ -54,7 +56,7 @@ from perflab.core.text import brief as shorten, printable
 from perflab.core.yamlsafe import StrictLoader
 from perflab.jobs.limits import check_matrix
 
-__all__ = ["AtomicJob", "JobError", "validate_params", "cpu_percent", "atomic", "resolve", "load", "load_atomic",
+__all__ = ["AtomicJob", "JobError", "JobErrors", "validate_params", "cpu_percent", "atomic", "resolve", "load", "load_atomic",
            "expand", "expand_atomic", "shipped"]
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
@@ -63,8 +65,12 @@ GUEST_KEYS = ("kernel", "vm")
 # Counting the job's processes under valgrind (docs/instructions.md).
 MEASURE_KEYS = ("measure", "measure_children", "measure_function")
 MEASURE_MODES = ("instructions", "cache")
-NOT_PARAMS = (*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS)
 SHIPPED_DIR = Path(__file__).parent
+# The compiler of the job's C programs and flags added to theirs (core.cbuild.compiling_with);
+# a list is a matrix axis (`cc: [gcc, clang]`), so one job file compares compilers. Stored in
+# the atomic job only when set.
+BUILD_KEYS = ("cc", "cflags")
+NOT_PARAMS = (*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS, *BUILD_KEYS)
 
 
 # -- atomic jobs ------------------------------------------------------------
@@ -200,8 +206,8 @@ def load(path: str | Path, overrides: list[str] = ()) -> list[dict]:
     return [job.to_dict() for job in load_atomic(path, overrides)]
 
 
-def load_atomic(path: str | Path, overrides: list[str] = ()) -> list[AtomicJob]:
-    """Read a job file, apply --set overrides and expand it; the atomic jobs, validated."""
+def load_atomic(path: str | Path, overrides: list[str] = (), values: dict | None = None) -> list[AtomicJob]:
+    """Read a job file, apply --set overrides (and option `values`) and expand it; the atomic jobs, validated."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -217,7 +223,7 @@ def load_atomic(path: str | Path, overrides: list[str] = ()) -> list[AtomicJob]:
         raise JobError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
     if not isinstance(doc, dict):
         raise JobError(f"{path}: a job file is a mapping of keys (benchmark: ..., runs: ...)")
-    return expand_atomic(doc, str(path), overrides)
+    return expand_atomic(doc, str(path), overrides, values)
 
 
 def _parse_override(text: str) -> tuple[str, object]:
@@ -232,31 +238,148 @@ def expand(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[di
     return [job.to_dict() for job in expand_atomic(doc, source, overrides)]
 
 
-def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> list[AtomicJob]:
-    """A job mapping -> its atomic jobs (the Cartesian product of its list-valued parameters), validated."""
+def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
+                  values: dict | None = None) -> list[AtomicJob]:
+    """A job mapping -> its atomic jobs (the Cartesian product of its list-valued parameters), validated.
+
+    `overrides` are `--set KEY=VALUE` texts, `values` the same already parsed (`perflab run
+    JOB.yaml --runs 2 --mode thread`); both win over the file. Every problem found is
+    reported at once, each at its line (JobErrors), with a "did you mean" where a near
+    name or value exists.
+    """
     from perflab import benchmarks
 
     lines = getattr(doc, "lines", None) or {}
     doc = _Mapping(doc)
     doc.lines = lines
     overridden = dict(_parse_override(text) for text in overrides)
+    overridden.update(values or {})
     doc.update({k: v for k, v in overridden.items() if k in NOT_PARAMS})
     name = doc.get("benchmark")
     if not isinstance(name, str):
         raise JobError(f"{source}: key 'benchmark' is missing: name one of {', '.join(benchmarks.FAMILIES)}")
     try:
         family = benchmarks.family(name)
-    except UsageProblem as e:
-        raise JobError(f"{source}{_line(doc, 'benchmark')}: {e}") from None
+    except UsageProblem:
+        raise JobError(f"{source}{_line(doc, 'benchmark')}: unknown benchmark {name!r}"
+                       f"{_did_you_mean(name, benchmarks.FAMILIES)}; valid: {', '.join(benchmarks.FAMILIES)}") from None
+    problems: list[str] = []
     raw = {k: v for k, v in doc.items() if k not in NOT_PARAMS and k != name}
     nested = doc.get(name)
     if nested is not None:
         if not isinstance(nested, dict):
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
-    raw.update({k: v for k, v in overridden.items() if k not in NOT_PARAMS})   # --set wins over the file
-    for key, values in family.default_axes.items():
-        raw.setdefault(key, list(values))
+    raw.update({k: v for k, v in overridden.items() if k not in NOT_PARAMS})   # --set wins
+    for key, default in family.default_axes.items():
+        raw.setdefault(key, list(default))
+    nested_lines = getattr(nested, "lines", {}) if isinstance(nested, dict) else {}
+
+    def where(key: str) -> str:
+        if key in overridden:
+            return f"{source} (--{key.replace('_', '-')})" if values and key in values else f"{source} (--set {key})"
+        return f"{source}:{nested_lines[key]}" if key in nested_lines else f"{source}{_line(doc, key)}"
+
+    job = _job_keys(doc, name, where, problems, source)
+    fields = family.Params.model_fields
+    axes: list[tuple[str, list]] = []
+    bad: set[str] = set()        # keys already reported: not reported again as missing
+    for key, value in raw.items():
+        bad.add(key)
+        if key not in fields:
+            valid = [*JOB_KEYS, *BUILD_KEYS, *fields]
+            problems.append(f"{where(key)}: unknown key {key!r} for {name}{_did_you_mean(key, valid)}; "
+                            f"valid: {', '.join(valid)}")
+            continue
+        list_typed = _is_list_type(fields[key].annotation)
+        if isinstance(value, list) and (not list_typed or (value and all(isinstance(v, list) for v in value))):
+            if not value:
+                problems.append(f"{where(key)}: key {key!r}: an empty list gives no job")
+                continue
+            axes.append((key, value))
+        else:
+            axes.append((key, [value]))
+        bad.discard(key)
+    problems += _value_problems(family, axes, where, _guest_cpus(job), bad)
+    builds = _build_axes(doc, where, problems)
+    if problems:
+        raise JobErrors(problems)
+    check_matrix([*axes, ("cc, cflags", builds)], source)
+    points, seen = [], set()
+    for build, combo in itertools.product(builds, itertools.product(*(values for _, values in axes))):
+        params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
+        label = ", ".join(f"{k}={printable(v, 40)}" for k, v in params.items())
+        first_key = next(iter(params), None)
+        point = resolve(AtomicJob(**job, params=params, key_order=FILE_ORDER, family=family, extra=build),
+                        f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
+        # Two points that mean the same here (50% and 100% of 2 CPUs: 1 and 2; 1 and 50%: both 1) run once.
+        key = json.dumps(build, sort_keys=True) + point.parsed.model_dump_json()
+        if key in seen:
+            continue
+        seen.add(key)
+        points.append(point)
+    return points
+
+
+def _build_axes(doc: dict, where, problems: list[str]) -> list[dict]:
+    """The (cc, cflags) points of a job: the product of its `cc:` and `cflags:` values ([{}] without them)."""
+    axes = []
+    for key in BUILD_KEYS:
+        value = doc.get(key)
+        if value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            problems.append(f"{where(key)}: key {key!r}: an empty list gives no job")
+        for v in values:
+            if not isinstance(v, str) or (key == "cc" and not v.strip()):
+                want = "a compiler command (gcc, clang, gcc-13 -m32)" if key == "cc" else "compiler flags (-O1 -g)"
+                problems.append(f"{where(key)}: key {key!r} = {v!r}: expected {want}")
+        axes.append([(key, v) for v in values])
+    return [dict(combo) for combo in itertools.product(*axes)]
+
+
+def check_compilers(jobs: list[AtomicJob], where: str = "") -> None:
+    """Every compiler the jobs name (`cc:`) is installed: one line naming its package otherwise.
+
+    Checked where the jobs are to run here, before anything is built or stored; a job file
+    itself may name a compiler this machine lacks (split it, or send it to a lab box)."""
+    from perflab.core import cbuild
+
+    at = f"{where}: " if where else ""
+    for cc in dict.fromkeys(job.extra.get("cc") for job in jobs if job.extra.get("cc")):
+        try:
+            cbuild.compiler(cc)
+        except cbuild.BuildError as e:
+            raise JobError(f"{at}key 'cc' = {cc!r}: {e.detail}") from None
+    for cflags in dict.fromkeys(job.extra.get("cflags") for job in jobs if job.extra.get("cflags")):
+        try:
+            cbuild.split_flags(cflags)
+        except cbuild.BuildError as e:
+            raise JobError(f"{at}key 'cflags': {e.detail}") from None
+
+
+class JobErrors(JobError):
+    """Every problem of one job, each a one-line message naming its file, line, key and value."""
+
+    def __init__(self, problems: list[str]):
+        # In the order of the file's lines (a problem without a line, e.g. from --set, first).
+        def line_of(problem: str) -> int:
+            found = re.match(r"[^ ]*?:(\d+): ", problem)
+            return int(found.group(1)) if found else 0
+
+        self.problems = sorted(problems, key=line_of)
+        super().__init__("\n".join(self.problems))
+
+
+def _did_you_mean(word, candidates) -> str:
+    """` (did you mean 'x'?)` when a candidate is close to `word` (difflib), else nothing."""
+    near = difflib.get_close_matches(str(word), [str(c) for c in candidates], n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> dict:
+    """The job's own keys (runs, warmup, timeout, tag, comment, monitors, kernel, vm), checked."""
     job = {"benchmark": name, "runs": doc.get("runs"), "warmup": doc.get("warmup", 0),
            "timeout": doc.get("timeout"), "tag": doc.get("tag"), "comment": doc.get("comment"),
            "monitors": doc.get("monitors") or {}}
@@ -266,10 +389,11 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
                                                             and 0 < v < float("inf")))):
         if not check(job[key]):
             want = {"runs": "an integer >= 1", "warmup": "an integer >= 0", "timeout": "a number of seconds > 0"}[key]
-            raise JobError(f"{source}{_line(doc, key)}: key {key!r} = {shorten(job[key])}: expected {want}")
+            problems.append(f"{where(key)}: key {key!r} = {shorten(job[key])}: expected {want}")
     for key in ("tag", "comment"):
         if isinstance(job[key], (list, dict, bool)):    # a number is fine as text (tag: 2024)
-            raise JobError(f"{source}{_line(doc, key)}: key {key!r} = {shorten(job[key])}: expected a string")
+            problems.append(f"{where(key)}: key {key!r} = {shorten(job[key])}: expected a string")
+            job[key] = None
         if job[key] is not None and not isinstance(job[key], str):
             job[key] = str(job[key])
     from perflab import monitors
@@ -277,44 +401,81 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
     try:
         job["monitors"] = monitors.validate(job["monitors"])
     except monitors.MonitorError as e:
-        raise JobError(f"{source}{_line(doc, 'monitors')}: key 'monitors': {e}") from None
+        problems.append(f"{where('monitors')}: key 'monitors': {e}")
+        job["monitors"] = {}
     if doc.get("kernel") is not None or doc.get("vm"):
         from perflab.jobs import guest
 
-        where = f"{source}{_line(doc, 'kernel' if 'kernel' in doc else 'vm')}"
-        kernel, vm = guest.normalize(name, doc.get("kernel"), _plain(doc.get("vm")), where, job["monitors"])
-        job.update(kernel=kernel, vm=vm)
-    job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, bool(job.get("kernel")), source, doc))
+        try:
+            kernel, vm = guest.normalize(name, doc.get("kernel"), _plain(doc.get("vm")),
+                                         where("kernel" if "kernel" in doc else "vm"), job["monitors"])
+            job.update(kernel=kernel, vm=vm)
+        except JobError as e:
+            problems.append(str(e))
+    try:
+        job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, bool(job.get("kernel")),
+                                 source, doc))
+    except JobError as e:
+        problems.append(str(e))
+    return job
+
+
+def _guest_cpus(job: dict) -> int | None:
+    if not job.get("kernel"):
+        return None
+    from perflab.jobs import guest
+
+    return guest.cpus_of(AtomicJob(**job))
+
+
+def _choices(annotation) -> list:
+    """The values a Literal-typed parameter allows (also inside Optional), else none."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [c for a in typing.get_args(annotation) for c in _choices(a)]
+    return []
+
+
+def _value_problems(family, axes: list[tuple[str, list]], where, cpus: int | None, bad: set[str]) -> list[str]:
+    """Every bad parameter value, each at its key's line: each value of each axis is tried
+    with the first value of the others (not the whole product, which may be large)."""
+    from pydantic import ValidationError
+
+    from perflab.core.errors import PerflabError
 
     fields = family.Params.model_fields
-    axes: list[tuple[str, list]] = []
-    for key, value in raw.items():
-        if key not in fields:
-            nested_lines = getattr(nested, "lines", {}) if isinstance(nested, dict) else {}
-            where = f"{source}:{nested_lines[key]}" if key in nested_lines else f"{source}{_line(doc, key)}"
-            raise JobError(f"{where}: unknown key {key!r} for {name}; valid: {', '.join([*JOB_KEYS, *fields])}")
-        list_typed = _is_list_type(fields[key].annotation)
-        if isinstance(value, list) and (not list_typed or (value and all(isinstance(v, list) for v in value))):
-            if not value:
-                raise JobError(f"{source}{_line(doc, key)}: key {key!r}: an empty list gives no job")
-            axes.append((key, value))
-        else:
-            axes.append((key, [value]))
-    check_matrix(axes, source)
-    points, seen = [], set()
-    for combo in itertools.product(*(values for _, values in axes)):
-        params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
-        label = ", ".join(f"{k}={printable(v, 40)}" for k, v in params.items())
-        first_key = next(iter(params), None)
-        point = resolve(AtomicJob(**job, params=params, key_order=FILE_ORDER, family=family),
-                        f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
-        # Two points that mean the same here (50% and 100% of 2 CPUs: 1 and 2; 1 and 50%: both 1) run once.
-        key = point.parsed.model_dump_json()
-        if key in seen:
-            continue
-        seen.add(key)
-        points.append(point)
-    return points
+    base = {k: _plain(values[0]) for k, values in axes}
+    found: dict[str, None] = {}       # ordered, without repeats
+
+    def attempt(key: str | None, value) -> None:
+        params = dict(base) if key is None else {**base, key: _plain(value)}
+        try:
+            with job_cpus(cpus):
+                family.Params(**params)
+        except ValidationError as e:
+            for err in e.errors():
+                at = str(err["loc"][0]) if err["loc"] else None
+                if key is None and (at in base or at in bad):
+                    continue          # reported when its own axis is tried, or already
+                if key is not None and at != key:
+                    continue
+                message = err["msg"].removeprefix("Value error, ")
+                if at is None:
+                    found[f"{where('benchmark')}: {family.name} parameters: {message}"] = None
+                elif key is None:
+                    found[f"{where('benchmark')}: {family.name} parameter {at}: {message}"] = None
+                else:
+                    hint = _did_you_mean(value, _choices(fields[key].annotation)) if isinstance(value, str) else ""
+                    found[f"{where(key)}: {family.name} parameter {key} = {value!r}: {message}{hint}"] = None
+        except PerflabError as e:
+            found[f"{where(key) if key else where('benchmark')}: {e}"] = None
+
+    attempt(None, None)
+    for key, values in axes:
+        for value in values:
+            attempt(key, value)
+    return list(found)
 
 
 def _plain(value):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
 from perflab.benchmarks.measured import measuring
+from perflab.core import cbuild
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.jobs import resolve
@@ -41,16 +42,13 @@ from perflab.core.process import running_in
 from perflab.execution.executor import ProcessResult, ProcessSpec, execute
 from perflab.execution.vm import VmError
 from perflab.runner import guest
+from perflab.runner.progress import Bar, declared_seconds, label
 from perflab.runner.recorder import RunRecorder, recording, start_run
 from perflab.store import Store
 from perflab.core.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.progress import Progress
-
-# A progress bar appears once the whole is expected to take longer than this.
-PROGRESS_AFTER_S = 1.0
 
 # What starts one benchmark process: perflab.execution.executor.execute, or a test's fake.
 Executor = Callable[..., ProcessResult]
@@ -70,6 +68,7 @@ class JobOutcome:
     monitors: MonitorSet | None = None                           # the run's monitors, when the job names any
     seconds: float = 0.0
     executor: Executor | None = None                             # a guest's, when the job runs in a VM
+    varying: str = ""                                            # `k=v` of what differs across the invocation
 
     @property
     def run_id(self) -> int | None:
@@ -78,54 +77,6 @@ class JobOutcome:
     @property
     def samples(self) -> int:
         return self.recorder.samples if self.recorder else 0
-
-
-def _progress(console: Console) -> Progress:
-    # rich.progress is imported only when a bar is shown: it costs 0.1 s of start-up.
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console, auto_refresh=False,
-                    transient=True)
-
-
-class _Bar:
-    """One progress bar with ETA for the whole invocation, shown only when it is worth it."""
-
-    def __init__(self, console: Console | None, total: int):
-        self._console, self.total, self.done = console, total, 0
-        self.began = time.monotonic()
-        self.progress: Progress | None = None
-
-    def step(self, description: str) -> None:
-        self.done += 1
-        if self.progress is None:
-            elapsed = time.monotonic() - self.began
-            if self.done >= 1 and self.total > self.done and elapsed / self.done * self.total > PROGRESS_AFTER_S:
-                self.progress = _progress(self.console)
-                self.progress.start()
-                self.task = self.progress.add_task("", total=self.total)
-        if self.progress is not None:
-            self.progress.update(self.task, completed=self.done, description=printable(description, 40))
-            self.progress.refresh()
-
-    @property
-    def console(self) -> Console:
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(stderr=True)
-        return self._console
-
-    def warn(self, message: str) -> None:
-        from rich.markup import escape
-
-        target = self.progress.console if self.progress is not None else self.console
-        target.print(f"[yellow]warning:[/] {escape(printable(message, None))}", soft_wrap=True, highlight=False)
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def run_jobs(
@@ -140,6 +91,7 @@ def run_jobs(
     executor: Executor = execute,
     randomise: bool = False,
     seed: int | None = None,
+    on_done: Callable[[JobOutcome], str | None] | None = None,
 ) -> list[JobOutcome]:
     """Run atomic jobs (see perflab.jobs) and record every sample; their outcomes.
 
@@ -154,16 +106,17 @@ def run_jobs(
     `randomise`: interleaved jobs run in a fresh random order in every round (RMIT), from
     `seed` when given (tests; a repeatable order), else from the system's entropy. The order
     that was run can be read back from the store: samples are committed, and numbered, as
-    they exist.
+    they exist. `on_done(outcome)`: called as each atomic job finishes (an interleaved batch:
+    as the batch does); the line it returns is printed there and then, above the progress bar.
     """
     order = random.Random(seed) if randomise else None
     with running_in(cwd):
         return _run_jobs(store, jobs, interleave=interleave, box=box, repo=repo, console=console,
-                         executor=executor, order=order)
+                         executor=executor, order=order, on_done=on_done)
 
 
 def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console, executor,
-              order: random.Random | None) -> list[JobOutcome]:
+              order: random.Random | None, on_done=None) -> list[JobOutcome]:
     outcomes = []
     for job in jobs:
         job = resolve(job)
@@ -173,15 +126,38 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
     guest.check([o.job for o in outcomes])    # a guest job that cannot run: refused before anything boots
     batches = [outcomes] if interleave else [[o] for o in outcomes]
     total = sum(int(o.job.warmup or 0) + int(o.job.runs or 1) for o in outcomes)
-    loop = _Loop(store, _Bar(console, total), executor, box, repo, order)
+    loop = _Loop(store, Bar(console, total), executor, box, repo, order, _varying(outcomes))
     try:
         with interrupt.stop_requests_as_flag():
             for batch in batches:
                 loop.run_batch(batch)
+                for o in batch:
+                    line = on_done(o) if on_done is not None and o.recorder is not None else None
+                    if line is not None:
+                        loop.bar.echo(line)
     finally:
         loop.bar.close()
     _after_jobs(store, outcomes)
     return outcomes
+
+
+def _varying(outcomes: list[JobOutcome]) -> dict[int, str]:
+    """Each job's `key=value` of the parameters that differ across the invocation (the label's head)."""
+    def settings(o: JobOutcome) -> dict:
+        # The compiler and its flags (`cc:`, `cflags:`) vary as parameters do.
+        return {**{k: o.job.extra[k] for k in ("cc", "cflags") if o.job.extra.get(k)}, **o.job.params}
+
+    keys: list[str] = []
+    for o in outcomes:
+        keys += [k for k in settings(o) if k not in keys]
+    differ = [k for k in keys if len({repr(settings(o).get(k)) for o in outcomes}) > 1]
+
+    def shown(value) -> str:
+        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    for o in outcomes:
+        o.varying = " ".join(f"{k}={printable(shown(settings(o).get(k)), None)}" for k in differ)
+    return {id(o): o.varying for o in outcomes}
 
 
 def _after_jobs(store: Store, outcomes: list[JobOutcome]) -> None:
@@ -206,19 +182,21 @@ class _Loop:
     """One invocation's loop: where it records, its progress bar and how it starts processes."""
 
     store: Store
-    bar: _Bar
+    bar: Bar
     executor: Executor
     box: str | None
     repo: str | None
     order: random.Random | None = None    # shuffles each round of an interleaved batch (RMIT)
+    varying: dict[int, str] = field(default_factory=dict)   # id(outcome) -> its label's head
 
     def run_batch(self, batch: list[JobOutcome]) -> None:
         store, bar = self.store, self.bar
         with ExitStack() as stack:
             for o in batch:
                 # A guest job's programs are built static, and its CPUs are the guest's (runner.guest.preparing).
-                with guest.preparing(o.job):
-                    # Under valgrind when the job says `measure` (benchmarks.measured).
+                # The job's compiler and flags (`cc:`, `cflags:`) build its programs (core.cbuild);
+                # under valgrind when the job says `measure` (benchmarks.measured).
+                with guest.preparing(o.job), cbuild.compiling_with(o.job.extra.get("cc"), o.job.extra.get("cflags")):
                     o.session = stack.enter_context(measuring(o.job, o.job.family.session(o.job.parsed, o.job.to_dict())))
                 # Placement and address randomisation are recorded for every run of every family.
                 o.session.facts.setdefault("placement", "the scheduler's choice")
@@ -238,10 +216,12 @@ class _Loop:
                     except VmError as e:
                         o.error = str(e)     # the run is recorded failed, with the console's tail
                         facts = {**facts, **guest.unbooted_facts(o.job)}
+                if o.job.extra.get("cflags"):
+                    facts = {**facts, "cflags": o.job.extra["cflags"]}
                 o.recorder = start_run(store, benchmark=o.job.family.name, name=o.session.name,
                                        params=guest.params_of(o.job, o.session.params), box=self.box,
                                        tag=o.job.tag, repo=self.repo, comment=o.job.comment, extra_facts=facts,
-                                       job=o.job.to_dict())
+                                       job=o.job.to_dict(), cc=o.job.extra.get("cc"))
                 if o.monitors is not None:
                     store.set_run_monitors(o.recorder.run_id, o.monitors.record)
                     # What failed or was unsupported along the way is recorded however the run ends.
@@ -292,6 +272,8 @@ class _Loop:
         policy = o.job.family.failure_policy
         warmup = round_no < warmups
         repetition = round_no - warmups
+        where = f"{'warm-up ' + str(round_no + 1) if warmup else repetition + 1}/{warmups if warmup else o.job.runs}"
+        self.bar.begin(id(o), label(self.varying.get(id(o), ""), o.session.name, where), declared_seconds(o.job.parsed))
         for index, spec in enumerate(o.session.processes(round_no if warmup else repetition)):
             if spec.item in o.failures:
                 continue
@@ -322,7 +304,7 @@ class _Loop:
             interrupt.check()
         if o.monitors and not warmup:
             _store_monitors(self.store, o, repetition)
-        self.bar.step(f"{o.session.name} ({repetition + 1 if not warmup else 'warm-up'}/{o.job.runs})")
+        self.bar.step()
         interrupt.check()
 
 
@@ -333,7 +315,7 @@ def _nothing_measured(o: JobOutcome) -> str:
     return f"{o.session.name}: nothing was measured ({len(o.failures)} items failed; first: {first})"
 
 
-def _fail_item(o: JobOutcome, item: str, message: str, bar: _Bar) -> None:
+def _fail_item(o: JobOutcome, item: str, message: str, bar: Bar) -> None:
     o.failures[item] = message
     if o.job.family.failure_policy == STOP:
         o.error = message

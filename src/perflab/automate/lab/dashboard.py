@@ -3,6 +3,8 @@
 Pages (GET only; anything else is 405):
   /            the boxes and their queues (when a broker is given), recent runs, recent
                regressions found by `perflab robot`
+  /run/ID      one run: its fields, parameters, environment and a summary of each metric
+               (what `perflab show ID` prints); the recent runs on / link to it
   /report      the HTML report of perflab.report.html (the same builder as `report html`),
                with its filters as query parameters: benchmark, box, tag, metric, operand
                (repeatable), cross_box=1
@@ -23,12 +25,17 @@ td,th{border-bottom:1px solid #ddd;padding:.25em .7em;text-align:left}th{backgro
 .failed,.interrupted{color:#b00}.running{color:#06c}code{font-size:90%}"""
 
 
-def _table(id_: str, header: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+def _table(id_: str, header: list[str], rows: list[list[str]], classes: list[str] | None = None,
+           links: list[str] | None = None) -> str:
+    """An HTML table; `links`: each row's first cell links there."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = []
     for i, row in enumerate(rows):
         cls = f' class="{html.escape(classes[i])}"' if classes else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
+        cells = [html.escape(str(c)) for c in row]
+        if links and cells:
+            cells[0] = f"<a href='{html.escape(links[i])}'>{cells[0]}</a>"
+        body.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     if not rows:
         body.append(f'<tr><td colspan="{len(header)}">none</td></tr>')
     return f'<table id="{id_}"><tr>{head}</tr>{"".join(body)}</table>'
@@ -71,11 +78,46 @@ class Dashboard:
         parts.append("<h2>Recent runs</h2>")
         parts.append(_table("runs", ["run", "started (UTC)", "box", "name", "tag", "status", "error"],
                             [[r.id, f"{r.started:%Y-%m-%d %H:%M:%S}", r.box, r.name, r.tag or "", r.status,
-                              (r.error or "")[:120]] for r in runs], [r.status for r in runs]))
+                              (r.error or "")[:120]] for r in runs], [r.status for r in runs],
+                            [f"/run/{r.id}" for r in runs]))
         parts.append("<h2>Recent regressions (perflab robot)</h2>")
         parts.append(_table("regressions", ["found (UTC)", "robot", "metric", "culprit", "subject"],
                             [[f"{r.created:%Y-%m-%d %H:%M}", r.robot, r.metric, r.culprit[:12], r.subject] for r in reports]))
         parts.append("</body></html>")
+        return "".join(parts)
+
+    def run_page(self, run_id: str) -> str:
+        """One run, as `perflab show` tells it: fields, parameters, failures, each metric's summary."""
+        from perflab.stats.descriptive import summarize
+
+        with self._lock:
+            run = self.store.get_run(run_id)
+            failures = self.store.failures([run.id])
+            samples = self.store.samples([run.id])
+        by_metric: dict[str, list] = {}
+        for smp in samples:
+            by_metric.setdefault(smp.metric, []).append(smp)
+        esc = html.escape
+        fields = [["benchmark", run.benchmark], ["name", run.name], ["status", run.status + (f" ({run.error})" if run.error else "")],
+                  ["started (UTC)", f"{run.started:%Y-%m-%d %H:%M:%S}"], ["testbox", run.box], ["tag", run.tag or ""],
+                  ["commit", (run.commit or "")[:12] + ("+dirty" if run.dirty else "")], ["comment", run.comment or ""]]
+        fields += [[f"param {k}", v] for k, v in (run.params or {}).items() if v not in (None, [], {})]
+        rows = []
+        for metric, items in by_metric.items():
+            st = summarize([x.value for x in items], items[0].direction)
+            rows.append([metric, items[0].unit, st.n, f"{st.mean:.6g}", f"{st.median:.6g}",
+                         f"{st.stddev:.4g}" if st.n > 1 else "-", f"{st.min:.6g}", f"{st.max:.6g}"])
+        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>perflab run #{run.id}</title>"
+                 f"<style>{STYLE}</style></head><body><p><a href='/'>lab</a></p>",
+                 f"<h1>run #{run.id}: {esc(run.benchmark)} {esc(run.name)}</h1>",
+                 _table("run", ["field", "value"], fields),
+                 "<h2>Failures</h2>" + _table("failures", ["item", "message"], [[f.item, f.message] for f in failures])
+                 if failures else "",
+                 "<h2>Metrics (over the repetitions)</h2>",
+                 _table("metrics", ["metric", "unit", "n", "mean", "median", "stddev", "min", "max"], rows),
+                 "<h2>Environment</h2>",
+                 _table("environment", ["fact", "value"], [[k, v] for k, v in sorted((run.environment or {}).items())]),
+                 "</body></html>"]
         return "".join(parts)
 
     def report(self, query: dict[str, list[str]]) -> str:
@@ -111,6 +153,8 @@ def make_server(dashboard: Dashboard, host: str, port: int) -> ThreadingHTTPServ
                     self._send(200, dashboard.index())
                 elif url.path == "/favicon.ico":
                     self._send(204, "", "image/x-icon")   # none: not a 404 in every browser's console
+                elif url.path.startswith("/run/"):
+                    self._send(200, dashboard.run_page(url.path.removeprefix("/run/")))
                 elif url.path == "/report":
                     self._send(200, dashboard.report(parse_qs(url.query)))
                 else:

@@ -29,6 +29,28 @@ def run_label(run) -> str:
     return f"{release}-{run.tag}" if run.tag else release
 
 
+def compiler_of(run) -> str:
+    """The compiler a run's programs were built with, as the 2003 summaries name kernels
+    (`gcc-O1`, `clang-O2-g`): the `cc` fact and the job's `cflags`, dashes joining the words."""
+    env = run.environment or {}
+    words = [str(env.get("cc") or ""), *str(env.get("cflags") or "").split()]
+    return "-".join(w.lstrip("-") if i else w for i, w in enumerate(words) if w.strip("-"))
+
+
+def by_compiler(groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    """Rows split by compiler when the runs shown were built by more than one: a compiler is a
+    variant (`cc: [gcc, clang]` in one job file), never pooled; each label then names its compiler."""
+    if len({compiler_of(r) for _, rs in groups for r in rs}) < 2:
+        return groups
+    out = []
+    for label, rs in groups:
+        split: dict[str, list] = {}
+        for r in rs:
+            split.setdefault(compiler_of(r), []).append(r)
+        out += [(f"{label}-{cc}" if cc else label, part) for cc, part in split.items()]
+    return out
+
+
 def pooled(store, groups: list[tuple[str, list]]) -> LmbenchSummary:
     """One row per (label, runs): the mean of all the samples of its runs, per figure."""
     from perflab.benchmarks.lmbench.catalog import FIGURES
@@ -80,7 +102,7 @@ def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> Lmbe
                 "; run `perflab run lmbench --quick` first"
             raise PerflabError(f"no LMbench runs of testbox {box!r}{hint}")
         groups = [(run_label(r), [r]) for r in mine]
-    return pooled(store, groups)
+    return pooled(store, by_compiler(groups))
 
 
 def page_section(store, chosen, runs, notes: list[str]) -> LmbenchSummary | None:
@@ -95,4 +117,4 @@ def page_section(store, chosen, runs, notes: list[str]) -> LmbenchSummary | None
             mine = mine[-MAX_PAGE_ROWS:]
         groups = [(f"{(r.environment or {}).get('kernel_release', '?')}{'-' + r.tag if r.tag else ''} #{r.id}", [r])
                   for r in mine]
-    return pooled(store, groups) if groups else None
+    return pooled(store, by_compiler(groups)) if groups else None
