@@ -334,7 +334,7 @@ def _build_axes(doc: dict, where, problems: list[str]) -> list[dict]:
         for v in values:
             if not isinstance(v, str) or (key == "cc" and not v.strip()):
                 want = "a compiler command (gcc, clang, gcc-13 -m32)" if key == "cc" else "compiler flags (-O1 -g)"
-                problems.append(f"{where(key)}: key {key!r} = {v!r}: expected {want}")
+                problems.append(f"{where(key)}: key {key!r} = {shorten(v)}: expected {want}")
         axes.append([(key, v) for v in values])
     return [dict(combo) for combo in itertools.product(*axes)]
 
@@ -467,7 +467,7 @@ def _value_problems(family, axes: list[tuple[str, list]], where, cpus: int | Non
                     found[f"{where('benchmark')}: {family.name} parameter {at}: {message}"] = None
                 else:
                     hint = _did_you_mean(value, _choices(fields[key].annotation)) if isinstance(value, str) else ""
-                    found[f"{where(key)}: {family.name} parameter {key} = {value!r}: {message}{hint}"] = None
+                    found[f"{where(key)}: {family.name} parameter {key} = {shorten(value)}: {message}{hint}"] = None
         except PerflabError as e:
             found[f"{where(key) if key else where('benchmark')}: {e}"] = None
 
