@@ -121,15 +121,19 @@ static uint64_t calibrate(bench_fn fn, void *ctx)
 	return est < 1 ? 1 : (uint64_t)(est + 0.5);
 }
 
-/* Run fn until its time per iteration is steady - five runs of about 10 ms
- * in a row within 2% of their mean - or for at most 2 s.  For benchmarks
- * over freshly allocated memory, which can take a few hundred milliseconds
- * to reach its steady speed (on a virtual machine the host may still be
- * backing it with small pages).  Skipped with -T. */
+/* Run fn until its time per iteration is steady, or for at most 2 s: for
+ * benchmarks over freshly allocated memory, which can take a few hundred
+ * milliseconds to reach its steady speed (on a virtual machine the host may
+ * still be backing it with small pages).  Runs of about 10 ms, in windows of
+ * five: steady when the last five are within 2% of their mean, or when their
+ * mean is within 1% of the previous five's - the warm-up trend is over even
+ * if the machine's noise keeps single runs apart (on a shared machine the
+ * first test alone used to wait out the whole 2 s every time).  Skipped
+ * with -T. */
 static void bench_steady(bench_fn fn, void *ctx)
 {
 	enum { RUNS = 5 };
-	double last[RUNS], spent = 0, t;
+	double last[RUNS], spent = 0, t, before = 0;
 	uint64_t n = 1;
 	if (opt.tiny)
 		return;
@@ -150,6 +154,12 @@ static void bench_steady(bench_fn fn, void *ctx)
 		}
 		if (lo > mean * 0.98 && hi < mean * 1.02)
 			break;
+		if ((i + 1) % RUNS == 0) {
+			/* a whole new window: compare it with the one before */
+			if (before > 0 && mean > before * 0.99 && mean < before * 1.01)
+				break;
+			before = mean;
+		}
 	}
 }
 
