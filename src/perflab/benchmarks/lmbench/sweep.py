@@ -9,8 +9,8 @@ module picks the sizes that do, from the cache sizes in sysfs
 
 - the summary's points: L1 at 1 KB (inside every data cache there is), L2 at
   LMbench's 128 KB when that lies beyond L1 and inside L2 (as on nearly every
-  x86 machine since 2008), else the power of two halfway (geometrically)
-  between the L1 and L2 sizes, so that "L2 $" is an L2 figure on machines
+  x86 machine since 2008), else the size halfway (geometrically, rounded
+  down to a KB) between the L1 and L2 sizes, so that "L2 $" is an L2 figure on machines
   with a 128 KB L1 or a small L2 too; main memory at the largest size;
 - the sparse curve (job key `mem_curve: sparse`, the default): 1 KB, half and
   twice each cache size, and the largest size; lat_mem then measures half-way
@@ -54,10 +54,6 @@ def cache_sizes(root: Path = SYSFS) -> list[tuple[int, int]]:
     return sorted(found.items())
 
 
-def _pow2(x: float) -> int:
-    return 1 << max(10, round(math.log2(x)))
-
-
 def summary_sizes(caches: list[tuple[int, int]]) -> tuple[int, int]:
     """The (L1, L2) points of the summary for these caches."""
     sizes = dict(caches)
@@ -65,7 +61,7 @@ def summary_sizes(caches: list[tuple[int, int]]) -> tuple[int, int]:
     first = LMBENCH_L1 if not l1 or l1 >= 2 * LMBENCH_L1 else max(l1 // 2, 256)
     if not l1 or not l2 or l1 < LMBENCH_L2 <= l2 // 2:
         return first, LMBENCH_L2
-    return first, _pow2(math.sqrt(l1 * l2))
+    return first, math.isqrt(l1 * l2) // KB * KB
 
 
 def sparse_sizes(caches: list[tuple[int, int]], largest: int) -> list[int]:
