@@ -41,9 +41,33 @@
 static size_t main_size, l1_size = 1024, l2_size = 128 * 1024;
 static int curve_kb[MAX_CURVE], ncurve, refine;
 static void *volatile sink;
-static void *chain_base;  /* what free() takes of the last chain made */
+static void *chain_base;  /* what free() takes of the last chain made (NULL: the big buffer) */
 
-/* A cyclic chain through the STRIDE-apart lines of a new buffer of `size`
+/* Walks beyond the caches (over BIG bytes) share one buffer, allocated at
+ * the largest size asked for and brought to its steady speed once
+ * (bench_steady): what takes time to settle is fresh memory (the host
+ * backing it), not a walk, so mem.main, mem.main_random and the curve's
+ * large points do not each wait for it again. */
+#define BIG (4u << 20)
+static char *big;
+static size_t big_size;
+static int big_steady;
+
+static char *chain_buffer(size_t size)
+{
+	if (size <= BIG) {
+		chain_base = xmalloc(size);
+		return chain_base;
+	}
+	if (!big) {
+		big = xmalloc(big_size);
+		memset(big, 0, big_size);
+	}
+	chain_base = NULL;
+	return big;
+}
+
+/* A cyclic chain through the STRIDE-apart lines of a buffer of `size`
  * bytes: in address order, or (shuffled) in a random order, Fisher-Yates with
  * a per-process seed so that each process walks its own order.  Returns the
  * chain's first line; chain_base is what free() takes. */
@@ -51,8 +75,9 @@ static void **make_chain(size_t size, int shuffled)
 {
 	if (size < 2 * STRIDE)
 		size = 2 * STRIDE;
-	char *buf = xmalloc(size);
-	memset(buf, 0, size);
+	char *buf = chain_buffer(size);
+	if (size <= BIG)
+		memset(buf, 0, size);
 	size_t n = size / STRIDE;
 	size_t *order = xmalloc(n * sizeof *order);
 	for (size_t i = 0; i < n; i++)
@@ -102,16 +127,24 @@ static void do_adds(uint64_t n, void *ctx)
 	sink = (void *)(uintptr_t)x;
 }
 
+/* Warm a new chain: the whole chain twice; the big buffer's first chain until
+ * its speed is steady. */
+static void settle(size_t size, void ***p)
+{
+	do_chase(2 * (size / STRIDE / UNROLL + 1), p);
+	if (size > BIG && !big_steady) {
+		bench_steady(do_chase, p);
+		big_steady = 1;
+	}
+}
+
 static void latency(const char *metric, size_t size, int shuffled)
 {
 	double v[BENCH_MAX_SAMPLES];
 	if (!want(metric))
 		return;
-	void **chain = make_chain(size, shuffled);
-	void **p = chain;
-	do_chase(size / STRIDE / UNROLL + 1, &p); /* warm: the whole chain once */
-	if (size > 4u << 20)
-		bench_steady(do_chase, &p);
+	void **p = make_chain(size, shuffled);
+	settle(size, &p);
 	bench_samples(do_chase, &p, v);
 	for (int i = 0; i < opt.samples; i++)
 		emit(metric, v[i] / UNROLL, "ns");
@@ -124,10 +157,7 @@ static double curve_point(size_t size)
 	double v[BENCH_MAX_SAMPLES];
 	int saved = opt.samples;
 	void **p = make_chain(size, 0);
-	/* warm: the whole chain twice (the first pass pays the page faults) */
-	do_chase(2 * (size / STRIDE / UNROLL + 1), &p);
-	if (size > 4u << 20)
-		bench_steady(do_chase, &p);  /* fresh memory beyond the caches: as mem.main */
+	settle(size, &p);
 	opt.samples = 1;
 	bench_samples(do_chase, &p, v);
 	opt.samples = saved;
@@ -214,6 +244,10 @@ int main(int argc, char **argv)
 	bench_init(argc, argv, "lat_mem", "m:1:2:z:B", lat_mem_option,
 		   "[-m MAIN_SIZE] [-1 L1_SIZE] [-2 L2_SIZE] [-z KB,KB,... [-B]]");
 	main_size = size_option_value(8u << 20);
+	big_size = main_size;
+	for (int i = 0; i < ncurve; i++)
+		if ((size_t)curve_kb[i] * 1024 > big_size)
+			big_size = (size_t)curve_kb[i] * 1024;
 
 	if (want("mem.mhz")) {
 		double v[BENCH_MAX_SAMPLES];
