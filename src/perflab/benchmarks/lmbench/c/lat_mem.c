@@ -92,7 +92,6 @@ static void **make_chain(size_t size, int shuffled)
 		*(void **)(buf + order[i] * STRIDE) = buf + order[(i + 1) % n] * STRIDE;
 	void **first = (void **)(buf + order[0] * STRIDE);
 	free(order);
-	chain_base = buf;
 	return first;
 }
 
