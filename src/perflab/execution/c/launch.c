@@ -119,9 +119,9 @@ int main(int argc, char **argv)
 
 	/* The benchmark is started with vfork: the child shares this process's
 	 * memory until it execs, so no page tables are copied and no page is
-	 * copied on write in the timed interval (a fork did both: the launcher's
-	 * share of `perflab run cmd -- true` against hyperfine, which spawns the
-	 * same way).  This process is suspended until the exec, so the child
+	 * copied on write in the timed interval.  A fork did both, and that was
+	 * most of what perflab measured for `true` beyond hyperfine -N (whose
+	 * spawn is a vfork too).  This process is suspended until the exec, so the child
 	 * reports a failure to start in exec_errno, not through a pipe whose
 	 * wake-up would land in the benchmark's first microseconds.  The child
 	 * only makes system calls on its own task (process group, death signal,
