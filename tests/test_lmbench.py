@@ -438,3 +438,11 @@ def test_a_curve_line_without_a_size_is_garbage():
         driver.parse_output("lat_mem", '{"metric": "mem.curve", "value": 1.0, "unit": "ns"}\n')
     with pytest.raises(driver.ProgramFailed, match="names no figure"):
         driver.parse_output("lat_ipc", '{"metric": "mem.curve", "value": 1.0, "unit": "ns", "size": 1024}\n')
+
+
+@pytest.mark.parametrize("setting,needle", [("mem_curve=bogus", "mem_curve = 'bogus'"), ("precision=-1", "precision = -1"),
+                                            ("min_runs=1", "min_runs = 1")])
+def test_bad_speed_keys_are_one_line_errors(cli, cache_dir, setting, needle):
+    proc = cli("run", "lmbench-quick.yaml", "--set", setting, env=run_env(cache_dir), check=False)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "lmbench-quick.yaml", needle)
