@@ -90,6 +90,8 @@ def test_every_figure_is_stored_with_its_unit(suite):
     assert (status, tag) == ("finished", "tiny")
     assert json.loads(params) == {"quick": False, "tiny": True}
     figs = figures_of(cli, 1)
+    curve = {m for m in figs if m.startswith("mem.curve_")}   # the memory-latency curve, once per run
+    assert curve and all(len(figs.pop(m)) == 1 for m in curve)
     assert set(figs) == set(catalog.FIGURES)
     for metric, rows in figs.items():
         f = catalog.FIGURES[metric]
@@ -157,7 +159,8 @@ def test_report_shows_the_run(suite):
 def test_only_is_repeatable_and_comma_separated(cli, cache_dir):
     out = cli("run", "lmbench", "--only", "memory", "--only", "latency,memory", env=run_env(cache_dir)).stdout
     assert "run #1" in out
-    assert set(figures_of(cli, 1)) == {m for m, f in catalog.FIGURES.items() if f.program in ("lat_mem", "lat_ipc")}
+    stored = {m for m in figures_of(cli, 1) if not m.startswith("mem.curve_")}
+    assert stored == {m for m, f in catalog.FIGURES.items() if f.program in ("lat_mem", "lat_ipc")}
     (params,) = cli.sql("SELECT params FROM run WHERE id=1")[0]
     assert json.loads(params)["only"] == ["latency", "memory"]
 
@@ -321,3 +324,125 @@ def test_sources_ship_with_the_package():
     names = {p.name for p in driver.SOURCE_DIR.iterdir()}
     assert {f"{p}.c" for p in catalog.PROGRAMS} <= names
     assert "bench.h" in names
+
+
+# ---- repetitions that stop when the figure is known -------------------------
+
+def _repetitions(store, run_id) -> dict[str, list[int]]:
+    reps: dict[str, list[int]] = {}
+    with store.engine.connect() as conn:
+        for metric, rep in conn.exec_driver_sql("SELECT metric, repetition FROM sample WHERE run_id=?", (run_id,)):
+            reps.setdefault(metric, []).append(rep)
+    return reps
+
+
+def test_a_program_stops_when_its_figures_are_known(tmp_path, cache_dir, monkeypatch):
+    """Identical repetitions: once plus one confirmation; scattered ones: up to the ceiling."""
+    steady = "\n".join(f'echo \'{{"metric": "{m}", "value": 1.5, "unit": "us"}}\''
+                       for m in catalog.metrics_of_program("lat_sig"))
+    # each process prints another value (1, 2, 3, ...: a counter in a file), so the interval stays wide
+    counter = tmp_path / "counter"
+    scattered = f'echo x >> {counter}; n=$(wc -l < {counter})\n' + "\n".join(
+        f'echo \'{{"metric": "{m}", "value": \'$n\', "unit": "us"}}\'' for m in catalog.metrics_of_program("lat_proc"))
+    cc = fake_cc(tmp_path, {"lat_sig.c": script_binary(steady), "lat_proc.c": script_binary(scattered)})
+    monkeypatch.setattr(driver, "TINY", driver.Mode("tiny", processes=5, samples=1, target_ms=0.5, timeout=120,
+                                                    extra=("-T",)))
+    for k, v in run_env(cache_dir, CC=cc).items():
+        monkeypatch.setenv(k, v)
+    store = open_store(str(tmp_path / "perflab.db"))
+    from perflab.runner.suite import run_suite
+
+    result = run_suite(store, categories=["processes"], tag="stopping")
+    assert not result.failures
+    reps = _repetitions(store, result.run_id)
+    for metric in catalog.metrics_of_program("lat_sig"):
+        assert sorted(reps[metric]) == [0, 1], metric
+    for metric in catalog.metrics_of_program("lat_proc"):
+        assert sorted(reps[metric]) == [0, 1, 2, 3, 4], metric         # the ceiling
+
+
+def test_precision_zero_runs_the_ceiling_and_is_stored():
+    session = driver.LmbenchSession(driver.LmbenchParams(precision=0, min_runs=3), {"runs": 4}, "/tmp")
+    assert session.params["precision"] == 0 and session.params["min_runs"] == 3
+    session.seen["lat_sig"] = {"signal.install": [1.0, 1.0001, 1.0002]}
+    assert session.wanted("lat_sig", 3) and not session.wanted("lat_sig", 4)
+    session.precision = 0.05
+    assert not session.wanted("lat_sig", 3)
+    assert "precision" not in driver.LmbenchSession(driver.LmbenchParams(), {}, "/tmp").params
+
+
+# ---- the memory-latency sweep -------------------------------------------------
+
+K, M = 1024, 1024 * 1024
+THIS_VM = [(1, 32 * K), (2, 1 * M), (3, 32 * M)]
+
+
+def test_the_summary_points_follow_the_caches():
+    from perflab.benchmarks.lmbench import sweep
+
+    assert sweep.summary_sizes(THIS_VM) == (1 * K, 128 * K)            # LMbench's points where they fit
+    assert sweep.summary_sizes([(1, 128 * K), (2, 12 * M)]) == (1 * K, 1254 * K)   # a 128 KB L1: halfway
+    assert sweep.summary_sizes([(1, 64 * K), (2, 128 * K)]) == (1 * K, 90 * K)     # 128 KB is all of L2
+    assert sweep.summary_sizes([(1, 16 * K), (2, 256 * K)]) == (1 * K, 128 * K)
+    assert sweep.summary_sizes([]) == (1 * K, 128 * K)                # sysfs says nothing
+
+
+def test_the_sparse_sweep_brackets_each_cache():
+    from perflab.benchmarks.lmbench import sweep
+
+    assert sweep.sparse_sizes(THIS_VM, 64 * M) == [1 * K, 16 * K, 64 * K, 512 * K, 2 * M, 16 * M, 64 * M]
+    assert sweep.sparse_sizes([], 8 * M) == [1 * K, 8 * M]
+    assert sweep.full_sizes(8 * K) == [1024, 1536, 2048, 3072, 4096, 6144, 8192]
+    assert len(sweep.full_sizes(64 * M)) > 3 * len(sweep.sparse_sizes(THIS_VM, 64 * M))
+    assert [sweep.curve_metric(s) for s in (K, 1536 * K, 2 * M, 100)] == [
+        "mem.curve_1k", "mem.curve_1536k", "mem.curve_2m", "mem.curve_100b"]
+
+
+def test_cache_sizes_read_from_sysfs(tmp_path):
+    from perflab.benchmarks.lmbench import sweep
+
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                             (3, "Unified", "96M"), (4, "Unified", "garbage")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert sweep.cache_sizes(tmp_path) == [(1, 48 * K), (2, 2 * M), (3, 96 * M)]
+    assert sweep.cache_sizes(tmp_path / "missing") == []
+    args, curve = driver.mem_args("sparse", tiny=False, caches=sweep.cache_sizes(tmp_path))
+    assert args == ["-1", "1k", "-2", "128k"]
+    assert curve == ["-z", "1,24,96,1024,4096,49152,65536", "-B"]
+
+
+def test_lat_mem_refines_the_curve_where_it_bends(cache_dir, monkeypatch):
+    """A real tiny run: the given sizes, plus geometric midpoints only between neighbours that bend."""
+    import subprocess
+    from math import isqrt
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir))
+    binary = cbuild.build("lat_mem", driver.SOURCE_DIR, flags=driver.FLAGS)
+    out = subprocess.run([str(binary), "-T", "-n", "1", "-t", "0.5", "-o", "mem.curve", "-z", "1,64,8192", "-B"],
+                         capture_output=True, text=True, check=True).stdout
+    points = {s.metric: s.value for s in driver.parse_output("lat_mem", out)}
+    sizes = sorted(int(json.loads(line)["size"]) for line in out.splitlines())
+    assert {1 * K, 64 * K, 8 * M} <= set(sizes) and len(sizes) <= 3 + 2 + 4
+    for extra in set(sizes) - {1 * K, 64 * K, 8 * M}:
+        # halfway (geometrically, rounded down to a KB) between two sizes measured before it
+        assert any(lo < extra < hi and 0 <= isqrt(lo * hi) - extra < K for lo in sizes for hi in sizes), extra
+    assert all(v > 0 for v in points.values()) and len(points) == len(sizes)
+
+
+def test_a_curve_line_without_a_size_is_garbage():
+    with pytest.raises(driver.ProgramFailed, match="without a size"):
+        driver.parse_output("lat_mem", '{"metric": "mem.curve", "value": 1.0, "unit": "ns"}\n')
+    with pytest.raises(driver.ProgramFailed, match="names no figure"):
+        driver.parse_output("lat_ipc", '{"metric": "mem.curve", "value": 1.0, "unit": "ns", "size": 1024}\n')
+
+
+@pytest.mark.parametrize("setting,needle", [("mem_curve=bogus", "mem_curve = 'bogus'"), ("precision=-1", "precision = -1"),
+                                            ("min_runs=1", "min_runs = 1")])
+def test_bad_speed_keys_are_one_line_errors(cli, cache_dir, setting, needle):
+    proc = cli("run", "lmbench-quick.yaml", "--set", setting, env=run_env(cache_dir), check=False)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "lmbench-quick.yaml", needle)

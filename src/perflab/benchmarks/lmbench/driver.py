@@ -22,16 +22,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from perflab.core import cbuild
 from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
-from perflab.benchmarks.lmbench import catalog
+from perflab.benchmarks.lmbench import catalog, sweep
 from perflab.core.errors import UsageProblem
-from perflab.core.model import Sample
+from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import filesystem_of
+from perflab.stats.stopping import StoppingRule
 
 SOURCE_DIR = Path(__file__).parent / "c"
 FLAGS = cbuild.DEFAULT_FLAGS
@@ -59,6 +62,14 @@ class Mode:
     def processes_of(self, program: str) -> int:
         return min(self.processes, dict(self.process_caps).get(program, self.processes))
 
+
+# Repetitions stop when every figure of a program is known (perflab.stats.stopping):
+# the 95% interval of its mean over processes within PRECISION of the mean, after
+# at least MIN_RUNS processes; the mode's process count is the ceiling.  5% is
+# where a figure that stops early has a standard error under 1% of its mean
+# (docs/lmbench.md, "When a figure is known"), below LMbench 3's run-to-run spread.
+PRECISION = 0.05
+MIN_RUNS = 2
 
 # lat_fs in --quick: two processes, not four.  Its sample is at least one batch
 # of 1,000 files whatever the target length, and creating a file on a slow disk
@@ -100,16 +111,37 @@ def parse_output(program: str, text: str) -> list[Sample]:
 
     Anything that is not one of the program's own figures in its unit, with a
     finite value, is garbage: ProgramFailed naming the program and the line.
+    lat_mem's curve points ("mem.curve" with a "size" in bytes) are stored as
+    mem.curve_<size> (sweep.curve_metric).
     """
     expected = {m: catalog.FIGURES[m].unit for m in catalog.metrics_of_program(program)}
-    return [Sample(line.metric, float(line.value), line.unit, catalog.FIGURES[line.metric].direction)
-            for line in protocol.read(program, text, expected, ProgramFailed)]
+    if program == "lat_mem":
+        expected[CURVE] = "ns"
+    samples = []
+    for line in protocol.read(program, text, expected, ProgramFailed):
+        if line.metric != CURVE:
+            samples.append(Sample(line.metric, float(line.value), line.unit, catalog.FIGURES[line.metric].direction))
+            continue
+        size = line.extra.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ProgramFailed(f"{program}: a mem.curve line without a size in bytes: {line.extra!r:.80}")
+        samples.append(Sample(sweep.curve_metric(size), float(line.value), "ns", LOWER_IS_BETTER))
+    return samples
+
+
+CURVE = "mem.curve"
 
 
 
 class LmbenchParams(Params):
     quick: bool = Field(False, description="fewer, shorter samples (under a minute)")
     only: list[str] | None = Field(None, description=f"categories to run: {', '.join(catalog.CATEGORIES)}")
+    precision: float = Field(PRECISION, ge=0, le=1, description="stop a program's processes once each figure's "
+                             "95% interval is within this fraction of its mean (0: always `runs` processes)")
+    min_runs: int = Field(MIN_RUNS, ge=2, le=1000, description="processes before the first look at the interval")
+    mem_curve: Literal["sparse", "full", "none"] = Field(
+        "sparse", description="memory-latency curve stored besides the summary: sizes around the caches (sparse), "
+                              "every size as lat_mem_rd (full), none")
 
     @field_validator("only", mode="before")
     @classmethod
@@ -128,13 +160,26 @@ class LmbenchSession(Session):
         self.timeout = float(job.get("timeout") or env_timeout or self.mode.timeout)
         self.workdir = workdir
         self.binaries: dict[str, Path] = {}
+        self.ceiling = int(job.get("runs") or self.mode.processes)
+        self.precision, self.min_runs = params.precision, params.min_runs
+        # program -> metric -> the mean of each of its processes' samples (what the rule looks at)
+        self.seen: dict[str, dict[str, list[float]]] = {}
         stored: dict = {"quick": bool(params.quick)}
         if params.only:
             stored["only"] = list(params.only)
+        # stored only when not the defaults, so the params of earlier runs stay the same
+        if params.precision != PRECISION:
+            stored["precision"] = params.precision
+        if params.min_runs != MIN_RUNS:
+            stored["min_runs"] = params.min_runs
+        if params.mem_curve != "sparse":
+            stored["mem_curve"] = params.mem_curve
+        self.mem_args, self.curve_args = mem_args(params.mem_curve, self.mode is TINY)
         if self.mode is TINY:
             stored["tiny"] = True
         tmp_parent = os.path.dirname(workdir)
         facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
+                 "lmbench_mem_points": f"L1 {self.mem_args[1]}, L2 {self.mem_args[3]}",
                  "lmbench_tmpdir_fs": filesystem_of(tmp_parent)[0],
                  "placement": "each program pinned to the first CPU it may use"}
         try:
@@ -150,24 +195,67 @@ class LmbenchSession(Session):
             except cbuild.BuildError as e:
                 self.build_failures[program] = str(e)
 
+    def ceiling_of(self, program: str) -> int:
+        """The most processes `program` runs in: the job's runs, or the mode's cap for it."""
+        return min(self.ceiling, dict(self.mode.process_caps).get(program, self.ceiling))
+
+    def wanted(self, program: str, repetition: int) -> bool:
+        """Whether `program` runs in this repetition: below its ceiling and not all its figures known."""
+        ceiling = self.ceiling_of(program)
+        if repetition >= ceiling:
+            return False
+        seen = self.seen.get(program, {})
+        if min((len(v) for v in seen.values()), default=0) < 2:
+            return True
+        top = max(ceiling, 2)
+        rule = StoppingRule(self.precision, floor=min(self.min_runs, top), ceiling=top)
+        return not rule.all_known(seen.values())
+
     def processes(self, repetition: int) -> list[ProcessSpec]:
         args = ["-n", str(self.mode.samples), "-t", f"{self.mode.target_ms:g}", "-d", self.workdir, *self.mode.extra]
-        return [ProcessSpec([str(binary), *args], item=program, cwd=self.workdir, timeout=self.timeout)
-                for program, binary in self.binaries.items() if repetition < self.mode.processes_of(program)]
+        return [ProcessSpec([str(binary), *args, *self.own_args(program, repetition)], item=program,
+                            cwd=self.workdir, timeout=self.timeout)
+                for program, binary in self.binaries.items() if self.wanted(program, repetition)]
+
+    def own_args(self, program: str, repetition: int) -> list[str]:
+        if program != "lat_mem":
+            return []
+        # the curve once per run (its points are not summary figures), in the first process
+        return self.mem_args + (self.curve_args if repetition == 0 else [])
 
     def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
         samples = parse_output(spec.item, result.stdout)
         missing = [m for m in catalog.metrics_of_program(spec.item) if not any(s.metric == m for s in samples)]
         if missing:
             raise ProgramFailed(f"{spec.item}: printed no value for {', '.join(missing)}")
+        self._note(spec.item, samples)
         return samples
+
+    def _note(self, program: str, samples: list[Sample]) -> None:
+        by_metric: dict[str, list[float]] = {}
+        for smp in samples:
+            by_metric.setdefault(smp.metric, []).append(smp.value)
+        seen = self.seen.setdefault(program, {})
+        for metric, values in by_metric.items():
+            if metric in catalog.FIGURES:   # the curve's points are measured once, not repeated
+                seen.setdefault(metric, []).append(sum(values) / len(values))
+
+
+def mem_args(curve: str, tiny: bool, caches: list[tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:
+    """lat_mem's options: the summary's L1 and L2 points, and the curve's sizes (sweep)."""
+    caches = sweep.cache_sizes() if caches is None else caches
+    l1, l2 = sweep.summary_sizes(caches)
+    largest = (8 if tiny else 64) << 20
+    sizes = sweep.curve_sizes(curve, caches, largest)
+    curve_args = ["-z", ",".join(str(s // 1024) for s in sizes)] + (["-B"] if curve == "sparse" else [])
+    return ["-1", f"{l1 // 1024}k", "-2", f"{l2 // 1024}k"], curve_args if sizes else []
 
 
 class LmbenchFamily(Family):
     name = "lmbench"
     summary = "LMbench-class OS microbenchmarks (the LMbench 2.0 summary's figures)"
     Params = LmbenchParams
-    duration_params = frozenset({"quick", "only"})
+    duration_params = frozenset({"quick", "only", "precision", "min_runs", "mem_curve"})
 
     def metrics(self, params: LmbenchParams) -> dict[str, Metric]:
         wanted = set(catalog.programs_of(params.only or list(catalog.CATEGORIES)))

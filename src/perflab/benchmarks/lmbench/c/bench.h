@@ -60,7 +60,6 @@ struct bench_opts {
 };
 
 static struct bench_opts opt = { 5, 10.0, NULL, 0, NULL, 0, 0 };
-static double loop_ns;        /* cost of one empty iteration of a timing loop */
 
 /* ---- errors --------------------------------------------------------- */
 
@@ -121,15 +120,19 @@ static uint64_t calibrate(bench_fn fn, void *ctx)
 	return est < 1 ? 1 : (uint64_t)(est + 0.5);
 }
 
-/* Run fn until its time per iteration is steady - five runs of about 10 ms
- * in a row within 2% of their mean - or for at most 2 s.  For benchmarks
- * over freshly allocated memory, which can take a few hundred milliseconds
- * to reach its steady speed (on a virtual machine the host may still be
- * backing it with small pages).  Skipped with -T. */
+/* Run fn until its time per iteration is steady, or for at most 2 s: for
+ * benchmarks over freshly allocated memory, which can take a few hundred
+ * milliseconds to reach its steady speed (on a virtual machine the host may
+ * still be backing it with small pages).  Runs of about 10 ms, in windows of
+ * five: steady when the last five are within 2% of their mean, or when their
+ * mean is within 1% of the previous five's - the warm-up trend is over even
+ * if the machine's noise keeps single runs apart (on a shared machine the
+ * first test alone used to wait out the whole 2 s every time).  Skipped
+ * with -T. */
 static void bench_steady(bench_fn fn, void *ctx)
 {
 	enum { RUNS = 5 };
-	double last[RUNS], spent = 0, t;
+	double last[RUNS], spent = 0, t, before = 0;
 	uint64_t n = 1;
 	if (opt.tiny)
 		return;
@@ -150,6 +153,12 @@ static void bench_steady(bench_fn fn, void *ctx)
 		}
 		if (lo > mean * 0.98 && hi < mean * 1.02)
 			break;
+		if ((i + 1) % RUNS == 0) {
+			/* a whole new window: compare it with the one before */
+			if (before > 0 && mean > before * 0.99 && mean < before * 1.01)
+				break;
+			before = mean;
+		}
 	}
 }
 
@@ -264,6 +273,16 @@ static double measure_loop_ns(void)
 	opt.samples = saved;
 	opt.target_ms = saved_t;
 	return best;
+}
+
+/* The cost of one empty iteration of a timing loop, measured the first time
+ * a program asks (three programs subtract it; the others do not pay for it). */
+static double loop_ns(void)
+{
+	static double cost = -1;
+	if (cost < 0)
+		cost = measure_loop_ns();
+	return cost;
 }
 
 static void clock_loop(uint64_t n, void *ctx)
@@ -555,7 +574,6 @@ static void bench_init(int argc, char **argv, const char *name, const char *own,
 		report_harness();
 		exit(0);
 	}
-	loop_ns = measure_loop_ns();
 }
 
 #endif /* PERFLAB_BENCH_H */

@@ -54,7 +54,7 @@ static void measure(const char *metric, int *fds, int n)
 		if (fds[i] + 1 > s.nfds)
 			s.nfds = fds[i] + 1;
 	}
-	bench_latency(metric, do_select, &s, loop_ns, 1e-3, "us");
+	bench_latency(metric, do_select, &s, loop_ns(), 1e-3, "us");
 }
 
 static int handle(int c, const char *arg)

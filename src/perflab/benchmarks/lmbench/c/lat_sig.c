@@ -29,7 +29,7 @@ int main(int argc, char **argv)
 {
 	bench_init(argc, argv, "lat_sig", "", NULL, "");
 
-	bench_latency("signal.install", do_install, NULL, loop_ns, 1e-3, "us");
+	bench_latency("signal.install", do_install, NULL, loop_ns(), 1e-3, "us");
 
 	install_usr1_handler();
 	pid_t self = getpid();

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 {
 	bench_init(argc, argv, "lat_syscall", "", NULL, "");
 
-	bench_latency("syscall.null", do_null, NULL, loop_ns, 1e-3, "us");
+	bench_latency("syscall.null", do_null, NULL, loop_ns(), 1e-3, "us");
 
 	if (want("syscall.null_io")) {
 		int zero = open("/dev/zero", O_RDONLY), null = open("/dev/null", O_WRONLY);
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 		bench_samples(do_read, &zero, r);
 		bench_samples(do_write, &null, w);
 		for (int i = 0; i < opt.samples; i++)
-			emit("syscall.null_io", ((r[i] - loop_ns) + (w[i] - loop_ns)) / 2 * 1e-3, "us");
+			emit("syscall.null_io", ((r[i] - loop_ns()) + (w[i] - loop_ns())) / 2 * 1e-3, "us");
 		close(zero);
 		close(null);
 	}
@@ -98,9 +98,9 @@ int main(int argc, char **argv)
 	tmp_path(path, sizeof path, "stat");
 	atexit(cleanup);
 	int fd = make_file(path, 0);
-	bench_latency("syscall.stat", do_stat, NULL, loop_ns, 1e-3, "us");
-	bench_latency("syscall.fstat", do_fstat, &fd, loop_ns, 1e-3, "us");
-	bench_latency("syscall.open_close", do_open_close, NULL, loop_ns, 1e-3, "us");
+	bench_latency("syscall.stat", do_stat, NULL, loop_ns(), 1e-3, "us");
+	bench_latency("syscall.fstat", do_fstat, &fd, loop_ns(), 1e-3, "us");
+	bench_latency("syscall.open_close", do_open_close, NULL, loop_ns(), 1e-3, "us");
 	close(fd);
 	return 0;
 }

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""How long the LMbench-class suite takes, and what its figures' run-to-run spread is, against LMbench 3.
+
+Targets (issue 24), each printed with the measured figure and its ratio:
+- the full run (`perflab run lmbench`) takes at most a third of LMbench 3's full run;
+- the quick run (`perflab run lmbench --quick`) takes at most 30 s;
+- every summary figure's CoV over --runs full runs is at most LMbench 3's for the same figure;
+- every comparable figure is still within 15% of LMbench 3's (tools/bench/lmbench_accuracy.py,
+  run as part 3 unless --skip-accuracy).
+
+LMbench 3's "full run" here is every LMbench command behind the summary's figures, once each,
+in sequence, with the ENOUGH, TIMING_O and LOOP_O its own `enough`, `timing_o` and `loop_o`
+programs calibrate, as its `lmbench` script runs them (lat_mem_rd walks every size to 64 MB,
+as there).
+perflab and LMbench alternate, pinned to the same CPU (--cpu), --runs times; medians are
+printed. Take the figures on a quiet machine: a shared machine's load moves both tools'
+times and spreads, not in the same way.
+
+    .venv/bin/python tools/bench/lmbench_speed.py [--runs 5] [--cpu 0] [--dir /var/tmp]
+                                                  [--skip-lmbench] [--skip-accuracy] [--tiny]
+
+--tiny runs perflab's tiny test sizes (PERFLAB_LMBENCH_TINY=1) and skips LMbench: a check
+that the script works, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lmbench_accuracy as acc  # noqa: E402  (the LMbench side: its commands and how to read them)
+
+from perflab.benchmarks.lmbench import catalog  # noqa: E402
+
+QUICK_TARGET_S = 30.0
+FULL_SHARE = 1 / 3
+
+
+def perflab_run(perflab: str, db: str, quick: bool, cpu: int, env: dict) -> tuple[float, int, str]:
+    """(seconds, run id, the command's line) of one perflab run."""
+    cmd = ["taskset", "-c", str(cpu), perflab, "--db", db, "run", "lmbench", *(["--quick"] if quick else [])]
+    began = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    seconds = time.monotonic() - began
+    if proc.returncode != 0:
+        sys.exit(f"perflab run failed: {proc.stderr.strip()[-300:]}")
+    con = sqlite3.connect(db)
+    (run_id,) = con.execute("SELECT max(id) FROM run").fetchone()
+    con.close()
+    return seconds, run_id, proc.stdout.strip()
+
+
+def perflab_means(db: str, run_ids: list[int]) -> dict[str, list[float]]:
+    """metric -> each run's mean, in run order."""
+    con = sqlite3.connect(db)
+    out: dict[str, list[float]] = {}
+    for run_id in run_ids:
+        for metric, value in con.execute("SELECT metric, avg(value) FROM sample WHERE run_id=? GROUP BY metric",
+                                          (run_id,)):
+            out.setdefault(metric, []).append(value)
+    con.close()
+    return out
+
+
+class LmbenchSide:
+    """LMbench 3's commands for the summary's figures, in one work directory."""
+
+    def __init__(self, bindir: Path, workdir: Path, cpu: int):
+        self.ctx = acc.Ctx(bindir, workdir, workdir / "file", cpu)
+        for var, prog in (("ENOUGH", "enough"), ("TIMING_O", "timing_o"), ("LOOP_O", "loop_o")):
+            self.ctx.env[var] = subprocess.run([*self.ctx.pin(), str(bindir / prog)], capture_output=True,
+                                               text=True, timeout=300).stdout.strip()
+        acc.make_file(self.ctx.file, acc.FILE_SIZE)
+        self.ctx.stat_file = workdir / "stat"
+        self.ctx.stat_file.write_text("")
+        hello = Path("/var/tmp/lmbench/hello")
+        if not hello.exists():
+            hello.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(bindir / "hello", hello)
+        self.checks = acc.checks()
+
+    def full_run(self) -> tuple[float, dict[str, float]]:
+        """(seconds, figure -> value) of one pass over every command."""
+        acc._round_cache.clear()
+        values: dict[str, float] = {}
+        began = time.monotonic()
+        for c in self.checks:
+            try:
+                values[c.metric] = c.lmbench(self.ctx)
+            except (RuntimeError, KeyError, subprocess.SubprocessError) as e:
+                print(f"LMbench {c.how}: {str(e)[:120]}", file=sys.stderr)
+        return time.monotonic() - began, values
+
+
+def cov(values: list[float]) -> float:
+    if len(values) < 2:
+        return float("nan")
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / abs(mean) if mean else float("nan")
+
+
+def print_times(full: list[float], quick: list[float], lm: list[float]) -> None:
+    print(f"\nPart 1: run time, median of {len(full)} (seconds)")
+    q = statistics.median(quick)
+    print(f"quick run: {q:.1f} s; target <= {QUICK_TARGET_S:.0f} s: ratio {q / QUICK_TARGET_S:.2f} -> "
+          f"{'PASS' if q <= QUICK_TARGET_S else 'FAIL'}   (runs: {', '.join(f'{t:.1f}' for t in quick)})")
+    f = statistics.median(full)
+    line = f"full run: {f:.1f} s   (runs: {', '.join(f'{t:.1f}' for t in full)})"
+    if lm:
+        m = statistics.median(lm)
+        ratio = f / m
+        line += (f"\nLMbench 3 full run: {m:.1f} s (runs: {', '.join(f'{t:.1f}' for t in lm)})"
+                 f"\nfull / LMbench 3: {ratio:.3f}; target <= {FULL_SHARE:.3f}: "
+                 f"{'PASS' if ratio <= FULL_SHARE else 'FAIL'}")
+    print(line)
+
+
+def print_covs(ours: dict[str, list[float]], theirs: dict[str, list[float]]) -> None:
+    print("\nPart 2: run-to-run CoV of each summary figure over the full runs")
+    print(f"{'figure':<20} {'ours':>8} {'LMbench':>8}  verdict")
+    passed = counted = 0
+    for metric in catalog.FIGURES:
+        a = cov(ours.get(metric, []))
+        b = cov(theirs.get(metric, []))
+        verdict = ""
+        if a == a and b == b:
+            counted += 1
+            passed += a <= b
+            verdict = "PASS" if a <= b else "FAIL"
+        shown = [f"{x:>8.2%}" if x == x else f"{'n/a':>8}" for x in (a, b)]
+        print(f"{metric:<20} {shown[0]} {shown[1]}  {verdict}")
+    if counted:
+        print(f"\n{passed} of {counted} figures with a CoV at most LMbench 3's")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--cpu", type=int, default=0)
+    ap.add_argument("--dir", default="/var/tmp", help="directory for LMbench's files")
+    ap.add_argument("--perflab", default=acc.PERFLAB, help="the perflab command (default: the venv's)")
+    ap.add_argument("--skip-lmbench", action="store_true", help="time perflab only")
+    ap.add_argument("--skip-accuracy", action="store_true", help="do not run lmbench_accuracy.py afterwards")
+    ap.add_argument("--tiny", action="store_true", help="tiny sizes, no LMbench: check that the script works")
+    args = ap.parse_args()
+    env = dict(os.environ)
+    if args.tiny:
+        env["PERFLAB_LMBENCH_TINY"] = "1"
+        args.skip_lmbench = args.skip_accuracy = True
+    lm = None if args.skip_lmbench else acc.ensure_lmbench()
+    full, quick, lm_times, full_ids = [], [], [], []
+    theirs: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="perflab-speed-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="perflab-speed-lm-", dir=args.dir) as lmdir:
+        db = os.path.join(tmp, "perflab.db")
+        side = LmbenchSide(lm, Path(lmdir), args.cpu) if lm else None
+        for i in range(args.runs):
+            print(f"round {i + 1}/{args.runs} ...", file=sys.stderr, flush=True)
+            steps = ["full", "lmbench", "quick"] if i % 2 == 0 else ["lmbench", "quick", "full"]
+            for step in steps:
+                if step == "lmbench" and side:
+                    seconds, values = side.full_run()
+                    lm_times.append(seconds)
+                    for metric, value in values.items():
+                        theirs.setdefault(metric, []).append(value)
+                elif step in ("full", "quick"):
+                    seconds, run_id, line = perflab_run(args.perflab, db, step == "quick", args.cpu, env)
+                    print(f"  {line}", file=sys.stderr)
+                    (quick if step == "quick" else full).append(seconds)
+                    if step == "full":
+                        full_ids.append(run_id)
+        ours = perflab_means(db, full_ids)
+    print_times(full, quick, lm_times)
+    print_covs(ours, theirs)
+    if not args.skip_accuracy:
+        print("\nPart 3: accuracy against LMbench 3 (tools/bench/lmbench_accuracy.py --skip-cov)", flush=True)
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                      "lmbench_accuracy.py"), "--skip-cov", "--cpu", str(args.cpu),
+                        "--dir", args.dir])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
