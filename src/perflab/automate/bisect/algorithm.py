@@ -10,18 +10,21 @@ resume replays them from the stored runs (stored ones are used first).
 from __future__ import annotations
 
 import math
+import random
 import re
 import signal
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from perflab.automate.bisect import confirm
 from perflab.automate.bisect.record import BisectError, Record, Settings
 from perflab.automate.bisect.trees import measurer_for, new_worktrees, prune_stale
 from perflab.automate.measurer import Measurer, SourceFailed
 from perflab.core.git import BuildFailed, GitError, Worktrees, commit_info, git
+from perflab.core.text import printable
 from perflab.stats import sequential
 from perflab.stats.sequential import BAD, GOOD
 
@@ -52,6 +55,9 @@ class Result:
     runs_used: int                       # timed runs of this bisection (stored ones included)
     commits_measured: int
     steps: list[StepRecord]
+    noise: list[str] = field(default_factory=list)   # what in the samples breaks the tests' assumptions
+    confirmation: dict = field(default_factory=dict)  # the named commit against its parent (confirm.py)
+    unconfirmed: dict | None = None      # the commit git bisect named when the confirmation did not hold
 
 
 class CommitFailed(Exception):
@@ -78,6 +84,9 @@ class Bisection:
         self.end_pairs: list[tuple[float, float]] = []               # (good, bad) taken one after the other
         self.pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)   # commit -> (good, commit)
         self.paired = False
+        # The order within each pair is random (RMIT); seeded by the bisection so a resume replays it.
+        self.rng = random.Random(record.id)
+        self.ends_checked: dict[str, int] = {}                       # end -> samples when the ends' check passed
         self._load_stored()
 
     # -- samples ------------------------------------------------------------------
@@ -112,11 +121,13 @@ class Bisection:
     def _run(self, commit: str, k: int, role: str) -> list[float]:
         """k fresh runs of `commit` through the Measurer, in the slot of its role; their values of the metric."""
         rec = self.rec
-        what = {GOOD: "good end", BAD: "bad end"}.get(role, "step")
+        what = {GOOD: "good end", BAD: "bad end", "culprit": "confirming the culprit",
+                "parent": "confirming against the culprit's parent"}.get(role, "step")
         job = rec.job.with_(runs=k, tag=rec.tag,
                             comment=f"perflab bisect {rec.id}: {what} {commit[:12]} (metric {rec.metric})")
         try:
-            got = self.measurer.measure(commit, [job], slot=role if role in (GOOD, BAD) else "step")[0]
+            got = self.measurer.measure(commit, [job], slot=role if role in (GOOD, BAD, "culprit", "parent")
+                                        else "step")[0]
         except SourceFailed as e:
             raise BisectError(f"box {rec.box}: {e.error or 'the job was cancelled'}") from None
         if got.status == "cancelled":
@@ -161,6 +172,7 @@ class Bisection:
                      f"{'differ' if verdict.differ else verdict.reason}; "
                      f"{'paired' if self.paired else 'unpaired'}: correlation of a pair's runs {gain:+.2f})")
             if verdict.differ:
+                self.ends_checked = {good: len(self.samples[good]), bad: len(self.samples[bad])}
                 return verdict
         assert verdict is not None
         raise EndsDoNotDiffer(verdict)
@@ -172,7 +184,7 @@ class Bisection:
 
     def _end_pair(self, starting: bool = False) -> None:
         good, bad = self.rec.good, self.rec.bad
-        order = ((good, GOOD), (bad, BAD)) if len(self.end_pairs) % 2 == 0 else ((bad, BAD), (good, GOOD))
+        order = ((good, GOOD), (bad, BAD)) if self.rng.random() < 0.5 else ((bad, BAD), (good, GOOD))
         got = {}
         for commit, role in order:
             try:
@@ -186,7 +198,7 @@ class Bisection:
 
     def _step_pair(self, commit: str) -> None:
         pairs = self.pairs[commit]
-        order = ((commit, "step"), (self.rec.good, GOOD)) if len(pairs) % 2 == 0 else \
+        order = ((commit, "step"), (self.rec.good, GOOD)) if self.rng.random() < 0.5 else \
             ((self.rec.good, GOOD), (commit, "step"))
         got = {role: self._one(c, role) for c, role in order}
         pairs.append((got[GOOD], got["step"]))
@@ -332,18 +344,42 @@ class Bisection:
         log = git(path, "bisect", "log").stdout
         text = getattr(self, "_final_output", "")
         first = re.search(r"^([0-9a-f]{40}) is the first bad commit", text, re.MULTILINE)
-        culprit, candidates = None, []
+        culprit, candidates, unconfirmed, checked = None, [], None, {}
         if first:
             culprit = commit_info(self.repo, first.group(1))
         else:
             shas = re.findall(r"^([0-9a-f]{40})$", text, re.MULTILINE)
             candidates = [commit_info(self.repo, sha) for sha in shas]
-        evidence = self._evidence(culprit["sha"] if culprit else None, steps)
+        noise = confirm.noise_findings(self)
+        for finding in noise:
+            self.say(f"noise: {finding}")
+        if culprit is not None:
+            checked = self._confirm(culprit["sha"])
+            if checked["verdict"] != "confirmed":
+                culprit, unconfirmed = None, culprit
+        named = culprit or unconfirmed
+        evidence = self._evidence(named["sha"] if named else None, steps)
         rec.status = "done"
         rec.result = {"culprit": culprit, "candidates": candidates, "evidence": evidence,
-                      "runs_used": self.runs_used, "commits_measured": self._measured()}
+                      "runs_used": self.runs_used, "commits_measured": self._measured(),
+                      "noise": noise, "confirmation": checked, "unconfirmed": unconfirmed}
         rec.save()
-        return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps)
+        return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps,
+                      noise, checked, unconfirmed)
+
+    def _confirm(self, culprit: str) -> dict:
+        """The named commit against its parent in randomly ordered pairs (confirm.confirm_culprit)."""
+        parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
+        self.say(f"confirming {culprit[:12]} against its parent {parent[:12]} in pairs, the order random "
+                 "within each pair")
+        try:
+            checked = confirm.confirm_culprit(self, culprit, parent)
+        except (BuildFailed, CommitFailed) as e:
+            return {"verdict": "failed", "why": str(e), "parent": parent, "culprit": culprit, "pairs": 0}
+        self.say(f"confirmation: {checked['verdict']} after {checked['pairs']} pairs: "
+                 f"{checked['change'] * 100:+.2f}% against the parent, the ends differ by "
+                 f"{checked['ends_change'] * 100:+.2f}%")
+        return checked
 
     def _measured(self) -> int:
         return sum(1 for values in self.samples.values() if values)
@@ -397,15 +433,15 @@ def _finished(text: str) -> bool:
 
 
 def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
-    subject = info["subject"][:50]
+    subject = "'" + printable(info["subject"], 50) + "'"
     if step.verdict == "skip":
-        return f"step {number}: {info['sha'][:12]} {subject!r}: skipped ({step.why[:120]})"
+        return f"step {number}: {info['sha'][:12]} {subject}: skipped ({printable(step.why, 120)})"
     flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
     if step.paired:
         flag += " (paired with good)"
     if step.between:
         flag += " (it differs from both ends: a partial change, or two changes? the nearer end wins)"
-    return (f"step {number}: {info['sha'][:12]} {subject!r}: {step.verdict} after {step.n} runs "
+    return (f"step {number}: {info['sha'][:12]} {subject}: {step.verdict} after {step.n} runs "
             f"(P(bad)={step.p_bad:.4f}, position {step.position:+.2f}; ends now n={len(b.samples[b.rec.good])}"
             f"+{len(b.samples[b.rec.bad])}){flag}")
 

@@ -38,6 +38,7 @@ class Settings:
     pairing: str = "auto"         # measure in pairs of runs taken one after the other and test their
                                   # ratios: "on", "off", or "auto" (when the ends' pairs show the machine's
                                   # level moving both runs of a pair: sequential.pairing_gain)
+    confirm_max: int = 16         # pairs of (culprit, parent) after which an undecided confirmation gives up
 
 
 
