@@ -186,3 +186,87 @@ def test_hostile_subjects_never_reach_the_terminal_raw(tmp_path, capfd):
     assert "subject: commit 5 \\x1b]0;TITLE\\x07" in out
     assert "git bisect log:" in out and "# first bad commit: [" in out and "\\x1b[31mred" in out
     assert "step 1: " in err and "\\x1b" in err
+
+
+class ExactMachine:
+    """Scripted instruction counts: 1,000,000 up to `slow_at`, `bad_level` from there; `wobble` maps a
+    commit to extra counts added to every other run of it (a program that is not deterministic)."""
+
+    def __init__(self, shas, slow_at, bad_level=1_030_000, wobble=None):
+        self.level = {s: float(bad_level if i + 1 >= slow_at else 1_000_000) for i, s in enumerate(shas)}
+        self.wobble, self.place = wobble or {}, ""
+        self.calls: list[tuple[str, str, int]] = []
+        self.seen: dict[str, int] = {}
+
+    def measure(self, commit, jobs, *, slot=""):
+        out = []
+        for job in jobs:
+            values = []
+            for _ in range(job.runs):
+                k = self.seen[commit] = self.seen.get(commit, 0) + 1
+                values.append(self.level[commit] + (self.wobble.get(commit, 0) if k % 2 == 0 else 0))
+            self.calls.append((commit, slot, job.runs))
+            out.append(Measured("done", None, [1], {METRIC: values}, job.runs))
+        return out
+
+    def summary(self, measured):
+        return ""
+
+
+def _exact_bisection(tmp_path, shas, machine, **kw):
+    b = _bisection(tmp_path, shas, machine, **kw)
+    b.rec.unit = "instructions"
+    return b
+
+
+def test_an_exact_metric_takes_one_run_per_commit_and_two_at_each_end(tmp_path, capfd):
+    from perflab.cli import bisect as cli
+
+    shas = make_repo(tmp_path / "repo")
+    machine = ExactMachine(shas, 11)
+    result = _exact_bisection(tmp_path, shas, machine).run()
+    assert result.culprit["sha"] == shas[10]
+    assert result.exact and result.exact["by_unit"]
+    per_commit: dict[str, int] = {}
+    for commit, _slot, runs in machine.calls:
+        per_commit[commit] = per_commit.get(commit, 0) + runs
+    assert per_commit.pop(shas[0]) == 2 and per_commit.pop(shas[-1]) == 2
+    assert set(per_commit.values()) == {1}          # every step commit: one run, the confirmation none
+    assert result.runs_used == 4 + len(per_commit)
+    assert all(s.exact and s.n == 1 for s in result.steps)
+    assert result.confirmation["verdict"] == "confirmed" and result.noise == []
+    cli._print(result)
+    out = capfd.readouterr().out
+    assert "(exact: resolution 0.01%" in out and "first bad commit: " + shas[10] in out
+    assert "+3.00% ± 0.01% (regression, exact)" in out
+
+
+def test_exact_ends_that_disagree_fall_back_to_the_statistical_test(tmp_path):
+    shas = make_repo(tmp_path / "repo")
+    said: list[str] = []
+    machine = ExactMachine(shas, 11, wobble={shas[0]: 5_000})   # the good end's 2nd run: +0.5%
+    result = _exact_bisection(tmp_path, shas, machine, say=said.append).run()
+    assert result.exact is None
+    assert "disagree beyond 0.2%" in result.exact_note and "good 0.499%" in result.exact_note
+    assert any("falling back to the statistical test" in line for line in said)
+    # The statistical path: the sequential test on several runs per step, then the confirmation pairs.
+    assert result.culprit["sha"] == shas[10]
+    assert not any(s.exact for s in result.steps) and max(s.n for s in result.steps) >= 2
+    assert result.confirmation["pairs"] >= 3
+
+
+def test_exact_ends_within_the_resolution_are_refused(tmp_path):
+    shas = make_repo(tmp_path / "repo")
+    machine = ExactMachine(shas, 11, bad_level=1_000_100)   # +0.01%: not beyond 3 x the resolution
+    with pytest.raises(bisect.BisectError, match=r"do not differ in loop.ms: \+0.0100% \(exact: within 3 x"):
+        _exact_bisection(tmp_path, shas, machine).run()
+    assert len(machine.calls) == 4
+
+
+def test_a_metric_measured_exact_needs_three_runs_at_each_end(tmp_path):
+    shas = make_repo(tmp_path / "repo")
+    machine = ExactMachine(shas, 6)
+    result = _bisection(tmp_path, shas, machine).run()   # unit unknown: exact only by measurement
+    assert result.exact and not result.exact["by_unit"]
+    assert result.culprit["sha"] == shas[5]
+    assert sum(r for c, _s, r in machine.calls if c == shas[0]) == 3

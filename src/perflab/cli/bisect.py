@@ -117,9 +117,16 @@ def _print(result) -> None:
     rec = result.record
     ends = result.ends
     click.echo(f"bisection {rec.id} of {_text(rec.metric)} in {_text(rec.repo)} (runs tagged {_text(rec.tag)})")
-    click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
-               f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
-               f"could detect {_pct_size(ends.detectable)} with 90% power)")
+    if result.exact:
+        click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} (exact: resolution "
+                   f"{result.exact['resolution'] * 100:.2g}%, a change is called beyond {ends.detectable * 100:.2g}%; "
+                   f"n={ends.n_good}+{ends.n_bad})")
+    else:
+        click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
+                   f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
+                   f"could detect {_pct_size(ends.detectable)} with 90% power)")
+    if result.exact_note:
+        click.echo(f"exact: {_text(result.exact_note)}")
     for finding in result.noise:
         click.echo(f"noise: {_text(finding)}")
     if result.culprit:
@@ -158,6 +165,13 @@ def _evidence(result) -> None:
     rec, ev = result.record, result.evidence
     if not ev:
         return
+    if ev.get("exact"):
+        click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
+                   f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
+                   f"± {ev['resolution'] * 100:.2g}% ({ev['verdict']}, exact)")
+        click.echo("  its parent is the good end" if ev["parent_is_good_end"] else f"  its parent {ev['parent'][:12]} "
+                   "judged good")
+        return
     click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
                f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
                f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
@@ -181,6 +195,11 @@ def _confirmation(result) -> None:
     if not ch:
         return
     parent = ch["parent"][:12]
+    if ch.get("exact"):
+        said = "confirmed" if ch["verdict"] == "confirmed" else "not beyond the resolution in the ends' direction"
+        click.echo(f"  against its parent {parent}: {_pct(ch['change'])} (exact: a change is called beyond "
+                   f"{ch['bar'] * 100:.2g}%; the ends differ by {_pct(ch['ends_change'])}): {said}")
+        return
     if ch["verdict"] == "failed":
         click.echo(f"  confirmation against its parent {parent} failed: {_text(ch['why'], 200)}")
         return

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from perflab.automate.bisect import confirm
+from perflab.automate.bisect import exact as exactpath
 from perflab.automate.bisect.record import BisectError, Record, Settings
 from perflab.automate.bisect.trees import measurer_for, new_worktrees, prune_stale
 from perflab.automate.measurer import Measurer, SourceFailed
@@ -42,6 +43,7 @@ class StepRecord:
     drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
     between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
     why: str = ""             # for skips
+    exact: bool = False       # an exact metric's step: one run, judged against the resolution (exact.py)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Result:
     noise: list[str] = field(default_factory=list)   # what in the samples breaks the tests' assumptions
     confirmation: dict = field(default_factory=dict)  # the named commit against its parent (confirm.py)
     unconfirmed: dict | None = None      # the commit git bisect named when the confirmation did not hold
+    exact: dict | None = None            # an exact metric's resolution and the ends' levels (exact.py)
+    exact_note: str = ""                 # why an exact-looking metric went the statistical way
 
 
 class CommitFailed(Exception):
@@ -87,6 +91,8 @@ class Bisection:
         # The order within each pair is random (RMIT); seeded by the bisection so a resume replays it.
         self.rng = random.Random(record.id)
         self.ends_checked: dict[str, int] = {}                       # end -> samples when the ends' check passed
+        self.exact: dict | None = None    # set by exact.check_ends when the metric is exact
+        self.exact_note = ""
         self._load_stored()
 
     # -- samples ------------------------------------------------------------------
@@ -147,6 +153,12 @@ class Bisection:
     def check_ends(self) -> sequential.EndsVerdict:
         s = self.settings
         good, bad = self.rec.good, self.rec.bad
+        if s.exact != "off":
+            verdict = exactpath.check_ends(self)
+            if verdict is not None and not verdict.differ:
+                raise EndsDoNotDiffer(verdict)
+            if verdict is not None:
+                return verdict
         verdict = None
         for look in range(s.ends_looks):
             target = s.ends_start * 2 ** look
@@ -236,6 +248,8 @@ class Bisection:
     # -- one step ----------------------------------------------------------------------
     def decide(self, commit: str) -> StepRecord:
         """Measure `commit` until the sequential test calls it good or bad (or max_step runs)."""
+        if self.exact:
+            return exactpath.decide(self, commit)
         if self.paired:
             return self._decide_paired(commit)
         s = self.settings
@@ -297,6 +311,9 @@ class Bisection:
             rec.status = "refused"
             rec.save()
             v = e.verdict
+            if v.reason.startswith("exact"):
+                raise BisectError(f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
+                                  f"{v.change * 100:+.4f}% ({v.reason}); refusing to bisect") from None
             raise BisectError(
                 f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
                 f"{v.change * 100:+.2f}% (p={v.p_value:.2g}, {v.reason}, n={v.n_good}+{v.n_bad}); "
@@ -350,7 +367,7 @@ class Bisection:
         else:
             shas = re.findall(r"^([0-9a-f]{40})$", text, re.MULTILINE)
             candidates = [commit_info(self.repo, sha) for sha in shas]
-        noise = confirm.noise_findings(self)
+        noise = [] if self.exact else confirm.noise_findings(self)
         for finding in noise:
             self.say(f"noise: {finding}")
         if culprit is not None:
@@ -358,18 +375,24 @@ class Bisection:
             if checked["verdict"] != "confirmed":
                 culprit, unconfirmed = None, culprit
         named = culprit or unconfirmed
-        evidence = self._evidence(named["sha"] if named else None, steps)
+        if self.exact and named:
+            evidence = exactpath.evidence(self, named["sha"], checked["parent"])
+        else:
+            evidence = self._evidence(named["sha"] if named else None, steps)
         rec.status = "done"
         rec.result = {"culprit": culprit, "candidates": candidates, "evidence": evidence,
                       "runs_used": self.runs_used, "commits_measured": self._measured(),
-                      "noise": noise, "confirmation": checked, "unconfirmed": unconfirmed}
+                      "noise": noise, "confirmation": checked, "unconfirmed": unconfirmed,
+                      "exact": self.exact, "exact_note": self.exact_note}
         rec.save()
         return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps,
-                      noise, checked, unconfirmed)
+                      noise, checked, unconfirmed, self.exact, self.exact_note)
 
     def _confirm(self, culprit: str) -> dict:
         """The named commit against its parent in randomly ordered pairs (confirm.confirm_culprit)."""
         parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
+        if self.exact:
+            return exactpath.confirm(self, culprit, parent)
         self.say(f"confirming {culprit[:12]} against its parent {parent[:12]} in pairs, the order random "
                  "within each pair")
         try:
@@ -436,6 +459,12 @@ def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
     subject = "'" + printable(info["subject"], 50) + "'"
     if step.verdict == "skip":
         return f"step {number}: {info['sha'][:12]} {subject}: skipped ({printable(step.why, 120)})"
+    if step.exact:
+        where = "midway within the resolution: the closer end wins" if step.forced else "exact"
+        return (f"step {number}: {info['sha'][:12]} {subject}: {step.verdict} after {step.n} run"
+                f"{'' if step.n == 1 else 's'} (position {step.position:+.2f}; {where})"
+                + (" (it differs from both ends: a partial change, or two changes? the nearer end wins)"
+                   if step.between else ""))
     flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
     if step.paired:
         flag += " (paired with good)"

@@ -39,6 +39,8 @@ class Settings:
                                   # ratios: "on", "off", or "auto" (when the ends' pairs show the machine's
                                   # level moving both runs of a pair: sequential.pairing_gain)
     confirm_max: int = 16         # pairs of (culprit, parent) after which an undecided confirmation gives up
+    exact: str = "auto"           # "auto": an exact metric (stats.exact: by its unit, or its ends' runs agree)
+                                  # is bisected with one run per commit (exact.py); "off": never
 
 
 
@@ -65,6 +67,7 @@ class Record:
     metric: str
     tag: str
     direction: int = -1               # the metric's: -1 lower is better, 1 higher, 0 informational
+    unit: str = ""                    # the metric's unit (instructions: exact by construction)
     box: str | None = None
     build_timeout: float | None = None
     broker: str | None = None         # set: measure on lab box `box` through its queue

@@ -36,13 +36,13 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
                           "git bisect needs the good commit in the bad one's history")
     check_clean(root)
     job = jobs.resolve(job)
-    direction, _unit = check_metric(job, metric)
+    direction, unit = check_metric(job, metric)
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
     bisect_id = secrets.token_hex(4)
     tag = tag or f"bisect-{bisect_id}"
     rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
-                 job=job, metric=metric, tag=tag, direction=direction, box=box, build_timeout=build_timeout,
+                 job=job, metric=metric, tag=tag, direction=direction, unit=unit or "", box=box, build_timeout=build_timeout,
                  broker=broker, source_url=source_url,
                  settings=asdict(settings or Settings()), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
                  path=str(record_dir(store) / f"{bisect_id}.json"))
