@@ -249,7 +249,7 @@ class Bisection:
     def decide(self, commit: str) -> StepRecord:
         """Measure `commit` until the sequential test calls it good or bad (or max_step runs)."""
         if self.exact:
-            return exactpath.decide(self, commit)
+            return StepRecord(commit, **exactpath.decide(self, commit))
         if self.paired:
             return self._decide_paired(commit)
         s = self.settings
@@ -313,7 +313,8 @@ class Bisection:
             v = e.verdict
             if v.reason.startswith("exact"):
                 raise BisectError(f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
-                                  f"{v.change * 100:+.4f}% ({v.reason}); refusing to bisect") from None
+                                  f"{v.change * 100:+.4f}% ({v.reason}); these runs would call a change beyond "
+                                  f"{v.detectable * 100:.2g}%; refusing to bisect") from None
             raise BisectError(
                 f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
                 f"{v.change * 100:+.2f}% (p={v.p_value:.2g}, {v.reason}, n={v.n_good}+{v.n_bad}); "

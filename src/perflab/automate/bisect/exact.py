@@ -74,22 +74,23 @@ def check_ends(b) -> sequential.EndsVerdict | None:
     return verdict
 
 
-def decide(b, commit: str):
-    """One run of `commit` (more only when it sits midway within the resolution)."""
-    from perflab.automate.bisect.algorithm import StepRecord
-
+def decide(b, commit: str) -> dict:
+    """One run of `commit`; more (at most MAX_STEP_RUNS, the median judged) only when it sits midway
+    within the resolution, or lies beyond EXACT_FACTOR resolutions from both ends (a disturbed run
+    of a metric exact only by measurement, or a third level). The StepRecord's fields."""
     g, x, res = b.exact["good"], b.exact["bad"], b.exact["resolution"]
     while True:
         b.measure(commit, 1, "step")
         v = _level(b.samples[commit])
         to_good, to_bad = abs(v / g - 1), abs(v / x - 1)
         n = len(b.samples[commit])
-        position = (v - g) / (x - g) if x != g else math.nan
-        between = min(to_good, to_bad) > exact.EXACT_FACTOR * res
-        if abs(to_good - to_bad) > res or n >= MAX_STEP_RUNS:
+        far = min(to_good, to_bad) > exact.EXACT_FACTOR * res
+        clear = abs(to_good - to_bad) > res and not far
+        if clear or n >= MAX_STEP_RUNS:
             verdict = GOOD if to_good < to_bad else BAD
-            return StepRecord(commit, verdict, n, 0.0, 1.0 if verdict == BAD else 0.0, position,
-                              forced=abs(to_good - to_bad) <= res, between=between, exact=True)
+            return {"verdict": verdict, "n": n, "llr": 0.0, "p_bad": 1.0 if verdict == BAD else 0.0,
+                    "position": (v - g) / (x - g) if x != g else math.nan,
+                    "forced": abs(to_good - to_bad) <= res, "between": far, "exact": True}
 
 
 def confirm(b, culprit: str, parent: str) -> dict:
