@@ -270,3 +270,43 @@ def test_a_metric_measured_exact_needs_three_runs_at_each_end(tmp_path):
     assert result.exact and not result.exact["by_unit"]
     assert result.culprit["sha"] == shas[5]
     assert sum(r for c, _s, r in machine.calls if c == shas[0]) == 3
+
+
+def test_the_command_on_a_repository_full_of_escapes_prints_none(tmp_path, capfd):
+    """The real `perflab bisect` (real git, the runner, the store) on commits whose subjects and author
+    hold terminal escapes; the job prints a deterministic count, so the bisection is exact and cheap."""
+    import os
+
+    from perflab.cli import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "dev@example.com")
+    _git(repo, "config", "user.name", f"Evil {HOSTILE}")
+    shas = []
+    for i in range(1, 9):
+        (repo / "count").write_text(f"{1_030_000 if i >= 6 else 1_000_000}\n")
+        (repo / "notes").write_text(f"{i}\n")
+        _git(repo, "add", "count", "notes")
+        _git(repo, "commit", "-q", "-m", f"change {i} {HOSTILE}")
+        shas.append(_git(repo, "rev-parse", "HEAD").strip())
+    job = tmp_path / "count.yaml"
+    job.write_text('benchmark: cmd\nargv: [cat, count]\n'
+                   'metrics:\n  - {name: prog.instructions, pattern: "^(\\\\d+)", unit: instructions}\n')
+    os.environ["TMPDIR"] = str(tmp_path)
+    try:
+        rc = main(["bisect", "--db", str(tmp_path / "store.db"), "--repo", str(repo), "--good", shas[0],
+                   "--bad", shas[-1], "--job", str(job), "--metric", "prog.instructions"])
+    finally:
+        del os.environ["TMPDIR"]
+    out, err = capfd.readouterr()
+    assert rc == 0, err
+    assert f"first bad commit: {shas[5]}" in out
+    for stream in (out, err):
+        assert "\x1b" not in stream and "\x07" not in stream
+    assert "subject: change 6 \\x1b]0;TITLE\\x07 \\x1b[31mred\\x1b[0m" in out
+    assert "author:  Evil \\x1b]0;TITLE\\x07" in out
+    assert "# first bad commit: [" in out and "change 6 \\x1b]0;TITLE" in out
+    # Exact: two runs at each end, one per step commit (8 commits: 3 steps).
+    assert "runs: 7 over 5 commits measured" in out
