@@ -267,25 +267,25 @@ def simulate(covs: list[float], changes: list[float], trials: int, disturbed: fl
 
     class Simulated(B.Bisection):
         def __init__(self, rng, pct, cov, slow_at, commits):
-            self.rng, self.pct, self.cov, self.slow_at = rng, pct, cov, slow_at
-            self.rec = B.Record(id="sim", repo="/", good="0", bad=str(commits - 1), build="", job={}, metric="m",
+            self.noise, self.pct, self.cov, self.slow_at = rng, pct, cov, slow_at
+            self.rec = B.Record(id="sim", repo="/", good="0", bad=str(commits - 1), build="", job=B.command_job(["prog"]), metric="m",
                                 tag="sim", settings=vars(B.Settings()))
             self.settings, self.say = B.Settings(pairing=pairing), (lambda _m: None)
             self.samples, self.stored, self.stored_failures = defaultdict(list), defaultdict(deque), {}
             self.runs_used = self.fresh_runs = 0
             self.end_pairs, self.pairs, self.paired = [], defaultdict(list), False
-            self.rng, self.ends_checked, self.exact, self.exact_note = random.Random(f"sim-{slow_at}"), {}, None, ""
+            self.rng, self.ends_checked, self.exact, self.exact_note = random.Random(rng.random()), {}, None, ""
             self.slow_state = False
 
         def _run(self, commit, k, role):
             level = 0.03 * (1 + self.pct / 100) if int(commit) >= self.slow_at else 0.03
             out = []
             for _ in range(k):
-                if states and self.rng.random() < 1 / states[1]:
+                if states and self.noise.random() < 1 / states[1]:
                     self.slow_state = not self.slow_state
-                v = level * math.exp(self.rng.gauss(0, self.cov)) * (states[0] if states and self.slow_state else 1)
-                if self.rng.random() < disturbed:
-                    v *= 1 + self.rng.uniform(0.05, 1.2)
+                v = level * math.exp(self.noise.gauss(0, self.cov)) * (states[0] if states and self.slow_state else 1)
+                if self.noise.random() < disturbed:
+                    v *= 1 + self.noise.uniform(0.05, 1.2)
                 out.append(v)
             return out
 
