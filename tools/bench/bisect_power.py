@@ -42,6 +42,7 @@ a quiet machine (`uptime`: other processes' load is noise of its own);
     tools/bench/bisect_power.py --metric instructions --changes 5,2,0.5 --full
     tools/bench/bisect_power.py --metric cpu --changes 5,2,0.5 --full
     tools/bench/bisect_power.py --metric instructions --commits 8 --trials 2   # does it run
+    tools/bench/bisect_power.py --metric wall --background 3,5   # a load that switches on and off
 
 `--simulate COV[,COV...]` runs instead the bisection's own decision code
 (perflab.automate.bisect.Bisection: the ends' check, the sequential test per step and
@@ -58,6 +59,7 @@ with no machine noise and no git, in seconds, over --sim-trials trials.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import random
 import re
@@ -322,6 +324,30 @@ def simulate(covs: list[float], changes: list[float], trials: int, disturbed: fl
                   f"fixed-10 {fixed}: ratio {runs / fixed:.2f}")
 
 
+HOG = """
+import os, sys, time
+on, off = float(sys.argv[1]), float(sys.argv[2])
+for _ in range(os.cpu_count() - 1):
+    if os.fork() == 0:
+        break
+while True:
+    end = time.monotonic() + on
+    while time.monotonic() < end:
+        pass
+    time.sleep(off)
+"""
+
+
+def background(spec: str) -> subprocess.Popen:
+    """A load that switches on and off (--background ON,OFF seconds): one busy process per CPU,
+    as the independent check of issue 21 had; stopped with its process group at the end."""
+    on, off = (float(x) for x in spec.split(","))
+    print(f"background load: every CPU busy for {on:g} s, then idle for {off:g} s, over and over")
+    hog = subprocess.Popen([sys.executable, "-c", HOG, str(on), str(off)], start_new_session=True)
+    atexit.register(lambda: hog.poll() is None and os.killpg(hog.pid, 15))   # also after an error
+    return hog
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=5, help="trials per change (default 5)")
@@ -332,6 +358,8 @@ def main() -> int:
     p.add_argument("--broken-every", type=float, default=8.0, help="about one commit in N does not compile")
     p.add_argument("--seed", type=int, default=12)
     p.add_argument("--pairing", choices=("auto", "on", "off"), default="auto", help="perflab bisect --pairing")
+    p.add_argument("--background", metavar="ON,OFF", help="a background load on every CPU that switches on for "
+                   "ON seconds and off for OFF seconds (e.g. 3,5): the two-speed machine of issue 21 item 5")
     p.add_argument("--metric", choices=("wall", "cpu", "instructions"), default="wall",
                    help="what is bisected: wall time, CPU time (user + system) or instructions counted by "
                         "valgrind (default wall)")
@@ -361,6 +389,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bisect-power-") as tmp:
         work = Path(tmp)
         args.iterations = calibrate(args.ms, work)
+        hog = background(args.background) if args.background else None
         print(f"loop: {args.iterations} iterations, about {args.ms:g} ms; {args.commits} commits per repository, "
               f"about 1 in {args.broken_every:g} unbuildable; {trials} trials per change")
         overall_ok = True
@@ -385,6 +414,9 @@ def main() -> int:
             print(f"{pct:g}% slowdown, {args.metric}: {right}/{trials} right, {trials - right - wrong} refused, "
                   f"{wrong} wrong (target >= {need} right); runs used {runs}, fixed 10 per commit {fixed}: "
                   f"ratio {ratio:.2f} (target <= {limit:.2f}) -> {'met' if ok else 'NOT met'}")
+        if hog is not None:
+            os.killpg(hog.pid, 15)
+            hog.wait()
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if overall_ok else 1
 
