@@ -121,6 +121,7 @@ TOOL_TESTS = {
     "test_monitors_perf.py": ("skipif", ("perf",)),
     "test_aim7.py": ({"test_disk_tasks_on_a_fresh_xfs"}, ("mkfs.xfs",)),
     "test_filesystem.py": ("*", ("mkfs.ext4", "mkfs.xfs", "mkfs.btrfs")),
+    "test_instructions.py": ("*", ("valgrind",)),
 }
 FILES_BY_MARK = {"postgres": {"test_store_postgres.py", "test_services.py"},
                  "redis": {"test_lab.py", "test_lab_bisect.py", "test_services.py"}}

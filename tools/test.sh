@@ -27,7 +27,7 @@ as_root() {
 # (tests/services.py); the system services are not used. linux-perf: the
 # perf-stat and perf-profile monitors. qemu-system-x86 and busybox-static: the VM executor's
 # tests boot a Debian kernel (fetched below, cached) under TCG.
-PACKAGES="hyperfine fio git gcc python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static"
+PACKAGES="hyperfine fio git gcc valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static"
 if [ "$fast" = 0 ]; then
     missing=""
     for p in $PACKAGES; do

@@ -28,7 +28,8 @@ from perflab.core.errors import UsageProblem
 from perflab.core.params import in_range
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.workdir import WorkdirParams, workdir
+from perflab.execution.vm.disk import free_bytes, workdir     # the host's directory, or a guest's disk
+from perflab.execution.workdir import WorkdirParams
 
 MODES = ("read", "write", "randread", "randwrite", "rw", "randrw")
 READING = {"read", "randread", "rw", "randrw"}
@@ -245,9 +246,8 @@ class FioFamily(Family):
                                f"valid here: {', '.join(usable)}")
         with workdir(params, "fio") as wd:
             need = (1 if params.shared_file else params.numjobs) * params.bytes("size")
-            st = os.statvfs(wd.path)
-            free = st.f_bavail * st.f_frsize
-            if need > free:
+            free = free_bytes(wd.path)
+            if free is not None and need > free:
                 room = "a larger fs_size" if params.fs else "another dir"
                 raise UsageProblem(
                     f"fio parameters numjobs x size = {1 if params.shared_file else params.numjobs} x {params.size} "

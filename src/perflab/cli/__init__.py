@@ -32,6 +32,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "bisect": ("bisect",),
     "monitors": ("monitors",),
     "check": ("robot",), "robot": ("robot",),
+    "noise": ("noise",),
     "worker": ("lab",), "submit": ("lab",), "queue": ("lab",), "cancel": ("lab",), "serve": ("lab",),
 }
 

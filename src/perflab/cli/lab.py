@@ -53,19 +53,30 @@ def worker_cmd(box, broker, db, spool_dir, visibility_timeout, heartbeat) -> Non
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the job file.")
 @click.option("--tag", "-t", help="Tag of the runs (overrides the job file's tag).")
 @click.option("--wait", is_flag=True, help="Follow the submission with a progress bar per box until all is done.")
+@click.option("--kernel", "kernel", metavar="PATH",
+              help="Boot this kernel (a path on the boxes) in a QEMU guest and run the jobs inside (docs/vm.md).")
+@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")),
+              help="The guest's mode: tcg, icount (instruction-time) or kvm. Needs --kernel or a job's kernel key.")
 @broker_option
-def submit_cmd(job_file, boxes, overrides, tag, wait, broker) -> None:
+def submit_cmd(job_file, boxes, overrides, tag, wait, kernel, vm_mode, broker) -> None:
     """Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.
+
+    With --kernel (and --vm) every job runs in a guest booted from that kernel by the
+    box's worker, through the same runner as `perflab run JOB --kernel`.
 
     \b
     Example:
       perflab submit lmbench.yaml --box k62 --box xeon4 --tag 2.6.0 --wait
+      perflab submit wis.yaml --box k62 --kernel /srv/kernels/bzImage --vm icount
     """
     from perflab import jobs
     from perflab.automate.lab import app as lab
     from perflab.automate.lab import client
+    from perflab.jobs import guest
 
-    atomic = jobs.load_atomic(job_file, list(overrides))
+    vm = {"mode": vm_mode} if vm_mode else None
+    # Before the file is expanded: the guest's vCPUs, not this machine's CPUs, decide its points.
+    atomic = jobs.load_atomic(job_file, guest.file_overrides(job_file, list(overrides), kernel, vm))
     if tag is not None:
         atomic = [job.with_(tag=tag) for job in atomic]
     url = lab.broker_url(broker)

@@ -102,6 +102,10 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         from perflab.analysis.selection import select
 
         select(store, baseline)
+        from perflab.analysis.noise import before_start
+
+        for line in before_start(store, atomic, threshold / 100, box=box):   # only when an A/A is stored
+            click.echo(f"check: {printable(line, 2000)}")
         outcomes = run_jobs(store, atomic, box=box, repo=repo)
         _report_jobs(outcomes)
         _finish(outcomes)
@@ -178,6 +182,11 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, box, bro
         from perflab.automate.lab.app import broker_url
 
         broker = broker_url(broker)
+    from perflab.analysis.noise import before_start
+    from perflab.stats.changepoints import MIN_EFFECT
+
+    for line in before_start(store, jobs, MIN_EFFECT, box=box):   # only when an A/A is stored (perflab noise)
+        click.echo(f"robot: {printable(line, 2000)}")
     while True:
         done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),

@@ -64,7 +64,7 @@ def _monitors(specs: tuple[str, ...], base: dict | None = None) -> dict:
 
 
 KERNEL_HELP = ("Boot this kernel (bzImage, vmlinuz) in a QEMU guest and run the job inside "
-               "(lmbench, will-it-scale, ebizzy, hackbench; docs/vm.md).")
+               "(lmbench, will-it-scale, ebizzy, hackbench, cmd, fio, aim7, news; docs/vm.md).")
 VM_HELP = ("The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact "
            "and repeatable) or kvm. Needs --kernel (or a job's kernel key).")
 
@@ -74,6 +74,14 @@ def _guest_options() -> list:
 
     return [click.option("--kernel", "kernel", metavar="PATH", help=KERNEL_HELP),
             click.option("--vm", "vm_mode", type=click.Choice(MODES), help=VM_HELP)]
+
+
+MEASURE_HELP = ("Count each measured process's instructions under valgrind (cachegrind): instructions, or "
+                "cache to add cache misses and estimated cycles (docs/instructions.md).")
+
+
+def _measure_option():
+    return click.option("--measure", type=click.Choice(["instructions", "cache"]), help=MEASURE_HELP)
 
 
 def _vm(vm_mode: str | None) -> dict | None:
@@ -110,7 +118,7 @@ def _finish(outcomes) -> None:
 @click.option("--warmup", "-w", type=click.IntRange(min=0), default=0, show_default=True, help="Untimed runs first.")
 @click.option("--prepare", "-p", metavar="CMD", help="Shell command run before every run (untimed).")
 @click.option("--timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a run after S seconds.")
-@click.option("--cmd", "cmds", multiple=True, metavar="CMD", help="A command to time (repeat to compare; run interleaved).")
+@click.option("--cmd", "cmds", multiple=True, metavar="CMD", help="A command to time (repeat to compare; run interleaved, in random order per round).")
 @click.option("--shell", is_flag=True, help="Run the command through /bin/sh -c (default: no shell).")
 @click.option("--metric", "metrics", multiple=True, metavar="NAME=REGEX",
               help="Extract a metric from the output: a regex (first group or whole match) or json:PATH.")
@@ -119,16 +127,17 @@ def _finish(outcomes) -> None:
 @click.option("--ignore-failure", "-i", is_flag=True, help="Keep going when the command exits non-zero.")
 @click.option("--name", help="Name the run in the log (default: the command line).")
 @click.option("--cpus", metavar="LIST", help="Bind the command to these CPUs (e.g. 1 or 0,2-3).")
+@_measure_option()
 @_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure, cpus,
+def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure, cpus, measure,
             kernel, vm_mode, monitor_specs, tag, name, box, repo, comment, db, command) -> None:
     """Time any command, as hyperfine does, and record every run.
 
     Records wall time, user and system CPU time, maximum RSS and exit status
     of every run, measured for the command alone (perflab starts it through
     a small launcher that forks, execs and wait4s). Several commands run
-    interleaved (A B A B ...).
+    interleaved, round by round, in a random order within each round (RMIT).
 
     \b
     Examples:
@@ -136,6 +145,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --cmd 'gzip -1 -c big' --cmd 'gzip -9 -c big' --tag zlib-1.3
       perflab run cmd --metric 'ops=(\\d+) ops/s' --unit ops=ops/s --higher-is-better ops -- ./bench
       perflab run cmd --monitor vmstat --monitor perf-stat -- ./bench
+      perflab run cmd --measure instructions --runs 3 -- ./bench
     """
     from perflab.benchmarks.cmd import FAMILY, MetricRule, check_unique
     from perflab.jobs import atomic
@@ -164,11 +174,11 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         if cpus:
             params["cpus"] = cpus
         job = atomic("cmd", params, runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                     monitors=monitors, kernel=kernel, vm=_vm(vm_mode))
+                     monitors=monitors, kernel=kernel, vm=_vm(vm_mode), measure=measure)
         FAMILY.command(job.parsed)   # the executable exists: checked before the store is opened
         jobs.append(job)
     store = get_store(db)
-    outcomes = run_jobs(store, jobs, interleave=True, box=box, repo=repo)
+    outcomes = run_jobs(store, jobs, interleave=True, randomise=True, box=box, repo=repo)
     done = [o for o in outcomes if o.walls.get(o.session.processes(0)[-1].item)]
     means = []
     for o in done:
@@ -278,13 +288,16 @@ def _family_command(name: str) -> click.Command:
 
     fam = benchmarks.family(name)
 
-    def callback(runs, warmup, timeout, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, **values):
+    def callback(runs, warmup, timeout, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, measure=None,
+                 **values):
         from perflab import jobs as jobfiles
 
         doc = {"benchmark": name, "runs": runs, "warmup": warmup, "timeout": timeout, "tag": tag, "comment": comment,
                "monitors": _monitors(monitor_specs)}
         if kernel is not None or vm_mode:
             doc.update(kernel=kernel, vm=_vm(vm_mode))
+        if measure is not None:
+            doc["measure"] = measure
         for key, given in values.items():
             if given:
                 parsed = [jobfiles.parse_scalar(v) for v in given]
@@ -308,6 +321,7 @@ def _family_command(name: str) -> click.Command:
 
     for option in [click.Option(["--kernel", "kernel"], metavar="PATH", help=KERNEL_HELP),
                    click.Option(["--vm", "vm_mode"], type=click.Choice(MODES), help=VM_HELP),
+                   click.Option(["--measure"], type=click.Choice(["instructions", "cache"]), help=MEASURE_HELP),
                    click.Option(["--monitor", "monitor_specs"], multiple=True, metavar="NAME[:OPT=VAL,...]",
                                 help=MONITOR_HELP),
                    click.Option(["--tag", "-t"], help="Label of this variant (kernel, patch, compiler ...)."),
@@ -323,8 +337,9 @@ def _job_command(path: str) -> click.Command:
     @click.command(path)
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a key of the job file (a YAML value; a list makes an axis).")
+    @_measure_option()
     @_variant_options
-    def run_job(overrides, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
+    def run_job(overrides, measure, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
         """Run every atomic job of a job file (the Cartesian product of its list values).
 
         \b
@@ -334,14 +349,17 @@ def _job_command(path: str) -> click.Command:
         from perflab import jobs as jobfiles
 
         atomic = []
-        for job in jobfiles.load_atomic(path, list(overrides)):
+        from perflab.jobs import guest
+
+        # --kernel/--vm before the file is expanded: the guest's vCPUs decide its points.
+        for job in jobfiles.load_atomic(path, guest.file_overrides(path, list(overrides), kernel, _vm(vm_mode))):
             if tag is not None:
                 job = job.with_(tag=tag)
             if comment is not None:
                 job = job.with_(comment=comment)
             if monitor_specs:
                 job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
-            job = jobfiles.in_guest(job, kernel, _vm(vm_mode), f"perflab run {path}")
+            job = jobfiles.measured(job, measure, f"perflab run {path}")
             atomic.append(job)
         _run_atomic_jobs(atomic, box, repo, db)
 

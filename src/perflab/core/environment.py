@@ -38,6 +38,63 @@ def _cpu_model() -> str:
     return platform.processor() or NA
 
 
+def _cpu_vendor() -> str:
+    """vendor_id (x86: GenuineIntel, AuthenticAMD) or the ARM implementer, from /proc/cpuinfo."""
+    for line in _read("/proc/cpuinfo").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("vendor_id", "CPU implementer"):
+            return value.strip()
+    return NA
+
+
+def dynamic_loader() -> str | None:
+    """This machine's glibc dynamic loader (ld.so), or None."""
+    for pattern in ("lib64/ld-linux-*.so.*", "lib/ld-linux-*.so.*", "lib/*-linux-gnu/ld-linux-*.so.*"):
+        for path in sorted(Path("/").glob(pattern)):
+            if os.access(path, os.X_OK):
+                return str(path)
+    return None
+
+
+def hwcaps_from_diagnostics(text: str) -> str:
+    """`ld.so --list-diagnostics` -> the glibc-hwcaps subdirectories in use ("x86-64-v3,x86-64-v2")."""
+    names = re.search(r'^dl_hwcaps_subdirs="([^"]*)"', text, re.MULTILINE)
+    active = re.search(r"^dl_hwcaps_subdirs_active=0x([0-9a-fA-F]+)", text, re.MULTILINE)
+    if not names:
+        return NA
+    subdirs = [s for s in names.group(1).split(":") if s]
+    if active:
+        mask = int(active.group(1), 16)
+        # Bit i stands for the i-th subdirectory of the list (glibc's _dl_hwcaps_subdirs_build_bitmask).
+        subdirs = [s for i, s in enumerate(subdirs) if mask >> i & 1]
+    return ",".join(subdirs) or "none"
+
+
+def hwcaps_from_help(text: str) -> str:
+    """`ld.so --help` (glibc 2.33+) -> the glibc-hwcaps subdirectories it marks supported."""
+    section = text.partition("Subdirectories of glibc-hwcaps directories")[2].partition("\n\n")[0]
+    found = re.findall(r"^\s+(\S+) \(supported", section, re.MULTILINE)
+    return ",".join(found) or NA
+
+
+def glibc_hwcaps() -> str:
+    """The glibc-hwcaps subdirectories this CPU selects (which optimised libraries and, with
+    the CPU's features, which string routines a program runs): "n/a" without glibc 2.33+."""
+    loader = dynamic_loader()
+    if loader is None:
+        return NA
+    for option, parse in (("--list-diagnostics", hwcaps_from_diagnostics), ("--help", hwcaps_from_help)):
+        try:
+            out = subprocess.run([loader, option], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return NA
+        if out.returncode == 0:
+            found = parse(out.stdout)
+            if found != NA:
+                return found
+    return NA
+
+
 def _cpu_topology() -> tuple[int, int]:
     """(physical cores, hardware threads) from /proc/cpuinfo."""
     threads = os.cpu_count() or 0
@@ -141,6 +198,7 @@ def capture(box: str | None = None, cc: str | None = None) -> dict:
         "arch": uname.machine,
         "kernel_cmdline": _read("/proc/cmdline"),
         "cpu_model": _cpu_model(),
+        "cpu_vendor": _cpu_vendor(),
         "cpu_cores": cores,
         "cpu_threads": threads,
         "memory_kib": _memory_kib(),
@@ -151,6 +209,7 @@ def capture(box: str | None = None, cc: str | None = None) -> dict:
         "cc": compiler,
         "cc_version": compiler_ver,
         "libc": _libc(),
+        "glibc_hwcaps": glibc_hwcaps(),
         "python": platform.python_version(),
         "loadavg_start": load,
     }

@@ -15,8 +15,10 @@ object and its parsed parameters then travel with it (`family`, `parsed`),
 outside its JSON form and its equality.
 
 A job may name a kernel to boot and run in (`kernel`, with the machine in `vm`:
-mode, cpus, memory, qemu_args; docs/vm.md). These keys are written only when set,
-so a job without them has the JSON form it always had.
+mode, cpus, memory, qemu_args; docs/vm.md), and may count its processes'
+instructions under valgrind (`measure`, `measure_children`, `measure_function`;
+docs/instructions.md). These keys are written only when set, so a job without
+them has the JSON form it always had.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from typing import Any
 # The keys of the stored JSON that are fields of AtomicJob, in the order `perflab run FAMILY`
 # options and the lmbench suite have always written them.
 KEYS = ("benchmark", "params", "runs", "warmup", "timeout", "tag", "comment", "monitors")
-# Keys written only when set (a job that runs in a VM guest), after the others.
-OPTIONAL_KEYS = ("kernel", "vm")
+# Keys written only when set (a job that runs in a VM guest; one counted under valgrind), after the others.
+OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function")
 # The order job file expansion has always written (params last).
 FILE_ORDER = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors", "params")
 
@@ -49,6 +51,11 @@ class AtomicJob:
     monitors: dict = field(default_factory=dict)    # validated monitors mapping (perflab.monitors)
     kernel: str | None = None                       # a kernel image to boot and run the job in (absolute path)
     vm: dict = field(default_factory=dict)          # the guest machine: mode, cpus, memory, qemu_args
+    # Count instructions under valgrind (docs/instructions.md): "instructions" or "cache";
+    # follow the children it execs; count one function alone.
+    measure: str | None = None
+    measure_children: bool = False
+    measure_function: str | None = None
     # Keys of the stored JSON that are not fields here (a lab job's "source", "lab"), in order.
     extra: dict = field(default_factory=dict)
     # The order of the keys in the JSON form; empty: KEYS, then `extra`.

@@ -57,6 +57,10 @@ __all__ = ["AtomicJob", "JobError", "validate_params", "cpu_percent", "atomic", 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
 # A kernel to boot and run the job in, and its machine (perflab.jobs.guest; docs/vm.md).
 GUEST_KEYS = ("kernel", "vm")
+# Counting the job's processes under valgrind (docs/instructions.md).
+MEASURE_KEYS = ("measure", "measure_children", "measure_function")
+MEASURE_MODES = ("instructions", "cache")
+NOT_PARAMS = (*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS)
 SHIPPED_DIR = Path(__file__).parent
 
 
@@ -84,13 +88,46 @@ def resolve(job: AtomicJob | dict, where: str = "") -> AtomicJob:
         cpus = guest.cpus_of(job)      # shares of the CPUs are the guest's vCPUs
     with job_cpus(cpus):
         parsed = family.parse_params(job.params or {}, where)
+    if job.measure is not None or job.measure_children or job.measure_function is not None:
+        check_measure({k: getattr(job, k) for k in MEASURE_KEYS}, job.in_guest, where or job.benchmark)
     return replace(job, family=family, parsed=parsed)
+
+
+def check_measure(keys: dict, in_guest: bool, where: str, doc: dict | None = None) -> dict:
+    """The measure keys of a job, checked: JobError naming the key (and its line in `doc`) at fault."""
+    def fail(key: str, message: str):
+        raise JobError(f"{where}{_line(doc, key)}: key {key!r} = {keys.get(key)!r}: {message}")
+
+    measure = keys.get("measure")
+    if measure is not None and measure not in MEASURE_MODES:
+        fail("measure", f"expected one of {', '.join(MEASURE_MODES)}")
+    children, function = keys.get("measure_children", False), keys.get("measure_function")
+    if not isinstance(children, bool):
+        fail("measure_children", "expected true or false")
+    if function is not None and not (isinstance(function, str) and function.strip() and function == function.strip()
+                                     and "\n" not in function and not function.startswith("-")):
+        fail("measure_function", "expected a function name (valgrind's --toggle-collect pattern, * and ? allowed)")
+    for key in ("measure_children", "measure_function"):
+        if keys.get(key) and measure is None:
+            fail(key, "needs measure: instructions or measure: cache")
+    if measure is not None and in_guest:
+        fail("measure", "valgrind counts processes on this machine, not in a guest (kernel:); leave one of them out")
+    return {k: keys[k] for k in MEASURE_KEYS if keys.get(k) not in (None, False)}
+
+
+def measured(job: AtomicJob, measure: str | None, where: str) -> AtomicJob:
+    """The job with `run --measure` over its own `measure` key, checked."""
+    if measure is None:
+        return job
+    keys = {**{k: getattr(job, k) for k in MEASURE_KEYS}, "measure": measure}
+    check_measure(keys, job.in_guest, where)
+    return job.with_(measure=measure)
 
 
 def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int = 0,
            timeout: float | None = None, tag: str | None = None, comment: str | None = None,
            monitors: dict | None = None, where: str = "", kernel: str | None = None,
-           vm: dict | None = None) -> AtomicJob:
+           vm: dict | None = None, measure: str | None = None) -> AtomicJob:
     """One atomic job built in code (`perflab run cmd`, the lmbench suite), validated."""
     guest_keys = {}
     if kernel is not None or vm:
@@ -98,8 +135,9 @@ def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int
 
         kernel, vm = guest.normalize(benchmark, kernel, vm, where or f"perflab run {benchmark}", monitors)
         guest_keys = {"kernel": kernel, "vm": vm}
-    return resolve(AtomicJob(benchmark, params, runs=runs, warmup=warmup, timeout=timeout, tag=tag,
-                             comment=comment, monitors=monitors or {}, **guest_keys), where)
+    job = resolve(AtomicJob(benchmark, params, runs=runs, warmup=warmup, timeout=timeout, tag=tag,
+                            comment=comment, monitors=monitors or {}, **guest_keys), where)
+    return measured(job, measure, where or f"perflab run {benchmark}")
 
 
 def in_guest(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) -> AtomicJob:
@@ -199,7 +237,7 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
     doc = _Mapping(doc)
     doc.lines = lines
     overridden = dict(_parse_override(text) for text in overrides)
-    doc.update({k: v for k, v in overridden.items() if k in JOB_KEYS or k in GUEST_KEYS})
+    doc.update({k: v for k, v in overridden.items() if k in NOT_PARAMS})
     name = doc.get("benchmark")
     if not isinstance(name, str):
         raise JobError(f"{source}: key 'benchmark' is missing: name one of {', '.join(benchmarks.FAMILIES)}")
@@ -207,13 +245,13 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
         family = benchmarks.family(name)
     except UsageProblem as e:
         raise JobError(f"{source}{_line(doc, 'benchmark')}: {e}") from None
-    raw = {k: v for k, v in doc.items() if k not in JOB_KEYS and k not in GUEST_KEYS and k != name}
+    raw = {k: v for k, v in doc.items() if k not in NOT_PARAMS and k != name}
     nested = doc.get(name)
     if nested is not None:
         if not isinstance(nested, dict):
             raise JobError(f"{source}{_line(doc, name)}: key {name!r}: expected a mapping of parameters")
         raw.update(nested)
-    raw.update({k: v for k, v in overridden.items() if k not in JOB_KEYS and k not in GUEST_KEYS})   # --set wins over the file
+    raw.update({k: v for k, v in overridden.items() if k not in NOT_PARAMS})   # --set wins over the file
     for key, values in family.default_axes.items():
         raw.setdefault(key, list(values))
     job = {"benchmark": name, "runs": doc.get("runs"), "warmup": doc.get("warmup", 0),
@@ -241,6 +279,7 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = ()) -> 
         where = f"{source}{_line(doc, 'kernel' if 'kernel' in doc else 'vm')}"
         kernel, vm = guest.normalize(name, doc.get("kernel"), _plain(doc.get("vm")), where, job["monitors"])
         job.update(kernel=kernel, vm=vm)
+    job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, bool(job.get("kernel")), source, doc))
 
     fields = family.Params.model_fields
     axes: list[tuple[str, list]] = []

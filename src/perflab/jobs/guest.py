@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 
 from perflab.benchmarks.base import JobError
 from perflab.core.units import parse_size
@@ -25,16 +26,14 @@ from perflab.execution.vm import MODES, VmSpec
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
 
-# Families whose processes run in perflab's guest root: their C programs are built static and
-# put into the initramfs at the paths their ProcessSpecs name.
-GUEST_FAMILIES = ("lmbench", "will-it-scale", "ebizzy", "hackbench")
-# Why the others cannot yet (issue 20): what they need that the guest does not have.
+# Families that run in a guest. Most run in perflab's own root (their C programs built
+# static, in the initramfs); those in HOST_PROGRAMS run the host's programs, from the host's
+# root shared read-only over virtio-9p. fio, aim7 and news work on a virtio disk (`fs:`).
+GUEST_FAMILIES = ("lmbench", "will-it-scale", "ebizzy", "hackbench", "cmd", "fio", "aim7", "news")
+HOST_PROGRAMS = ("cmd", "fio")
+# Why the others cannot (issue 20): what they need that the guest does not have.
 REFUSED = {
-    "cmd": "it runs host programs, and the guest does not have the host's root (no 9p/virtiofs yet)",
-    "fio": "it needs fio and a disk, and the guest has neither (no virtio disk yet)",
-    "aim7": "its workloads need a disk, and the guest has none (no virtio disk yet)",
-    "news": "it needs a disk, and the guest has none (no virtio disk yet)",
-    "kernbench": "it needs make, a compiler and a kernel tree, which the guest does not have",
+    "kernbench": "it builds a kernel tree in place, and the guest's view of the host's root is read-only",
 }
 
 
@@ -106,8 +105,15 @@ def spec_of(job) -> VmSpec:
                   qemu_args=tuple(vm["qemu_args"]))
 
 
+def runs_host_programs(benchmark: str) -> bool:
+    """Whether the family's processes are the host's programs (run from the host's root over 9p)."""
+    return benchmark in HOST_PROGRAMS
+
+
 def check(job) -> None:
-    """Before anything boots: the family, the kernel file, the machine; PerflabError in one line."""
+    """Before anything boots: the family, the kernel file, the machine, the kernel's 9p and
+    file systems where the job needs them; PerflabError in one line."""
+    from perflab.execution.vm import modules
     from perflab.execution.vm.machine import qemu_binary
 
     why = family_refusal(job.benchmark)
@@ -115,3 +121,31 @@ def check(job) -> None:
         raise JobError(why)
     spec_of(job).check()          # mode, cpus and memory, the kernel file
     qemu_binary()                 # installed
+    needs = ["9p"] if runs_host_programs(job.benchmark) else []
+    fs = (job.params or {}).get("fs")
+    if isinstance(fs, str) and fs in modules.NEEDS:
+        needs += (["disk"] if fs != "tmpfs" else []) + [fs]
+    if needs:
+        modules.plan(job.kernel, needs, f"{job.benchmark} in a VM guest")
+
+
+def file_overrides(path, overrides, kernel: str | None, vm: dict | None) -> list[str]:
+    """`--set` overrides that put a job file's jobs into a guest (`--kernel`, `--vm`) *before*
+    the file is expanded: its points are then worked out with the guest's vCPUs (`nr_task:
+    [1, 50%, 100%]` in a 1-vCPU guest is one job), as when the file names the kernel itself.
+    `--vm` changes only the mode of the file's `vm:` block."""
+    import json
+
+    import yaml
+
+    if kernel is None and not vm:
+        return list(overrides)
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = None            # load_atomic says what is wrong with the file, in one line
+    file_vm = doc.get("vm") if isinstance(doc, dict) and isinstance(doc.get("vm"), dict) else {}
+    extra = [f"kernel={json.dumps(str(kernel))}"] if kernel is not None else []
+    if vm or file_vm:
+        extra.append(f"vm={json.dumps({**file_vm, **(vm or {})})}")
+    return [*overrides, *extra]

@@ -25,7 +25,7 @@ from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.core.params import job_cpus
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.vm import VmError, boot, initramfs
+from perflab.execution.vm import VmError, boot, disk, initramfs, modules
 from perflab.execution.vm.machine import qemu_command
 from perflab.jobs import guest as guest_keys
 
@@ -51,8 +51,18 @@ def preparing(job) -> Iterator[None]:
     if not job.in_guest:
         yield
         return
-    with cbuild.static_programs(), job_cpus(guest_keys.cpus_of(job)):
+    # Work directories (fio, aim7, news) become the guest's disks, listed for booted().
+    with cbuild.static_programs(), job_cpus(guest_keys.cpus_of(job)), disk.collecting() as disks:
         yield
+    _DISKS[id(job)] = disks
+
+
+# A guest job's disks, from preparing() (its session's work directories) to booted().
+_DISKS: dict[int, list] = {}
+# Where the guest mounts the host's root (read-only, 9p) for the jobs that run host programs.
+HOST_ROOT = "/host"
+# Where the files a session wrote before the run travel in the initramfs (then copied into place).
+STAGE = "/opt/perflab/stage"
 
 
 # Directories the guest agent mounts a file system over: a program put there in the initramfs
@@ -67,39 +77,73 @@ def guest_path(program: str) -> str:
 
 
 def files_of(session, rounds: int) -> dict[str, str]:
-    """The host programs a session's processes start: guest path -> host file."""
+    """The host programs a session's processes start (argv[0], and static programs named as
+    arguments, like aim7's helper): guest path -> host file."""
     files: dict[str, str] = {}
     for round_no in range(rounds):
         for spec in session.processes(round_no):
-            program = spec.argv[0] if spec.argv else ""
-            if os.path.isabs(program) and os.path.isfile(program) and guest_path(program) not in files:
-                if not initramfs.is_static(program):
-                    raise PerflabError(f"{program} is not a static program: it cannot run in the guest")
-                files[guest_path(program)] = program
+            for i, word in enumerate(spec.argv):
+                if not (os.path.isabs(word) and os.path.isfile(word)) or guest_path(word) in files:
+                    continue
+                if initramfs.is_static(word):
+                    files[guest_path(word)] = word
+                elif i == 0:
+                    raise PerflabError(f"{word} is not a static program: it cannot run in the guest")
     return files
+
+
+def _rewrite(argv: list[str], files: dict[str, str]) -> list[str]:
+    moved = {host: path for path, host in files.items() if path != host}
+    return [moved.get(word, word) for word in argv]
 
 
 @contextlib.contextmanager
 def booted(job, session, rounds: int) -> Iterator[tuple[dict, callable]]:
     """Boot the job's kernel with its session's programs: (facts for the environment, executor)."""
     spec = guest_keys.spec_of(job)
-    with boot(spec, files=files_of(session, rounds)) as guest:
+    disks = _DISKS.pop(id(job), [])
+    rooted = guest_keys.runs_host_programs(job.benchmark)
+    plan = modules.plan(spec.kernel, _needs(rooted, disks), f"{job.benchmark} in a VM guest")
+    files = {} if rooted else files_of(session, rounds)
+    staged = {f"{STAGE}{path}": data for d in disks for path, data in d.staged().items()}
+    setup = [*modules.setup_lines(plan), *disk.setup_lines(disks)]
+    if rooted:
+        setup += modules.share_root_lines(HOST_ROOT)
+    spec = replace(spec, share_root=rooted, drives=tuple(d.image for d in disks if d.image))
+    with boot(spec, files={**files, **plan.files()}, setup=setup, data=staged) as guest:
+        root = HOST_ROOT if rooted else ""
         made: set[str] = set()
+
+        def run(argv: list[str], what: str, root: str = root) -> None:
+            done = guest.execute(ProcessSpec(argv, item=what, timeout=120), root=root)
+            if not done.ok:
+                raise VmError(f"cannot {what} in the guest: {done.describe_failure(120)}", guest.console_tail())
+
+        for d in disks:      # busybox's mkdir and cp, in the initramfs, where the staged files are
+            run(["/bin/mkdir", "-p", d.path], f"make {d.path}", root="")
+            made.add(d.path)
+            if any(path.startswith(f"{STAGE}{d.path}/") for path in staged):
+                run(["/bin/cp", "-R", f"{STAGE}{d.path}/.", d.path], f"copy the run's files into {d.path}", root="")
 
         def execute(spec: ProcessSpec, **kwargs) -> ProcessResult:
             # The session's directories were made on the host; the guest needs its own.
             if spec.cwd and spec.cwd not in made:
-                mkdir = guest.execute(ProcessSpec(["/bin/mkdir", "-p", spec.cwd], item="mkdir", timeout=60))
-                if not mkdir.ok:
-                    raise VmError(f"cannot make {spec.cwd} in the guest (busybox-static installed?): "
-                                  f"{mkdir.describe_failure(60)}", guest.console_tail())
+                run(["/bin/mkdir", "-p", spec.cwd], f"make {spec.cwd}")
                 made.add(spec.cwd)
-            if spec.argv and guest_path(spec.argv[0]) != spec.argv[0]:
-                spec = replace(spec, argv=[guest_path(spec.argv[0]), *spec.argv[1:]])
-            return guest.execute(spec, **kwargs)
+            if files:
+                spec = replace(spec, argv=_rewrite(spec.argv, files))
+            return guest.execute(spec, root=root, **kwargs)
 
+        programs = "the host's, over 9p (read-only root, chroot)" if rooted else "static (-static)"
         yield {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
-               "guest_programs": "static (-static)"}, execute
+               "guest_programs": programs, "guest_modules": " ".join(p.stem for p in plan.load)}, execute
+
+
+def _needs(rooted: bool, disks: list) -> list[str]:
+    needs = ["9p"] if rooted else []
+    if any(d.image for d in disks):
+        needs.append("disk")
+    return needs + sorted({d.fstype for d in disks if d.fstype})
 
 
 def environment_facts(facts: dict) -> dict:

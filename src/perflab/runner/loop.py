@@ -6,10 +6,13 @@ its repetition and the process (index within the repetition) it came from,
 and is committed as soon as it exists.
 
 Jobs given together with `interleave=True` (the commands of one `perflab run
-cmd --cmd A --cmd B`) run round by round, A B A B ..., so slow drift of the
-machine hits every variant alike; otherwise (a job file's matrix) each job
-runs to its end before the next starts, so that a kill mid-matrix leaves every
-completed job stored.
+cmd --cmd A --cmd B`) run round by round, so slow drift of the machine hits
+every variant alike; with `randomise=True` the order within each round is
+shuffled (RMIT: randomised multiple interleaved trials), so that a variant
+that always runs second (after the other warmed the caches, or in the same
+phase of a periodic disturbance) is not favoured either. Otherwise (a job
+file's matrix) each job runs to its end before the next starts, so that a
+kill mid-matrix leaves every completed job stored.
 
 The loop starts processes through an executor (`execute` by default): tests
 pass a fake that returns scripted ProcessResults, so warm-up, interleaving,
@@ -19,6 +22,7 @@ starting anything.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
+from perflab.benchmarks.measured import measuring
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.jobs import resolve
@@ -133,6 +138,8 @@ def run_jobs(
     cwd: str | None = None,
     console: Console | None = None,
     executor: Executor = execute,
+    randomise: bool = False,
+    seed: int | None = None,
 ) -> list[JobOutcome]:
     """Run atomic jobs (see perflab.jobs) and record every sample; their outcomes.
 
@@ -144,13 +151,19 @@ def run_jobs(
     and is raised. Ctrl-C and SIGTERM end everything, runs marked interrupted. `cwd`: the
     directory the jobs run in (a commit's worktree, where `./prog` is the program built at
     that commit; the families' processes start there unless they name their own).
+    `randomise`: interleaved jobs run in a fresh random order in every round (RMIT), from
+    `seed` when given (tests; a repeatable order), else from the system's entropy. The order
+    that was run can be read back from the store: samples are committed, and numbered, as
+    they exist.
     """
+    order = random.Random(seed) if randomise else None
     with running_in(cwd):
         return _run_jobs(store, jobs, interleave=interleave, box=box, repo=repo, console=console,
-                         executor=executor)
+                         executor=executor, order=order)
 
 
-def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console, executor) -> list[JobOutcome]:
+def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console, executor,
+              order: random.Random | None) -> list[JobOutcome]:
     outcomes = []
     for job in jobs:
         job = resolve(job)
@@ -160,7 +173,7 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
     guest.check([o.job for o in outcomes])    # a guest job that cannot run: refused before anything boots
     batches = [outcomes] if interleave else [[o] for o in outcomes]
     total = sum(int(o.job.warmup or 0) + int(o.job.runs or 1) for o in outcomes)
-    loop = _Loop(store, _Bar(console, total), executor, box, repo)
+    loop = _Loop(store, _Bar(console, total), executor, box, repo, order)
     try:
         with interrupt.stop_requests_as_flag():
             for batch in batches:
@@ -197,6 +210,7 @@ class _Loop:
     executor: Executor
     box: str | None
     repo: str | None
+    order: random.Random | None = None    # shuffles each round of an interleaved batch (RMIT)
 
     def run_batch(self, batch: list[JobOutcome]) -> None:
         store, bar = self.store, self.bar
@@ -204,7 +218,8 @@ class _Loop:
             for o in batch:
                 # A guest job's programs are built static, and its CPUs are the guest's (runner.guest.preparing).
                 with guest.preparing(o.job):
-                    o.session = stack.enter_context(o.job.family.session(o.job.parsed, o.job.to_dict()))
+                    # Under valgrind when the job says `measure` (benchmarks.measured).
+                    o.session = stack.enter_context(measuring(o.job, o.job.family.session(o.job.parsed, o.job.to_dict())))
                 # Placement and address randomisation are recorded for every run of every family.
                 o.session.facts.setdefault("placement", "the scheduler's choice")
                 o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
@@ -239,7 +254,7 @@ class _Loop:
                 rounds = max(int(o.job.warmup or 0) + int(o.job.runs) for o in batch)
                 try:
                     for round_no in range(rounds):
-                        for o in batch:
+                        for o in self.round_order(batch):
                             self.one_round(o, round_no)
                 except PerflabError:
                     # Bad input (e.g. a --metric that matches nothing) before anything was
@@ -254,6 +269,12 @@ class _Loop:
                         o.error = _nothing_measured(o)
                     if o.error is not None:
                         o.recorder.fail(o.error)
+
+    def round_order(self, batch: list[JobOutcome]) -> list[JobOutcome]:
+        """The jobs of one round in the order they run: as given, or shuffled (RMIT)."""
+        if self.order is None or len(batch) < 2:
+            return batch
+        return self.order.sample(batch, len(batch))
 
     def run_process(self, spec: ProcessSpec, monitors: MonitorSet | None, process: int,
                     executor: Executor | None = None) -> ProcessResult:

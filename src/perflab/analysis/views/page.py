@@ -100,6 +100,46 @@ class OneRead:
         return self._rows[run_id]
 
 
+# A guest run's parameters carry its VM mode under this key (runner.guest.VM_PARAM).
+GUEST_PARAM = "vm"
+KERNEL_PARAM = "kernel"
+
+
+def _with_kernel(run):
+    params = run.params or {}
+    release = (getattr(run, "environment", None) or {}).get("kernel_release")
+    if GUEST_PARAM not in params or not release or KERNEL_PARAM in params:
+        return run
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{**run._asdict(), "params": {**params, KERNEL_PARAM: release}})
+
+
+def _without_kernel(params_text: str) -> str:
+    params = json.loads(params_text)
+    if GUEST_PARAM in params:
+        params.pop(KERNEL_PARAM, None)
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+class KernelAsParameter:
+    """The store as the trends see it: a guest run's kernel release is one of its parameters,
+    so runs of two kernels are two series (labelled kernel=RELEASE), never one line.
+
+    Only guest runs (parameter `vm`): there the kernel is what is under test; a host's
+    series stay as they were. compare's operands see the store as it is (kernel=A kernel=B
+    pairs runs whose other parameters match)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def find_runs(self, **kw):
+        return [_with_kernel(r) for r in self._store.find_runs(**kw)]
+
+
 @dataclass
 class PageView:
     title: str
@@ -139,7 +179,7 @@ def build_page(store, f: Filters) -> PageView:
         raise PerflabError(f"report html: no usable run matches {what}"
                            + ("" if total else "; the store holds no runs yet") + "; no file written")
     globs = tuple(f"*{m}*" for m in f.metrics)
-    history = series_mod.build(store, benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
+    history = series_mod.build(KernelAsParameter(store), benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
                                repo=f.repo, branch=f.branch)
     page_runs = {r.id: r for r in runs}   # store rows of every run the page speaks of
     comparison = None
@@ -152,8 +192,8 @@ def build_page(store, f: Filters) -> PageView:
                 for row in result.own_rows}
         # The trends of what was compared (a cross-box comparison pools boxes: match without them).
         loose = {k[1:] for k in keys}
-        history.series = [s for s in history.series
-                          if (s.box, s.benchmark, s.params, s.metric) in keys or (s.benchmark, s.params, s.metric) in loose]
+        history.series = [s for s in history.series if (s.box, s.benchmark, _without_kernel(s.params), s.metric) in keys
+                          or (s.benchmark, _without_kernel(s.params), s.metric) in loose]
     if not history.series and result is None:
         raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
                            + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")

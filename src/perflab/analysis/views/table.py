@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from perflab.core.errors import PerflabError
 
 _RUN_KEYS = {"box": lambda r: r.box, "testbox": lambda r: r.box, "tag": lambda r: r.tag or "-",
-             "benchmark": lambda r: r.benchmark, "name": lambda r: r.name, "commit": lambda r: (r.commit or "-")[:12]}
+             "benchmark": lambda r: r.benchmark, "name": lambda r: r.name, "commit": lambda r: (r.commit or "-")[:12],
+             # The kernel under test: a guest's release for a run in a VM, the host's otherwise (docs/vm.md).
+             "kernel": lambda r: (getattr(r, "environment", None) or {}).get("kernel_release")}
 
 
 @dataclass
@@ -25,7 +27,8 @@ class Pivot:
 
 
 def key_value(run, key: str) -> str | None:
-    """A run's value of a pivot key: a run field (box, tag, benchmark, name, commit) or a parameter."""
+    """A run's value of a pivot key: a run field (box, tag, benchmark, name, commit), the kernel
+    release it measured (kernel) or a parameter."""
     if key in _RUN_KEYS:
         return _RUN_KEYS[key](run)
     params = run.params or {}
@@ -55,7 +58,7 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
             placed.append((r, row, col))
     if not placed:
         raise PerflabError(f"no runs{' of ' + benchmark if benchmark else ''} have both --rows {row_key} and "
-                           f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit or a parameter)")
+                           f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit, kernel or a parameter)")
     row_values = list(dict.fromkeys(row for _, row, _ in placed))
     # Each key's values in the order the runs first had them (oldest first: "without" before "with").
     first_seen = [{v: i for i, v in enumerate(dict.fromkeys(col[level] for _, _, col in placed))}

@@ -18,7 +18,6 @@ child, and the program waits for its users, who wait for theirs).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -35,7 +34,8 @@ from perflab.core.errors import UsageProblem
 from perflab.core.params import in_range
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.workdir import WorkdirParams, workdir
+from perflab.execution.vm.disk import free_bytes, workdir     # the host's directory, or a guest's disk
+from perflab.execution.workdir import WorkdirParams
 
 JPM = Metric("aim7.jobs-per-min", "jobs/min", HIGHER_IS_BETTER, "task invocations of all users x 60 / real seconds")
 ELAPSED = Metric("aim7.time.elapsed_time", "s", LOWER_IS_BETTER,
@@ -164,9 +164,8 @@ def _check_space(params: Aim7Params, path: str) -> None:
     if not any(counts.get(t) for t in tk.DISK_TASKS):
         return
     need = (params.load + 1) * params.blocks() * tk.BLOCK
-    st = os.statvfs(path)
-    free = st.f_bavail * st.f_frsize
-    if need > free:
+    free = free_bytes(path)
+    if free is not None and need > free:
         raise UsageProblem(f"aim7 parameters load = {params.load}, file_size = {params.file_size!r}, pool_size = "
                            f"{params.pool_size!r}: the users' files need {need >> 20} MiB, {path} has {free >> 20} MiB free")
 

@@ -34,7 +34,8 @@ from perflab.benchmarks.news import feed as feedmod
 from perflab.core.params import in_range
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.workdir import WorkdirParams, workdir
+from perflab.execution.vm.disk import workdir     # the host's directory, or a guest's disk
+from perflab.execution.workdir import WorkdirParams
 
 SOURCE_DIR = Path(__file__).resolve().parent / "c"
 BUILD_FLAGS: tuple[str, ...] = ("-O2",)

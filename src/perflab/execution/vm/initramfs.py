@@ -34,6 +34,7 @@ from perflab.execution import executor
 
 AGENT_DIR = Path(__file__).parent / "c"
 GUEST_LAUNCHER = "/usr/lib/perflab/launch"
+SETUP = "/etc/perflab/setup"      # what the agent does before HELLO (agent.c: insmod, mount, bind)
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 FORMAT_VERSION = "1"          # bump when the archive's layout changes: part of the cache key
 
@@ -156,8 +157,10 @@ def _parents(name: str, seen: set[str]) -> list[Entry]:
     return out
 
 
-def entries(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool = True) -> list[Entry]:
-    """Every member of the guest's root: agent, launcher, busybox, device nodes, `files`."""
+def entries(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool = True,
+            data: Mapping[str, bytes] | None = None) -> list[Entry]:
+    """Every member of the guest's root: agent, launcher, busybox, device nodes, `files`, `data`
+    (guest path -> content, e.g. the agent's setup lines)."""
     agent = build_static("agent", AGENT_DIR)
     launch = build_static("launch", executor.LAUNCHER_DIR)
     out = [_directory(d) for d in ("bin", "dev", "etc", "proc", "sys", "tmp", "run", "root",
@@ -186,6 +189,11 @@ def entries(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool
         out = [e for e in out if e.name != name]      # a caller's file replaces a busybox link
         out.append(_program(name, Path(host_path)))
         seen.add(name)
+    for guest_path, content in sorted((data or {}).items()):
+        name = guest_path.lstrip("/")
+        out += _parents(name, seen)
+        out.append(Entry(name, stat.S_IFREG | 0o644, content))
+        seen.add(name)
     return out
 
 
@@ -194,9 +202,10 @@ def cache_dir() -> Path:
     return Path(base) / "perflab" / "vm"
 
 
-def build(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool = True) -> Path:
-    """The gzipped initramfs holding `files` (guest path -> host file), built or found in the cache."""
-    members = entries(files, with_busybox=with_busybox)
+def build(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool = True,
+          data: Mapping[str, bytes] | None = None) -> Path:
+    """The gzipped initramfs holding `files` (guest path -> host file) and `data`, built or found in the cache."""
+    members = entries(files, with_busybox=with_busybox, data=data)
     digest = hashlib.sha256(FORMAT_VERSION.encode())
     for e in members:
         digest.update(f"{e.name}\0{e.mode}\0{e.rdev}\0{len(e.data)}\0".encode())

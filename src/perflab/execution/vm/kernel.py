@@ -1,10 +1,11 @@
 """Debian kernels to boot: fetch a `linux-image-*-unsigned` package once and keep its vmlinuz.
 
 `apt-get download` fetches the package into a cache directory
-($XDG_CACHE_HOME/perflab/kernels/, default ~/.cache/perflab/kernels/) and only the
-package's boot/ directory (vmlinuz, config, System.map) is unpacked: the modules are
-not needed to boot an initramfs and are most of the package's size. A second call finds
-the unpacked kernel and downloads nothing.
+($XDG_CACHE_HOME/perflab/kernels/, default ~/.cache/perflab/kernels/) and unpacks the
+package's boot/ directory (vmlinuz, config, System.map) and the modules a guest may
+load (MODULE_DIRS: virtio, 9p, file systems and what they depend on; ~50 of the
+package's 390 MB). A second call finds the unpacked kernel and downloads nothing; a
+kernel fetched before modules were kept gets them added.
 """
 
 from __future__ import annotations
@@ -34,10 +35,22 @@ def _release(package: str) -> str:
     return name
 
 
+# The parts of lib/modules/RELEASE/kernel/ a guest loads from (perflab.execution.vm.modules):
+# the virtio transports and disk, 9p, the file systems, and the libraries and crypto they need.
+MODULE_DIRS = ("fs", "net/9p", "drivers/virtio", "drivers/block", "lib", "crypto", "arch/x86/crypto")
+
+
 def cached(package: str = DEFAULT_PACKAGE) -> Path | None:
-    """The unpacked vmlinuz of `package` if it was fetched before, else None."""
+    """The unpacked vmlinuz of `package` (with its modules) if it was fetched before, else None."""
     path = cache_dir() / package / "boot" / f"vmlinuz-{_release(package)}"
-    return path if path.is_file() else None
+    modules = cache_dir() / package / "lib" / "modules" / _release(package) / "kernel"
+    return path if path.is_file() and modules.is_dir() else None
+
+
+def _members() -> list[str]:
+    out = ["./boot/*"]
+    out += [f"./lib/modules/*/kernel/{d}/*" for d in MODULE_DIRS]
+    return out + ["./lib/modules/*/modules.*"]
 
 
 def fetch(package: str = DEFAULT_PACKAGE) -> Path:
@@ -68,16 +81,19 @@ def fetch(package: str = DEFAULT_PACKAGE) -> Path:
         unpack = Path(scratch) / "unpacked"
         unpack.mkdir()
         tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
-        extracted = subprocess.run(["tar", "-x", "-C", str(unpack), "--wildcards", "./boot/*"],
+        extracted = subprocess.run(["tar", "-x", "-C", str(unpack), "--wildcards", *_members()],
                                    stdin=tar.stdout, capture_output=True, text=True)
         tar.stdout.close()
         if tar.wait() != 0 or extracted.returncode != 0:
             raise PerflabError(f"cannot unpack {debs[0].name}: {extracted.stderr.strip() or 'dpkg-deb failed'}")
         # The package file's name (its exact version) is the kernel's provenance; the 70 MB .deb is not kept.
         (unpack / "package").write_text(debs[0].name + "\n")
-        if target.exists():                          # fetched meanwhile by another process
+        if (target / "boot").is_dir() and not (target / "lib").exists():
+            os.rename(unpack / "lib", target / "lib")   # a kernel fetched before modules were kept
+        elif target.exists():                        # fetched meanwhile by another process
             return cached(package) or target
-        os.rename(unpack, target)
+        else:
+            os.rename(unpack, target)
     found = cached(package)
     if found is None:
         raise PerflabError(f"kernel package {package} has no boot/vmlinuz-{_release(package)}")

@@ -66,6 +66,8 @@ class VmSpec:
     qemu_args: Sequence[str] = ()        # appended to QEMU's command line as they are
     append: str = ""                     # appended to the kernel command line
     boot_timeout: float = 60.0           # seconds until the agent must have said HELLO
+    share_root: bool = False             # the host's / read-only over virtio-9p (tag hostroot)
+    drives: Sequence[str] = ()           # raw disk images, as virtio disks vda, vdb ...
 
     def check(self) -> None:
         """One-line errors for a spec that cannot boot, before anything starts."""
@@ -107,8 +109,23 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path) -> list
         "-kernel", str(spec.kernel), "-initrd", str(initrd), "-append", cmdline,
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
-        *spec.qemu_args,
+        *device_args(spec), *spec.qemu_args,
     ]
+
+
+def device_args(spec: VmSpec) -> list[str]:
+    """QEMU's arguments for the host's root over 9p and the virtio disks."""
+    out = []
+    if spec.share_root:
+        # readonly: nothing in the guest can write the host's files; multidevs=remap keeps inode
+        # numbers of the host's several file systems distinct in the guest.
+        out += ["-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+                "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot"]
+    for drive in spec.drives:
+        # The image lives in /dev/shm (tmpfs), which has no O_DIRECT: cache=none cannot open it;
+        # writeback through the host's page cache of a RAM file is RAM either way.
+        out += ["-drive", f"file={drive},if=virtio,format=raw,cache=writeback"]
+    return out
 
 
 def fnv1a(data: bytes) -> int:
@@ -216,16 +233,18 @@ class Guest:
         return VmError(what + (f" (QEMU: {qemu_err.splitlines()[-1]})" if qemu_err else ""), self.console_tail())
 
     def execute(self, spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: executor.Hooks | None = None,
-                grace: float = executor.DEFAULT_GRACE) -> ProcessResult:
+                grace: float = executor.DEFAULT_GRACE, root: str = "") -> ProcessResult:
         """Run one process in the guest to its end and measure it, as executor.execute does on the host.
 
         spec.env None gives the guest's default environment (the host's means nothing there).
+        `root`: a directory of the guest to chroot into first (the host's root over 9p), or ""
+        for the initramfs.
         Raises PerflabError when the program cannot be started, VmError when the guest fails.
         """
         display = spec.item or " ".join(spec.argv)
         args = [*executor.launcher_options(spec, grace, spec.cwd), "--", *wrapper, *spec.argv]
         env = [f"{k}={v}" for k, v in (DEFAULT_ENV if spec.env is None else spec.env).items()]
-        strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0"]
+        strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0", root]
         payload = b"".join(os.fsencode(s) + b"\0" for s in strings)
         deadline = None
         if spec.timeout:
@@ -323,11 +342,19 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
 
 
 @contextlib.contextmanager
-def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None) -> Iterator[Guest]:
-    """Boot `spec.kernel` with an initramfs holding `files` (guest path -> host static program)."""
+def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = (),
+         data: Mapping[str, bytes] | None = None) -> Iterator[Guest]:
+    """Boot `spec.kernel` with an initramfs holding `files` (guest path -> host static program)
+    and `data` (guest path -> content).
+
+    `setup`: lines the agent carries out before HELLO (modules to load, file systems to
+    mount: see agent.c); one that fails makes the boot fail with a VmError naming it.
+    """
     spec.check()
     binary = qemu_binary()
-    initrd = initramfs.build(files)
+    if setup:
+        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
+    initrd = initramfs.build(files, data=data)
     workdir = Path(tempfile.mkdtemp(prefix="perflab-vm-"))
     console = workdir / "console.log"
     process = None
@@ -350,6 +377,9 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None) -> Iterato
         guest_facts = dict(line.split("=", 1) for line in hello.decode(errors="replace").splitlines() if "=" in line)
         if guest_facts.get("launcher") != "1":
             raise VmError("perflab's launcher is missing from the guest's initramfs", _tail(console))
+        if guest_facts.get("setup_error"):
+            raise VmError(f"the guest of kernel {Path(spec.kernel).name} could not prepare its devices: "
+                          f"{guest_facts['setup_error']}", _tail(console))
         facts = {
             "vm_mode": spec.mode,
             "vm_cpus": guest_facts.get("cpus", str(spec.cpus)),

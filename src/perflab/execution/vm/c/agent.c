@@ -16,10 +16,20 @@
  * host -> guest: RUN, STOP (ask the running launcher to stop), OFF.
  * RUN's payload is NUL-terminated strings: N, then N launcher arguments
  * (options, "--", the program's argv), then M, then M environment entries,
- * then "1"/"0" (capture stdout).  The worker starts the launcher exactly as
+ * then "1"/"0" (capture stdout), then the root to run in ("" for the
+ * initramfs; else a directory, e.g. the host's root over 9p: the launcher is
+ * opened first and started with fexecve after chroot, so it need not be in
+ * that root).  The worker starts the launcher exactly as
  * the host executor does (stdin /dev/null, stdout and stderr to files, result
  * channel on fd 3) and answers RESULT: "R O E\n" (three lengths), then the
  * launcher's result text, the stdout and the stderr's tail.
+ *
+ * Before HELLO the worker carries out /etc/perflab/setup when the initramfs
+ * has one, a line at a time, stopping at the first that fails (HELLO then
+ * says setup_error=LINE: REASON):
+ *     insmod PATH                            load a module (finit_module)
+ *     mount SOURCE TARGET TYPE ro|rw [DATA]  mkdir -p TARGET, then mount
+ *     bind SOURCE TARGET                     a recursive bind mount
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +42,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
@@ -176,10 +187,78 @@ static void wait_frame(char *type, char **payload, size_t *n)
 		}
 }
 
+static char setup_error[1024];
+
+static int mkdirs(const char *path)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s", path);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(buf, 0755);
+			*p = '/';
+		}
+	return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static int setup_line(char *line)
+{
+	char *w[6] = {0};
+	int n = 0;
+	for (char *tok = strtok(line, " "); tok && n < 6; tok = strtok(NULL, " "))
+		w[n++] = tok;
+	if (n == 2 && strcmp(w[0], "insmod") == 0) {
+		int fd = open(w[1], O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		long r = syscall(SYS_finit_module, fd, "", 0);
+		close(fd);
+		return r == 0 || errno == EEXIST ? 0 : -1;
+	}
+	if (n >= 5 && strcmp(w[0], "mount") == 0) {
+		unsigned long flags = strcmp(w[4], "ro") == 0 ? MS_RDONLY : 0;
+		if (mkdirs(w[2]) != 0)
+			return -1;
+		/* A disk's node appears once its driver has probed it: wait a little for it. */
+		for (int i = 0; i < 50; i++) {
+			if (mount(w[1], w[2], w[3], flags, w[5]) == 0)
+				return 0;
+			if (errno != ENOENT || w[1][0] != '/')
+				return -1;
+			usleep(100000);
+		}
+		return -1;
+	}
+	if (n == 3 && strcmp(w[0], "bind") == 0)
+		return mount(w[1], w[2], NULL, MS_BIND | MS_REC, NULL);
+	errno = EINVAL;
+	return -1;
+}
+
+static void setup(void)
+{
+	FILE *f = fopen("/etc/perflab/setup", "r");
+	char line[1024], copy[1024];
+	while (f && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0])
+			continue;
+		snprintf(copy, sizeof copy, "%s", line);
+		if (setup_line(line) != 0) {
+			snprintf(setup_error, sizeof setup_error, "%.900s: %s", copy, strerror(errno));
+			say("setup failed: %s", setup_error);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
 static void hello(void)
 {
 	struct utsname u;
-	char text[4096], model[256] = "", line[512];
+	char text[8192], model[256] = "", line[512];
 	long mem_kib = 0;
 	uname(&u);
 	FILE *f = fopen("/proc/cpuinfo", "r");
@@ -200,9 +279,10 @@ static void hello(void)
 	if (f)
 		fclose(f);
 	int n = snprintf(text, sizeof text,
-			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n",
+			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n"
+			 "setup_error=%s\n",
 			 u.release, u.version, u.machine, sysconf(_SC_NPROCESSORS_ONLN), model, mem_kib,
-			 access(LAUNCHER, X_OK) == 0);
+			 access(LAUNCHER, X_OK) == 0, setup_error);
 	send_frame("HELLO", text, (size_t)n);
 }
 
@@ -253,6 +333,7 @@ static void run(char *payload, size_t n)
 		env[i] = next_string(&p, end);
 	s = next_string(&p, end);
 	int capture = s && s[0] == '1';
+	char *root = next_string(&p, end);
 
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -270,6 +351,16 @@ static void run(char *payload, size_t n)
 		dup2(pipefd[1], 3);    /* dup2 clears close-on-exec on the copy */
 		for (int fd = 4; fd < 64; fd++)
 			close(fd);
+		if (root && root[0]) {
+			/* The launcher lives in the initramfs: opened here, started after chroot. */
+			int self = open(LAUNCHER, O_RDONLY | O_CLOEXEC);
+			if (self < 0 || chroot(root) != 0 || chdir("/") != 0) {
+				say("cannot enter %s", root);
+				_exit(127);
+			}
+			fexecve(self, args, env);
+			_exit(127);
+		}
 		execve(LAUNCHER, args, env);
 		_exit(127);
 	}
@@ -343,6 +434,7 @@ static int worker(void)
 		cfsetspeed(&t, B115200);
 		tcsetattr(port, TCSANOW, &t);
 	}
+	setup();
 	hello();
 	for (;;) {
 		char type[16], *payload;
