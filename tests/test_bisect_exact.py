@@ -310,3 +310,10 @@ def test_the_command_on_a_repository_full_of_escapes_prints_none(tmp_path, capfd
     assert "# first bad commit: [" in out and "change 6 \\x1b]0;TITLE" in out
     # Exact: two runs at each end, one per step commit (8 commits: 3 steps).
     assert "runs: 7 over 5 commits measured" in out
+
+
+def test_a_jobs_measure_metrics_can_be_bisected():
+    job = bisect.command_job(["./prog"]).with_(measure="instructions")
+    assert bisect.check_metric(job, "valgrind.instructions") == (-1, "instructions")
+    with pytest.raises(Exception, match="does not produce it"):
+        bisect.check_metric(bisect.command_job(["./prog"]), "valgrind.instructions")

@@ -23,9 +23,8 @@ the commits measured, the ends included), with their ratio.
 - `instructions`: the instructions it executes, counted by valgrind
   (`--tool=cachegrind --cache-sim=no`); exact by its unit, so the bisection takes
   one run per commit and two at each end. The slowdown is more iterations of
-  the loop, so it changes the count by about the same percentage. Until the
-  job key `measure: instructions` exists, the job is a cmd job whose command
-  runs the program under valgrind and prints cachegrind's total (`summary:`).
+  the loop, so it changes the count by about the same percentage. The job is
+  a cmd job with `measure: instructions`; the metric valgrind.instructions.
 
 It prints, per change, right / refused / wrong out of the trials ("could not
 confirm" counts as refused, and says whether git bisect's candidate was right)
@@ -133,15 +132,12 @@ int main(void) {
     return (int)(x & 0);
 }
 """
-# --metric instructions: the plain loop under cachegrind; its total printed on stdout.
-VALGRIND = ("valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/stdout ./prog 2>/dev/null "
-            "| grep '^summary:'")
+# --metric instructions: the plain loop, counted by the job key `measure: instructions`
+# (valgrind --tool=cachegrind --cache-sim=no; docs/instructions.md).
 METRIC_JOBS = {
     "cpu": ('benchmark: cmd\nargv: [./prog]\nmetrics:\n  - {name: prog.cpu_ms, pattern: "json:cpu_ms", unit: ms}\n',
             "prog.cpu_ms"),
-    "instructions": ("benchmark: cmd\nargv: [sh, -c, %r]\nmetrics:\n"
-                     '  - {name: prog.instructions, pattern: "^summary: (\\\\d+)", unit: instructions}\n' % VALGRIND,
-                     "prog.instructions"),
+    "instructions": ("benchmark: cmd\nargv: [./prog]\nmeasure: instructions\n", "valgrind.instructions"),
 }
 BUILD = "cc -O1 -o prog prog.c"
 PERFLAB = str(Path(sys.executable).parent / "perflab")

@@ -148,9 +148,11 @@ def check_metric(job: AtomicJob, metric: str) -> tuple[int, str]:
 
     `job` is validated (perflab.jobs.resolve) when it was not yet."""
     from perflab import jobs
+    from perflab.benchmarks import measured
 
     job = jobs.resolve(job)
-    catalog = job.family.metrics(job.parsed)
+    # A job with `measure: instructions|cache` adds valgrind's metrics to its family's.
+    catalog = {**job.family.metrics(job.parsed), **measured.metrics(job.measure)}
     if metric not in catalog:
         raise UsageProblem(f"--metric {metric}: the {job.benchmark} job does not produce it; "
                            f"it produces: {', '.join(sorted(catalog))}")
