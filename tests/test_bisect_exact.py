@@ -116,14 +116,14 @@ def test_a_two_speed_machine_fools_the_steps_but_no_wrong_culprit_is_named(tmp_p
 def test_on_a_two_speed_machine_a_named_culprit_is_the_right_one(tmp_path):
     shas = make_repo(tmp_path / "repo")
     named = right = 0
-    for seed in range(6):
+    for seed in range(4):
         slow_at = random.Random(seed).randint(2, 16)
         result = _bisection(tmp_path, shas, TwoSpeedMachine(shas, slow_at, seed), rid=f"s{seed:07d}").run()
         if result.culprit is not None:
             named += 1
             right += result.culprit["sha"] == shas[slow_at - 1]
             assert result.confirmation["verdict"] == "confirmed"
-    assert named >= 4 and right == named
+    assert named >= 3 and right == named
 
 
 def test_steady_noise_is_confirmed_and_says_nothing_about_noise(tmp_path):
