@@ -149,8 +149,9 @@ def test_finds_the_commit_skips_the_unbuildable_one_and_leaves_the_repo_clean(la
     assert f"first bad commit: {shas[SLOW_AT - 1]}" in out, out + done.stderr
     assert "subject: change 11" in out and "A Developer <dev@example.com>" in out
     # its evidence: a slowdown against the good end, and what these samples could have detected
+    # (the ratio is sometimes steady enough to be exact by measurement: docs/bisect.md, "Exact metrics")
     assert re.search(r"^  loop\.ratio: good [0-9.]+ \(n=\d+\) -> [0-9.]+ \(n=\d+\): \+\d", out, re.MULTILINE), out
-    assert "could detect a change of" in out
+    assert "could detect a change of" in out or "(regression, exact)" in out
     assert f"git bisect skip {shas[BROKEN_AT - 1]}" in out          # the unbuildable commit, skipped
     assert f"# first bad commit: [{shas[SLOW_AT - 1]}]" in out       # git bisect log
     assert "skipped (--build failed: exited with status 1" in done.stderr
@@ -182,7 +183,7 @@ def test_bad_input_is_refused_before_any_step(lab, case, capfd):
         "not-ancestor": "is not an ancestor of --bad",
         "dirty": "uncommitted changes to tracked files (notes.txt)",
         "metric": "--metric nosuch.metric: the cmd job does not produce it; it produces: loop.ms, loop.ratio, time.elapsed_time",
-        "build-fails": "fails at the good end",
+        "build-fails": "fails at the ",   # either end: the order within each pair is random
     }[case]
     if case == "no-such-rev":
         args = bisect_args(repo, shas, job, good="nosuchrev")
@@ -216,7 +217,8 @@ def test_ends_that_do_not_differ_are_refused_saying_what_could_be_detected(lab):
     done = perflab(env, *bisect_args(repo, shas, job, good=shas[0], bad=shas[5]))
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert "do not differ in loop.ratio" in last and "with 90% power" in last and "refusing to bisect noise" in last
+    assert "do not differ in loop.ratio" in last
+    assert ("with 90% power" in last and "refusing to bisect noise" in last) or "(exact: within 3 x the resolution" in last
     assert "step 1" not in done.stderr
     assert worktrees(repo) == [str(repo)]
 

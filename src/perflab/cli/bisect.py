@@ -20,7 +20,7 @@ def _pct(x: float | None) -> str:
 
 
 def _say(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(_text(message), err=True)
 
 
 @click.command("bisect", context_settings={"ignore_unknown_options": False})
@@ -118,48 +118,109 @@ def _broker(broker: str | None) -> str:
     return broker_url(broker)
 
 
+def _text(value, limit: int | None = None) -> str:
+    """Text from git, a job file or the store, as the terminal must show it (control characters made visible)."""
+    from perflab.core.text import printable
+
+    return printable(value, limit)
+
+
 def _print(result) -> None:
     rec = result.record
     ends = result.ends
-    unit = ""
-    click.echo(f"bisection {rec.id} of {rec.metric} in {rec.repo} (runs tagged {rec.tag})")
-    click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
-               f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
-               f"could detect {_pct_size(ends.detectable)} with 90% power)")
+    click.echo(f"bisection {rec.id} of {_text(rec.metric)} in {_text(rec.repo)} (runs tagged {_text(rec.tag)})")
+    if result.exact:
+        click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} (exact: resolution "
+                   f"{result.exact['resolution'] * 100:.2g}%, a change is called beyond {ends.detectable * 100:.2g}%; "
+                   f"n={ends.n_good}+{ends.n_bad})")
+    else:
+        click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
+                   f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
+                   f"could detect {_pct_size(ends.detectable)} with 90% power)")
+    if result.exact_note:
+        click.echo(f"exact: {_text(result.exact_note)}")
+    for finding in result.noise:
+        click.echo(f"noise: {_text(finding)}")
     if result.culprit:
         c = result.culprit
         click.echo(f"first bad commit: {c['sha']}")
-        click.echo(f"  subject: {c['subject']}")
-        click.echo(f"  author:  {c['author']}   date: {c['date']}")
-        ev = result.evidence
-        if ev:
-            word = ev["verdict"]
-            click.echo(f"  {rec.metric}: good {fmt_num(ev['good_mean'])}{unit} (n={ev['n_good']}) -> "
-                       f"{fmt_num(ev['culprit_mean'])}{unit} (n={ev['n_culprit']}): {_pct(ev['change'])} "
-                       f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
-                       f"({word}, p={ev['p_value']:.2g}"
-                       + (f"; {ev['dropped']} disturbed samples left out" if ev.get("dropped") else "") + ")")
-            click.echo(f"  these samples could detect a change of {_pct_size(ev['detectable'])} with 90% power")
-            if ev["p_bad"] is not None:
-                click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
-                           f"(error rate per step <= {result_alpha(rec) * 100:g}%)")
-            if ev["parent_is_good_end"]:
-                click.echo("  its parent is the good end")
-            elif ev["parent_p_bad"] is not None:
-                click.echo(f"  its parent {ev['parent'][:12]} judged good: P(bad)={ev['parent_p_bad']:.6f}")
-            click.echo("  samples: " + " ".join(fmt_num(v) for v in ev["culprit_values"]))
-        click.echo(f"  compare: perflab compare tag={rec.tag},commit={rec.good[:12]} tag={rec.tag},commit={c['sha'][:12]}")
+        _commit_lines(c)
+        _evidence(result)
+        _confirmation(result)
+        click.echo(f"  compare: perflab compare tag={_text(rec.tag)},commit={rec.good[:12]} "
+                   f"tag={_text(rec.tag)},commit={c['sha'][:12]}")
+    elif result.unconfirmed:
+        c = result.unconfirmed
+        click.echo(f"could not confirm a first bad commit: git bisect named {c['sha']}")
+        _commit_lines(c)
+        _evidence(result)
+        _confirmation(result)
     else:
         click.echo("no single first bad commit: only skipped commits are left; the first bad commit is one of:")
         for c in result.candidates:
-            click.echo(f"  {c['sha'][:12]} {c['subject']} ({c['author']})")
+            click.echo(f"  {c['sha'][:12]} {_text(c['subject'])} ({_text(c['author'])})")
     fixed = 10 * result.commits_measured
     click.echo(f"runs: {result.runs_used} over {result.commits_measured} commits measured "
                f"(a fixed 10 runs per commit would take {fixed}); "
                f"{len(rec.skips)} commit{'' if len(rec.skips) == 1 else 's'} skipped")
     click.echo("git bisect log:")
     for line in result.log.splitlines():
-        click.echo(f"  {line}")
+        click.echo(f"  {_text(line)}")
+
+
+def _commit_lines(c: dict) -> None:
+    click.echo(f"  subject: {_text(c['subject'])}")
+    click.echo(f"  author:  {_text(c['author'])}   date: {_text(c['date'])}")
+
+
+def _evidence(result) -> None:
+    rec, ev = result.record, result.evidence
+    if not ev:
+        return
+    if ev.get("exact"):
+        click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
+                   f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
+                   f"± {ev['resolution'] * 100:.2g}% ({ev['verdict']}, exact)")
+        click.echo("  its parent is the good end" if ev["parent_is_good_end"] else f"  its parent {ev['parent'][:12]} "
+                   "judged good")
+        return
+    click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
+               f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
+               f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
+               f"({ev['verdict']}, p={ev['p_value']:.2g}"
+               + (f"; {ev['dropped']} disturbed samples left out" if ev.get("dropped") else "") + ")")
+    click.echo(f"  these samples could detect a change of {_pct_size(ev['detectable'])} with 90% power")
+    if ev["p_bad"] is not None:
+        # The per-step rate is Wald's, for the noise the test assumes: said so when the samples broke it.
+        void = "; it holds only for steady noise, which these samples are not (see noise:)" if result.noise else ""
+        click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
+                   f"(error rate per step <= {result_alpha(rec) * 100:g}%{void})")
+    if ev["parent_is_good_end"]:
+        click.echo("  its parent is the good end")
+    elif ev["parent_p_bad"] is not None:
+        click.echo(f"  its parent {ev['parent'][:12]} judged good: P(bad)={ev['parent_p_bad']:.6f}")
+    click.echo("  samples: " + " ".join(fmt_num(v) for v in ev["culprit_values"]))
+
+
+def _confirmation(result) -> None:
+    ch = result.confirmation
+    if not ch:
+        return
+    parent = ch["parent"][:12]
+    if ch.get("exact"):
+        said = "confirmed" if ch["verdict"] == "confirmed" else "not beyond the resolution in the ends' direction"
+        click.echo(f"  against its parent {parent}: {_pct(ch['change'])} (exact: a change is called beyond "
+                   f"{ch['bar'] * 100:.2g}%; the ends differ by {_pct(ch['ends_change'])}): {said}")
+        return
+    if ch["verdict"] == "failed":
+        click.echo(f"  confirmation against its parent {parent} failed: {_text(ch['why'], 200)}")
+        return
+    said = {"confirmed": "confirmed", "refuted": "refuted: it is at its parent's level",
+            "undecided": "undecided: neither at its parent's level nor a full change from it"}[ch["verdict"]]
+    left = f", {ch['dropped']} disturbed left out" if ch.get("dropped") else ""
+    click.echo(f"  against its parent {parent} in {ch['pairs']} pairs (order random within each pair{left}): "
+               f"{_pct(ch['change'])} [{_pct(ch['ci'][0])}, {_pct(ch['ci'][1])}] where the ends differ by "
+               f"{_pct(ch['ends_change'])}: {said}")
 
 
 def result_alpha(rec) -> float:

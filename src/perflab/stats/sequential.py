@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perflab.stats import student_t
 from perflab.stats.power import detectable_change
 
 GOOD, BAD = "good", "bad"
@@ -378,3 +379,75 @@ def classify_paired(ends, step, alpha: float, min_step: int = 2, others=()) -> S
                and min(abs(raw) / se_good, abs(raw - delta) / se_bad) > OUTSIDE_Z)
     outside = nd >= min_step and (majority_far or beyond > OUTSIDE_Z)
     return StepVerdict(verdict, float(llr), p_bad, position, nd, nxt, between=between, outside=outside)
+
+
+# -- confirming a culprit ------------------------------------------------------------------
+#
+# git bisect names the first bad commit from a chain of step decisions, each at error rate
+# alpha only while the noise is what the tests assume. Before a culprit is named it is
+# measured against its parent in pairs taken one right after the other (the order random
+# within each pair), and the pairs' differences d = culprit - parent are tested sequentially:
+# H_here says d is centred on the ends' change delta, H_not on 0 (the culprit is at its
+# parent's level: the change is elsewhere).
+
+CONFIRM_MIN = 3         # pairs before a confirmation may decide
+CONFIRM_MAX = 16        # pairs after which an undecided confirmation gives up ("could not confirm")
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    verdict: str | None    # "confirmed", "refuted", or None while undecided
+    llr: float             # log-likelihood ratio, here vs not (> 0 leans "here")
+    change: float          # the culprit against its parent, a fraction (mean of the pairs)
+    ci: tuple[float, float]  # its 90% interval (t on the pairs)
+    n: int                 # pairs used (disturbed ones left out)
+    dropped: int           # disturbed pairs left out
+    sd: float              # the spread of one pair's difference used
+
+
+def confirm(d, delta: float, delta_se: float, alpha: float, logged: bool = True, scale: float = 1.0,
+            others=(), threshold: float = 0.0, noise: float = 0.0) -> Confirmation:
+    """The sequential test of a culprit on its pairs' differences `d` (see above).
+
+    `delta` is the ends' change on the tests' scale and `delta_se` its standard error; the
+    spread is paired_noise over `d` and `others` (other groups of paired differences taken on
+    this machine). Each difference is clamped CLAMP_K sd beyond [min(0, delta), max(0, delta)]
+    and no pair carries more than 1/CONFIRM_MIN of the way to a bound, as in classify_paired.
+    Confirmed only when the pairs' own change is also at least `threshold` (a minimum effect
+    beside the test).
+
+    `noise` is a robust figure of one pair's spread measured elsewhere (the ends' run-to-run
+    noise): a pair more than DISTURBED_K of it beyond both levels straddled a change of the
+    machine's speed and is left out however many such pairs there are — two of three pairs
+    straddling a switch of a 2-speed machine must leave the test undecided, not refute."""
+    a = np.asarray(d, dtype=float)
+    lo, hi = min(0.0, delta), max(0.0, delta)
+    if noise > 0:
+        far = (a < lo - DISTURBED_K * noise) | (a > hi + DISTURBED_K * noise)
+        kept, dropped = a[~far], int(far.sum())
+    else:
+        (kept,), dropped = drop_disturbed(a)
+    n = kept.size
+    if n < 2 or not math.isfinite(delta) or delta == 0:
+        return Confirmation(None, 0.0, math.nan, (math.nan, math.nan), n, dropped, math.nan)
+    sd = max(paired_noise([kept, *others]), noise)
+    if not math.isfinite(sd) or sd <= 0:
+        sd = abs(delta) * 1e-3
+    mc = float(np.clip(kept, lo - CLAMP_K * sd, hi + CLAMP_K * sd).mean())
+    t_not = mc / (sd / math.sqrt(n))
+    t_here = (mc - delta) / math.sqrt(sd ** 2 / n + delta_se ** 2)
+    llr = (t_not ** 2 - t_here ** 2) / 2
+    lower, upper = thresholds(alpha)
+    cap = max(upper, -lower) / CONFIRM_MIN * n
+    llr = max(-cap, min(cap, llr))
+    raw = float(kept.mean())
+    half = student_t.quantile(max(n - 1, 1), 0.95) * float(kept.std(ddof=1)) / math.sqrt(n)
+    change = _relative(raw, logged, scale)
+    ci = (_relative(raw - half, logged, scale), _relative(raw + half, logged, scale))
+    verdict = None
+    if n >= CONFIRM_MIN:
+        if llr >= upper and abs(change) >= threshold and change * delta > 0:
+            verdict = "confirmed"
+        elif llr <= lower:
+            verdict = "refuted"
+    return Confirmation(verdict, float(llr), change, ci, n, dropped, sd)

@@ -37,9 +37,18 @@ measurement it asks for from the stored runs of that commit first, and
 measures only what is missing; it arrives where the interrupted run stopped
 and goes on from there.
 
+**Before a culprit is named** the samples are checked for noise that voids the
+sequential test's error rate (two clusters, level shifts, drift, serial
+correlation: perflab.stats.stationarity), said in the result, and the culprit is
+confirmed against its parent in pairs whose order is random within each pair;
+one that does not hold up is reported as "could not confirm". **An exact
+metric** (perflab.stats.exact: instruction counts) takes one run per commit and
+two at each end.
+
 The package: record.py (settings, the record on disk, the job), trees.py (the
 worktrees and the Measurer of a record), algorithm.py (the bisection),
-session.py (start, resume, the checks before a lab bisection).
+exact.py (exact metrics), confirm.py (noise findings, the culprit's
+confirmation), session.py (start, resume, the checks before a lab bisection).
 """
 
 from perflab.automate.bisect.algorithm import (

@@ -10,18 +10,22 @@ resume replays them from the stored runs (stored ones are used first).
 from __future__ import annotations
 
 import math
+import random
 import re
 import signal
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from perflab.automate.bisect import confirm
+from perflab.automate.bisect import exact as exactpath
 from perflab.automate.bisect.record import BisectError, Record, Settings
 from perflab.automate.bisect.trees import measurer_for, new_worktrees, prune_stale
 from perflab.automate.measurer import Measurer, SourceFailed
 from perflab.core.git import BuildFailed, GitError, Worktrees, commit_info, git
+from perflab.core.text import printable
 from perflab.stats import sequential
 from perflab.stats.sequential import BAD, GOOD
 
@@ -40,6 +44,7 @@ class StepRecord:
     between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
     why: str = ""             # for skips
     console: str = ""         # a kernel that did not boot: its console's tail
+    exact: bool = False       # an exact metric's step: one run, judged against the resolution (exact.py)
 
 
 @dataclass
@@ -53,6 +58,11 @@ class Result:
     runs_used: int                       # timed runs of this bisection (stored ones included)
     commits_measured: int
     steps: list[StepRecord]
+    noise: list[str] = field(default_factory=list)   # what in the samples breaks the tests' assumptions
+    confirmation: dict = field(default_factory=dict)  # the named commit against its parent (confirm.py)
+    unconfirmed: dict | None = None      # the commit git bisect named when the confirmation did not hold
+    exact: dict | None = None            # an exact metric's resolution and the ends' levels (exact.py)
+    exact_note: str = ""                 # why an exact-looking metric went the statistical way
 
 
 class CommitFailed(Exception):
@@ -79,6 +89,11 @@ class Bisection:
         self.end_pairs: list[tuple[float, float]] = []               # (good, bad) taken one after the other
         self.pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)   # commit -> (good, commit)
         self.paired = False
+        # The order within each pair is random (RMIT); seeded by the bisection so a resume replays it.
+        self.rng = random.Random(record.id)
+        self.ends_checked: dict[str, int] = {}                       # end -> samples when the ends' check passed
+        self.exact: dict | None = None    # set by exact.check_ends when the metric is exact
+        self.exact_note = ""
         self._load_stored()
 
     # -- samples ------------------------------------------------------------------
@@ -113,11 +128,13 @@ class Bisection:
     def _run(self, commit: str, k: int, role: str) -> list[float]:
         """k fresh runs of `commit` through the Measurer, in the slot of its role; their values of the metric."""
         rec = self.rec
-        what = {GOOD: "good end", BAD: "bad end"}.get(role, "step")
+        what = {GOOD: "good end", BAD: "bad end", "culprit": "confirming the culprit",
+                "parent": "confirming against the culprit's parent"}.get(role, "step")
         job = rec.job.with_(runs=k, tag=rec.tag,
                             comment=f"perflab bisect {rec.id}: {what} {commit[:12]} (metric {rec.metric})")
         try:
-            got = self.measurer.measure(commit, [job], slot=role if role in (GOOD, BAD) else "step")[0]
+            got = self.measurer.measure(commit, [job], slot=role if role in (GOOD, BAD, "culprit", "parent")
+                                        else "step")[0]
         except SourceFailed as e:
             raise BisectError(f"box {rec.box}: {e.error or 'the job was cancelled'}") from None
         if got.status == "cancelled":
@@ -137,6 +154,12 @@ class Bisection:
     def check_ends(self) -> sequential.EndsVerdict:
         s = self.settings
         good, bad = self.rec.good, self.rec.bad
+        if s.exact != "off":
+            verdict = exactpath.check_ends(self)
+            if verdict is not None and not verdict.differ:
+                raise EndsDoNotDiffer(verdict)
+            if verdict is not None:
+                return verdict
         verdict = None
         for look in range(s.ends_looks):
             target = s.ends_start * 2 ** look
@@ -162,6 +185,7 @@ class Bisection:
                      f"{'differ' if verdict.differ else verdict.reason}; "
                      f"{'paired' if self.paired else 'unpaired'}: correlation of a pair's runs {gain:+.2f})")
             if verdict.differ:
+                self.ends_checked = {good: len(self.samples[good]), bad: len(self.samples[bad])}
                 return verdict
         assert verdict is not None
         raise EndsDoNotDiffer(verdict)
@@ -173,7 +197,7 @@ class Bisection:
 
     def _end_pair(self, starting: bool = False) -> None:
         good, bad = self.rec.good, self.rec.bad
-        order = ((good, GOOD), (bad, BAD)) if len(self.end_pairs) % 2 == 0 else ((bad, BAD), (good, GOOD))
+        order = ((good, GOOD), (bad, BAD)) if self.rng.random() < 0.5 else ((bad, BAD), (good, GOOD))
         got = {}
         for commit, role in order:
             try:
@@ -187,7 +211,7 @@ class Bisection:
 
     def _step_pair(self, commit: str) -> None:
         pairs = self.pairs[commit]
-        order = ((commit, "step"), (self.rec.good, GOOD)) if len(pairs) % 2 == 0 else \
+        order = ((commit, "step"), (self.rec.good, GOOD)) if self.rng.random() < 0.5 else \
             ((self.rec.good, GOOD), (commit, "step"))
         got = {role: self._one(c, role) for c, role in order}
         pairs.append((got[GOOD], got["step"]))
@@ -225,6 +249,8 @@ class Bisection:
     # -- one step ----------------------------------------------------------------------
     def decide(self, commit: str) -> StepRecord:
         """Measure `commit` until the sequential test calls it good or bad (or max_step runs)."""
+        if self.exact:
+            return StepRecord(commit, **exactpath.decide(self, commit))
         if self.paired:
             return self._decide_paired(commit)
         s = self.settings
@@ -286,6 +312,10 @@ class Bisection:
             rec.status = "refused"
             rec.save()
             v = e.verdict
+            if v.reason.startswith("exact"):
+                raise BisectError(f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
+                                  f"{v.change * 100:+.4f}% ({v.reason}); these runs would call a change beyond "
+                                  f"{v.detectable * 100:.2g}%; refusing to bisect") from None
             raise BisectError(
                 f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
                 f"{v.change * 100:+.2f}% (p={v.p_value:.2g}, {v.reason}, n={v.n_good}+{v.n_bad}); "
@@ -333,18 +363,48 @@ class Bisection:
         log = git(path, "bisect", "log").stdout
         text = getattr(self, "_final_output", "")
         first = re.search(r"^([0-9a-f]{40}) is the first bad commit", text, re.MULTILINE)
-        culprit, candidates = None, []
+        culprit, candidates, unconfirmed, checked = None, [], None, {}
         if first:
             culprit = commit_info(self.repo, first.group(1))
         else:
             shas = re.findall(r"^([0-9a-f]{40})$", text, re.MULTILINE)
             candidates = [commit_info(self.repo, sha) for sha in shas]
-        evidence = self._evidence(culprit["sha"] if culprit else None, steps)
+        noise = [] if self.exact else confirm.noise_findings(self)
+        for finding in noise:
+            self.say(f"noise: {finding}")
+        if culprit is not None:
+            checked = self._confirm(culprit["sha"])
+            if checked["verdict"] != "confirmed":
+                culprit, unconfirmed = None, culprit
+        named = culprit or unconfirmed
+        if self.exact and named:
+            evidence = exactpath.evidence(self, named["sha"], checked["parent"])
+        else:
+            evidence = self._evidence(named["sha"] if named else None, steps)
         rec.status = "done"
         rec.result = {"culprit": culprit, "candidates": candidates, "evidence": evidence,
-                      "runs_used": self.runs_used, "commits_measured": self._measured()}
+                      "runs_used": self.runs_used, "commits_measured": self._measured(),
+                      "noise": noise, "confirmation": checked, "unconfirmed": unconfirmed,
+                      "exact": self.exact, "exact_note": self.exact_note}
         rec.save()
-        return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps)
+        return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps,
+                      noise, checked, unconfirmed, self.exact, self.exact_note)
+
+    def _confirm(self, culprit: str) -> dict:
+        """The named commit against its parent in randomly ordered pairs (confirm.confirm_culprit)."""
+        parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
+        if self.exact:
+            return exactpath.confirm(self, culprit, parent)
+        self.say(f"confirming {culprit[:12]} against its parent {parent[:12]} in pairs, the order random "
+                 "within each pair")
+        try:
+            checked = confirm.confirm_culprit(self, culprit, parent)
+        except (BuildFailed, CommitFailed) as e:
+            return {"verdict": "failed", "why": str(e), "parent": parent, "culprit": culprit, "pairs": 0}
+        self.say(f"confirmation: {checked['verdict']} after {checked['pairs']} pairs: "
+                 f"{checked['change'] * 100:+.2f}% against the parent, the ends differ by "
+                 f"{checked['ends_change'] * 100:+.2f}%")
+        return checked
 
     def _measured(self) -> int:
         return sum(1 for values in self.samples.values() if values)
@@ -398,15 +458,21 @@ def _finished(text: str) -> bool:
 
 
 def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
-    subject = info["subject"][:50]
+    subject = "'" + printable(info["subject"], 50) + "'"
     if step.verdict == "skip":
-        return f"step {number}: {info['sha'][:12]} {subject!r}: skipped ({step.why[:120]})"
+        return f"step {number}: {info['sha'][:12]} {subject}: skipped ({printable(step.why, 120)})"
+    if step.exact:
+        where = "midway within the resolution: the closer end wins" if step.forced else "exact"
+        return (f"step {number}: {info['sha'][:12]} {subject}: {step.verdict} after {step.n} run"
+                f"{'' if step.n == 1 else 's'} (position {step.position:+.2f}; {where})"
+                + (" (it differs from both ends: a partial change, or two changes? the nearer end wins)"
+                   if step.between else ""))
     flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
     if step.paired:
         flag += " (paired with good)"
     if step.between:
         flag += " (it differs from both ends: a partial change, or two changes? the nearer end wins)"
-    return (f"step {number}: {info['sha'][:12]} {subject!r}: {step.verdict} after {step.n} runs "
+    return (f"step {number}: {info['sha'][:12]} {subject}: {step.verdict} after {step.n} runs "
             f"(P(bad)={step.p_bad:.4f}, position {step.position:+.2f}; ends now n={len(b.samples[b.rec.good])}"
             f"+{len(b.samples[b.rec.bad])}){flag}")
 

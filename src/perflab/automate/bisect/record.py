@@ -38,6 +38,9 @@ class Settings:
     pairing: str = "auto"         # measure in pairs of runs taken one after the other and test their
                                   # ratios: "on", "off", or "auto" (when the ends' pairs show the machine's
                                   # level moving both runs of a pair: sequential.pairing_gain)
+    confirm_max: int = 16         # pairs of (culprit, parent) after which an undecided confirmation gives up
+    exact: str = "auto"           # "auto": an exact metric (stats.exact: by its unit, or its ends' runs agree)
+                                  # is bisected with one run per commit (exact.py); "off": never
 
 
 
@@ -64,6 +67,7 @@ class Record:
     metric: str
     tag: str
     direction: int = -1               # the metric's: -1 lower is better, 1 higher, 0 informational
+    unit: str = ""                    # the metric's unit (instructions: exact by construction)
     box: str | None = None
     build_timeout: float | None = None
     broker: str | None = None         # set: measure on lab box `box` through its queue
@@ -145,9 +149,11 @@ def check_metric(job: AtomicJob, metric: str) -> tuple[int, str]:
 
     `job` is validated (perflab.jobs.resolve) when it was not yet."""
     from perflab import jobs
+    from perflab.benchmarks import measured
 
     job = jobs.resolve(job)
-    catalog = job.family.metrics(job.parsed)
+    # A job with `measure: instructions|cache` adds valgrind's metrics to its family's.
+    catalog = {**job.family.metrics(job.parsed), **measured.metrics(job.measure)}
     if metric not in catalog:
         raise UsageProblem(f"--metric {metric}: the {job.benchmark} job does not produce it; "
                            f"it produces: {', '.join(sorted(catalog))}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from perflab.automate.bisect.algorithm import Bisection, Result
 from perflab.automate.bisect.record import BisectError, Record, Settings, check_metric, find_record, record_dir
+from perflab.runner.guest import ICOUNT_UNIT_SUFFIX
 from perflab.automate.measurer import Measurer, kernel_spec
 from perflab.core.errors import UsageProblem
 from perflab.core.job import AtomicJob
@@ -46,14 +47,17 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     elif vm_mode:
         raise UsageProblem(f"--vm {vm_mode}: give the kernel the build makes with --kernel IMAGE "
                            "(e.g. arch/x86/boot/bzImage)")
-    direction, _unit = check_metric(job, metric)
+    direction, unit = check_metric(job, metric)
+    if spec is not None and spec.vm.get("mode") == "icount" and unit:
+        unit += ICOUNT_UNIT_SUFFIX     # instruction-time in the guest: exact by its unit (stats.exact)
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
     bisect_id = secrets.token_hex(4)
     tag = tag or f"bisect-{bisect_id}"
     rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
-                 job=job, metric=metric, tag=tag, direction=direction, box=box, build_timeout=build_timeout,
-                 broker=broker, source_url=source_url, kernel=spec.to_dict() if spec else None,
+                 job=job, metric=metric, tag=tag, direction=direction, unit=unit or "", box=box,
+                 build_timeout=build_timeout, broker=broker, source_url=source_url,
+                 kernel=spec.to_dict() if spec else None,
                  settings=asdict(settings or Settings()), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
                  path=str(record_dir(store) / f"{bisect_id}.json"))
     rec.save()

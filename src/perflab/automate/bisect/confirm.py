@@ -1,0 +1,125 @@
+"""Before a culprit is named: is the noise what the tests assume, and does the culprit hold up against its parent?
+
+The sequential test's error rate per step holds for a steady level plus
+independent noise. `noise_findings` looks for what breaks that in the samples
+the bisection took (perflab.stats.stationarity): an end whose samples fall in
+two clusters, an end whose level moved while it was measured, an end measured
+again later at another level, serially correlated runs. Only what is large
+against the change being bisected (RELEVANT of it) is said.
+
+`confirm_culprit` measures the culprit git bisect named against its parent in
+pairs taken one right after the other, the order random within each pair (a
+randomised multiple interleaved trial: a slow stretch of the machine hits
+either side alike), until perflab.stats.sequential.confirm calls it confirmed
+or refuted at the bisection's alpha, or CONFIRM_MAX pairs leave it undecided.
+Only a confirmed culprit is named as the first bad commit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perflab.stats import sequential, stationarity
+
+RELEVANT = 0.25    # a departure from the assumptions matters when it is this share of the ends' change or more
+
+
+def _ends_change(b) -> float:
+    """The ends' change on the log scale when every end sample is positive, else relative."""
+    (g, x), _logged = sequential.transform(b.samples[b.rec.good], b.samples[b.rec.bad])
+    (g, x), _ = sequential.drop_disturbed(g, x)
+    return abs(float(x.mean() - g.mean())) if g.size and x.size else math.nan
+
+
+def noise_findings(b) -> list[str]:
+    """What in the bisection's samples breaks the sequential test's assumptions, in words."""
+    out: list[str] = []
+    size = abs(math.expm1(_ends_change(b))) if math.isfinite(_ends_change(b)) else math.nan
+    floor = RELEVANT * size if math.isfinite(size) else 0.0
+    for role, commit in (("good", b.rec.good), ("bad", b.rec.bad)):
+        values = b.samples[commit]
+        split = stationarity.bimodal(values)
+        if split and abs(split.factor) >= floor:
+            out.append(f"the {role} end's samples fall in two clusters: {split.n_low} near {split.low:.4g} and "
+                       f"{split.n_high} near {split.high:.4g} ({split.factor * 100:+.0f}%)")
+        shifts = [s for s in stationarity.level_shifts(values) if abs(s.change) >= floor]
+        if shifts:
+            moves = ", ".join(f"{s.change * 100:+.1f}% at sample {s.index + 1}" for s in shifts[:3])
+            out.append(f"the {role} end's level moved while it was measured ({moves})")
+        first = b.ends_checked.get(commit, 0)
+        later = values[first:]
+        if len(later) >= 2 and first >= 2:
+            moved = stationarity.drift(values[:first], later, min_effect=floor)
+            if moved.drifted:
+                out.append(f"the {role} end measured again between steps lies {moved.change * 100:+.1f}% from its "
+                           f"first {first} samples (p={moved.p_value:.2g}): the machine drifted")
+        rho = stationarity.serial_correlation(values)
+        if len(values) >= 8 and rho > max(0.5, 2 / math.sqrt(len(values))):
+            out.append(f"the {role} end's runs are serially correlated (lag-1 {rho:+.2f}): the machine's level "
+                       "wanders from run to run")
+    return out
+
+
+def _delta(b) -> tuple[float, float, bool, float]:
+    """The ends' change on the tests' scale, its standard error, whether on logs, and good's level."""
+    good, bad = b.samples[b.rec.good], b.samples[b.rec.bad]
+    (g, x), logged = sequential.transform(good, bad)
+    scale = 1.0 if logged else float(np.mean(good))
+    # The ends are always measured in pairs first (Bisection.check_ends): their ratios keep the change
+    # when each end's single runs fall at two speeds, whose means would mix them by chance.
+    if len(b.end_pairs) >= 2:
+        d, logged = sequential.paired_differences(*zip(*b.end_pairs))
+        (d,), _ = sequential.drop_disturbed(d)
+        return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), logged, scale
+    (g, x), _ = sequential.drop_disturbed(g, x)
+    se = math.sqrt(g.var(ddof=1) / g.size + x.var(ddof=1) / x.size) if g.size > 1 and x.size > 1 else math.inf
+    return float(x.mean() - g.mean()), se, logged, scale
+
+
+def _pair_noise(b) -> float:
+    """One pair's spread from the ends' run-to-run noise: sqrt(2) x a robust sigma of one run, from
+    the median absolute deviation of successive differences within each end's samples in the
+    order taken, pooled over both ends (stretches at one speed and spikes barely count)."""
+    steps = []
+    for commit in (b.rec.good, b.rec.bad):
+        (x,), _logged = sequential.transform(b.samples[commit])
+        steps.append(np.diff(x))
+    d = np.concatenate(steps) if steps else np.zeros(0)
+    if d.size < 3:
+        return 0.0
+    # A successive difference has the spread of a pair's: sqrt(2) x one run's.
+    return 1.4826 * float(np.median(np.abs(d - np.median(d))))
+
+
+def _slot(b, commit: str, default: str) -> str:
+    """An end's own worktree when the commit is an end, else a worktree of its own for the confirmation."""
+    return {b.rec.good: sequential.GOOD, b.rec.bad: sequential.BAD}.get(commit, default)
+
+
+def confirm_culprit(b, culprit: str, parent: str) -> dict:
+    """`culprit` against `parent` in randomly ordered pairs until the test calls it (see the module's docstring)."""
+    s = b.settings
+    delta, delta_se, logged, scale = _delta(b)
+    pairs: list[tuple[float, float]] = []
+    roles = {culprit: _slot(b, culprit, "culprit"), parent: _slot(b, parent, "parent")}
+    others = []
+    if b.paired:
+        for group in (b.end_pairs, *b.pairs.values()):
+            if len(group) >= 2:
+                others.append(sequential.paired_differences(*zip(*group))[0])
+    noise = _pair_noise(b)
+    verdict = None
+    while True:
+        order = (parent, culprit) if b.rng.random() < 0.5 else (culprit, parent)
+        got = {c: b._one(c, roles[c]) for c in order}
+        pairs.append((got[parent], got[culprit]))
+        d, _ = sequential.paired_differences(*zip(*pairs))
+        verdict = sequential.confirm(d, delta, delta_se, s.alpha, logged, scale, others, s.threshold, noise)
+        if verdict.verdict is not None or len(pairs) >= s.confirm_max:
+            break
+    return {"verdict": verdict.verdict or "undecided", "pairs": len(pairs), "used": verdict.n,
+            "dropped": verdict.dropped, "change": verdict.change, "ci": list(verdict.ci),
+            "ends_change": math.expm1(delta) if logged else delta / scale if scale else math.nan,
+            "llr": verdict.llr, "parent": parent, "culprit": culprit, "values": [list(p) for p in pairs]}
