@@ -3,7 +3,7 @@
 A stored job carries every key (`tag: null`, `prepare: null`, `metrics: []`, `shell:
 false`); written out whole it hides the three parameters that matter. `minimal(job)`
 keeps the benchmark, every parameter whose value is not its family's default (required
-ones always), `runs`/`warmup`/`timeout` when they are not the family's, the monitors
+ones always, and those the family would otherwise expand into an axis), `runs`/`warmup`/`timeout` when they are not the family's, the monitors
 with only their non-default options, and the guest and valgrind keys when set. It drops
 the tag (the command line's `--tag` names the runs), the comment (a note, not part of
 what runs) and keys a job file cannot hold (a lab job's source). Written with
@@ -50,9 +50,12 @@ def default_runs(benchmark: str, params: dict) -> int | None:
 
 
 def differing_params(benchmark: str, params: dict) -> dict:
-    """The parameters whose value is not the family's default, in their order."""
+    """The parameters whose value is not the family's default, in their order; a parameter the
+    family makes an axis of when it is not named (kernbench's load) is always kept."""
     defaults = param_defaults(benchmark)
-    return {k: v for k, v in params.items() if not (k in defaults and _same(v, defaults[k]))}
+    fam = _family(benchmark)
+    axes = fam.default_axes if fam is not None else {}
+    return {k: v for k, v in params.items() if k in axes or not (k in defaults and _same(v, defaults[k]))}
 
 
 def _monitors(monitors) -> dict | list:
@@ -93,10 +96,18 @@ def minimal(job: dict, runs: int | None = None) -> dict:
 
 
 def to_yaml(job: dict) -> str:
-    """A (minimal) job as a job file that expands to it: lists of scalars on one line."""
+    """A (minimal) job as a job file that expands to it: mappings as blocks, a list of scalars on one line."""
     import yaml
 
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_list(dumper, items):
+        flat = all(not isinstance(v, (list, dict)) for v in items)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flat)
+
+    Dumper.add_representer(list, represent_list)
     doc = {k: v for k, v in job.items() if k != "params" and v not in (None, {}, [])}
     # A list-valued parameter is written as a one-element axis so it is not taken for an axis.
     doc[job["benchmark"]] = {k: [v] if isinstance(v, list) else v for k, v in job["params"].items()}
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=200)
+    return yaml.dump(doc, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=200)
