@@ -171,9 +171,9 @@ def test_the_base_runs_exported_beside_the_mail_are_what_the_steps_compare_with(
     export.parent.mkdir()
     mail = cli("report", "regression", "--base", "good", "--head", "bad", "--export-base", export).stdout
     assert json.loads(export.read_text())["runs"][0]["commit"] == shas[0]
-    assert "The base runs measured here are in base-runs.json beside this mail" in mail
+    assert "The base runs measured here are in base-runs.json beside this mail;" in mail
     script = _steps(mail, "To reproduce:")
-    later = _steps(mail, "differ: a change")
+    later = _steps(mail, "The base runs measured here")
     assert later[0] == "perflab import base-runs.json" and later[-1].startswith("perflab compare --cross-box box=")
     # Beside the mail: the job file of the steps above and the exported runs; no base measured here.
     out = _shell(script[:script.index("EOF") + 1] + later, export.parent, tmp_path / "reader.db")

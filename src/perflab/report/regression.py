@@ -141,9 +141,9 @@ def _reproduce(report: RegressionReport) -> list[str]:
         base = report.base
         operand = f"box={report.base_box},commit={base.short}" if base and report.base_box else shlex.quote(
             report.comparison.labels[0])
-        out += ["", f"The base runs measured here are in {shown(report.base_export)} beside this mail. To compare",
-                "the head on your machine with them instead of running the base (figures of two machines",
-                "differ: a change is only seen reliably when both sides run on one):", "",
+        out += ["", f"The base runs measured here are in {shown(report.base_export)} beside this mail; to compare",
+                "your head with them rather than run the base yourself (two machines' figures differ,",
+                "so only a comparison on one machine is reliable):", "",
                 STEP + f"perflab import {shlex.quote(report.base_export)}",
                 *(STEP + s for s in _run_side(report, 1, repo)[1:]),
                 STEP + f"perflab compare --cross-box {operand} {head_tag}"]
