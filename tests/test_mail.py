@@ -80,7 +80,8 @@ def test_one_metric_is_singular_and_parameters_at_their_defaults_are_not_switche
 
 def test_the_improvement_mail(cli, tmp_path):
     repo, shas = load(cli, tmp_path)
-    out = cli("report", "regression", "--base", shas[1][:10], "--head", shas[0][:10], "--subject-tag", "LKP").stdout
+    out = cli("report", "regression", "--base", shas[1][:10], "--head", shas[0][:10], "--subject-tag", "LKP",
+              env={"PERFLAB_CONFIG": str(tmp_path / "absent.toml")}).stdout
     text = out.replace(str(repo), "REPO")
     if os.environ.get("PERFLAB_REGEN"):
         IMPROVEMENT_FIXTURE.write_text(text)

@@ -68,7 +68,9 @@ def load(cli, tmp_path) -> tuple[Path, list[str]]:
 
 def test_regression_report_layout(cli, tmp_path):
     repo, shas = load(cli, tmp_path)
-    out = cli("report", "regression", "--base", shas[0][:10], "--head", shas[1][:10], "--subject-tag", "LKP").stdout
+    # No configuration file: the trailer's Reported-by is the default sender, whoever runs the test.
+    out = cli("report", "regression", "--base", shas[0][:10], "--head", shas[1][:10], "--subject-tag", "LKP",
+              env={"PERFLAB_CONFIG": str(tmp_path / "absent.toml")}).stdout
     text = out.replace(str(repo), "REPO")
     if os.environ.get("PERFLAB_REGEN"):
         FIXTURE.write_text(text)
