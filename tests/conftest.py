@@ -100,6 +100,8 @@ SLOW_TESTS = {
                      "test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts"},
     "test_monitor_layout.py": {"test_fail_on_cli"},
     "test_regression_report.py": {"test_check_runs_a_job_and_says_when_samples_are_blind"},
+    "test_mail.py": {"test_the_reproduce_steps_measure_both_sides_and_the_job_holds_only_what_differs",
+                     "test_the_base_runs_exported_beside_the_mail_are_what_the_steps_compare_with"},
     "test_transfer.py": {"test_bad_import_files_write_nothing"},
     "test_kconfig.py": {"test_kernel_config_writes_a_config_with_every_option_from_tinyconfig"},
     "test_store_faults.py": {"test_reading_commands_work_on_a_read_only_store"},

@@ -2,23 +2,30 @@
 
 `build(store, base, head)` compares the two (perflab.analysis.comparison, monitors that
 changed included), picks the headline — the largest significant regression of
-the benchmark's own metrics — and gathers the commit (sha, author, subject from
-the recorded repository), the test machine and the stored atomic job.
+the benchmark's own metrics, else (an improvement mail) the largest improvement — and
+gathers the commit (sha, author, subject from the recorded repository), the test
+machine, the stored atomic job reduced to its non-default keys (perflab.jobs.minimal)
+and the tags a fix should carry (config.toml's [mail] reported_by and closes).
 perflab.report.regression formats it as the plain-text email; `send` mails it
 through the local sendmail or the SMTP server of the configuration.
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
+from email.utils import formatdate, parseaddr
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow, compare
+from perflab.core import config
 from perflab.core.errors import PerflabError
-from perflab.stats.compare import PRIMARY, REGRESSION
+from perflab.jobs.minimal import minimal
+from perflab.stats.compare import IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
 from perflab.store import Store
+
+DEFAULT_SENDER = "perflab <perflab@localhost>"
 
 
 @dataclass
@@ -34,6 +41,14 @@ class CommitInfo:
 
 
 @dataclass
+class Trailer:
+    """The tags a fix of the reported issue carries (`[mail] reported_by`, `closes` in config.toml)."""
+
+    reported_by: str
+    closes: str | None = None   # a URL; None: no archive to point at
+
+
+@dataclass
 class RegressionReport:
     tag: str
     base: CommitInfo | None
@@ -41,11 +56,17 @@ class RegressionReport:
     headline: MetricRow
     comparison: ComparisonResult
     machine: str
-    job: dict | None
+    job: dict | None            # the head's atomic job with only the keys that differ from the defaults
     repo: str | None
     build: str | None = None
-    regressions: list[MetricRow] = field(default_factory=list)
+    regressions: list[MetricRow] = field(default_factory=list)   # the primary metrics of the headline's kind
     detectable: float = float("nan")   # smallest change of the headline metric these samples detect with 90% power
+    kind: str = REGRESSION      # REGRESSION, or IMPROVEMENT when the head improved and nothing regressed
+    trailer: Trailer | None = None
+    message_id: str = ""        # without angle brackets; Closes: may point at it
+    secondary_left_out: list[str] = field(default_factory=list)   # secondary metrics not in the mail
+    base_box: str | None = None
+    base_export: str | None = None   # the file the base runs were exported to, beside the mail
 
     @property
     def change(self) -> float:
@@ -54,7 +75,7 @@ class RegressionReport:
     @property
     def subject(self) -> str:
         who = self.head.short if self.head else self.comparison.labels[1]
-        return f"[{self.tag}] {who}: {self.headline.metric} {self.change * 100:+.1f}% regression"
+        return f"[{self.tag}] {who}: {self.headline.metric} {self.change * 100:+.1f}% {self.kind}"
 
 
 def commit_info(repo: str | None, sha: str | None) -> CommitInfo | None:
@@ -78,38 +99,89 @@ def _machine(facts: dict) -> str:
     return f"{facts.get('testbox', '?')}: {threads} threads {model}{memory}"
 
 
+def _findings(result: ComparisonResult, head: str, base: str) -> tuple[str, list[MetricRow]]:
+    """The mail's kind and its primary metrics of that kind, largest change first: the
+    regressions, else the improvements; PerflabError when neither is significant."""
+    for kind in (REGRESSION, IMPROVEMENT):
+        rows = sorted((r for r in result.verdicts(0, kind) if r.fdr_group == PRIMARY),
+                      key=lambda r: abs(r.heads[0].pct_change), reverse=True)
+        if rows:
+            return kind, rows
+    raise PerflabError(f"no significant regression or improvement of {head} against {base} "
+                       f"(`perflab compare {base} {head}` shows every metric)")
+
+
+def _repetitions(result: ComparisonResult, job: dict) -> int | None:
+    """The repetitions a reproduction should ask for: as many as the larger side of the comparison
+    holds (a bisection measures a culprit again to match its good end), at least the job's."""
+    sides = [sum(int((r.job or {}).get("runs") or 0) for r in sel.runs) for sel in result.selections]
+    return max([job.get("runs") or 0, *sides]) or None
+
+
+def message_id(base: CommitInfo | None, head: CommitInfo | None, labels: list[str], metric: str, kind: str,
+               sender: str) -> str:
+    """The report's Message-ID: the same report gets the same id, so `Closes:` can name it before it is sent."""
+    key = "\0".join([base.sha if base else labels[0], head.sha if head else labels[1], metric, kind])
+    domain = parseaddr(sender)[1].rpartition("@")[2] or "perflab"
+    who = head.short if head else "report"
+    return f"{who}.{hashlib.sha1(key.encode()).hexdigest()[:12]}-{kind}@{domain}"
+
+
+def trailer_of(mail: dict, msgid: str, head: CommitInfo | None) -> Trailer:
+    """The trailer from the configuration's [mail] section: reported_by (default: the sender)
+    and closes, a URL whose {message_id}, {sha} and {short} are filled in."""
+    reported_by = mail.get("reported_by") or mail.get("from") or DEFAULT_SENDER
+    closes = mail.get("closes")
+    if closes:
+        closes = closes.format(message_id=msgid, sha=head.sha if head else "", short=head.short if head else "")
+    return Trailer(reported_by, closes or None)
+
+
 def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark: str | None = None,
           metrics: list[str] | None = None, repo: str | None = None, build_command: str | None = None,
-          alpha: float = 0.05, threshold: float = 0.01) -> RegressionReport:
+          alpha: float = 0.05, threshold: float = 0.01, secondary: bool = False,
+          mail: dict | None = None) -> RegressionReport:
+    """The report of HEAD against BASE. `secondary`: keep the secondary metrics in the table;
+    `mail`: the configuration's [mail] section (default: read from config.toml)."""
     result = compare(store, [base, head], alpha=alpha, threshold=threshold, benchmark=benchmark,
                      metrics=metrics, monitors="changed")
-    regressions = sorted((r for r in result.verdicts(0, REGRESSION) if r.fdr_group == PRIMARY),
-                         key=lambda r: abs(r.heads[0].pct_change), reverse=True)
-    if not regressions:
-        raise PerflabError(f"no significant regression of {head} against {base} "
-                           f"(`perflab compare {base} {head}` shows every metric)")
-    headline = regressions[0]
+    kind, rows = _findings(result, head, base)
+    left_out = [] if secondary else [r.metric for r in result.rows if r.fdr_group == SECONDARY]
+    if left_out:
+        result = replace(result, rows=[r for r in result.rows if r.fdr_group != SECONDARY])
+    headline = rows[0]
     head_run = result.selections[1].runs[-1]
     base_run = result.selections[0].runs[-1]
     repo = repo or head_run.environment.get("sut_repo")
     from perflab.stats.power import detectable_of
 
+    if mail is None:
+        mail = config.load().get("mail", {})
+    base_info, head_info = commit_info(repo, base_run.commit), commit_info(repo, head_run.commit)
+    msgid = message_id(base_info, head_info, result.labels, headline.metric, kind, mail.get("from", DEFAULT_SENDER))
     return RegressionReport(
-        tag=tag, base=commit_info(repo, base_run.commit), head=commit_info(repo, head_run.commit),
-        headline=headline, comparison=result, machine=_machine(head_run.environment), job=head_run.job,
-        repo=repo, build=build_command, regressions=regressions,
+        tag=tag, base=base_info, head=head_info, headline=headline, comparison=result,
+        machine=_machine(head_run.environment),
+        job=minimal(head_run.job, _repetitions(result, head_run.job)) if head_run.job else None,
+        repo=repo, build=build_command, regressions=rows,
         detectable=detectable_of(headline.base_values, headline.head_values[0], alpha=alpha),
+        kind=kind, trailer=trailer_of(mail, msgid, head_info) if kind == REGRESSION else None,
+        message_id=msgid, secondary_left_out=left_out, base_box=base_run.box,
     )
 
 
-def message(report: RegressionReport, text: str, to: list[str], sender: str) -> EmailMessage:
+def message(report: RegressionReport, text: str, to: list[str], sender: str,
+            attachments: list[tuple[str, bytes]] = ()) -> EmailMessage:
+    """The mail: `text` as its body, `attachments` as (file name, JSON bytes) beside it."""
     msg = EmailMessage()
     msg["Subject"] = report.subject
     msg["From"] = sender
     msg["To"] = ", ".join(to)
     msg["Date"] = formatdate(localtime=True)
-    msg["Message-ID"] = make_msgid(domain="perflab")
+    msg["Message-ID"] = f"<{report.message_id}>"
     msg.set_content(text)
+    for name, data in attachments:
+        msg.add_attachment(data, maintype="application", subtype="json", filename=name)
     return msg
 
 

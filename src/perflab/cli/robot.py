@@ -21,36 +21,73 @@ POWER_WORRY = 0.05   # a "no change" is said to be blind when the samples could 
 @click.option("--repo", type=click.Path(), help="Repository of the commits (default: the one recorded with the runs).")
 @click.option("--build", "build_command", metavar="CMD", help="Build command, shown in the reproduce steps.")
 @click.option("--subject-tag", default="perflab", show_default=True, help="The bracketed tag of the subject.")
+@click.option("--secondary", is_flag=True,
+              help="Keep the secondary metrics (time.user_time, ...) in the mail's table; default: left out.")
+@click.option("--export-base", "export_base", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Export the base runs to FILE (perflab export's JSON) and tell the reader how to compare with "
+                   "them; with --to the file is attached.")
 @click.option("--to", "to", multiple=True, metavar="ADDR",
               help="Mail it (repeatable): through the SMTP server of the configuration, else the local sendmail.")
 @db_option
-def report_regression(base, head, benchmark, metrics, repo, build_command, subject_tag, to, db) -> None:
-    """The 0-day robot's regression email for HEAD against BASE, in plain text.
+def report_regression(base, head, benchmark, metrics, repo, build_command, subject_tag, secondary, export_base, to,
+                      db) -> None:
+    """The 0-day robot's mail for HEAD against BASE, in plain text: a regression, else an improvement.
 
-    Subject `[TAG] SHORTSHA: metric -x.x% regression`, the commit with its author and
-    subject, the testcase, test machine and parameters, the lkp comparison table with
-    the monitors that changed, and the reproduce steps as perflab commands.
+    Subject `[TAG] SHORTSHA: metric -x.x% regression` (or `+x.x% improvement`
+    when nothing regressed), the commit with its author and subject, the
+    testcase, test machine and parameters, the Reported-by:/Closes: tags a fix
+    should carry (config.toml's [mail] reported_by and closes), steps that
+    measure both sides, and the lkp comparison table with the monitors that
+    changed. No significant change either way is an error.
 
     \b
     Examples:
       perflab report regression --base f0c6bcba74 --head 68a9f5e700
-      perflab report regression --base v6.7 --head v6.8 --to author@example.org
+      perflab report regression --base v6.7 --head v6.8 --export-base v6.7.json --to author@example.org
     """
     from perflab.core import config
     from perflab.analysis import regression
     from perflab.report.regression import render
 
     store = get_store(db)
+    mail = config.load().get("mail", {})
     report = regression.build(store, base, head, tag=subject_tag, benchmark=benchmark,
-                              metrics=list(metrics) or None, repo=repo, build_command=build_command)
+                              metrics=list(metrics) or None, repo=repo, build_command=build_command,
+                              secondary=secondary, mail=mail)
+    attachments = []
+    if export_base:
+        attachments.append(_export_base(store, report, export_base))
     text = render(report)
     if not to:
         click.echo(text, nl=False)
         return
-    mail = config.load().get("mail", {})
-    sender = mail.get("from", "perflab <perflab@localhost>")
-    msg = regression.message(report, text.split("\n", 2)[2], list(to), sender)
+    sender = mail.get("from", regression.DEFAULT_SENDER)
+    msg = regression.message(report, text.split("\n", 2)[2], list(to), sender, attachments)
     click.echo(regression.send(msg, mail))
+
+
+def _export_base(store, report, path: str) -> tuple[str, bytes]:
+    """Write the base runs to `path` (whole or not at all) and name it in the report: (file name, bytes)."""
+    import os
+    import tempfile
+
+    from perflab.core.errors import PerflabError
+    from perflab.exchange import transfer
+
+    data = transfer.to_json(transfer.collect(store, report.comparison.selections[0].runs)).encode()
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perflab-export-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise PerflabError(f"--export-base {path}: cannot write: {e.strerror or e}") from None
+    report.base_export = os.path.basename(path)
+    return report.base_export, data
 
 
 @click.command("check")

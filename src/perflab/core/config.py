@@ -9,6 +9,9 @@ $PERFLAB_CONFIG, else ~/.config/perflab/config.toml (XDG_CONFIG_HOME honoured):
     user = "robot"
     password = "..."
     sendmail = "/usr/sbin/sendmail"
+    # The tags a fix of a reported regression carries (perflab report regression, the robot):
+    reported_by = "perflab robot <perflab@lab.example>"   # absent: `from`
+    closes = "https://lists.lab.example/perf/{message_id}"  # absent: no Closes: tag
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from pathlib import Path
 
 from perflab.core.errors import UsageProblem
 
-KNOWN = {"mail": {"from", "smtp", "starttls", "user", "password", "sendmail"}}
+KNOWN = {"mail": {"from", "smtp", "starttls", "user", "password", "sendmail", "reported_by", "closes"}}
+# Keys whose value is a line of text (they are written into a mail's body or headers).
+TEXT = {("mail", "reported_by"), ("mail", "closes"), ("mail", "from")}
+# The fields `closes` may name: the report's Message-ID, the culprit's sha and short sha.
+CLOSES_FIELDS = ("message_id", "sha", "short")
 
 
 def path() -> Path:
@@ -48,4 +55,17 @@ def load() -> dict:
         for key in value:
             if key not in KNOWN[section]:
                 raise UsageProblem(f"{p}: [{section}] unknown key {key!r}; valid: {', '.join(sorted(KNOWN[section]))}")
+            _check(p, section, key, value[key])
     return doc
+
+
+def _check(p: Path, section: str, key: str, value) -> None:
+    """A value of the right kind, or UsageProblem naming the file, key and value."""
+    if (section, key) in TEXT and (not isinstance(value, str) or not value.strip() or "\n" in value):
+        raise UsageProblem(f"{p}: [{section}] {key} = {value!r}: expected one non-empty line of text")
+    if (section, key) == ("mail", "closes"):
+        try:
+            value.format(**dict.fromkeys(CLOSES_FIELDS, ""))
+        except (KeyError, IndexError, ValueError) as e:
+            raise UsageProblem(f"{p}: [mail] closes = {value!r}: bad field {e}; "
+                               f"valid: {', '.join('{' + f + '}' for f in CLOSES_FIELDS)}") from None

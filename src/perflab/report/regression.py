@@ -1,7 +1,9 @@
-"""The 0-day robot's email, in plain text: subject, culprit, testcase, machine, details, reproduce.
+"""The 0-day robot's email, in plain text: subject, culprit, testcase, machine, tags, reproduce, details.
 
-Formatting only: perflab.analysis.regression gathered the facts and perflab.analysis.comparison
-and perflab.stats computed every number.
+A regression mail, or an improvement mail when the head improved and nothing regressed
+(docs/robot.md). Formatting only: perflab.analysis.regression gathered the facts (the
+job already reduced to its non-default keys) and perflab.analysis.comparison and
+perflab.stats computed every number.
 """
 
 from __future__ import annotations
@@ -9,13 +11,20 @@ from __future__ import annotations
 import math
 import shlex
 
-from perflab.jobs import to_yaml
+from perflab.jobs.minimal import differing_params, to_yaml
 from perflab.analysis.regression import CommitInfo, RegressionReport
 from perflab.report import lkp
 from perflab.report.notes import shown
 from perflab.report.numbers import percent
+from perflab.stats.compare import REGRESSION
 
 RULE = "-" * 98 + ">"
+STEP = " " * 8   # the indentation of the reproduce steps, as the robot's mail has them
+ALSO_SHOWN = 8   # other metrics of the headline's kind named by name
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _commit_line(c: CommitInfo | None, label: str) -> str:
@@ -30,11 +39,41 @@ def _significance(report: RegressionReport) -> str:
     if cmp.ci_adjusted:
         lo, hi = cmp.ci_adjusted
         parts[0] += f" [{percent(lo)}, {percent(hi)}] ({cmp.ci_level * 100:.1f}% interval)"
-    parts.append(f"p = {cmp.p_adjusted:.2g} after FDR over {cmp.fdr_group_size} metrics")
+    parts.append(f"p = {cmp.p_adjusted:.2g} after FDR over {_plural(cmp.fdr_group_size, 'metric')}")
     parts.append(f"n = {cmp.base.n} vs {cmp.head.n}")
     if math.isfinite(report.detectable):
         parts.append(f"these samples detect a change of {report.detectable * 100:.1f}% with 90% power")
     return "; ".join(parts)
+
+
+def _parameters(row) -> list[str]:
+    """The testcase's parameters: a switch or an empty value only when it is not the family's default."""
+    differ = differing_params(row.benchmark, row.params)
+    return [f"\t{shown(k)}: {shown(v, 120)}" for k, v in row.params.items()
+            if v not in (None, "", [], {}) and (k in differ or not isinstance(v, bool))]
+
+
+def _trailer(report: RegressionReport) -> list[str]:
+    """The tags a separate fix should carry, in the block maintainers copy from the robot's mail."""
+    t = report.trailer
+    if t is None:
+        return []
+    lines = ["", "If a separate patch fixes this (not a new version of the commit above), please",
+             "credit the report by adding these tags to it:",
+             f"| Reported-by: {shown(t.reported_by, 200)}"]
+    if t.closes:
+        lines.append(f"| Closes: {shown(t.closes, 300)}")
+    return lines
+
+
+def _others(report: RegressionReport) -> list[str]:
+    others = [r for r in report.regressions if r is not report.headline]
+    if not others:
+        return []
+    verb = "regressed" if report.kind == REGRESSION else "improved"
+    named = ", ".join(f"{shown(r.metric)} {percent(r.heads[0].pct_change)}" for r in others[:ALSO_SHOWN])
+    more = f" and {len(others) - ALSO_SHOWN} more" if len(others) > ALSO_SHOWN else ""
+    return [f"also {verb}: {named}{more}"]
 
 
 def render(report: RegressionReport) -> str:
@@ -44,7 +83,7 @@ def render(report: RegressionReport) -> str:
         "",
         "Greeting,",
         "",
-        f"FYI, we noticed a {report.change * 100:+.1f}% regression of {shown(row.metric)} due to commit:",
+        f"FYI, we noticed a {report.change * 100:+.1f}% {report.kind} of {shown(row.metric)} due to commit:",
         "",
         f"commit: {_commit_line(report.head, shown(report.comparison.labels[1]))}",
     ]
@@ -52,43 +91,60 @@ def render(report: RegressionReport) -> str:
         lines.append(f"author: {shown(report.head.author, 120)}")
     if report.repo:
         lines.append(f"in repository: {shown(report.repo, 200)}")
-    lines += [
-        "",
-        f"in testcase: {shown(row.benchmark)}",
-        f"on test machine: {shown(report.machine, 200)}",
-        "with following parameters:",
-        "",
-    ]
-    lines += [f"\t{shown(k)}: {shown(v, 120)}" for k, v in row.params.items() if v not in (None, "", [], {})]
-    lines += ["", f"significance: {_significance(report)}"]
-    others = [r for r in report.regressions if r is not row]
-    if others:
-        lines.append(f"also regressed: " + ", ".join(
-            f"{shown(r.metric)} {percent(r.heads[0].pct_change)}" for r in others[:8])
-            + (f" and {len(others) - 8} more" if len(others) > 8 else ""))
+    lines += ["", f"in testcase: {shown(row.benchmark)}", f"on test machine: {shown(report.machine, 200)}"]
+    params = _parameters(row)
+    if params:
+        lines += ["with following parameters:", "", *params]
+    lines += ["", f"significance: {_significance(report)}", *_others(report), *_trailer(report)]
     lines += ["", "Details are as below:", RULE, ""]
     lines += _reproduce(report)
-    lines += ["", lkp.render(report.comparison).rstrip("\n"), "", "", "Thanks,", "perflab", ""]
+    lines += ["", lkp.render(report.comparison).rstrip("\n")]
+    if report.secondary_left_out:
+        n = len(report.secondary_left_out)
+        names = ", ".join(map(shown, report.secondary_left_out[:ALSO_SHOWN])) + (", ..." if n > ALSO_SHOWN else "")
+        lines.append(f"  {_plural(n, 'secondary metric')} left out of this mail: {names}")
+    lines += ["", "", "Thanks,", "perflab", ""]
     return "\n".join(lines)
 
 
-def _reproduce(report: RegressionReport) -> list[str]:
-    out = ["To reproduce:", ""]
-    sha = report.head.sha if report.head else None
-    repo = shlex.quote(report.repo) if report.repo else "SUT"
-    if sha:
-        out.append(f"        git -C {repo} checkout {sha}")
+def _side(report: RegressionReport, which: int) -> tuple[CommitInfo | None, str]:
+    """A side's commit and the tag its reproduced runs get (the short sha, else base/head)."""
+    commit = report.base if which == 0 else report.head
+    return commit, commit.short if commit else ("base", "head")[which]
+
+
+def _run_side(report: RegressionReport, which: int, repo: str) -> list[str]:
+    commit, tag = _side(report, which)
+    name = ("base", "head")[which]
+    out = [f"# the {name}, " + (f'{commit.short} ("{shown(commit.subject, 80)}")' if commit and commit.subject
+                                 else commit.short if commit else "no commit recorded: build it as it was")]
+    if commit:
+        out.append(f"git -C {repo} checkout {commit.sha}")
     if report.build:
-        out.append(f"        (cd {repo} && {report.build})")
-    if report.job:
-        out.append("        cat > job.yaml <<'EOF'")
-        out += ["        " + line for line in to_yaml(report.job).rstrip("\n").splitlines()]
-        out.append("        EOF")
-        tag = (report.head.short if report.head else "head")
-        out.append(f"        perflab run job.yaml --repo {repo} --tag {tag}")
-    else:
-        out.append("        (the head runs were imported: no atomic job is stored to rerun)")
-    base = report.base.short if report.base else shlex.quote(report.comparison.labels[0])
-    head = report.head.short if report.head else shlex.quote(report.comparison.labels[1])
-    out.append(f"        perflab compare {base} {head}")
+        out.append(f"(cd {repo} && {shown(report.build, 300)})")
+    out.append(f"perflab run job.yaml --repo {repo} --tag {tag}")
+    return out
+
+
+def _reproduce(report: RegressionReport) -> list[str]:
+    """Steps that measure both sides on the reader's machine, then compare them; with the base runs
+    exported beside the mail, the steps that use those instead of rebuilding the base."""
+    if not report.job:
+        return ["To reproduce:", "", STEP + "(the head runs were imported: no atomic job is stored to rerun)"]
+    repo = shlex.quote(report.repo) if report.repo else "SUT"
+    steps = ["cat > job.yaml <<'EOF'", *to_yaml(report.job).rstrip("\n").splitlines(), "EOF"]
+    steps += _run_side(report, 0, repo) + _run_side(report, 1, repo)
+    base_tag, head_tag = _side(report, 0)[1], _side(report, 1)[1]
+    steps.append(f"perflab compare {base_tag} {head_tag}")
+    out = ["To reproduce:", "", *(STEP + s for s in steps)]
+    if report.base_export:
+        base = report.base
+        operand = f"box={report.base_box},commit={base.short}" if base and report.base_box else shlex.quote(
+            report.comparison.labels[0])
+        out += ["", f"The base runs measured here are in {shown(report.base_export)} beside this mail; to compare",
+                "your head with them rather than run the base yourself (two machines' figures differ,",
+                "so only a comparison on one machine is reliable):", "",
+                STEP + f"perflab import {shlex.quote(report.base_export)}",
+                *(STEP + s for s in _run_side(report, 1, repo)[1:]),
+                STEP + f"perflab compare --cross-box {operand} {head_tag}"]
     return out
