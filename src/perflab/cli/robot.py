@@ -127,6 +127,8 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 
     if bool(job) == bool(run):
         raise click.UsageError("give the head as either --job JOB.yaml (run it now) or --run REF (stored runs)")
+    from perflab.cli.compare import EXACT_MIN_EFFECT_PCT, THRESHOLD_PCT
+
     store = get_store(db)
     if job:
         from perflab import jobs as jobfiles
@@ -141,14 +143,13 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         select(store, baseline)
         from perflab.analysis.noise import before_start
 
-        for line in before_start(store, atomic, threshold / 100, box=box):   # only when an A/A is stored
+        for line in before_start(store, atomic, (THRESHOLD_PCT if threshold is None else threshold) / 100, box=box):   # only when an A/A is stored
             click.echo(f"check: {printable(line, 2000)}")
         outcomes = run_jobs(store, atomic, box=box, repo=repo)
         _report_jobs(outcomes)
         _finish(outcomes)
     else:
         head = run
-    from perflab.cli.compare import EXACT_MIN_EFFECT_PCT, THRESHOLD_PCT
     result = compare(store, [baseline, head], alpha=alpha,
                      threshold=(THRESHOLD_PCT if threshold is None else threshold) / 100,
                      exact_threshold=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100,
