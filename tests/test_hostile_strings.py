@@ -126,10 +126,9 @@ def _names() -> list[str]:
 
 
 # A case the bisect branch fixes (its `subject:` and `git bisect log:` lines); the merge flips it.
-BISECT_LEAKS = pytest.mark.xfail(strict=True, reason="fixed on the bisect branch")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=BISECT_LEAKS) if n == "bisect" else n for n in _names()])
+@pytest.mark.parametrize("name", _names())
 def test_no_escape_byte_reaches_the_terminal(world, name):
     args = _commands(world)[name]
     _assert_clean(world(*args, timeout=600), name)
