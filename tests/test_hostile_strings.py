@@ -125,9 +125,6 @@ def _names() -> list[str]:
     return list(_commands(Fake()))   # type: ignore[arg-type]
 
 
-# A case the bisect branch fixes (its `subject:` and `git bisect log:` lines); the merge flips it.
-
-
 @pytest.mark.parametrize("name", _names())
 def test_no_escape_byte_reaches_the_terminal(world, name):
     args = _commands(world)[name]
