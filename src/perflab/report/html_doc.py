@@ -114,7 +114,7 @@ def trends(found: Trends) -> list[dict]:
     out = []
     for res in found.results:
         s, d = res.series, res.detection
-        trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
+        trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "name": s.name, "metric": s.metric,
                  "unit": s.unit, "direction": s.direction, "order": history.order,
                  "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points]}
         if history.order == BY_COMMIT:

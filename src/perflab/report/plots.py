@@ -159,8 +159,8 @@ def plot_detect(history, results, path: str) -> None:
                 ax.axvline(c.index - 0.5, color=KIND_COLORS.get(kind, "#333"), linestyle="--", linewidth=1.2)
                 ax.annotate(f"{kind} {c.change * 100:+.1f}%", (c.index - 0.5, 1), xycoords=("data", "axes fraction"),
                             xytext=(3, -10), textcoords="offset points", fontsize=7, color=KIND_COLORS.get(kind, "#333"))
-            name = f"{s.box} {s.benchmark} {'' if s.params in ('{}', '') else s.params} {s.metric}"
-            ax.set_title(printable(name, 120), fontsize=8)
+            name = f"{printable(s.box)} {s.name or printable(s.benchmark)} {printable(s.metric)}"
+            ax.set_title(name, fontsize=8)
             ax.set_ylabel(printable(s.unit, 20) or "value", fontsize=8)
             if len(xs) == 1:
                 ax.set_xlim(-1, 1)
