@@ -207,8 +207,10 @@ def scaling(view) -> list[dict]:
     if view is None:
         return []
     by_test: dict[str, list] = {}
-    for c in view.curves:
+    variants = view.variants if len(view.variants) == len(view.curves) else [""] * len(view.curves)
+    for v, c in zip(variants, view.curves):
         by_test.setdefault(c.testcase, []).append({
+            "variant": v, "stddev": [num(p.summary.stddev) for p in c.points],
             "mode": c.mode, "tasks": [p.tasks for p in c.points], "ops": [num(p.summary.center) for p in c.points],
             "linear": [num(p.linear) for p in c.points], "efficiency": [num(p.efficiency) for p in c.points],
             "cov": [num(p.summary.cov) for p in c.points]})
