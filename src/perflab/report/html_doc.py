@@ -16,6 +16,7 @@ from operator import itemgetter
 from perflab.analysis.series import BY_COMMIT
 from perflab.analysis.views.page import PageView
 from perflab.analysis.views.sections import ComparisonSection, DistributionRow, Trends
+from perflab.stats.compare import IMPROVEMENT, REGRESSION
 
 
 class RawJSON(str):
@@ -81,6 +82,7 @@ def comparison(section: ComparisonSection) -> dict:
     env_diff = [{"head": d.head, "base_run": d.base_run, "head_run": d.head_run,
                  "diffs": [[k, str(a), str(b)] for k, a, b in d.diffs]} for d in section.env_diff]
     return {
+        "headline": headline(result),
         "labels": result.labels, "alpha": result.alpha, "threshold": result.threshold,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
         "families": [[{"name": group.name, "tested": group.tested, "informational": group.informational,
@@ -102,6 +104,24 @@ def comparison(section: ComparisonSection) -> dict:
                                        "omitted": s.omitted} for s in c.sides]}
                            for c in section.monitor_series],
     }
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def headline(result) -> str:
+    """The verdict the page opens with: "2 regressions, 1 improvement among 40 metrics; base v6.7 (9 runs), head v6.8 (9 runs)"."""
+    heads = []
+    for i, label in enumerate(result.labels[1:]):
+        rows = [r for r in result.own_rows if r.heads[i] is not None]
+        verdicts = [r.heads[i].verdict for r in rows]
+        text = (f"{_count(verdicts.count(REGRESSION), 'regression')}, {_count(verdicts.count(IMPROVEMENT), 'improvement')}"
+                f" among {_count(len(rows), 'metric')}")
+        heads.append(text if len(result.labels) == 2 else f"{label}: {text}")
+    sides = [f"{'base' if i == 0 else 'head'} {sel.label} ({_count(len(sel.runs), 'run')})"
+             for i, sel in enumerate(result.selections)]
+    return "; ".join(heads + [", ".join(sides)])
 
 
 # -- trends -------------------------------------------------------------------
