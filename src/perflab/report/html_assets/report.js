@@ -199,7 +199,7 @@
     tocLink("environment", "Environment");
     const differing = cmp.env_diff.reduce((n, d) => n + d.diffs.length, 0);
     document.getElementById("environment-summary").textContent = differing + " recorded fact" +
-      (differing === 1 ? "" : "s") + " differ between the base and the head" + (cmp.env_diff.length > 1 ? "s" : "") + " (show)";
+      (differing === 1 ? " differs" : "s differ") + " between the base and the head" + (cmp.env_diff.length > 1 ? "s" : "") + " (show)";
     for (const d of cmp.env_diff) {
       body.appendChild(el("h3", {}, cmp.labels[0] + " (run #" + d.base_run + ") → " + d.head + " (run #" + d.head_run + ")"));
       if (!d.diffs.length) { body.appendChild(el("p", { class: "note" }, "no difference in the recorded environment")); continue; }
