@@ -342,21 +342,25 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     # After load only the charts near the viewport are drawn; the others wait for the reader.
     _settle(browser)
     drawn = browser.execute_script("return document.querySelectorAll('.js-plotly-plot').length")
+    drawable = [t for t in data["trends"] if len(t["runs"]) > 1]   # a single point is listed, not drawn
     assert 1 <= drawn and drawn + browser.execute_script("return window.perflabReport.pending()") == \
-        len(data["trends"]) + len(data["scaling"]) + len(data["distributions"])
+        len(drawable) + len(data["scaling"]) + len(data["distributions"])
     shot = _artifacts(tmp_path) / "report-history.png"
     _settle(browser)
     browser.save_screenshot(str(shot))
     print(f"screenshot: {shot}")
     errors_checked = False
     charts = {c["id"]: c for c in _charts(browser)}
-    assert len(charts) == len(data["trends"]) + len(data["scaling"]) + len(data["distributions"])
+    assert len(charts) == len(drawable) + len(data["scaling"]) + len(data["distributions"])
     for i, t in enumerate(data["trends"]):
+        if len(t["runs"]) < 2:
+            assert f"trend-{i}" not in charts
+            continue
         c = charts[f"trend-{i}"]
         assert c["traces"] == 3 and c["width"] > 100, c          # runs, levels, annotated
         assert c["drawn"] >= 1, (t["metric"], c)
     lonely = next(i for i, t in enumerate(data["trends"]) if t["metric"] == "lonely.time_s")
-    assert charts[f"trend-{lonely}"]["drawn"] >= 1                 # one point still draws
+    assert "lonely.time_s" in browser.find_element("id", "trends-single").text   # one point is listed, not drawn
     assert charts["scaling-0"]["traces"] == 4 and charts["scaling-0"]["drawn"] > 0
     for i, d in enumerate(data["distributions"]):
         assert charts[f"distribution-{i}"]["traces"] == len(d["variants"]) and charts[f"distribution-{i}"]["drawn"] > 0
@@ -422,7 +426,10 @@ def test_comparison_page_in_chromium(browser, reports, tmp_path):
     assert len(rows) == len(own) >= 1
     verdicts = {r["verdict"] for r in own}
     table_text = browser.find_element("id", "comparison-table").text
-    assert "bimodal.time_us" in table_text and "detectable" in table_text
+    assert "bimodal.time_us" in table_text and "detectable" not in table_text   # folded
+    browser.find_element("id", "all-columns").click()
+    assert "detectable" in browser.find_element("id", "comparison-table").text
+    browser.find_element("id", "all-columns").click()
 
     # The filters hide rows.
     def visible():
@@ -457,6 +464,7 @@ def test_comparison_page_in_chromium(browser, reports, tmp_path):
 
     monitors = browser.find_element("id", "monitors").text
     assert "vmstat.cs.per_s" in monitors and "vmstat.cpu.sy" not in monitors
+    browser.find_element("id", "environment-summary").click()   # folded below the trends
     env = browser.find_element("id", "environment").text
     assert "kernel_release" in env and "6.9.0" in env
     for c in _charts(browser):
@@ -513,4 +521,52 @@ def test_full_bundle_page_in_chromium(browser, full_bundle_report):
     for c in charts:
         assert c["traces"] >= 1 and c["drawn"] > 0, c
     assert data["plotly"] in browser.find_element("id", "footer").text
+    _no_errors(browser)
+
+
+# -- issue 22, point 6: the page leads with the verdict ------------------------------------------
+
+def test_comparison_page_leads_with_the_verdict(browser, reports, tmp_path):
+    page = reports[0]
+    _open(browser, page)
+    data = _data(page)
+    own = [r for r in data["comparison"]["rows"] if not r["monitor"]]
+    regressions = sum(r["verdict"] == "regression" for r in own)
+    improvements = sum(r["verdict"] == "improvement" for r in own)
+    headline = browser.find_element("id", "headline").text
+    word = "regression" if regressions == 1 else "regressions"
+    assert headline.startswith(f"{regressions} {word}, {improvements} improvement")
+    assert f"among {len(own)} metric" in headline and "base base (" in headline and "head head (" in headline
+    # above the fold: the headline comes before the table, the environment after the trends
+    top = browser.execute_script("return document.getElementById('headline').getBoundingClientRect().top")
+    assert top < browser.execute_script("return document.getElementById('comparison-table').getBoundingClientRect().top")
+    order = browser.execute_script("return Array.from(document.querySelectorAll('main > section')).map(s => s.id)")
+    assert order.index("environment") > order.index("trends")
+    assert browser.find_element("id", "environment-fold").get_attribute("open") is None
+    width = browser.execute_script("return document.getElementById('comparison-table').getBoundingClientRect().width")
+    assert width <= 1400
+    headings = [th.text for th in browser.find_elements("css selector", "#comparison-table th")]
+    assert headings.count("n") == 0 and "samples" in headings
+    legend = browser.find_element("id", "comparison-legend").text
+    assert "@" in legend and "confidence level" in legend and "harmonic mean" in legend
+    _no_errors(browser)
+
+
+def test_history_page_lists_single_points_and_labels_runs(browser, reports):
+    page = reports[1]
+    _open(browser, page)
+    data = _data(page)
+    single = [t for t in data["trends"] if len(t["runs"]) == 1]
+    assert single and all(t["name"] and "{" not in t["name"] for t in data["trends"])
+    listed = browser.find_element("id", "trends-single").text
+    assert all(t["metric"] in listed for t in single)
+    assert browser.execute_script("return document.querySelectorAll('#trends-body .plot').length") == \
+        len(data["trends"]) - len(single)
+    assert "change point" in browser.find_element("id", "headline").text
+    first = next(i for i, t in enumerate(data["trends"]) if len(t["runs"]) > 1)
+    browser.execute_script(f"document.getElementById('trend-{first}').scrollIntoView()")
+    _settle(browser)
+    browser.execute_script("window.perflabReport.drawAll()")
+    ticks = browser.execute_script(f"return document.getElementById('trend-{first}').layout.xaxis.ticktext")
+    assert ticks and all(t.startswith("#") for t in ticks)
     _no_errors(browser)

@@ -176,9 +176,9 @@ def test_report_scaling_and_lkp_compare_shape(cli, tmp_path):
     assert "getppid1" in out and "brk1" in out and "linear" in out
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
     lkp = cli("compare", "base", "head").stdout
-    assert "testcase: test/nr_task" in lkp
     lines = [l for l in lkp.splitlines() if "will-it-scale.per_process_ops" in l]
-    assert len(lines) == 4 and all(l.split()[0].split("/")[0] in ("getppid1", "brk1") for l in lines)
+    assert len(lines) == 4 and all(l.split()[0] in ("test=getppid1", "test=brk1") for l in lines)
+    assert all(l.split()[1] in ("nr_task=1", "nr_task=2") for l in lines)
 
 
 def test_a_hung_testcase_is_killed_and_the_matrix_goes_on(cli):

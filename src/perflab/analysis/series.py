@@ -58,6 +58,7 @@ class Series:
     unit: str
     direction: int
     points: list[Point] = field(default_factory=list)
+    name: str = ""    # among the series shown (analysis.naming.name_series); "" until named
 
     @property
     def values(self) -> np.ndarray:

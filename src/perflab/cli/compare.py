@@ -61,9 +61,10 @@ def _below_one(ctx, param, value):
                    "(for monitors, one the 'changed' view shows). A GLOB matching no metric is an error (status 2).")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
               help="Also draw each metric's %change with its interval, coloured by verdict, into a PNG or SVG.")
+@click.option("--size", metavar="WxH", help="Size of the --plot picture in pixels (default: 1400 wide).")
 @db_option
 def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, cross_box, monitors,
-                fail_on_regression, fail_on, db, plot=None) -> None:
+                fail_on_regression, fail_on, db, plot=None, size=None) -> None:
     """Compare a base with one or more heads, metric by metric.
 
     Each operand selects runs by run id, tag, commit prefix, kernel release, or
@@ -87,6 +88,9 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
     if plot:
         from perflab.report.plots import check_path
 
+        from perflab.report.scaling import parse_size
+
+        pixels = parse_size(size) if size else None
         check_path(plot)   # before any work (and before numpy and scipy are imported)
     from perflab.analysis.comparison import compare
     from perflab.report.numbers import percent
@@ -103,7 +107,7 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
     if plot:
         from perflab.report.plots import plot_comparison
 
-        plot_comparison(result, plot)
+        plot_comparison(result, plot, pixels)
         click.echo(f"plot: {plot}", err=True)
     failed = fail_on_regression and result.regressions_found
     if fail_on:

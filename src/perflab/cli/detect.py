@@ -40,9 +40,10 @@ def _below_one(ctx, param, value):
                    "which are split where the level moves by more than 3 times their resolution.")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
               help="Also draw each series (the first 12): points, levels and change points, into a PNG or SVG.")
+@click.option("--size", metavar="WxH", help="Size of the --plot picture in pixels (default: 1400 wide).")
 @db_option
 def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, min_points, threshold, db,
-               plot=None) -> None:
+               plot=None, size=None) -> None:
     """Find where the level of each series changed: regressions and improvements in history.
 
     A series is the samples of one (testbox, benchmark, params, metric); each run is a
@@ -63,6 +64,9 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
     if plot:
         from perflab.report.plots import check_path
 
+        from perflab.report.scaling import parse_size
+
+        pixels = parse_size(size) if size else None
         check_path(plot)   # before any work (and before numpy and scipy are imported)
     from perflab.analysis.views.detect import detect_view
     from perflab.report.detect import STYLES
@@ -77,7 +81,7 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
     if plot and history.series:
         from perflab.report.plots import plot_detect
 
-        plot_detect(history, results, plot)
+        plot_detect(history, results, plot, pixels)
         click.echo(f"plot: {plot}", err=True)
     elif plot:
         click.echo(f"plot: nothing to draw, {plot} not written", err=True)

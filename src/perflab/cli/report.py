@@ -52,20 +52,27 @@ def report_lmbench(operands, box, all_boxes, db) -> None:
 @click.option("--box", help="Only runs of this testbox (default: every box; one table per box).")
 @click.option("--plot", "plot", type=click.Path(dir_okay=False), metavar="FILE.png",
               help="Also draw the curves (ops/s against tasks, with the linear line) into a PNG or SVG.")
+@click.option("--size", metavar="WxH", help="Size of each panel of --plot in pixels  [default: 1100x520]")
 @db_option
-def report_scaling(operands, tests, box, plot, db) -> None:
+def report_scaling(operands, tests, box, plot, size, db) -> None:
     """Scaling curves of will-it-scale runs: ops/s against tasks, processes and threads.
 
     One table per testcase, as will-it-scale's runtest.py prints it: for each
     task count the workload (ops/s of all tasks) of processes and of threads,
     the linear line (the 1-task figure times the tasks) and the efficiency.
-    OPERANDS (tags, run ids, commits ...) pick the runs; default: all.
+    Each figure is the harmonic mean of the repetitions' workloads.
+    OPERANDS (tags, run ids, commits ...) pick the runs, one variant each,
+    shown side by side (a table per testcase and mode, with the %change
+    against the first) and never pooled; default: one variant per tag.
 
     \b
     Example:
       perflab run will-it-scale-scaling.yaml --tag v6.8
-      perflab report scaling v6.8 --plot scaling.png
+      perflab report scaling v6.7 v6.8 --plot scaling.png --size 1400x600
     """
+    from perflab.report.scaling import parse_size
+
+    pixels = parse_size(size)
     if plot:
         from perflab.report.plots import check_path
 
@@ -74,11 +81,11 @@ def report_scaling(operands, tests, box, plot, db) -> None:
     from perflab.report.scaling import render_scaling
 
     view = scaling(get_store(db), tuple(operands), tuple(tests), box)
-    click.echo(render_scaling(view.curves), nl=False)
+    click.echo(render_scaling(view.curves, view.variants), nl=False)
     if plot:
         from perflab.report.scaling import plot_scaling
 
-        plot_scaling(view.curves, plot)
+        plot_scaling(view.curves, plot, view.variants, pixels)
         click.echo(f"plot: {plot}", err=True)
 
 

@@ -20,6 +20,7 @@ import math
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
+from perflab.core.text import printable
 from perflab.report.notes import fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
@@ -65,12 +66,14 @@ def _pm(summary, notes: Footnotes, need: int, exact=None) -> str:
     return f"± {pm * 100:.0f}%"
 
 
-def _name(row: MetricRow) -> str:
-    return shown(f"{row.testcase}:{row.metric}") + (" [secondary]" if row.fdr_group == SECONDARY else "")
+def _name(row: MetricRow, one_testcase: bool) -> str:
+    # Never cut: the testcase and the metric are what tell the rows apart.
+    text = row.metric if one_testcase else f"{row.testcase}: {row.metric}"
+    return printable(text, None) + (" [secondary]" if row.fdr_group == SECONDARY else "")
 
 
 def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Footnotes, need: int,
-           monitor: str | None = None) -> list[str]:
+           monitor: str | None = None, one_testcase: bool = False) -> list[str]:
     heading = shown(monitor) if monitor else UNIT_HEADINGS.get(unit, shown(unit))
     heads = len(result.labels) - 1
     # Cells first, widths after: (name, base cell, [(value, vs, p/n) per head]).
@@ -92,7 +95,7 @@ def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Fo
             else:
                 pn = f"({n})" if cmp.verdict == INSUFFICIENT else f"(p={cmp.p_adjusted:.3f} {n})"
             head_cells.append((head_cell, vs, pn + notes.mark(cmp.warnings)))
-        table.append((_name(row), base_cell, head_cells))
+        table.append((_name(row, one_testcase), base_cell, head_cells))
     if not monitor:
         geo = []
         for i in range(heads):
@@ -126,17 +129,21 @@ def render(view: ComparisonView) -> str:
     for key in ("kernel_release", "arch", "cpu_model", "testbox"):
         if key in result.common:
             lines.append(f"{key}: {shown(result.common[key])}")
+    testcases = {r.testcase for r in result.visible_rows()}
+    one = len(testcases) == 1
+    if one:   # benchstat's header lines ("pkg: ..."): what every row shares, once
+        lines.append(f"testcase: {printable(next(iter(testcases)), None)}")
     units: dict[str, list[MetricRow]] = {}
     for row in result.rows:
         if row.direction != 0 and row.monitor is None:
             units.setdefault(row.unit, []).append(row)
     notes = Footnotes()
     for unit, rows in units.items():
-        lines += _table(result, unit, rows, notes, need)
+        lines += _table(result, unit, rows, notes, need, one_testcase=one)
     if result.monitor_rows:
         lines += ["", monitor_summary(result)]
         for monitor, rows in result.monitor_sections():
-            lines += _table(result, "", rows, notes, need, monitor=monitor)
+            lines += _table(result, "", rows, notes, need, monitor=monitor, one_testcase=one)
     lines += notes.lines()
     lines.append("")
     lines += fdr_group_lines(result)

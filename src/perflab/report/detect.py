@@ -63,10 +63,10 @@ def _header(history: History, results: list[SeriesResult], alpha: float, min_poi
 
 def _series_name(result: SeriesResult) -> str:
     s = result.series
-    params = "" if s.params in ("{}", "") else f" {printable(s.params, 120)}"
+    what = s.name or printable(s.benchmark)   # analysis.naming: family and the parameters that differ
     unit = f"{printable(s.unit)}, " if s.unit else ""
     direction = _DIRECTION.get(s.direction, "informational")
-    return f"{printable(s.box)} {printable(s.benchmark)}{params} {printable(s.metric, 120)} ({unit}{direction})"
+    return f"{printable(s.box)} {what} {printable(s.metric, 120)} ({unit}{direction})"
 
 
 def render_text(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> str:

@@ -16,6 +16,7 @@ from operator import itemgetter
 from perflab.analysis.series import BY_COMMIT
 from perflab.analysis.views.page import PageView
 from perflab.analysis.views.sections import ComparisonSection, DistributionRow, Trends
+from perflab.stats.compare import IMPROVEMENT, REGRESSION
 
 
 class RawJSON(str):
@@ -81,6 +82,7 @@ def comparison(section: ComparisonSection) -> dict:
     env_diff = [{"head": d.head, "base_run": d.base_run, "head_run": d.head_run,
                  "diffs": [[k, str(a), str(b)] for k, a, b in d.diffs]} for d in section.env_diff]
     return {
+        "headline": headline(result),
         "labels": result.labels, "alpha": result.alpha, "threshold": result.threshold,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
         "families": [[{"name": group.name, "tested": group.tested, "informational": group.informational,
@@ -104,6 +106,24 @@ def comparison(section: ComparisonSection) -> dict:
     }
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def headline(result) -> str:
+    """The verdict the page opens with: "2 regressions, 1 improvement among 40 metrics; base v6.7 (9 runs), head v6.8 (9 runs)"."""
+    heads = []
+    for i, label in enumerate(result.labels[1:]):
+        rows = [r for r in result.own_rows if r.heads[i] is not None]
+        verdicts = [r.heads[i].verdict for r in rows]
+        text = (f"{_count(verdicts.count(REGRESSION), 'regression')}, {_count(verdicts.count(IMPROVEMENT), 'improvement')}"
+                f" among {_count(len(rows), 'metric')}")
+        heads.append(text if len(result.labels) == 2 else f"{label}: {text}")
+    sides = [f"{'base' if i == 0 else 'head'} {sel.label} ({_count(len(sel.runs), 'run')})"
+             for i, sel in enumerate(result.selections)]
+    return "; ".join(heads + [", ".join(sides)])
+
+
 # -- trends -------------------------------------------------------------------
 
 def trends(found: Trends) -> list[dict]:
@@ -114,7 +134,7 @@ def trends(found: Trends) -> list[dict]:
     out = []
     for res in found.results:
         s, d = res.series, res.detection
-        trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "metric": s.metric,
+        trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "name": s.name, "metric": s.metric,
                  "unit": s.unit, "direction": s.direction, "order": history.order,
                  "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points]}
         if history.order == BY_COMMIT:
@@ -207,8 +227,10 @@ def scaling(view) -> list[dict]:
     if view is None:
         return []
     by_test: dict[str, list] = {}
-    for c in view.curves:
+    variants = view.variants if len(view.variants) == len(view.curves) else [""] * len(view.curves)
+    for v, c in zip(variants, view.curves):
         by_test.setdefault(c.testcase, []).append({
+            "variant": v, "stddev": [num(p.summary.stddev) for p in c.points],
             "mode": c.mode, "tasks": [p.tasks for p in c.points], "ops": [num(p.summary.center) for p in c.points],
             "linear": [num(p.linear) for p in c.points], "efficiency": [num(p.efficiency) for p in c.points],
             "cov": [num(p.summary.cov) for p in c.points]})

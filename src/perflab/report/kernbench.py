@@ -27,6 +27,7 @@ import json
 from perflab.analysis.comparison import ComparisonResult
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.benchmarks.kernbench.view import KERNBENCH, KERNBENCH_NAMES, KernbenchView
+from perflab.core.text import printable
 from perflab.report.notes import caveats, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
@@ -99,7 +100,7 @@ def _compared_table(result: ComparisonResult, rows: list, name_of) -> list[str]:
     header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
     body, notes = [], []
     for r in rows:
-        cells = [shown(name_of(r)), _cell(r.base.mean, r.base.stddev)]
+        cells = [printable(name_of(r), None), _cell(r.base.mean, r.base.stddev)]
         words = []
         for label, cmp in zip(result.labels[1:], r.heads):
             if cmp is None:
@@ -118,15 +119,15 @@ def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
     width = max([len(shown(NAMES.get(r.metric, r.metric))) for r in rows] + [12])
     testcases = sorted({r.testcase for r in rows})
     if len(testcases) > 1:
-        width = max([width] + [len(shown(f"{r.testcase}:{NAMES.get(r.metric, r.metric)}")) for r in rows])
+        width = max([width] + [len(printable(f"{r.testcase}: {NAMES.get(r.metric, r.metric)}", None)) for r in rows])
     for i, label in enumerate(result.labels):
         lines.append(f"Average {shown(label)} Run (std deviation):"
-                     + (f"  [{shown(testcases[0])}]" if len(testcases) == 1 else ""))
+                     + (f"  [{printable(testcases[0], None)}]" if len(testcases) == 1 else ""))
         for r in rows:
             name = NAMES.get(r.metric, r.metric)
             if len(testcases) > 1:
-                name = f"{r.testcase}:{name}"
-            name = shown(name)
+                name = f"{r.testcase}: {name}"
+            name = printable(name, None)
             if i == 0:
                 lines.append(f"{name:<{width}} {value(r.base.mean)} ({value(r.base.stddev)})")
                 continue
@@ -145,7 +146,7 @@ def _monitor_blocks(result: ComparisonResult) -> list[str]:
     testcases = {r.testcase for r in result.monitor_rows}
     for monitor, rows in result.monitor_sections():
         lines.append(f"Monitor {shown(monitor)}, average (std deviation):")
-        lines += _compared_table(result, rows, lambda r: r.metric if len(testcases) == 1 else f"{r.testcase}:{r.metric}")
+        lines += _compared_table(result, rows, lambda r: r.metric if len(testcases) == 1 else f"{r.testcase}: {r.metric}")
         lines.append("")
     return lines
 

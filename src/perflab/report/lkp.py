@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
+from perflab.core.text import printable
 from perflab.report.notes import caveats, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
@@ -110,27 +111,11 @@ def _header(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def _testcase_labels(rows: list[MetricRow]) -> tuple[list[str], dict[int, str]]:
-    """The seed report's first column: the values of the parameters that differ between rows.
-
-    The testcase itself (`test`) comes first, as in "page_fault3/ enable THP"; the
-    parameters every row shares are in the header instead. Returns (keys, label per row).
-    """
-    keys: list[str] = []
-    for r in rows:
-        for k in r.params:
-            if k not in keys:
-                keys.append(k)
-    benchmarks = {r.benchmark for r in rows}
-    varying = [k for k in keys if len({json.dumps(r.params.get(k), sort_keys=True, default=str) for r in rows}) > 1]
-    varying.sort(key=lambda k: k != "test")
-    labels = {}
-    for r in rows:
-        parts = ([r.benchmark] if len(benchmarks) > 1 else []) + [
-            shown(r.params.get(k) if not isinstance(r.params.get(k), bool) else f"{k}={r.params.get(k)}", 30)
-            for k in varying]
-        labels[id(r)] = "/".join(parts) + "/"
-    return (["benchmark"] if len(benchmarks) > 1 else []) + varying, labels
+def _testcase_labels(rows: list[MetricRow]) -> dict[int, str]:
+    """The first column: each row's name (analysis.naming: the parameters that tell rows apart),
+    without the family when every row has the same one; what every row shares is in the header."""
+    one_family = len({r.benchmark for r in rows}) == 1
+    return {id(r): printable(r.testcase.removeprefix(r.benchmark + " ") if one_family else r.testcase, None) for r in rows}
 
 
 def render(result: ComparisonResult) -> str:
@@ -143,12 +128,11 @@ def render(result: ComparisonResult) -> str:
     lines.append("             \\  " + "        |                \\  " * heads)
     several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1
     head_labels = result.labels[1:]
-    testcase_keys, testcases = _testcase_labels(result.rows) if several else ([], {})
+    testcases = _testcase_labels(result.rows) if several else {}
     width = max((len(t) for t in testcases.values()), default=0)
     if several:
-        # The seed's table: testcase/params, base, %change, head, metric.
+        # The seed's table: testcase (key=value of what differs), base, %change, head, metric.
         lines[-4:] = [f"{'':{width}}  {l}" for l in lines[-4:]]
-        lines.insert(len(lines) - 4, f"testcase: {'/'.join(testcase_keys)}")
 
     def size(row: MetricRow) -> float:
         return max((abs(c.pct_change) for c in row.heads if c is not None), default=0.0)

@@ -18,6 +18,7 @@ import math
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
+from perflab.core.text import printable
 from perflab.report.notes import caveat_lines, fdr_group_lines, monitor_summary, secondary_names, shown, tail_lines
 
 MIN_VALUE_WIDTH = 11
@@ -115,7 +116,7 @@ def render(view: ComparisonView) -> str:
                    for j in range(ncols)]
         col_w = [max(w + 12, len(kernels[j]) + 1, len(tags[j]) + 1) for j, w in enumerate(value_w)]
         op_w = max([OP_WIDTH] + [len(op) for _, op, _ in table])
-        lines.append(shown(testcase, None))
+        lines.append(printable(testcase, None))
         lines.append(" " * (op_w + 11) + "".join(f"{kernels[j]:>{col_w[j]}}" for j in range(ncols)))
         lines.append(" " * (op_w + 11) + "".join(f"{tags[j]:>{col_w[j]}}" for j in range(ncols)))
         for name, op, cells in table:
@@ -130,7 +131,7 @@ def render(view: ComparisonView) -> str:
         lines.append("")
 
     def name(row: MetricRow) -> str:
-        return shown(row.metric if len(by_benchmark) == 1 else f"{row.testcase}:{row.metric}")
+        return printable(row.metric if len(by_benchmark) == 1 else f"{row.testcase}: {row.metric}", None)
 
     if result.monitor_rows:
         lines += _monitor_tables(result, name, tags)

@@ -21,6 +21,9 @@ MAX_PANELS = 12      # detect: series drawn, one panel each
 MAX_BARS = 40        # compare: metrics drawn per head, the largest changes first
 VERDICT_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "changed": "#8a5a00"}
 KIND_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "change": "#8a5a00"}
+DPI = 110
+WIDTH = 1400         # pixels, unless --size says otherwise
+PANEL = 360          # pixels of height per panel (detect) or the compare plot's minimum
 
 
 def check_path(path: str, option: str = "--plot") -> None:
@@ -50,7 +53,14 @@ def save(fig, path: str) -> None:
     """Write the whole picture or nothing (core.output); PNG or SVG by extension."""
     ext = os.path.splitext(path)[1].lower()
     with output.staged(path, "--plot", suffix=ext) as tmp:
-        fig.savefig(tmp, format=ext.lstrip("."), dpi=110)
+        # tight: long tick labels (a testcase and its metric) are never clipped at the edge.
+        fig.savefig(tmp, format=ext.lstrip("."), dpi=DPI, bbox_inches="tight", pad_inches=0.15)
+
+
+def _inches(size, height: float) -> tuple[float, float]:
+    """figsize from --size (pixels, WxH) or the default width and `height` pixels."""
+    w, h = size if size else (WIDTH, height)
+    return w / DPI, h / DPI
 
 
 def _finite(x) -> float:
@@ -93,7 +103,7 @@ def plot_log(rows, path: str, *, scale: float = 1.0, unit: str = "s", title: str
 
 # -- compare ----------------------------------------------------------------------
 
-def plot_comparison(result, path: str) -> None:
+def plot_comparison(result, path: str, size: tuple[int, int] | None = None) -> None:
     """Per head: the %change of each of the benchmark's own metrics with its (FDR-adjusted) interval,
     coloured by verdict; the largest changes first."""
     heads = result.labels[1:]
@@ -103,7 +113,8 @@ def plot_comparison(result, path: str) -> None:
         rows.sort(key=lambda r: -abs(r.heads[i].pct_change))
         panels.append((i, label, rows[:MAX_BARS], len(rows)))
     tallest = max([len(p[2]) for p in panels] + [1])
-    with _figure(figsize=(9, 1.2 + 0.28 * tallest * len(panels) + 0.8 * len(panels))) as fig:
+    height = max(PANEL, DPI * (1.2 + 0.28 * tallest * len(panels) + 0.8 * len(panels)))
+    with _figure(figsize=_inches(size, height)) as fig:
         for n, (i, label, rows, total) in enumerate(panels):
             ax = fig.add_subplot(len(panels), 1, n + 1)
             ys = list(range(len(rows)))[::-1]
@@ -115,7 +126,7 @@ def plot_comparison(result, path: str) -> None:
                 if ci and all(_finite(b) == b for b in ci):
                     ax.plot([ci[0] * 100, ci[1] * 100], [y, y], color="#333", linewidth=1)
             ax.set_yticks(ys)
-            ax.set_yticklabels([printable(f"{r.testcase} {r.metric}", 70) for r in rows], fontsize=7)
+            ax.set_yticklabels([f"{r.testcase} {printable(r.metric)}" for r in rows], fontsize=7)
             ax.axvline(0, color="#333", linewidth=0.8)
             more = f" (the {len(rows)} largest of {total})" if total > len(rows) else ""
             ax.set_title(printable(f"{label} vs {result.labels[0]}: %change, interval at the FDR-adjusted level{more}", 140),
@@ -130,14 +141,14 @@ def plot_comparison(result, path: str) -> None:
 
 # -- detect ---------------------------------------------------------------------------
 
-def plot_detect(history, results, path: str) -> None:
+def plot_detect(history, results, path: str, size: tuple[int, int] | None = None) -> None:
     """One panel per series (the first MAX_PANELS, those with change points first): points, the
     levels between change points, a dashed line at each change point; a series of one point still draws."""
     from matplotlib.ticker import MaxNLocator
 
     shown = sorted(results, key=lambda r: not r.detection.change_points)[:MAX_PANELS]
     rows = max(1, len(shown))
-    with _figure(figsize=(9, 2.6 * rows + 0.4)) as fig:
+    with _figure(figsize=_inches(size and (size[0], size[1] * rows), PANEL * rows + 40)) as fig:
         if not shown:
             ax = fig.add_subplot(1, 1, 1)
             ax.text(0.5, 0.5, "no series", transform=ax.transAxes, ha="center")
@@ -157,10 +168,15 @@ def plot_detect(history, results, path: str) -> None:
                     ax.plot([seg.start, seg.stop - 1], [seg.mean, seg.mean], color="#f28e2b", linewidth=2)
                 kind = res.kinds[k]
                 ax.axvline(c.index - 0.5, color=KIND_COLORS.get(kind, "#333"), linestyle="--", linewidth=1.2)
+                # In the band kept free above the data (below), on a white box: never over a level line.
                 ax.annotate(f"{kind} {c.change * 100:+.1f}%", (c.index - 0.5, 1), xycoords=("data", "axes fraction"),
-                            xytext=(3, -10), textcoords="offset points", fontsize=7, color=KIND_COLORS.get(kind, "#333"))
-            name = f"{s.box} {s.benchmark} {'' if s.params in ('{}', '') else s.params} {s.metric}"
-            ax.set_title(printable(name, 120), fontsize=8)
+                            xytext=(3, -3), textcoords="offset points", fontsize=7, va="top",
+                            color=KIND_COLORS.get(kind, "#333"), bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+            if d.change_points:
+                lo, hi = ax.get_ylim()
+                ax.set_ylim(lo, hi + 0.22 * (hi - lo))
+            name = f"{printable(s.box)} {s.name or printable(s.benchmark)} {printable(s.metric)}"
+            ax.set_title(name, fontsize=8)
             ax.set_ylabel(printable(s.unit, 20) or "value", fontsize=8)
             if len(xs) == 1:
                 ax.set_xlim(-1, 1)
@@ -171,7 +187,8 @@ def plot_detect(history, results, path: str) -> None:
             fig.axes[-1].set_xlabel("point (commit, first-parent order)" if history.order == "commit" else
                                     "point (run, by start time)", fontsize=8)
         if len(results) > MAX_PANELS:
-            fig.suptitle(f"{MAX_PANELS} of {len(results)} series (those with change points first)", fontsize=9)
+            fig.suptitle(f"{MAX_PANELS} of {len(results)} series (those with change points first)", fontsize=9,
+                         y=1 - 0.06 / fig.get_figheight(), va="top")
             fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
         else:
             fig.tight_layout()

@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from perflab.analysis import naming
 from perflab.core.model import INFORMATIONAL
 from perflab.monitors import MONITORS
 from perflab.analysis.selection import Selection
@@ -72,6 +73,8 @@ class MetricRow:
     counter: str | None = None
     sibling: MetricRow | None = field(default=None, repr=False, compare=False)
     _noise: object = field(default=_UNSET, repr=False, compare=False)  # noise(), computed on first use
+    # Its name among the result's rows (analysis.naming: family and the parameters that tell rows apart).
+    name: str = field(default="", compare=False)
 
     @property
     def family(self) -> str:
@@ -128,9 +131,8 @@ class MetricRow:
 
     @property
     def testcase(self) -> str:
-        """A short name for the group, LKP style: benchmark and its defining params."""
-        shown = [str(v) for k, v in self.params.items() if v not in (None, "", [], {})]
-        return "/".join([self.benchmark, *shown]) if shown else self.benchmark
+        """The group's name among the rows of its result (analysis.naming); alone, its own name."""
+        return self.name or naming.name(self.benchmark, self.params)
 
 
 @dataclass
@@ -157,6 +159,11 @@ class ComparisonResult:
     # the head it is absent from when the operand is the base); the layouts count them per
     # monitor instead of listing hundreds of perf-profile symbols.
     one_sided_monitors: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+
+    def __post_init__(self):
+        # One name per row, the same in every layout: what tells the rows apart (analysis.naming).
+        for row, text in zip(self.rows, naming.names([(r.benchmark, r.params) for r in self.rows])):
+            row.name = text
 
     @property
     def exact_minimum(self) -> float:

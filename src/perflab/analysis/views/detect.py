@@ -22,6 +22,9 @@ def detect_view(store, *, benchmark, metrics, box, tag, since, repo, branch, alp
                                repo=repo, branch=branch)
     if not history.series and metrics:
         _no_metric(store, benchmark, metrics)
+    from perflab.analysis.naming import name_series
+
+    name_series(history.series)
     results = series_mod.analyse(history, alpha=alpha, min_size=min_points, min_effect=min_effect,
                                  exact_min_effect=exact_min_effect)
     return DetectView(history, results)

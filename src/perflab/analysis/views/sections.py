@@ -4,7 +4,6 @@ environment differences and monitor time series, the trends, the distributions."
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 
 
@@ -125,6 +124,7 @@ def monitor_series(store, result, max_charts: int, max_lines: int) -> list[Monit
 
 def trends(history, notes: list[str], max_trends: int) -> Trends:
     """The change points of the first max_trends series (history.series is cut to those)."""
+    from perflab.analysis import naming
     from perflab.analysis import series as series_mod
 
     shown = history.series
@@ -132,6 +132,7 @@ def trends(history, notes: list[str], max_trends: int) -> Trends:
         notes.append(f"{len(shown)} series: the first {max_trends} are drawn (narrow with --benchmark, --metric, --box)")
         shown = shown[:max_trends]
     history.series = shown
+    naming.name_series(shown)
     results = series_mod.analyse(history)
     run_ids: set[int] = set()
     for res in results:
@@ -151,7 +152,10 @@ def distributions(result, history, runs, notes: list[str], max_shown: int, max_v
                          "(significant first) are drawn")
         heads = len(result.labels) - 1
         return [DistributionRow(order[id(r)] * heads) for r in rows[:max_shown]]
+    from perflab.analysis import naming
+
     out: list = []
+    naming.name_series(history.series)
     for s in history.series[:max_shown]:
         by_tag: dict[str, list] = {}
         latest: dict[str, dt.datetime] = {}
@@ -162,9 +166,7 @@ def distributions(result, history, runs, notes: list[str], max_shown: int, max_v
                 by_tag.setdefault(label, []).append(rid)
                 latest[label] = max(latest.get(label, r.started), r.started)
         tags = sorted(by_tag, key=lambda t: latest[t])[-max_variants:]
-        out.append(DistributionSeries("/".join([s.benchmark] + [str(v) for v in json.loads(s.params).values()
-                                                                if v not in (None, "", [], {})]),
-                                      s.box, s.metric, s.unit, [(t, by_tag[t]) for t in tags],
+        out.append(DistributionSeries(s.name, s.box, s.metric, s.unit, [(t, by_tag[t]) for t in tags],
                                       len(by_tag) - len(tags)))
     if len(history.series) > max_shown:
         notes.append(f"distributions of the first {max_shown} of {len(history.series)} series are drawn")

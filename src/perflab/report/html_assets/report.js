@@ -47,6 +47,17 @@
   document.getElementById("subtitle").textContent =
     "generated " + DATA.generated + " by perflab " + DATA.version + (DATA.filters ? " — " + DATA.filters : "") +
     " — " + Object.keys(RUNS).length + " runs, " + DATA.sample_count + " samples";
+  // The verdict first: the comparison's counts, or what the trends found.
+  function trendHeadline(list) {
+    const changes = list.reduce((n, t) => n + t.changes.length, 0);
+    const kinds = {};
+    for (const t of list) for (const c of t.changes) kinds[c.kind] = (kinds[c.kind] || 0) + 1;
+    const named = Object.entries(kinds).map(([k, n]) => n + " " + k + (n === 1 ? "" : "s")).join(", ");
+    return changes + " change point" + (changes === 1 ? "" : "s") + (named ? " (" + named + ")" : "") + " in " +
+      list.length + " series";
+  }
+  document.getElementById("headline").textContent = DATA.comparison ? DATA.comparison.headline :
+    trendHeadline(DATA.trends || []);
   if (DATA.notes && DATA.notes.length) {
     const s = show("notes");
     for (const n of DATA.notes) s.appendChild(el("p", { class: "note" }, n));
@@ -59,7 +70,7 @@
     // columns: [{title, cls, value(row) -> sort key, text(row) -> shown}], rows: data objects
     const thead = el("thead"), tr = el("tr");
     columns.forEach((c, i) => {
-      const th = el("th", { class: c.cls || "", title: c.help || "" }, c.title);
+      const th = el("th", { class: (c.cls || "") + (c.fold ? " fold" : ""), title: c.help || "" }, c.title);
       th.addEventListener("click", () => sortBy(table, i, columns));
       tr.appendChild(th);
     });
@@ -68,7 +79,7 @@
     for (const r of rows) {
       const row = el("tr", r._attrs || {});
       row._data = r;
-      for (const c of columns) row.appendChild(el("td", { class: c.cls || "" }, c.text(r)));
+      for (const c of columns) row.appendChild(el("td", { class: (c.cls || "") + (c.fold ? " fold" : "") }, c.text(r)));
       tbody.appendChild(row);
     }
     table.replaceChildren(thead, tbody);
@@ -119,9 +130,9 @@
     // LKP's order first (base, its spread, %change, head, its spread, verdict), the rest after.
     const single = cmp.labels.length === 2;
     const cols = [
-      { title: "testcase", cls: "text", text: r => r.testcase },
+      { title: "testcase", cls: "name", text: r => r.testcase },
       { title: "metric", cls: "text", text: r => r.metric },
-      { title: "unit", cls: "text", text: r => r.unit },
+      { title: "unit", cls: "text", fold: true, text: r => r.unit },
       { title: cmp.labels[0], help: "the base's center (harmonic mean for higher-is-better rates, else mean)",
         value: r => r.base_stats && r.base_stats.center, text: r => num(r.base_stats && r.base_stats.center) },
       { title: "±", help: "coefficient of variation of the base", value: r => r.base_stats && r.base_stats.cov, text: r => pct(r.base_stats && r.base_stats.cov, false) },
@@ -129,20 +140,29 @@
       { title: single ? cmp.labels[1] : "head value", value: r => r.head_stats && r.head_stats.center, text: r => num(r.head_stats && r.head_stats.center) },
       { title: "± ", help: "coefficient of variation of the head", value: r => r.head_stats && r.head_stats.cov, text: r => pct(r.head_stats && r.head_stats.cov, false) },
       { title: "verdict", cls: "text verdict", text: r => r.verdict },
-      { title: "interval", help: "interval of the change at the FDR-adjusted level", value: r => r.ci_low,
+      { title: "interval", help: "confidence interval of the %change at the FDR-adjusted level after @ (see the legend below)", value: r => r.ci_low,
         text: r => r.ci_low === null && r.ci_high === null ? "-" : "[" + pct(r.ci_low) + ", " + pct(r.ci_high) + "]" + (r.ci_level ? " @" + (r.ci_level * 100).toFixed(1) + "%" : "") },
       { title: "p adj.", help: "p-value adjusted over the metric's FDR family (Benjamini-Hochberg)", value: r => r.p_adjusted, text: r => pval(r.p_adjusted) },
-      { title: "p", help: "one-sided p-value in the direction of the change", value: r => r.p_value, text: r => pval(r.p_value) },
-      { title: "detectable", help: "smallest change these samples detect with 90% power", value: r => r.detectable, text: r => pct(r.detectable, false) },
-      { title: "n", help: "samples of the base", value: r => r.base_stats && r.base_stats.n, text: r => r.base_stats ? r.base_stats.n : "-" },
-      { title: "n ", help: "samples of the head", value: r => r.head_stats && r.head_stats.n, text: r => r.head_stats ? r.head_stats.n : "-" },
-      { title: "median Δ", help: "change of the medians", value: r => r.median_change, text: r => pct(r.median_change) },
-      { title: "family", cls: "text", help: "FDR family (its size)", text: r => r.family + (r.family_size ? " (" + r.family_size + ")" : "") },
-      { title: "warnings", cls: "wrap", text: r => (r.warnings || []).join("; ") },
+      { title: "samples", help: "samples (stored values) of the base and of the head", value: r => r.base_stats && r.base_stats.n,
+        text: r => (r.base_stats ? r.base_stats.n : "-") + " / " + (r.head_stats ? r.head_stats.n : "-") },
+      { title: "p", fold: true, help: "one-sided p-value in the direction of the change", value: r => r.p_value, text: r => pval(r.p_value) },
+      { title: "detectable", fold: true, help: "smallest change these samples detect with 90% power", value: r => r.detectable, text: r => pct(r.detectable, false) },
+      { title: "median Δ", fold: true, help: "change of the medians", value: r => r.median_change, text: r => pct(r.median_change) },
+      { title: "family", cls: "text", fold: true, help: "FDR family (its size)", text: r => r.family + (r.family_size ? " (" + r.family_size + ")" : "") },
+      { title: "warnings", cls: "wrap", fold: true, text: r => (r.warnings || []).join("; ") },
     ];
     if (!single) cols.splice(3, 0, { title: "head", cls: "text", text: r => r.head });
     const table = document.getElementById("comparison-table");
     makeTable(table, cols, rows);
+    const unfold = document.getElementById("all-columns");
+    unfold.addEventListener("change", () => table.classList.toggle("unfolded", unfold.checked));
+    document.getElementById("comparison-legend").textContent =
+      "Values are each side's centre: the harmonic mean of the samples for higher-is-better rates, else the mean; " +
+      "± is their coefficient of variation. interval: the confidence interval of the %change; the figure after @ is " +
+      "its confidence level, raised above " + pct(1 - cmp.alpha, false) + " by the false-discovery-rate adjustment over " +
+      "the metrics tested together (Benjamini-Hochberg), so \"[-3.0%, -1.0%] @96.7%\" is a 96.7% interval. " +
+      "p adj.: the p-value adjusted the same way. \"all columns\" shows the p-value, the detectable change, " +
+      "the medians' change, the FDR family and the warnings.";
     const select = document.getElementById("filter-verdict");
     for (const v of [...new Set(rows.map(r => r.verdict))].sort()) select.appendChild(el("option", { value: v }, v));
     const input = document.getElementById("filter-metric");
@@ -170,7 +190,6 @@
       foot.appendChild(ul);
     }
     if (cmp.monitor_only_in) foot.appendChild(el("p", { class: "note" }, cmp.monitor_only_in + " monitor metric(s) measured on one side only"));
-    environmentDiff(cmp);
     monitors(cmp);
   }
 
@@ -178,6 +197,9 @@
     const body = document.getElementById("environment-body");
     show("environment");
     tocLink("environment", "Environment");
+    const differing = cmp.env_diff.reduce((n, d) => n + d.diffs.length, 0);
+    document.getElementById("environment-summary").textContent = differing + " recorded fact" +
+      (differing === 1 ? " differs" : "s differ") + " between the base and the head" + (cmp.env_diff.length > 1 ? "s" : "") + " (show)";
     for (const d of cmp.env_diff) {
       body.appendChild(el("h3", {}, cmp.labels[0] + " (run #" + d.base_run + ") → " + d.head + " (run #" + d.head_run + ")"));
       if (!d.diffs.length) { body.appendChild(el("p", { class: "note" }, "no difference in the recorded environment")); continue; }
@@ -283,8 +305,12 @@
     return plot;
   }
   function seriesTitle(t) {
-    const params = t.params && t.params !== "{}" ? " " + t.params : "";
-    return t.testbox + " " + t.benchmark + params + " " + t.metric + (t.unit ? " (" + t.unit + ")" : "");
+    return t.testbox + " " + (t.name || t.benchmark) + " " + t.metric + (t.unit ? " (" + t.unit + ")" : "");
+  }
+  // k/M on an axis of large figures; small ones as they are ("~s" would print 60m for 0.06).
+  function yFormat(values) {
+    const top = Math.max(0, ...values.filter(v => v !== null && isFinite(v)).map(Math.abs));
+    return top >= 1e4 ? "~s" : "";
   }
   function runHover(ids) {
     const r = RUNS[String(ids[0])] || {};
@@ -299,7 +325,22 @@
     show("trends");
     tocLink("trends", "Trends");
     const body = document.getElementById("trends-body");
-    list.forEach((t, i) => chartBox(body, seriesTitle(t), "trend", "trend-" + i, plot => drawTrend(plot, t)));
+    const single = [];
+    list.forEach((t, i) => {
+      if (t.runs.length < 2) { single.push(t); return; }   // a point is no line: listed below, not drawn
+      chartBox(body, seriesTitle(t), "trend", "trend-" + i, plot => drawTrend(plot, t));
+    });
+    if (!single.length) return;
+    const where = document.getElementById("trends-single");
+    where.appendChild(el("p", { class: "hint" }, single.length + " series with a single point (not drawn):"));
+    const ul = el("ul", { class: "single-points" });
+    for (const t of single) ul.appendChild(el("li", {}, seriesTitle(t) + ": " + num(t.y[0]) + " (run #" + t.runs[0].join(", #") + ")"));
+    where.appendChild(ul);
+  }
+  // A point's label on the x axis: its commit (in commit order) or its run.
+  function pointLabel(t, k) {
+    if (t.order === "commit") return short((RUNS[String(t.runs[k][0])] || {}).commit).slice(0, 8);
+    return "#" + t.runs[k][0];
   }
   // Where a change point's line goes: halfway between the last point of the old level and
   // the first of the new (dates as "YYYY-MM-DD HH:MM:SS" UTC, or commit positions).
@@ -312,7 +353,9 @@
   }
   function drawTrend(plot, t) {
     const n = t.runs.length;
-    const xs = t.x ? t.x : t.runs.map(ids => (RUNS[String(ids[0])] || {}).started);
+    const xs = t.runs.map((_, k) => k);   // evenly spaced, labelled by commit or run
+    const step = Math.max(1, Math.ceil(n / 12));
+    const ticks = xs.filter(k => k % step === 0);
     const ys = t.y;
     const outliers = new Set(t.outliers);
     const hover = t.runs.map((ids, k) => runHover(ids) + (t.subjects && t.subjects[k] ? "<br>" + plotlyText(t.subjects[k]) : "") +
@@ -346,8 +389,9 @@
     }
     const layout = { margin: { l: 60, r: 20, t: 30, b: 50 }, height: 320, shapes: shapes, annotations: notes,
                      showlegend: false, hovermode: "closest",
-                     xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run start (UTC)" } },
-                     yaxis: { title: { text: plotlyText(t.unit || "") } } };
+                     xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run (by start time)" },
+                              tickvals: ticks, ticktext: ticks.map(k => plotlyText(pointLabel(t, k))), tickangle: ticks.length > 6 ? -30 : 0 },
+                     yaxis: { title: { text: plotlyText(t.unit || "") }, tickformat: yFormat(ys) } };
     Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
     plot.on("plotly_click", ev => {
       // A point is one run, or (in commit order) every run of one commit: the first is shown, the others listed.
@@ -401,15 +445,21 @@
     const body = document.getElementById("scaling-body");
     list.forEach((s, i) => chartBox(body, s.testcase, "scaling-chart", "scaling-" + i, plot => {
       const traces = [];
+      const variants = [...new Set(s.modes.map(m => m.variant || ""))];
+      const palette = ["#4a78c2", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2"];
       for (const m of s.modes) {
-        const name = m.mode === "process" ? "processes" : m.mode + "s";
+        const k = variants.indexOf(m.variant || ""), color = palette[k % palette.length];
+        const name = (variants.length > 1 ? m.variant + " " : "") + (m.mode === "process" ? "processes" : m.mode + "s");
         traces.push({ x: m.tasks, y: m.ops, type: "scatter", mode: "lines+markers", name: plotlyText(name),
+                      line: { color: color, dash: m.mode === "process" ? "solid" : "dot" }, marker: { color: color },
+                      error_y: { type: "data", array: (m.stddev || []).map(v => v === null ? 0 : v), visible: true, width: 3 },
                       text: m.efficiency.map(e => "efficiency " + pct(e, false)), hoverinfo: "x+y+text+name" });
-        traces.push({ x: m.tasks, y: m.linear, type: "scatter", mode: "lines", name: plotlyText("linear (" + m.mode + ")"),
-                      line: { dash: "dash", width: 1 } });
+        traces.push({ x: m.tasks, y: m.linear, type: "scatter", mode: "lines", name: plotlyText("linear (" + name + ")"),
+                      line: { dash: "dash", width: 1, color: color } });
       }
       Plotly.newPlot(plot, traces, { margin: { l: 70, r: 20, t: 20, b: 50 }, height: 320,
-        xaxis: { title: { text: "tasks" }, dtick: 1 }, yaxis: { title: { text: "ops/s" }, rangemode: "tozero" } }, PLOT_CONFIG);
+        xaxis: { title: { text: "tasks" }, dtick: 1 },
+        yaxis: { title: { text: "ops/s" }, rangemode: "tozero", tickformat: "~s" } }, PLOT_CONFIG);
     }));
   }
 
@@ -458,6 +508,7 @@
 
   if (DATA.comparison) comparison(DATA.comparison);
   trends(DATA.trends || []);
+  if (DATA.comparison) environmentDiff(DATA.comparison);   // below the trends, folded
   scaling(DATA.scaling || []);
   distributions(DATA.distributions || []);
   textBlock("lmbench", DATA.lmbench, "LMbench");
