@@ -269,7 +269,7 @@ def time_command(data, prefix: list[str], runs: int, against: str | None = None)
         facts = {"testbox": "benchbox"}
         made = time.perf_counter()
         for i in range(POINTS):
-            run = store.create_run(testbox="benchbox", environment=facts, benchmark="synthetic", name="synthetic",
+            run = store.create_run(box="benchbox", environment=facts, benchmark="synthetic", name="synthetic",
                                    params={})
             samples = []
             for k, (values, _, _) in enumerate(data):

@@ -107,7 +107,7 @@ def summary_line(results: list[SeriesResult]) -> str:
     for r in quiet:
         reason = _quiet_reason(r.detection)
         counts[reason] = counts.get(reason, 0) + 1
-    parts = [f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]   # the commonest first
+    parts = [f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]   # the commonest first
     return f"{len(quiet)} series without a change: {', '.join(parts)} (--verbose lists them)"
 
 
