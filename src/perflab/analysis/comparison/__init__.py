@@ -25,6 +25,7 @@ from perflab.analysis.selection import common_facts
 from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
                                    geomean_ratio)
 from perflab.stats.descriptive import summarize_many
+from perflab.stats.exact import exact_by_unit
 from perflab.store import Store
 
 __all__ = [
@@ -96,9 +97,11 @@ def _drop_constant(matched: Matched, keys: list[tuple]) -> tuple[list[tuple], li
     its test; it is named in a note instead of taking a row and a caveat."""
     kept, constant = [], []
     for k in keys:
-        sides = [matched.base[k]] + [groups.get(k) for groups in matched.heads]
+        g = matched.base[k]
+        sides = [g] + [groups.get(k) for groups in matched.heads]
         values = {v for g in sides if g is not None for v in g.values}
-        if len(values) == 1 and all(g is not None for g in sides):
+        # an exact metric (an instruction count) equal on both sides is a verdict: "no change, exactly"
+        if len(values) == 1 and all(g is not None for g in sides) and not exact_by_unit(g.unit, g.metric):
             constant.append(f"{matched.base[k].metric}={next(iter(values)):g}")
         else:
             kept.append(k)
