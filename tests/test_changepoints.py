@@ -354,7 +354,9 @@ def test_detect_says_what_a_short_history_could_not_see(cli, capsys):
                         "bench.exit_status": ("", 0, [0.0])})
     for i in range(2):
         add_run(store, {"bench.short": ("s", LOWER_IS_BETTER, [1.0])}, params={"mode": "thread"})
-    proc = detect_in_process(capsys, cli.db)
+    short = detect_in_process(capsys, cli.db)
+    assert "3 series without a change: 1 blind to 5%, 1 flat, 1 too short to tell" in short.stdout
+    proc = detect_in_process(capsys, cli.db, "--verbose")   # each series without a change in full
     assert proc.returncode == 0, proc.stderr
     noisy_line = next(l for l in proc.stdout.splitlines() if "bench.noisy" in l)
     assert "no change in 8 points" in noisy_line and "could not have seen a 5% change" in noisy_line

@@ -47,8 +47,53 @@ SERIES, POINTS, COV = 20, 500, 0.02
 TOLERANCE = 5
 
 
-def history(rng: np.random.Generator, gap: int, spikes: bool) -> tuple[np.ndarray, list[int], list[int]]:
-    """(values, true step positions, spike positions): one labelled series."""
+def _free_place(rng: np.random.Generator, taken: list[tuple[int, int]], length: int, gap: int) -> int | None:
+    """A start p for an event spanning [p, p + length] at least `gap` from the ends and from every other event."""
+    for _ in range(200):
+        p = int(rng.integers(gap, POINTS - gap - length + 1))
+        if all(p + length + gap <= a or p >= b + gap for a, b in taken):
+            return p
+    return None
+
+
+def history(rng: np.random.Generator, gap: int, spikes: bool, excursions: bool = False
+            ) -> tuple[np.ndarray, list[int], list[int]]:
+    """(values, true step positions, spike positions): one labelled series.
+
+    With `excursions`, besides 0-1 ordinary steps: 1-2 short excursions (the level moves
+    by 2.5-3.5%, up or down, and comes back 20-40 points later: two true change points)
+    and, in half the series, a pair of steps 8-20 points apart (3-15% each, random signs)."""
+    if not excursions:
+        return _plain_history(rng, gap, spikes)
+    events: list[tuple[int, int]] = []            # spans [first step, last step], kept apart
+    factors: list[tuple[int, float]] = []
+    sign = lambda: float(rng.choice((-1, 1)))     # noqa: E731
+    for _ in range(int(rng.integers(1, 3))):
+        length = int(rng.integers(20, 41))
+        p = _free_place(rng, events, length, gap)
+        if p is not None:
+            f = 1 + sign() * rng.uniform(0.025, 0.035)
+            events.append((p, p + length))
+            factors += [(p, f), (p + length, 1 / f)]
+    if rng.random() < 0.5:
+        apart = int(rng.integers(8, 21))
+        p = _free_place(rng, events, apart, gap)
+        if p is not None:
+            events.append((p, p + apart))
+            factors += [(p, 1 + sign() * rng.uniform(0.03, 0.15)), (p + apart, 1 + sign() * rng.uniform(0.03, 0.15))]
+    for _ in range(int(rng.integers(0, 2))):
+        p = _free_place(rng, events, 0, gap)
+        if p is not None:
+            events.append((p, p))
+            factors.append((p, 1 + sign() * rng.uniform(0.03, 0.15)))
+    level = np.full(POINTS, 100.0)
+    for p, f in factors:
+        level[p:] *= f
+    return _noise(rng, level, sorted(p for p, _ in factors), spikes)
+
+
+def _plain_history(rng: np.random.Generator, gap: int, spikes: bool) -> tuple[np.ndarray, list[int], list[int]]:
+    """0-3 steps of 3-15% at least `gap` apart (the draws of the sets measured before excursions existed)."""
     steps = int(rng.integers(0, 4))
     positions: list[int] = []
     while len(positions) < steps:
@@ -59,6 +104,11 @@ def history(rng: np.random.Generator, gap: int, spikes: bool) -> tuple[np.ndarra
     level = np.full(POINTS, 100.0)
     for p in positions:
         level[p:] *= 1 + rng.choice((-1, 1)) * rng.uniform(0.03, 0.15)
+    return _noise(rng, level, positions, spikes)
+
+
+def _noise(rng: np.random.Generator, level: np.ndarray, positions: list[int], spikes: bool):
+    """The level times lognormal noise of CoV COV, with 1-5 spikes of 20-50% when asked."""
     sigma = np.sqrt(np.log(1 + COV * COV))
     values = level * rng.lognormal(-sigma * sigma / 2, sigma, POINTS)
     spiked: list[int] = []
@@ -70,9 +120,9 @@ def history(rng: np.random.Generator, gap: int, spikes: bool) -> tuple[np.ndarra
     return values, positions, sorted(spiked)
 
 
-def dataset(seed: int, gap: int, spikes: bool):
+def dataset(seed: int, gap: int, spikes: bool, excursions: bool = False):
     rng = np.random.default_rng(seed)
-    return [history(rng, gap, spikes) for _ in range(SERIES)]
+    return [history(rng, gap, spikes, excursions) for _ in range(SERIES)]
 
 
 def score(truth: list[int], found: list[int], spiked: list[int]) -> tuple[int, int, int, int]:
@@ -219,7 +269,7 @@ def time_command(data, prefix: list[str], runs: int, against: str | None = None)
         facts = {"testbox": "benchbox"}
         made = time.perf_counter()
         for i in range(POINTS):
-            run = store.create_run(testbox="benchbox", environment=facts, benchmark="synthetic", name="synthetic",
+            run = store.create_run(box="benchbox", environment=facts, benchmark="synthetic", name="synthetic",
                                    params={})
             samples = []
             for k, (values, _, _) in enumerate(data):
@@ -286,6 +336,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=5, help="seeds (each one 20 series per set)")
     ap.add_argument("--gap", type=int, default=5, help="least points between steps and from the ends (5: the matching tolerance)")
     ap.add_argument("--no-otava", action="store_true")
+    ap.add_argument("--only-excursions", action="store_true",
+                    help="only the sets with short excursions and close steps (reduced size on a loaded machine)")
     ap.add_argument("--no-command", action="store_true", help="skip timing the whole command")
     ap.add_argument("--no-shapes", action="store_true", help="skip the step-free noise shapes")
     ap.add_argument("--command-runs", type=int, default=7, help="timed runs of the whole command (median reported; >= 5)")
@@ -296,8 +348,10 @@ def main() -> int:
     args = ap.parse_args()
 
     seeds = list(range(1, args.seeds + 1))
-    sets = {name: [dataset(1000 * spikes + seed, args.gap, spikes) for seed in seeds]
-            for name, spikes in (("steps", False), ("steps+spikes", True))}
+    kinds = (("steps", False, False), ("steps+spikes", True, False),
+             ("excursions", False, True), ("excursions+spikes", True, True))
+    sets = {name: [dataset(1000 * spikes + 2000 * excursions + seed, args.gap, spikes, excursions) for seed in seeds]
+            for name, spikes, excursions in kinds if not args.only_excursions or excursions}
     detect(np.ones(10))  # imports and first-call costs out of the timing
     methods = {"perflab": perflab_method}
     otava, why_not = (None, "skipped (--no-otava)") if args.no_otava else otava_method()
@@ -330,7 +384,7 @@ def main() -> int:
     if not args.no_shapes:
         noise_shapes(methods)
     if not args.no_command:
-        time_command(sets["steps+spikes"][0], ["chrt", "-f", "10"] if args.chrt else [], max(args.command_runs, 5),
+        time_command((sets.get("steps+spikes") or sets["excursions+spikes"])[0], ["chrt", "-f", "10"] if args.chrt else [], max(args.command_runs, 5),
                      args.against)
     return 0
 

@@ -294,11 +294,15 @@ def analyse(history: History, exact_min_effect: float | None = None, **options) 
     An exact series (perflab.stats.exact_series: instruction counts, icount
     instruction-time, or levels that agree to exact.EXACT_LIMIT) is split against its
     resolution instead, with `exact_min_effect` (default: the options' min_effect)."""
-    out = []
-    for s in history.series:
-        found = _exact(s, exact_min_effect, options) or changepoints.detect(s.values, **options)
-        out.append(SeriesResult(s, found, [kind(c.change, s.direction) for c in found.change_points]))
-    return out
+    found = [_exact(s, exact_min_effect, options) or changepoints.detect(s.values, **options) for s in history.series]
+    # The change points' p-values controlled across series (Benjamini-Hochberg over every
+    # candidate of every series): a series holding one above the cutoff is tested again at it.
+    cutoff = changepoints.across_series(found, options.get("alpha", changepoints.ALPHA))
+    for i, d in enumerate(found):
+        if not d.exact and any(c.p_value > cutoff for c in d.change_points):
+            found[i] = changepoints.detect(history.series[i].values, **{**options, "alpha": cutoff})
+    return [SeriesResult(s, d, [kind(c.change, s.direction) for c in d.change_points])
+            for s, d in zip(history.series, found)]
 
 
 def _exact(s: Series, exact_min_effect: float | None, options: dict) -> changepoints.Detection | None:

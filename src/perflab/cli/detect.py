@@ -39,11 +39,17 @@ def _below_one(ctx, param, value):
                    f"{EXACT_MIN_EFFECT_PCT:g} for exact series (instruction counts, icount instruction-time), "
                    "which are split where the level moves by more than 3 times their resolution.")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
-              help="Also draw each series (the first 12): points, levels and change points, into a PNG or SVG.")
+              help="Also draw the series with change points (points, levels, change points) into a PNG or SVG, "
+                   "against commits (--repo) or run ids.")
+@click.option("--top", type=click.IntRange(min=1), metavar="N",
+              help="With --plot: draw N series, those with change points first (largest change first), then the "
+                   "ones that could see the smallest change.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="List every series without a change point too (default: one summary line for them).")
 @click.option("--size", metavar="WxH", help="Size of the --plot picture in pixels (default: 1400 wide).")
 @db_option
 def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, min_points, threshold, db,
-               plot=None, size=None) -> None:
+               plot=None, top=None, verbose=False, size=None) -> None:
     """Find where the level of each series changed: regressions and improvements in history.
 
     A series is the samples of one (testbox, benchmark, params, metric); each run is a
@@ -59,8 +65,11 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
       perflab detect
       perflab detect --benchmark will-it-scale --metric '*per_process_ops' --since 30d
       perflab detect --repo ~/linux --branch master --style json
-      perflab detect --benchmark will-it-scale --plot history.svg
+      perflab detect --benchmark will-it-scale --plot history.svg --top 4
+      perflab detect --verbose
     """
+    if top and not plot:
+        raise click.UsageError("--top needs --plot: it says how many series to draw")
     if plot:
         from perflab.report.plots import check_path
 
@@ -77,14 +86,19 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
                        min_effect=(THRESHOLD_PCT if threshold is None else threshold) / 100,
                        exact_min_effect=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100)
     history, results = view.history, view.results
-    click.echo(STYLES[style](history, results, alpha, min_points))
-    if plot and history.series:
-        from perflab.report.plots import plot_detect
+    click.echo(STYLES[style](history, results, alpha, min_points, verbose))
+    if plot:
+        from perflab.analysis.views.detect import series_to_plot
 
-        plot_detect(history, results, plot, pixels)
-        click.echo(f"plot: {plot}", err=True)
-    elif plot:
-        click.echo(f"plot: nothing to draw, {plot} not written", err=True)
+        shown = series_to_plot(results, top)
+        if shown:
+            from perflab.report.detect import series_name
+            from perflab.report.detect_plot import plot_detect
+
+            plot_detect(history, shown, len(results), plot, series_name, pixels)
+            click.echo(f"plot: {plot} ({len(shown)} of {len(results)} series)", err=True)
+        else:
+            click.echo(f"plot: no series with a change point (--top N draws N anyway), {plot} not written", err=True)
     if not history.series:
         click.echo("(no series: no usable run matches these filters)" if not history.skipped
                    else "(no series: every matching run was skipped)", err=True)

@@ -21,32 +21,13 @@ import math
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
-from perflab.report.notes import fdr_group_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
 from perflab.stats.median import CONFIDENCE
 
 UNIT_HEADINGS = {"s": "sec/op", "us": "µs", "ns": "ns", "KiB": "KiB", "MB/s": "MB/s", "": "value"}
-SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 LABEL_LIMIT = 40
-
-
-class Footnotes:
-    """Numbered footnotes, one per distinct text, in order of first use."""
-
-    def __init__(self):
-        self.texts: list[str] = []
-
-    def mark(self, texts) -> str:
-        marks = []
-        for text in texts:
-            if text not in self.texts:
-                self.texts.append(text)
-            marks.append(str(self.texts.index(text) + 1).translate(SUPERSCRIPTS))
-        return " " + " ".join(marks) if marks else ""
-
-    def lines(self) -> list[str]:
-        return [f"{str(i).translate(SUPERSCRIPTS)} {shown(t, 240)}" for i, t in enumerate(self.texts, start=1)]
 
 
 def _exact_pm(resolution: float) -> str:
@@ -94,7 +75,7 @@ def _table(result: ComparisonResult, unit: str, rows: list[MetricRow], notes: Fo
                 pn = f"(exact {n})"
             else:
                 pn = f"({n})" if cmp.verdict == INSUFFICIENT else f"(p={cmp.p_adjusted:.3f} {n})"
-            head_cells.append((head_cell, vs, pn + notes.mark(cmp.warnings)))
+            head_cells.append((head_cell, vs, pn + notes.caveats(cmp)))
         table.append((_name(row, one_testcase), base_cell, head_cells))
     if not monitor:
         geo = []

@@ -47,7 +47,8 @@ def _header(history: History, results: list[SeriesResult], alpha: float, min_poi
     lines = [f"perflab detect: {len(results)} series, {history.runs} runs, {points} points, ordered by {order}: "
              f"{calls} change point{'' if calls == 1 else 's'}",
              f"  (levels of at least {min_points} points; isolated spikes set aside; "
-             f"t-test of the per-run means either side, adjusted for the positions searched, at alpha {alpha:g}; "
+             f"t-test of the per-run means either side, adjusted for the positions searched, at alpha {alpha:g}, "
+             f"false discoveries controlled across series; "
              f"'detectable' is the smallest change these points find with 90% power)"]
     exact = sum(r.detection.exact for r in results)
     if exact:
@@ -61,7 +62,8 @@ def _header(history: History, results: list[SeriesResult], alpha: float, min_poi
     return lines
 
 
-def _series_name(result: SeriesResult) -> str:
+def series_name(result: SeriesResult) -> str:
+    """A series as the text layout and the plot titles name it."""
     s = result.series
     what = s.name or printable(s.benchmark)   # analysis.naming: family and the parameters that differ
     unit = f"{printable(s.unit)}, " if s.unit else ""
@@ -69,9 +71,54 @@ def _series_name(result: SeriesResult) -> str:
     return f"{printable(s.box)} {what} {printable(s.metric, 120)} ({unit}{direction})"
 
 
-def render_text(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> str:
+def _quiet_reason(d) -> str:
+    """Why a series without a change point says nothing: the words of the summary line."""
+    if d.n < 2 * d.min_size:
+        return "too short to tell"
+    if not d.exact and d.noise == 0:
+        return "flat"
+    if d.blind:
+        return f"blind to {percent(RELEVANT_CHANGE, signed=False, decimals=0)}"
+    return "no change"
+
+
+def _quiet_line(r: SeriesResult, noise: str, spikes: str) -> str:
+    """One series without a change point, in full (--verbose)."""
+    d = r.detection
+    if d.n < 2 * d.min_size:
+        return (f"{series_name(r)}: too short to tell ({d.n} point{'' if d.n == 1 else 's'}; "
+                f"a level change needs {2 * d.min_size})")
+    if d.exact:
+        return (f"{series_name(r)}: no change in {d.n} points ({noise}{spikes}; a change beyond "
+                f"{percent(d.detectable_mid, signed=False, decimals=2)} would be called)")
+    if d.noise == 0:
+        return f"{series_name(r)}: constant over {d.n} points{spikes}"
+    blind = (f"; these points could not have seen a {percent(RELEVANT_CHANGE, signed=False, decimals=0)} change"
+             if d.blind else "")
+    return (f"{series_name(r)}: no change in {d.n} points ({noise}{spikes}; detectable: "
+            f"{percent(d.detectable_mid, signed=False)} mid-series, "
+            f"{percent(d.detectable_end, signed=False)} in the last {d.min_size} points{blind})")
+
+
+def summary_line(results: list[SeriesResult]) -> str:
+    """The series without a change point in one line: "29 series without a change: 25 too short to tell, 4 flat"."""
+    quiet = [r for r in results if not r.detection.change_points]
+    counts: dict[str, int] = {}
+    for r in quiet:
+        reason = _quiet_reason(r.detection)
+        counts[reason] = counts.get(reason, 0) + 1
+    parts = [f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]   # the commonest first
+    return f"{len(quiet)} series without a change: {', '.join(parts)} (--verbose lists them)"
+
+
+def render_text(history: History, results: list[SeriesResult], alpha: float, min_points: int,
+                verbose: bool = False) -> str:
+    """Findings first (the series with change points); the rest in one summary line, or
+    each in full with `verbose`."""
     lines = _header(history, results, alpha, min_points)
-    for r in results:
+    found = [r for r in results if r.detection.change_points]
+    quiet = [r for r in results if not r.detection.change_points]
+    for r in found + (quiet if verbose else []):
         d, points = r.detection, r.series.points
         noise = f"noise {percent(d.noise_cov, signed=False)}" if not math.isnan(d.noise_cov) else "noise -"
         if d.exact:
@@ -81,23 +128,10 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
             spikes += f", serially correlated (lag-1 {d.serial_correlation:.2f}: tests widened)"
         lines.append("")
         if not d.change_points:
-            if d.n < 2 * d.min_size:
-                lines.append(f"{_series_name(r)}: too short to tell ({d.n} point{'' if d.n == 1 else 's'}; "
-                             f"a level change needs {2 * d.min_size})")
-            elif d.exact:
-                lines.append(f"{_series_name(r)}: no change in {d.n} points ({noise}{spikes}; a change beyond "
-                             f"{percent(d.detectable_mid, signed=False, decimals=2)} would be called)")
-            elif d.noise == 0:
-                lines.append(f"{_series_name(r)}: constant over {d.n} points{spikes}")
-            else:
-                blind = (f"; these points could not have seen a {percent(RELEVANT_CHANGE, signed=False, decimals=0)} change"
-                         if d.blind else "")
-                lines.append(f"{_series_name(r)}: no change in {d.n} points ({noise}{spikes}; detectable: "
-                             f"{percent(d.detectable_mid, signed=False)} mid-series, "
-                             f"{percent(d.detectable_end, signed=False)} in the last {d.min_size} points{blind})")
+            lines.append(_quiet_line(r, noise, spikes))
             continue
         count = len(d.change_points)
-        lines.append(f"{_series_name(r)}: {count} change point{'' if count == 1 else 's'} in {d.n} points ({noise}{spikes})")
+        lines.append(f"{series_name(r)}: {count} change point{'' if count == 1 else 's'} in {d.n} points ({noise}{spikes})")
         for c, kind in zip(d.change_points, r.kinds):
             dec = 2 if d.exact else 1
             lines.append(f"  {kind.upper():11} {percent(c.change, decimals=dec):>7} {ci_percent(c.ci, dec)}  "
@@ -107,6 +141,8 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
                          f"{value(c.after.mean)} ± {value(c.after.stddev)} (n={c.after.n})  "
                          + (_exact(d.resolution) if d.exact else f"p={_p(c.p_value)}")
                          + f"  detectable {percent(c.detectable, signed=False, decimals=2 if d.exact else 1)}")
+    if quiet and not verbose:
+        lines += ["", summary_line(results)]
     return "\n".join(lines)
 
 
@@ -120,7 +156,9 @@ def _finite(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def render_json(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> str:
+def render_json(history: History, results: list[SeriesResult], alpha: float, min_points: int,
+                verbose: bool = False) -> str:
+    """Every series, with or without change points (`verbose` changes nothing: json is complete)."""
     out = {
         "order": history.order,
         "repo": history.repo,
@@ -137,7 +175,7 @@ def render_json(history: History, results: list[SeriesResult], alpha: float, min
             "testbox": s.box, "benchmark": s.benchmark, "params": json.loads(s.params) if s.params else {},
             "metric": s.metric, "unit": s.unit, "direction": s.direction,
             "points": d.n, "noise": _finite(d.noise), "noise_cov": _finite(d.noise_cov), "level": _finite(d.level),
-            "serial_correlation": d.serial_correlation,
+            "serial_correlation": d.serial_correlation, "alpha": d.alpha,
             "spikes": [_point_json(history, s.points[i]) | {"index": i} for i in d.outliers],
             "detectable_mid": _finite(d.detectable_mid), "detectable_end": _finite(d.detectable_end),
             "blind_to": RELEVANT_CHANGE if d.blind else None,

@@ -32,7 +32,7 @@ import json
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.core.text import printable
-from perflab.report.notes import caveats, fdr_group_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
 
@@ -54,29 +54,28 @@ def _points(x: float) -> str:
     return "0.0" if round(x, 1) == 0 else f"{x:+.1f}"
 
 
-def _note(row: MetricRow, labels: list[str], implied: str | None = None) -> str:
-    """The row's verdicts that its section heading does not say (`implied`), and its caveats, in words."""
+def _note(row: MetricRow, labels: list[str], notes: Footnotes, implied: str | None = None) -> str:
+    """The row's verdicts that its section heading does not say (`implied`) in brackets, and
+    its caveats as numbered footnotes shared by the rows (listed below the table)."""
     parts = []
+    marks = ""
     several = len(row.heads) > 1
     for label, cmp in zip(labels, row.heads):
         if cmp is None:
             continue
-        words = []
         if cmp.verdict != implied and (cmp.verdict == CHANGED or (
                 row.fdr_group != PRIMARY and cmp.verdict in (REGRESSION, IMPROVEMENT))):
-            words.append(cmp.verdict)
-        if caveats(cmp):
-            words.append(caveats(cmp))
-        if words:
-            parts.append((f"{shown(label)}: " if several else "") + "; ".join(words))
+            parts.append((f"{shown(label)}: " if several else "") + cmp.verdict)
+        marks += notes.caveats(cmp)
     text = " | ".join(parts)
     noise = row.noise() if row.significant() else None
     if noise:  # shown by --monitors all only
         text += ("; " if text else "") + f"noise: {noise}"
-    return f"   [{text}]" if text else ""
+    shown_marks = " ".join(dict.fromkeys(marks.split()))
+    return (f"   [{text}]" if text else "") + (f" {shown_marks}" if shown_marks else "")
 
 
-def _line(row: MetricRow, name: str, labels: list[str], implied: str | None = None) -> str:
+def _line(row: MetricRow, name: str, labels: list[str], notes: Footnotes, implied: str | None = None) -> str:
     cells = f"{value(row.base.center):>10}{_stddev(row.base)}"
     for i, cmp in enumerate(row.heads):
         if cmp is None:
@@ -87,7 +86,7 @@ def _line(row: MetricRow, name: str, labels: list[str], implied: str | None = No
         else:
             change = percent(cmp.pct_change) if cmp.pct_change == cmp.pct_change else "~"
         cells += f" {change:>10} {value(cmp.head.center):>10}{_stddev(cmp.head)}"
-    return f"{cells}  {name}{_note(row, labels, implied)}"
+    return f"{cells}  {name}{_note(row, labels, notes, implied)}"
 
 
 def _header(result: ComparisonResult) -> list[str]:
@@ -140,8 +139,10 @@ def render(result: ComparisonResult) -> str:
     def has(row: MetricRow, verdict: str) -> bool:
         return any(c is not None and c.verdict == verdict for c in row.heads)
 
+    notes = Footnotes()
+
     def line(row: MetricRow, implied: str | None = None) -> str:
-        text = _line(row, shown(row.metric), head_labels, implied)
+        text = _line(row, shown(row.metric), head_labels, notes, implied)
         return f"{testcases[id(row)]:{width}}  {text}" if several else text
 
     primary = [r for r in result.rows if r.fdr_group == PRIMARY]
@@ -171,6 +172,7 @@ def render(result: ComparisonResult) -> str:
         for monitor, rows in result.monitor_sections():
             lines.append(f"  -- {shown(monitor)} --")
             lines += [line(r, implied) for r in rows]
+    lines += notes.lines("  ")
     lines += ["  " + l for l in fdr_group_lines(result)]
     lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ perflab.stats.
 from __future__ import annotations
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
-from perflab.stats.compare import MONITOR, SECONDARY, Comparison
+from perflab.stats.compare import BLIND, EXACT, MONITOR, NOISY, NOISY_COV, SECONDARY, Comparison
 from perflab.core.text import printable
 
 NOTE_LIMIT = 240  # a warning line (it may quote parameters) is bounded, not cut to a cell
@@ -57,6 +57,51 @@ def fdr_group_lines(result: ComparisonResult) -> list[str]:
     return lines
 
 
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+# Beyond this, a "detectable change" is no figure to quote: the samples cannot tell.
+UNDETECTABLE_ABOVE = 1.0
+
+
+def caveat_text(w: str, cmp: Comparison | None = None) -> str:
+    """A caveat as a footnote says it: without the figures of one row where they would keep
+    rows from sharing it (the row shows them), and a detectable change beyond 100% said as
+    what it means."""
+    kind = getattr(w, "kind", None)
+    if kind == BLIND and cmp is not None:
+        if not cmp.detectable <= UNDETECTABLE_ABOVE:
+            return "cannot detect changes of this size with these samples (90% power needs a change beyond 100%)"
+        return w.split(":")[0] + " with these samples (90% power)"
+    if kind == NOISY:
+        return f"noisy: CoV above {NOISY_COV * 100:g}%"
+    if kind == EXACT:
+        return w.split(" (")[0].split(" with resolution")[0] + " against its resolution, no t-test"
+    return str(w)
+
+
+class Footnotes:
+    """Numbered footnotes, one per distinct text, in order of first use (benchstat's way)."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def mark(self, texts) -> str:
+        marks = []
+        for text in texts:
+            if text not in self.texts:
+                self.texts.append(text)
+            mark = str(self.texts.index(text) + 1).translate(SUPERSCRIPTS)
+            if mark not in marks:
+                marks.append(mark)
+        return " " + " ".join(marks) if marks else ""
+
+    def caveats(self, cmp: Comparison | None) -> str:
+        """The marks of a comparison's caveats ("" when it has none)."""
+        return self.mark([caveat_text(w, cmp) for w in cmp.warnings]) if cmp is not None else ""
+
+    def lines(self, indent: str = "") -> list[str]:
+        return [f"{indent}{str(i).translate(SUPERSCRIPTS)} {shown(t, NOTE_LIMIT)}" for i, t in enumerate(self.texts, start=1)]
+
+
 def caveats(cmp: Comparison | None) -> str:
     """A comparison's caveats in words, "; "-separated ("" when it has none)."""
     return "; ".join(cmp.warnings) if cmp is not None else ""
@@ -72,13 +117,14 @@ def grouped_caveats(result: ComparisonResult, name) -> list[tuple[str, list[str]
         for label, cmp in zip(result.labels[1:], row.heads):
             for w in (cmp.warnings if cmp is not None else ()):
                 who = name(row) + (f" ({shown(label)})" if several else "")
-                groups.setdefault(w, []).append(who)
+                groups.setdefault(caveat_text(w, cmp), []).append(who)
     return list(groups.items())
 
 
 def caveat_lines(result: ComparisonResult, name, indent: str = "") -> list[str]:
-    """The grouped caveats as lines: "caveat (metric, metric, ...)"."""
-    return [f"{indent}{shown(w, NOTE_LIMIT)} ({', '.join(names)})" for w, names in grouped_caveats(result, name)]
+    """The grouped caveats as numbered footnotes: "¹ caveat (metric, metric, ...)"."""
+    return [f"{indent}{str(i).translate(SUPERSCRIPTS)} {shown(w, NOTE_LIMIT)} ({', '.join(names)})"
+            for i, (w, names) in enumerate(grouped_caveats(result, name), start=1)]
 
 
 def secondary_names(rows: list[MetricRow], name) -> list[str]:

@@ -47,7 +47,7 @@ from perflab.stats import power, student_t
 ALPHA = 0.001          # two-sided level of the validation test
 MIN_SIZE = 3           # shortest level, in points; a shorter excursion is a spike
 MIN_EFFECT = 0.01      # smallest relative change called (as compare's threshold)
-PENALTY_FACTOR = 3.0   # least squared-error reduction of a candidate split, in sigma^2 * log(n)
+PENALTY_FACTOR = 1.0   # least squared-error reduction of a candidate split, in sigma^2 * log(n)
 SPIKE_SIGMAS = 5.0     # Hampel threshold, in sigmas
 HALF_WINDOW = MIN_SIZE - 1
 # A series without noise (a count, a deterministic figure) still needs a scale:
@@ -58,6 +58,9 @@ ZERO_NOISE_FLOOR = 1e-6
 MAX_SPIKE_SHARE = 0.03
 # Serial correlation of the noise is estimated up to this (AR(1) coefficient).
 MAX_RHO = 0.9
+# It is taken as real beyond this many standard errors (sqrt(2/n): that of the estimate
+# from first differences, the larger of the two estimates' errors).
+CORRELATION_Z = 2.5
 # A "no change" is said to be blind when the series could not have seen a change this large.
 RELEVANT_CHANGE = 0.05
 
@@ -101,6 +104,9 @@ class Detection:
     detectable_mid: float = math.nan
     detectable_end: float = math.nan
     serial_correlation: float = 0.0   # lag-1 autocorrelation of the noise, when significant (tests widened for it)
+    # Adjusted p-values of the candidates that were tested and dropped: with the change
+    # points' own, the family a cross-series adjustment (across_series) counts.
+    dropped_p: list[float] = field(default_factory=list)
     alpha: float = ALPHA
     min_size: int = MIN_SIZE
     # An exact series (perflab.stats.exact_series): levels split against this resolution, no t-test.
@@ -339,8 +345,9 @@ def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, inf
     return _Tested(index, ok, (0 if ok else 1, p, -abs(change)), point)
 
 
-def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inflation) -> list[int]:
-    """Bounds [0, change points..., n]: candidates, then placed and validated weakest first."""
+def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inflation, dropped=None) -> list[int]:
+    """Bounds [0, change points..., n]: candidates, then placed and validated weakest first
+    (the adjusted p-value of each candidate dropped is appended to `dropped`)."""
     bounds = [0, *seeded_binary_segmentation(z, penalty, min_size), z.size]
 
     def test(i: int) -> _Tested:
@@ -351,17 +358,21 @@ def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inf
         # validated: the weakest failure is dropped and its neighbours tested again.
         _refine(z, bounds, min_size)
         tested = [test(i) for i in range(1, len(bounds) - 1)]
-        dropped = False
+        removed = False
         while tested:
             worst = max(range(len(tested)), key=lambda k: tested[k].badness)
             if tested[worst].ok:
                 break
+            if dropped is not None:
+                # failed on effect size or drift, not on p: no discovery for the cross-series count
+                p = tested[worst].badness[1]
+                dropped.append(p if p >= alpha else 1.0)
             del tested[worst], bounds[worst + 1]
-            dropped = True
+            removed = True
             for k in (worst - 1, worst):
                 if 0 <= k < len(tested):
                     tested[k] = test(k + 1)
-        if not dropped:
+        if not removed:
             return bounds
 
 
@@ -380,6 +391,24 @@ def residual_correlation(z: np.ndarray, keep: np.ndarray, bounds: list[int]) -> 
     if den <= 1e-6 * z.size:
         return 0.0
     return min(max(num / den, 0.0), MAX_RHO)
+
+
+def difference_correlation(z: np.ndarray, keep: np.ndarray, bounds: list[int]) -> float:
+    """Lag-1 autocorrelation of the noise from its first differences, clipped to [0, MAX_RHO]:
+    for AR(1) noise of coefficient rho the differences correlate by -(1 - rho) / 2. A level
+    change touches one difference, so a short excursion that the segmentation missed leaves
+    this estimate alone where it makes the residuals look correlated; differences across a
+    change point found or touching a spike are left out."""
+    d = np.diff(z)
+    ok = keep[1:] & keep[:-1]
+    for b in bounds[1:-1]:
+        ok[b - 1] = False
+    pair = ok[1:] & ok[:-1]
+    den = float(d[ok] @ d[ok])
+    if den <= 1e-6 * z.size or not pair.any():
+        return 0.0
+    r = float(d[1:][pair] @ d[:-1][pair]) / den * ok.sum() / pair.sum()
+    return min(max(1 + 2 * r, 0.0), MAX_RHO)
 
 
 def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect: float = MIN_EFFECT,
@@ -413,18 +442,21 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     cleaned = np.where(outlier, local, x)
     options = dict(alpha=alpha, min_effect=min_effect, min_size=min_size, penalty=penalty_factor * math.log(n))
     z = (cleaned - level) / scale
-    bounds = _segmentation(z, x, logx, keep, inflation=1.0, **options)
+    dropped: list[float] = []
+    bounds = _segmentation(z, x, logx, keep, inflation=1.0, dropped=dropped, **options)
     # Serially correlated noise (a machine that wanders run to run) makes independent-
     # noise tests call its wander: when the residuals' lag-1 correlation is
     # significant, the long-run variance (1 + rho) / (1 - rho) times sigma^2 is used.
-    rho = residual_correlation(z, keep, bounds)
-    if rho > 2 / math.sqrt(max(int(keep.sum()), 1)):
+    rho = min(residual_correlation(z, keep, bounds), difference_correlation(z, keep, bounds))
+    if rho > CORRELATION_Z * math.sqrt(2 / max(int(keep.sum()), 1)):
         result.serial_correlation = rho
         inflation = (1 + rho) / (1 - rho)
         z = z / math.sqrt(inflation)
-        bounds = _segmentation(z, x, logx, keep, inflation=inflation, **options)
+        dropped = []
+        bounds = _segmentation(z, x, logx, keep, inflation=inflation, dropped=dropped, **options)
     else:
         inflation = 1.0
+    result.dropped_p = dropped
     result.change_points = [
         _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
               describe=True).point for i in range(1, len(bounds) - 1)]
@@ -446,3 +478,18 @@ def _series_detectable(x: np.ndarray, logx: np.ndarray | None, keep: np.ndarray,
     if logx is None and scale == 0:
         return math.nan
     return power.detectable_change(n1, n2, sd, alpha, logged=logx is not None, scale=scale)
+
+
+def across_series(detections: list[Detection], alpha: float = ALPHA) -> float:
+    """The Benjamini-Hochberg cutoff at `alpha` over every candidate change point of every
+    series (those kept and those dropped): a change point whose adjusted p-value exceeds it
+    is not called. Exact series (no p-values) are outside the count. alpha when nothing
+    was tested."""
+    pvalues = sorted([c.p_value for d in detections if not d.exact for c in d.change_points]
+                     + [p for d in detections if not d.exact for p in d.dropped_p])
+    m = len(pvalues)
+    cutoff = 0.0
+    for k, p in enumerate(pvalues, start=1):
+        if p <= alpha * k / m:
+            cutoff = alpha * k / m
+    return cutoff if m else alpha

@@ -25,6 +25,7 @@ from perflab.analysis.selection import common_facts
 from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
                                    geomean_ratio)
 from perflab.stats.descriptive import summarize_many
+from perflab.stats.exact import exact_by_unit
 from perflab.store import Store
 
 __all__ = [
@@ -61,7 +62,7 @@ def compare(
     names = sorted({g.metric for groups in matched.side_groups for g in groups.values()})
     check_globs(names, primary, fail_on, matched.monitors_dropped)
 
-    keys = sorted(matched.base)
+    keys, constant = _drop_constant(matched, sorted(matched.base))
     group_of = {k: fdr_group_of(matched.base[k], primary) for k in keys}
     per_head, fdr_groups = [], []
     for head in matched.heads:
@@ -72,6 +73,9 @@ def compare(
     rows = _rows(matched, keys, group_of, per_head)
     pair_counters(rows)  # before any noise(): the floors of a counter look at its pair
     warnings = list(matched.notes)
+    if constant:
+        warnings.append(f"{len(constant)} metric{'' if len(constant) == 1 else 's'} constant and equal on every side, "
+                        "not compared: " + ", ".join(constant))
     if not any(h is not None for r in rows for h in r.heads):
         warnings.append("no metric was measured on both sides")
     return ComparisonResult(
@@ -82,6 +86,28 @@ def compare(
         primary=list(primary) if primary else None, monitors=monitors, monitors_dropped=matched.monitors_dropped,
         one_sided_monitors=matched.one_sided_monitors,
     )
+
+
+CONSTANT_LISTED = 8   # names a note lists of the constant metrics left out
+
+
+def _drop_constant(matched: Matched, keys: list[tuple]) -> tuple[list[tuple], list[str]]:
+    """The keys worth a row, and the names of those left out: a metric whose every value on
+    every side is one and the same (an exit status of 0 throughout) tells nothing, whatever
+    its test; it is named in a note instead of taking a row and a caveat."""
+    kept, constant = [], []
+    for k in keys:
+        g = matched.base[k]
+        sides = [g] + [groups.get(k) for groups in matched.heads]
+        values = {v for g in sides if g is not None for v in g.values}
+        # an exact metric (an instruction count) equal on both sides is a verdict: "no change, exactly"
+        if len(values) == 1 and all(g is not None for g in sides) and not exact_by_unit(g.unit, g.metric):
+            constant.append(f"{matched.base[k].metric}={next(iter(values)):g}")
+        else:
+            kept.append(k)
+    names = sorted(set(constant))
+    shown = names[:CONSTANT_LISTED] + ([f"... ({len(names) - CONSTANT_LISTED} more)"] if len(names) > CONSTANT_LISTED else [])
+    return kept, shown if constant else []
 
 
 def _rows(matched: Matched, keys: list[tuple], group_of: dict[tuple, str],

@@ -42,3 +42,21 @@ def _no_metric(store, benchmark, metrics) -> None:
     shown = near or names[:8]
     raise PerflabError(f"--metric {', '.join(metrics)}: matches no metric of the selected runs; "
                        f"{'near matches' if near else 'metrics'}: {', '.join(shown)}")
+
+
+def series_to_plot(results: list, top: int | None = None) -> list:
+    """The series `detect --plot` draws: those with change points (largest change first); with
+    `top`, the first `top` of them, filled up with the series that could see the smallest
+    change (never one too short to tell or without noise)."""
+    import math
+
+    def size(r) -> float:
+        return max(abs(c.change) for c in r.detection.change_points)
+
+    found = sorted((r for r in results if r.detection.change_points), key=size, reverse=True)
+    if top is None:
+        return found
+    rest = [r for r in results if not r.detection.change_points and r.detection.n >= 2 * r.detection.min_size
+            and r.detection.noise > 0 and math.isfinite(r.detection.detectable_mid)]
+    rest.sort(key=lambda r: r.detection.detectable_mid)
+    return (found + rest)[:top]
