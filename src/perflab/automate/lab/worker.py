@@ -30,7 +30,7 @@ from pathlib import Path
 
 from perflab.automate.lab import app as lab
 from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, check_source, describe
-from perflab.automate.lab.spool import Spool
+from perflab.automate.lab.spool import Spool, check_driver
 from perflab.automate.measurer import KernelFailed
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
@@ -74,6 +74,7 @@ class Worker:
     def __init__(self, box: str, broker: str, db: str | None, spool_dir: Path,
                  visibility_timeout: float, heartbeat_s: float = lab.HEARTBEAT_S):
         self.box = lab.check_box(box)
+        check_driver(db)
         self.broker = broker
         self.redis = lab.redis_client(broker)
         self.spool = Spool(spool_dir, box, db)
