@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import assert_one_line_error
+from conftest import PERFLAB, assert_one_line_error
 from services import free_port
 
 # The default install: perflab without the 'postgres' extra, i.e. no psycopg to import.
@@ -30,3 +33,36 @@ def test_worker_on_postgresql_without_the_driver_names_the_extra(tmp_path):     
                           capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=60)
     assert_one_line_error(proc, "postgresql://worker@lab/perflab", "pip install 'perflab[postgres]'")
     assert not (tmp_path / "spool").exists()
+
+
+def _job(tmp: Path, name: str, command: str, runs: int = 1) -> Path:
+    path = tmp / name
+    path.write_text(json.dumps({"benchmark": "cmd", "runs": runs, "command": command}))   # JSON is YAML
+    return path
+
+
+def _read_until(proc: subprocess.Popen, needle: str, timeout: float) -> str:
+    """stderr of `proc` until it holds `needle` (or the time is up, or it ended)."""
+    seen, deadline = b"", time.monotonic() + timeout
+    fd = proc.stderr.fileno()
+    while time.monotonic() < deadline and needle.encode() not in seen:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def test_submit_wait_on_a_box_without_worker_says_so(tmp_path, redis_server):     # M7
+    job = _job(tmp_path, "quick.yaml", "/bin/true")
+    proc = subprocess.Popen([PERFLAB, "submit", job, "--box", "nosuchbox", "--wait", "--broker", redis_server.url],
+                            env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        said = _read_until(proc, "no worker of it is alive", timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "waiting for box nosuchbox: no worker of it is alive" in said, said
+    assert "perflab worker --box nosuchbox" in said
