@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import redis
+
 from conftest import PERFLAB, assert_one_line_error
 from services import free_port
 
@@ -66,3 +68,59 @@ def test_submit_wait_on_a_box_without_worker_says_so(tmp_path, redis_server):   
         proc.wait()
     assert "waiting for box nosuchbox: no worker of it is alive" in said, said
     assert "perflab worker --box nosuchbox" in said
+
+
+def _worker(tmp: Path, broker: str, box: str, spool: str, log: str) -> subprocess.Popen:
+    out = open(tmp / log, "ab")
+    return subprocess.Popen([PERFLAB, "worker", "--box", box, "--broker", broker, "--db", str(tmp / "shared.db"),
+                             "--spool", str(tmp / spool), "--heartbeat", "0.3"],
+                            env=_env(tmp), cwd=tmp, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _alive_workers(r, box: str) -> list[dict]:
+    return [h for k in r.scan_iter(f"perflab:worker:{box}:*") if (h := r.hgetall(k))]
+
+
+def _until(what: str, predicate, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_server):     # M8
+    r = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    first = _worker(tmp_path, redis_server.url, "X", "spool-1", "first.log")
+    try:
+        state = _until("the first worker's heartbeat", lambda: _alive_workers(r, "X"))[0]
+        second = subprocess.run([PERFLAB, "worker", "--box", "X", "--broker", redis_server.url,
+                                 "--db", str(tmp_path / "shared.db"), "--spool", str(tmp_path / "spool-2")],
+                                env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert_one_line_error(second, "box X already has a worker", state["worker"])
+        assert not (tmp_path / "spool-2").exists()    # refused before its spool was made
+        assert first.poll() is None and [w["worker"] for w in _alive_workers(r, "X")] == [state["worker"]]
+        # Another box is not affected.
+        other = _worker(tmp_path, redis_server.url, "Y", "spool-3", "other.log")
+        _until("box Y's worker", lambda: _alive_workers(r, "Y"))
+        other.terminate()
+        other.wait(30)
+        # kill -9 of the first: a worker started at once on this host takes the box over.
+        first.kill()
+        first.wait()
+        again = _worker(tmp_path, redis_server.url, "X", "spool-1", "again.log")
+        try:
+            _until("the new worker's heartbeat",
+                   lambda: any(w["pid"] == str(again.pid) for w in _alive_workers(r, "X")))
+            assert r.get("perflab:lock:X") == f"{state['host']}-{again.pid}"
+        finally:
+            again.terminate()
+            again.wait(30)
+        # Released at its end (or, for a SIGTERM before Celery took the signal, expired in a few beats).
+        _until("box X free again", lambda: r.get("perflab:lock:X") is None, timeout=5)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
