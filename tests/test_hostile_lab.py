@@ -81,6 +81,17 @@ def _alive_workers(r, box: str) -> list[dict]:
     return [h for k in r.scan_iter(f"perflab:worker:{box}:*") if (h := r.hgetall(k))]
 
 
+def _running(argv: list[str]) -> bool:
+    want = "\0".join(argv).encode() + b"\0"
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == want:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _until(what: str, predicate, timeout: float = 30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -124,3 +135,25 @@ def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_serve
         if first.poll() is None:
             first.kill()
             first.wait()
+
+
+def test_sigterm_of_a_worker_mid_job_logs_one_line(tmp_path, redis_server):     # L9
+    r = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    worker = _worker(tmp_path, redis_server.url, "T", "spool", "worker.log")
+    try:
+        _until("the worker's heartbeat", lambda: _alive_workers(r, "T"))
+        subprocess.run([PERFLAB, "submit", _job(tmp_path, "slow.yaml", "/bin/sleep 31.5"), "--box", "T",
+                        "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path, check=True, capture_output=True)
+        # The benchmark running: the runner holds SIGTERM by then (before, Celery's warm shutdown
+        # would wait for the job to end).
+        _until("the benchmark running", lambda: _running(["/bin/sleep", "31.5"]))
+        worker.terminate()
+        assert worker.wait(30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    log = (tmp_path / "worker.log").read_text()
+    assert "reject requeue=True: worker stopped by signal 15 during the job" in log, log
+    assert "Traceback" not in log and "celery.exceptions.Reject" not in log, log
+    assert r.llen("perflab.box.T") == 1    # the job is back in the box's queue

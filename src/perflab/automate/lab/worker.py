@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -71,6 +72,18 @@ def _describe(job: dict) -> str:
     params = ", ".join(f"{k}={v}" for k, v in (job.get("params") or {}).items())
     at = f" at {describe(job['source'])}" if isinstance(job.get("source"), dict) else ""
     return printable(f"{job.get('benchmark')} {params}".strip() + at, 160)
+
+
+class _RejectWithoutTraceback(logging.Filter):
+    """Celery logs a task's Reject (our requeue on SIGTERM, or with the broker away) with the
+    traceback of the raise: the one line before it says all there is to say."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from celery.exceptions import Reject
+
+        if record.exc_info and isinstance(record.exc_info[1], Reject):
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 class Worker:
@@ -279,6 +292,7 @@ class Worker:
         reaped = self.spool.recover()
         self._upload()
         self._beat()
+        logging.getLogger("celery.app.trace").addFilter(_RejectWithoutTraceback())
         worker = self.app.Worker(
             pool="solo", concurrency=1, queues=[lab.queue_name(self.box)], hostname=f"{self.box}@{self.name}",
             prefetch_multiplier=1, without_gossip=True, without_mingle=True, without_heartbeat=True,
