@@ -157,3 +157,31 @@ def test_sigterm_of_a_worker_mid_job_logs_one_line(tmp_path, redis_server):     
     assert "reject requeue=True: worker stopped by signal 15 during the job" in log, log
     assert "Traceback" not in log and "celery.exceptions.Reject" not in log, log
     assert r.llen("perflab.box.T") == 1    # the job is back in the box's queue
+
+
+def test_a_broker_error_leaves_the_state_once_the_broker_is_back(tmp_path, redis_server):     # L10
+    r = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    worker = _worker(tmp_path, redis_server.url, "R", "spool", "worker.log")
+    try:
+        _until("the worker's heartbeat", lambda: _alive_workers(r, "R"))
+        subprocess.run([PERFLAB, "submit", _job(tmp_path, "short.yaml", "/bin/sleep 1.25"), "--box", "R",
+                        "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path, check=True, capture_output=True)
+        _until("the benchmark running", lambda: _running(["/bin/sleep", "1.25"]))
+        redis_server.stop()
+        # The job ends while the broker is away: its end cannot be recorded ("connection refused").
+        _until("the benchmark ended", lambda: not _running(["/bin/sleep", "1.25"]))
+        time.sleep(1.5)
+        redis_server.start()
+        state = _until("the worker's heartbeat, idle, after the broker came back",
+                       lambda: [w for w in _alive_workers(r, "R") if w["state"] == "idle"], timeout=60)[0]
+        time.sleep(1.0)   # a few more beats
+        state = _alive_workers(r, "R")[0]
+        assert not state["last_error"].startswith("broker:"), state
+        shown = subprocess.run([PERFLAB, "queue", "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path,
+                               capture_output=True, text=True, check=True).stdout
+        assert "broker:" not in shown, shown
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    log = (tmp_path / "worker.log").read_text()
+    assert "broker back at" in log and "after broker: " in log, log    # kept in the log, dated

@@ -245,13 +245,28 @@ class Worker:
                 self._lost_box()
                 return
             key = lab.worker_key(self.box, self.name)
+            state = {k: str(v) for k, v in self.state.as_hash(self.spool.pending()).items()}
+            stale = state["last_error"] if state["last_error"].startswith("broker:") else ""
+            if stale:
+                state["last_error"] = ""   # written only if the broker answers: then it is back
             with self.redis.pipeline() as p:
-                p.hset(key, mapping={k: str(v) for k, v in self.state.as_hash(self.spool.pending()).items()})
+                p.hset(key, mapping=state)
                 p.expire(key, int(self.heartbeat_s * 3) + 1)
                 p.sadd(lab.BOXES, self.box)
                 p.execute()
         except Exception:   # the broker away for a while: the next beat tries again
-            pass
+            return
+        if stale:
+            self._broker_back(stale)
+
+    def _broker_back(self, stale: str) -> None:
+        """The broker answers again: its error leaves the state (`queue` and the dashboard would
+        show it for good) and goes to the log, dated both ends."""
+        with self.state.lock:
+            if self.state.last_error != stale:
+                return
+            self.state.last_error = ""
+        print(f"perflab worker: broker back at {_now()} after {stale}", file=sys.stderr, flush=True)
 
     def _lost_box(self) -> None:
         """Another worker took this box while the broker had lost our lock (a restart without
