@@ -10,6 +10,7 @@ through the local sendmail or the SMTP server of the configuration.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -46,6 +47,7 @@ class RegressionReport:
     build: str | None = None
     regressions: list[MetricRow] = field(default_factory=list)
     detectable: float = float("nan")   # smallest change of the headline metric these samples detect with 90% power
+    remote: str | None = None          # the repository's origin URL, when it has one
 
     @property
     def change(self) -> float:
@@ -70,6 +72,25 @@ def commit_info(repo: str | None, sha: str | None) -> CommitInfo | None:
     return info
 
 
+def _repository(run) -> str | None:
+    """Where the run's commit can be read: the recorded repository (the user's, not a worktree
+    since deleted), else the worktree if it is still there, else a lab job's source."""
+    env = run.environment or {}
+    source = run.job.get("source") if isinstance(run.job, dict) else None
+    candidates = [env.get("sut_repo"), env.get("sut_worktree"), source.get("repo") if isinstance(source, dict) else None]
+    for path in candidates:
+        if isinstance(path, str) and path and os.path.isdir(path):
+            return path
+    return None
+
+
+def _lab_source(run) -> str | None:
+    """The repository URL a lab job was submitted with (bisect/robot --box), if not a local path."""
+    source = run.job.get("source") if isinstance(run.job, dict) else None
+    url = source.get("repo") if isinstance(source, dict) else None
+    return url if isinstance(url, str) and "://" in url else None
+
+
 def _machine(facts: dict) -> str:
     threads = facts.get("cpu_threads") or facts.get("cpu_cores") or "?"
     model = facts.get("cpu_model") or "unknown CPU"
@@ -91,13 +112,14 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
     headline = regressions[0]
     head_run = result.selections[1].runs[-1]
     base_run = result.selections[0].runs[-1]
-    repo = repo or head_run.environment.get("sut_repo")
+    remote = head_run.environment.get("sut_remote") or _lab_source(head_run)
+    repo = repo or _repository(head_run)
     from perflab.stats.power import detectable_of
 
     return RegressionReport(
         tag=tag, base=commit_info(repo, base_run.commit), head=commit_info(repo, head_run.commit),
         headline=headline, comparison=result, machine=_machine(head_run.environment), job=head_run.job,
-        repo=repo, build=build_command, regressions=regressions,
+        repo=repo, remote=remote, build=build_command, regressions=regressions,
         detectable=detectable_of(headline.base_values, headline.head_values[0], alpha=alpha),
     )
 

@@ -50,8 +50,9 @@ def render(report: RegressionReport) -> str:
     ]
     if report.head and report.head.author:
         lines.append(f"author: {shown(report.head.author, 120)}")
-    if report.repo:
-        lines.append(f"in repository: {shown(report.repo, 200)}")
+    if report.repo or report.remote:
+        remote = f" ({shown(report.remote, 200)})" if report.repo and report.remote else ""
+        lines.append(f"in repository: {shown(report.repo or report.remote, 200)}{remote}")
     lines += [
         "",
         f"in testcase: {shown(row.benchmark)}",
@@ -76,6 +77,8 @@ def _reproduce(report: RegressionReport) -> list[str]:
     out = ["To reproduce:", ""]
     sha = report.head.sha if report.head else None
     repo = shlex.quote(report.repo) if report.repo else "SUT"
+    if not report.repo and report.remote:
+        out.append(f"        git clone {shlex.quote(report.remote)} SUT")
     if sha:
         out.append(f"        git -C {repo} checkout {sha}")
     if report.build:
