@@ -92,6 +92,7 @@ SLOW_FILES = {
     "test_kernbench.py", "test_lmbench.py", "test_news.py", "test_robot.py", "test_will_it_scale_c.py",
     "test_importers.py", "test_runner.py", "test_run_cmd.py", "test_output_identity.py",
     "test_hostile_strings.py", "test_hostile_output.py",   # every command on a hostile store; every -o
+    "test_hostile_temp.py",   # kill -9 of fio and perf runs
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).
 SLOW_TESTS = {
@@ -127,6 +128,8 @@ TOOL_TESTS = {
     "test_aim7.py": ({"test_disk_tasks_on_a_fresh_xfs"}, ("mkfs.xfs",)),
     "test_filesystem.py": ("*", ("mkfs.ext4", "mkfs.xfs", "mkfs.btrfs")),
     "test_instructions.py": ("*", ("valgrind",)),
+    "test_hostile_temp.py": ("skipif", ("fio", "perf")),
+    "test_hostile_perf.py": ("skipif", ("perf", "setpriv")),
 }
 FILES_BY_MARK = {"postgres": {"test_store_postgres.py", "test_services.py"},
                  "redis": {"test_lab.py", "test_lab_bisect.py", "test_services.py"}}

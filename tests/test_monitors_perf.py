@@ -12,6 +12,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from perflab.core.model import Sample
 from perflab.monitors import MonitorError, MonitorSet, parse_spec
 from perflab.monitors import perf as perfmon
 from perflab.monitors.base import Unavailable
+from perflab.execution import scratch
 from perflab.execution.executor import ProcessSpec, execute, start_background
 
 from conftest import assert_one_line_error
@@ -152,10 +154,12 @@ def test_temp_dirs_of_dead_perflab_processes_are_removed(tmp_path, monkeypatch):
     (orphan / "perf-1.data").write_bytes(b"x" * 100)
     live = tmp_path / f"perflab-perf-{os.getppid()}-perf-stat-y"
     live.mkdir()
+    monkeypatch.setattr(scratch, "_mine", None)
+    scratch.reap()   # what every command that opens the store does (execution.filesystem.cleanup_stale)
     mon = perfmon.PerfStat(perfmon.PerfStatOptions())
     try:
         mine = mon.workdir()
-        assert mine.parent == tmp_path and mine.is_dir()
+        assert mine.parent == Path(scratch.directory()) and mine.parent.parent == tmp_path and mine.is_dir()
         assert not orphan.exists() and live.exists()
     finally:
         mon.close()

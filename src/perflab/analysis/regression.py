@@ -13,6 +13,7 @@ through the local sendmail or the SMTP server of the configuration.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
@@ -67,6 +68,7 @@ class RegressionReport:
     secondary_left_out: list[str] = field(default_factory=list)   # secondary metrics not in the mail
     base_box: str | None = None
     base_export: str | None = None   # the file the base runs were exported to, beside the mail
+    remote: str | None = None          # the repository's origin URL, when it has one
 
     @property
     def change(self) -> float:
@@ -89,6 +91,25 @@ def commit_info(repo: str | None, sha: str | None) -> CommitInfo | None:
         if done.returncode == 0 and done.stdout.count("\0") == 3:
             info.sha, info.author, info.subject, info.date = done.stdout.rstrip("\n").split("\0")
     return info
+
+
+def _repository(run) -> str | None:
+    """Where the run's commit can be read: the recorded repository (the user's, not a worktree
+    since deleted), else the worktree if it is still there, else a lab job's source."""
+    env = run.environment or {}
+    source = run.job.get("source") if isinstance(run.job, dict) else None
+    candidates = [env.get("sut_repo"), env.get("sut_worktree"), source.get("repo") if isinstance(source, dict) else None]
+    for path in candidates:
+        if isinstance(path, str) and path and os.path.isdir(path):
+            return path
+    return None
+
+
+def _lab_source(run) -> str | None:
+    """The repository URL a lab job was submitted with (bisect/robot --box), if not a local path."""
+    source = run.job.get("source") if isinstance(run.job, dict) else None
+    url = source.get("repo") if isinstance(source, dict) else None
+    return url if isinstance(url, str) and "://" in url else None
 
 
 def _machine(facts: dict) -> str:
@@ -152,7 +173,8 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
     headline = rows[0]
     head_run = result.selections[1].runs[-1]
     base_run = result.selections[0].runs[-1]
-    repo = repo or head_run.environment.get("sut_repo")
+    remote = head_run.environment.get("sut_remote") or _lab_source(head_run)
+    repo = repo or _repository(head_run)
     from perflab.stats.power import detectable_of
 
     if mail is None:
@@ -163,7 +185,7 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
         tag=tag, base=base_info, head=head_info, headline=headline, comparison=result,
         machine=_machine(head_run.environment),
         job=minimal(head_run.job, _repetitions(result, head_run.job)) if head_run.job else None,
-        repo=repo, build=build_command, regressions=rows,
+        repo=repo, remote=remote, build=build_command, regressions=rows,
         detectable=detectable_of(headline.base_values, headline.head_values[0], alpha=alpha),
         kind=kind, trailer=trailer_of(mail, msgid, head_info) if kind == REGRESSION else None,
         message_id=msgid, secondary_left_out=left_out, base_box=base_run.box,

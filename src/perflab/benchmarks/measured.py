@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from perflab.execution import scratch
 from perflab.benchmarks.base import Metric, Session, catalog_of
 from perflab.core.environment import NA
 from perflab.core.errors import PerflabError
@@ -189,7 +190,7 @@ def measuring(job, session: AbstractContextManager[Session]) -> Iterator[Session
     measure = Measure(job.measure, bool(job.measure_children), job.measure_function)
     valgrind.binary()
     with session as s:
-        workdir = Path(tempfile.mkdtemp(prefix="perflab-valgrind-"))
+        workdir = Path(tempfile.mkdtemp(prefix="perflab-valgrind-", dir=scratch.directory()))   # reaped after a kill -9
         try:
             yield MeasuredSession(s, measure, workdir)
         finally:

@@ -164,7 +164,8 @@ def _aslr() -> str:
 
 
 def git_state(repo: str) -> dict:
-    """Commit and dirty flag of the system under test at `repo`."""
+    """Commit and dirty flag of the system under test at `repo`; the repository (the main working
+    tree of a linked worktree, which is then kept as `worktree`) and its origin URL (`remote`)."""
     from perflab.core.errors import PerflabError
 
     path = Path(repo)
@@ -178,7 +179,20 @@ def git_state(repo: str) -> dict:
                                 capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise PerflabError("git is not installed; --repo needs it") from None
-    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()), "repo": str(path.resolve())}
+    here = str(path.resolve())
+    state = {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()), "repo": here}
+    # A linked worktree (the robot's and bisect's scratch trees are deleted after the run):
+    # the repository is the main working tree; the worktree is kept beside it.
+    listed = subprocess.run(["git", "-C", here, "worktree", "list", "--porcelain"], capture_output=True, text=True,
+                            timeout=30).stdout.split("\n\n")[0].splitlines()
+    main = listed[0].removeprefix("worktree ") if listed and listed[0].startswith("worktree ") else ""
+    if main and "bare" not in listed and os.path.realpath(main) != here:
+        state.update(repo=os.path.realpath(main), worktree=here)
+    remote = subprocess.run(["git", "-C", here, "config", "--get", "remote.origin.url"], capture_output=True,
+                            text=True, timeout=30).stdout.strip()
+    if remote:
+        state["remote"] = re.sub(r"(://[^/@:]*):[^/@]*@", r"\1@", remote)   # never a password
+    return state
 
 
 def capture(box: str | None = None, cc: str | None = None) -> dict:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from perflab.core import units
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.execution import scratch
 
 SHM = "/dev/shm"
 TYPES = ("ext4", "xfs", "btrfs", "tmpfs")
@@ -310,7 +311,14 @@ def undo(record: dict, patience: float = UNMOUNT_PATIENCE) -> None:
 
 
 def cleanup_stale(echo=None) -> list[str]:
-    """Undo the filesystems left by runs that were killed (owner pid gone); one stderr line each."""
+    """Undo the filesystems left by runs that were killed (owner pid gone), one stderr line each;
+    then remove their temporary directories (perflab.execution.scratch)."""
+    said = _undo_stale(echo)
+    scratch.reap()   # after the mounts: a directory is never removed through a mount
+    return said
+
+
+def _undo_stale(echo) -> list[str]:
     directory = state_dir()
     try:
         names = [n for n in os.listdir(directory) if n.endswith(".json")]
@@ -374,7 +382,8 @@ def mounted(fstype: str, size, prefix: str) -> Iterator:
     ident = secrets.token_hex(4)
     record = {
         "pid": os.getpid(), "start_time": _start_time(os.getpid()), "fs": fstype, "fs_size": str(size),
-        "mount": os.path.join(tempfile.gettempdir(), f"perflab-fs-{ident}"),
+        # Not in the scratch directory: that is removed when its owner dies, never through a mount.
+        "mount": os.path.join(scratch.system_tmp(), f"perflab-fs-{ident}"),
         "backing": None if fstype == "tmpfs" else os.path.join(SHM, f"perflab-fs-{ident}"),
         "loop": None, "created": time.time(),
     }

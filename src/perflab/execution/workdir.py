@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from perflab.core.errors import UsageProblem
 from perflab.core.process import in_run_directory
+from perflab.execution import scratch
 from perflab.execution.filesystem import Workdir, check_minimum, mounted, parse_size
 
 __all__ = ["FILESYSTEMS", "Workdir", "WorkdirParams", "filesystem_of", "workdir"]
@@ -91,8 +92,9 @@ def workdir(params: WorkdirParams, prefix: str) -> Iterator[Workdir]:
         with mounted(params.fs, params.fs_size, prefix) as fresh:
             yield fresh
         return
-    parent = params.dir or tempfile.gettempdir()
-    where = in_run_directory(parent)   # a relative dir: in the run's directory (a Measurer's worktree)
+    # By default in this process's scratch directory, which the next command reaps after a kill -9.
+    parent = params.dir or scratch.system_tmp()
+    where = in_run_directory(params.dir) if params.dir else scratch.directory()
     if not os.path.isdir(where):
         raise UsageProblem(f"parameter dir = {parent!r}: no such directory")
     if not os.access(where, os.W_OK | os.X_OK):
@@ -101,6 +103,8 @@ def workdir(params: WorkdirParams, prefix: str) -> Iterator[Workdir]:
         path = tempfile.mkdtemp(prefix=f"perflab-{prefix}-", dir=where)
     except OSError as e:
         raise UsageProblem(f"parameter dir = {parent!r}: cannot make the run's directory there: {e.strerror}") from None
+    if params.dir:
+        scratch.register_outside(path)
     fstype, mount, options = filesystem_of(path)
     try:
         yield Workdir(path, {"workdir": parent, "workdir_fs": fstype, "workdir_mount": mount,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import shlex
 
+from perflab.core.text import printable
 from perflab.jobs.minimal import differing_params, to_yaml
 from perflab.analysis.regression import CommitInfo, RegressionReport
 from perflab.report import lkp
@@ -89,8 +90,9 @@ def render(report: RegressionReport) -> str:
     ]
     if report.head and report.head.author:
         lines.append(f"author: {shown(report.head.author, 120)}")
-    if report.repo:
-        lines.append(f"in repository: {shown(report.repo, 200)}")
+    if report.repo or report.remote:
+        remote = f" ({shown(report.remote, 200)})" if report.repo and report.remote else ""
+        lines.append(f"in repository: {shown(report.repo or report.remote, 200)}{remote}")
     lines += ["", f"in testcase: {shown(row.benchmark)}", f"on test machine: {shown(report.machine, 200)}"]
     params = _parameters(row)
     if params:
@@ -133,10 +135,12 @@ def _reproduce(report: RegressionReport) -> list[str]:
         return ["To reproduce:", "", STEP + "(the head runs were imported: no atomic job is stored to rerun)"]
     repo = shlex.quote(report.repo) if report.repo else "SUT"
     steps = ["cat > job.yaml <<'EOF'", *to_yaml(report.job).rstrip("\n").splitlines(), "EOF"]
+    if not report.repo and report.remote:
+        steps.insert(0, f"git clone {shlex.quote(report.remote)} SUT")
     steps += _run_side(report, 0, repo) + _run_side(report, 1, repo)
     base_tag, head_tag = _side(report, 0)[1], _side(report, 1)[1]
     steps.append(f"perflab compare {base_tag} {head_tag}")
-    out = ["To reproduce:", "", *(STEP + s for s in steps)]
+    out = ["To reproduce:", "", *(STEP + printable(s, None) for s in steps)]   # tags and paths come from the store
     if report.base_export:
         base = report.base
         operand = f"box={report.base_box},commit={base.short}" if base and report.base_box else shlex.quote(

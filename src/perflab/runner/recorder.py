@@ -67,6 +67,7 @@ def start_run(
         git = environment.git_state(repo)
         commit, dirty = git["commit"], git["dirty"]
         facts["sut_repo"] = git["repo"]
+        facts.update({f"sut_{k}": git[k] for k in ("worktree", "remote") if git.get(k)})
     if extra_facts:
         if "vm_mode" in extra_facts:
             # A run in a VM guest: the guest's kernel, CPUs and memory replace the host's, which stay beside them.

@@ -74,6 +74,7 @@ def wait(broker: str, sid: str, console=None, poll_s: float = 0.2) -> list[BoxPr
 
     r = lab.redis_client(broker)
     rows = progress(r, sid)
+    look_at_workers, warned = time.monotonic() + NO_WORKER_S, set()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console) as bar:
         tasks = {p.box: bar.add_task(p.box, total=p.total, note="") for p in rows}
@@ -84,7 +85,27 @@ def wait(broker: str, sid: str, console=None, poll_s: float = 0.2) -> list[BoxPr
                 bar.update(tasks[p.box], completed=p.ended, note=note)
             if all(p.ended >= p.total for p in rows):
                 return rows
+            if time.monotonic() > look_at_workers:
+                look_at_workers += NO_WORKER_S
+                for box in _boxes_without_worker(r, [p.box for p in rows if p.ended < p.total]):
+                    if box not in warned:
+                        bar.console.print(no_worker_note(box), markup=False, highlight=False, soft_wrap=True)
+                        warned.add(box)
             time.sleep(poll_s)
+
+
+NO_WORKER_S = 10.0   # how long a submitter waits before it looks whether the boxes have workers
+
+
+def no_worker_note(box: str) -> str:
+    return (f"waiting for box {box}: no worker of it is alive "
+            f"(start one: perflab worker --box {box} --broker ... --db ...)")
+
+
+def _boxes_without_worker(r, boxes: list[str]) -> list[str]:
+    """Those of `boxes` no live worker serves (a scan of the heartbeat keys: not at every poll)."""
+    served = {w.get("box") for w in workers(r)}
+    return [box for box in boxes if box not in served]
 
 
 def workers(r) -> list[dict]:
@@ -139,7 +160,7 @@ def run_on_box(broker: str, box: str, jobs: list[AtomicJob], store, *, say=lambd
     ids: list[str] = []
     sid, _n = submit(broker, jobs, [box], source="perflab bisect/robot", task_ids=ids)
     results: dict[str, dict] = {}
-    look_at_workers, warned = time.monotonic() + 10, False
+    look_at_workers, warned = time.monotonic() + NO_WORKER_S, False
     try:
         with interrupt.stop_requests_as_flag():
             while len(results) < len(ids):
@@ -152,10 +173,9 @@ def run_on_box(broker: str, box: str, jobs: list[AtomicJob], store, *, say=lambd
                 if len(results) < len(ids):
                     # Every 10 s, not every poll: a scan of the heartbeat keys is not free.
                     if not warned and time.monotonic() > look_at_workers:
-                        look_at_workers += 10
-                        if not any(w.get("box") == box for w in workers(r)):
-                            say(f"waiting for box {box}: no worker of it is alive "
-                                f"(start one: perflab worker --box {box} --broker ... --db ...)")
+                        look_at_workers += NO_WORKER_S
+                        if _boxes_without_worker(r, [box]):
+                            say(no_worker_note(box))
                             warned = True
                     time.sleep(poll_s)
     except interrupt.Interrupted:

@@ -17,6 +17,17 @@ from pathlib import Path
 from perflab.exchange import transfer
 from perflab.core.errors import PerflabError
 from perflab.store import Store, open_store
+from perflab.store.engine import locate, make_engine
+
+
+def check_driver(shared_url: str | None) -> None:
+    """Refuse, in one line naming the extra to install, a shared store whose driver is missing.
+
+    At the worker's start, without connecting: the store may well be down now (the runs then
+    wait in the spool), but a missing driver would keep every run in the spool for good."""
+    if shared_url and "://" in shared_url:
+        url, label, _path, _ro = locate(shared_url)
+        make_engine(url, label).dispose()
 
 
 class Spool:

@@ -21,16 +21,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.automate.lab import app as lab
+from perflab.automate.lab.boxlock import BoxLock
 from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, check_source, describe
-from perflab.automate.lab.spool import Spool
+from perflab.automate.lab.spool import Spool, check_driver
 from perflab.automate.measurer import KernelFailed
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
@@ -70,15 +74,31 @@ def _describe(job: dict) -> str:
     return printable(f"{job.get('benchmark')} {params}".strip() + at, 160)
 
 
+class _RejectWithoutTraceback(logging.Filter):
+    """Celery logs a task's Reject (our requeue on SIGTERM, or with the broker away) with the
+    traceback of the raise: the one line before it says all there is to say."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from celery.exceptions import Reject
+
+        if record.exc_info and isinstance(record.exc_info[1], Reject):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 class Worker:
     def __init__(self, box: str, broker: str, db: str | None, spool_dir: Path,
                  visibility_timeout: float, heartbeat_s: float = lab.HEARTBEAT_S):
         self.box = lab.check_box(box)
+        check_driver(db)
         self.broker = broker
         self.redis = lab.redis_client(broker)
+        self.name = f"{socket.gethostname()}-{os.getpid()}"
+        # Before the spool is touched: a second worker of this box refuses, naming the first.
+        self.lock = BoxLock(self.redis, self.box, self.name, int(heartbeat_s * 3) + 1)
+        self.lock.acquire()
         self.spool = Spool(spool_dir, box, db)
         self.checkouts = Checkouts(spool_dir / "src")
-        self.name = f"{socket.gethostname()}-{os.getpid()}"
         self.state = WorkerState(box, self.name)
         self.heartbeat_s = heartbeat_s
         self.app = lab.make_app(broker, visibility_timeout)
@@ -221,14 +241,41 @@ class Worker:
 
     def _beat(self) -> None:
         try:
+            if not self.lock.renew():
+                self._lost_box()
+                return
             key = lab.worker_key(self.box, self.name)
+            state = {k: str(v) for k, v in self.state.as_hash(self.spool.pending()).items()}
+            stale = state["last_error"] if state["last_error"].startswith("broker:") else ""
+            if stale:
+                state["last_error"] = ""   # written only if the broker answers: then it is back
             with self.redis.pipeline() as p:
-                p.hset(key, mapping={k: str(v) for k, v in self.state.as_hash(self.spool.pending()).items()})
+                p.hset(key, mapping=state)
                 p.expire(key, int(self.heartbeat_s * 3) + 1)
                 p.sadd(lab.BOXES, self.box)
                 p.execute()
         except Exception:   # the broker away for a while: the next beat tries again
-            pass
+            return
+        if stale:
+            self._broker_back(stale)
+
+    def _broker_back(self, stale: str) -> None:
+        """The broker answers again: its error leaves the state (`queue` and the dashboard would
+        show it for good) and goes to the log, dated both ends."""
+        with self.state.lock:
+            if self.state.last_error != stale:
+                return
+            self.state.last_error = ""
+        print(f"perflab worker: broker back at {_now()} after {stale}", file=sys.stderr, flush=True)
+
+    def _lost_box(self) -> None:
+        """Another worker took this box while the broker had lost our lock (a restart without
+        persistence): two workers must not share a box, so this one stops as on SIGTERM."""
+        if not self._stop.is_set():
+            self._stop.set()
+            print(f"perflab worker: box {self.box} is now held by {printable(self.lock.holder(), 100)}: stopping",
+                  file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def _cancel_running(self) -> None:
         from perflab.execution import interrupt
@@ -254,11 +301,13 @@ class Worker:
             self._beat()
 
     def run(self) -> None:
+        self._beat()   # the box's lock renewed at once: the spool's upload below may take a while
+        beat = threading.Thread(target=self._heartbeat_loop, name="perflab-heartbeat", daemon=True)
+        beat.start()
         reaped = self.spool.recover()
         self._upload()
         self._beat()
-        beat = threading.Thread(target=self._heartbeat_loop, name="perflab-heartbeat", daemon=True)
-        beat.start()
+        logging.getLogger("celery.app.trace").addFilter(_RejectWithoutTraceback())
         worker = self.app.Worker(
             pool="solo", concurrency=1, queues=[lab.queue_name(self.box)], hostname=f"{self.box}@{self.name}",
             prefetch_multiplier=1, without_gossip=True, without_mingle=True, without_heartbeat=True,
@@ -270,9 +319,11 @@ class Worker:
             worker.start()
         finally:
             self._stop.set()
+            beat.join(10)   # its last beat must not renew the lock or the heartbeat after they are removed
             try:
                 self.redis.delete(lab.worker_key(self.box, self.name))
             except Exception:
                 pass
+            self.lock.release()
         if worker.exitcode:
             raise PerflabError(f"worker of box {self.box} ended with status {worker.exitcode} (see its log above)")

@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from perflab.execution import scratch
 from perflab.core import cbuild
 from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
@@ -267,7 +268,7 @@ class LmbenchFamily(Family):
 
     @contextmanager
     def session(self, params: LmbenchParams, job: dict) -> Iterator[LmbenchSession]:
-        workdir = tempfile.mkdtemp(prefix="perflab-lmbench-")
+        workdir = tempfile.mkdtemp(prefix="perflab-lmbench-", dir=scratch.directory())   # reaped after a kill -9
         try:
             session = LmbenchSession(params, job, workdir)
             session.build()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from perflab.core.errors import PerflabError
+from perflab.execution import scratch
 from perflab.monitors.base import Monitor, Unavailable
 
 ACK_TIMEOUT = 30.0        # perf record -a -g synthesises every process's maps before it can enable
@@ -124,19 +125,6 @@ class ControlledPerf:
 WORKDIR_PREFIX = "perflab-perf-"
 
 
-def _remove_orphaned_workdirs() -> None:
-    """Temp dirs of perflab processes that are gone (kill -9 skips close()): perf.data can be large."""
-    root = Path(tempfile.gettempdir())
-    try:
-        entries = list(root.glob(f"{WORKDIR_PREFIX}*"))
-    except OSError:
-        return
-    for d in entries:
-        pid = d.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
-            shutil.rmtree(d, ignore_errors=True)
-
-
 class PerfMonitor(Monitor):
     """What perf-stat and perf-profile share: a temp dir and a perf started ahead of use.
 
@@ -158,8 +146,9 @@ class PerfMonitor(Monitor):
 
     def workdir(self) -> Path:
         if self._dir is None:
-            _remove_orphaned_workdirs()
-            self._dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-{self.name}-"))
+            # In the process's scratch directory: a kill -9 leaves it to the next command's reap.
+            self._dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-{self.name}-",
+                                              dir=scratch.directory()))
         return self._dir
 
     def perf_argv(self, output: Path) -> list[str]:

@@ -48,8 +48,11 @@ def perf_binary() -> str:
                     found = path
                 else:
                     why = (proc.stderr or proc.stdout).strip().splitlines()
-                    found = Unavailable(f"{path} does not run ({why[0] if why else f'exit {proc.returncode}'}): "
-                                        "install the linux-perf package for the running kernel")
+                    if _is_refusal(proc.stderr + proc.stdout):
+                        found = refused()
+                    else:
+                        found = Unavailable(f"{path} does not run ({why[0] if why else f'exit {proc.returncode}'}): "
+                                            "install the linux-perf package for the running kernel")
             except (OSError, subprocess.TimeoutExpired) as e:
                 found = Unavailable(f"{path} does not run ({e}): install the linux-perf package")
         _DETECTED[key] = found
@@ -69,22 +72,51 @@ def _has_capability(bit: int) -> bool:
     return False
 
 
+def _perfmon_capable() -> bool:
+    # What the kernel checks (perfmon_capable()): the capabilities, not the uid. Root in a
+    # container or under a dropped bounding set has uid 0 and neither.
+    return _has_capability(38) or _has_capability(21)
+
+
+def _who() -> str:
+    if os.geteuid() == 0:
+        return "this process is root without CAP_PERFMON and CAP_SYS_ADMIN (a container?)"
+    return "this process is not root and has neither capability"
+
+
+def refused(paranoid_path: str = PARANOID, tracepoints: bool = False, level: object = None) -> Unavailable:
+    """perf refused by the kernel's access control: which sysctl or capability would let it count."""
+    if level is None:
+        try:
+            level = int(Path(paranoid_path).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            level = "unreadable"
+    needed = -1 if tracepoints else 0
+    what = "system-wide tracepoint counting" if tracepoints else "system-wide counting (perf -a)"
+    return Unavailable(f"{paranoid_path} is {level}; {what} needs {needed} or lower "
+                       f"(sysctl -w kernel.perf_event_paranoid={needed}) or the capability CAP_PERFMON "
+                       f"(or CAP_SYS_ADMIN, e.g. setcap cap_perfmon+ep on perf); {_who()}")
+
+
+def _is_refusal(output: str) -> bool:
+    """perf's words when perf_event_open failed for want of permission (EACCES/EPERM)."""
+    return any(w in output for w in ("perf_event_paranoid", "Access to performance monitoring",
+                                     "Permission denied", "Operation not permitted"))
+
+
 def check_permission(tracepoints: bool, paranoid_path: str = PARANOID, privileged: bool | None = None) -> None:
-    """System-wide counting (-a) as a user needs perf_event_paranoid <= 0, tracepoints <= -1,
-    unless the process is privileged: root, or CAP_PERFMON (38) / CAP_SYS_ADMIN (21)."""
+    """System-wide counting (-a) without CAP_PERFMON (38) / CAP_SYS_ADMIN (21) needs
+    perf_event_paranoid <= 0, tracepoints <= -1."""
     if privileged is None:
-        privileged = os.geteuid() == 0 or _has_capability(38) or _has_capability(21)
+        privileged = _perfmon_capable()
     if privileged:
         return
     try:
         level = int(Path(paranoid_path).read_text().split()[0])
     except (OSError, ValueError, IndexError) as e:
         raise Unavailable(f"cannot read {paranoid_path} ({e}); perf needs it to count system-wide") from None
-    needed = -1 if tracepoints else 0
-    if level > needed:
-        what = "system-wide tracepoint counting" if tracepoints else "system-wide counting (perf -a)"
-        raise Unavailable(f"{paranoid_path} is {level}; {what} as a non-root user needs {needed} or lower "
-                          f"(sysctl kernel.perf_event_paranoid={needed}), or run perflab as root")
+    if level > (-1 if tracepoints else 0):
+        raise refused(paranoid_path, tracepoints, level)
 
 
 def is_tracepoint(event: str) -> bool:
@@ -184,6 +216,8 @@ def _probe(perf: str, events: list[str]) -> dict[str, object] | None:
             return {event: f"not on this kernel (perf: {reason})"}
         return {event: _monitor_error(
             f"perf-stat: unknown event {event!r} (perf: {reason}); `perf list` lists the events this machine knows")}
+    if proc.returncode != 0 and _is_refusal(proc.stderr):
+        raise refused(tracepoints=any(is_tracepoint(e) for e in events))
     if proc.returncode != 0:
         words = [l.strip() for l in proc.stderr.splitlines() if l.strip()]
         raise Unavailable(f"perf stat -a fails here: {' | '.join(words[:3]) or f'exit {proc.returncode}'}")
