@@ -37,7 +37,7 @@ Everything is vectorised numpy (the t distribution from perflab.stats.student_t)
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -89,7 +89,8 @@ class ChangePoint:
     change: float               # relative change of the level, after / before - 1
     ci: tuple[float, float]     # 95% interval of `change`
     p_value: float              # two-sided t-test (pooled variance) of before against after,
-                                # Bonferroni-adjusted over the positions searched
+                                # Bonferroni-adjusted over the positions searched; for an edge that
+                                # only its excursion as a whole confirms, that test's (_pair_test)
     detectable: float           # smallest relative change these points detect with 90% power (stats.power)
     test: str                   # "t-log" (on logarithms) or "t" (raw values: some were <= 0)
 
@@ -367,12 +368,25 @@ def _pair_test(values, keep, bounds: list[int], j: int, least: float, min_size: 
     # The middle beyond both sides, by the least change each, and the sides at one level
     # (else pooling them would test a step beside a sliver, not an excursion).
     near = min(abs(m - left.mean()), abs(m - right.mean()))
-    if (m - left.mean()) * (m - right.mean()) <= 0 or near < least:
+    if (m - left.mean()) * (m - right.mean()) <= 0 or near < least or abs(left.mean() - right.mean()) > near / 2:
         return 1.0, 0.0
     if left.size + right.size > 2 and _student(left, right, inflation)[3] < SAME_LEVEL_P:
         return 1.0, 0.0
     diff, _, _, p, _ = _student(np.concatenate([left, right]), mid, inflation)
     return min(1.0, p * positions(s, b, min_size) * positions(a, e, min_size)), diff
+
+
+def _excursion(values, keep, bounds: list[int], i: int, least: float, min_size: int, inflation: float,
+               logged: bool, scale: float) -> tuple[float, float]:
+    """(adjusted p, relative change) of the better excursion that change point i is an edge
+    of (with the one before it or the one after): (1, 0) when neither is one."""
+    best = (1.0, 0.0)
+    for j in (i - 1, i):
+        if 1 <= j and j + 2 < len(bounds):
+            p, diff = _pair_test(values, keep, bounds, j, least, min_size, inflation)
+            if p < best[0]:
+                best = (p, math.expm1(diff) if logged else diff / scale)
+    return best
 
 
 def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inflation, dropped=None) -> list[int]:
@@ -389,12 +403,9 @@ def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inf
     def test(i: int) -> _Tested:
         t = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation)
         if not t.ok:
-            for j in (i - 1, i):
-                if 1 <= j and j + 2 < len(bounds):
-                    p, diff = _pair_test(values, keep, bounds, j, least, min_size, inflation)
-                    change = math.expm1(diff) if logx is not None else diff / scale
-                    if p < alpha:
-                        return _Tested(t.index, True, (0, p, -abs(change)), None)
+            p, change = _excursion(values, keep, bounds, i, least, min_size, inflation, logx is not None, scale)
+            if p < alpha:
+                return _Tested(t.index, True, (0, p, -abs(change)), None)
         return t
 
     while True:
@@ -502,10 +513,22 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     else:
         inflation = 1.0
     result.dropped_p = dropped
-    result.change_points = [
-        _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
-              describe=True).point for i in range(1, len(bounds) - 1)]
+    result.change_points = [_described(x, logx, keep, z, bounds, i, inflation, options) for i in range(1, len(bounds) - 1)]
     return result
+
+
+def _described(x, logx, keep, z, bounds: list[int], i: int, inflation: float, options: dict) -> ChangePoint:
+    """The figures of change point i; its p-value that of its excursion (_pair_test) when
+    that, not its own test, is what kept it."""
+    alpha, min_effect, min_size = options["alpha"], options["min_effect"], options["min_size"]
+    point = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
+                  describe=True).point
+    if point.p_value < alpha:
+        return point
+    scale = 1.0 if logx is not None else (abs(_median(x)) or 1.0)
+    least = math.log1p(min_effect) if logx is not None else min_effect * scale
+    p, _ = _excursion(logx if logx is not None else x, keep, bounds, i, least, min_size, inflation, logx is not None, scale)
+    return replace(point, p_value=min(p, point.p_value))
 
 
 def _series_detectable(x: np.ndarray, logx: np.ndarray | None, keep: np.ndarray, split: int, alpha: float) -> float:
