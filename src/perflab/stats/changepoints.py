@@ -65,7 +65,7 @@ CORRELATION_Z = 2.5
 SAME_LEVEL_P = 0.01
 # ... and an excursion and each side are tested as one only over this many points: a sliver
 # of a few points between candidates is noise far more often than a level.
-PAIR_MIN_POINTS = 10
+PAIR_MIN_POINTS = 15
 # A "no change" is said to be blind when the series could not have seen a change this large.
 RELEVANT_CHANGE = 0.05
 
