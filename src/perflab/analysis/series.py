@@ -305,11 +305,25 @@ def analyse(history: History, exact_min_effect: float | None = None, **options) 
             for s, d in zip(history.series, found)]
 
 
+def _resolution(points: list[Point]) -> float | None:
+    """exact.resolution of the points' samples, in one array operation when every point has
+    the same number (>= 2) of finite positive samples: the per-point loop cost `perflab
+    detect` ~20 ms per series of 500 points."""
+    sizes = {len(p.samples) for p in points}
+    if len(sizes) == 1 and (k := sizes.pop()) >= 2:
+        a = np.array([p.samples for p in points], dtype=float)
+        if np.isfinite(a).all() and (a > 0).all():
+            a.sort(axis=1)
+            median = (a[:, (k - 1) // 2] + a[:, k // 2]) / 2
+            return float(((a[:, -1] - a[:, 0]) / median).max())
+    return exact.resolution(*(p.samples for p in points))
+
+
 def _exact(s: Series, exact_min_effect: float | None, options: dict) -> changepoints.Detection | None:
     """The series' exact detection, or None when it is not exact."""
     least = options.get("min_effect", changepoints.MIN_EFFECT) if exact_min_effect is None else exact_min_effect
     by_unit = exact.exact_by_unit(s.unit, s.metric)
-    found = exact_series.detect(s.values, point_resolution=exact.resolution(*(p.samples for p in s.points)),
+    found = exact_series.detect(s.values, point_resolution=_resolution(s.points),
                                by_unit=by_unit,
                                min_size=options.get("min_size", changepoints.MIN_SIZE), min_effect=least,
                                alpha=options.get("alpha", changepoints.ALPHA))

@@ -37,7 +37,7 @@ Everything is vectorised numpy (the t distribution from perflab.stats.student_t)
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -61,6 +61,11 @@ MAX_RHO = 0.9
 # It is taken as real beyond this many standard errors (sqrt(2/n): that of the estimate
 # from first differences, the larger of the two estimates' errors).
 CORRELATION_Z = 2.5
+# An excursion's two sides count as one level unless they differ at this (unadjusted) p.
+SAME_LEVEL_P = 0.01
+# ... and an excursion and each side are tested as one only over this many points: a sliver
+# of a few points between candidates is noise far more often than a level.
+PAIR_MIN_POINTS = 15
 # A "no change" is said to be blind when the series could not have seen a change this large.
 RELEVANT_CHANGE = 0.05
 
@@ -84,7 +89,8 @@ class ChangePoint:
     change: float               # relative change of the level, after / before - 1
     ci: tuple[float, float]     # 95% interval of `change`
     p_value: float              # two-sided t-test (pooled variance) of before against after,
-                                # Bonferroni-adjusted over the positions searched
+                                # Bonferroni-adjusted over the positions searched; for an edge that
+                                # only its excursion as a whole confirms, that test's (_pair_test)
     detectable: float           # smallest relative change these points detect with 90% power (stats.power)
     test: str                   # "t-log" (on logarithms) or "t" (raw values: some were <= 0)
 
@@ -345,13 +351,62 @@ def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, inf
     return _Tested(index, ok, (0 if ok else 1, p, -abs(change)), point)
 
 
+def _pair_test(values, keep, bounds: list[int], j: int, least: float, min_size: int,
+               inflation: float) -> tuple[float, float]:
+    """(adjusted p, relative change) of the excursion between bounds[j] and bounds[j + 1]:
+    its points against those of the segments on both sides, pooled; (1, 0) unless the
+    middle level lies above both sides or below both (it went and came back).
+
+    An excursion of 3% over 30 points is plain as a whole while either edge alone, tested
+    against a neighbour segment that the noise has made look closer, may miss alpha. The
+    p-value is Bonferroni-adjusted over every pair of positions the two edges could take."""
+    s, a, b, e = bounds[j - 1], bounds[j], bounds[j + 1], bounds[j + 2]
+    left, mid, right = (values[u:v][keep[u:v]] for u, v in ((s, a), (a, b), (b, e)))
+    if min(left.size, mid.size, right.size) < PAIR_MIN_POINTS:
+        return 1.0, 0.0
+    m = mid.mean()
+    # The middle beyond both sides, by the least change each, and the sides at one level
+    # (else pooling them would test a step beside a sliver, not an excursion).
+    near = min(abs(m - left.mean()), abs(m - right.mean()))
+    if (m - left.mean()) * (m - right.mean()) <= 0 or near < least or abs(left.mean() - right.mean()) > near / 2:
+        return 1.0, 0.0
+    if left.size + right.size > 2 and _student(left, right, inflation)[3] < SAME_LEVEL_P:
+        return 1.0, 0.0
+    diff, _, _, p, _ = _student(np.concatenate([left, right]), mid, inflation)
+    return min(1.0, p * positions(s, b, min_size) * positions(a, e, min_size)), diff
+
+
+def _excursion(values, keep, bounds: list[int], i: int, least: float, min_size: int, inflation: float,
+               logged: bool, scale: float) -> tuple[float, float]:
+    """(adjusted p, relative change) of the better excursion that change point i is an edge
+    of (with the one before it or the one after): (1, 0) when neither is one."""
+    best = (1.0, 0.0)
+    for j in (i - 1, i):
+        if 1 <= j and j + 2 < len(bounds):
+            p, diff = _pair_test(values, keep, bounds, j, least, min_size, inflation)
+            if p < best[0]:
+                best = (p, math.expm1(diff) if logged else diff / scale)
+    return best
+
+
 def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inflation, dropped=None) -> list[int]:
     """Bounds [0, change points..., n]: candidates, then placed and validated weakest first
-    (the adjusted p-value of each candidate dropped is appended to `dropped`)."""
+    (the adjusted p-value of each candidate dropped is appended to `dropped`). A change
+    point that fails alone stays when it and a neighbour pass together as one excursion
+    (_pair_test)."""
     bounds = [0, *seeded_binary_segmentation(z, penalty, min_size), z.size]
+    values = logx if logx is not None else x
+    scale = 1.0 if logx is not None else (abs(_median(x)) or 1.0)
+    # min_effect in the units of `values` (log1p: the smaller of the two log distances)
+    least = math.log1p(min_effect) if logx is not None else min_effect * scale
 
     def test(i: int) -> _Tested:
-        return _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation)
+        t = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation)
+        if not t.ok:
+            p, change = _excursion(values, keep, bounds, i, least, min_size, inflation, logx is not None, scale)
+            if p < alpha:
+                return _Tested(t.index, True, (0, p, -abs(change)), None)
+        return t
 
     while True:
         # Each change point at its best position between its neighbours, then
@@ -369,7 +424,8 @@ def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inf
                 dropped.append(p if p >= alpha else 1.0)
             del tested[worst], bounds[worst + 1]
             removed = True
-            for k in (worst - 1, worst):
+            # a pair test reaches two change points on either side
+            for k in range(worst - 2, worst + 2):
                 if 0 <= k < len(tested):
                     tested[k] = test(k + 1)
         if not removed:
@@ -457,10 +513,22 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     else:
         inflation = 1.0
     result.dropped_p = dropped
-    result.change_points = [
-        _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
-              describe=True).point for i in range(1, len(bounds) - 1)]
+    result.change_points = [_described(x, logx, keep, z, bounds, i, inflation, options) for i in range(1, len(bounds) - 1)]
     return result
+
+
+def _described(x, logx, keep, z, bounds: list[int], i: int, inflation: float, options: dict) -> ChangePoint:
+    """The figures of change point i; its p-value that of its excursion (_pair_test) when
+    that, not its own test, is what kept it."""
+    alpha, min_effect, min_size = options["alpha"], options["min_effect"], options["min_size"]
+    point = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
+                  describe=True).point
+    if point.p_value < alpha:
+        return point
+    scale = 1.0 if logx is not None else (abs(_median(x)) or 1.0)
+    least = math.log1p(min_effect) if logx is not None else min_effect * scale
+    p, _ = _excursion(logx if logx is not None else x, keep, bounds, i, least, min_size, inflation, logx is not None, scale)
+    return replace(point, p_value=min(p, point.p_value))
 
 
 def _series_detectable(x: np.ndarray, logx: np.ndarray | None, keep: np.ndarray, split: int, alpha: float) -> float:
