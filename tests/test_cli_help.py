@@ -118,4 +118,6 @@ def test_detect_loads_neither_scipy_nor_other_commands(tmp_path):
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert loaded == ["perflab.cli.common", "perflab.cli.detect", "perflab.execution.filesystem"], loaded
+    # execution.scratch: the per-run temporary directories the start-up clean-up reaps (issue 23 M10).
+    assert loaded == ["perflab.cli.common", "perflab.cli.detect", "perflab.execution.filesystem",
+                      "perflab.execution.scratch"], loaded
