@@ -446,3 +446,19 @@ def test_bad_speed_keys_are_one_line_errors(cli, cache_dir, setting, needle):
     proc = cli("run", "lmbench-quick.yaml", "--set", setting, env=run_env(cache_dir), check=False)
     assert proc.returncode == 2
     assert_one_line_error(proc, "lmbench-quick.yaml", needle)
+
+
+def test_icount_figures_stop_after_a_confirmation():
+    """In an icount guest the session's figures are instruction-time: two processes within
+    0.2% of each other end a program, whatever min_runs; on the host the same two values do not."""
+    figures = catalog.metrics_of_program("lat_sig")
+    out = [("\n".join(f'{{"metric": "{m}", "value": {v}, "unit": "us"}}' for m in figures for v in vals))
+           for vals in ((100.0,), (100.04,))]
+    params = driver.LmbenchParams(min_runs=3)
+    guest = driver.LmbenchSession(params, {"runs": 5, "vm": {"mode": "icount"}}, "/tmp")
+    host = driver.LmbenchSession(params, {"runs": 5}, "/tmp")
+    for session in (guest, host):
+        for text in out:
+            session._note("lat_sig", driver.parse_output("lat_sig", text))
+    assert not guest.wanted("lat_sig", 2)
+    assert host.wanted("lat_sig", 2)

@@ -34,6 +34,7 @@ from perflab.core.errors import UsageProblem
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import filesystem_of
+from perflab.stats import exact
 from perflab.stats.stopping import StoppingRule
 
 SOURCE_DIR = Path(__file__).parent / "c"
@@ -164,6 +165,10 @@ class LmbenchSession(Session):
         self.precision, self.min_runs = params.precision, params.min_runs
         # program -> metric -> the mean of each of its processes' samples (what the rule looks at)
         self.seen: dict[str, dict[str, list[float]]] = {}
+        # program -> metric -> every sample of its processes, pooled (the rule's exactness test)
+        self.pooled: dict[str, dict[str, list[float]]] = {}
+        # under icount a figure is instruction-time: exact by construction (stats.exact)
+        self.unit_mark = f" {exact.ICOUNT_MARK}" if ((job.get("vm") or {}).get("mode") == "icount") else ""
         stored: dict = {"quick": bool(params.quick)}
         if params.only:
             stored["only"] = list(params.only)
@@ -209,7 +214,10 @@ class LmbenchSession(Session):
             return True
         top = max(ceiling, 2)
         rule = StoppingRule(self.precision, floor=min(self.min_runs, top), ceiling=top)
-        return not rule.all_known(seen.values())
+        pooled = self.pooled.get(program, {})
+        return not all(rule.known(values, unit=catalog.FIGURES[metric].unit + self.unit_mark,
+                                  samples=pooled.get(metric))
+                       for metric, values in seen.items())
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
         args = ["-n", str(self.mode.samples), "-t", f"{self.mode.target_ms:g}", "-d", self.workdir, *self.mode.extra]
@@ -236,9 +244,11 @@ class LmbenchSession(Session):
         for smp in samples:
             by_metric.setdefault(smp.metric, []).append(smp.value)
         seen = self.seen.setdefault(program, {})
+        pooled = self.pooled.setdefault(program, {})
         for metric, values in by_metric.items():
             if metric in catalog.FIGURES:   # the curve's points are measured once, not repeated
                 seen.setdefault(metric, []).append(sum(values) / len(values))
+                pooled.setdefault(metric, []).extend(values)
 
 
 def mem_args(curve: str, tiny: bool, caches: list[tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:
