@@ -180,8 +180,9 @@ def test_unknown_benchmark_lists_the_valid_ones(cli):
 
 
 def test_a_capped_program_runs_in_fewer_processes(tmp_path, cache_dir, monkeypatch):
-    """--quick runs lat_fs in 2 processes: a cap leaves the later rounds to the others."""
-    assert driver.QUICK.processes_of("lat_fs") == 2 and driver.QUICK.processes_of("lat_mem") == 4
+    """--quick runs lat_fs and lat_ctx in 2 processes: a cap leaves the later rounds to the others."""
+    assert driver.QUICK.processes_of("lat_fs") == driver.QUICK.processes_of("lat_ctx") == 2
+    assert driver.QUICK.processes_of("lat_mem") == 3
     with pytest.raises(ValueError, match="at least 2"):
         driver.Mode("x", processes=4, samples=1, target_ms=1, timeout=1, process_caps=(("lat_fs", 1),))
     capped = driver.Mode("tiny", processes=3, samples=1, target_ms=0.5, timeout=120, extra=("-T",),

@@ -72,10 +72,16 @@ class Mode:
 PRECISION = 0.05
 MIN_RUNS = 2
 
-# lat_fs in --quick: two processes, not four.  Its sample is at least one batch
-# of 1,000 files whatever the target length, and creating a file on a slow disk
-# costs up to a millisecond, so four processes alone took 40 s of a 75 s run.
-QUICK = Mode("quick", processes=4, samples=3, target_ms=10, timeout=120, process_caps=(("lat_fs", 2),))
+# --quick: three processes, not four, and lat_fs and lat_ctx in two.  lat_fs's
+# sample is at least one batch of 1,000 files whatever the target length, and
+# creating a file on a slow disk costs up to a millisecond, so four processes
+# alone took 40 s of a 75 s run; lat_ctx's 42 figures (each calibrated, then
+# sampled, with rings of up to 96 processes to fork) take 3 s a process, a third
+# of a round.  The stopping rule rarely ends a program of many figures before its
+# ceiling in so few processes (every figure must be known), so the ceiling is the
+# time: 3 processes give a mean whose standard error is 1.15x four's.
+QUICK = Mode("quick", processes=3, samples=3, target_ms=10, timeout=120,
+             process_caps=(("lat_fs", 2), ("lat_ctx", 2)))
 FULL = Mode("full", processes=5, samples=5, target_ms=50, timeout=900)
 TINY = Mode("tiny", processes=2, samples=1, target_ms=0.5, timeout=120, extra=("-T",))
 
