@@ -463,3 +463,12 @@ def test_icount_figures_stop_after_a_confirmation():
             session._note("lat_sig", driver.parse_output("lat_sig", text))
     assert not guest.wanted("lat_sig", 2)
     assert host.wanted("lat_sig", 2)
+
+
+def test_icount_samples_are_shorter():
+    """Under icount a sample is an instruction count: the mode's samples, ten times shorter."""
+    guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, "/tmp")
+    host = driver.LmbenchSession(driver.LmbenchParams(quick=True), {}, "/tmp")
+    assert guest.mode.target_ms == driver.QUICK.target_ms / driver.ICOUNT_SHORTER
+    assert (guest.mode.processes, guest.mode.samples) == (host.mode.processes, host.mode.samples)
+    assert host.mode is driver.QUICK

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from typing import Literal
@@ -84,6 +84,19 @@ QUICK = Mode("quick", processes=3, samples=3, target_ms=10, timeout=120,
              process_caps=(("lat_fs", 2), ("lat_ctx", 2)))
 FULL = Mode("full", processes=5, samples=5, target_ms=50, timeout=900)
 TINY = Mode("tiny", processes=2, samples=1, target_ms=0.5, timeout=120, extra=("-T",))
+
+
+# Under QEMU's icount a sample's "time" is its instruction count (1 ns each), the same
+# in every sample to a fraction of a percent, and a 10 ms sample is 10 million guest
+# instructions: 0.1-0.5 s of TCG.  Length buys a timing nothing there but amortizes the
+# loop around the operation, which 1/10 of the length still does (a sample of a
+# 5,000-instruction system call is 200 of them), so samples are ten times shorter.
+ICOUNT_SHORTER = 10
+
+
+def icount_mode(mode: Mode) -> Mode:
+    """The mode's processes and samples, with samples ICOUNT_SHORTER times shorter."""
+    return replace(mode, name=f"{mode.name} (icount)", target_ms=mode.target_ms / ICOUNT_SHORTER)
 
 
 def mode_for(quick: bool) -> Mode:
@@ -161,7 +174,11 @@ class LmbenchParams(Params):
 
 class LmbenchSession(Session):
     def __init__(self, params: LmbenchParams, job: dict, workdir: str):
-        self.mode = mode_for(params.quick)
+        # under icount a figure is instruction-time: exact by construction (stats.exact)
+        icount = (job.get("vm") or {}).get("mode") == "icount"
+        self.unit_mark = f" {exact.ICOUNT_MARK}" if icount else ""
+        base = mode_for(params.quick)
+        self.mode = icount_mode(base) if icount else base
         self.programs = catalog.programs_of(params.only or list(catalog.CATEGORIES))
         env_timeout = os.environ.get(TIMEOUT_ENV)
         self.timeout = float(job.get("timeout") or env_timeout or self.mode.timeout)
@@ -173,8 +190,6 @@ class LmbenchSession(Session):
         self.seen: dict[str, dict[str, list[float]]] = {}
         # program -> metric -> every sample of its processes, pooled (the rule's exactness test)
         self.pooled: dict[str, dict[str, list[float]]] = {}
-        # under icount a figure is instruction-time: exact by construction (stats.exact)
-        self.unit_mark = f" {exact.ICOUNT_MARK}" if ((job.get("vm") or {}).get("mode") == "icount") else ""
         stored: dict = {"quick": bool(params.quick)}
         if params.only:
             stored["only"] = list(params.only)
@@ -185,8 +200,8 @@ class LmbenchSession(Session):
             stored["min_runs"] = params.min_runs
         if params.mem_curve != "sparse":
             stored["mem_curve"] = params.mem_curve
-        self.mem_args, self.curve_args = mem_args(params.mem_curve, self.mode is TINY)
-        if self.mode is TINY:
+        self.mem_args, self.curve_args = mem_args(params.mem_curve, base is TINY)
+        if base is TINY:
             stored["tiny"] = True
         tmp_parent = os.path.dirname(workdir)
         facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
