@@ -96,7 +96,7 @@ ICOUNT_SHORTER = 10
 
 def icount_mode(mode: Mode) -> Mode:
     """The mode's processes and samples, with samples ICOUNT_SHORTER times shorter."""
-    return replace(mode, name=f"{mode.name} (icount)", target_ms=mode.target_ms / ICOUNT_SHORTER)
+    return replace(mode, target_ms=mode.target_ms / ICOUNT_SHORTER)
 
 
 def mode_for(quick: bool) -> Mode:
