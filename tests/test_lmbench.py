@@ -180,8 +180,9 @@ def test_unknown_benchmark_lists_the_valid_ones(cli):
 
 
 def test_a_capped_program_runs_in_fewer_processes(tmp_path, cache_dir, monkeypatch):
-    """--quick runs lat_fs in 2 processes: a cap leaves the later rounds to the others."""
-    assert driver.QUICK.processes_of("lat_fs") == 2 and driver.QUICK.processes_of("lat_mem") == 4
+    """--quick runs lat_fs and lat_ctx in 2 processes: a cap leaves the later rounds to the others."""
+    assert driver.QUICK.processes_of("lat_fs") == driver.QUICK.processes_of("lat_ctx") == 2
+    assert driver.QUICK.processes_of("lat_mem") == 3
     with pytest.raises(ValueError, match="at least 2"):
         driver.Mode("x", processes=4, samples=1, target_ms=1, timeout=1, process_caps=(("lat_fs", 1),))
     capped = driver.Mode("tiny", processes=3, samples=1, target_ms=0.5, timeout=120, extra=("-T",),
@@ -446,3 +447,28 @@ def test_bad_speed_keys_are_one_line_errors(cli, cache_dir, setting, needle):
     proc = cli("run", "lmbench-quick.yaml", "--set", setting, env=run_env(cache_dir), check=False)
     assert proc.returncode == 2
     assert_one_line_error(proc, "lmbench-quick.yaml", needle)
+
+
+def test_icount_figures_stop_after_a_confirmation():
+    """In an icount guest the session's figures are instruction-time: two processes within
+    0.2% of each other end a program, whatever min_runs; on the host the same two values do not."""
+    figures = catalog.metrics_of_program("lat_sig")
+    out = [("\n".join(f'{{"metric": "{m}", "value": {v}, "unit": "us"}}' for m in figures for v in vals))
+           for vals in ((100.0,), (100.04,))]
+    params = driver.LmbenchParams(min_runs=3)
+    guest = driver.LmbenchSession(params, {"runs": 5, "vm": {"mode": "icount"}}, "/tmp")
+    host = driver.LmbenchSession(params, {"runs": 5}, "/tmp")
+    for session in (guest, host):
+        for text in out:
+            session._note("lat_sig", driver.parse_output("lat_sig", text))
+    assert not guest.wanted("lat_sig", 2)
+    assert host.wanted("lat_sig", 2)
+
+
+def test_icount_samples_are_shorter():
+    """Under icount a sample is an instruction count: the mode's samples, ten times shorter."""
+    guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, "/tmp")
+    host = driver.LmbenchSession(driver.LmbenchParams(quick=True), {}, "/tmp")
+    assert guest.mode.target_ms == driver.QUICK.target_ms / driver.ICOUNT_SHORTER
+    assert (guest.mode.processes, guest.mode.samples) == (host.mode.processes, host.mode.samples)
+    assert host.mode is driver.QUICK

@@ -19,6 +19,12 @@ times and spreads, not in the same way.
     .venv/bin/python tools/bench/lmbench_speed.py [--runs 5] [--cpu 0] [--dir /var/tmp]
                                                   [--skip-lmbench] [--skip-accuracy] [--tiny]
 
+--icount KERNEL instead times the quick suite inside a QEMU TCG guest under icount (issue 24:
+at most 3 min per kernel, boot included), --runs times, and prints how many processes each
+program ran (identical-within-0.2% repetitions stop after once plus a confirmation):
+
+    .venv/bin/python tools/bench/lmbench_speed.py --icount /path/to/vmlinuz [--runs 3]
+
 --tiny runs perflab's tiny test sizes (PERFLAB_LMBENCH_TINY=1) and skips LMbench: a check
 that the script works, not a measurement.
 """
@@ -42,6 +48,7 @@ import lmbench_accuracy as acc  # noqa: E402  (the LMbench side: its commands an
 from perflab.benchmarks.lmbench import catalog  # noqa: E402
 
 QUICK_TARGET_S = 30.0
+ICOUNT_TARGET_S = 180.0
 FULL_SHARE = 1 / 3
 
 
@@ -142,6 +149,46 @@ def print_covs(ours: dict[str, list[float]], theirs: dict[str, list[float]]) -> 
         print(f"\n{passed} of {counted} figures with a CoV at most LMbench 3's")
 
 
+def processes_per_program(db: str, run_id: int) -> dict[str, int]:
+    """program -> how many processes (repetitions) it ran in one run."""
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT metric, count(DISTINCT repetition) FROM sample WHERE run_id=? GROUP BY metric",
+                       (run_id,)).fetchall()
+    con.close()
+    out: dict[str, int] = {}
+    for metric, reps in rows:
+        figure = catalog.FIGURES.get(metric)
+        if figure:
+            out[figure.program] = max(out.get(figure.program, 0), reps)
+    return out
+
+
+def icount_runs(args, env: dict) -> int:
+    """Time `perflab run lmbench --quick --kernel K --vm icount`, --runs times (boot included)."""
+    cmd = [args.perflab, "--db", "DB", "run", "lmbench", "--quick", "--kernel", args.icount, "--vm", "icount"]
+    print("command: " + " ".join(cmd) + "\n(figures to quote need a quiet machine: TCG is CPU-bound)")
+    times = []
+    with tempfile.TemporaryDirectory(prefix="perflab-speed-icount-") as tmp:
+        db = os.path.join(tmp, "perflab.db")
+        for i in range(args.runs):
+            began = time.monotonic()
+            proc = subprocess.run([c if c != "DB" else db for c in cmd], capture_output=True, text=True, env=env)
+            times.append(time.monotonic() - began)
+            con = sqlite3.connect(db)
+            (run_id,) = con.execute("SELECT max(id) FROM run").fetchone()
+            con.close()
+            if run_id is None:
+                sys.exit(f"perflab run failed: {proc.stderr.strip()[-300:]}")
+            tail = proc.stdout.strip().splitlines()[-1:] or [""]
+            print(f"run {i + 1}: {times[-1]:.1f} s (exit {proc.returncode}): {tail[0]}")
+            counts = processes_per_program(db, run_id)
+            print("  processes per program: " + ", ".join(f"{p} {n}" for p, n in counts.items()))
+    m = statistics.median(times)
+    print(f"quick suite under icount: {m:.1f} s median; target <= {ICOUNT_TARGET_S:.0f} s: "
+          f"ratio {m / ICOUNT_TARGET_S:.2f} -> {'PASS' if m <= ICOUNT_TARGET_S else 'FAIL'}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -151,8 +198,13 @@ def main() -> int:
     ap.add_argument("--skip-lmbench", action="store_true", help="time perflab only")
     ap.add_argument("--skip-accuracy", action="store_true", help="do not run lmbench_accuracy.py afterwards")
     ap.add_argument("--tiny", action="store_true", help="tiny sizes, no LMbench: check that the script works")
+    ap.add_argument("--icount", metavar="KERNEL", help="time the quick suite in a TCG guest under icount instead")
     args = ap.parse_args()
     env = dict(os.environ)
+    if args.icount:
+        if args.tiny:
+            env["PERFLAB_LMBENCH_TINY"] = "1"
+        return icount_runs(args, env)
     if args.tiny:
         env["PERFLAB_LMBENCH_TINY"] = "1"
         args.skip_lmbench = args.skip_accuracy = True

@@ -25,10 +25,17 @@ checks it on simulated lognormal and bimodal repetitions.
 The price is width: at two repetitions the t quantile for alpha / K is large
 (50.9 at K = 4), so two repetitions end a figure only when they agree to a
 small fraction of the precision - in practice, when they are identical. That
-is the other rule: repetitions that are exactly equal (a deterministic count,
-a figure under QEMU's icount) are measured once and confirmed once, whatever
-the floor; two timings that agree in all the digits printed are as good as
-identical for any use a figure is put to.
+is the other rule: repetitions that are exactly equal (a deterministic count)
+are measured once and confirmed once, whatever the floor; two timings that
+agree in all the digits printed are as good as identical for any use a figure
+is put to. So are repetitions that are exact in perflab.stats.exact's sense,
+within EXACT_LIMIT (0.2%) of each other: under QEMU's icount two processes'
+instruction-times differ by 0.003-0.12% (page faults), never by nothing. The
+caller says which: `unit` marked instruction-time (exact by construction, two
+repetitions suffice), or `samples`, every sample of every repetition pooled
+(exact by measurement: at least MEASURED_MIN samples, all within 0.2%, which a
+wall-time figure with a CoV of even 0.3% almost never is). Precision 0 asks for
+the ceiling: then only exact equality ends a figure early.
 
 Why not a two-stage (Stein) procedure: it needs its first-stage count fixed
 and large enough for a usable variance estimate (its t quantile has that
@@ -43,7 +50,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perflab.stats import student_t
+from perflab.stats import exact, student_t
 
 
 @dataclass(frozen=True)
@@ -85,17 +92,30 @@ class StoppingRule:
         var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
         return mean, self.t_quantile(n) * math.sqrt(var / n)
 
-    def known(self, values) -> bool:
-        """Whether these repetitions of one figure are enough (no more are needed)."""
+    def known(self, values, *, unit: str | None = None, samples=None) -> bool:
+        """Whether these repetitions of one figure are enough (no more are needed).
+
+        unit: the figure's unit (one marked instruction-time is exact by construction);
+        samples: every sample behind `values`, pooled (module docstring)."""
         n = len(values)
         if n >= self.ceiling:
             return True
         if n >= 2 and all(v == values[0] for v in values):
             return True          # exact repetitions: measured once, confirmed once
+        if n >= 2 and self.precision > 0 and self.near_identical(values, unit, samples):
+            return True          # icount-like: identical within the resolution of an exact metric
         if n < self.floor or self.precision == 0:
             return False
         mean, half = self.interval(values)
         return half <= self.precision * abs(mean)
+
+    @staticmethod
+    def near_identical(values, unit: str | None, samples) -> bool:
+        """Repetitions exact within EXACT_LIMIT: by their unit, or by every sample pooled."""
+        if exact.exact_by_unit(unit):
+            return exact.is_exact(list(values), unit=unit)
+        pooled = list(samples) if samples is not None else list(values)
+        return exact.is_exact(pooled)
 
     def all_known(self, figures) -> bool:
         """Whether every figure (an iterable of repetition-value lists) is known."""

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from typing import Literal
@@ -35,6 +35,7 @@ from perflab.core.errors import UsageProblem
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import filesystem_of
+from perflab.stats import exact
 from perflab.stats.stopping import StoppingRule
 
 SOURCE_DIR = Path(__file__).parent / "c"
@@ -72,12 +73,31 @@ class Mode:
 PRECISION = 0.05
 MIN_RUNS = 2
 
-# lat_fs in --quick: two processes, not four.  Its sample is at least one batch
-# of 1,000 files whatever the target length, and creating a file on a slow disk
-# costs up to a millisecond, so four processes alone took 40 s of a 75 s run.
-QUICK = Mode("quick", processes=4, samples=3, target_ms=10, timeout=120, process_caps=(("lat_fs", 2),))
+# --quick: three processes, not four, and lat_fs and lat_ctx in two.  lat_fs's
+# sample is at least one batch of 1,000 files whatever the target length, and
+# creating a file on a slow disk costs up to a millisecond, so four processes
+# alone took 40 s of a 75 s run; lat_ctx's 42 figures (each calibrated, then
+# sampled, with rings of up to 96 processes to fork) take 3 s a process, a third
+# of a round.  The stopping rule rarely ends a program of many figures before its
+# ceiling in so few processes (every figure must be known), so the ceiling is the
+# time: 3 processes give a mean whose standard error is 1.15x four's.
+QUICK = Mode("quick", processes=3, samples=3, target_ms=10, timeout=120,
+             process_caps=(("lat_fs", 2), ("lat_ctx", 2)))
 FULL = Mode("full", processes=5, samples=5, target_ms=50, timeout=900)
 TINY = Mode("tiny", processes=2, samples=1, target_ms=0.5, timeout=120, extra=("-T",))
+
+
+# Under QEMU's icount a sample's "time" is its instruction count (1 ns each), the same
+# in every sample to a fraction of a percent, and a 10 ms sample is 10 million guest
+# instructions: 0.1-0.5 s of TCG.  Length buys a timing nothing there but amortizes the
+# loop around the operation, which 1/10 of the length still does (a sample of a
+# 5,000-instruction system call is 200 of them), so samples are ten times shorter.
+ICOUNT_SHORTER = 10
+
+
+def icount_mode(mode: Mode) -> Mode:
+    """The mode's processes and samples, with samples ICOUNT_SHORTER times shorter."""
+    return replace(mode, target_ms=mode.target_ms / ICOUNT_SHORTER)
 
 
 def mode_for(quick: bool) -> Mode:
@@ -155,7 +175,11 @@ class LmbenchParams(Params):
 
 class LmbenchSession(Session):
     def __init__(self, params: LmbenchParams, job: dict, workdir: str):
-        self.mode = mode_for(params.quick)
+        # under icount a figure is instruction-time: exact by construction (stats.exact)
+        icount = (job.get("vm") or {}).get("mode") == "icount"
+        self.unit_mark = f" {exact.ICOUNT_MARK}" if icount else ""
+        base = mode_for(params.quick)
+        self.mode = icount_mode(base) if icount else base
         self.programs = catalog.programs_of(params.only or list(catalog.CATEGORIES))
         env_timeout = os.environ.get(TIMEOUT_ENV)
         self.timeout = float(job.get("timeout") or env_timeout or self.mode.timeout)
@@ -165,6 +189,8 @@ class LmbenchSession(Session):
         self.precision, self.min_runs = params.precision, params.min_runs
         # program -> metric -> the mean of each of its processes' samples (what the rule looks at)
         self.seen: dict[str, dict[str, list[float]]] = {}
+        # program -> metric -> every sample of its processes, pooled (the rule's exactness test)
+        self.pooled: dict[str, dict[str, list[float]]] = {}
         stored: dict = {"quick": bool(params.quick)}
         if params.only:
             stored["only"] = list(params.only)
@@ -175,8 +201,8 @@ class LmbenchSession(Session):
             stored["min_runs"] = params.min_runs
         if params.mem_curve != "sparse":
             stored["mem_curve"] = params.mem_curve
-        self.mem_args, self.curve_args = mem_args(params.mem_curve, self.mode is TINY)
-        if self.mode is TINY:
+        self.mem_args, self.curve_args = mem_args(params.mem_curve, base is TINY)
+        if base is TINY:
             stored["tiny"] = True
         tmp_parent = os.path.dirname(workdir)
         facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
@@ -210,7 +236,10 @@ class LmbenchSession(Session):
             return True
         top = max(ceiling, 2)
         rule = StoppingRule(self.precision, floor=min(self.min_runs, top), ceiling=top)
-        return not rule.all_known(seen.values())
+        pooled = self.pooled.get(program, {})
+        return not all(rule.known(values, unit=catalog.FIGURES[metric].unit + self.unit_mark,
+                                  samples=pooled.get(metric))
+                       for metric, values in seen.items())
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
         args = ["-n", str(self.mode.samples), "-t", f"{self.mode.target_ms:g}", "-d", self.workdir, *self.mode.extra]
@@ -237,9 +266,11 @@ class LmbenchSession(Session):
         for smp in samples:
             by_metric.setdefault(smp.metric, []).append(smp.value)
         seen = self.seen.setdefault(program, {})
+        pooled = self.pooled.setdefault(program, {})
         for metric, values in by_metric.items():
             if metric in catalog.FIGURES:   # the curve's points are measured once, not repeated
                 seen.setdefault(metric, []).append(sum(values) / len(values))
+                pooled.setdefault(metric, []).extend(values)
 
 
 def mem_args(curve: str, tiny: bool, caches: list[tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:

@@ -34,12 +34,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/syscall.h>
@@ -459,6 +461,21 @@ static void mount_or_say(const char *source, const char *target, const char *typ
 		say("cannot mount %s", target);
 }
 
+/* The loopback interface comes up down in a bare initramfs; benchmarks over
+ * 127.0.0.1 (TCP, UDP, select on sockets) need it up. */
+static void loopback_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&ifr, 0, sizeof ifr);
+	strcpy(ifr.ifr_name, "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0 ||
+	    (ifr.ifr_flags |= IFF_UP, ioctl(s, SIOCSIFFLAGS, &ifr) != 0))
+		say("%s", "cannot bring the loopback interface up");
+	if (s >= 0)
+		close(s);
+}
+
 int main(void)
 {
 	if (getpid() != 1) {
@@ -473,6 +490,7 @@ int main(void)
 	mount_or_say("tmpfs", "/tmp", "tmpfs");
 	mount_or_say("tmpfs", "/run", "tmpfs");
 	mkdir("/run/perflab", 0700);
+	loopback_up();
 	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", 1);
 
 	pid_t w = fork();
