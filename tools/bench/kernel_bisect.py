@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A real kernel bisection (issue 20): linux-source-6.1, a minimal config, `perflab bisect --vm icount`.
 
-    python tools/bench/kernel_bisect.py [--commits 20] [--culprit 13] [--broken 6] [--extra 3] [--jobs 2]
+    python tools/bench/kernel_bisect.py [--commits 20] [--culprit 13] [--broken 9] [--extra 3] [--jobs 2]
     python tools/bench/kernel_bisect.py --setup-only      # the tree and the repository, no build
     python tools/bench/kernel_bisect.py --prebuild        # the good end's full build into the cache, niced
 
@@ -126,7 +126,7 @@ def layout(args) -> list[str]:
     base = base_repository()
     branch = f"bench-{args.commits}-{args.culprit}-{args.broken}-{args.extra}"
     if sh("git", "-C", REPO, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", check=False).returncode == 0:
-        return git("rev-list", "--reverse", f"{base}^..{branch}").split()
+        return [base, *git("rev-list", "--reverse", f"{base}..{branch}").split()]
     started = time.monotonic()
     base_text = sh("git", "-C", REPO, "show", f"{base}:kernel/sys.c").stdout
     assert GETPPID in base_text, "getppid's definition not found in kernel/sys.c"
@@ -210,34 +210,41 @@ def bisect_command(args, repo_shas: list[str], job: Path, db: Path) -> list[str]
 
 def report(steps: list[tuple[float, str]], output: str, shas: list[str], args, total: float, load: str) -> None:
     names = {sha[:12]: i for i, sha in enumerate(shas)}
-    print("\ntime split per measured run (build, boot, boot+run):")
-    per_commit: dict[str, int] = collections.Counter()
+    print("\ntime split per boot (build, boot, boot+run; `at`: since the bisection started):")
     for at, line in steps:
         m = re.match(r"kernel ([0-9a-f]{12}):", line)
-        if m:
-            per_commit[m.group(1)] += 1
         print(f"  at {at:6.0f} s  [commit {names.get(m.group(1) if m else '', '?'):>2}] {line}")
-    print("runs per measured commit: " + ", ".join(f"commit {names.get(c, '?')}: {n}" for c, n in per_commit.items()))
+    said = re.search(r"^ends: good \S+ -> bad \S+: .*n=(\d+)\+(\d+)", output, re.M)
+    runs = [f"commit {names.get(sha, '?')}: {n}" for sha, n in re.findall(r"^step \d+: ([0-9a-f]{12}) .* after (\d+) run", output, re.M)]
+    print("runs per measured commit: " + (f"good end {said.group(1)}, bad end {said.group(2)}; " if said else "")
+          + ", ".join(runs) + " (a step's runs share one boot)")
     builds = [float(b) for b in re.findall(r"build ([\d.]+) s", "\n".join(line for _t, line in steps))]
+    spent = sum(builds) + sum(float(b) for b in re.findall(r"boot\+run ([\d.]+) s", "\n".join(l for _t, l in steps)))
     if builds:
         later = sorted(builds[1:])
-        print(f"builds: first {builds[0]:.0f} s; later: "
+        print(f"builds: good end {builds[0]:.0f} s; later: "
               + (f"median {later[len(later) // 2]:.0f} s, max {later[-1]:.0f} s" if later else "none"))
+    ends = {shas[0][:12], shas[-1][:12]}
+    gaps = [b - a for (a, _x), (b, y) in zip(steps, steps[1:]) if y.split()[1].rstrip(":") not in ends]
+    if gaps:
+        print(f"wall time of a step (from the boot before): {', '.join(f'{g:.0f}' for g in gaps)} s "
+              "(goal: a step under 60 s after the first build)")
     found = re.search(r"^first bad commit: ([0-9a-f]{40})", output, re.M)
     want = shas[args.culprit]
     verdict = ("none named" if not found else "RIGHT" if found.group(1) == want else
                f"WRONG (named commit {names.get(found.group(1)[:12], '?')})")
-    runs = re.search(r"^runs: .*$", output, re.M)
+    line = re.search(r"^runs: .*$", output, re.M)
     print(f"culprit: {verdict} (the culprit is commit {args.culprit}, {want[:12]}); "
-          f"{runs.group(0) if runs else 'no runs line'}")
-    print(f"total {total:.0f} s; 1-minute load average during the bisection: {load}")
+          f"{line.group(0) if line else 'no runs line'}")
+    print(f"total {total:.0f} s: builds and boot+runs {spent:.0f} s, the rest {total - spent:.0f} s (perflab's "
+          f"worktrees of the tree made and removed, failed builds, git); 1-minute load average: {load}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=20, help="commits in the layout, the base included")
     ap.add_argument("--culprit", type=int, default=13)
-    ap.add_argument("--broken", type=int, default=6)
+    ap.add_argument("--broken", type=int, default=9, help="the commit that does not build (9: git bisect's first midpoint of 20)")
     ap.add_argument("--extra", type=int, default=3, help="loads the culprit adds to getppid")
     ap.add_argument("--jobs", type=int, default=2, help="make -jN")
     ap.add_argument("--threshold", type=float, default=0.002, help="bisect --threshold")
