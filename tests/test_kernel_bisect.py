@@ -3,8 +3,8 @@
 The "kernel tree" is a git repository whose build command copies one of the two cached Debian
 kernels (tools/fetch_kernel.py --both: 6.1.170 and 6.1.176, whose getppid path differs by
 ~0.6% of instruction-time) to $KBUILD_OUTPUT/arch/x86/boot/bzImage, as the file kernel.txt of
-the commit says; one commit does not build, one "builds" garbage. will-it-scale getppid1 runs in
-a guest booted from each commit's image. Skipped with the reason without QEMU or the kernels.
+the commit says; one commit does not build, one (in a tree of its own) "builds" garbage.
+will-it-scale getppid1 runs in a guest booted from each commit's image. Skipped with the reason without QEMU or the kernels.
 """
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ case "$k" in
   *) cp "$k" "$KBUILD_OUTPUT/arch/x86/boot/bzImage" ;;
 esac
 """
-# c0 good ... c6 switches to 6.1.176 (the culprit); c4 does not build (git bisect's first midpoint
-# with 8 candidates), c7 builds garbage; c8 is the bad end.
-LAYOUT = ["47", "47", "47", "47", "fail", "47", "50", "garbage", "50"]
+# c0 good ... c4 switches to 6.1.176 (the culprit, not the bad end c5); c2 does not build (git bisect's
+# first midpoint with 5 candidates), so it is skipped and c3 (good) is measured next: two boots of steps.
+LAYOUT = ["47", "47", "fail", "47", "50", "50"]
+CULPRIT, BROKEN = 4, 2
+# For the boot-failure test: a commit that builds garbage, then one that builds a good kernel.
+BOOT_LAYOUT = ["47", "garbage", "50"]
 METRIC = "will-it-scale.per_process_ops"
 
 
@@ -50,13 +53,13 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def _tree(tmp_path: Path) -> tuple[Path, list[str]]:
+def _tree(tmp_path: Path, layout: list[str] = LAYOUT) -> tuple[Path, list[str]]:
     repo = tmp_path / "linux"
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / "build.sh").write_text(BUILD)
     shas = []
-    for i, what in enumerate(LAYOUT):
+    for i, what in enumerate(layout):
         (repo / "kernel.txt").write_text({"47": str(K47), "50": str(K50)}.get(what, what) + "\n")
         (repo / "n.txt").write_text(f"{i}\n")
         _git(repo, "add", "-A")
@@ -83,9 +86,9 @@ def test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does
     result = bisect.start(store, repo=str(repo), good=shas[0], bad=shas[-1], build_cmd="sh build.sh", job=_job(),
                           metric=METRIC, tag=None, settings=settings, kernel="arch/x86/boot/bzImage",
                           vm_mode="icount", say=said.append)
-    assert result.culprit and result.culprit["sha"] == shas[6], said
+    assert result.culprit and result.culprit["sha"] == shas[CULPRIT], said
     rec = result.record
-    assert shas[4] in rec.skips and "--build failed" in rec.skips[shas[4]], rec.skips
+    assert shas[BROKEN] in rec.skips and "--build failed" in rec.skips[shas[BROKEN]], rec.skips
     # The record keeps what --resume needs: the image's path in the build output and the VM.
     saved = json.loads(Path(rec.path).read_text())
     assert saved["kernel"]["image"] == "arch/x86/boot/bzImage" and saved["kernel"]["vm"]["mode"] == "icount"
@@ -96,7 +99,7 @@ def test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does
     for r in runs:
         facts = r.environment if isinstance(r.environment, dict) else json.loads(r.environment)
         assert facts["vm_mode"] == "icount" and facts["kernel_path"].endswith("/bzImage")
-        want = "6.1.0-50-amd64" if shas.index(r.commit) >= 6 else "6.1.0-47-amd64"
+        want = "6.1.0-50-amd64" if shas.index(r.commit) >= CULPRIT else "6.1.0-47-amd64"
         assert facts["kernel_release"] == want, (r.commit, facts["kernel_release"])
     assert {row.unit for row in store.samples([r.id for r in runs]) if row.metric == METRIC} == {"ops/s (icount)"}
     # The time split is said per measured commit; the user's tree is as it was, no worktree left.
@@ -110,7 +113,7 @@ def test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does
 def test_a_kernel_that_does_not_boot_is_a_skip_with_its_console_tail(tmp_path):
     from perflab.store import open_store
 
-    repo, shas = _tree(tmp_path)
+    repo, shas = _tree(tmp_path, BOOT_LAYOUT)
     store = open_store(str(tmp_path / "perflab.db"))
     rec = bisect.Record(id="t", repo=str(repo), good=shas[0], bad=shas[-1], build="sh build.sh", job=_job(),
                         metric=METRIC, tag="t", kernel={"image": "arch/x86/boot/bzImage",
@@ -119,14 +122,14 @@ def test_a_kernel_that_does_not_boot_is_a_skip_with_its_console_tail(tmp_path):
     trees = new_worktrees(repo, "t")
     try:
         measurer = measurer_for(store, rec, trees, lambda _m: None)
-        trees.add("step", shas[7])
+        trees.add("step", shas[1])
         with pytest.raises(KernelFailed) as failed:
-            measurer.measure(shas[7], [_job().with_(tag="t")], slot="step")
-        assert f"kernel of {shas[7][:12]} did not boot: QEMU could not boot kernel bzImage" in str(failed.value)
+            measurer.measure(shas[1], [_job().with_(tag="t")], slot="step")
+        assert f"kernel of {shas[1][:12]} did not boot: QEMU could not boot kernel bzImage" in str(failed.value)
         assert "\n" not in str(failed.value)
         # The build output directory is kept between builds: the second build ran in the same one.
-        trees.paths["step"] and _git(trees.paths["step"], "checkout", "-q", "--detach", shas[6])
-        measurer.measure(shas[6], [_job().with_(tag="t", runs=1)], slot="step")
+        trees.paths["step"] and _git(trees.paths["step"], "checkout", "-q", "--detach", shas[2])
+        measurer.measure(shas[2], [_job().with_(tag="t", runs=1)], slot="step")
         log = (trees.base / "kernel-build" / "builds.log").read_text().splitlines()
         assert len(log) == 2 and all(line.endswith(str(trees.base / "kernel-build")) for line in log)
     finally:

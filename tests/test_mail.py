@@ -11,8 +11,9 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
-from conftest import PERFLAB, assert_one_line_error
+from conftest import CLI, PERFLAB, assert_one_line_error
 from test_regression_report import GIT_ENV, _run, load
 
 IMPROVEMENT_FIXTURE = Path(__file__).parent / "data" / "improvement-report.txt"
@@ -120,6 +121,26 @@ def _measure_both(cli, repo: Path, shas: list[str]) -> None:
         cli("run", "cmd", "--runs", "4", "--repo", repo, "--tag", tag, "--", "sh", repo / "work.sh")
 
 
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory, shared_cache) -> tuple[Path, list[str], Path]:
+    """The program's repository and a store with both sides measured once (`perflab run`, the real
+    runner), shared by the tests below: each reads a copy of the store."""
+    tmp = tmp_path_factory.mktemp("mail-measured")
+    repo = tmp / "prog"
+    shas = _cmd_repo(repo)
+    _measure_both(CLI(tmp / "perflab.db", tmp, shared_cache), repo, shas)
+    return repo, shas, tmp / "perflab.db"
+
+
+def _copy_store(src: Path, dst: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    a.close()
+    b.close()
+
+
 def _steps(mail: str, first: str) -> list[str]:
     """The indented commands of the mail from the paragraph that starts with `first`, as one script."""
     lines = mail.splitlines()
@@ -141,10 +162,9 @@ def _shell(script: list[str], cwd: Path, db: Path) -> str:
     return done.stdout
 
 
-def test_the_reproduce_steps_measure_both_sides_and_the_job_holds_only_what_differs(cli, tmp_path):
-    repo = tmp_path / "prog"
-    shas = _cmd_repo(repo)
-    _measure_both(cli, repo, shas)
+def test_the_reproduce_steps_measure_both_sides_and_the_job_holds_only_what_differs(cli, tmp_path, measured):
+    repo, shas, db = measured
+    _copy_store(db, cli.db)
     mail = cli("report", "regression", "--base", "good", "--head", "bad", "--build", "true").stdout
     script = _steps(mail, "To reproduce:")
     job = yaml.safe_load("\n".join(script[1:script.index("EOF")]))
@@ -164,10 +184,9 @@ def test_the_reproduce_steps_measure_both_sides_and_the_job_holds_only_what_diff
     assert "-- secondary metrics" in kept and "left out of this mail" not in kept
 
 
-def test_the_base_runs_exported_beside_the_mail_are_what_the_steps_compare_with(cli, tmp_path):
-    repo = tmp_path / "prog"
-    shas = _cmd_repo(repo)
-    _measure_both(cli, repo, shas)
+def test_the_base_runs_exported_beside_the_mail_are_what_the_steps_compare_with(cli, tmp_path, measured):
+    repo, shas, db = measured
+    _copy_store(db, cli.db)
     export = tmp_path / "out" / "base-runs.json"
     export.parent.mkdir()
     mail = cli("report", "regression", "--base", "good", "--head", "bad", "--export-base", export).stdout

@@ -25,6 +25,17 @@ def cli(tmp_path_factory):
     return c
 
 
+def _inproc(cli, monkeypatch, capsys, *args) -> tuple[int, str]:
+    """`perflab ARGS` on the module's store, called in this process: the plots' matplotlib is imported
+    once, not per command (the installed command's --plot path: tests/test_html.py, test_hostile_output.py)."""
+    from perflab.cli import main
+
+    monkeypatch.setenv("PERFLAB_DB", str(cli.db))
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    return rc, capsys.readouterr().err
+
+
 def _png_size(path: Path) -> tuple[int, int]:
     head = path.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
@@ -99,19 +110,21 @@ def test_report_lmbench_is_one_row_per_operand(cli):
 
 # -- point 8: pictures ------------------------------------------------------------------------
 
-def test_scaling_plot_size_default_and_option(cli, tmp_path):
-    cli("report", "scaling", "base", "head", "--plot", tmp_path / "d.png")
+def test_scaling_plot_size_default_and_option(cli, tmp_path, monkeypatch, capsys):
+    assert _inproc(cli, monkeypatch, capsys, "report", "scaling", "base", "head", "--plot", tmp_path / "d.png")[0] == 0
     w, h = _png_size(tmp_path / "d.png")
     assert w >= 1000 and h >= 2 * 450                      # two testcases, one panel each
-    cli("report", "scaling", "base", "--plot", tmp_path / "s.png", "--size", "800x300")
+    assert _inproc(cli, monkeypatch, capsys, "report", "scaling", "base", "--plot", tmp_path / "s.png",
+                   "--size", "800x300")[0] == 0
     assert _png_size(tmp_path / "s.png") == (800, 600)
     bad = cli("report", "scaling", "--size", "huge", check=False)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "--size huge" in bad.stderr
 
 
-def test_compare_and_detect_plots_take_a_size(cli, tmp_path):
-    cli("compare", "base", "head", "-b", "cmd", "--plot", tmp_path / "c.png", "--size", "1200x500")
+def test_compare_and_detect_plots_take_a_size(cli, tmp_path, monkeypatch, capsys):
+    assert _inproc(cli, monkeypatch, capsys, "compare", "base", "head", "-b", "cmd", "--plot", tmp_path / "c.png",
+                   "--size", "1200x500")[0] == 0
     w, h = _png_size(tmp_path / "c.png")
     assert 1150 <= w <= 1300 and 450 <= h <= 560          # tight bounding box: labels never clipped
-    cli("detect", "--plot", tmp_path / "d.png")
+    assert _inproc(cli, monkeypatch, capsys, "detect", "--plot", tmp_path / "d.png")[0] == 0
     assert _png_size(tmp_path / "d.png")[0] >= 1300       # the default is wider than the old 990
