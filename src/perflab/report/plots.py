@@ -17,7 +17,6 @@ from perflab.core.errors import UsageProblem
 from perflab.core.text import printable
 
 FORMATS = (".png", ".svg")
-MAX_PANELS = 12      # detect: series drawn, one panel each
 MAX_BARS = 40        # compare: metrics drawn per head, the largest changes first
 VERDICT_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "changed": "#8a5a00"}
 KIND_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "change": "#8a5a00"}
@@ -136,60 +135,4 @@ def plot_comparison(result, path: str, size: tuple[int, int] | None = None) -> N
             if not rows:
                 ax.text(0.5, 0.5, "no metric measured on both sides", transform=ax.transAxes, ha="center")
         fig.tight_layout()
-        save(fig, path)
-
-
-# -- detect ---------------------------------------------------------------------------
-
-def plot_detect(history, results, path: str, size: tuple[int, int] | None = None) -> None:
-    """One panel per series (the first MAX_PANELS, those with change points first): points, the
-    levels between change points, a dashed line at each change point; a series of one point still draws."""
-    from matplotlib.ticker import MaxNLocator
-
-    shown = sorted(results, key=lambda r: not r.detection.change_points)[:MAX_PANELS]
-    rows = max(1, len(shown))
-    with _figure(figsize=_inches(size and (size[0], size[1] * rows), PANEL * rows + 40)) as fig:
-        if not shown:
-            ax = fig.add_subplot(1, 1, 1)
-            ax.text(0.5, 0.5, "no series", transform=ax.transAxes, ha="center")
-            ax.set_axis_off()
-        for n, res in enumerate(shown):
-            s, d = res.series, res.detection
-            ax = fig.add_subplot(rows, 1, n + 1)
-            xs = list(range(len(s.points)))
-            ys = [p.value for p in s.points]
-            ax.plot(xs, ys, marker="o", markersize=3, linewidth=0.8, color="#4a78c2")
-            if d.outliers:
-                ax.plot(d.outliers, [ys[i] for i in d.outliers], linestyle="none", marker="o", markersize=5,
-                        markerfacecolor="none", color="#999", label="spike (set aside)")
-            for k, c in enumerate(d.change_points):
-                segments = ([c.before] if k == 0 else []) + [c.after]
-                for seg in segments:
-                    ax.plot([seg.start, seg.stop - 1], [seg.mean, seg.mean], color="#f28e2b", linewidth=2)
-                kind = res.kinds[k]
-                ax.axvline(c.index - 0.5, color=KIND_COLORS.get(kind, "#333"), linestyle="--", linewidth=1.2)
-                # In the band kept free above the data (below), on a white box: never over a level line.
-                ax.annotate(f"{kind} {c.change * 100:+.1f}%", (c.index - 0.5, 1), xycoords=("data", "axes fraction"),
-                            xytext=(3, -3), textcoords="offset points", fontsize=7, va="top",
-                            color=KIND_COLORS.get(kind, "#333"), bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
-            if d.change_points:
-                lo, hi = ax.get_ylim()
-                ax.set_ylim(lo, hi + 0.22 * (hi - lo))
-            name = f"{printable(s.box)} {s.name or printable(s.benchmark)} {printable(s.metric)}"
-            ax.set_title(name, fontsize=8)
-            ax.set_ylabel(printable(s.unit, 20) or "value", fontsize=8)
-            if len(xs) == 1:
-                ax.set_xlim(-1, 1)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=7)
-        if shown:
-            fig.axes[-1].set_xlabel("point (commit, first-parent order)" if history.order == "commit" else
-                                    "point (run, by start time)", fontsize=8)
-        if len(results) > MAX_PANELS:
-            fig.suptitle(f"{MAX_PANELS} of {len(results)} series (those with change points first)", fontsize=9,
-                         y=1 - 0.06 / fig.get_figheight(), va="top")
-            fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
-        else:
-            fig.tight_layout()
         save(fig, path)

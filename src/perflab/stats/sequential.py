@@ -99,7 +99,8 @@ def transform(*groups) -> tuple[list[np.ndarray], bool]:
     return ([np.log(a) for a in arrays] if logged else arrays), logged
 
 
-def _relative(delta: float, logged: bool, base: float) -> float:
+def relative_change(delta: float, logged: bool, base: float) -> float:
+    """A difference on the test's scale as a relative change: on logs a ratio minus one, else over |base|."""
     if logged:
         return math.expm1(delta)
     return delta / abs(base) if base else math.nan
@@ -142,8 +143,8 @@ def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVe
         p = float(2 * stats.t.sf(abs(delta) / se, df))
     half = float(stats.t.ppf(1 - alpha_look / 2, df) * se) if se else 0.0
     base = float(g.mean())
-    change = _relative(delta, logged, base)
-    ci = (_relative(delta - half, logged, base), _relative(delta + half, logged, base))
+    change = relative_change(delta, logged, base)
+    ci = (relative_change(delta - half, logged, base), relative_change(delta + half, logged, base))
     detectable = detectable_change(ng, nb, sd, alpha_look, logged=logged, scale=base)
     significant = p < alpha_look
     big = abs(change) >= threshold
@@ -314,8 +315,8 @@ def ends_differ_paired(good, bad, alpha: float, looks: int, threshold: float) ->
         p = float(2 * stats.t.sf(abs(delta) / se, n - 1))
     half = float(stats.t.ppf(1 - alpha_look / 2, n - 1) * se) if se else 0.0
     scale = 1.0 if logged else base
-    change = _relative(delta, logged, scale)
-    ci = (_relative(delta - half, logged, scale), _relative(delta + half, logged, scale))
+    change = relative_change(delta, logged, scale)
+    ci = (relative_change(delta - half, logged, scale), relative_change(delta + half, logged, scale))
     # The sd of a difference is sqrt(2) x the sd of one run's own noise; two groups of n with that
     # sd have the standard error of the mean difference, sd_d / sqrt(n).
     detectable = detectable_change(n, n, sd / math.sqrt(2), alpha_look, logged=logged, scale=scale)
@@ -442,8 +443,8 @@ def confirm(d, delta: float, delta_se: float, alpha: float, logged: bool = True,
     llr = max(-cap, min(cap, llr))
     raw = float(kept.mean())
     half = student_t.quantile(max(n - 1, 1), 0.95) * float(kept.std(ddof=1)) / math.sqrt(n)
-    change = _relative(raw, logged, scale)
-    ci = (_relative(raw - half, logged, scale), _relative(raw + half, logged, scale))
+    change = relative_change(raw, logged, scale)
+    ci = (relative_change(raw - half, logged, scale), relative_change(raw + half, logged, scale))
     verdict = None
     if n >= CONFIRM_MIN:
         if llr >= upper and abs(change) >= threshold and change * delta > 0:

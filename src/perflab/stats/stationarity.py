@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perflab.stats import changepoints, student_t
+from perflab.stats.sequential import relative_change
 
 MIN_BIMODAL_N = 6           # fewer samples cannot show two clusters of two
 MIN_SHARE = 0.2             # the smaller cluster holds at least this share of the samples (and 2)
@@ -45,12 +46,6 @@ def _scale(x) -> tuple[np.ndarray, bool]:
     a = np.asarray(x, dtype=float).ravel()
     logged = bool(a.size) and bool((a > 0).all())
     return (np.log(a) if logged else a), logged
-
-
-def _relative(delta: float, logged: bool, base: float) -> float:
-    if logged:
-        return math.expm1(delta)
-    return delta / abs(base) if base else math.nan
 
 
 @dataclass(frozen=True)
@@ -95,7 +90,7 @@ def bimodal(x) -> Bimodal:
     separation = gap / sd if sd > 0 else (math.inf if gap > 0 else 0.0)
     critical = _critical(n)
     low, high = (math.exp(a.mean()), math.exp(b.mean())) if logged else (float(a.mean()), float(b.mean()))
-    factor = _relative(gap, logged, float(a.mean()))
+    factor = relative_change(gap, logged, float(a.mean()))
     return Bimodal(separation > critical, separation, low, high, a.size, b.size, factor, critical)
 
 
@@ -153,5 +148,5 @@ def drift(before, after, alpha: float = DRIFT_ALPHA, min_effect: float = 0.0) ->
     else:
         df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
         p = student_t.two_sided_p(df, delta / se)
-    change = _relative(delta, logged, float(a.mean()))
+    change = relative_change(delta, logged, float(a.mean()))
     return Drift(bool(p < alpha and abs(change) >= min_effect), change, p)
