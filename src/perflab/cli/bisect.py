@@ -143,16 +143,19 @@ def _print(result) -> None:
         click.echo(f"noise: {_text(finding)}")
     if result.culprit:
         c = result.culprit
-        click.echo(f"first bad commit: {c['sha']}")
+        click.echo(f"first bad commit: {c['sha']}" + (" (the first measured bad one)" if result.ambiguous_with else ""))
         _commit_lines(c)
+        _also(result)
         _evidence(result)
         _confirmation(result)
         click.echo(f"  compare: perflab compare tag={_text(rec.tag)},commit={rec.good[:12]} "
                    f"tag={_text(rec.tag)},commit={c['sha'][:12]}")
     elif result.unconfirmed:
         c = result.unconfirmed
-        click.echo(f"could not confirm a first bad commit: git bisect named {c['sha']}")
+        named = "the first measured bad commit is" if result.ambiguous_with else "git bisect named"
+        click.echo(f"could not confirm a first bad commit: {named} {c['sha']}")
         _commit_lines(c)
+        _also(result)
         _evidence(result)
         _confirmation(result)
     else:
@@ -168,6 +171,21 @@ def _print(result) -> None:
         click.echo(f"  {_text(line)}")
 
 
+def _also(result) -> None:
+    """The untested commits before the named one that could also be the first bad commit."""
+    for c in result.ambiguous_with:
+        why = (c.get("why") or "").splitlines()[0] if c.get("why") else ""
+        what = ("does not build" if why.startswith("--build") else "does not boot" if "did not boot" in why
+                else "could not be measured")
+        click.echo(f"  could also be: {c['sha'][:12]} {_text(c['subject'], 60)} ({what}: {_text(why, 100)})")
+
+
+def _parent_word(result) -> str:
+    """What the culprit was judged against: its parent, or its nearest measured good ancestor when the
+    commits between could not be measured."""
+    return "its nearest measured good ancestor" if result.ambiguous_with else "its parent"
+
+
 def _commit_lines(c: dict) -> None:
     click.echo(f"  subject: {_text(c['subject'])}")
     click.echo(f"  author:  {_text(c['author'])}   date: {_text(c['date'])}")
@@ -181,8 +199,8 @@ def _evidence(result) -> None:
         click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
                    f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
                    f"± {ev['resolution'] * 100:.2g}% ({ev['verdict']}, exact)")
-        click.echo("  its parent is the good end" if ev["parent_is_good_end"] else f"  its parent {ev['parent'][:12]} "
-                   "judged good")
+        click.echo(f"  {_parent_word(result)} is the good end" if ev["parent_is_good_end"]
+                   else f"  {_parent_word(result)} {ev['parent'][:12]} judged good")
         return
     click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
                f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
@@ -196,9 +214,9 @@ def _evidence(result) -> None:
         click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
                    f"(error rate per step <= {result_alpha(rec) * 100:g}%{void})")
     if ev["parent_is_good_end"]:
-        click.echo("  its parent is the good end")
+        click.echo(f"  {_parent_word(result)} is the good end")
     elif ev["parent_p_bad"] is not None:
-        click.echo(f"  its parent {ev['parent'][:12]} judged good: P(bad)={ev['parent_p_bad']:.6f}")
+        click.echo(f"  {_parent_word(result)} {ev['parent'][:12]} judged good: P(bad)={ev['parent_p_bad']:.6f}")
     click.echo("  samples: " + " ".join(fmt_num(v) for v in ev["culprit_values"]))
 
 
@@ -209,16 +227,16 @@ def _confirmation(result) -> None:
     parent = ch["parent"][:12]
     if ch.get("exact"):
         said = "confirmed" if ch["verdict"] == "confirmed" else "not beyond the resolution in the ends' direction"
-        click.echo(f"  against its parent {parent}: {_pct(ch['change'])} (exact: a change is called beyond "
+        click.echo(f"  against {_parent_word(result)} {parent}: {_pct(ch['change'])} (exact: a change is called beyond "
                    f"{ch['bar'] * 100:.2g}%; the ends differ by {_pct(ch['ends_change'])}): {said}")
         return
     if ch["verdict"] == "failed":
-        click.echo(f"  confirmation against its parent {parent} failed: {_text(ch['why'], 200)}")
+        click.echo(f"  confirmation against {_parent_word(result)} {parent} failed: {_text(ch['why'], 200)}")
         return
     said = {"confirmed": "confirmed", "refuted": "refuted: it is at its parent's level",
             "undecided": "undecided: neither at its parent's level nor a full change from it"}[ch["verdict"]]
     left = f", {ch['dropped']} disturbed left out" if ch.get("dropped") else ""
-    click.echo(f"  against its parent {parent} in {ch['pairs']} pairs (order random within each pair{left}): "
+    click.echo(f"  against {_parent_word(result)} {parent} in {ch['pairs']} pairs (order random within each pair{left}): "
                f"{_pct(ch['change'])} [{_pct(ch['ci'][0])}, {_pct(ch['ci'][1])}] where the ends differ by "
                f"{_pct(ch['ends_change'])}: {said}")
 

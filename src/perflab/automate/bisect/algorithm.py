@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from perflab.automate.bisect import confirm
+from perflab.automate.bisect import ambiguous, confirm
 from perflab.automate.bisect import exact as exactpath
 from perflab.automate.bisect.record import BisectError, Record, Settings
 from perflab.automate.bisect.trees import measurer_for, new_worktrees, prune_stale
@@ -63,6 +63,9 @@ class Result:
     unconfirmed: dict | None = None      # the commit git bisect named when the confirmation did not hold
     exact: dict | None = None            # an exact metric's resolution and the ends' levels (exact.py)
     exact_note: str = ""                 # why an exact-looking metric went the statistical way
+    # The culprit is the first measured bad commit, and these untested commits before it (each
+    # with "why": it did not build, boot or run) could also be the first bad one (ambiguous.py).
+    ambiguous_with: list[dict] = field(default_factory=list)
 
 
 class CommitFailed(Exception):
@@ -363,39 +366,52 @@ class Bisection:
         log = git(path, "bisect", "log").stdout
         text = getattr(self, "_final_output", "")
         first = re.search(r"^([0-9a-f]{40}) is the first bad commit", text, re.MULTILINE)
-        culprit, candidates, unconfirmed, checked = None, [], None, {}
+        culprit, candidates, unconfirmed, checked, also, parent = None, [], None, {}, [], None
         if first:
             culprit = commit_info(self.repo, first.group(1))
         else:
             shas = re.findall(r"^([0-9a-f]{40})$", text, re.MULTILINE)
             candidates = [commit_info(self.repo, sha) for sha in shas]
+            found = ambiguous.first_measured_bad(self, shas, steps)
+            if found is not None:
+                culprit = commit_info(self.repo, found[0])
+                also = [{**commit_info(self.repo, sha), "why": rec.skips.get(sha, "")} for sha in found[1]]
+                parent = ambiguous.nearest_good(self, found[0], steps)
+                self.say(f"only untested commits are left beside {found[0][:12]}, the first measured bad "
+                         f"commit: it is named, and {', '.join(c['sha'][:12] for c in also)} could also be "
+                         "the first bad commit")
         noise = [] if self.exact else confirm.noise_findings(self)
         for finding in noise:
             self.say(f"noise: {finding}")
         if culprit is not None:
-            checked = self._confirm(culprit["sha"])
+            checked = self._confirm(culprit["sha"], parent)
             if checked["verdict"] != "confirmed":
                 culprit, unconfirmed = None, culprit
         named = culprit or unconfirmed
         if self.exact and named:
             evidence = exactpath.evidence(self, named["sha"], checked["parent"])
         else:
-            evidence = self._evidence(named["sha"] if named else None, steps)
+            evidence = self._evidence(named["sha"] if named else None, steps, parent)
         rec.status = "done"
-        rec.result = {"culprit": culprit, "candidates": candidates, "evidence": evidence,
+        # culprit: named and confirmed; ambiguous: the same, with untested commits before it that could
+        # also be the first bad one; unconfirmed: named but not confirmed; candidates: git's list alone.
+        state = ("ambiguous" if also else "culprit") if culprit else "unconfirmed" if unconfirmed else "candidates"
+        rec.result = {"state": state, "culprit": culprit, "candidates": candidates, "evidence": evidence,
                       "runs_used": self.runs_used, "commits_measured": self._measured(),
                       "noise": noise, "confirmation": checked, "unconfirmed": unconfirmed,
-                      "exact": self.exact, "exact_note": self.exact_note}
+                      "exact": self.exact, "exact_note": self.exact_note, "ambiguous_with": also}
         rec.save()
         return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps,
-                      noise, checked, unconfirmed, self.exact, self.exact_note)
+                      noise, checked, unconfirmed, self.exact, self.exact_note, also)
 
-    def _confirm(self, culprit: str) -> dict:
-        """The named commit against its parent in randomly ordered pairs (confirm.confirm_culprit)."""
-        parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
+    def _confirm(self, culprit: str, parent: str | None = None) -> dict:
+        """The named commit against its parent (or, when that could not be measured, `parent`: its
+        nearest measured good ancestor) in randomly ordered pairs (confirm.confirm_culprit)."""
+        which = "its parent" if parent is None else "its nearest measured good ancestor"
+        parent = parent or git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
         if self.exact:
             return exactpath.confirm(self, culprit, parent)
-        self.say(f"confirming {culprit[:12]} against its parent {parent[:12]} in pairs, the order random "
+        self.say(f"confirming {culprit[:12]} against {which} {parent[:12]} in pairs, the order random "
                  "within each pair")
         try:
             checked = confirm.confirm_culprit(self, culprit, parent)
@@ -409,7 +425,7 @@ class Bisection:
     def _measured(self) -> int:
         return sum(1 for values in self.samples.values() if values)
 
-    def _evidence(self, culprit: str | None, steps: list[StepRecord]) -> dict:
+    def _evidence(self, culprit: str | None, steps: list[StepRecord], parent: str | None = None) -> dict:
         import numpy as np
 
         from perflab.stats.compare import compare_many
@@ -425,7 +441,8 @@ class Bisection:
         cmp = compare_many([(good, values, self.rec.direction)], alpha=0.05, threshold=self.settings.threshold)[0]
         sd = sequential.pooled_sd(g, c)
         decided = next((s for s in steps if s.commit == culprit), None)
-        parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip() if culprit != self.rec.good else ""
+        if parent is None:
+            parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip() if culprit != self.rec.good else ""
         parent_step = next((s for s in steps if s.commit == parent), None)
         return {
             "n_good": len(good), "n_culprit": len(values), "culprit_values": list(self.samples[culprit]),
