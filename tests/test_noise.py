@@ -4,6 +4,7 @@ fake executor, the randomised order within rounds (RMIT), and the command once f
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,10 +209,12 @@ def test_check_says_before_it_starts_what_the_stored_noise_lets_it_see(cli, tmp_
     job.write_text("benchmark: cmd\ncommand: true\nruns: 3\n")
     cli("run", job, "--tag", "base")
     before = cli("check", "--baseline", "base", "--job", job).stdout
-    assert "noise of" not in before          # no A/A stored: nothing said
+    assert "noise of" not in before          # no A/A stored: how to measure one, in one line
+    assert before.startswith(f"check: no noise measurement of this job on this machine: `perflab noise {job}`")
     cli("noise", job, "--rounds", "3", "--warmup", "0")
     out = cli("check", "--baseline", "base", "--job", job, "--threshold", "2").stdout.splitlines()
     assert out[0].startswith("check: noise of true (noise-")
-    assert "with 3 runs per side a 2% change is seen by: " in out[0]
+    assert re.search(r"with (3|5|10|20) runs per side a 2% change is seen by: ", out[0])
     assert "time.elapsed_time (smallest seen " in out[0] and "time.cpu_time (smallest seen " in out[0]
-    assert out[1].startswith("run #")         # said before the work started
+    first_run = next(i for i, line in enumerate(out) if line.startswith("run #"))
+    assert first_run >= 2 and all(line.startswith("check: ") for line in out[:first_run])   # said before the work

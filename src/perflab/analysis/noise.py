@@ -18,7 +18,7 @@ from perflab.analysis.selection import EXECUTION_PARAMS, duration_params, select
 from perflab.core.errors import PerflabError
 from perflab.core.job import AtomicJob
 from perflab.core.model import INFORMATIONAL
-from perflab.stats.noise import MOST_RUNS, MetricNoise, measure
+from perflab.stats.noise import MOST_RUNS, RUNS_PER_SIDE, MetricNoise, measure
 from perflab.store import Store
 
 NOISE_KEY = "noise"       # the key of a noise run's job JSON: {"id", "side", "rounds"}
@@ -168,6 +168,106 @@ def _runs_of(job) -> int:
     return int((job or {}).get("runs") or 10)
 
 
+# The run counts the stored figures are offered for (stats.noise.RUNS_PER_SIDE): the choice is the
+# fewest of them that sees the change. An exact metric needs 2: one run sees any change, the second
+# shows the count is deterministic (as bisect's ends).
+OFFERED = RUNS_PER_SIDE
+EXACT_RUNS = 2
+WALL_SUFFIX = "elapsed_time"
+
+
+@dataclass
+class RunsPlan:
+    """What the stored noise says before work starts: the lines to print, and the runs per side chosen."""
+
+    lines: list[str]
+    runs: int | None = None          # runs per side to take; None: keep the job's own (no A/A, or none sees it)
+    report: NoiseReport | None = None
+    explicit: bool = False           # the caller's --runs decided
+
+
+def fewest_runs(m: MetricNoise, change: float) -> int | None:
+    """The fewest of the offered runs per side at which `m` sees a relative `change` (stored figures); None if none."""
+    if m.exact:
+        return EXACT_RUNS
+    return next((n for n, smallest in m.detectable if smallest <= change), None)
+
+
+def _considered(report: NoiseReport, doc: dict, metrics) -> list[MetricNoise]:
+    """The metrics the verdict rests on: those the caller names (a callable deciding by name), else the
+    job's primary ones (comparison.fdr: what `check` gates on); CPU time derived here only when named."""
+    from perflab.analysis.comparison.fdr import is_primary
+    from perflab.monitors import monitor_of
+
+    if metrics is not None:
+        return [m for m in report.metrics if metrics(m.metric)]
+    return [m for m in report.metrics if not m.metric.endswith(CPU_SUFFIX) and not monitor_of(m.metric)
+            and is_primary(m.metric, None, doc.get("benchmark") or "")]
+
+
+def plan_runs(store: Store, job, change: float, *, metrics=None, runs: int | None = None,
+              box: str | None = None, who: str = "check", how: str = "perflab noise JOB") -> RunsPlan:
+    """Before `check`, `robot` or `bisect` starts: the latest stored A/A of `job` on `box`, which metrics
+    see a relative `change`, and the runs per side that takes: the fewest of OFFERED at which every
+    considered metric that can see it does (`metrics`: a callable choosing metrics by name; default the
+    job's primary ones). `runs` (the caller's explicit option) wins. Without an A/A, one line saying
+    how to measure it (`how`)."""
+    doc = job_of(store, job)
+    report = latest(store, doc, box, change)
+    if report is None:
+        return RunsPlan([f"no noise measurement of this job on {box or 'this machine'}: `{how}` would measure "
+                         f"which metrics can see a {change * 100:g}% change, and how many runs that takes"])
+    chosen = _considered(report, doc, metrics)
+    fewest = {m.metric: fewest_runs(m, change) for m in chosen}
+    seeing = [n for n in fewest.values() if n is not None]
+    pick = max(seeing) if seeing else None
+    n = runs or pick or _runs_of(job)
+    lines = [_seen_line(report, n, change)]
+    names = ", ".join(m.metric for m in chosen) or "none of its metrics"
+    if runs:
+        lines.append(f"{runs} runs per side (--runs); the stored noise would take {pick or 'more than ' + str(OFFERED[-1])}")
+    elif pick is not None:
+        lines.append(f"{pick} runs per side, chosen from the stored noise: the fewest of "
+                     f"{'/'.join(map(str, OFFERED))} at which {names} see{'s' if len(chosen) == 1 else ''} "
+                     f"{change * 100:g}% (--runs N to choose)")
+    blind = [m for m in chosen if fewest[m.metric] is None]
+    if blind:
+        lines.append(_blind_line(report, blind, change, who))
+    return RunsPlan(lines, None if runs else pick, report, bool(runs))
+
+
+def _seen_line(report: NoiseReport, n: int, change: float) -> str:
+    seen, blind = [], []
+    for m in report.metrics:
+        need = report.needs[m.metric]
+        needs = f">{MOST_RUNS}" if need is None else str(need)
+        smallest = "exact" if m.exact else f"{m.detectable_with(n) * 100:.1f}%"
+        entry = f"{m.metric} (smallest seen {smallest}; needs {needs} runs per side)"
+        (seen if m.detectable_with(n) <= change else blind).append(entry)
+    when = f", measured {report.started:%Y-%m-%d %H:%M}" if report.started else ""
+    return (f"noise of {report.name[:60]} ({report.tag}{when}): with {n} runs per side a "
+            f"{change * 100:g}% change is seen by: {', '.join(seen) or 'none'}; "
+            f"not seen by: {', '.join(blind) or 'none'}")
+
+
+def _blind_line(report: NoiseReport, blind: list[MetricNoise], change: float, who: str) -> str:
+    """The metrics that no offered run count lets see the change, and (for wall time) what can."""
+    most = OFFERED[-1]
+    said = ", ".join(f"{m.metric} (smallest {m.detectable_with(most) * 100:.1f}% with {most})" for m in blind)
+    line = f"no run count of {'/'.join(map(str, OFFERED))} per side lets {said} see {change * 100:g}%"
+    if any(m.metric.endswith(WALL_SUFFIX) for m in blind):
+        able = [(m.metric, fewest_runs(m, change)) for m in report.metrics
+                if not m.metric.endswith(WALL_SUFFIX) and fewest_runs(m, change) is not None
+                and (m.metric.endswith(CPU_SUFFIX) or m.exact)]
+        if able:
+            line += "; " + ", ".join(f"{name} does with {k}" for name, k in able)
+            if who == "bisect":
+                line += " (--metric)"
+        if not any(m.exact for m in report.metrics):
+            line += "; instruction counts see any change with one run (`measure: instructions`, docs/instructions.md)"
+    return line
+
+
 def before_start(store: Store, jobs: list, change: float, runs: int | None = None,
                  box: str | None = None) -> list[str]:
     """What `check`, `robot` and `bisect` say before they start, per job that has a stored A/A:
@@ -175,18 +275,6 @@ def before_start(store: Store, jobs: list, change: float, runs: int | None = Non
     lines = []
     for job in jobs:
         report = latest(store, job, box, change)
-        if report is None:
-            continue
-        n = runs or _runs_of(job)
-        seen, blind = [], []
-        for m in report.metrics:
-            need = report.needs[m.metric]
-            needs = f">{MOST_RUNS}" if need is None else str(need)
-            smallest = "exact" if m.exact else f"{m.detectable_with(n) * 100:.1f}%"
-            entry = f"{m.metric} (smallest seen {smallest}; needs {needs} runs per side)"
-            (seen if m.detectable_with(n) <= change else blind).append(entry)
-        when = f", measured {report.started:%Y-%m-%d %H:%M}" if report.started else ""
-        lines.append(f"noise of {report.name[:60]} ({report.tag}{when}): with {n} runs per side a "
-                     f"{change * 100:g}% change is seen by: {', '.join(seen) or 'none'}; "
-                     f"not seen by: {', '.join(blind) or 'none'}")
+        if report is not None:
+            lines.append(_seen_line(report, runs or _runs_of(job), change))
     return lines

@@ -264,8 +264,8 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
-        culprit, base_op, head_op = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab, measurer,
-                                             given, spec)
+        culprit, base_op, head_op, also = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab,
+                                                   measurer, given, spec)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -274,6 +274,9 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         report = regression.build(store, base_op, head_op, tag=subject_tag, metrics=[f.metric], repo=str(root),
                                   build_command=build_cmd or None)
         text = render(report)
+        if also:
+            # One line, at the end: the bisection named the first commit it could measure.
+            text = text.rstrip("\n") + "\n\n" + also + "\n"
         where = None
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -298,14 +301,15 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
 
 def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab, measurer,
              given: Measurer | None = None, spec: KernelSpec | None = None):
-    """(culprit sha, base operand, head operand) of a finding: bisected unless good and bad are adjacent."""
+    """(culprit sha, base operand, head operand, a line on untested commits that could also be the culprit)
+    of a finding: bisected unless good and bad are adjacent."""
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
-        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}"
+        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}", ""
     job = next((j for j in jobs if j.benchmark == f.benchmark), None)
     if job is None:
         say(f"{f.metric}: no job of {f.benchmark} to bisect with")
-        return None, None, None
+        return None, None, None, ""
     say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
@@ -315,11 +319,11 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
                               vm_mode=spec.vm.get("mode") if spec else None)
     except (bisect.BisectError, GitError, bisect.EndsDoNotDiffer) as e:
         say(f"not bisected: {e}")
-        return None, None, None
+        return None, None, None, ""
     if result.culprit is None:
         say(f"bisection {result.record.id} ended without a single culprit "
             f"({len(result.candidates)} candidates left by skipped commits)")
-        return None, None, None
+        return None, None, None, ""
     sha = result.culprit["sha"]
     btag = result.record.tag
     # The sequential test may call the culprit after 2 runs, against many of the good end; the
@@ -329,4 +333,10 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     if more > 0:
         say(f"{sha[:12]}: {more} more run(s) of the culprit for the report, as many as of the good end")
         _measure(measurer, sha, [job.with_(runs=more)], btag, say)
-    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}"
+    also = ""
+    if result.ambiguous_with:
+        also = (f"The bisection could not test {', '.join(c['sha'][:12] for c in result.ambiguous_with)} "
+                f"(it did not build or run): the first bad commit could also be "
+                f"{'that one' if len(result.ambiguous_with) == 1 else 'one of those'}.")
+        say(f"{sha[:12]}: {also}")
+    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}", also

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 
 import click
 
@@ -50,6 +51,9 @@ def _say(message: str) -> None:
               help="Measure in pairs of runs taken one after the other (ends: good, bad; steps: commit, good) and "
                    "test their ratios, which cancels a machine whose speed moves for seconds at a time; auto: when "
                    "the ends' pairs show such moves.")
+@click.option("--runs", "runs", type=click.IntRange(2, 1000), metavar="N",
+              help="Look at the ends first after N runs each, then 2N ... up to 20 (default: the fewest of 5/10/20 at "
+                   "which the job's stored noise, `perflab noise`, sees --threshold; else 5).")
 @click.option("--resume", is_flag=True, help="Go on with an interrupted bisection from its stored runs.")
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
@@ -57,7 +61,7 @@ def _say(message: str) -> None:
 def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, tag, box, broker, source_url,
                build_timeout, alpha,
                threshold,
-               pairing, resume,
+               pairing, runs, resume,
                bisect_id, db, command) -> None:
     """Find the first commit at which a metric changed, with git bisect and a sequential test.
 
@@ -86,7 +90,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
     from perflab.core.errors import UsageProblem
 
     if resume:
-        if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode:
+        if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode \
+                or runs:
             raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
                                "--resume [--id ID] [--repo PATH] [--db URL]")
         store = get_store(db)
@@ -108,7 +113,9 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
                               tag=tag, box=box, build_timeout=build_timeout, settings=settings,
                               broker=_broker(broker) if box else None, source_url=source_url, say=_say,
-                              kernel=kernel, vm_mode=vm_mode)
+                              kernel=kernel, vm_mode=vm_mode, runs=runs,
+                              noise_how=f"perflab noise {job_file}" if job_file else
+                              "perflab noise -- " + shlex.join(command))
     _print(result)
 
 

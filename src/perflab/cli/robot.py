@@ -103,10 +103,12 @@ def _export_base(store, report, path: str) -> tuple[str, bytes]:
               help="Minimum effect in percent (default 1; 0.1 for exact metrics, as compare).")
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, show_default=True,
               help="False-discovery rate over the metrics.")
+@click.option("--runs", "runs", type=click.IntRange(1, 10_000), metavar="N",
+              help="Runs of the head job (default: chosen from the job's stored noise, `perflab noise`, else the job's).")
 @click.option("--style", "-s", type=click.Choice(("lkp", "mmtests", "benchstat", "kernbench", "json", "csv")),
               default="lkp", show_default=True)
 @db_option
-def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alpha, style, db) -> None:
+def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alpha, runs, style, db) -> None:
     """A CI gate: run (or load) the head, compare it with the baseline, exit 1 on a significant regression.
 
     Monitors never fail the gate. Beside the verdict it says the smallest change
@@ -141,10 +143,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         from perflab.analysis.selection import select
 
         select(store, baseline)
-        from perflab.analysis.noise import before_start
-
-        for line in before_start(store, atomic, (THRESHOLD_PCT if threshold is None else threshold) / 100, box=box):   # only when an A/A is stored
-            click.echo(f"check: {printable(line, 2000)}")
+        atomic = _planned(store, atomic, job, overrides, runs, metrics, threshold, box)
         outcomes = run_jobs(store, atomic, box=box, repo=repo)
         _report_jobs(outcomes)
         _finish(outcomes)
@@ -177,6 +176,26 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         raise click.exceptions.Exit(1)
 
 
+def _planned(store, atomic, path, overrides, runs, metrics, threshold, box):
+    """The head jobs with the runs the stored noise asks for (analysis.noise.plan_runs), said first;
+    `--runs` or `--set runs=N` wins."""
+    from perflab.analysis.noise import plan_runs
+    from perflab.cli.compare import THRESHOLD_PCT
+
+    given = runs or next((int(o.split("=", 1)[1]) for o in overrides if o.split("=", 1)[0].strip() == "runs"
+                          and o.split("=", 1)[1].strip().isdigit()), None)
+    chosen = (lambda name: any(m in name for m in metrics)) if metrics else None
+    change = (THRESHOLD_PCT if threshold is None else threshold) / 100
+    out = []
+    for j in atomic:
+        plan = plan_runs(store, j, change, metrics=chosen, runs=given, box=box, who="check",
+                         how=f"perflab noise {path}")
+        for line in plan.lines:
+            click.echo(f"check: {printable(line, 2000)}")
+        out.append(j.with_(runs=given or plan.runs) if given or plan.runs else j)
+    return out
+
+
 @click.command("robot")
 @click.option("--repo", required=True, type=click.Path(), help="The git repository to watch (never touched: worktrees).")
 @click.option("--branch", help="The branch to follow (default: the checkout's HEAD).")
@@ -200,9 +219,11 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 @click.option("--once", is_flag=True, help="One pass, then exit (for cron); default: poll every --interval.")
 @click.option("--interval", type=FiniteFloat(1), default=300.0, show_default=True, metavar="S",
               help="Seconds between passes.")
+@click.option("--runs", "runs", type=click.IntRange(1, 10_000), metavar="N",
+              help="Runs per tested commit (default: chosen from the jobs' stored noise, `perflab noise`, else the jobs').")
 @db_option
 def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, vm_mode, box, broker, source_url,
-              out_dir, to, subject_tag, once, interval, db) -> None:
+              out_dir, to, subject_tag, once, interval, runs, db) -> None:
     """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
 
     Its state (commits tested, culprits reported) lives in the store, so it
@@ -229,16 +250,12 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, 
 
         output.check_directory(out_dir, "--out")    # before any work: a report is never lost at the end
     store = get_store(db)
-    jobs = [j for path in job_files for j in jobfiles.load_atomic(path)]
+    jobs = [(path, j) for path in job_files for j in jobfiles.load_atomic(path)]
     if box:
         from perflab.automate.lab.app import broker_url
 
         broker = broker_url(broker)
-    from perflab.analysis.noise import before_start
-    from perflab.stats.changepoints import MIN_EFFECT
-
-    for line in before_start(store, jobs, MIN_EFFECT, box=box):   # only when an A/A is stored (perflab noise)
-        click.echo(f"robot: {printable(line, 2000)}")
+    jobs = _robot_runs(store, jobs, metrics, runs, box)
     while True:
         done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
@@ -255,6 +272,25 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, 
         if once:
             return
         time.sleep(interval)
+
+
+def _robot_runs(store, jobs, metrics, runs, box):
+    """Each job with the runs per commit its stored noise asks for to see the smallest level change the
+    robot calls (1%, stats.changepoints.MIN_EFFECT), said first; `--runs` wins."""
+    import fnmatch
+
+    from perflab.analysis.noise import plan_runs
+    from perflab.stats.changepoints import MIN_EFFECT
+
+    chosen = (lambda name: any(fnmatch.fnmatchcase(name, g) for g in metrics)) if metrics else None
+    out = []
+    for path, j in jobs:
+        plan = plan_runs(store, j, MIN_EFFECT, metrics=chosen, runs=runs, box=box, who="robot",
+                         how=f"perflab noise {path}")
+        for line in plan.lines:
+            click.echo(f"robot: {printable(line, 2000)}")
+        out.append(j.with_(runs=runs or plan.runs) if runs or plan.runs else j)
+    return out
 
 
 COMMANDS = [check_cmd, robot_cmd]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
+from perflab.analysis.noise import plan_runs
 from perflab.automate.bisect.algorithm import Bisection, Result
 from perflab.automate.bisect.record import BisectError, Record, Settings, check_metric, find_record, record_dir
 from perflab.runner.guest import ICOUNT_UNIT_SUFFIX
@@ -16,18 +17,23 @@ from perflab.core.errors import UsageProblem
 from perflab.core.job import AtomicJob
 from perflab.core.git import check_clean, git, repo_root, resolve
 
+LAST_LOOK = 20      # the ends' last look, in runs per end (Settings: 5, 10, 20)
+
 
 def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJob | dict, metric: str, tag: str | None,
           box: str | None = None, build_timeout: float | None = None, settings: Settings | None = None,
           broker: str | None = None, source_url: str | None = None,
           say: Callable[[str], None] = lambda _m: None, measurer: Measurer | None = None,
-          kernel: str | None = None, vm_mode: str | None = None) -> Result:
+          kernel: str | None = None, vm_mode: str | None = None, runs: int | None = None,
+          noise_how: str = "perflab noise JOB") -> Result:
     """Validate everything, then bisect; BisectError/UsageProblem before any step for bad input.
 
     `job`: validated here unless it was already (a job file's is, by its expansion); a dict is its
     JSON form. `measurer`: how commits are measured (default: the record's, here or on its lab box).
     `kernel`: the repository is a kernel tree and each commit's build makes this image (a path in
-    the build output directory); the job runs in a guest booted from it, in mode `vm_mode`."""
+    the build output directory); the job runs in a guest booted from it, in mode `vm_mode`.
+    `runs`: the ends' first look after this many runs each (else chosen from the job's stored noise,
+    `perflab noise`, which `noise_how` says how to measure when there is none)."""
     from perflab import jobs
 
     root = repo_root(repo)
@@ -52,19 +58,42 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
         unit += ICOUNT_UNIT_SUFFIX     # instruction-time in the guest: exact by its unit (stats.exact)
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
+    settings = _planned(store, job, metric, settings or Settings(), runs, box, say, noise_how)
     bisect_id = secrets.token_hex(4)
     tag = tag or f"bisect-{bisect_id}"
     rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
                  job=job, metric=metric, tag=tag, direction=direction, unit=unit or "", box=box,
                  build_timeout=build_timeout, broker=broker, source_url=source_url,
                  kernel=spec.to_dict() if spec else None,
-                 settings=asdict(settings or Settings()), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                 settings=asdict(settings), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
                  path=str(record_dir(store) / f"{bisect_id}.json"))
     rec.save()
     say(f"bisection {bisect_id}: {good_sha[:12]}..{bad_sha[:12]} in {root}, metric {metric}, "
         f"runs tagged {tag}, record {rec.path}"
         + (f"; kernel $KBUILD_OUTPUT/{spec.image} booted in a VM ({spec.vm['mode']})" if spec else ""))
     return Bisection(store, rec, say, measurer).run()
+
+
+def _planned(store, job: AtomicJob, metric: str, settings: Settings, runs: int | None, box: str | None,
+             say: Callable[[str], None], how: str) -> Settings:
+    """The settings with the ends' looks the stored noise (or `runs`) asks for, said before the start.
+
+    The ends are looked at after n, 2n, ... runs each up to max(20, n), n being `runs`, else the fewest of
+    5/10/20 at which the stored noise sees --threshold (analysis.noise.plan_runs): looks the noise says
+    cannot see the change are not taken, and the ends' alpha is spent over the looks that remain. An exact
+    metric keeps its own path (one run per commit)."""
+    plan = plan_runs(store, job, settings.threshold, metrics=lambda name: name == metric, runs=runs, box=box,
+                     who="bisect", how=how)
+    for line in plan.lines:
+        say(f"stored noise: {line}")
+    noise = plan.report.metric(metric) if plan.report is not None else None
+    n = runs or (plan.runs if noise is not None and not noise.exact else None)
+    if not n:
+        return settings
+    looks = 1
+    while n * 2 ** looks <= max(LAST_LOOK, n):
+        looks += 1
+    return replace(settings, ends_start=n, ends_looks=looks)
 
 
 def check_lab(broker: str, box: str | None, root: Path, source_url: str | None, commits: tuple[str, ...]) -> None:
