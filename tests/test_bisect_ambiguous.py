@@ -83,7 +83,7 @@ def test_an_unbuildable_commit_before_the_culprit_is_listed_beside_it(tmp_path, 
     cli._print(result)
     out = capfd.readouterr().out
     assert f"first bad commit: {shas[CULPRIT - 1]} (the first measured bad one)" in out
-    assert f"  could also be: {shas[BROKEN - 1][:12]} commit {BROKEN} (does not build: --build failed" in out
+    assert f"  could also be: {shas[BROKEN - 1][:12]} commit {BROKEN} (does not build: exit status 1: prog.c:2:1" in out
     assert f"against its nearest measured good ancestor {shas[BROKEN - 2][:12]}" in out
 
 

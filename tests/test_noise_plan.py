@@ -120,3 +120,12 @@ def test_check_takes_the_runs_its_stored_noise_asks_for(cli, tmp_path):
     assert "check: 4 runs per side (--runs); the stored noise would take 2" in out
     heads = cli.sql("SELECT job FROM run WHERE tag LIKE 'check-%' ORDER BY id")
     assert json.loads(heads[-1][0])["runs"] == 4
+
+
+def test_a_parameter_at_its_default_matches_a_job_that_leaves_it_out():
+    # `perflab noise -- ./prog` stores shell: false; `perflab bisect -- ./prog` leaves it out.
+    spelled = {"benchmark": "cmd", "params": {"argv": ["./prog"], "shell": False}}
+    left_out = {"benchmark": "cmd", "params": {"argv": ["./prog"]}}
+    assert stored._measured(spelled) == stored._measured(left_out)
+    assert stored._measured({"benchmark": "cmd", "params": {"argv": ["./prog"], "shell": True}}) \
+        != stored._measured(left_out)

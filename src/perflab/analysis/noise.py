@@ -116,8 +116,23 @@ def _measured(job: dict) -> tuple:
     that are not about duration, and the guest it runs in."""
     benchmark = job.get("benchmark")
     ignored = EXECUTION_PARAMS | duration_params(benchmark)
-    params = {k: v for k, v in (job.get("params") or {}).items() if k not in ignored}
+    defaults = _defaults(benchmark)
+    # A parameter left at its default is the same job as one that spells the default out
+    # (`perflab noise -- ./prog` stores shell: false; `perflab bisect -- ./prog` leaves it out).
+    params = {k: v for k, v in (job.get("params") or {}).items()
+              if k not in ignored and not (k in defaults and defaults[k] == v)}
     return benchmark, params, job.get("kernel"), job.get("vm") or {}
+
+
+def _defaults(benchmark) -> dict:
+    """The family's parameters that have a default, and their defaults ({} for an unknown family)."""
+    from perflab import benchmarks
+
+    if benchmark not in benchmarks.FAMILIES:
+        return {}
+    model = getattr(benchmarks.family(benchmark), "Params", None)
+    found = getattr(model, "model_fields", {}) or {}
+    return {name: f.default for name, f in found.items() if not f.is_required() and f.default_factory is None}
 
 
 def latest(store: Store, job: AtomicJob | dict, box: str | None = None,
@@ -206,12 +221,14 @@ def _considered(report: NoiseReport, doc: dict, metrics) -> list[MetricNoise]:
 
 
 def plan_runs(store: Store, job, change: float, *, metrics=None, runs: int | None = None,
-              box: str | None = None, who: str = "check", how: str = "perflab noise JOB") -> RunsPlan:
+              box: str | None = None, who: str = "check", how: str = "perflab noise JOB",
+              default_runs: int | None = None) -> RunsPlan:
     """Before `check`, `robot` or `bisect` starts: the latest stored A/A of `job` on `box`, which metrics
     see a relative `change`, and the runs per side that takes: the fewest of OFFERED at which every
     considered metric that can see it does (`metrics`: a callable choosing metrics by name; default the
     job's primary ones). `runs` (the caller's explicit option) wins. Without an A/A, one line saying
-    how to measure it (`how`)."""
+    how to measure it (`how`). `default_runs`: what the caller takes when the noise picks nothing
+    (default: the job's runs)."""
     doc = job_of(store, job)
     report = latest(store, doc, box, change)
     if report is None:
@@ -221,7 +238,7 @@ def plan_runs(store: Store, job, change: float, *, metrics=None, runs: int | Non
     fewest = {m.metric: fewest_runs(m, change) for m in chosen}
     seeing = [n for n in fewest.values() if n is not None]
     pick = max(seeing) if seeing else None
-    n = runs or pick or _runs_of(job)
+    n = runs or pick or default_runs or _runs_of(job)
     lines = [_seen_line(report, n, change)]
     names = ", ".join(m.metric for m in chosen) or "none of its metrics"
     if runs:

@@ -184,6 +184,7 @@ def _also(result) -> None:
         why = (c.get("why") or "").splitlines()[0] if c.get("why") else ""
         what = ("does not build" if why.startswith("--build") else "does not boot" if "did not boot" in why
                 else "could not be measured")
+        why = why.removeprefix("--build failed: ")
         click.echo(f"  could also be: {c['sha'][:12]} {_text(c['subject'], 60)} ({what}: {_text(why, 100)})")
 
 

@@ -83,7 +83,7 @@ def _planned(store, job: AtomicJob, metric: str, settings: Settings, runs: int |
     cannot see the change are not taken, and the ends' alpha is spent over the looks that remain. An exact
     metric keeps its own path (one run per commit)."""
     plan = plan_runs(store, job, settings.threshold, metrics=lambda name: name == metric, runs=runs, box=box,
-                     who="bisect", how=how)
+                     who="bisect", how=how, default_runs=LAST_LOOK)
     for line in plan.lines:
         say(f"stored noise: {line}")
     noise = plan.report.metric(metric) if plan.report is not None else None
