@@ -122,3 +122,23 @@ def test_the_confirmation_still_refuses_a_wrong_first_measured_bad_commit(tmp_pa
     out = capfd.readouterr().out
     assert f"could not confirm a first bad commit: the first measured bad commit is {shas[CULPRIT - 1]}" in out
     assert "refuted: it is at its parent's level" in out
+
+
+def test_the_robot_names_the_culprit_and_says_in_one_line_what_it_could_also_be(tmp_path):
+    from perflab.automate import robot
+    from perflab.core.job import AtomicJob
+    from perflab.store import open_store
+
+    shas = make_repo(tmp_path / "repo")
+    store = open_store(str(tmp_path / "perflab.db"))
+    job = AtomicJob("cmd", {"argv": ["./prog"], "metrics": [{"name": METRIC, "pattern": "json:ms", "unit": "ms"}]},
+                    runs=3)
+    machine = Unbuildable(ExactMachine(shas, CULPRIT), {shas[BROKEN - 1]})
+    finding = robot.Finding("cmd", METRIC, shas[0], shas[-1], 0.03, "change point")
+    said: list[str] = []
+    sha, base, head, also = robot._culprit(store, tmp_path / "repo", finding, shas, [job], "", "robot-t", None,
+                                           said.append, None, machine, given=machine)
+    assert sha == shas[CULPRIT - 1] and base.endswith(f"commit={shas[0]}") and head.endswith(f"commit={sha}")
+    assert also == (f"The bisection could not test {shas[BROKEN - 1][:12]} (it did not build or run): the first "
+                    "bad commit could also be that one.")
+    assert "\n" not in also and any(line.endswith(also) for line in said)
