@@ -48,7 +48,9 @@ two at each end.
 The package: record.py (settings, the record on disk, the job), trees.py (the
 worktrees and the Measurer of a record), algorithm.py (the bisection),
 exact.py (exact metrics), confirm.py (noise findings, the culprit's
-confirmation), session.py (start, resume, the checks before a lab bisection).
+confirmation), ambiguous.py (a culprit next to commits that could not be
+tested: named, with those listed), session.py (start, resume, the checks
+before a lab bisection, the ends' looks from the job's stored noise).
 """
 
 from perflab.automate.bisect.algorithm import (
