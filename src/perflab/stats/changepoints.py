@@ -42,7 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from perflab.stats import power, student_t
+from perflab.stats import changepoint_placement as placement, power, student_t
 
 ALPHA = 0.001          # two-sided level of the validation test
 MIN_SIZE = 3           # shortest level, in points; a shorter excursion is a spike
@@ -66,6 +66,7 @@ SAME_LEVEL_P = 0.01
 # ... and an excursion and each side are tested as one only over this many points: a sliver
 # of a few points between candidates is noise far more often than a level.
 PAIR_MIN_POINTS = 15
+PAIR_SIDE_POINTS = 15
 # A "no change" is said to be blind when the series could not have seen a change this large.
 RELEVANT_CHANGE = 0.05
 
@@ -245,20 +246,6 @@ def seeded_binary_segmentation(z: np.ndarray, penalty: float, min_size: int) -> 
     return sorted(taken)
 
 
-def _refine(z: np.ndarray, bounds: list[int], min_size: int) -> None:
-    """Move each inner bound to the best split between its neighbours (in place)."""
-    cs = np.concatenate([[0.0], np.cumsum(z)])
-    for i in range(1, len(bounds) - 1):
-        s, e = bounds[i - 1], bounds[i + 1]
-        tau = np.arange(s + min_size, e - min_size + 1)
-        if tau.size == 0:
-            continue
-        left = cs[tau] - cs[s]
-        total = cs[e] - cs[s]
-        gain = left * left / (tau - s) + (total - left) ** 2 / (e - tau)
-        bounds[i] = int(tau[gain.argmax()])
-
-
 # -- validation -----------------------------------------------------------------
 
 def _var(a: np.ndarray) -> float:
@@ -319,7 +306,8 @@ def positions(start: int, stop: int, min_size: int) -> int:
     return max(1, stop - start - 2 * min_size + 1)
 
 
-def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, inflation=1.0, describe=False) -> _Tested:
+def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, inflation=1.0, describe=False,
+          resid=None) -> _Tested:
     """Is there a level change at `index` between the segments [start, index) and
     [index, stop)? With `describe`, also its figures (interval, power, segments).
 
@@ -341,6 +329,10 @@ def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, inf
     # Both models have two parameters: a line that fits at least as well means a drift.
     drift = _line_gain(z, start, index, stop) <= 0
     ok = p < alpha and abs(change) >= min_effect and not drift
+    if ok and resid is not None and min(a.size, b.size) <= placement.SHORT_LEVEL:
+        # a few points: the series' own tails, not normality, say whether they are a level
+        short, other = (a, b) if a.size <= b.size else (b, a)
+        ok = placement.short_level_p(short, float(other.mean()), resid, searched) < placement.SHORT_LEVEL_P
     point = None
     if describe:
         half = student_t.quantile(dof, 0.975) * se if se > 0 else 0.0
@@ -362,7 +354,7 @@ def _pair_test(values, keep, bounds: list[int], j: int, least: float, min_size: 
     p-value is Bonferroni-adjusted over every pair of positions the two edges could take."""
     s, a, b, e = bounds[j - 1], bounds[j], bounds[j + 1], bounds[j + 2]
     left, mid, right = (values[u:v][keep[u:v]] for u, v in ((s, a), (a, b), (b, e)))
-    if min(left.size, mid.size, right.size) < PAIR_MIN_POINTS:
+    if mid.size < PAIR_MIN_POINTS or min(left.size, right.size) < PAIR_SIDE_POINTS:
         return 1.0, 0.0
     m = mid.mean()
     # The middle beyond both sides, by the least change each, and the sides at one level
@@ -389,7 +381,8 @@ def _excursion(values, keep, bounds: list[int], i: int, least: float, min_size: 
     return best
 
 
-def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inflation, dropped=None) -> list[int]:
+def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inflation, resid=None,
+                  dropped=None) -> list[int]:
     """Bounds [0, change points..., n]: candidates, then placed and validated weakest first
     (the adjusted p-value of each candidate dropped is appended to `dropped`). A change
     point that fails alone stays when it and a neighbour pass together as one excursion
@@ -401,7 +394,8 @@ def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inf
     least = math.log1p(min_effect) if logx is not None else min_effect * scale
 
     def test(i: int) -> _Tested:
-        t = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation)
+        t = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
+                  resid=resid)
         if not t.ok:
             p, change = _excursion(values, keep, bounds, i, least, min_size, inflation, logx is not None, scale)
             if p < alpha:
@@ -411,7 +405,7 @@ def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inf
     while True:
         # Each change point at its best position between its neighbours, then
         # validated: the weakest failure is dropped and its neighbours tested again.
-        _refine(z, bounds, min_size)
+        placement.refine(z, bounds, min_size)
         tested = [test(i) for i in range(1, len(bounds) - 1)]
         removed = False
         while tested:
@@ -424,6 +418,8 @@ def _segmentation(z, x, logx, keep, *, alpha, min_effect, min_size, penalty, inf
                 dropped.append(p if p >= alpha else 1.0)
             del tested[worst], bounds[worst + 1]
             removed = True
+            # the two that bordered it, placed again in the wider span it leaves
+            placement.refine_at(z, bounds, (worst, worst + 1), min_size)
             # a pair test reaches two change points on either side
             for k in range(worst - 2, worst + 2):
                 if 0 <= k < len(tested):
@@ -496,7 +492,11 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     # Standardised, with spikes replaced by their local median: the costs stay
     # well-conditioned and a spike costs nothing.
     cleaned = np.where(outlier, local, x)
-    options = dict(alpha=alpha, min_effect=min_effect, min_size=min_size, penalty=penalty_factor * math.log(n))
+    values = logx if logx is not None else x
+    # the points' deviations from their local median (spikes set aside): the tails a short level is judged against
+    resid = (values - _rolling_median(values, half))[keep]
+    options = dict(alpha=alpha, min_effect=min_effect, min_size=min_size, penalty=penalty_factor * math.log(n),
+                   resid=resid)
     z = (cleaned - level) / scale
     dropped: list[float] = []
     bounds = _segmentation(z, x, logx, keep, inflation=1.0, dropped=dropped, **options)
@@ -522,7 +522,7 @@ def _described(x, logx, keep, z, bounds: list[int], i: int, inflation: float, op
     that, not its own test, is what kept it."""
     alpha, min_effect, min_size = options["alpha"], options["min_effect"], options["min_size"]
     point = _test(x, logx, keep, z, bounds[i - 1], bounds[i], bounds[i + 1], alpha, min_effect, min_size, inflation,
-                  describe=True).point
+                  describe=True, resid=options["resid"]).point
     if point.p_value < alpha:
         return point
     scale = 1.0 if logx is not None else (abs(_median(x)) or 1.0)
