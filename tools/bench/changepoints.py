@@ -27,7 +27,7 @@ metrics, three samples per run whose mean is the point): the median of
 libraries it cannot do without) and where the time goes inside one process; its
 detections are checked against the library's.
 
-    .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--no-otava] [--no-command] [--no-shapes] [--chrt]
+    .venv/bin/python tools/bench/changepoints.py [--seeds 5] [--first-seed 1] [--no-otava] [--no-command] [--no-shapes] [--chrt]
                                                  [--command-runs 7] [--against REV]
 """
 
@@ -374,6 +374,8 @@ def time_command(data, prefix: list[str], runs: int, against: str | None = None)
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5, help="seeds (each one 20 series per set)")
+    ap.add_argument("--first-seed", type=int, default=1,
+                    help="first seed (1: the scoring seeds; e.g. 11 to check on histories the method was not tuned on)")
     ap.add_argument("--gap", type=int, default=5, help="least points between steps and from the ends (5: the matching tolerance)")
     ap.add_argument("--no-otava", action="store_true")
     ap.add_argument("--only-excursions", action="store_true",
@@ -387,7 +389,7 @@ def main() -> int:
                     help="time the command under `chrt -f 10` (root): on a shared machine, ahead of the other jobs")
     args = ap.parse_args()
 
-    seeds = list(range(1, args.seeds + 1))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     kinds = (("steps", False, False), ("steps+spikes", True, False),
              ("excursions", False, True), ("excursions+spikes", True, True))
     sets = {name: [dataset(1000 * spikes + 2000 * excursions + seed, args.gap, spikes, excursions) for seed in seeds]
