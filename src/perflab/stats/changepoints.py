@@ -66,7 +66,8 @@ SAME_LEVEL_P = 0.01
 # ... and an excursion and each side are tested as one only over this many points: a sliver
 # of a few points between candidates is noise far more often than a level.
 PAIR_MIN_POINTS = 15
-PAIR_SIDE_POINTS = 15
+# ... except a side at either end of the series, which may hold this many (_sides_long_enough).
+END_SIDE_POINTS = 6
 # A "no change" is said to be blind when the series could not have seen a change this large.
 RELEVANT_CHANGE = 0.05
 
@@ -343,6 +344,20 @@ def _test(x, logx, keep, z, start, index, stop, alpha, min_effect, min_size, inf
     return _Tested(index, ok, (0 if ok else 1, p, -abs(change)), point)
 
 
+def _sides_long_enough(left: np.ndarray, mid: np.ndarray, right: np.ndarray, at_start: bool, at_end: bool) -> bool:
+    """Both sides of an excursion hold PAIR_MIN_POINTS; or one side is the series' first (last)
+    END_SIDE_POINTS or more, the other side holds PAIR_MIN_POINTS and is longer than the middle:
+    an excursion that came back just before the newest runs. (A long middle between a step and
+    a few noisy first points is a step beside a sliver, not an excursion.)"""
+    short = [side.size < PAIR_MIN_POINTS for side in (left, right)]
+    if not any(short):
+        return True
+    if all(short):
+        return False
+    side, other, at_edge = (left, right, at_start) if short[0] else (right, left, at_end)
+    return at_edge and side.size >= END_SIDE_POINTS and other.size > mid.size
+
+
 def _pair_test(values, keep, bounds: list[int], j: int, least: float, min_size: int,
                inflation: float) -> tuple[float, float]:
     """(adjusted p, relative change) of the excursion between bounds[j] and bounds[j + 1]:
@@ -354,7 +369,7 @@ def _pair_test(values, keep, bounds: list[int], j: int, least: float, min_size: 
     p-value is Bonferroni-adjusted over every pair of positions the two edges could take."""
     s, a, b, e = bounds[j - 1], bounds[j], bounds[j + 1], bounds[j + 2]
     left, mid, right = (values[u:v][keep[u:v]] for u, v in ((s, a), (a, b), (b, e)))
-    if mid.size < PAIR_MIN_POINTS or min(left.size, right.size) < PAIR_SIDE_POINTS:
+    if mid.size < PAIR_MIN_POINTS or not _sides_long_enough(left, mid, right, s == 0, e == len(values)):
         return 1.0, 0.0
     m = mid.mean()
     # The middle beyond both sides, by the least change each, and the sides at one level
