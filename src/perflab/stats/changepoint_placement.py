@@ -3,6 +3,7 @@ method (perflab.stats.changepoints) that look at a few points around one change.
 
 - refine: every change point to its best place between its neighbours, then each adjacent
   pair jointly (the three-segment fit over both positions), repeated until nothing moves;
+- sides_long_enough: whether the sides of an excursion are long enough to be one level;
 - short_level_p: a level of a few points judged against the series' own tails, so that a
   cluster of outliers or of heavy-tailed values is not called (docs/changepoints.md).
 """
@@ -103,3 +104,22 @@ def short_level_p(short: np.ndarray, other_mean: float, resid: np.ndarray, windo
     r = np.count_nonzero(sign * resid > half) / resid.size
     tail = sum(math.comb(k, m) * r ** m * (1 - r) ** (k - m) for m in range(j, k + 1))
     return min(1.0, windows * tail)
+
+
+# An excursion's side at either end of the series may hold this few points (sides_long_enough).
+END_SIDE_POINTS = 6
+
+
+def sides_long_enough(left: np.ndarray, mid: np.ndarray, right: np.ndarray, at_start: bool, at_end: bool,
+                      least: int) -> bool:
+    """Both sides of an excursion hold `least` points; or one side is the series' first (last)
+    END_SIDE_POINTS or more, the other side holds `least` and is longer than the middle:
+    an excursion that came back just before the newest runs. (A long middle between a step and
+    a few noisy first points is a step beside a sliver, not an excursion.)"""
+    short = [side.size < least for side in (left, right)]
+    if not any(short):
+        return True
+    if all(short):
+        return False
+    side, other, at_edge = (left, right, at_start) if short[0] else (right, left, at_end)
+    return at_edge and side.size >= END_SIDE_POINTS and other.size > mid.size
