@@ -123,3 +123,37 @@ def sides_long_enough(left: np.ndarray, mid: np.ndarray, right: np.ndarray, at_s
         return False
     side, other, at_edge = (left, right, at_start) if short[0] else (right, left, at_end)
     return at_edge and side.size >= END_SIDE_POINTS and other.size > mid.size
+
+
+# The reported place of a change point is the middle of the window of this many points on
+# either side that holds the most likelihood (settle).
+SETTLE_HALF = 4
+SETTLE_TIE = 1e-3   # windows holding this close to the most count as holding the most
+
+
+def settle(z: np.ndarray, bounds: list[int], min_size: int, half: int = SETTLE_HALF) -> None:
+    """Move each inner bound (in place) from the best split between its neighbours to the
+    middle of the (2 * half + 1)-point window that holds the most of the split's likelihood,
+    exp(gain / 2) with z in units of sigma (flat prior over the positions).
+
+    For a strong step the two are the same point. For a weak one (a 3% edge in 2% noise) the
+    likelihood along the positions is a random walk with little drift and its highest point
+    is often a narrow spike a few points off the bulk: the window's middle is near the true
+    change more often (given the true neighbours, within 5 points for 98.6% against 96.8% of
+    the bench's excursion edges), which is what a bisection starting from it needs. A window
+    of 3, 4 or 5 points on either side scores within 0.01 of each other on the bench."""
+    cs = np.concatenate([[0.0], np.cumsum(z)])
+    box = np.ones(2 * half + 1)
+    for i in range(1, len(bounds) - 1):
+        s, e = bounds[i - 1], bounds[i + 1]
+        tau = np.arange(s + min_size, e - min_size + 1)
+        if tau.size <= 1:
+            continue
+        left = cs[tau] - cs[s]
+        total = cs[e] - cs[s]
+        gain = left * left / (tau - s) + (total - left) ** 2 / (e - tau)
+        mass = np.convolve(np.exp((gain - gain.max()) / 2), box, mode="same")
+        # of the windows that hold (nearly) the most, the one nearest the best split: for a
+        # sharp step every window around it holds it all, and the step itself is the answer
+        best = np.flatnonzero(mass >= mass.max() * (1 - SETTLE_TIE))
+        bounds[i] = int(tau[best[np.abs(best - int(gain.argmax())).argmin()]])

@@ -535,8 +535,21 @@ def detect(values, *, alpha: float = ALPHA, min_size: int = MIN_SIZE, min_effect
     else:
         inflation = 1.0
     result.dropped_p = dropped
-    result.change_points = [_described(x, logx, keep, z, bounds, i, inflation, options) for i in range(1, len(bounds) - 1)]
+    result.change_points = _settled(x, logx, keep, z, bounds, inflation, options)
     return result
+
+
+def _settled(x, logx, keep, z, bounds: list[int], inflation: float, options: dict) -> list[ChangePoint]:
+    """The change points described where placement.settle puts them (the middle of the most
+    likely window); where the best split (bounds as validated) if one of them does not hold
+    there at alpha and min_effect."""
+    settled = list(bounds)
+    placement.settle(z, settled, options["min_size"])
+    for candidate in (settled, bounds):
+        points = [_described(x, logx, keep, z, candidate, i, inflation, options) for i in range(1, len(candidate) - 1)]
+        if all(c.p_value < options["alpha"] and abs(c.change) >= options["min_effect"] for c in points):
+            break
+    return points
 
 
 def _described(x, logx, keep, z, bounds: list[int], i: int, inflation: float, options: dict) -> ChangePoint:
