@@ -9,12 +9,19 @@ with the ratio to 1 s. Figures to quote must be taken on a quiet machine:
 
     .venv/bin/python tools/bench/detect_speed.py                     # full size: 20 series x 500 runs, 9 rounds
     .venv/bin/python tools/bench/detect_speed.py --runs 100 --rounds 3   # reduced, on a loaded machine
+    PYTHONPATH=src .venv/bin/python tools/bench/detect_speed.py --against /work/main/src   # and another tree's, alternately
+
+Beside the wall time, the CPU seconds (user + system) of each child: on a machine shared with
+other jobs the wall time is the load's, the CPU time much less so. `--against SRC` runs the
+same command with another perflab's src/ directory on PYTHONPATH, alternately with this one,
+and prints the ratio of the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -46,6 +53,7 @@ def main() -> int:
     ap.add_argument("--series", type=int, default=20)
     ap.add_argument("--runs", type=int, default=500, help="runs (points per series), at most 500")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--against", metavar="SRC", help="another perflab's src/ directory, timed alternately with this one")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,16 +65,34 @@ def main() -> int:
         if first.returncode != 0:
             print(f"perflab detect failed: {first.stderr.strip()}")
             return 1
-        walls = []
+        commands = [("this tree", command, env)]
+        if args.against:
+            other = dict(env, PYTHONPATH=os.path.abspath(args.against))
+            if subprocess.run(command, capture_output=True, env=other).returncode != 0:   # and its caches
+                print(f"perflab from {args.against} cannot run the command")
+                return 1
+            commands.append((args.against, command, other))
+        walls: dict[str, list[float]] = {name: [] for name, _, _ in commands}
+        cpus: dict[str, list[float]] = {name: [] for name, _, _ in commands}
         load = os.getloadavg()[0]
         for _ in range(args.rounds):
-            start = time.perf_counter()
-            subprocess.run(command, capture_output=True, check=True, env=env)
-            walls.append(time.perf_counter() - start)
-        median = statistics.median(walls)
-        print(f"perflab detect on {args.series} series x {min(args.runs, bench.POINTS)} runs: median {median:.3f} s, "
-              f"best {min(walls):.3f} s over {args.rounds} rounds; target < 1 s: ratio {median / 1.0:.2f} "
-              f"(load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)")
+            for name, argv, environment in commands:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                subprocess.run(argv, capture_output=True, check=True, env=environment)
+                walls[name].append(time.perf_counter() - start)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        size = f"{args.series} series x {min(args.runs, bench.POINTS)} runs"
+        for name, _, _ in commands:
+            median, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+            print(f"perflab detect ({name}) on {size}: median {median:.3f} s, best {min(walls[name]):.3f} s, "
+                  f"CPU median {cpu:.3f} s over {args.rounds} rounds; target < 1 s: ratio {median / 1.0:.2f} wall, "
+                  f"{cpu / 1.0:.2f} CPU")
+        if args.against:
+            this, that = (statistics.median(cpus[name]) for name, _, _ in commands)
+            print(f"  this tree / {args.against}, run alternately: {this / that:.2f} CPU")
+        print(f"  load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")
         print("  " + first.stdout.splitlines()[0])
         print("  " + first.stdout.rstrip().splitlines()[-1])
     return 0

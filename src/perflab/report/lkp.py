@@ -29,6 +29,7 @@ LKP prints it.
 from __future__ import annotations
 
 import json
+import os
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.core.text import printable
@@ -110,6 +111,29 @@ def _header(result: ComparisonResult) -> list[str]:
     return lines
 
 
+def _column_label(label: str, labels: list[str], width: int) -> str:
+    """`label` in at most `width` characters, keeping what tells it from the other `labels`:
+    a long one loses the part every label shares (after its `key=`), not its end, so that
+    kernel=6.1.0-40-amd64 and kernel=6.1.0-41-amd64 read kernel=…40-amd64 and kernel=…41-amd64."""
+    texts = [shown(l, None) for l in labels]
+    text = shown(label, None)
+    if len(text) <= width or len(set(texts)) < 2:
+        return shown(label, width)
+    prefix = len(os.path.commonprefix(texts))
+    suffix = len(os.path.commonprefix([t[::-1] for t in texts]))
+    differs = (min(prefix, len(text)), max(len(text) - suffix, prefix))   # [start, stop) of what differs
+    key = text[:text.index("=") + 1] if "=" in text[:prefix] else ""
+    if len(key) > width // 2:
+        key = ""
+    room = width - len(key) - 1
+    if len(text) - room <= differs[0]:
+        return f"{key}…{text[-room:]}"        # the common middle goes, the distinguishing end stays
+    start = max(len(key), differs[0] - 2)
+    if differs[1] - start <= room - 1:
+        return f"{key}…{text[start:start + room - 1]}…"   # only the distinguishing middle stays
+    return shown(label, width)
+
+
 def _testcase_labels(rows: list[MetricRow]) -> dict[int, str]:
     """The first column: each row's name (analysis.naming: the parameters that tell rows apart),
     without the family when every row has the same one; what every row shares is in the header."""
@@ -120,7 +144,7 @@ def _testcase_labels(rows: list[MetricRow]) -> dict[int, str]:
 def render(result: ComparisonResult) -> str:
     lines = _header(result)
     heads = len(result.labels) - 1
-    labels = [shown(label, 16) for label in result.labels]
+    labels = [_column_label(label, result.labels, 16) for label in result.labels]
     lines.append(f"{labels[0]:>16} " + " ".join(f"{l:>26} " for l in labels[1:]))
     lines.append("-" * 16 + " " + " ".join("-" * 26 + " " for _ in labels[1:]))
     lines.append("         %stddev" + "     %change         %stddev" * heads)
