@@ -231,7 +231,11 @@ def main() -> int:
                     if step == "full":
                         full_ids.append(run_id)
         ours = perflab_means(db, full_ids)
+        plans = [processes_per_program(db, run_id) for run_id in full_ids]
     print_times(full, quick, lm_times)
+    print("processes per program in the full runs (the stopping rule ends steady programs below the ceiling):")
+    for program in catalog.PROGRAMS:
+        print(f"  {program:<12} " + " ".join(str(plan.get(program, "-")) for plan in plans))
     print_covs(ours, theirs)
     if not args.skip_accuracy:
         print("\nPart 3: accuracy against LMbench 3 (tools/bench/lmbench_accuracy.py --skip-cov)", flush=True)

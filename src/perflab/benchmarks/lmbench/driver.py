@@ -94,10 +94,10 @@ QUICK = Mode("quick", processes=3, samples=3, target_ms=10, timeout=120,
 # The full mode: more processes and more samples than --quick, samples of the same
 # 10 ms.  What a run's mean is uncertain by is the spread between processes (address
 # layout, page placement, the machine's state that minute), which only more processes
-# shrink; a sample of 10 ms already holds thousands of iterations of the slowest
-# per-iteration figure but proc.sh (eight), so 50 ms samples bought five times the
-# time for a within-process spread that was never the larger part (docs/lmbench.md,
-# "The full mode").  lat_ctx (42 figures, 4 s a process) stops at four processes,
+# shrink; a 10 ms sample already holds thousands of iterations of every figure but the
+# process figures (proc.sh: eight), so 50 ms samples bought five times the time for a
+# within-process spread that was never the larger part (docs/lmbench.md, "The full
+# mode").  lat_ctx (42 figures, 4 s a process) stops at four processes,
 # lat_fs (one batch of 1,000 files a sample whatever its length, up to a millisecond
 # a file on a slow disk) at three processes of three samples.
 FULL = Mode("full", processes=5, samples=5, target_ms=10, timeout=900,
