@@ -228,15 +228,14 @@ def test_a_sample_cap_prints_fewer_samples_per_process(tmp_path, cache_dir, monk
 
 
 def test_the_full_mode_measures_more_than_quick_for_every_program():
-    """Per program: at least two processes, never fewer processes or samples than --quick, and
-    more samples per figure in all; the full mode's samples are not shorter than quick's."""
+    """Per program: more processes than --quick (at least two), never fewer samples per figure
+    in all; the full mode's samples are not shorter than quick's."""
     full, quick = driver.FULL, driver.QUICK
     assert full.target_ms >= quick.target_ms
     for program in catalog.PROGRAMS:
-        assert full.processes_of(program) >= max(2, quick.processes_of(program)), program
-        assert full.samples_of(program) >= quick.samples_of(program), program
+        assert full.processes_of(program) > max(1, quick.processes_of(program)), program
         more = full.processes_of(program) * full.samples_of(program)
-        assert more > quick.processes_of(program) * quick.samples_of(program), program
+        assert more >= quick.processes_of(program) * quick.samples_of(program), program
     session = driver.LmbenchSession(driver.LmbenchParams(), {}, "/tmp")
     if session.mode is full:          # not under PERFLAB_LMBENCH_TINY
         assert session.args_of("lat_fs")[:2] == ["-n", str(full.samples_of("lat_fs"))]
