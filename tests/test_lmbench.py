@@ -206,6 +206,41 @@ def test_a_capped_program_runs_in_fewer_processes(tmp_path, cache_dir, monkeypat
         assert sorted(reps[metric]) == [0, 1, 2], metric     # three
 
 
+def test_a_sample_cap_prints_fewer_samples_per_process(tmp_path, cache_dir, monkeypatch):
+    """The full mode's lat_fs prints 3 samples a process, not 5: a sample cap reaches the program's -n."""
+    with pytest.raises(ValueError, match="at least 1"):
+        driver.Mode("x", processes=2, samples=2, target_ms=1, timeout=1, sample_caps=(("lat_fs", 0),))
+    capped = driver.Mode("tiny", processes=2, samples=2, target_ms=0.5, timeout=120, extra=("-T",),
+                         sample_caps=(("lat_fs", 1),))
+    monkeypatch.setattr(driver, "TINY", capped)
+    for k, v in run_env(cache_dir).items():
+        monkeypatch.setenv(k, v)
+    store = open_store(str(tmp_path / "perflab.db"))
+    from perflab.runner.suite import run_suite
+
+    result = run_suite(store, categories=["filevm"], tag="sample-capped")
+    assert not result.failures
+    reps = _repetitions(store, result.run_id)
+    for metric in catalog.metrics_of_program("lat_fs"):
+        assert sorted(reps[metric]) == [0, 1], metric              # two processes x one sample
+    for metric in catalog.metrics_of_program("lat_vm"):
+        assert sorted(reps[metric]) == [0, 0, 1, 1], metric        # two processes x two samples
+
+
+def test_the_full_mode_measures_more_than_quick_for_every_program():
+    """Per program: more processes than --quick (at least two), never fewer samples per figure
+    in all; the full mode's samples are not shorter than quick's."""
+    full, quick = driver.FULL, driver.QUICK
+    assert full.target_ms >= quick.target_ms
+    for program in catalog.PROGRAMS:
+        assert full.processes_of(program) > max(1, quick.processes_of(program)), program
+        more = full.processes_of(program) * full.samples_of(program)
+        assert more >= quick.processes_of(program) * quick.samples_of(program), program
+    session = driver.LmbenchSession(driver.LmbenchParams(), {}, "/tmp")
+    if session.mode is full:          # not under PERFLAB_LMBENCH_TINY
+        assert session.args_of("lat_fs")[:2] == ["-n", str(full.samples_of("lat_fs"))]
+
+
 def test_parse_only():
     assert driver.parse_only(["ctx, memory", "processes"]) == ["processes", "ctx", "memory"]
     assert driver.parse_only([]) == []

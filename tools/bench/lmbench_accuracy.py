@@ -95,9 +95,10 @@ class Ctx:
         return ["taskset", "-c", str(self.cpu)]
 
     def ours(self, program: str, metric: str, extra: list[str] | None = None) -> float:
-        """Median of 5 samples of 50 ms of one of our figures."""
-        cmd = [*self.pin(), str(self.binaries[program]), "-n", "5", "-t", "50", "-d", str(self.workdir),
-               "-o", metric, *(extra or [])]
+        """Median of one process's samples of one of our figures, as the full mode takes them."""
+        mode = driver.FULL
+        cmd = [*self.pin(), str(self.binaries[program]), "-n", str(mode.samples_of(program)),
+               "-t", f"{mode.target_ms:g}", "-d", str(self.workdir), "-o", metric, *(extra or [])]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             raise RuntimeError(f"{program} -o {metric}: {out.stderr.strip()}")

@@ -209,6 +209,7 @@ def main() -> int:
         env["PERFLAB_LMBENCH_TINY"] = "1"
         args.skip_lmbench = args.skip_accuracy = True
     lm = None if args.skip_lmbench else acc.ensure_lmbench()
+    load_before = os.getloadavg()[0]
     full, quick, lm_times, full_ids = [], [], [], []
     theirs: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="perflab-speed-") as tmp, \
@@ -231,7 +232,13 @@ def main() -> int:
                     if step == "full":
                         full_ids.append(run_id)
         ours = perflab_means(db, full_ids)
+        plans = [processes_per_program(db, run_id) for run_id in full_ids]
+    print(f"\nload average (1 min) before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
+          "(quote the figures only from a quiet machine)")
     print_times(full, quick, lm_times)
+    print("processes per program in the full runs (the stopping rule ends steady programs below the ceiling):")
+    for program in catalog.PROGRAMS:
+        print(f"  {program:<12} " + " ".join(str(plan.get(program, "-")) for plan in plans))
     print_covs(ours, theirs)
     if not args.skip_accuracy:
         print("\nPart 3: accuracy against LMbench 3 (tools/bench/lmbench_accuracy.py --skip-cov)", flush=True)

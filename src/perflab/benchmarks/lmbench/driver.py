@@ -54,15 +54,23 @@ class Mode:
     extra: tuple[str, ...] = ()
     # programs run in fewer processes than `processes` (never fewer than two)
     process_caps: tuple[tuple[str, int], ...] = ()
+    # programs that print fewer samples per process than `samples` (at least one)
+    sample_caps: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         # every figure's samples come from at least two separate processes
         for program, cap in self.process_caps:
             if cap < 2:
                 raise ValueError(f"mode {self.name}: {program} capped at {cap} process(es); at least 2")
+        for program, cap in self.sample_caps:
+            if cap < 1:
+                raise ValueError(f"mode {self.name}: {program} capped at {cap} sample(s); at least 1")
 
     def processes_of(self, program: str) -> int:
         return min(self.processes, dict(self.process_caps).get(program, self.processes))
+
+    def samples_of(self, program: str) -> int:
+        return min(self.samples, dict(self.sample_caps).get(program, self.samples))
 
 
 # Repetitions stop when every figure of a program is known (perflab.stats.stopping):
@@ -83,7 +91,18 @@ MIN_RUNS = 2
 # time: 3 processes give a mean whose standard error is 1.15x four's.
 QUICK = Mode("quick", processes=3, samples=3, target_ms=10, timeout=120,
              process_caps=(("lat_fs", 2), ("lat_ctx", 2)))
-FULL = Mode("full", processes=5, samples=5, target_ms=50, timeout=900)
+# The full mode: more processes and more samples than --quick, samples of the same
+# 10 ms.  What a run's mean is uncertain by is the spread between processes (address
+# layout, page placement, the machine's state that minute), which only more processes
+# shrink; a 10 ms sample already holds thousands of iterations of every figure but the
+# process figures (proc.sh: eight), so 50 ms samples bought five times the time for a
+# within-process spread that was never the larger part (docs/lmbench.md, "The full
+# mode").  lat_ctx (42 figures, 4 s a process) stops at four processes, lat_fs (one
+# batch of 1,000 files a sample whatever its length, up to a millisecond a file on a
+# slow disk) at three processes of two samples: its file-creation figures differ
+# between processes several times more than between one process's samples.
+FULL = Mode("full", processes=5, samples=5, target_ms=10, timeout=900,
+            process_caps=(("lat_fs", 3), ("lat_ctx", 4)), sample_caps=(("lat_fs", 2),))
 TINY = Mode("tiny", processes=2, samples=1, target_ms=0.5, timeout=120, extra=("-T",))
 
 
@@ -242,10 +261,14 @@ class LmbenchSession(Session):
                        for metric, values in seen.items())
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
-        args = ["-n", str(self.mode.samples), "-t", f"{self.mode.target_ms:g}", "-d", self.workdir, *self.mode.extra]
-        return [ProcessSpec([str(binary), *args, *self.own_args(program, repetition)], item=program,
+        return [ProcessSpec([str(binary), *self.args_of(program), *self.own_args(program, repetition)], item=program,
                             cwd=self.workdir, timeout=self.timeout)
                 for program, binary in self.binaries.items() if self.wanted(program, repetition)]
+
+    def args_of(self, program: str) -> list[str]:
+        """The options every program takes: its samples per process, the sample length, the directory."""
+        return ["-n", str(self.mode.samples_of(program)), "-t", f"{self.mode.target_ms:g}", "-d", self.workdir,
+                *self.mode.extra]
 
     def own_args(self, program: str, repetition: int) -> list[str]:
         if program != "lat_mem":
