@@ -180,17 +180,18 @@ def _marks_of(item) -> set[str]:
 # compiled, a VM booted, a browser started) is set up once per session, not once per worker that
 # draws one of its tests. xdist hands out files in collection order (--no-loadscope-reorder keeps
 # it): the files are ordered here by their measured time, longest first, so that the last files
-# handed out are short and both workers end together. Measured: the whole suite with -n 2 and
-# --durations (times summed per file); files not listed follow in their usual order.
-# (--dist loadgroup is no help here: under pytest 9.2 xdist 3.8 cannot rename a test to its group.)
+# handed out are short and both workers end together. Measured: the whole suite with -n 2 on a quiet
+# machine (per-file sums of --junitxml times, 8 s and up); files not listed follow in their usual order.
+# (Not --dist loadgroup: xdist 3.8 groups a test by renaming it, which pytest 9.2 no longer reads.)
 LONGEST_FIRST = [
-    "test_importers.py", "test_kernel_bisect.py", "test_html.py", "test_lab.py", "test_hostile_strings.py",
-    "test_vm_runs.py", "test_runner.py", "test_history.py", "test_compare.py", "test_store_postgres.py",
-    "test_mail.py", "test_hostile_lab.py", "test_run_cmd.py", "test_vm_select.py", "test_store_faults.py",
-    "test_vm_io.py", "test_lmbench.py", "test_hostile_output.py", "test_will_it_scale_c.py",
-    "test_instructions.py", "test_output_identity.py", "test_vm.py", "test_lab_bisect.py", "test_stats.py",
-    "test_jobs.py", "test_regression_report.py", "test_transfer.py", "test_monitors_perf.py",
-    "test_cli_basics.py", "test_exact.py", "test_kernbench.py", "test_aim7.py",
+    "test_kernel_bisect.py", "test_importers.py", "test_vm_runs.py", "test_runner.py", "test_html.py",
+    "test_store_postgres.py", "test_history.py", "test_lab.py", "test_vm.py", "test_vm_io.py",
+    "test_instructions.py", "test_hostile_strings.py", "test_compare.py", "test_will_it_scale_c.py",
+    "test_mail.py", "test_hostile_lab.py", "test_lab_bisect.py", "test_jobs.py", "test_run_cmd.py",
+    "test_monitors_perf.py", "test_transfer.py", "test_output_identity.py", "test_store_faults.py",
+    "test_vm_select.py", "test_lmbench.py", "test_regression_report.py", "test_stats.py", "test_fio.py",
+    "test_hostile_output.py", "test_ux_run.py", "test_kernbench.py", "test_exact.py", "test_kconfig.py",
+    "test_hostile_temp.py",
 ]
 
 
