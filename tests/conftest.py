@@ -173,39 +173,10 @@ def _marks_of(item) -> set[str]:
     return marks
 
 
-# -- scheduling under pytest-xdist (tools/test.sh: -n 2 --dist loadfile --no-loadscope-reorder) ----
-#
-# With two workers the session lasts as long as the busier one. Each file runs whole on one worker
-# (--dist loadfile), so a module fixture that costs seconds (a store built by many commands, programs
-# compiled, a VM booted, a browser started) is set up once per session, not once per worker that
-# draws one of its tests. xdist hands out files in collection order (--no-loadscope-reorder keeps
-# it): the files are ordered here by their measured time, longest first, so that the last files
-# handed out are short and both workers end together. Measured: the whole suite with -n 2 on a quiet
-# machine (per-file sums of --junitxml times, 8 s and up); files not listed follow in their usual order.
-# (Not --dist loadgroup: xdist 3.8 groups a test by renaming it, which pytest 9.2 no longer reads.)
-LONGEST_FIRST = [
-    "test_kernel_bisect.py", "test_importers.py", "test_vm_runs.py", "test_runner.py", "test_html.py",
-    "test_store_postgres.py", "test_history.py", "test_lab.py", "test_vm.py", "test_vm_io.py",
-    "test_instructions.py", "test_hostile_strings.py", "test_compare.py", "test_will_it_scale_c.py",
-    "test_mail.py", "test_hostile_lab.py", "test_lab_bisect.py", "test_jobs.py", "test_run_cmd.py",
-    "test_monitors_perf.py", "test_transfer.py", "test_output_identity.py", "test_store_faults.py",
-    "test_vm_select.py", "test_lmbench.py", "test_regression_report.py", "test_stats.py", "test_fio.py",
-    "test_hostile_output.py", "test_ux_run.py", "test_kernbench.py", "test_exact.py", "test_kconfig.py",
-    "test_hostile_temp.py",
-]
-
-
-def _schedule(items) -> None:
-    """The longest files first (a stable sort: each file keeps its own order)."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark in sorted(_marks_of(item)):
             item.add_marker(getattr(pytest.mark, mark))
-    _schedule(items)
 
 
 # -- honest skips: in the full run (tools/test.sh sets PERFLAB_TEST_FULL=1) a skip that hides a

@@ -45,15 +45,12 @@ if [ "$fast" = 0 ]; then
     # both, because the kernel-bisection test bisects from one to the other.
     .venv/bin/python tools/fetch_kernel.py --both >/dev/null || echo "test.sh: no kernel fetched; the VM tests will skip" >&2
 fi
-# Each test file whole on one worker, handed out in the order tests/conftest.py gives (the longest
-# files first): module fixtures are set up once, and both workers end together.
-DIST="--dist loadfile --no-loadscope-reorder"
 if [ "$fast" = 1 ]; then
     # Every mark tests/conftest.py assigns (registered in pyproject.toml), deselected.
-    exec .venv/bin/python -m pytest -q -n 2 $DIST \
+    exec .venv/bin/python -m pytest -q -n 2 \
         -m "not slow and not root and not postgres and not redis and not browser and not vm and not tool" "$@"
 fi
 # tests/conftest.py: with this set, a skip of a root test as root, or of a tool-gated test
 # whose programs are installed, is a failure.
 export PERFLAB_TEST_FULL=1
-exec .venv/bin/python -m pytest -q -n 2 $DIST "$@"
+exec .venv/bin/python -m pytest -q -n 2 "$@"
