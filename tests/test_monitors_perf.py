@@ -253,7 +253,10 @@ def test_perf_stat_forking_workload_raises_context_switches():
 @needs_perf
 def test_perf_stat_tracepoints_counted_and_missing_groups_unsupported():
     config = {"perf-stat": {"events": ["sched:sched_switch", "pagefault:*", "context-switches"], "interval": 0.1}}
-    ms, (got,) = run_monitored(config, ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"])
+    # The sleep first: perf attaches while the shell waits, so the eight forks after it are counted and at
+    # least one interval is printed (an 8-fork shell alone ends in ~10 ms, and once in a full CI run perf
+    # printed nothing before it exited).
+    ms, (got,) = run_monitored(config, ["/bin/sh", "-c", "sleep 0.3; for i in 1 2 3 4 5 6 7 8; do /bin/true; done"])
     m = by_metric(got.samples)
     assert m["perf-stat.sched:sched_switch"].unit == ""                   # a tracepoint: the count
     assert m["perf-stat.sched:sched_switch.per_s"].unit == "/s"
