@@ -179,20 +179,26 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 def _planned(store, atomic, path, overrides, runs, metrics, threshold, box):
     """The head jobs with the runs the stored noise asks for (analysis.noise.plan_runs), said first;
     `--runs` or `--set runs=N` wins."""
-    from perflab.analysis.noise import plan_runs
     from perflab.cli.compare import THRESHOLD_PCT
 
     given = runs or next((int(o.split("=", 1)[1]) for o in overrides if o.split("=", 1)[0].strip() == "runs"
                           and o.split("=", 1)[1].strip().isdigit()), None)
     chosen = (lambda name: any(m in name for m in metrics)) if metrics else None
     change = (THRESHOLD_PCT if threshold is None else threshold) / 100
+    return _with_planned_runs(store, [(path, j) for j in atomic], change, chosen, given, box, "check")
+
+
+def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
+    """Each (path, job)'s job with the runs plan_runs gives for `change` (or `runs`), its lines said first."""
+    from perflab.analysis.noise import plan_runs
+
     out = []
-    for j in atomic:
-        plan = plan_runs(store, j, change, metrics=chosen, runs=given, box=box, who="check",
+    for path, j in jobs:
+        plan = plan_runs(store, j, change, metrics=chosen, runs=runs, box=box, who=who,
                          how=f"perflab noise {path}")
         for line in plan.lines:
-            click.echo(f"check: {printable(line, 2000)}")
-        out.append(j.with_(runs=given or plan.runs) if given or plan.runs else j)
+            click.echo(f"{who}: {printable(line, 2000)}")
+        out.append(j.with_(runs=runs or plan.runs) if runs or plan.runs else j)
     return out
 
 
@@ -279,18 +285,10 @@ def _robot_runs(store, jobs, metrics, runs, box):
     robot calls (1%, stats.changepoints.MIN_EFFECT), said first; `--runs` wins."""
     import fnmatch
 
-    from perflab.analysis.noise import plan_runs
     from perflab.stats.changepoints import MIN_EFFECT
 
     chosen = (lambda name: any(fnmatch.fnmatchcase(name, g) for g in metrics)) if metrics else None
-    out = []
-    for path, j in jobs:
-        plan = plan_runs(store, j, MIN_EFFECT, metrics=chosen, runs=runs, box=box, who="robot",
-                         how=f"perflab noise {path}")
-        for line in plan.lines:
-            click.echo(f"robot: {printable(line, 2000)}")
-        out.append(j.with_(runs=runs or plan.runs) if runs or plan.runs else j)
-    return out
+    return _with_planned_runs(store, jobs, MIN_EFFECT, chosen, runs, box, "robot")
 
 
 COMMANDS = [check_cmd, robot_cmd]
