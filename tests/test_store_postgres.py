@@ -129,6 +129,7 @@ def test_an_old_postgresql_store_is_upgraded_keeping_its_runs(postgres_url):
     store = open_store(postgres_url)
     assert [r.name for r in store.find_runs()] == ["old run"]
     assert store.metric_sums([1], ["time.elapsed_time"]) == {(1, "time.elapsed_time"): (4.0, 2)}
+    assert sorted(store.metric_values([1], ["time.elapsed_time"])[(1, "time.elapsed_time")]) == [1.5, 2.5]
     # The serial sequences go on after the old rows.
     assert new_run(store) == 2
     store.engine.dispose()

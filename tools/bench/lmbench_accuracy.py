@@ -12,7 +12,7 @@ LMbench's (medians over the rounds), the ratio and PASS/FAIL against 15%.
 Figures whose definitions differ on purpose (docs/lmbench.md) are marked
 "differs" and not counted. Part 2 runs `perflab run lmbench --quick`
 --quick-runs times into a scratch store and prints each figure's CoV over the
-runs' means.
+runs' figures (each run's median, as `perflab report lmbench` prints it).
 
 LMbench 3 comes from Debian's non-free component; when it is missing this
 script enables non-free (/etc/apt/sources.list.d/perflab-nonfree.sources) and
@@ -337,11 +337,14 @@ def quick_cov(args) -> None:
             print(f"quick run {i + 1}/{args.quick_runs}: {proc.stdout.strip() or proc.stderr.strip()}",
                   file=sys.stderr, flush=True)
         con = sqlite3.connect(db)
-        rows = con.execute("SELECT run_id, metric, avg(value) FROM sample GROUP BY run_id, metric").fetchall()
+        rows = con.execute("SELECT run_id, metric, value FROM sample").fetchall()
         con.close()
-    means: dict[str, list[float]] = {}
-    for _, metric, value in rows:
-        means.setdefault(metric, []).append(value)
+    by_run: dict[tuple[int, str], list[float]] = {}
+    for run_id, metric, value in rows:
+        by_run.setdefault((run_id, metric), []).append(value)
+    means: dict[str, list[float]] = {}   # each run's figure as the summary prints it: its samples' median
+    for (_, metric), values in sorted(by_run.items()):
+        means.setdefault(metric, []).append(statistics.median(values))
     print(f"\nPart 2: run-to-run CoV over {args.quick_runs} `perflab run lmbench --quick` runs "
           f"(each {statistics.mean(durations):.0f} s on average, max {max(durations):.0f} s)")
     print(f"{'figure':<20} {'unit':<5} {'mean':>10} {'CoV':>7}")

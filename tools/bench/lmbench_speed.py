@@ -66,14 +66,17 @@ def perflab_run(perflab: str, db: str, quick: bool, cpu: int, env: dict) -> tupl
     return seconds, run_id, proc.stdout.strip()
 
 
-def perflab_means(db: str, run_ids: list[int]) -> dict[str, list[float]]:
-    """metric -> each run's mean, in run order."""
+def perflab_figures(db: str, run_ids: list[int]) -> dict[str, list[float]]:
+    """metric -> each run's figure as `perflab report lmbench` prints it (the median of the
+    run's samples), in run order."""
     con = sqlite3.connect(db)
     out: dict[str, list[float]] = {}
     for run_id in run_ids:
-        for metric, value in con.execute("SELECT metric, avg(value) FROM sample WHERE run_id=? GROUP BY metric",
-                                          (run_id,)):
-            out.setdefault(metric, []).append(value)
+        samples: dict[str, list[float]] = {}
+        for metric, value in con.execute("SELECT metric, value FROM sample WHERE run_id=?", (run_id,)):
+            samples.setdefault(metric, []).append(value)
+        for metric, values in samples.items():
+            out.setdefault(metric, []).append(statistics.median(values))
     con.close()
     return out
 
@@ -231,7 +234,7 @@ def main() -> int:
                     (quick if step == "quick" else full).append(seconds)
                     if step == "full":
                         full_ids.append(run_id)
-        ours = perflab_means(db, full_ids)
+        ours = perflab_figures(db, full_ids)
         plans = [processes_per_program(db, run_id) for run_id in full_ids]
     print(f"\nload average (1 min) before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
           "(quote the figures only from a quiet machine)")

@@ -66,7 +66,7 @@ def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_w
 
 
 def render_summary(rows: list[tuple[str, dict[str, float]]]) -> str:
-    """rows: (label, {metric: mean value}) per kernel, in display order."""
+    """rows: (label, {metric: the median of its samples}) per kernel, in display order."""
     rows = [(printable(label), values) for label, values in rows]  # tags and releases come from users
     label_width = max([29] + [len(label) for label, _ in rows])
     out = [BANNER, "-" * len(BANNER), ""]

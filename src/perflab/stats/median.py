@@ -59,3 +59,13 @@ def median_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float]:
         return (math.nan, math.nan)
     lo, hi = median_ci_rows(x.reshape(1, x.size), confidence)
     return (float(lo[0]), float(hi[0]))
+
+
+def pooled_medians(values: dict[tuple[int, str], list[float]], rows_of: dict[int, list[int]],
+                   rows: int) -> list[dict[str, float]]:
+    """Per row, each metric's median over every sample of the row's runs (values: (run, metric) -> samples)."""
+    pooled: list[dict[str, list[float]]] = [{} for _ in range(rows)]
+    for (run_id, metric), vs in values.items():
+        for i in rows_of.get(run_id, ()):
+            pooled[i].setdefault(metric, []).extend(vs)
+    return [{m: float(np.median(vs)) for m, vs in row.items() if vs} for row in pooled]

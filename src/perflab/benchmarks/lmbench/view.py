@@ -1,5 +1,11 @@
 """LMbench's view hook: the rows of the LMbench 2.0 summary (`perflab report lmbench`, and
-the LMbench section of `report html`), each row's figures pooled over the samples of its runs.
+the LMbench section of `report html`), each row's figure the median of the samples of its runs.
+
+The median, as LMbench reports the median of its tries (and benchstat of its runs), not the
+mean: on a shared or virtual machine whole processes run at a second, slower speed for
+seconds at a time (a busy sibling hyperthread: `syscall.null` 0.165 or 0.222 µs by process),
+and the mean of a run follows how many of its processes drew it (docs/lmbench.md, "Which
+figure the summary prints").
 
 Part of the read side (perflab.analysis.views finds it by the family's name); report.lmbench
 formats it.
@@ -18,7 +24,7 @@ MAX_PAGE_ROWS = 40       # report html without operands: the most recent runs
 
 @dataclass
 class LmbenchSummary:
-    """rows: (label, {metric: mean of every sample of the row's runs}), in display order."""
+    """rows: (label, {metric: median of every sample of the row's runs}), in display order."""
 
     rows: list[tuple[str, dict[str, float]]]
 
@@ -52,18 +58,18 @@ def by_compiler(groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
 
 
 def pooled(store, groups: list[tuple[str, list]]) -> LmbenchSummary:
-    """One row per (label, runs): the mean of all the samples of its runs, per figure."""
+    """One row per (label, runs): the median of all the samples of its runs, per figure."""
     from perflab.benchmarks.lmbench.catalog import FIGURES
-    from perflab.stats.scaling import pooled_means
+    from perflab.stats.median import pooled_medians
 
-    # One query for every run: the database sums each (run, metric).
-    sums = store.metric_sums([r.id for _, rs in groups for r in rs], FIGURES)
+    # One query for every run's summary samples (not the memory curve's points).
+    values = store.metric_values([r.id for _, rs in groups for r in rs], FIGURES)
     rows_of: dict[int, list[int]] = {}  # one run may stand in several rows (e.g. its id and its tag)
     for i, (_, rs) in enumerate(groups):
         for r in rs:
             rows_of.setdefault(r.id, []).append(i)
-    means = pooled_means(sums, rows_of, len(groups))
-    return LmbenchSummary([(label, row) for (label, _), row in zip(groups, means)])
+    medians = pooled_medians(values, rows_of, len(groups))
+    return LmbenchSummary([(label, row) for (label, _), row in zip(groups, medians)])
 
 
 def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> LmbenchSummary:
