@@ -187,19 +187,7 @@ def test_a_capped_program_runs_in_fewer_processes(tmp_path, cache_dir, monkeypat
         driver.Mode("x", processes=4, samples=1, target_ms=1, timeout=1, process_caps=(("lat_fs", 1),))
     capped = driver.Mode("tiny", processes=3, samples=1, target_ms=0.5, timeout=120, extra=("-T",),
                          process_caps=(("lat_mem", 2),))
-    monkeypatch.setattr(driver, "TINY", capped)
-    for k, v in run_env(cache_dir).items():
-        monkeypatch.setenv(k, v)
-    store = open_store(str(tmp_path / "perflab.db"))
-    from perflab.runner.suite import run_suite
-
-    result = run_suite(store, categories=["latency", "memory"], tag="capped")
-    assert not result.failures
-    reps: dict[str, list[int]] = {}
-    with store.engine.connect() as conn:
-        for metric, rep in conn.exec_driver_sql(
-                "SELECT metric, repetition FROM sample WHERE run_id=?", (result.run_id,)):
-            reps.setdefault(metric, []).append(rep)
+    reps = _repetitions_of_tiny_run(capped, ["latency", "memory"], tmp_path, cache_dir, monkeypatch)
     for metric in catalog.metrics_of_program("lat_mem"):
         assert sorted(reps[metric]) == [0, 1], metric        # two processes x one sample
     for metric in catalog.metrics_of_program("lat_ipc"):
@@ -212,15 +200,7 @@ def test_a_sample_cap_prints_fewer_samples_per_process(tmp_path, cache_dir, monk
         driver.Mode("x", processes=2, samples=2, target_ms=1, timeout=1, sample_caps=(("lat_fs", 0),))
     capped = driver.Mode("tiny", processes=2, samples=2, target_ms=0.5, timeout=120, extra=("-T",),
                          sample_caps=(("lat_fs", 1),))
-    monkeypatch.setattr(driver, "TINY", capped)
-    for k, v in run_env(cache_dir).items():
-        monkeypatch.setenv(k, v)
-    store = open_store(str(tmp_path / "perflab.db"))
-    from perflab.runner.suite import run_suite
-
-    result = run_suite(store, categories=["filevm"], tag="sample-capped")
-    assert not result.failures
-    reps = _repetitions(store, result.run_id)
+    reps = _repetitions_of_tiny_run(capped, ["filevm"], tmp_path, cache_dir, monkeypatch)
     for metric in catalog.metrics_of_program("lat_fs"):
         assert sorted(reps[metric]) == [0, 1], metric              # two processes x one sample
     for metric in catalog.metrics_of_program("lat_vm"):
@@ -363,6 +343,19 @@ def test_sources_ship_with_the_package():
 
 
 # ---- repetitions that stop when the figure is known -------------------------
+
+def _repetitions_of_tiny_run(mode, categories, tmp_path, cache_dir, monkeypatch) -> dict[str, list[int]]:
+    """Run the suite's `categories` with `mode` in place of the tiny mode; metric -> its samples' repetitions."""
+    from perflab.runner.suite import run_suite
+
+    monkeypatch.setattr(driver, "TINY", mode)
+    for k, v in run_env(cache_dir).items():
+        monkeypatch.setenv(k, v)
+    store = open_store(str(tmp_path / "perflab.db"))
+    result = run_suite(store, categories=categories, tag="capped")
+    assert not result.failures
+    return _repetitions(store, result.run_id)
+
 
 def _repetitions(store, run_id) -> dict[str, list[int]]:
     reps: dict[str, list[int]] = {}

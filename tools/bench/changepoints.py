@@ -271,6 +271,16 @@ print(json.dumps({n: b - a for n, a, b in zip(names, t, t[1:])}))
 """
 
 
+def timed_child(argv: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one run of a command, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def _median_seconds(argv: list[str], runs: int, env: dict, other: tuple[list[str], dict] | None = None):
     """(median wall, best wall, median CPU) of `runs` runs of a command; with `other`
     (argv, env), that command too, run alternately with the first (a list of both)."""
@@ -279,12 +289,9 @@ def _median_seconds(argv: list[str], runs: int, env: dict, other: tuple[list[str
     cpus: list[list[float]] = [[] for _ in commands]
     for _ in range(runs):
         for k, (command, environment) in enumerate(commands):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            subprocess.run(command, capture_output=True, check=True, env=environment)
-            walls[k].append(time.perf_counter() - start)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus[k].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            wall, cpu = timed_child(command, environment)
+            walls[k].append(wall)
+            cpus[k].append(cpu)
     figures = [(float(np.median(w)), min(w), float(np.median(c))) for w, c in zip(walls, cpus)]
     return figures if other else figures[0]
 

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import changepoints as bench  # noqa: E402  (the labelled histories)
@@ -77,12 +75,9 @@ def main() -> int:
         load = os.getloadavg()[0]
         for _ in range(args.rounds):
             for name, argv, environment in commands:
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                start = time.perf_counter()
-                subprocess.run(argv, capture_output=True, check=True, env=environment)
-                walls[name].append(time.perf_counter() - start)
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpus[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+                wall, cpu = bench.timed_child(argv, environment)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
         size = f"{args.series} series x {min(args.runs, bench.POINTS)} runs"
         for name, _, _ in commands:
             median, cpu = statistics.median(walls[name]), statistics.median(cpus[name])

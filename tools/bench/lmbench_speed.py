@@ -150,6 +150,40 @@ def print_covs(ours: dict[str, list[float]], theirs: dict[str, list[float]]) -> 
         print(f"{metric:<20} {shown[0]} {shown[1]}  {verdict}")
     if counted:
         print(f"\n{passed} of {counted} figures with a CoV at most LMbench 3's")
+        print_significant(ours, theirs)
+
+
+def print_significant(ours: dict[str, list[float]], theirs: dict[str, list[float]], q: float = 0.05) -> None:
+    """Which figures' spreads differ beyond chance: a CoV from five runs is itself uncertain by
+    about +-35%, so two tools of equal precision each "win" about half the figures.  Per figure
+    an F test of the two variances of the log values (one-sided, each way), the false-discovery
+    rate controlled over the figures (Benjamini-Hochberg)."""
+    import math
+
+    from scipy.stats import f as f_dist
+
+    tests = []
+    for metric in catalog.FIGURES:
+        a, b = ours.get(metric, []), theirs.get(metric, [])
+        if len(a) < 2 or len(b) < 2 or min(a + b) <= 0:
+            continue
+        va = statistics.variance([math.log(x) for x in a])
+        vb = statistics.variance([math.log(x) for x in b])
+        if va == 0 or vb == 0:
+            continue
+        ratio = va / vb
+        tests.append((metric, f_dist.sf(ratio, len(a) - 1, len(b) - 1), f_dist.sf(1 / ratio, len(b) - 1, len(a) - 1)))
+
+    def discoveries(ps: list[tuple[str, float]]) -> list[str]:
+        ranked = sorted(ps, key=lambda x: x[1])
+        cut = max((i for i, (_, p) in enumerate(ranked, 1) if p <= q * i / len(ranked)), default=0)
+        return [m for m, _ in ranked[:cut]]
+
+    worse = discoveries([(m, p) for m, p, _ in tests])
+    better = discoveries([(m, p) for m, _, p in tests])
+    print(f"spread significantly larger than LMbench 3's (F test, {q:.0%} false-discovery rate over "
+          f"{len(tests)} figures): {len(worse)}" + (f" ({', '.join(worse)})" if worse else ""))
+    print(f"spread significantly smaller than LMbench 3's: {len(better)}" + (f" ({', '.join(better)})" if better else ""))
 
 
 def processes_per_program(db: str, run_id: int) -> dict[str, int]:
@@ -202,6 +236,7 @@ def main() -> int:
     ap.add_argument("--skip-accuracy", action="store_true", help="do not run lmbench_accuracy.py afterwards")
     ap.add_argument("--tiny", action="store_true", help="tiny sizes, no LMbench: check that the script works")
     ap.add_argument("--icount", metavar="KERNEL", help="time the quick suite in a TCG guest under icount instead")
+    ap.add_argument("--keep-db", metavar="PATH", help="copy perflab's store of the runs here, to look at later")
     args = ap.parse_args()
     env = dict(os.environ)
     if args.icount:
@@ -235,6 +270,8 @@ def main() -> int:
                     if step == "full":
                         full_ids.append(run_id)
         ours = perflab_figures(db, full_ids)
+        if args.keep_db:
+            shutil.copy(db, args.keep_db)
         plans = [processes_per_program(db, run_id) for run_id in full_ids]
     print(f"\nload average (1 min) before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
           "(quote the figures only from a quiet machine)")
