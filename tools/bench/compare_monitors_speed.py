@@ -61,7 +61,7 @@ def populate(db: str, metrics: int, samples: int, monitors: bool) -> None:
     scale = rng.uniform(0.5, 1000, len(names))
     moved = np.where(rng.uniform(size=len(names)) < 0.1, 1.3, 1.0)
     for tag in ("base", "head"):
-        run_id = store.create_run(testbox="bench", environment=FACTS, benchmark="bench", name="bench",
+        run_id = store.create_run(box="bench", environment=FACTS, benchmark="bench", name="bench",
                                   params={"mode": "x"}, tag=tag)
         shift = moved if tag == "head" else 1.0
         for rep in range(samples):

@@ -35,7 +35,7 @@ def populate(db: str, metrics: int, samples: int) -> None:
     rng = np.random.default_rng(1)
     store = open_store(db)
     for tag, shift in (("base", 1.0), ("head", 1.0)):
-        run_id = store.create_run(testbox="bench", environment=FACTS, benchmark="bench", name="bench",
+        run_id = store.create_run(box="bench", environment=FACTS, benchmark="bench", name="bench",
                                   params={"mode": "x"}, tag=tag)
         scale = rng.uniform(1, 1000, metrics)
         for rep in range(samples):

@@ -65,7 +65,7 @@ def writer(db: str, stop_file: str, out: str) -> None:
     from perflab.store import open_store
 
     store = open_store(db)
-    run_id = store.create_run(testbox="bench", environment={"testbox": "bench"}, benchmark="cmd",
+    run_id = store.create_run(box="bench", environment={"testbox": "bench"}, benchmark="cmd",
                               name="concurrent writer", params={})
     waits, failures, rep = [], [], 0
     while not os.path.exists(stop_file):

@@ -31,7 +31,7 @@ def populate(db: str, runs: int) -> None:
     store = open_store(db)
     for i in range(runs):
         facts = {"testbox": "bench", "kernel_release": f"6.{i % 12}.0"}
-        rid = store.create_run(testbox="bench", environment=facts, benchmark="lmbench", name="lmbench",
+        rid = store.create_run(box="bench", environment=facts, benchmark="lmbench", name="lmbench",
                                params={"quick": True}, tag=f"t{i}")
         for rep in range(3):
             store.add_samples(rid, rep, [Sample(m, random.uniform(1, 100), f.unit, f.direction) for m, f in FIGURES.items()])

@@ -26,7 +26,7 @@ FACTS = {"testbox": "bench", "kernel_release": "6.1.0"}
 
 def write_samples(db: str, repetitions: int, per_rep: int) -> float:
     store = open_store(db)
-    run_id = store.create_run(testbox="bench", environment=FACTS, benchmark="bench", name="bench", params={})
+    run_id = store.create_run(box="bench", environment=FACTS, benchmark="bench", name="bench", params={})
     batches = [[Sample(f"m.{k}", random.random(), "us", -1) for k in range(per_rep)] for _ in range(repetitions)]
     start = time.perf_counter()
     for rep, batch in enumerate(batches):
@@ -37,7 +37,7 @@ def write_samples(db: str, repetitions: int, per_rep: int) -> float:
 def populate_runs(db: str, runs: int) -> None:
     store = open_store(db)
     for i in range(runs):
-        rid = store.create_run(testbox="bench", environment=FACTS, benchmark="cmd", name=f"cmd {i % 7}",
+        rid = store.create_run(box="bench", environment=FACTS, benchmark="cmd", name=f"cmd {i % 7}",
                                params={}, tag=f"t{i % 50}")
         store.add_samples(rid, 0, [Sample("time.elapsed_time", 1.0 + i * 1e-4, "s", -1),
                                    Sample("time.user_time", 0.5, "s", -1), Sample("time.system_time", 0.2, "s", -1),

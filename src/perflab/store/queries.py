@@ -144,18 +144,34 @@ class Queries(Database):
 
     def metric_values(self, run_ids: Iterable[int], metrics: Iterable[str]) -> dict[tuple[int, str], list[float]]:
         """Every sample's value per (run, metric), in one query per 5,000 runs: for figures that
-        are medians (the LMbench summary), which the database cannot reduce portably."""
+        are medians (the LMbench summary), which the database cannot reduce portably.
+
+        Read through the DB-API cursor, not SQLAlchemy's rows: `report lmbench` over 1,000 runs
+        reads ~270,000 values, and building a Row for each took 0.18 s of its second."""
         ids, names = list(run_ids), list(metrics)
         out: dict[tuple[int, str], list[float]] = {}
+        if not ids or not names:
+            return out
+        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        table = s.sample.name
         try:
             with self.engine.connect() as conn:
-                for chunk in range(0, len(ids), 5000):
-                    for rid, metric, value in conn.execute(
-                        select(s.sample.c.run_id, s.sample.c.metric, s.sample.c.value)
-                        .where(s.sample.c.run_id.in_(ids[chunk : chunk + 5000]) & s.sample.c.metric.in_(names))
-                    ):
-                        out.setdefault((rid, metric), []).append(float(value))
-        except SQLAlchemyError as e:
+                cursor = conn.connection.cursor()
+                try:
+                    for chunk in range(0, len(ids), 5000):
+                        part = ids[chunk : chunk + 5000]
+                        cursor.execute(f"SELECT run_id, metric, value FROM {table} "
+                                       f"WHERE run_id IN ({', '.join([mark] * len(part))}) "
+                                       f"AND metric IN ({', '.join([mark] * len(names))})", [*part, *names])
+                        for rid, metric, value in cursor.fetchall():
+                            values = out.get((rid, metric))
+                            if values is None:
+                                out[(rid, metric)] = [float(value)]
+                            else:
+                                values.append(float(value))
+                finally:
+                    cursor.close()
+        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as e:
             raise self._fail(e) from None
         return out
 
