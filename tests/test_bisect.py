@@ -352,3 +352,20 @@ def test_paired_tests_see_through_a_machine_whose_speed_moves():
     flat_good = [0.030 * rng.lognormvariate(0, 0.01) for _ in range(10)]
     flat_bad = [0.0315 * rng.lognormvariate(0, 0.01) for _ in range(10)]
     assert not sequential.pairing_pays(flat_good, flat_bad)[0]
+
+
+def test_a_nearly_exact_culprit_is_confirmed_when_the_ends_estimate_is_a_little_off():
+    """Pairs of a metric that barely varies (1.0 against 1.3) with the ends' change estimated at
+    +29.89% +- 1.3% under load: the pairs sit just beyond that estimate, within its error, and
+    must count, not be left out as straddling a change of the machine's speed."""
+    import math
+
+    from perflab.stats import sequential
+
+    d, logged = sequential.paired_differences([1.0] * 8, [1.3] * 7 + [1.303])
+    delta, delta_se = math.log(1.2989), 0.013
+    v = sequential.confirm(d, delta, delta_se, 0.005, logged, 1.0, (), 0.01, noise=1e-5)
+    assert v.dropped == 0 and v.verdict == "confirmed", v
+    # a pair far beyond both levels (a switch of the machine's speed) is still left out
+    v = sequential.confirm(list(d) + [math.log(2.6)], delta, delta_se, 0.005, logged, 1.0, (), 0.01, noise=1e-5)
+    assert v.dropped == 1 and v.verdict == "confirmed", v
