@@ -121,6 +121,14 @@ static void do_prot(uint64_t n, void *ctx)
 		    (unsigned long long)n, (unsigned long long)faults);
 }
 
+static double median3(const double v[3])
+{
+	double a = v[0], b = v[1], c = v[2];
+	if (a > b) { double t = a; a = b; b = t; }
+	if (b > c) { b = c; }
+	return a > b ? a : b;
+}
+
 /* the two mprotect() calls around each sample's faults, to subtract */
 static void do_mprotect_pair(uint64_t n, void *ctx)
 {
@@ -171,10 +179,18 @@ int main(int argc, char **argv)
 		 * the machine's speed moves for seconds at a time, and a baseline taken at another
 		 * moment than the faults made the difference vary by 14% within one process. */
 		uint64_t n = calibrate(do_prot, NULL);
-		uint64_t kn = calibrate(do_kill_usr1, &self), k0 = calibrate(do_kill0, &self);
+		/* The handler's cost: the median of three timings of each call, half a
+		 * sample long, so that one timing preempted by another process cannot swing the
+		 * difference (a single timing each once made both of a tiny run's samples negative). */
+		uint64_t kn = calibrate(do_kill_usr1, &self) / 2 + 1, k0 = calibrate(do_kill0, &self) / 2 + 1;
 		for (int i = 0; i < opt.samples; i++) {
 			double t = time_ns(do_prot, NULL, n) / (double)n;
-			double handler = time_ns(do_kill_usr1, &self, kn) / (double)kn - time_ns(do_kill0, &self, k0) / (double)k0;
+			double usr1[3], zero[3];
+			for (int j = 0; j < 3; j++) {
+				usr1[j] = time_ns(do_kill_usr1, &self, kn) / (double)kn;
+				zero[j] = time_ns(do_kill0, &self, k0) / (double)k0;
+			}
+			double handler = median3(usr1) - median3(zero);
 			emit("vm.prot_fault", (t - mprotects / (double)n - handler) * 1e-3, "us");
 		}
 		if (usr1_caught == 0)
