@@ -213,3 +213,43 @@ def test_head_revision_is_alembics_and_an_old_store_is_upgraded(cli, tmp_path):
     assert "old run" in cli("--db", old, "runs").stdout
     assert cli.sql("SELECT version_num FROM alembic_version") == [(db.HEAD_REVISION,)]
     assert cli.sql("SELECT count(*) FROM sample") == [(2,)]
+
+
+def test_turning_a_new_file_to_wal_waits_out_a_lock_that_sqlite_will_not_wait_for(tmp_path):
+    """Processes opening a new store at once: SQLite can answer PRAGMA journal_mode=WAL with
+    "database is locked" at once, busy timeout or not. Here another connection holds the file
+    exclusively and the busy timeout is 0, so every attempt fails at once until it lets go."""
+    import threading
+    import time
+
+    from perflab.store.engine import _set_wal
+
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    opener = sqlite3.connect(path, isolation_level=None)
+    opener.execute("PRAGMA busy_timeout=0")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        opener.execute("PRAGMA journal_mode=WAL")
+    released = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    released.start()
+    t0 = time.monotonic()
+    _set_wal(opener.cursor())
+    released.join()
+    assert time.monotonic() - t0 >= 0.25  # it waited for the holder ...
+    assert opener.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # ... and then turned the file
+    # Once the file is WAL, the pragma only reads the mode: a writer does not stop it.
+    holder.execute("BEGIN EXCLUSIVE")
+    _set_wal(sqlite3.connect(path, isolation_level=None).cursor(), wait_s=0)
+    holder.execute("COMMIT")
+    # A lock that never goes: the same error, after the wait.
+    other = tmp_path / "other.db"
+    holder = sqlite3.connect(other, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    stuck = sqlite3.connect(other, isolation_level=None)
+    stuck.execute("PRAGMA busy_timeout=0")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _set_wal(stuck.cursor(), wait_s=0.2)
+    holder.execute("COMMIT")
