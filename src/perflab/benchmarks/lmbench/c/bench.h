@@ -171,6 +171,18 @@ static int bench_samples(bench_fn fn, void *ctx, double *per_iter)
 	return opt.samples;
 }
 
+/* The median of v[0..n) (n >= 1), which it sorts in place. */
+static double median_in_place(double *v, int n)
+{
+	for (int a = 1; a < n; a++)
+		for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
+			double t = v[b];
+			v[b] = v[b - 1];
+			v[b - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* A cost to subtract from other samples: the median of at least 5 samples
  * (ns per iteration), so that one disturbed sample cannot make a figure
  * negative. */
@@ -182,13 +194,7 @@ static double bench_baseline(bench_fn fn, void *ctx)
 		opt.samples = 5;
 	int n = bench_samples(fn, ctx, v);
 	opt.samples = saved;
-	for (int a = 1; a < n; a++)
-		for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
-			double t = v[b];
-			v[b] = v[b - 1];
-			v[b - 1] = t;
-		}
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return median_in_place(v, n);
 }
 
 /* ---- output --------------------------------------------------------- */

@@ -121,14 +121,6 @@ static void do_prot(uint64_t n, void *ctx)
 		    (unsigned long long)n, (unsigned long long)faults);
 }
 
-static double median3(const double v[3])
-{
-	double a = v[0], b = v[1], c = v[2];
-	if (a > b) { double t = a; a = b; b = t; }
-	if (b > c) { b = c; }
-	return a > b ? a : b;
-}
-
 /* the two mprotect() calls around each sample's faults, to subtract */
 static void do_mprotect_pair(uint64_t n, void *ctx)
 {
@@ -177,11 +169,11 @@ int main(int argc, char **argv)
 		 * signal's delivery and return, subtracted as kill(SIGUSR1) less kill(0).  That
 		 * handler cost is timed right after each sample of faults, not once per process:
 		 * the machine's speed moves for seconds at a time, and a baseline taken at another
-		 * moment than the faults made the difference vary by 14% within one process. */
+		 * moment than the faults made the difference vary by 14% within one process.  It is
+		 * the median of three timings of each call, half a sample long, so that one timing
+		 * preempted by another process cannot swing the difference (a single timing each
+		 * once made both of a tiny run's samples negative). */
 		uint64_t n = calibrate(do_prot, NULL);
-		/* The handler's cost: the median of three timings of each call, half a
-		 * sample long, so that one timing preempted by another process cannot swing the
-		 * difference (a single timing each once made both of a tiny run's samples negative). */
 		uint64_t kn = calibrate(do_kill_usr1, &self) / 2 + 1, k0 = calibrate(do_kill0, &self) / 2 + 1;
 		for (int i = 0; i < opt.samples; i++) {
 			double t = time_ns(do_prot, NULL, n) / (double)n;
@@ -190,7 +182,7 @@ int main(int argc, char **argv)
 				usr1[j] = time_ns(do_kill_usr1, &self, kn) / (double)kn;
 				zero[j] = time_ns(do_kill0, &self, k0) / (double)k0;
 			}
-			double handler = median3(usr1) - median3(zero);
+			double handler = median_in_place(usr1, 3) - median_in_place(zero, 3);
 			emit("vm.prot_fault", (t - mprotects / (double)n - handler) * 1e-3, "us");
 		}
 		if (usr1_caught == 0)
