@@ -160,7 +160,10 @@ def print_significant(ours: dict[str, list[float]], theirs: dict[str, list[float
     rate controlled over the figures (Benjamini-Hochberg)."""
     import math
 
+    import numpy as np
     from scipy.stats import f as f_dist
+
+    from perflab.stats.compare import bh_adjusted
 
     tests = []
     for metric in catalog.FIGURES:
@@ -174,13 +177,11 @@ def print_significant(ours: dict[str, list[float]], theirs: dict[str, list[float
         ratio = va / vb
         tests.append((metric, f_dist.sf(ratio, len(a) - 1, len(b) - 1), f_dist.sf(1 / ratio, len(b) - 1, len(a) - 1)))
 
-    def discoveries(ps: list[tuple[str, float]]) -> list[str]:
-        ranked = sorted(ps, key=lambda x: x[1])
-        cut = max((i for i, (_, p) in enumerate(ranked, 1) if p <= q * i / len(ranked)), default=0)
-        return [m for m, _ in ranked[:cut]]
+    def discoveries(column: int) -> list[str]:
+        adjusted = bh_adjusted(np.array([t[column] for t in tests], dtype=float))
+        return [t[0] for t, p in sorted(zip(tests, adjusted), key=lambda x: x[1]) if p <= q]
 
-    worse = discoveries([(m, p) for m, p, _ in tests])
-    better = discoveries([(m, p) for m, _, p in tests])
+    worse, better = discoveries(1), discoveries(2)
     print(f"spread significantly larger than LMbench 3's (F test, {q:.0%} false-discovery rate over "
           f"{len(tests)} figures): {len(worse)}" + (f" ({', '.join(worse)})" if worse else ""))
     print(f"spread significantly smaller than LMbench 3's: {len(better)}" + (f" ({', '.join(better)})" if better else ""))

@@ -295,7 +295,7 @@ def _adjust(t: _Welch, directions: np.ndarray, alpha: float) -> _Adjusted:
     p_imp = np.where(directions == LOWER_IS_BETTER, t.p_down, np.where(directions == HIGHER_IS_BETTER, t.p_up, np.nan))
     # Informational metrics: two-sided, adjusted among themselves.
     p_inf = np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * np.fmin(t.p_up, t.p_down)), np.nan)
-    adj_reg, adj_imp, adj_inf = (_bh(p) for p in (p_reg, p_imp, p_inf))
+    adj_reg, adj_imp, adj_inf = (bh_adjusted(p) for p in (p_reg, p_imp, p_inf))
     size_dir, size_inf = int((~np.isnan(p_reg)).sum()), int((~np.isnan(p_inf)).sum())
 
     # Intervals: unadjusted (each end at 1 - alpha), and at the level of the
@@ -364,7 +364,7 @@ def _detectable(se, df, scale, logged, alpha: float) -> np.ndarray:
     return out
 
 
-def _bh(p: np.ndarray) -> np.ndarray:
+def bh_adjusted(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values of the finite entries; NaN elsewhere."""
     out = np.full(p.shape, np.nan)
     ok = ~np.isnan(p)
