@@ -20,6 +20,13 @@ given with the global --db option (a path relative to the working directory, the
 directory, so that no absolute path can reach an output), TZ=UTC (listings print local
 time), LC_ALL=C.UTF-8, and COLUMNS/LINES/colour variables are removed.
 
+Numbers printed in full: a float printed with Python's repr (JSON, CSV, the HTML page's data)
+shows the last ulp, which another numpy or scipy release may change (numpy 2.4.6 printed
+4.859385156923262 where the golden holds 4.8593851569232624). A number with 15 or more
+significant digits is compared within a relative 1e-12, and the failure names its line and
+JSON key; everything else, every rounded figure of a text layout included, stays byte for byte
+(full_precision_difference; docs/dependencies.md).
+
 Normalisation (the only differences allowed, each one explicit and checked to apply
 exactly once, so that no real content can be normalised away):
   * `report html` inlines plotly.js, which depends on what is installed (the 4.8 MB bundle of
@@ -238,10 +245,58 @@ def check(name: str, suffix: str, got: bytes, optional: bool = False) -> None:
     if want is None:
         pytest.fail(f"{where} is missing: goldens are made from tree 8f2683e (see this module's docstring)",
                     pytrace=False)
-    if got != want:
-        pytest.fail(f"`perflab {name}`: {suffix} differs from {where} ({len(got)} bytes now, {len(want)} in the "
-                    f"golden); the outputs must stay byte-identical. Diff (golden -> now):\n"
-                    f"{_diff(f'{name}.{suffix}', want, got)}", pytrace=False)
+    if got == want:
+        return
+    numbers = full_precision_difference(want, got)
+    if numbers is None:
+        return   # the same text, floats printed in full differ in the last digits only
+    if numbers:
+        pytest.fail(f"`perflab {name}`: {suffix} differs from {where} in a number printed in full: {numbers} "
+                    f"(beyond the relative tolerance {FULL_PRECISION_TOLERANCE:g})", pytrace=False)
+    pytest.fail(f"`perflab {name}`: {suffix} differs from {where} ({len(got)} bytes now, {len(want)} in the "
+                f"golden); the outputs must stay byte-identical. Diff (golden -> now):\n"
+                f"{_diff(f'{name}.{suffix}', want, got)}", pytrace=False)
+
+
+# A float printed in full (Python's repr: JSON, CSV, the HTML page's data) shows digits no
+# rounding hides, so one ulp of difference from another numpy or scipy release changes its
+# last digits. Such a number, and only such a number (at least FULL_DIGITS significant
+# digits on one side), is compared within FULL_PRECISION_TOLERANCE; every other character,
+# every rounded figure of a text layout included, stays byte for byte.
+NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+FULL_DIGITS = 15
+FULL_PRECISION_TOLERANCE = 1e-12
+
+
+def _significant_digits(token: bytes) -> int:
+    mantissa = token.lstrip(b"-").split(b"e")[0].split(b"E")[0].replace(b".", b"")
+    return len(mantissa.lstrip(b"0"))
+
+
+def full_precision_difference(want: bytes, got: bytes) -> str | None:
+    """None when `got` is `want` but for floats printed in full that agree within the tolerance;
+    else the first such number that does not, with its line and (in JSON) its key, or "" when the
+    text around the numbers differs (then the caller shows the diff)."""
+    if NUMBER.sub(b"#", want) != NUMBER.sub(b"#", got):
+        return ""
+    for w, g in zip(NUMBER.finditer(want), NUMBER.finditer(got)):
+        if w[0] == g[0]:
+            continue
+        line = want.count(b"\n", 0, w.start()) + 1
+        where = f"line {line}{_json_key(want, w.start())}: {w[0].decode()} in the golden, {g[0].decode()} now"
+        if max(_significant_digits(w[0]), _significant_digits(g[0])) < FULL_DIGITS:
+            return where + " (a rounded figure: must be identical)"
+        a, b = float(w[0]), float(g[0])
+        if abs(a - b) > FULL_PRECISION_TOLERANCE * max(abs(a), abs(b)):
+            return where
+    return None
+
+
+def _json_key(text: bytes, offset: int) -> str:
+    """', key "K"' for the JSON member whose value starts at `offset`, when there is one."""
+    before = text[max(0, offset - 200):offset]
+    match = re.search(rb'"([^"\\]{1,80})"\s*:\s*\[?\s*$', before)
+    return f', key "{match[1].decode(errors="replace")}"' if match else ""
 
 
 def _check_case(outputs, name: str, status: int) -> None:
@@ -293,3 +348,18 @@ def _record_origin():
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True,
                                text=True).stdout.strip()
         (GOLDEN / "GENERATED_FROM").write_text(f"{rev or 'unknown revision'}{' (src/ modified)' if dirty else ''}\n")
+
+
+def test_a_float_printed_in_full_may_differ_in_its_last_ulp_and_nothing_else_may():
+    golden = b'{"ci_low": 4.8593851569232624, "n": 3, "mean": "4.86 ms"}\n'
+    assert full_precision_difference(golden, golden.replace(b"4.8593851569232624", b"4.859385156923262")) is None
+    # a rounded figure is not a float printed in full: one digit is a change
+    assert "rounded figure" in full_precision_difference(golden, golden.replace(b"4.86 ms", b"4.87 ms"))
+    # beyond the tolerance, named by line and key
+    assert full_precision_difference(golden, golden.replace(b"4.8593851569232624", b"4.859385156933262")) == \
+        'line 1, key "ci_low": 4.8593851569232624 in the golden, 4.859385156933262 now'
+    # a short repr one ulp away prints long: still the same number
+    assert full_precision_difference(b"x,0.3\n", b"x,0.30000000000000004\n") is None
+    assert full_precision_difference(b"x,3\n", b"x,4\n") == "line 1: 3 in the golden, 4 now (a rounded figure: must be identical)"
+    # text around the numbers is compared byte for byte
+    assert full_precision_difference(golden, golden.replace(b'"n"', b'"m"')) == ""

@@ -23,8 +23,12 @@ if [ ! -x .venv/bin/python ]; then
         "$PYTHON" -m venv .venv
     fi
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".${PERFLAB_EXTRAS:-}"
+# The locked versions, every file checked against its sha256 (requirements/*.txt, made by
+# tools/lock.sh; docs/dependencies.md), then perflab itself, editable, built by the locked
+# setuptools: a new machine gets exactly what the tests were last green with.
+LOCK=${PERFLAB_LOCK:-requirements/perflab.txt}
+.venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r "$LOCK"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 # The cartesian plotly.js bundle `perflab report html` inlines (pinned, integrity-checked,
 # never committed). Without it the report uses the plotly package's full bundle: a failure
 # is one line from the script, and the install goes on.

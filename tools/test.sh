@@ -39,7 +39,7 @@ if [ "$fast" = 0 ]; then
     fi
 fi
 
-PERFLAB_EXTRAS="[test]" sh tools/install.sh
+PERFLAB_LOCK=requirements/test.txt sh tools/install.sh
 if [ "$fast" = 0 ]; then
     # The kernels the VM tests boot (apt-get download, cached in ~/.cache/perflab/kernels):
     # both, because the kernel-bisection test bisects from one to the other.

@@ -23,6 +23,16 @@ from perflab.core.errors import PerflabError
 DEFAULT_PACKAGE = "linux-image-6.1.0-47-amd64-unsigned"
 OTHER_PACKAGE = "linux-image-6.1.0-50-amd64-unsigned"
 
+# The exact builds of those two that perflab's tests were green with: Debian version and the
+# .deb's sha256 (`apt-cache show PACKAGE`). apt checks a download against the archive's
+# signed index; this also checks that it is *this* file, so the kernels a new machine boots
+# in the tests are the ones they were written against. A new Debian upload of the same ABI
+# is refused in one line until the pin is moved here, deliberately (docs/dependencies.md).
+PINNED = {
+    DEFAULT_PACKAGE: ("6.1.170-3", "cb9a263a6d0d2debe8ac20eadc1065ffb8b22d27f4a6471ac1c0314db341dfb0"),
+    OTHER_PACKAGE: ("6.1.176-1", "439422e41d2dbb840b60b81e3bf5e5955bfa56b7a8c268aec83c9ff882d421e6"),
+}
+
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -44,7 +54,24 @@ def cached(package: str = DEFAULT_PACKAGE) -> Path | None:
     """The unpacked vmlinuz of `package` (with its modules) if it was fetched before, else None."""
     path = cache_dir() / package / "boot" / f"vmlinuz-{_release(package)}"
     modules = cache_dir() / package / "lib" / "modules" / _release(package) / "kernel"
-    return path if path.is_file() and modules.is_dir() else None
+    if not (path.is_file() and modules.is_dir()):
+        return None
+    if package in PINNED:
+        # A kernel unpacked from another upload than the pinned one is not the tested kernel.
+        recorded = cache_dir() / package / "package"
+        try:
+            name = recorded.read_text().strip()
+        except OSError:
+            return None
+        if name != _deb_name(package):
+            return None
+    return path
+
+
+def _deb_name(package: str) -> str:
+    """The file name apt gives the pinned upload of `package`."""
+    version = PINNED[package][0]
+    return f"{package}_{version.replace(':', '%3a')}_amd64.deb"
 
 
 def _members() -> list[str]:
@@ -71,13 +98,18 @@ def fetch(package: str = DEFAULT_PACKAGE) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{package}.") as scratch:
         # apt-get download drops privileges to _apt where it can; a directory it may write avoids a warning.
         os.chmod(scratch, 0o755)
-        done = subprocess.run(["apt-get", "download", package], cwd=scratch, capture_output=True,
+        wanted = f"{package}={PINNED[package][0]}" if package in PINNED else package
+        done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True,
                               text=True, stdin=subprocess.DEVNULL)
         debs = list(Path(scratch).glob(f"{package}_*.deb"))
         if done.returncode != 0 or not debs:
             lines = [line for line in (done.stderr or done.stdout).splitlines() if line.startswith("E:")]
             why = lines[0] if lines else f"apt-get download exited {done.returncode}"
+            if package in PINNED:
+                why += f" (perflab pins {wanted}: perflab.execution.vm.kernel.PINNED)"
             raise PerflabError(f"cannot fetch kernel package {package}: {why} (run apt-get update?)")
+        if package in PINNED:
+            _check_pinned(package, debs[0])
         unpack = Path(scratch) / "unpacked"
         unpack.mkdir()
         tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
@@ -88,16 +120,29 @@ def fetch(package: str = DEFAULT_PACKAGE) -> Path:
             raise PerflabError(f"cannot unpack {debs[0].name}: {extracted.stderr.strip() or 'dpkg-deb failed'}")
         # The package file's name (its exact version) is the kernel's provenance; the 70 MB .deb is not kept.
         (unpack / "package").write_text(debs[0].name + "\n")
-        if (target / "boot").is_dir() and not (target / "lib").exists():
-            os.rename(unpack / "lib", target / "lib")   # a kernel fetched before modules were kept
-        elif target.exists():                        # fetched meanwhile by another process
-            return cached(package) or target
-        else:
+        if target.exists() and cached(package) is None:
+            # Another upload than the pinned one, or one fetched before modules were kept:
+            # moved aside, then replaced whole.
+            stale = Path(scratch) / "stale"
+            os.rename(target, stale)
+        if not target.exists():
             os.rename(unpack, target)
+        # else: fetched meanwhile by another process
     found = cached(package)
     if found is None:
         raise PerflabError(f"kernel package {package} has no boot/vmlinuz-{_release(package)}")
     return found
+
+
+def _check_pinned(package: str, deb: Path) -> None:
+    version, sha256 = PINNED[package]
+    digest = hashlib.sha256()
+    with open(deb, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != sha256:
+        raise PerflabError(f"{deb.name}: sha256 {digest.hexdigest()} is not the pinned {sha256} of {package} "
+                           f"{version}; not unpacked")
 
 
 def config_of(kernel: Path) -> Path | None:
