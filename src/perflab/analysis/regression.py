@@ -125,7 +125,7 @@ def _findings(result: ComparisonResult, head: str, base: str) -> tuple[str, list
     regressions, else the improvements; PerflabError when neither is significant."""
     for kind in (REGRESSION, IMPROVEMENT):
         rows = sorted((r for r in result.verdicts(0, kind) if r.fdr_group == PRIMARY),
-                      key=lambda r: abs(r.heads[0].pct_change), reverse=True)
+                      key=lambda r: r.heads[0].magnitude, reverse=True)
         if rows:
             return kind, rows
     raise PerflabError(f"no significant regression or improvement of {head} against {base} "

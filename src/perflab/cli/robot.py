@@ -162,7 +162,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         if not math.isfinite(d) or d > POWER_WORRY:
             blind.append((r.metric, d))
     if regressions:
-        worst = max(regressions, key=lambda r: abs(r.heads[0].pct_change))
+        worst = max(regressions, key=lambda r: r.heads[0].magnitude)
         click.echo(f"check: REGRESSION in {len(regressions)} metric(s); worst {printable(worst.metric)} "
                    f"{worst.heads[0].pct_change * 100:+.1f}% against {printable(baseline)}")
     else:

@@ -158,7 +158,7 @@ def render(result: ComparisonResult) -> str:
         lines[-4:] = [f"{'':{width}}  {l}" for l in lines[-4:]]
 
     def size(row: MetricRow) -> float:
-        return max((abs(c.pct_change) for c in row.heads if c is not None), default=0.0)
+        return max((c.magnitude for c in row.heads if c is not None), default=0.0)
 
     def has(row: MetricRow, verdict: str) -> bool:
         return any(c is not None and c.verdict == verdict for c in row.heads)

@@ -109,7 +109,7 @@ def plot_comparison(result, path: str, size: tuple[int, int] | None = None) -> N
     panels = []
     for i, label in enumerate(heads):
         rows = [r for r in result.own_rows if r.heads[i] is not None and r.heads[i].pct_change == r.heads[i].pct_change]
-        rows.sort(key=lambda r: -abs(r.heads[i].pct_change))
+        rows.sort(key=lambda r: -r.heads[i].magnitude)
         panels.append((i, label, rows[:MAX_BARS], len(rows)))
     tallest = max([len(p[2]) for p in panels] + [1])
     height = max(PANEL, DPI * (1.2 + 0.28 * tallest * len(panels) + 0.8 * len(panels)))

@@ -101,6 +101,13 @@ class Comparison:
     exact: bool = False          # compared by perflab.stats.exact (no t-test; p-values NaN)
     resolution: float = math.nan  # an exact metric's resolution (fraction): the interval is pct_change ± it
 
+    @property
+    def magnitude(self) -> float:
+        """|pct_change| for ordering rows, to 1e-9: changes that are equal in exact arithmetic
+        (a workload and its per-task ops) tie and keep their rows' order, instead of being
+        ordered by a last-ulp difference that another numpy release may turn around."""
+        return round(abs(self.pct_change), 9)
+
     # The former names, still read by the renderers and in exports ("family", "family_size").
     @property
     def family(self) -> str:

@@ -291,8 +291,27 @@ def history_runs() -> list[dict]:
     return runs
 
 
+# Samples given a seventh significant digit, so that no figure a text layout prints rounded is
+# an exact decimal tie that only the last ulp of a sum decides (find_ties.py found them: another
+# numpy release could print 182.0237 where the golden holds 182.0238). Each keeps the printed
+# figure: (run index, metric, repetition) -> value.
+UNTIED = {
+    (29, "kernbench.user_time", 4): 329.1021,      # BAmean-95 of base half: 328.83775 exactly
+    (31, "kernbench.elapsed_time", 0): 181.6011,   # BAmean-95 of head half: 182.02375 exactly
+    (47, "time.system_time", 2): 0.5620451,        # `perflab log`'s mean sys time: 0.56325 exactly
+}
+
+
+def untie(runs: list[dict]) -> None:
+    for (index, metric, rep), value in UNTIED.items():
+        [sample] = [s for s in runs[index]["samples"] if s[0] == metric and s[4] == rep]
+        assert abs(sample[1] - value) < 1e-3 * abs(value), (index, metric, rep, sample[1])
+        sample[1] = value
+
+
 def document() -> dict:
     runs = lmbench_runs() + will_it_scale_runs() + kernbench_runs() + cmd_runs() + history_runs()
+    untie(runs)
     return {"format": "perflab-export", "version": 3, "runs": runs}
 
 
