@@ -43,6 +43,29 @@ def _head_revision() -> tuple[str, frozenset[str]]:
 
 
 HEAD_REVISION, KNOWN_REVISIONS = _head_revision()
+SQLITE_SCHEMA = Path(__file__).with_name("sqlite_schema.sql")
+
+
+def upgrade_with_alembic(conn) -> None:
+    """Run the migrations up to the head revision on an open connection (not committed)."""
+    # Import Alembic only when there is work for it: it costs start-up time.
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config(str(Path(__file__).with_name("alembic.ini")))
+    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, "head")
+
+
+def sqlite_schema_of(conn) -> str:
+    """The schema of an SQLite store as SQLITE_SCHEMA holds it: every statement in sqlite_master
+    (but SQLite's own tables), tables before indexes, each by name, and the revision."""
+    rows = conn.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, name").fetchall()
+    revision = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    return f"-- revision {revision}\n" + "".join(f"{sql};\n" for (sql,) in rows)
 
 
 def default_url() -> str:
@@ -263,19 +286,30 @@ class Database:
                 with self.engine.connect() as conn:
                     if self._revision(conn) == HEAD_REVISION:
                         return
-                    # Import Alembic only when there is work for it: it costs start-up time.
-                    from alembic import command
-                    from alembic.config import Config
-
-                    cfg = Config(str(Path(__file__).with_name("alembic.ini")))
-                    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
-                    cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, "head")
+                    if not (revision is None and self._create_sqlite_from_template(conn)):
+                        upgrade_with_alembic(conn)
                     conn.commit()
         except SQLAlchemyError as e:
             if self.path is not None and not self.read_only and _no_room(e) and self._wal_is_empty():
                 raise NoRoom(str(self._fail(e))) from None
             raise self._fail(e) from None
+
+    def _create_sqlite_from_template(self, conn) -> bool:
+        """A new, empty SQLite store gets the head schema from SQLITE_SCHEMA, the statements the
+        migrations leave in sqlite_master (tools/make_sqlite_schema.py writes it; a test checks it
+        against Alembic's), in one transaction: 5 ms where running the migrations takes 0.3-0.6 s.
+        False (nothing done) for any other database: Alembic upgrades it."""
+        if self.engine.dialect.name != "sqlite" or conn.execute(
+                text("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")).scalar():
+            return False
+        first, _, body = SQLITE_SCHEMA.read_text().partition("\n")
+        if first != f"-- revision {HEAD_REVISION}":
+            return False   # a template older than the migrations (a checkout between two commits)
+        for statement in body.split(";\n"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+        conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": HEAD_REVISION})
+        return True
 
     def _refuse_foreign(self) -> None:
         """A database holding another application's tables is not made a store (perflab's tables added
