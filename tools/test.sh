@@ -26,8 +26,9 @@ as_root() {
 # PostgreSQL and redis-server: the tests start their own on loopback ports
 # (tests/services.py); the system services are not used. linux-perf: the
 # perf-stat and perf-profile monitors. qemu-system-x86 and busybox-static: the VM executor's
-# tests boot a Debian kernel (fetched below, cached) under TCG.
-PACKAGES="hyperfine fio git gcc valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static"
+# tests boot a Debian kernel (fetched below, cached) under TCG. linux-source-6.1, flex and
+# bison: `perflab kernel config` makes a config in a real kernel tree (unpacked below, cached).
+PACKAGES="hyperfine fio git gcc valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static linux-source-6.1 flex bison bc"
 if [ "$fast" = 0 ]; then
     missing=""
     for p in $PACKAGES; do
@@ -44,6 +45,17 @@ if [ "$fast" = 0 ]; then
     # The kernels the VM tests boot (apt-get download, cached in ~/.cache/perflab/kernels):
     # both, because the kernel-bisection test bisects from one to the other.
     .venv/bin/python tools/fetch_kernel.py --both >/dev/null || echo "test.sh: no kernel fetched; the VM tests will skip" >&2
+    # The kernel tree tests/test_kconfig.py configures (about 30 s to unpack, once): unpacked
+    # beside its final place and renamed, so an interrupted unpack is never taken for a tree.
+    tree="${XDG_CACHE_HOME:-$HOME/.cache}/perflab/linux"
+    if [ ! -f "$tree/linux-source-6.1/Makefile" ] && [ -f /usr/src/linux-source-6.1.tar.xz ]; then
+        mkdir -p "$tree"
+        scratch=$(mktemp -d "$tree/.unpack.XXXXXX")
+        tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$scratch"
+        rm -rf "$tree/linux-source-6.1"
+        mv "$scratch/linux-source-6.1" "$tree/linux-source-6.1"
+        rm -rf "$scratch"
+    fi
 fi
 if [ "$fast" = 1 ]; then
     # Every mark tests/conftest.py assigns (registered in pyproject.toml), deselected.
