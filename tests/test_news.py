@@ -127,7 +127,7 @@ def test_run_through_the_cli(cli):
     assert "news bnews 300 articles" in out and "news cnews 300 articles" in out
     runs = dict(cli.sql("SELECT id, json_extract(params, '$.style') FROM run WHERE status='finished'"))
     assert sorted(runs.values()) == ["bnews", "cnews"]
-    means = {}
+    means, cpu = {}, {}
     for run_id, style in runs.items():
         rows = cli.sql("SELECT metric, value, repetition FROM sample WHERE run_id=?", (run_id,))
         metrics = {m for m, _, _ in rows}
@@ -136,8 +136,17 @@ def test_run_through_the_cli(cli):
         for m, v, _ in rows:
             assert 0 <= v < (1 if m in PER_ARTICLE else 120), (m, v)   # s per article; totals of the filing
         means[style] = statistics.mean(v for m, v, _ in rows if m == "news.file_s_per_article")
-    # a fork and exec per article, the files re-read, the history searched linearly: bnews is slower
-    assert means["cnews"] * 3 < means["bnews"], means
+        # CPU time (user + system, the filer's children included) per article, each repetition's
+        # sum: the split between the two is sampled by the kernel, their sum is not.
+        per_rep = {}
+        for m, v, r in rows:
+            if m in ("news.file_user_s_per_article", "news.file_sys_s_per_article"):
+                per_rep[r] = per_rep.get(r, 0.0) + v
+        cpu[style] = statistics.mean(per_rep.values())
+    # a fork and exec per article, the files re-read, the history searched linearly: bnews is slower.
+    # In CPU time, not wall time: time spent waiting for a CPU on a loaded machine is in neither
+    # style's CPU time (about 50x apart on an idle 2-core VM; 3x is the claim).
+    assert cpu["cnews"] * 3 < cpu["bnews"], cpu
     cmp = cli("compare", "style=bnews", "style=cnews").stdout
     assert "news.file_s_per_article" in cmp
     log = cli("log", "news", "--per", "300").stdout.splitlines()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,7 +22,16 @@ from test_runner_fast import FakeExecutor, FakeFamily, job
 # -- 2. feedback during runs ------------------------------------------------------------
 
 
-def test_the_bar_moves_within_a_repetition_on_the_declared_duration():
+@pytest.fixture
+def still_clock(monkeypatch):
+    """The bar's clock stands still unless the test moves it: what the figures read does not depend
+    on how long the machine took between two lines of the test."""
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    return clock
+
+
+def test_the_bar_moves_within_a_repetition_on_the_declared_duration(still_clock):
     bar = progress.Bar(None, total=3, ticker=False)
     bar.begin("a", "x", declared=10.0)
     bar.rep_began -= 5.0                               # half of the declared 10 s have passed
@@ -32,7 +42,7 @@ def test_the_bar_moves_within_a_repetition_on_the_declared_duration():
     assert bar.fraction() == progress.MOST_OF_A_REPETITION
 
 
-def test_without_a_duration_the_eta_is_na_then_the_previous_repetition_is_the_guess():
+def test_without_a_duration_the_eta_is_na_then_the_previous_repetition_is_the_guess(still_clock):
     bar = progress.Bar(None, total=2, ticker=False)
     bar.begin("a", "x", declared=None)
     assert bar.fraction() == 0.0 and progress.fmt_eta(bar.eta()) == "n/a"
@@ -50,7 +60,14 @@ def test_the_ticker_moves_the_bar_a_few_times_a_second(monkeypatch):
     bar = progress.Bar(None, total=1)
     try:
         bar.begin("a", "x", declared=2.0)
-        time.sleep(0.8)
+        # Until the ticker has moved it past 0.1 (0.2 s into the 2 s declared, a tick of 0.25 s later
+        # on an idle machine), with a deadline no load reaches rather than a fixed wait.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with bar._lock:
+                if bar.progress is not None and bar.progress.tasks[0].completed > 0.1:
+                    break
+            time.sleep(0.02)
         assert bar.progress is not None
         task = bar.progress.tasks[0]
         assert 0.1 < task.completed < 1.0          # moved without any repetition ending
