@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 
 import click
 
@@ -223,6 +224,13 @@ def show_cmd(run_id, with_monitors, db) -> None:
         lines.append(f"  comment   {shown(run.comment)}")
     if run.params:
         lines.append("  params    " + shown(", ".join(f"{k}={v}" for k, v in run.params.items() if v not in (None, [], {}))))
+    guest = (run.job or {}).get("vm") or {}
+    if (run.job or {}).get("kernel") and guest:
+        # Every word QEMU was given beyond perflab's own, so an imported run hides none (docs/lab.md).
+        extra = guest.get("qemu_args") or []
+        lines.append(f"  guest     {shown(guest.get('mode'))}, {shown(guest.get('cpus'))} vCPUs, "
+                     f"{shown(guest.get('memory'))} MiB, qemu_args "
+                     + (shown(" ".join(shlex.quote(str(a)) for a in extra)) if extra else "none"))
     for f in store.failures([run.id]):
         lines.append(f"  FAILED    {shown(f.item)}: {shown(f.message)}")
     by_metric: dict[str, list] = {}

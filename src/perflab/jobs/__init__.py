@@ -153,8 +153,10 @@ def in_guest(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) ->
     """The job made to run in a guest booted from `kernel` (`--kernel`, `--vm` over a job file's keys)."""
     from perflab.jobs import guest
 
-    if kernel is None and not vm:
+    if kernel is None and not vm and not job.in_guest:
         return job
+    # A stored guest job (rerun, an imported run) is checked again as a job file's would be:
+    # its QEMU arguments above all (docs/lab.md).
     merged_vm = {**(job.vm or {}), **(vm or {})}
     kernel, merged_vm = guest.normalize(job.benchmark, kernel or job.kernel, merged_vm, where, job.monitors)
     # Parsed again: a share of the CPUs (`nr_task: 50%`) is now one of the guest's vCPUs.

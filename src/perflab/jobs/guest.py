@@ -21,7 +21,7 @@ from pathlib import Path
 
 from perflab.benchmarks.base import JobError
 from perflab.core.units import parse_size
-from perflab.execution.vm import MODES, VmSpec
+from perflab.execution.vm import MODES, VmSpec, qemu_args_refusal
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
@@ -87,6 +87,9 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
             raise JobError(f"{where}: key 'vm.qemu_args': {e}") from None
     if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
         raise JobError(f"{where}: key 'vm.qemu_args': expected a list of QEMU arguments or one string")
+    why = qemu_args_refusal(args)
+    if why:
+        raise JobError(f"{where}: key 'vm.qemu_args': {why}")
     out.update(memory=memory, qemu_args=[str(a) for a in args])
     return os.path.abspath(os.path.expanduser(kernel)), {k: out[k] for k in VM_KEYS}
 

@@ -8,6 +8,6 @@ kernel: fetching Debian kernels; initramfs: the guest's root (agent, launcher, b
 machine: QEMU, the agent's protocol, faults. docs/vm.md has the design.
 """
 
-from perflab.execution.vm.machine import MODES, Guest, VmError, VmSpec, boot
+from perflab.execution.vm.machine import MODES, Guest, VmError, VmSpec, boot, qemu_args_refusal
 
-__all__ = ["MODES", "Guest", "VmError", "VmSpec", "boot"]
+__all__ = ["MODES", "Guest", "VmError", "VmSpec", "boot", "qemu_args_refusal"]

@@ -1,0 +1,103 @@
+"""What a job may add to QEMU's command line (issue 31, H1 and M1; docs/lab.md).
+
+A job's `vm.qemu_args` reach a lab box's QEMU: `-pidfile PATH` deletes PATH when QEMU exits,
+`-fsdev ... -device virtio-9p-pci` hands the guest a writable host directory, `-monitor tcp:`
+opens QEMU's monitor on a port. Only options that shape the machine are taken, with values
+naming no host resource; the rest is refused in one line before anything boots — from a job
+file, and from a stored or imported run that `rerun` would run again.
+
+The refusals are checked where a real QEMU and a Debian kernel are installed, so that without
+them the guest would really boot and the planted file would really be deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, assert_one_line_error
+from perflab.execution.vm import kernel, qemu_args_refusal
+
+pytestmark = pytest.mark.vm
+
+KERNEL = os.environ.get("PERFLAB_TEST_KERNEL") or kernel.cached()
+needs_vm = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None or not KERNEL or not Path(KERNEL).is_file(),
+    reason="needs qemu-system-x86_64 (Debian qemu-system-x86) and a kernel: python tools/fetch_kernel.py")
+
+
+@pytest.mark.parametrize("args", [
+    ["-machine", "q35"], ["-M", "pc"], ["-cpu", "max,+avx2"], ["-device", "virtio-rng-pci"],
+    ["-global", "kvm-pit.lost_tick_policy=discard"], ["-rtc", "base=utc,clock=vm"], ["--machine", "q35"], [],
+])
+def test_options_that_shape_the_machine_are_taken(args):
+    assert qemu_args_refusal(args) is None
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-pidfile", "/etc/passwd"], "'-pidfile' is not allowed"),
+    (["-monitor", "tcp:127.0.0.1:4444,server,nowait"], "'-monitor' is not allowed"),
+    (["-qmp", "unix:sock,server"], "'-qmp' is not allowed"),
+    (["-fsdev", "local,id=x,path=/tmp,security_model=none"], "'-fsdev' is not allowed"),
+    (["-virtfs", "local,path=/tmp,mount_tag=x,security_model=none"], "'-virtfs' is not allowed"),
+    (["-chardev", "file,id=c,path=x"], "'-chardev' is not allowed"),
+    (["-drive", "file=disk.img"], "'-drive' is not allowed"),
+    (["-netdev", "user,id=n"], "'-netdev' is not allowed"),
+    (["-object", "memory-backend-file,id=m,mem-path=/dev/shm/x"], "'-object' is not allowed"),
+    (["-plugin", "libinsn.so"], "'-plugin' is not allowed"),
+    (["-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=rw"], "key 'fsdev'"),
+    (["-device", "e1000,romfile=pxe.rom"], "key 'romfile'"),
+    (["-device", "isa-serial,chardev=agent"], "key 'chardev'"),
+    (["-global", "virtio-blk-pci.drive=d"], "key 'drive'"),
+    (["-machine", "q35,accel=kvm"], "key 'accel'"),
+    (["-machine", "pc,kernel=bzImage"], "key 'kernel'"),
+    (["-cpu", "/etc/shadow"], "a path"),
+    (["-smp", "8"], "set by perflab from vm.cpus"),
+    (["-m", "4G"], "set by perflab from vm.memory"),
+    (["-accel", "kvm"], "set by perflab from vm.mode"),
+    (["-append", "init=/bin/sh"], "set by perflab from the kernel command line"),
+    (["-machine"], "needs a value"),
+    (["q35"], "'q35' is not allowed"),
+])
+def test_options_that_reach_the_host_or_override_perflab_are_refused(args, needle):
+    why = qemu_args_refusal(args)
+    assert why is not None and needle in why, why
+
+
+@needs_vm
+def test_a_job_file_cannot_make_qemu_delete_a_host_file(cli, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"benchmark: cmd\ncommand: true\nruns: 1\nkernel: {KERNEL}\n"
+                   f"vm: {{mode: tcg, qemu_args: [-pidfile, {victim}]}}\n")
+    proc = cli("run", job, check=False, timeout=300)
+    assert_one_line_error(proc, "job.yaml", "vm.qemu_args", "'-pidfile' is not allowed")
+    assert victim.read_text() == "keep me\n"
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+@needs_vm
+def test_an_imported_run_cannot_smuggle_qemu_options_into_rerun(cli, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    doc = json.loads(cli("export").stdout)
+    job = doc["runs"][0]["job"]
+    job["kernel"] = str(KERNEL)
+    job["vm"] = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": ["-pidfile", str(victim)]}
+    (tmp_path / "from-elsewhere.json").write_text(json.dumps(doc))
+
+    other = CLI(tmp_path / "other.db", tmp_path)
+    other("import", tmp_path / "from-elsewhere.json")
+    # What the run would give QEMU is shown, not hidden.
+    shown = other("show", "1").stdout
+    assert f"qemu_args -pidfile {victim}" in shown, shown
+    proc = other("rerun", "1", check=False, timeout=300)
+    assert_one_line_error(proc, "perflab rerun 1", "vm.qemu_args", "'-pidfile' is not allowed")
+    assert victim.read_text() == "keep me\n"
+    assert other.sql("SELECT count(*) FROM run") == [(1,)]
