@@ -182,9 +182,11 @@ def test_report_scaling_and_lkp_compare_shape(cli, tmp_path):
 
 
 def test_a_hung_testcase_is_killed_and_the_matrix_goes_on(cli):
-    # duration far beyond the timeout: the harness is killed with its tasks, the next job runs
-    proc = cli("run", "will-it-scale", "--test", "getppid1", "--nr-task", "1", "--duration", "30", "--duration", "0.2",
-               "--warmup-time", "0", "--runs", "1", "--timeout", "1", check=False)
+    # duration far beyond the timeout: the harness is killed with its tasks, the next job runs.
+    # The timeout is both jobs': the 0.2 s one (0.3 s with the harness's start on a busy
+    # machine) must beat it too.
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--nr-task", "1", "--duration", "60", "--duration", "0.2",
+               "--warmup-time", "0", "--runs", "1", "--timeout", "5", check=False)
     assert proc.returncode == 1 and "timed out" in proc.stderr
     assert [s for (s,) in cli.sql("SELECT status FROM run ORDER BY id")] == ["failed", "finished"]
 
