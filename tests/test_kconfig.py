@@ -8,11 +8,14 @@ beside the vmlinuz) and on configs written here; generating a config needs a ker
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import PERFLAB, assert_one_line_error
 from perflab.execution.vm import kconfig, kernel
 
 DEBIAN = kernel.cached(kernel.DEFAULT_PACKAGE)
@@ -79,3 +82,47 @@ def test_kernel_config_writes_a_config_with_every_option_from_tinyconfig(cli, tm
     assert config.get("CONFIG_MODULES", "n") == "n"       # tinyconfig's base: no modules
     assert "has all" in cli("kernel", "check", out).stdout
     assert not (TREE / ".config").exists()                # the tree is left as it was
+
+
+def _check_in_child(path: Path) -> tuple[subprocess.CompletedProcess, int]:
+    """`perflab kernel check PATH` in a child; (its result, its peak resident memory in bytes)."""
+    code = ("import resource, subprocess, sys; "
+            f"p = subprocess.run({[PERFLAB, 'kernel', 'check']!r} + [sys.argv[1]], capture_output=True, text=True, "
+            "timeout=120); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+            "sys.stderr.write(p.stderr); sys.exit(p.returncode)")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=150)
+    return proc, int(proc.stdout.strip().splitlines()[-1]) * 1024
+
+
+def _gzip_of_zeros(path: Path, size: int) -> None:
+    out = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(size >> 20):
+            f.write(out.compress(block))
+        f.write(out.flush())
+
+
+def test_hostile_images_are_read_in_bounded_memory_and_time(tmp_path):
+    """Issue 31 M2/M3: a 4 GB sparse file and a gzip of 1 GB of zeros took 4.2 GB of memory; 300 KB of
+    gzip signatures 90 s. Each is now a one-line refusal in bounded memory (200 MB; ~40 MB measured);
+    tools/bench/kernel_check_bounds.py measures the time (goal 5 s each)."""
+    sparse = tmp_path / "sparse"
+    with open(sparse, "wb") as f:
+        f.truncate(4 << 30)
+    bomb = tmp_path / "bomb.gz"
+    _gzip_of_zeros(bomb, 1 << 30)
+    signatures = tmp_path / "signatures"
+    signatures.write_bytes(b"\x1f\x8b\x08" * 1_000_000)
+    for path in (sparse, bomb, signatures):
+        proc, peak = _check_in_child(path)
+        assert_one_line_error(proc, str(path), "no kernel configuration found")
+        assert peak < 200 << 20, f"{path.name}: {peak >> 20} MB"
+
+
+def test_what_is_not_a_file_is_named_so(cli, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert_one_line_error(cli("kernel", "check", fifo, check=False), "not a regular file")
+    assert_one_line_error(cli("kernel", "check", "/dev/null", check=False), "not a regular file")

@@ -99,47 +99,143 @@ def fragment() -> str:
 
 # -- reading a kernel's configuration ---------------------------------------------------
 
+# Reading is streamed and bounded (issue 31, M2 and M3): a kernel image or a hostile file of
+# any size is read in CHUNK pieces, at most MAX_CANDIDATES compressed streams are tried per
+# kind, each decompressed to at most MAX_PAYLOAD bytes and never kept whole, so memory stays
+# near a few CHUNKs and time near one pass over the file and the streams tried.
+CHUNK = 4 << 20
+MAX_TEXT = 16 << 20          # a .config is ~300 KB
+MAX_CANDIDATES = 16          # a bzImage's payload is its first stream; a few spares for odd images
+MAX_PAYLOAD = 256 << 20      # a decompressed vmlinux is 30-100 MB
+MAX_EMBEDDED = 4 << 20       # the gzip between IKCFG_ST and IKCFG_ED is ~40 KB
+# How far into a file the config and the payload are looked for: a bzImage's payload starts in
+# its first kilobytes, and a vmlinux's IKCONFIG is in .rodata, its first tens of MB (the debug
+# sections of a 700 MB vmlinux come after).
+MAX_SCAN = 256 << 20
+START, END = b"IKCFG_ST", b"IKCFG_ED"
+MAGICS = ((b"\x1f\x8b\x08", "gzip"), (b"\xfd7zXZ\x00", "xz"))
+
+
+def _embedded(window: bytes) -> str | None:
+    """The config of IKCFG_ST<gzip>IKCFG_ED starting `window` (bounded), or None."""
+    end = window.find(END, len(START))
+    blob = window[len(START):end if end > 0 else None]
+    try:
+        out = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        text = out.decompress(blob, MAX_TEXT)
+    except (zlib.error, EOFError):
+        return None
+    return text.decode(errors="replace") if text else None
+
+
+class _Finder:
+    """Feeds a stream of bytes (a file, a decompressor's output) through, finding IKCFG_ST and
+    returning the embedded config, keeping only a window of the stream."""
+
+    def __init__(self):
+        self.tail = b""
+        self.capture: bytearray | None = None
+
+    def feed(self, data: bytes) -> str | None:
+        if self.capture is not None:
+            self.capture += data[:MAX_EMBEDDED - len(self.capture)]
+        else:
+            joined = self.tail + data
+            at = joined.find(START)
+            if at < 0:
+                self.tail = joined[-(len(START) - 1):]
+                return None
+            self.capture = bytearray(joined[at:at + MAX_EMBEDDED])
+        if END in self.capture or len(self.capture) >= MAX_EMBEDDED:
+            return self.finish()
+        return None
+
+    def finish(self) -> str | None:
+        if self.capture is None:
+            return None
+        captured, self.capture = bytes(self.capture), None
+        return _embedded(captured)
+
+
 def _ikconfig(data: bytes) -> str | None:
     """The config embedded in an uncompressed vmlinux (IKCONFIG): gzip between IKCFG_ST and IKCFG_ED."""
-    start = data.find(b"IKCFG_ST")
-    if start < 0:
-        return None
-    end = data.find(b"IKCFG_ED", start)
-    blob = data[start + 8:end if end > 0 else None]
-    try:
-        return gzip.decompress(blob).decode(errors="replace")
-    except (OSError, EOFError, zlib.error):
-        return None
+    finder = _Finder()
+    return finder.feed(data) or finder.finish()
 
 
-def _payloads(image: bytes):
-    """Decompressed candidates of a bzImage's payload: each gzip or xz stream found in it."""
-    for magic, opener in ((b"\x1f\x8b\x08", "gzip"), (b"\xfd7zXZ\x00", "xz")):
-        at = image.find(magic)
-        while at >= 0:
+def _candidates(path: Path) -> list[tuple[int, str]]:
+    """Offsets of the first MAX_CANDIDATES gzip and xz signatures in the file, one pass."""
+    found: dict[str, list[int]] = {kind: [] for _, kind in MAGICS}
+    overlap = max(len(m) for m, _ in MAGICS) - 1
+    with open(path, "rb") as f:
+        base, tail = 0, b""
+        while base < MAX_SCAN:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            joined = tail + chunk
+            origin = base - len(tail)
+            for magic, kind in MAGICS:
+                at = joined.find(magic)
+                while at >= 0 and len(found[kind]) < MAX_CANDIDATES:
+                    if origin + at not in found[kind]:
+                        found[kind].append(origin + at)
+                    at = joined.find(magic, at + 1)
+            if all(len(v) >= MAX_CANDIDATES for v in found.values()):
+                break
+            base += len(chunk)
+            tail = joined[-overlap:]
+    return [(offset, kind) for _, kind in MAGICS for offset in found[kind]]
+
+
+def _from_payload(path: Path, offset: int, kind: str) -> str | None:
+    """The IKCONFIG of the compressed stream at `offset`, decompressed as a stream (bounded)."""
+    gz = kind == "gzip"
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else lzma.LZMADecompressor()
+    finder, produced = _Finder(), 0
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while produced < MAX_PAYLOAD and not decompressor.eof:
+            if gz:
+                data = decompressor.unconsumed_tail or f.read(CHUNK)
+            else:   # lzma keeps unconsumed input itself; needs_input is False while output waits
+                data = f.read(CHUNK) if decompressor.needs_input else b""
+            if not data and (gz or decompressor.needs_input):
+                break
             try:
-                if opener == "gzip":
-                    yield zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(image[at:])
-                else:
-                    yield lzma.LZMADecompressor().decompress(image[at:])
+                out = decompressor.decompress(data, CHUNK)
             except (zlib.error, lzma.LZMAError, EOFError):
-                pass
-            at = image.find(magic, at + 1)
+                return None
+            produced += len(out)
+            found = finder.feed(out)
+            if found is not None:
+                return found
+    return finder.finish()
 
 
 def config_text(path: Path) -> tuple[str, str]:
     """(config text, where it came from) of a .config or a kernel image; PerflabError in one line."""
-    if not path.is_file():
+    if not path.exists():
         raise PerflabError(f"{path}: no such file")
-    data = path.read_bytes()
-    if b"CONFIG_" in data[:65536] and data[:65536].isascii():
-        return data.decode(errors="replace"), str(path)
-    found = _ikconfig(data)
-    if found is None:
-        for payload in _payloads(data):
-            found = _ikconfig(payload)
-            if found is not None:
-                break
+    if not path.is_file():
+        raise PerflabError(f"{path}: not a regular file (a .config or a kernel image)")
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(65536)
+            if b"CONFIG_" in head and head.isascii():
+                if size > MAX_TEXT:
+                    raise PerflabError(f"{path}: {size} bytes of text is not a kernel configuration "
+                                       f"(a .config is under {MAX_TEXT >> 20} MB)")
+                return (head + f.read(MAX_TEXT)).decode(errors="replace"), str(path)
+        found = _scan_file(path)
+        if found is None:
+            for offset, kind in _candidates(path):
+                found = _from_payload(path, offset, kind)
+                if found is not None:
+                    break
+    except OSError as e:
+        raise PerflabError(f"{path}: {e.strerror or e}") from None
     if found is not None:
         return found, f"{path} (IKCONFIG)"
     beside = kernels.config_of(path)
@@ -147,6 +243,20 @@ def config_text(path: Path) -> tuple[str, str]:
         return beside.read_text(errors="replace"), str(beside)
     raise PerflabError(f"{path}: no kernel configuration found: not a .config, no IKCONFIG in the image "
                        "(gzip or xz payload), no config-RELEASE or build tree .config beside it")
+
+
+def _scan_file(path: Path) -> str | None:
+    """IKCONFIG of an uncompressed image, read in chunks."""
+    finder = _Finder()
+    with open(path, "rb") as f:
+        for _ in range(MAX_SCAN // CHUNK):
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            found = finder.feed(chunk)
+            if found is not None:
+                return found
+    return finder.finish()
 
 
 def check(path: Path) -> tuple[str, list[str]]:
