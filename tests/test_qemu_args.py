@@ -101,3 +101,21 @@ def test_an_imported_run_cannot_smuggle_qemu_options_into_rerun(cli, tmp_path):
     assert_one_line_error(proc, "perflab rerun 1", "vm.qemu_args", "'-pidfile' is not allowed")
     assert victim.read_text() == "keep me\n"
     assert other.sql("SELECT count(*) FROM run") == [(1,)]
+
+
+@needs_vm
+@pytest.mark.parametrize("memory, mib", [("1024", 1024), (2048.0, 2048), (" 768 ", 768), ("1G", 1024), (512, 512)])
+def test_a_bare_number_of_memory_is_mib_however_it_is_written(memory, mib):
+    """Issue 31 L4: "1024" and 2048.0 were read as bytes (then refused as under 64 MiB)."""
+    from perflab.jobs.guest import normalize
+
+    assert normalize("cmd", str(KERNEL), {"memory": memory}, "j.yaml", None)[1]["memory"] == mib
+
+
+@needs_vm
+def test_a_fraction_of_a_mib_is_refused_saying_why():
+    from perflab.jobs import JobError
+    from perflab.jobs.guest import normalize
+
+    with pytest.raises(JobError, match="whole number of MiB"):
+        normalize("cmd", str(KERNEL), {"memory": 2048.5}, "j.yaml", None)

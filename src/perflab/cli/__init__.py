@@ -161,8 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as e:
-        where = f" {_one_line(e.filename)}" if e.filename else ""
-        click.echo(f"perflab: error:{where}: {_one_line(e.strerror or e)}", err=True)
+        # No file name (a write to stdout on a full disk): "perflab: error: No space left on
+        # device (writing the output)", not an empty place before a second colon (issue 31, L8).
+        what = _one_line(e.strerror or e)
+        text = f"{_one_line(e.filename)}: {what}" if e.filename else f"{what} (writing the output)"
+        try:
+            click.echo(f"perflab: error: {text}", err=True)
+        except OSError:
+            pass
+
         return 1
     except Exception as e:  # a bug: still one line, with a way to see the traceback
         if os.environ.get("PERFLAB_DEBUG"):

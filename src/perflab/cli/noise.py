@@ -12,11 +12,9 @@ DEFAULT_ROUNDS = 20   # 20 runs per side: the largest n the table shows, and a l
 
 
 def _is_job_file(words: tuple[str, ...]) -> bool:
-    """One word naming a job file (a path, a .yaml/.yml name or a shipped job file): a job; else a command."""
-    if len(words) != 1:
-        return False
-    word = words[0]
-    return word.endswith((".yaml", ".yml")) and (os.path.isfile(word) or os.sep not in word)
+    """One word naming a job file (a path, a .yaml/.yml name or a shipped job file): a job; else a command.
+    A .yaml word that names no file is a job file that is missing, not a command (issue 31, L5)."""
+    return len(words) == 1 and words[0].endswith((".yaml", ".yml"))
 
 
 def _jobs_of(words: tuple[str, ...], overrides: tuple[str, ...], shell: bool) -> list:

@@ -20,6 +20,7 @@ import datetime as dt
 import io
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,6 +74,18 @@ def to_json(runs: list[dict]) -> str:
     return json.dumps({"format": FORMAT, "version": VERSION, "runs": runs}, indent=1) + "\n"
 
 
+# Control characters that move a terminal (ESC, BEL, CR ...) are written as \xNN in a CSV export,
+# as `compare --style csv` writes them (issue 31, L7); tab and newline stay (CSV quotes them).
+# The JSON export keeps every character exactly: it is the format to move runs with.
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(cell: object) -> object:
+    if not isinstance(cell, str):
+        return cell
+    return _TERMINAL_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", cell)
+
+
 def to_csv(runs: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -81,11 +94,11 @@ def to_csv(runs: list[dict]) -> str:
         head = [json.dumps(run[k]) if k in ("params", "environment", "failures", "job") else
                 ("" if run[k] is None else run[k]) for k in RUN_FIELDS]
         head[RUN_FIELDS.index("dirty")] = "" if run["dirty"] is None else str(bool(run["dirty"])).lower()
-        head = [guard(cell) for cell in head]  # no cell may run as a spreadsheet formula
+        head = [guard(_visible(cell)) for cell in head]  # no cell may run as a spreadsheet formula
         if not run["samples"]:
             w.writerow(head + [""] * len(SAMPLE_FIELDS))
         for metric, value, unit, direction, rep, process in run["samples"]:
-            w.writerow(head + [guard(metric), repr(float(value)), guard(unit), direction, rep,
+            w.writerow(head + [guard(_visible(metric)), repr(float(value)), guard(_visible(unit)), direction, rep,
                                "" if process is None else process])
     return buf.getvalue()
 

@@ -72,6 +72,13 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
     if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
         raise JobError(f"{where}: key 'vm.cpus' = {cpus!r}: expected an integer >= 1")
     memory = out["memory"]
+    # A bare number is MiB however it is written: 512, "512", 512.0 (issue 31, L4).
+    if isinstance(memory, float):
+        if not memory.is_integer():
+            raise JobError(f"{where}: key 'vm.memory' = {memory!r}: expected a whole number of MiB or a size (1G, 512M)")
+        memory = int(memory)
+    elif isinstance(memory, str) and memory.strip().isdigit():
+        memory = int(memory.strip())
     if not (isinstance(memory, int) and not isinstance(memory, bool)):
         try:
             memory = parse_size(memory) >> 20       # "1G", "512M": a size; a bare number is MiB

@@ -1,0 +1,37 @@
+"""Hostile input, round three (issue 31): the small ones — each a one-line answer that says
+what is wrong, and nothing raw reaching a terminal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import PERFLAB, assert_one_line_error
+
+
+def test_noise_on_a_missing_job_file_says_the_file_is_missing(cli, tmp_path):
+    """L5: `perflab noise /nonexistent.yaml` said "command not found"."""
+    assert_one_line_error(cli("noise", tmp_path / "nope.yaml", check=False), "job file", "nope.yaml", "no such file")
+
+
+def test_a_csv_export_writes_no_terminal_control_character(cli):
+    """L7: ESC and BEL of a comment reached the CSV raw (JSON and compare's CSV escape them)."""
+    cli("run", "cmd", "--runs", "1", "--comment", "a\x1b[31mred\x07", "--", "true")
+    csv = cli("export", "--format", "csv").stdout
+    assert "\x1b" not in csv and "\x07" not in csv
+    assert "a\\x1b[31mred\\x07" in csv
+    # JSON keeps the comment exactly: it is the format that moves runs.
+    assert '"comment": "a\\u001b[31mred\\u0007"' in cli("export").stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_export_to_a_full_device_says_so_in_one_line(cli):
+    """L8: "perflab: error:: No space left on device"."""
+    cli("run", "cmd", "--runs", "1", "--", "true")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([PERFLAB, "export"], stdout=full, stderr=subprocess.PIPE, text=True, env=cli.env,
+                              cwd=cli.tmp)
+    assert_one_line_error(proc, "perflab: error: No space left on device")
+    assert "::" not in proc.stderr
