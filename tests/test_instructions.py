@@ -97,6 +97,18 @@ def test_one_function_counted_alone_and_children_followed(cli, loop, tmp_path):
     assert counts(cli, 2, "valgrind.processes")[0] >= 2
 
 
+def test_a_function_that_never_ran_is_a_failure_not_zero_instructions(cli, loop, tmp_path):
+    """Issue 31 M4: a misspelled measure_function was stored as a finished run of 0 instructions."""
+    job = tmp_path / "job.yaml"
+    job.write_text(f"benchmark: cmd\nruns: 1\nmeasure: instructions\nmeasure_function: no_such_function_xyz\n"
+                   f"argv: [{loop}, '1000']\n")
+    proc = cli("run", str(job), check=False)
+    assert proc.returncode != 0
+    assert "measure_function 'no_such_function_xyz' counted no instruction" in proc.stderr + proc.stdout
+    assert cli.sql("SELECT status FROM run") != [("finished",)]
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'valgrind.instructions' AND value = 0") == [(0,)]
+
+
 def test_rerun_counts_again(cli, loop):
     cli("run", "cmd", "--measure", "instructions", "--runs", "1", "--", loop, "1000")
     cli("rerun", "1", "--tag", "again")

@@ -131,6 +131,12 @@ class MeasuredSession(Session):
             if not valgrind.outputs(counted.prefix):
                 self._sum = None
                 return f"{spec.item}: valgrind did not run it: {valgrind.start_failure(result.stderr_tail, counted.log)}"
+            if self.measure.function and not valgrind.total(valgrind.collect(counted.prefix)).get(valgrind.IR):
+                # callgrind counts nothing for a pattern no function matched: a misspelled name
+                # must not be stored as a finished run of 0 instructions (issue 31, M4).
+                self._sum = None
+                return (f"{spec.item}: measure_function {self.measure.function!r} counted no instruction: no "
+                        "function of that name ran (misspelled, never called, or inlined away)")
         why = self.inner.judge(spec, result)
         if why is not None:
             self._sum = None     # a repetition with a failed process has no total
@@ -146,6 +152,8 @@ class MeasuredSession(Session):
         if not per_process:
             return samples     # judge() said why (a family that stops at a failure still parses it)
         counts = valgrind.total(per_process)
+        if self.measure.function and not counts.get(valgrind.IR):
+            return samples     # judge() said why: no function of that name ran
         cache = self.measure.mode == "cache"
         samples += _samples(_figures(counts, cache), counted.suffix)
         if self.measure.children or len(per_process) > 1:    # forked children are counted too
