@@ -35,3 +35,22 @@ def test_export_to_a_full_device_says_so_in_one_line(cli):
                               cwd=cli.tmp)
     assert_one_line_error(proc, "perflab: error: No space left on device")
     assert "::" not in proc.stderr
+
+
+def test_robot_bounds_a_build_that_never_ends(cli, tmp_path):
+    """M6: `robot --build 'sleep 1000' --once` waited forever; --build-timeout kills the build, and the
+    commit is untested, as after a failed build."""
+    repo = tmp_path / "sut"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git[:3], "init", "-q", "-b", "main"], check=True)
+    for i in range(2):
+        (repo / "f").write_text(f"{i}\n")
+        subprocess.run([*git, "add", "f"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"c{i}"], check=True)
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: cmd\ncommand: 'true'\nruns: 1\n")
+    proc = cli("robot", "--repo", repo, "--job", job, "--build", "sleep 1000", "--build-timeout", "1", "--once",
+               "--runs", "1", check=False, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no commit could be tested" in proc.stderr, (proc.stdout, proc.stderr)

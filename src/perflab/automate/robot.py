@@ -103,16 +103,16 @@ KERNEL_PREFIX = "perflab-robot-kernel-"
 
 
 def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict | None, say,
-                  kernel: KernelSpec | None = None) -> Measurer:
+                  kernel: KernelSpec | None = None, build_timeout: float | None = None) -> Measurer:
     """The robot's Measurer: a fresh worktree per commit here, or the lab box's queue.
 
     With `kernel` (a kernel tree): the commits' kernels are built out of tree in one build
     directory kept for the pass (KernelBuilds), and the jobs run in a guest booted from them."""
     if lab:
         return BoxMeasurer(store, broker=lab["broker"], box=box, source_url=lab["source_url"], build_cmd=build_cmd,
-                           say=say, kernel=kernel)
+                           build_timeout=build_timeout, say=say, kernel=kernel)
     if kernel is None:
-        return LocalMeasurer(store, ScratchTree(root, build_cmd), box=box)
+        return LocalMeasurer(store, ScratchTree(root, build_cmd, build_timeout), box=box)
     from perflab.automate.bisect.trees import OWNER_FILE, _alive
     from perflab.core.git import Worktrees, prune_stale
     from perflab.store.db import process_start_time
@@ -121,7 +121,8 @@ def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict 
         shutil.rmtree(Path(path).parent, ignore_errors=True)
     base = Worktrees(root, KERNEL_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
                                                        "repo": str(root)}).base
-    builds = KernelBuilds(root, base / "src", base / "build", base / "images", build_cmd, kernel.image, base=base)
+    builds = KernelBuilds(root, base / "src", base / "build", base / "images", build_cmd, kernel.image, build_timeout,
+                          base=base)
     return LocalMeasurer(store, ScratchTree(root, ""), box=box, kernel=kernel, builds=builds, say=say)
 
 
@@ -190,7 +191,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
              out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
              broker: str | None = None, source_url: str | None = None,
              say: Callable[[str], None] = lambda m: None, measurer: Measurer | None = None,
-             kernel: str | None = None, vm_mode: str | None = None) -> Pass:
+             kernel: str | None = None, vm_mode: str | None = None, build_timeout: float | None = None) -> Pass:
     """One pass. `measurer`: how commits are measured (default: here, or on the lab box with --box/--broker).
 
     `kernel`: the repository is a kernel tree whose build makes this image (relative to the build
@@ -200,11 +201,12 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
     if measurer is None and spec is not None:
         root = repo_root(repo)
         broker_lab = {"broker": broker, "source_url": source_url or str(root)} if broker else None
-        measurer = make_measurer(store, root, build_cmd, box, broker_lab, say, spec)
+        measurer = make_measurer(store, root, build_cmd, box, broker_lab, say, spec, build_timeout)
     try:
         return _pass(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name, start=start,
                      metrics=metrics, box=box, out_dir=out_dir, to=to, subject_tag=subject_tag, broker=broker,
-                     source_url=source_url, say=say, measurer=measurer, given=given, spec=spec)
+                     source_url=source_url, say=say, measurer=measurer, given=given, spec=spec,
+                     build_timeout=build_timeout)
     finally:
         if given is None and hasattr(measurer, "close"):
             measurer.close()
@@ -223,7 +225,7 @@ def _kernel(kernel: str | None, vm_mode: str | None, jobs: list[AtomicJob]) -> K
 
 
 def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, out_dir, to, subject_tag, broker,
-          source_url, say, measurer, given, spec) -> Pass:
+          source_url, say, measurer, given, spec, build_timeout=None) -> Pass:
     from perflab.analysis import regression
     from perflab.report.regression import render
 
@@ -240,7 +242,7 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         bisect.check_lab(broker, box, root, source_url, (order[-1],))
         lab = {"broker": broker, "source_url": source_url or str(root)}
     tag = f"robot-{name}"
-    measurer = measurer or make_measurer(store, root, build_cmd, box, lab, say)
+    measurer = measurer or make_measurer(store, root, build_cmd, box, lab, say, build_timeout=build_timeout)
     done = Pass()
     tested = _tested(store, tag)
     todo = []
@@ -265,7 +267,7 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
         culprit, base_op, head_op, also = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab,
-                                                   measurer, given, spec)
+                                                   measurer, given, spec, build_timeout)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -300,7 +302,7 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
 
 
 def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab, measurer,
-             given: Measurer | None = None, spec: KernelSpec | None = None):
+             given: Measurer | None = None, spec: KernelSpec | None = None, build_timeout: float | None = None):
     """(culprit sha, base operand, head operand, a line on untested commits that could also be the culprit)
     of a finding: bisected unless good and bad are adjacent."""
     gi, bi = order.index(f.good), order.index(f.bad)
@@ -313,6 +315,7 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
     say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
+                              build_timeout=build_timeout,
                               job=job.with_(runs=1), metric=f.metric, tag=None, box=box, say=say,
                               broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None,
                               measurer=given, kernel=spec.image if spec else None,

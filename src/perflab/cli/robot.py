@@ -208,6 +208,8 @@ def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
 @click.option("--job", "job_files", multiple=True, required=True, type=click.Path(), metavar="JOB.yaml",
               help="Job file(s) run at every tested commit (repeatable).")
 @click.option("--build", "build_cmd", default="", metavar="CMD", help="Build command run in each commit's worktree.")
+@click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S",
+              help="Kill a build after S seconds (the commit is then untested, as a failed build).")
 @click.option("--name", default="default", show_default=True,
               help="The robot's name: its runs are tagged robot-NAME, its reports kept under it.")
 @click.option("--start", metavar="REV", help="First pass: test this commit as well as the tip (default: the tip's parent).")
@@ -228,7 +230,7 @@ def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
 @click.option("--runs", "runs", type=click.IntRange(1, 10_000), metavar="N",
               help="Runs per tested commit (default: chosen from the jobs' stored noise, `perflab noise`, else the jobs').")
 @db_option
-def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, vm_mode, box, broker, source_url,
+def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, metrics, kernel, vm_mode, box, broker, source_url,
               out_dir, to, subject_tag, once, interval, runs, db) -> None:
     """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
 
@@ -267,7 +269,7 @@ def robot_cmd(repo, branch, job_files, build_cmd, name, start, metrics, kernel, 
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
                               subject_tag=subject_tag, broker=broker if box else None, source_url=source_url,
                               say=lambda m: click.echo(f"robot: {printable(m, 300)}"), kernel=kernel,
-                              vm_mode=vm_mode)
+                              vm_mode=vm_mode, build_timeout=build_timeout)
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")
         if done.untested and not done.tested:
