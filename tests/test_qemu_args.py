@@ -119,3 +119,25 @@ def test_a_fraction_of_a_mib_is_refused_saying_why():
 
     with pytest.raises(JobError, match="whole number of MiB"):
         normalize("cmd", str(KERNEL), {"memory": 2048.5}, "j.yaml", None)
+
+
+@needs_vm
+def test_a_guest_command_runs_in_the_directory_perflab_was_started_in(cli):
+    """Issue 31 M5: `perflab run cmd --kernel K -- ./prog.sh` ran in the guest's / and said "cannot
+    start './prog.sh'", where the host run works. A directory outside /tmp (which the guest mounts
+    its own of) is the host's, over 9p."""
+    import subprocess
+    import tempfile
+
+    from conftest import PERFLAB
+
+    where = Path(tempfile.mkdtemp(prefix="perflab-m5-", dir="/var/tmp"))
+    try:
+        (where / "prog.sh").write_text("#!/bin/sh\ntest -f prog.sh\n")
+        (where / "prog.sh").chmod(0o755)
+        proc = subprocess.run([PERFLAB, "run", "cmd", "--kernel", str(KERNEL), "--vm", "tcg", "--runs", "1", "--",
+                               "./prog.sh"], cwd=where, env=cli.env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert cli.sql("SELECT status FROM run") == [("finished",)]
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

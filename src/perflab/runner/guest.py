@@ -126,6 +126,14 @@ def booted(job, session, rounds: int) -> Iterator[tuple[dict, callable]]:
                 run(["/bin/cp", "-R", f"{STAGE}{d.path}/.", d.path], f"copy the run's files into {d.path}", root="")
 
         def execute(spec: ProcessSpec, **kwargs) -> ProcessResult:
+            if rooted and spec.cwd is None:
+                # A host program runs where perflab was started, as on the host (`./prog.sh`): the
+                # host's directories are the guest's over 9p, but for those the guest mounts its
+                # own (/tmp, /run ...), where it stays at / (issue 31, M5; docs/vm.md).
+                here = os.getcwd()
+                if not (here + "/").startswith(MOUNTED) and here != "/":
+                    spec = replace(spec, cwd=here)
+                    made.add(here)     # it exists: the host's, read-only
             # The session's directories were made on the host; the guest needs its own.
             if spec.cwd and spec.cwd not in made:
                 run(["/bin/mkdir", "-p", spec.cwd], f"make {spec.cwd}")
