@@ -54,3 +54,38 @@ def test_robot_bounds_a_build_that_never_ends(cli, tmp_path):
                "--runs", "1", check=False, timeout=300)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "no commit could be tested" in proc.stderr, (proc.stdout, proc.stderr)
+
+
+def test_a_truncated_cached_initramfs_is_built_again(tmp_path, monkeypatch):
+    """L3: a truncated initramfs in the cache was reused, and its boot blamed on the kernel."""
+    import gzip
+
+    from perflab.execution.vm import initramfs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = initramfs.build(data={"/etc/marker": b"hello\n" * 1000}, with_busybox=False)
+    whole = first.read_bytes()
+    first.write_bytes(whole[: len(whole) // 2])
+    again = initramfs.build(data={"/etc/marker": b"hello\n" * 1000}, with_busybox=False)
+    assert again == first and again.read_bytes() == whole
+    assert b"hello" in gzip.decompress(again.read_bytes())
+
+
+def test_the_boot_directory_of_a_killed_perflab_is_removed_by_the_next_boot(tmp_path, monkeypatch):
+    """L2: one $TMPDIR/perflab-vm-* directory (console log, qemu.err) leaked per kill -9."""
+    import tempfile
+
+    from perflab.execution.vm import machine
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"perflab-vm-{gone.pid}-x1"
+    stale.mkdir()
+    (stale / "console.log").write_text("...")
+    alive = tmp_path / f"perflab-vm-{os.getpid()}-x2"
+    alive.mkdir()
+    other = tmp_path / "perflab-vm-fio-x3"     # a guest mount point's name (execution.vm.disk)
+    other.mkdir()
+    machine._remove_stale_workdirs()
+    assert not stale.exists() and alive.exists() and other.exists()

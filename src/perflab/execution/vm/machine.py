@@ -275,7 +275,7 @@ class Guest:
 
     def _failure(self, what: str) -> VmError:
         qemu_err = _tail(self.workdir / "qemu.err", 3)
-        return VmError(what + (f" (QEMU: {qemu_err.splitlines()[-1]})" if qemu_err else ""), self.console_tail())
+        return VmError(what + (f" (QEMU: {_qemu_said(qemu_err)})" if qemu_err else ""), self.console_tail())
 
     def execute(self, spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: executor.Hooks | None = None,
                 grace: float = executor.DEFAULT_GRACE, root: str = "") -> ProcessResult:
@@ -363,6 +363,26 @@ def _kill(process: subprocess.Popen) -> None:
                 stream.close()
 
 
+WORKDIR_PREFIX = "perflab-vm-"
+
+
+def _remove_stale_workdirs() -> None:
+    """Boot directories (console log, qemu.err) of a perflab killed before it could remove them
+    (kill -9): $TMPDIR/perflab-vm-PID-*, PID gone (issue 31, L2)."""
+    top = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(top):
+            pid = name[len(WORKDIR_PREFIX):].split("-", 1)[0] if name.startswith(WORKDIR_PREFIX) else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                shutil.rmtree(os.path.join(top, name), ignore_errors=True)
+
+
+def _qemu_said(tail: str) -> str:
+    """QEMU's last lines on stderr as one line: a message of its often spans two or three
+    ("... can be simulated, ...: and exabytes, respectively."; issue 31, L1)."""
+    return " ".join(line.strip() for line in tail.splitlines() if line.strip())
+
+
 def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_out: bool) -> VmError:
     console = _tail(workdir / "console.log")
     qemu_err = _tail(workdir / "qemu.err", 3)
@@ -377,10 +397,10 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
         if panic:
             why = f"kernel {name} panicked before perflab's init ran: {panic.group(0).strip()}"
         elif qemu_err and spec.mode == "kvm":
-            why = (f"mode kvm: QEMU could not run the guest with KVM ({qemu_err.splitlines()[-1]}): "
+            why = (f"mode kvm: QEMU could not run the guest with KVM ({_qemu_said(qemu_err)}): "
                    "use mode tcg or icount")
         elif qemu_err:
-            why = f"QEMU could not boot kernel {name} (mode {spec.mode}): {qemu_err.splitlines()[-1]}"
+            why = f"QEMU could not boot kernel {name} (mode {spec.mode}): {_qemu_said(qemu_err)}"
         else:
             why = f"kernel {name} stopped before perflab's init ran (QEMU exited with {process.returncode})"
     return VmError(why, console)
@@ -400,7 +420,8 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
     if setup:
         data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
     initrd = initramfs.build(files, data=data)
-    workdir = Path(tempfile.mkdtemp(prefix="perflab-vm-"))
+    _remove_stale_workdirs()
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     console = workdir / "console.log"
     process = None
     try:
