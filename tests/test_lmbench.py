@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,21 @@ from perflab.benchmarks.lmbench import catalog, driver
 from perflab.store import open_store
 
 TINY = {"PERFLAB_LMBENCH_TINY": "1"}
-# Figures computed as one measurement minus another (lat_sig, lat_vm take the signal handler's cost out).
 # Figures that are a difference of two measurements: a baseline taken out (the signal
-# handler's cost, mmap without touching, lat_ctx's hop without a switch).  Under a loaded
-# machine one tiny 0.5 ms sample can dip below 0 (a full CI run once read ctx.2p_64k at
-# -0.59 us: its 64 KB sum is most of the hop); their sum over the processes may not.
+# handler's cost, mmap without touching, lat_ctx's hop without a switch).  A sample whose
+# baseline was preempted dips below 0 (a full CI run once read ctx.2p_64k at -0.59 us, and
+# one had both tiny samples of vm.prot_fault negative); a true cost is still positive, so
+# some of a figure's samples are.
 DIFFERENCES = {"signal.handle", "vm.prot_fault", "vm.page_fault"} | {m for m in catalog.FIGURES if m.startswith("ctx.")}
+# The whole-suite run below: the tiny mode's two processes and 0.5 ms samples, but 8 samples
+# a process (lat_fs: 1, its sample is a batch of 1,000 files), about 2 s more than 1.  A
+# 0.5 ms sample that another process preempts reads several times its cost, and on a loaded
+# machine many do; load only ever adds time, so a figure's fastest sample is its cost - but
+# of two samples both are sometimes preempted (mem.l2 once read 117 and 203 ns, beside a
+# main-memory random walk of 149 ns).  Of 16 samples, 8 in a row in each process, some run
+# undisturbed.
+# ($PERFLAB_LMBENCH_TINY=8: driver.mode_for)
+SUITE_SAMPLES = 8
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +86,14 @@ def script_binary(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory, cache_dir):
-    """Run every program once (tiny sizes) and keep the store for the tests below."""
+    """Run every program (tiny sizes, SUITE_SAMPLES a process) and keep the store for the tests below."""
     from conftest import CLI, PERFLAB
 
     assert PERFLAB
     tmp = tmp_path_factory.mktemp("suite")
     cli = CLI(tmp / "perflab.db", tmp)
-    proc = cli("run", "lmbench", "--tag", "tiny", env=run_env(cache_dir), timeout=300)
+    proc = cli("run", "lmbench", "--tag", "tiny", env={**run_env(cache_dir), driver.TINY_ENV: str(SUITE_SAMPLES)},
+               timeout=300)
     return cli, proc
 
 
@@ -99,47 +110,53 @@ def test_every_figure_is_stored_with_its_unit(suite):
     assert set(figs) == set(catalog.FIGURES)
     for metric, rows in figs.items():
         f = catalog.FIGURES[metric]
-        # at least two processes, one sample each; (metric, repetition) unique
-        assert len(rows) >= 2, metric
-        assert sorted(r[3] for r in rows) == list(range(len(rows))), metric
+        # at least two processes, each printing the mode's samples under its own repetition
+        per_process = Counter(r[3] for r in rows)
+        assert len(per_process) >= 2 and sorted(per_process) == list(range(len(per_process))), metric
+        assert set(per_process.values()) == {1 if f.program == "lat_fs" else SUITE_SAMPLES}, (metric, per_process)
         for value, unit, direction, _ in rows:
             assert unit == f.unit and direction == f.direction, metric
-            # A figure that is a difference of two measurements (the handler's cost taken
-            # out) can dip below 0 in one tiny 0.5 ms sample; its mean may not.
+            # a figure that is a difference of two measurements can dip below 0 in a sample
             assert value > 0 or metric in DIFFERENCES, (metric, value)
         if metric in DIFFERENCES:
-            assert sum(r[0] for r in rows) > 0, (metric, rows)
+            assert max(r[0] for r in rows) > 0, (metric, rows)
 
 
 def test_figures_are_of_a_plausible_order_of_magnitude(suite):
     cli, _ = suite
-    mean = {m: sum(r[0] for r in rows) / len(rows) for m, rows in figures_of(cli, 1).items()}
+    samples = {m: [r[0] for r in rows] for m, rows in figures_of(cli, 1).items()}
+    # Each figure's least disturbed sample, what load cannot move the wrong way: load only adds
+    # time, so a time's fastest sample (min) and a rate's highest (max: bandwidths, the clock).
+    # A difference's smallest sample is its baseline's worst, so it is bounded above only.
+    best = {m: (max(v) if catalog.FIGURES[m].unit in ("MB/s", "MHz") else min(v)) for m, v in samples.items()
+            if m in catalog.FIGURES}
     # processes
-    assert 0.001 < mean["syscall.null"] < 50
-    assert mean["syscall.null"] < mean["proc.fork"]
-    assert mean["syscall.null"] <= mean["syscall.open_close"]
-    assert mean["proc.fork"] < mean["proc.sh"]
-    assert 1 < mean["proc.fork"] < 1e6
-    assert mean["signal.install"] < mean["proc.fork"]
+    assert 0.001 < best["syscall.null"] < 50
+    assert best["syscall.null"] < best["proc.fork"]
+    assert best["syscall.null"] <= best["syscall.open_close"]
+    assert best["proc.fork"] < best["proc.sh"]
+    assert 1 < best["proc.fork"] < 1e6
+    assert best["signal.install"] < best["proc.fork"]
     # select: more descriptors cost more
-    assert mean["select.fd500"] > mean["select.fd10"]
-    assert mean["select.tcp500"] > mean["select.tcp10"]
+    assert best["select.fd500"] > best["select.fd10"]
+    assert best["select.tcp500"] > best["select.tcp10"]
     # context switches: positive, below a millisecond
     for p in catalog.CTX_PROCS:
         for k in catalog.CTX_SIZES_K:
-            assert 0 < mean[f"ctx.{p}p_{k}k"] < 1000
+            ctx = samples[f"ctx.{p}p_{k}k"]
+            assert max(ctx) > 0 and min(ctx) < 1000, (p, k, ctx)
     # memory hierarchy and clock
-    assert mean["mem.main"] > mean["mem.l1"]
-    assert mean["mem.main_random"] > mean["mem.l2"]  # no prefetcher follows a random walk
-    assert 0.05 < mean["mem.l1"] < 100
-    assert 50 < mean["mem.mhz"] < 20000
+    assert best["mem.main"] > best["mem.l1"]
+    assert best["mem.main_random"] > best["mem.l2"]  # no prefetcher follows a random walk
+    assert 0.05 < best["mem.l1"] < 100
+    assert 50 < best["mem.mhz"] < 20000
     # bandwidths in MB/s, latencies in microseconds
     for m, f in catalog.FIGURES.items():
         if f.unit == "MB/s":
-            assert 1 < mean[m] < 1e7, m
+            assert 1 < best[m] < 1e7, m
         if f.unit == "us":
-            assert mean[m] < 1e6, m
-    assert mean["lat.pipe"] < mean["lat.tcp_connect"] * 10
+            assert best[m] < 1e6, m
+    assert best["lat.pipe"] < best["lat.tcp_connect"] * 10
 
 
 def test_the_compiler_and_flags_are_recorded(suite):
