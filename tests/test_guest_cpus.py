@@ -96,7 +96,7 @@ def test_all_the_cpus_of_a_one_vcpu_guest_is_one_task(cli, tmp_path):
     job = tmp_path / "wis.yaml"
     job.write_text(f"benchmark: will-it-scale\nkernel: {KERNEL}\nvm: {{mode: tcg, cpus: 1, memory: 256M}}\nruns: 1\n"
                    "test: getppid1\nnr_task: 100%\nbind: true\nduration: 0.3\nwarmup_time: 0.1\ninterval: 0.1\n")
-    out = cli("run", job, timeout=120)
+    out = cli("run", job, timeout=600)   # a backstop: the boot's own limit (60 s) fails a hung guest first
     assert "will-it-scale getppid1 process x1" in out.stdout
     (params, facts), = cli.sql("SELECT r.params, e.facts FROM run r JOIN environment e ON e.id = r.environment_id "
                                "WHERE r.id = 1")

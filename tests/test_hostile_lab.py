@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import select
+import shlex
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,7 +65,7 @@ def test_submit_wait_on_a_box_without_worker_says_so(tmp_path, redis_server):   
     proc = subprocess.Popen([PERFLAB, "submit", job, "--box", "nosuchbox", "--wait", "--broker", redis_server.url],
                             env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        said = _read_until(proc, "no worker of it is alive", timeout=30)
+        said = _read_until(proc, "no worker of it is alive", timeout=120)   # said after 10 s (client.NO_WORKER_S)
     finally:
         proc.kill()
         proc.wait()
@@ -70,10 +73,12 @@ def test_submit_wait_on_a_box_without_worker_says_so(tmp_path, redis_server):   
     assert "perflab worker --box nosuchbox" in said
 
 
-def _worker(tmp: Path, broker: str, box: str, spool: str, log: str) -> subprocess.Popen:
+def _worker(tmp: Path, broker: str, box: str, spool: str, log: str, heartbeat: float = 1.0) -> subprocess.Popen:
+    # The heartbeat key lives 3 beats + 1 s: with 1 s beats, 4 s, so that a heartbeat thread held back
+    # for a moment on a loaded machine does not make a live worker look gone to a single look.
     out = open(tmp / log, "ab")
     return subprocess.Popen([PERFLAB, "worker", "--box", box, "--broker", broker, "--db", str(tmp / "shared.db"),
-                             "--spool", str(tmp / spool), "--heartbeat", "0.3"],
+                             "--spool", str(tmp / spool), "--heartbeat", str(heartbeat)],
                             env=_env(tmp), cwd=tmp, stdout=out, stderr=subprocess.STDOUT)
 
 
@@ -92,7 +97,7 @@ def _running(argv: list[str]) -> bool:
     return False
 
 
-def _until(what: str, predicate, timeout: float = 30.0):
+def _until(what: str, predicate, timeout: float = 120.0):   # a backstop: waits end when the predicate holds
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -117,7 +122,7 @@ def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_serve
         other = _worker(tmp_path, redis_server.url, "Y", "spool-3", "other.log")
         _until("box Y's worker", lambda: _alive_workers(r, "Y"))
         other.terminate()
-        other.wait(30)
+        other.wait(120)
         # kill -9 of the first: a worker started at once on this host takes the box over.
         first.kill()
         first.wait()
@@ -128,9 +133,10 @@ def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_serve
             assert r.get("perflab:lock:X") == f"{state['host']}-{again.pid}"
         finally:
             again.terminate()
-            again.wait(30)
-        # Released at its end (or, for a SIGTERM before Celery took the signal, expired in a few beats).
-        _until("box X free again", lambda: r.get("perflab:lock:X") is None, timeout=5)
+            again.wait(120)
+        # Released at its end (or, for a SIGTERM before Celery took the signal, expired in a few beats:
+        # its time to live is 4 s).
+        _until("box X free again", lambda: r.get("perflab:lock:X") is None, timeout=60)
     finally:
         if first.poll() is None:
             first.kill()
@@ -148,7 +154,7 @@ def test_sigterm_of_a_worker_mid_job_logs_one_line(tmp_path, redis_server):     
         # would wait for the job to end).
         _until("the benchmark running", lambda: _running(["/bin/sleep", "31.5"]))
         worker.terminate()
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -159,29 +165,121 @@ def test_sigterm_of_a_worker_mid_job_logs_one_line(tmp_path, redis_server):     
     assert r.llen("perflab.box.T") == 1    # the job is back in the box's queue
 
 
+# The reply to HELLO 3 (RESP3's handshake): a map saying the protocol.
+_HELLO_REPLY = b"%1\r\n+proto\r\n:3\r\n"
+
+
+class _AwayBroker:
+    """A listener on the port of the stopped broker that answers every command with an error
+    (the connection's handshake aside), for as long as the broker is away.
+
+    It is the test's witness that the worker tried to record its job's end while the broker was
+    away: that attempt is a transaction (MULTI, ... HINCRBY ..., EXEC) where a heartbeat is EVAL
+    then HSET; once the EXEC of such a transaction is answered with an error, the worker's client
+    has an error reply to read, which it does not retry (it retries a refused or dropped
+    connection, for seconds): the worker notes a broker error in its state, whenever the broker
+    comes back."""
+
+    def __init__(self, port: int):
+        self.listener = socket.create_server(("127.0.0.1", port))   # SO_REUSEADDR: the broker's port
+        self.listener.settimeout(0.1)
+        self.record_refused = threading.Event()
+        self.connections: list[socket.socket] = []
+        self.closing = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        queued: list[bytes] = []
+        try:
+            conn.settimeout(60)
+            stream = conn.makefile("rb")
+            while True:
+                head = stream.readline()
+                if not head.startswith(b"*"):
+                    return
+                args = [stream.read(int(stream.readline()[1:]) + 2)[:-2] for _ in range(int(head[1:]))]
+                name = args[0].upper()
+                if name == b"HELLO":
+                    conn.sendall(_HELLO_REPLY)
+                elif name in (b"CLIENT", b"SELECT", b"AUTH"):
+                    conn.sendall(b"+OK\r\n")
+                elif name == b"EXEC":
+                    conn.sendall(b"-EXECABORT Transaction discarded because of previous errors.\r\n")
+                    if b"HINCRBY" in queued:
+                        self.record_refused.set()
+                    return
+                else:
+                    conn.sendall(b"-ERR the broker is away\r\n")
+                    if name != b"MULTI" and not queued:
+                        return   # a command outside a transaction (the heartbeat's EVAL): answered
+                    queued.append(name)
+        except (OSError, ValueError):
+            return
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.closing.set()
+        self.thread.join()
+        self.listener.close()
+        for conn in self.connections:   # connections a client keeps: it reconnects, to the broker
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 def test_a_broker_error_leaves_the_state_once_the_broker_is_back(tmp_path, redis_server):     # L10
     r = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    worker = _worker(tmp_path, redis_server.url, "R", "spool", "worker.log")
+    worker = _worker(tmp_path, redis_server.url, "R", "spool", "worker.log", heartbeat=0.3)
+    log = tmp_path / "worker.log"
+    # The job ends when the test says so (once the broker is away), not after a time.
+    release = tmp_path / "release"
+    argv = ["/bin/sh", "-c", f"while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.05; done"]
+    away = None
     try:
         _until("the worker's heartbeat", lambda: _alive_workers(r, "R"))
-        subprocess.run([PERFLAB, "submit", _job(tmp_path, "short.yaml", "/bin/sleep 1.25"), "--box", "R",
+        subprocess.run([PERFLAB, "submit", _job(tmp_path, "held.yaml", shlex.join(argv)), "--box", "R",
                         "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path, check=True, capture_output=True)
-        _until("the benchmark running", lambda: _running(["/bin/sleep", "1.25"]))
+        _until("the benchmark running", lambda: _running(argv))
         redis_server.stop()
-        # The job ends while the broker is away: its end cannot be recorded ("connection refused").
-        _until("the benchmark ended", lambda: not _running(["/bin/sleep", "1.25"]))
-        time.sleep(1.5)
+        # The job ends while the broker is away: its end cannot be recorded ("connection refused",
+        # then the stand-in's error reply, which tells the test that the worker has met the error).
+        release.touch()
+        _until("the benchmark ended", lambda: not _running(argv))
+        away = _AwayBroker(redis_server.port)
+        _until("the worker's record of the job's end, refused", away.record_refused.is_set)
+        away.close()
+        away = None
         redis_server.start()
-        state = _until("the worker's heartbeat, idle, after the broker came back",
-                       lambda: [w for w in _alive_workers(r, "R") if w["state"] == "idle"], timeout=60)[0]
-        time.sleep(1.0)   # a few more beats
-        state = _alive_workers(r, "R")[0]
-        assert not state["last_error"].startswith("broker:"), state
+        _until("the worker's heartbeat, idle, after the broker came back",
+               lambda: [w for w in _alive_workers(r, "R") if w["state"] == "idle"])
+        _until("the worker's log saying the broker is back", lambda: "broker back at" in log.read_text())
+        # A few more beats (each one seen: its `seen` field, removed here, written again): the error stays away.
+        for beat in range(3):
+            key = _until("the worker's heartbeat key", lambda: next(iter(r.scan_iter("perflab:worker:R:*")), None))
+            r.hdel(key, "seen")
+            state = _until(f"beat {beat + 1}", lambda: (h := r.hgetall(key)) and "seen" in h and h)
+            assert not state["last_error"].startswith("broker:"), state
         shown = subprocess.run([PERFLAB, "queue", "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path,
                                capture_output=True, text=True, check=True).stdout
         assert "broker:" not in shown, shown
     finally:
+        if away is not None:
+            away.close()
         worker.terminate()
-        worker.wait(30)
-    log = (tmp_path / "worker.log").read_text()
-    assert "broker back at" in log and "after broker: " in log, log    # kept in the log, dated
+        worker.wait(120)
+    text = log.read_text()
+    assert "broker back at" in text and "after broker: " in text, text    # kept in the log, dated

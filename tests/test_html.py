@@ -377,13 +377,16 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     assert browser.find_element("id", "lmbench").is_displayed()
 
     # Hovering a point shows its commit (and the hostile tag, as text).
+    # Plotly draws a hover label at once, or (a hover within 50 ms of the last one) at its next
+    # timer: the label is waited for, then read.
     step = next(i for i, t in enumerate(data["trends"]) if t["metric"] == "bench.latency_us")
-    hover = browser.execute_script(f"""
+    hover_text = f"return (document.querySelector('#trend-{step} .hoverlayer') || {{}}).textContent || ''"
+    browser.execute_script(f"""
         const p = document.getElementById('trend-{step}');
         p.scrollIntoView();
-        Plotly.Fx.hover(p, [{{curveNumber: 0, pointNumber: 5}}]);
-        const layer = p.querySelector('.hoverlayer');
-        return layer ? layer.textContent : '';""")
+        Plotly.Fx.hover(p, [{{curveNumber: 0, pointNumber: 5}}]);""")
+    _wait_for(browser, hover_text + f".includes('{'06' * 6}')", "the 6th point's hover label")
+    hover = browser.execute_script(hover_text)
     assert "06" * 6 in hover, hover
     assert "<script>alert(1)</script>" in hover, hover
     # And with the mouse: move onto the 4th point, as a reader does.
@@ -392,7 +395,8 @@ def test_history_page_in_chromium(browser, reports, tmp_path):
     browser.execute_script(f"Plotly.Fx.unhover(document.getElementById('trend-{step}'))")
     point = browser.find_elements("css selector", f"#trend-{step} .scatterlayer .trace:first-child .point")[3]
     ActionChains(browser).move_to_element(point).perform()
-    hover = browser.execute_script(f"return document.querySelector('#trend-{step} .hoverlayer').textContent")
+    _wait_for(browser, hover_text + f".includes('{'04' * 6}')", "the 4th point's hover label under the mouse")
+    hover = browser.execute_script(hover_text)
     assert "04" * 6 in hover and "tag v3" in hover, hover
 
     # A click on a point shows that run's samples and environment; the hostile comment as text.

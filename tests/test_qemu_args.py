@@ -141,3 +141,17 @@ def test_a_guest_command_runs_in_the_directory_perflab_was_started_in(cli):
         assert cli.sql("SELECT status FROM run") == [("finished",)]
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+def test_the_boot_timeout_is_the_boxs_and_a_bad_one_is_refused(monkeypatch):
+    from perflab.jobs import JobError
+    from perflab.jobs.guest import BOOT_TIMEOUT_ENV, boot_timeout
+
+    monkeypatch.setenv(BOOT_TIMEOUT_ENV, "300")
+    assert boot_timeout() == 300.0
+    monkeypatch.delenv(BOOT_TIMEOUT_ENV)
+    assert boot_timeout() == 60.0
+    for bad in ("soon", "0", "-5", "nan", "1e9"):
+        monkeypatch.setenv(BOOT_TIMEOUT_ENV, bad)
+        with pytest.raises(JobError, match=BOOT_TIMEOUT_ENV):
+            boot_timeout()

@@ -18,9 +18,11 @@ def make_repo(path: Path, commits: int = 8) -> list[str]:
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
     shas = []
     for i in range(commits):
-        # +90 ms, not +15 ms: under a loaded machine two of six 30 ms runs once took 69 and 107 ms,
-        # and a +15 ms change was rightly not significant against that spread.
-        pause = "0.12" if i >= SLOW_AT else "0.03"
+        # 10x (+270 ms), not +90 ms or +15 ms: under a loaded machine two of six 30 ms runs once took
+        # 69 and 107 ms, and a +15 ms change was rightly not significant against that spread; a
+        # start-up delay of that order can neither hide a change of 270 ms nor pass for one
+        # (a run at 30 ms disturbed to 130 ms is still 2.3x below the slow level).
+        pause = "0.3" if i >= SLOW_AT else "0.03"
         (path / "prog.sh").write_text(f"#!/bin/sh\n# version {i}\nsleep {pause}\n")
         subprocess.run(["git", "-C", str(path), "add", "prog.sh"], check=True, env=env)
         subject = "prog: sleep longer" if i == SLOW_AT else f"prog: change {i}"

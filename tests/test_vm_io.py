@@ -27,6 +27,9 @@ RELEASE = modules.release_of(Path(KERNEL)) if KERNEL else None
 needs_kernel = pytest.mark.skipif(
     not KERNEL or not RELEASE or modules.modules_dir(Path(KERNEL), RELEASE) is None,
     reason="needs a Debian kernel with its modules: python tools/fetch_kernel.py")
+# How long a `perflab run` in a guest may take here: a backstop (the boot's own limit, 60 s, fails a
+# hung guest first).
+RUN_TIMEOUT = 600
 needs_vm = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None or not KERNEL,
                               reason="needs qemu-system-x86_64 (Debian qemu-system-x86) and python tools/fetch_kernel.py")
 
@@ -98,7 +101,7 @@ def test_what_a_guest_cannot_do_is_refused_in_one_line(cli):
 def test_cmd_runs_a_host_program_in_the_guest_over_9p(cli):
     # `test` is the host's coreutils from the 9p root; it succeeds only under the guest's kernel.
     check = f'test "$(uname -r)" = {RELEASE}'
-    cli("run", "cmd", "--runs", "2", "--kernel", KERNEL, "--", "sh", "-c", check, timeout=150)
+    cli("run", "cmd", "--runs", "2", "--kernel", KERNEL, "--", "sh", "-c", check, timeout=RUN_TIMEOUT)
     (status,), = cli.sql("SELECT status FROM run WHERE id = 1")
     assert status == "finished"
     facts = _facts(cli, 1)
@@ -114,7 +117,7 @@ def test_cmd_runs_a_host_program_in_the_guest_over_9p(cli):
 def test_fio_runs_in_the_guest_on_a_virtio_ext4_disk(cli):
     before = {n for n in os.listdir("/dev/shm") if n.startswith("perflab-vm-disk-")}
     cli("run", "fio", "--runs", "2", "--fs", "ext4", "--fs-size", "16M", "--size", "1M", "--runtime", "0.2",
-        "--rw", "randwrite", "--kernel", KERNEL, timeout=150)
+        "--rw", "randwrite", "--kernel", KERNEL, timeout=RUN_TIMEOUT)
     rows = cli.sql("SELECT value, unit FROM sample WHERE run_id = 1 AND metric = 'fio.write_iops'")
     assert len(rows) == 2 and all(v > 0 for v, _ in rows)
     facts = _facts(cli, 1)
@@ -127,7 +130,7 @@ def test_fio_runs_in_the_guest_on_a_virtio_ext4_disk(cli):
 @needs_vm
 def test_news_files_its_feed_written_on_the_host_in_the_guest(cli):
     """news writes its feed before the run: it travels into the guest's work directory."""
-    cli("run", "news", "--runs", "1", "--articles", "20", "--kernel", KERNEL, timeout=150)
+    cli("run", "news", "--runs", "1", "--articles", "20", "--kernel", KERNEL, timeout=RUN_TIMEOUT)
     (status,), = cli.sql("SELECT status FROM run WHERE id = 1")
     assert status == "finished"
     assert cli.sql("SELECT count(*) FROM sample WHERE run_id = 1 AND metric = 'news.file_s_per_article'") == [(1,)]

@@ -26,6 +26,9 @@ needs_vm = pytest.mark.skipif(
     shutil.which("qemu-system-x86_64") is None or not KERNEL or not Path(KERNEL).is_file(),
     reason="needs qemu-system-x86_64 (Debian qemu-system-x86) and a kernel: python tools/fetch_kernel.py")
 TINY = {"PERFLAB_LMBENCH_TINY": "1"}
+# How long a `perflab run` in a guest may take here: a backstop (the boot's own limit, 60 s, fails a
+# hung guest first); a TCG boot takes 16 s and an icount one 26 s under a load of 10.
+RUN_TIMEOUT = 600
 
 
 def _environment(cli, run_id: int) -> dict:
@@ -101,7 +104,7 @@ def test_refusals_are_one_line_and_boot_nothing(cli, tmp_path):
 
 @needs_vm
 def test_lmbench_in_a_tcg_guest_stores_samples_with_the_guest_kernel(cli):
-    out = cli("run", "lmbench", "--only", "processes", "--kernel", KERNEL, "--vm", "tcg", env=TINY, timeout=120)
+    out = cli("run", "lmbench", "--only", "processes", "--kernel", KERNEL, "--vm", "tcg", env=TINY, timeout=RUN_TIMEOUT)
     assert "run #1: lmbench (tiny)" in out.stdout
     facts = _environment(cli, 1)
     release = Path(KERNEL).name.removeprefix("vmlinuz-")
@@ -119,7 +122,8 @@ def test_lmbench_in_a_tcg_guest_stores_samples_with_the_guest_kernel(cli):
 def test_icount_gives_the_same_figure_in_two_boots(cli):
     """Instruction-time: the null call, two runs (two boots), the same to 0.01%; units say icount."""
     for _ in range(2):
-        cli("run", "lmbench", "--only", "processes", "--kernel", KERNEL, "--vm", "icount", env=TINY, timeout=120)
+        cli("run", "lmbench", "--only", "processes", "--kernel", KERNEL, "--vm", "icount", env=TINY,
+            timeout=RUN_TIMEOUT)
     first, second = _samples(cli, 1, "syscall.null"), _samples(cli, 2, "syscall.null")
     assert {unit for _, unit in first + second} == {"us (icount)"}
     a, b = min(v for v, _ in first), min(v for v, _ in second)
@@ -132,7 +136,7 @@ def test_a_job_file_with_a_kernel_runs_will_it_scale_in_the_guest(cli, tmp_path)
     job = tmp_path / "wis.yaml"
     job.write_text(f"benchmark: will-it-scale\nkernel: {KERNEL}\nvm: {{mode: tcg, memory: 256M}}\nruns: 2\n"
                    "test: getppid1\nnr_task: 1\nduration: 0.3\nwarmup_time: 0.1\ninterval: 0.1\n")
-    out = cli("run", job, timeout=120)
+    out = cli("run", job, timeout=RUN_TIMEOUT)
     assert "run #1: will-it-scale getppid1 process x1: will-it-scale.per_process_ops" in out.stdout
     ops = _samples(cli, 1, "will-it-scale.per_process_ops")
     assert len(ops) == 2 and all(v > 0 and unit == "ops/s" for v, unit in ops)

@@ -99,7 +99,8 @@ def test_rerun_refuses_a_guest_it_cannot_boot_in_one_line(stored, tmp_path):
 def test_rerun_on_another_kernel_stores_the_guest_release(cli):
     tiny = {"PERFLAB_LMBENCH_TINY": "1"}
     cli("run", "lmbench", "--only", "processes", "--tag", "host", env=tiny)
-    out = cli("rerun", "1", "--kernel", KERNEL, "--vm", "tcg", "--tag", "guest", env=tiny, timeout=60).stdout
+    # a backstop (the boot's own limit, 60 s, fails a hung guest first): a TCG boot alone takes 16 s under load
+    out = cli("rerun", "1", "--kernel", KERNEL, "--vm", "tcg", "--tag", "guest", env=tiny, timeout=600).stdout
     assert "run #2" in out
     (facts,), = cli.sql("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id WHERE r.id = 2")
     facts = json.loads(facts)
