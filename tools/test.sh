@@ -65,4 +65,7 @@ fi
 # tests/conftest.py: with this set, a skip of a root test as root, or of a tool-gated test
 # whose programs are installed, is a failure.
 export PERFLAB_TEST_FULL=1
-exec .venv/bin/python -m pytest -q -n 2 "$@"
+# Three workers on the 2-core CI machine, idle ones stealing queued tests: much of the suite
+# waits (guests booting, servers starting, planted sleeps), and no test's verdict depends on
+# the load (issue 30). 658 s with -n 2 from empty caches; docs/testing.md has the figures.
+exec .venv/bin/python -m pytest -q -n "${PERFLAB_TEST_WORKERS:-3}" --dist worksteal "$@"
