@@ -50,6 +50,13 @@ class CLI:
 
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory) -> Path:
+    """One compiler (and initramfs) cache for the whole session, all xdist workers together: a
+    binary is keyed by source, compiler and flags and renamed into place whole (core.cbuild), so
+    workers share it safely, and each program is compiled once, not once per worker."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "cbuild-shared"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("cbuild-shared")
 
 
