@@ -89,3 +89,18 @@ def test_the_boot_directory_of_a_killed_perflab_is_removed_by_the_next_boot(tmp_
     other.mkdir()
     machine._remove_stale_workdirs()
     assert not stale.exists() and alive.exists() and other.exists()
+
+
+def test_a_qemu_failure_quotes_its_whole_message(tmp_path):
+    """L1: only QEMU's last stderr line was kept ("...: and exabytes, respectively.")."""
+    from types import SimpleNamespace
+
+    from perflab.execution.vm import machine
+
+    (tmp_path / "qemu.err").write_text("qemu-system-x86_64: -m 900T: at most 2047 MB RAM can be simulated\n"
+                                       "Use K, M, G, T, P or E suffixes for kilobytes, megabytes, gigabytes, terabytes,\n"
+                                       "petabytes and exabytes, respectively.\n")
+    error = machine._boot_failure(machine.VmSpec(kernel="vmlinuz"), SimpleNamespace(returncode=1), tmp_path,
+                                  timed_out=False)
+    assert "at most 2047 MB RAM can be simulated" in str(error) and "exabytes, respectively." in str(error)
+    assert "\n" not in str(error)
