@@ -190,7 +190,30 @@ def split_files(directory: Path) -> bytes:
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, dict[str, bytes | int]]:
-    """name -> {"status": int, "out": bytes, "err": bytes, and "html"/"files": bytes when the case writes them}."""
+    """name -> {"status": int, "out": bytes, "err": bytes, and "html"/"files": bytes when the case writes them}.
+
+    Made once a session: under pytest-xdist the first worker to need it runs the 28 commands
+    and leaves the outputs beside the workers' directories; the others wait on a lock and read
+    them (each worker ran them all before: 20-35 s of CPU each)."""
+    import fcntl
+    import pickle
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    done = shared / "output-identity.pickle"
+    with open(shared / "output-identity.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        results = _run_cases(tmp_path_factory)
+        scratch = done.with_suffix(".tmp")
+        scratch.write_bytes(pickle.dumps(results))
+        os.replace(scratch, done)
+        return results
+
+
+def _run_cases(tmp_path_factory) -> dict[str, dict[str, bytes | int]]:
     assert PERFLAB, "the perflab command is not installed in this environment"
     tmp = tmp_path_factory.mktemp("identity")
     env = environment(tmp)
