@@ -169,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
             click.echo(f"perflab: error: {text}", err=True)
         except OSError:
             pass
-
         return 1
     except Exception as e:  # a bug: still one line, with a way to see the traceback
         if os.environ.get("PERFLAB_DEBUG"):

@@ -21,7 +21,6 @@ inside the compressed payload), or from the config beside it (Debian's
 
 from __future__ import annotations
 
-import gzip
 import lzma
 import os
 import re
@@ -157,14 +156,10 @@ class _Finder:
         return _embedded(captured)
 
 
-def _ikconfig(data: bytes) -> str | None:
-    """The config embedded in an uncompressed vmlinux (IKCONFIG): gzip between IKCFG_ST and IKCFG_ED."""
+def _scan(path: Path) -> tuple[str | None, list[tuple[int, str]]]:
+    """One pass over the file's first MAX_SCAN bytes: the IKCONFIG of an uncompressed image, else
+    (None, the offsets of the first MAX_CANDIDATES gzip and xz signatures)."""
     finder = _Finder()
-    return finder.feed(data) or finder.finish()
-
-
-def _candidates(path: Path) -> list[tuple[int, str]]:
-    """Offsets of the first MAX_CANDIDATES gzip and xz signatures in the file, one pass."""
     found: dict[str, list[int]] = {kind: [] for _, kind in MAGICS}
     overlap = max(len(m) for m, _ in MAGICS) - 1
     with open(path, "rb") as f:
@@ -173,6 +168,9 @@ def _candidates(path: Path) -> list[tuple[int, str]]:
             chunk = f.read(CHUNK)
             if not chunk:
                 break
+            config = finder.feed(chunk)
+            if config is not None:
+                return config, []
             joined = tail + chunk
             origin = base - len(tail)
             for magic, kind in MAGICS:
@@ -181,11 +179,9 @@ def _candidates(path: Path) -> list[tuple[int, str]]:
                     if origin + at not in found[kind]:
                         found[kind].append(origin + at)
                     at = joined.find(magic, at + 1)
-            if all(len(v) >= MAX_CANDIDATES for v in found.values()):
-                break
             base += len(chunk)
             tail = joined[-overlap:]
-    return [(offset, kind) for _, kind in MAGICS for offset in found[kind]]
+    return finder.finish(), [(offset, kind) for _, kind in MAGICS for offset in found[kind]]
 
 
 def _from_payload(path: Path, offset: int, kind: str) -> str | None:
@@ -228,12 +224,11 @@ def config_text(path: Path) -> tuple[str, str]:
                     raise PerflabError(f"{path}: {size} bytes of text is not a kernel configuration "
                                        f"(a .config is under {MAX_TEXT >> 20} MB)")
                 return (head + f.read(MAX_TEXT)).decode(errors="replace"), str(path)
-        found = _scan_file(path)
-        if found is None:
-            for offset, kind in _candidates(path):
-                found = _from_payload(path, offset, kind)
-                if found is not None:
-                    break
+        found, candidates = _scan(path)
+        for offset, kind in candidates:
+            if found is not None:
+                break
+            found = _from_payload(path, offset, kind)
     except OSError as e:
         raise PerflabError(f"{path}: {e.strerror or e}") from None
     if found is not None:
@@ -243,20 +238,6 @@ def config_text(path: Path) -> tuple[str, str]:
         return beside.read_text(errors="replace"), str(beside)
     raise PerflabError(f"{path}: no kernel configuration found: not a .config, no IKCONFIG in the image "
                        "(gzip or xz payload), no config-RELEASE or build tree .config beside it")
-
-
-def _scan_file(path: Path) -> str | None:
-    """IKCONFIG of an uncompressed image, read in chunks."""
-    finder = _Finder()
-    with open(path, "rb") as f:
-        for _ in range(MAX_SCAN // CHUNK):
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            found = finder.feed(chunk)
-            if found is not None:
-                return found
-    return finder.finish()
 
 
 def check(path: Path) -> tuple[str, list[str]]:
