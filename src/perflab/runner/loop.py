@@ -41,6 +41,7 @@ from perflab.execution import interrupt
 from perflab.core.process import running_in
 from perflab.execution.executor import ProcessResult, ProcessSpec, execute
 from perflab.execution.vm import VmError
+from perflab.execution.targets import BootFailure
 from perflab.runner import guest
 from perflab.runner.progress import Bar, declared_seconds, label
 from perflab.runner.recorder import RunRecorder, recording, start_run
@@ -68,6 +69,7 @@ class JobOutcome:
     monitors: MonitorSet | None = None                           # the run's monitors, when the job names any
     seconds: float = 0.0
     executor: Executor | None = None                             # a guest's, when the job runs in a VM
+    boot_failure: BootFailure | None = None                      # the job's target never came up
     varying: str = ""                                            # `k=v` of what differs across the invocation
 
     @property
@@ -215,6 +217,7 @@ class _Loop:
                         facts = {**facts, **guest_facts}
                     except VmError as e:
                         o.error = str(e)     # the run is recorded failed, with the console's tail
+                        o.boot_failure = BootFailure(e.summary, e.console_tail)
                         facts = {**facts, **guest.unbooted_facts(o.job)}
                 if o.job.extra.get("cflags"):
                     facts = {**facts, "cflags": o.job.extra["cflags"]}
