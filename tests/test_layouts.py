@@ -18,8 +18,9 @@ from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER,
 from perflab.report.numbers import percent, value
 from perflab.cli.compare import show as render_comparison
 from perflab.store import open_store
+from perflab.report import registry
 
-TEXT_STYLES = ("lkp", "mmtests", "kernbench", "benchstat", "lmbench")
+TEXT_STYLES = tuple(layout.name for layout in registry.LAYOUTS if not layout.data)   # every layout read on a terminal
 CMD_RESOURCES = ("time.user_time", "time.system_time", "time.maximum_resident_set_size", "time.exit_status")
 
 
@@ -291,3 +292,55 @@ def test_csv_export_guards_formulas_and_round_trips(tmp_path):
     # export version 2: the last field is the process of the repetition (none recorded here)
     assert sorted(back["samples"]) == sorted([("=m", -0.5, "@u", -1, 0, None), ("'=quoted", 1e-05, "\ttab", 1, 0, None)])
     assert back["environment"] == exported[0]["environment"]
+
+
+# -- issue 32: one layout registry -------------------------------------------
+
+def test_the_cli_offers_the_registered_layouts():
+    from perflab.cli.compare import compare_cmd
+    from perflab.cli.robot import check_cmd
+    from perflab.analysis.views.comparison import EXTRAS
+
+    def choices(command):
+        return tuple(next(p for p in command.params if p.name == "style").type.choices)
+
+    assert TEXT_STYLES == ("lkp", "mmtests", "lmbench", "kernbench", "benchstat")
+    assert choices(compare_cmd) == registry.layout_names() == TEXT_STYLES + ("json", "csv")
+    assert choices(check_cmd) == registry.layout_names(gate=True) == ("lkp", "mmtests", "kernbench", "benchstat",
+                                                                       "json", "csv")
+    for layout in registry.LAYOUTS:
+        assert set(layout.needs) <= set(EXTRAS), layout
+        module, function = layout.renderer.split(":")
+        assert callable(getattr(__import__(module, fromlist=[function]), function)), layout
+    with pytest.raises(ValueError, match="no comparison layout 'ncompare': known are lkp, mmtests"):
+        registry.layout("ncompare")
+
+
+def test_the_view_computes_only_the_extras_a_layout_needs(tmp_path):
+    import copy
+
+    from perflab.analysis.views.comparison import EXTRAS, RowKey, comparison_view
+
+    store = make_store(tmp_path / "t.db", [("base", {"bench.lat_us": ("us", LOWER_IS_BETTER, BASE10)}),
+                                           ("head", {"bench.lat_us": ("us", LOWER_IS_BETTER, HEAD10)})])
+    result = compare(store, ["base", "head"])
+    for layout in registry.LAYOUTS:
+        view = comparison_view(result, layout.needs)
+        assert {name for name in EXTRAS if getattr(view, name) is not None} == set(layout.needs), layout.name
+        assert registry.render_comparison(view, layout.name) == render_comparison(result, layout.name)
+    # mmtests' lines are found by the row's key, not by the object: a copy of the row finds them.
+    view = comparison_view(result, ["summary_lines"])
+    row = result.rows[0]
+    assert list(view.summary_lines) == [RowKey(row.box, "bench", json.dumps(row.params, sort_keys=True),
+                                               "bench.lat_us")]
+    assert view.lines_of(copy.copy(row)) is view.lines_of(row)
+    assert [line.name for line in view.lines_of(row)] == ["Min", "Amean", "Stddev", "CoeffVar", "Max", "BAmean-95"]
+    # A layout reading an extra it did not name fails at once; so does a wrong request.
+    with pytest.raises(LookupError, match="without 'summary_lines'"):
+        comparison_view(result, ()).lines_of(row)
+    with pytest.raises(ValueError, match="unknown comparison extras"):
+        comparison_view(result, ["mmtests"])
+    with pytest.raises(TypeError):
+        comparison_view(result, "mmtests")
+    assert all(getattr(comparison_view(result), name) is not None for name in EXTRAS)   # None: every extra
+

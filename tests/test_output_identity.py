@@ -88,7 +88,7 @@ class Case:
 
 
 CASES = [
-    # compare, in every --style (registry.STYLES): the full comparison in the text layouts that
+    # compare, in every --style (registry.LAYOUTS): the full comparison in the text layouts that
     # stay small; the bulky ones on one benchmark each (the layout code is the same for every row).
     Case("compare-lkp", ("compare", "base", "head")),
     Case("compare-mmtests", ("compare", "base", "head", "--style", "mmtests", "-b", "will-it-scale", "--metric",

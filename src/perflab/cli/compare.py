@@ -5,19 +5,19 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.report.registry import layout, layout_names, render_comparison
 
 # perflab.stats.exact.EXACT_MIN_EFFECT in percent, written out so that loading the CLI does not
 # import numpy (a test checks they agree); and the statistical test's default minimum effect.
 EXACT_MIN_EFFECT_PCT, THRESHOLD_PCT = 0.1, 1.0
-STYLES = ("lkp", "mmtests", "lmbench", "kernbench", "benchstat", "json", "csv")
 
 
 def show(result, style: str) -> str:
-    """A comparison in a layout: its view built (perflab.analysis.views), then rendered."""
+    """A comparison in a layout: its view built with the extras the layout needs
+    (perflab.analysis.views), then rendered (perflab.report.registry)."""
     from perflab.analysis.views.comparison import comparison_view
-    from perflab.report.registry import render_comparison
 
-    return render_comparison(comparison_view(result, style), style)
+    return render_comparison(comparison_view(result, layout(style).needs), style)
 
 
 def _below_one(ctx, param, value):
@@ -29,7 +29,7 @@ def _below_one(ctx, param, value):
 
 @click.command("compare")
 @click.argument("operands", nargs=-1, required=True)
-@click.option("--style", "-s", type=click.Choice(STYLES), default="lkp", show_default=True, help="Output layout.")
+@click.option("--style", "-s", type=click.Choice(layout_names()), default="lkp", show_default=True, help="Output layout.")
 @click.option("--threshold", type=FiniteFloat(minimum=0), default=None, metavar="PCT",
               help=f"Minimum effect in percent: smaller changes are never called. Default {THRESHOLD_PCT:g} for "
                    f"metrics tested statistically, {EXACT_MIN_EFFECT_PCT:g} for exact metrics (instruction counts, "

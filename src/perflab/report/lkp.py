@@ -32,6 +32,7 @@ import json
 import os
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
+from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
 from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
@@ -200,3 +201,9 @@ def render(result: ComparisonResult) -> str:
     lines += ["  " + l for l in fdr_group_lines(result)]
     lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"
+
+
+def render_view(view: ComparisonView) -> str:
+    """The layout's entry in perflab.report.registry; the robot's mail (report.regression) has a
+    bare result, and calls render."""
+    return render(view.result)

@@ -6,14 +6,15 @@ and every metric's caveats in words."""
 from __future__ import annotations
 
 from perflab.benchmarks.lmbench.catalog import FIGURES
-from perflab.analysis.comparison import ComparisonResult
+from perflab.analysis.views.comparison import ComparisonView
 from perflab.report.lmbench import render_summary
 from perflab.report.notes import caveat_lines, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, REGRESSION, SECONDARY
 
 
-def render(result: ComparisonResult) -> str:
+def render(view: ComparisonView) -> str:
+    result = view.result
     rows = [(label, {}) for label in result.labels]
     calls = []
     for r in result.rows:

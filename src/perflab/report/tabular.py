@@ -26,6 +26,7 @@ import json
 import math
 
 from perflab.analysis.comparison import ComparisonResult
+from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.spreadsheet import guard
 from perflab.core.text import printable
 
@@ -89,7 +90,8 @@ def _group(f) -> dict:
     return {k: v for k, v in dataclasses.asdict(f).items() if k != "exact" or v}
 
 
-def render_json(result: ComparisonResult) -> str:
+def render_json(view: ComparisonView) -> str:
+    result = view.result
     doc = {
         "operands": result.labels,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
@@ -108,7 +110,7 @@ def render_json(result: ComparisonResult) -> str:
     return json.dumps(doc, indent=1, default=str) + "\n"
 
 
-def render_csv(result: ComparisonResult) -> str:
+def render_csv(view: ComparisonView) -> str:
     buf = io.StringIO()
     cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family", "monitor"]
     cols += [f"base_{k}" for k in SUMMARY_FIELDS] + [f"head_{k}" for k in SUMMARY_FIELDS]
@@ -117,7 +119,7 @@ def render_csv(result: ComparisonResult) -> str:
              "exact", "resolution"]
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
-    for rec in records(result):
+    for rec in records(view.result):
         flat = {k: rec[k] for k in cols if k in rec}
         flat["params"] = json.dumps(rec["params"], sort_keys=True)
         for side in ("base", "head"):

@@ -5,13 +5,40 @@ mmtests' summary lines (each statistic's change against the base, signed so that
 is better), benchstat's footnote (how many samples a bounded median interval needs) and
 kernbench's blocks (which rows form which load's block, via the kernbench view hook) need,
 so that every layout in perflab.report only formats.
+
+Each of those figures is an **extra**, a field of ComparisonView named in EXTRAS. A layout
+says which extras it reads (its record in perflab.report.registry, `needs`), and the view
+computes only those: the lkp layout, the default of every `perflab compare`, then loads
+neither mmtests' statistics nor kernbench's family. An extra not computed is None, so a
+layout that reads one it did not name fails at once instead of printing nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
+
+# The extras a layout may need: the names of ComparisonView's optional fields.
+SUMMARY_LINES, KERNBENCH_BLOCKS, MIN_SAMPLES_FOR_CI = "summary_lines", "kernbench_blocks", "min_samples_for_ci"
+EXTRAS = (SUMMARY_LINES, KERNBENCH_BLOCKS, MIN_SAMPLES_FOR_CI)
+
+
+class RowKey(NamedTuple):
+    """What a row of a comparison is: the matching key of its groups (selection.Group.key), so
+    that a figure about a row stays found by value, whoever holds the row object."""
+
+    box: str | None
+    benchmark: str
+    params: str      # the parameters as canonical JSON (selection.params_key's form)
+    metric: str
+
+    @classmethod
+    def of(cls, row: MetricRow) -> RowKey:
+        return cls(row.box, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
 
 
 @dataclass
@@ -27,12 +54,16 @@ class SummaryLine:
 @dataclass
 class ComparisonView:
     result: ComparisonResult
-    min_samples_for_ci: int                                   # stats.median: bounded interval of the median
-    summary_lines: dict[int, list[SummaryLine]] = field(default_factory=dict)   # id(row) -> mmtests' lines
-    kernbench_blocks: list = field(default_factory=list)      # kernbench view hook's BlockGroups
+    # The extras (EXTRAS), each None unless the layout asked for it:
+    summary_lines: dict[RowKey, list[SummaryLine]] | None = None   # mmtests: the lines of each own directional row
+    kernbench_blocks: list | None = None          # kernbench: the view hook's BlockGroups (empty: no kernbench rows)
+    min_samples_for_ci: int | None = None         # benchstat: samples a bounded median interval needs (stats.median)
 
     def lines_of(self, row: MetricRow) -> list[SummaryLine]:
-        return self.summary_lines[id(row)]
+        if self.summary_lines is None:
+            raise LookupError(f"this comparison view was built without {SUMMARY_LINES!r}: "
+                              "the layout that reads it must name it in its needs (perflab.report.registry)")
+        return self.summary_lines[RowKey.of(row)]
 
 
 def summary_lines(row: MetricRow) -> list[SummaryLine]:
@@ -60,28 +91,30 @@ def summary_lines(row: MetricRow) -> list[SummaryLine]:
     return out
 
 
-def comparison_view(result: ComparisonResult, style: str | None = None) -> ComparisonView:
-    """What the comparison layout `style` prints beyond the result (every layout's, when None).
+def comparison_view(result: ComparisonResult, extras: Iterable[str] | None = None) -> ComparisonView:
+    """The view with the extras named (a layout's `needs` in perflab.report.registry; every one when None)."""
+    if isinstance(extras, str):   # a layout's name where its needs belong: refuse rather than read letters
+        raise TypeError(f"comparison_view takes the names of extras, not the string {extras!r}")
+    wanted = set(EXTRAS if extras is None else extras)
+    unknown = wanted - set(EXTRAS)
+    if unknown:
+        raise ValueError(f"unknown comparison extras {sorted(unknown)}: known are {', '.join(EXTRAS)}")
+    view = ComparisonView(result)
+    if SUMMARY_LINES in wanted:
+        own = [row for row in result.rows if row.direction != 0 and row.monitor is None]
+        view.summary_lines = {RowKey.of(row): summary_lines(row) for row in own}
+        if len(view.summary_lines) != len(own):   # two rows on one key would print one's lines twice
+            raise ValueError("comparison rows that share a (box, benchmark, params, metric) key")
+    if KERNBENCH_BLOCKS in wanted:
+        view.kernbench_blocks = []
+        kern = [r for r in result.rows if r.benchmark == "kernbench" and r.monitor is None]
+        if kern:   # only then is kernbench's hook imported
+            from perflab.analysis.views import family_hook
 
-    Only the named layout's figures are computed: the lkp layout, the default of every
-    `perflab compare`, then loads neither mmtests' statistics nor kernbench's family.
-    """
-    def wanted(layout: str) -> bool:
-        return style is None or style == layout
-
-    lines = {}
-    if wanted("mmtests"):
-        lines = {id(row): summary_lines(row) for row in result.rows if row.direction != 0 and row.monitor is None}
-    blocks = []
-    kern = [r for r in result.rows if r.benchmark == "kernbench" and r.monitor is None]
-    if kern and wanted("kernbench"):
-        from perflab.analysis.views import family_hook
-
-        hook = family_hook("kernbench")
-        blocks = hook.compared_blocks(kern) if hook is not None else []
-    need = 0
-    if wanted("benchstat"):
+            hook = family_hook("kernbench")
+            view.kernbench_blocks = hook.compared_blocks(kern) if hook is not None else []
+    if MIN_SAMPLES_FOR_CI in wanted:
         from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
 
-        need = min_samples_for_median_ci(CONFIDENCE)
-    return ComparisonView(result, need, lines, blocks)
+        view.min_samples_for_ci = min_samples_for_median_ci(CONFIDENCE)
+    return view
