@@ -17,23 +17,25 @@ from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
 from perflab.stats import exact, exact_series
 from perflab.stats.changepoints import detect as statistical_detect
 from perflab.stats.compare import compare_many
+from perflab.store.exactness import exact_as_stored
 
 ICOUNT = " (icount)"
 
 
 # -- perflab.stats.exact ---------------------------------------------------------
 
-def test_exact_by_unit_names_instruction_counts_and_icount_time():
-    assert exact.exact_by_unit("ns (icount)", "lmbench.null_call")
-    assert exact.exact_by_unit("ops/s (icount)", "will-it-scale.getppid1.per_process_ops")
-    assert exact.exact_by_unit("", "instructions")
-    assert exact.exact_by_unit(None, "cmd.instructions")
-    assert exact.exact_by_unit("", "valgrind.Ir")
-    assert exact.exact_by_unit("instructions", "work")
-    assert not exact.exact_by_unit("s", "time.elapsed_time")
-    assert not exact.exact_by_unit("ns", "lmbench.null_call")
+def test_the_store_decodes_instruction_counts_and_icount_time_as_exact():
+    # what earlier versions stored (and imported files say): the one decoder, perflab.store.exactness
+    assert exact_as_stored("lmbench.null_call", "ns (icount)")
+    assert exact_as_stored("will-it-scale.getppid1.per_process_ops", "ops/s (icount)")
+    assert exact_as_stored("instructions", "")
+    assert exact_as_stored("cmd.instructions", None)
+    assert exact_as_stored("valgrind.Ir", "")
+    assert exact_as_stored("work", "instructions")
+    assert not exact_as_stored("time.elapsed_time", "s")
+    assert not exact_as_stored("lmbench.null_call", "ns")
     # perf stat counts every process and interrupt of the machine: not exact
-    assert not exact.exact_by_unit("", "perf-stat.instructions")
+    assert not exact_as_stored("perf-stat.instructions", "")
 
 
 def test_resolution_and_is_exact():
@@ -42,8 +44,8 @@ def test_resolution_and_is_exact():
     assert exact.resolution([100.0, 100.01], [200.0, 200.2, 200.1]) == pytest.approx(1e-3, rel=1e-3)
     assert exact.resolution([0.0, 1.0]) is None
     # by unit: one sample is enough, but a spread beyond EXACT_LIMIT is not exact
-    assert exact.is_exact([1e6], [1.01e6], unit="instructions")
-    assert not exact.is_exact([1e6, 1.05e6], [1.01e6], unit="instructions")
+    assert exact.is_exact([1e6], [1.01e6], assume_exact=True)
+    assert not exact.is_exact([1e6, 1.05e6], [1.01e6], assume_exact=True)
     # by measurement: MEASURED_MIN samples per group agreeing to EXACT_LIMIT
     assert exact.is_exact([1e6, 1e6 + 5, 1e6], [1.01e6] * 3)
     assert not exact.is_exact([1e6, 1e6], [1.01e6, 1.01e6])
@@ -74,12 +76,12 @@ def test_compare_exact_needs_the_change_beyond_three_resolutions():
 
 # -- compare_many ----------------------------------------------------------------
 
-def test_compare_many_one_sample_per_side_when_exact_by_unit():
-    (c,) = compare_many([([1_000_000], [1_010_000], LOWER_IS_BETTER)], units=[("instructions", "cmd.instructions")])
+def test_compare_many_one_sample_per_side_when_assumed_exact():
+    (c,) = compare_many([([1_000_000], [1_010_000], LOWER_IS_BETTER)], assume_exact=[True])
     assert c.exact and c.test == "exact" and c.verdict == "regression"
     assert c.resolution == exact.DEFAULT_RESOLUTION and math.isnan(c.p_adjusted)
     assert c.ci == pytest.approx((0.0099, 0.0101)) and any("exact" in w for w in c.warnings)
-    # without the unit, one sample per side is not enough for anything
+    # without the assumption, one sample per side is not enough for anything
     (n,) = compare_many([([1_000_000], [1_010_000], LOWER_IS_BETTER)])
     assert not n.exact and n.verdict == "insufficient samples"
 
@@ -89,7 +91,7 @@ def test_exact_metrics_stay_out_of_the_bh_adjustment_and_noisy_ones_keep_the_t_t
     base, head = rng.lognormal(0, 0.05, 8), rng.lognormal(0.04, 0.05, 8)
     noisy_alone = compare_many([(base, head, LOWER_IS_BETTER)])[0]
     with_exact = compare_many([(base, head, LOWER_IS_BETTER), ([1e6, 1e6, 1e6], [1.02e6] * 3, LOWER_IS_BETTER)],
-                              units=[("s", "time.elapsed_time"), ("", "instructions")])
+                              assume_exact=[False, True])
     noisy, ex = with_exact
     assert noisy.test == "welch-log" and not noisy.exact
     # unchanged by the exact metric beside it: BH over the tested metrics only
@@ -103,11 +105,11 @@ def test_exact_metrics_stay_out_of_the_bh_adjustment_and_noisy_ones_keep_the_t_t
 
 def test_minimum_effect_of_exact_metrics_is_its_own():
     pair = [([1e6], [1.002e6], LOWER_IS_BETTER)]
-    units = [("", "instructions")]
-    assert compare_many(pair, threshold=0.01, units=units)[0].verdict == "no change"
-    c = compare_many(pair, threshold=0.01, units=units, exact_threshold=0.001)[0]
+    assumed = [True]
+    assert compare_many(pair, threshold=0.01, assume_exact=assumed)[0].verdict == "no change"
+    c = compare_many(pair, threshold=0.01, assume_exact=assumed, exact_threshold=0.001)[0]
     assert c.verdict == "regression"
-    below = compare_many(pair, threshold=0.01, units=units)[0]
+    below = compare_many(pair, threshold=0.01, assume_exact=assumed)[0]
     assert any("below the 1% minimum effect" in w for w in below.warnings)
 
 
@@ -115,12 +117,12 @@ def test_minimum_effect_of_exact_metrics_is_its_own():
 
 def test_a_tenth_of_a_percent_step_in_an_exact_series_is_a_change_point():
     series = [1_000_000.0] * 30 + [1_001_000.0] * 30
-    d = exact_series.detect(series, by_unit=True, min_effect=exact.EXACT_MIN_EFFECT)
+    d = exact_series.detect(series, assume_exact=True, min_effect=exact.EXACT_MIN_EFFECT)
     assert d.exact and [c.index for c in d.change_points] == [30]
     assert d.change_points[0].change == pytest.approx(0.001) and d.change_points[0].test == "exact"
     # the statistical method at its default minimum effect does not call it
     assert statistical_detect(series).change_points == []
-    flat = exact_series.detect([1_000_000.0] * 60, by_unit=True)
+    flat = exact_series.detect([1_000_000.0] * 60, assume_exact=True)
     assert flat.exact and flat.change_points == []
 
 
@@ -128,20 +130,20 @@ def test_exact_detection_with_jitter_one_point_a_side_and_spikes():
     rng = np.random.default_rng(3)
     x = 1e6 * (1 + rng.uniform(-2e-4, 2e-4, 60))
     x[30:] *= 1.003
-    d = exact_series.detect(x, by_unit=True)
+    d = exact_series.detect(x, assume_exact=True)
     assert [c.index for c in d.change_points] == [30] and d.resolution <= 5e-4
     # one point a side is enough when exact by construction
-    two = exact_series.detect([1e6, 1.01e6], by_unit=True)
+    two = exact_series.detect([1e6, 1.01e6], assume_exact=True)
     assert [c.index for c in two.change_points] == [1]
     # a one-point excursion back to the same level is a spike at the default min_size
-    spike = exact_series.detect([1e6] * 20 + [1.01e6] + [1e6] * 20, by_unit=True, min_size=3)
+    spike = exact_series.detect([1e6] * 20 + [1.01e6] + [1e6] * 20, assume_exact=True, min_size=3)
     assert spike.change_points == [] and spike.outliers == [20]
 
 
 def test_noisy_series_are_not_exact():
     rng = np.random.default_rng(5)
     assert exact_series.detect(1e6 * (1 + rng.normal(0, 0.01, 60))) is None
-    assert exact_series.detect(1e6 * (1 + rng.normal(0, 0.01, 60)), by_unit=True) is None
+    assert exact_series.detect(1e6 * (1 + rng.normal(0, 0.01, 60)), assume_exact=True) is None
 
 
 # -- through the CLI on a store ----------------------------------------------------

@@ -129,11 +129,11 @@ def test_icount_like_repetitions_stop_at_two():
     processes, never by nothing: within EXACT_LIMIT it is measured once plus a confirmation."""
     rule = StoppingRule(0.05, floor=3, ceiling=8)
     icount = [81234.0, 81240.5]                          # 0.008% apart
-    assert rule.known(icount, unit="us (icount)")
-    assert not rule.known([81234.0, 81234.0 * 1.01], unit="us (icount)")   # 1%: not exact, below the floor
-    assert not rule.known(icount, unit="us")             # wall time: two means agreeing prove nothing
+    assert rule.known(icount, assume_exact=True)
+    assert not rule.known([81234.0, 81234.0 * 1.01], assume_exact=True)   # 1%: not exact, below the floor
+    assert not rule.known(icount, assume_exact=False)    # wall time: two means agreeing prove nothing
     # wall time whose every sample (three per process) sits within 0.2%: exact by measurement
-    assert rule.known(icount, unit="us", samples=[81230.0, 81236.0, 81238.0, 81239.0, 81241.0, 81242.0])
-    assert not rule.known(icount, unit="us", samples=[80000.0, 81236.0, 82470.0, 81239.0, 81241.0, 81242.0])
+    assert rule.known(icount, assume_exact=False, samples=[81230.0, 81236.0, 81238.0, 81239.0, 81241.0, 81242.0])
+    assert not rule.known(icount, assume_exact=False, samples=[80000.0, 81236.0, 82470.0, 81239.0, 81241.0, 81242.0])
     # precision 0 asks for the ceiling: only exact equality ends a figure early
-    assert not StoppingRule(0.0, floor=2, ceiling=8).known(icount, unit="us (icount)")
+    assert not StoppingRule(0.0, floor=2, ceiling=8).known(icount, assume_exact=True)

@@ -36,7 +36,7 @@ def duration_params(benchmark: str) -> frozenset[str]:
 RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "box", "testbox": "box",
               "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
 # `kernel=RELEASE`: the environment fact it reads. A guest run records the guest's release
-# there (runner.guest.environment_facts), a host run the host's.
+# there (perflab.execution.targets.qemu.environment_facts), a host run the host's.
 KERNEL_KEY, KERNEL_FACT = "kernel", "kernel_release"
 
 
@@ -170,6 +170,7 @@ class Group:
     direction: int
     values: list[float] = field(default_factory=list)
     run_ids: set[int] = field(default_factory=set)
+    exact: bool = False  # exact by construction (its samples': perflab.store.exactness)
 
     @property
     def key(self) -> tuple:
@@ -183,7 +184,7 @@ def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> di
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)
         if g is None:
-            g = out[key] = Group(*key, unit=smp.unit, direction=smp.direction)
+            g = out[key] = Group(*key, unit=smp.unit, direction=smp.direction, exact=smp.exact)
         g.values.append(smp.value)
         g.run_ids.add(smp.run_id)
     return out

@@ -59,6 +59,7 @@ class Series:
     direction: int
     points: list[Point] = field(default_factory=list)
     name: str = ""    # among the series shown (analysis.naming.name_series); "" until named
+    exact: bool = False  # exact by construction (its samples': perflab.store.exactness)
 
     @property
     def values(self) -> np.ndarray:
@@ -168,8 +169,9 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     runs_of_series, meta = _run_means(store, run_of, keys, slot, metrics)
     placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
     for key in sorted(runs_of_series):
-        unit, direction = meta[key]
-        history.series.append(Series(*key, unit=unit, direction=direction, points=_points(runs_of_series[key], placed)))
+        unit, direction, assumed_exact = meta[key]
+        history.series.append(Series(*key, unit=unit, direction=direction, points=_points(runs_of_series[key], placed),
+                                     exact=assumed_exact))
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history
 
@@ -199,8 +201,8 @@ def _slots(runs, history: History) -> tuple[dict[int, tuple], dict[int, str]]:
 
 
 def _run_means(store: Store, run_of: dict, keys: dict[int, tuple], slot: dict[int, tuple],
-               metrics) -> tuple[dict[tuple, list[tuple]], dict[tuple, tuple[str, int]]]:
-    """Per series key, (slot, run id, values, mean) of each run, and the series' (unit, direction).
+               metrics) -> tuple[dict[tuple, list[tuple]], dict[tuple, tuple[str, int, bool]]]:
+    """Per series key, (slot, run id, values, mean) of each run, and the series' (unit, direction, exact).
 
     One pass over the rows, which come ordered by run and metric: each (run, metric)
     group is a slice of the columns, its mean an exact sum. dict(zip(pairs, range(n)))
@@ -209,7 +211,7 @@ def _run_means(store: Store, run_of: dict, keys: dict[int, tuple], slot: dict[in
     """
     rows = store.samples(sorted(run_of))
     runs_of_series: dict[tuple, list[tuple]] = defaultdict(list)
-    meta: dict[tuple, tuple[str, int]] = {}
+    meta: dict[tuple, tuple[str, int, bool]] = {}
     wanted: dict[str, bool] = {}
     if not rows:
         return runs_of_series, meta
@@ -231,7 +233,7 @@ def _run_means(store: Store, run_of: dict, keys: dict[int, tuple], slot: dict[in
             continue
         key = (*keys[rid], metric)
         if key not in meta:
-            meta[key] = (unit_col[first], direction_col[first])
+            meta[key] = (unit_col[first], direction_col[first], rows[first].exact)
         found = _finite_mean(value_col[first:start])
         if found is not None:
             runs_of_series[key].append((slot[rid], rid, *found))
@@ -322,12 +324,11 @@ def _resolution(points: list[Point]) -> float | None:
 def _exact(s: Series, exact_min_effect: float | None, options: dict) -> changepoints.Detection | None:
     """The series' exact detection, or None when it is not exact."""
     least = options.get("min_effect", changepoints.MIN_EFFECT) if exact_min_effect is None else exact_min_effect
-    by_unit = exact.exact_by_unit(s.unit, s.metric)
     found = exact_series.detect(s.values, point_resolution=_resolution(s.points),
-                               by_unit=by_unit,
+                               assume_exact=s.exact,
                                min_size=options.get("min_size", changepoints.MIN_SIZE), min_effect=least,
                                alpha=options.get("alpha", changepoints.ALPHA))
     # Exact only by measurement and no step: the statistical report says the same ("constant").
-    if found is not None and not by_unit and not found.change_points:
+    if found is not None and not s.exact and not found.change_points:
         return None
     return found

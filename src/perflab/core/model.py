@@ -17,3 +17,9 @@ class Sample:
     value: float
     unit: str  # "s", "us", "ns", "MB/s", "KiB", "" ...
     direction: int  # -1 lower is better, +1 higher is better, 0 informational
+    # The assumption its statistics start from (benchmath's AssumeExact): True for a figure
+    # exact by construction - an instruction count, or instruction-time in a QEMU guest under
+    # icount - which perflab.stats.exact compares as a ratio against its resolution; False for
+    # a statistical figure. Said where the sample is made; the store keeps no column for it,
+    # and its reading side decodes it once from what it keeps (perflab.store.exactness).
+    exact: bool = False

@@ -30,11 +30,11 @@ Choices (docs/statistics.md has the reasoning and the measured error rates):
 - Exact metrics (perflab.stats.exact: instruction counts, icount instruction-time,
   or samples that agree to EXACT_LIMIT) are not t-tested: the change is called when
   it exceeds EXACT_FACTOR times the metric's resolution and the minimum effect, with
-  one sample per side when exact by construction. Their calls are not p-values: they
-  are left out of the Benjamini-Hochberg adjustment of their FDR group (they add
-  neither to its m nor to its R), p_adjusted is NaN (p_value is Welch's, unadjusted,
-  for reference where both sides have two samples), and the interval shown is the
-  change ± the resolution.
+  one sample per side when exact by construction (the caller's `assume_exact`).
+  Their calls are not p-values: they are left out of the Benjamini-Hochberg
+  adjustment of their FDR group (they add neither to its m nor to its R),
+  p_adjusted is NaN (p_value is Welch's, unadjusted, for reference where both sides
+  have two samples), and the interval shown is the change ± the resolution.
 
 Computation is vectorised over groups of metrics with the same sample counts,
 so that 10,000 metrics compare in a fraction of a second.
@@ -163,18 +163,21 @@ def _adjusted_tail(adjusted: np.ndarray, alpha: float) -> float:
 
 
 def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group: str = PRIMARY, *,
-                 family: str | None = None, units=None, exact_threshold: float | None = None) -> list[Comparison]:
+                 family: str | None = None, assume_exact=None,
+                 exact_threshold: float | None = None) -> list[Comparison]:
     """Compare each (base_values, head_values, direction) pair; the pairs form one FDR group.
 
-    `units`, one (unit, metric name) per pair, lets a metric be exact by construction
-    (perflab.stats.exact); without it only measured exactness applies. Exact metrics are
-    called against `exact_threshold` (default: `threshold`). `family` is the former name
-    of `fdr_group`, still accepted."""
+    `assume_exact`, one bool per pair, says which metrics are exact by construction
+    (perflab.stats.exact; the samples' `exact`); without it only measured exactness applies.
+    Exact metrics are called against `exact_threshold` (default: `threshold`). `family` is
+    the former name of `fdr_group`, still accepted."""
     if family is not None:
         fdr_group = family
     arrays = [(np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel(), int(d)) for a, b, d in pairs]
-    named = list(units) if units is not None else [(None, "")] * len(arrays)
-    exact = np.array([_exact_pair(a, b, u, n) for (a, b, _d), (u, n) in zip(arrays, named)], dtype=bool)
+    assumed = [bool(x) for x in assume_exact] if assume_exact is not None else [False] * len(arrays)
+    if len(assumed) != len(arrays):
+        raise ValueError(f"assume_exact has {len(assumed)} values for {len(arrays)} pairs")
+    exact = np.array([_exact_pair(a, b, x) for (a, b, _d), x in zip(arrays, assumed)], dtype=bool)
     t = _welch_all(arrays)
     # An exact metric's Welch p-value is kept for reference only: it is no call, so it is
     # left out of the Benjamini-Hochberg adjustment (NaN there, as an untested metric's).
@@ -196,13 +199,13 @@ def _raw_p(t: _Welch, exact: np.ndarray, directions: np.ndarray) -> np.ndarray:
     return np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * one), one)
 
 
-def _exact_pair(a: np.ndarray, b: np.ndarray, unit, name) -> bool:
+def _exact_pair(a: np.ndarray, b: np.ndarray, assume_exact: bool) -> bool:
     """Whether a pair is compared as exact; cheap for the common case of a few noisy samples."""
     if a.size == 0 or b.size == 0:
         return False
-    if not _exact.exact_by_unit(unit, name) and min(a.size, b.size) < _exact.MEASURED_MIN:
+    if not assume_exact and min(a.size, b.size) < _exact.MEASURED_MIN:
         return False
-    return _exact.is_exact(a, b, unit=unit, name=name)
+    return _exact.is_exact(a, b, assume_exact=assume_exact)
 
 
 def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_group: str,

@@ -9,13 +9,16 @@ resolution, and the minimum effect. docs/statistics.md ("Exact metrics") has the
 rule and what instruction counts and instruction-time can and cannot see.
 
 A metric is exact
-- by construction (exact_by_unit): its unit or name says instructions or icount
-  instruction-time; one sample per side is then enough, and
+- by construction: the caller says so (`assume_exact`, as benchmath's AssumeExact: the
+  sample's or the metric's `exact`, perflab.core.model.Sample) for instruction counts
+  and icount instruction-time; one sample per side is then enough, and
 - by measurement: every group of its samples (>= MEASURED_MIN each) spreads by at most
   EXACT_LIMIT of its median.
 A metric exact by construction whose samples nevertheless spread by more than
 EXACT_LIMIT (a guest program that reads a clock or a random number) is not exact: its
-samples go to the statistical test like any other.
+samples go to the statistical test like any other. This module takes the assumption as
+a bool and reads no names or units: what a stored sample's unit says is decoded by the
+store (perflab.store.exactness).
 """
 
 from __future__ import annotations
@@ -53,26 +56,6 @@ EXACT_MIN_EFFECT = 0.001
 # CoV of 1%); three on every side, ~1e-4.
 MEASURED_MIN = 3
 
-# Units and names that say a figure is an instruction count or instruction-time.
-ICOUNT_MARK = "(icount)"
-INSTRUCTION_UNITS = ("instructions", "instruction", "instr", "ir")
-INSTRUCTION_NAME_PREFIXES = ("valgrind.", "cachegrind.", "callgrind.")
-# System-wide hardware counters count every process and interrupt on the machine: not exact.
-NOT_EXACT_PREFIXES = ("perf-stat.",)
-
-
-def exact_by_unit(unit: str | None, name: str = "") -> bool:
-    """Whether a metric is exact by construction: an instruction count or icount instruction-time."""
-    u = (unit or "").strip().lower()
-    if ICOUNT_MARK in u:
-        return True
-    n = (name or "").lower()
-    if n.startswith(NOT_EXACT_PREFIXES):
-        return False
-    if u in INSTRUCTION_UNITS or u.startswith("instructions"):
-        return True
-    return n == "instructions" or n.endswith(".instructions") or n.startswith(INSTRUCTION_NAME_PREFIXES)
-
 
 def _groups(groups) -> list[np.ndarray]:
     return [np.asarray(g, dtype=float).ravel() for g in groups]
@@ -105,13 +88,15 @@ def resolution(*groups) -> float | None:
     return found
 
 
-def is_exact(*groups, unit: str | None = None, name: str = "") -> bool:
-    """Whether these groups of samples of one metric are exact (module docstring)."""
+def is_exact(*groups, assume_exact: bool = False) -> bool:
+    """Whether these groups of samples of one metric are exact (module docstring).
+
+    `assume_exact`: the metric is exact by construction, so one sample per group is enough."""
     arrays = _groups(groups)
     if not arrays or any(g.size and not (g > 0).all() for g in arrays):
         return False
     res = resolution(*arrays)
-    if exact_by_unit(unit, name):
+    if assume_exact:
         return res is None or res <= EXACT_LIMIT
     if any(g.size < MEASURED_MIN for g in arrays):
         return False

@@ -25,15 +25,15 @@ GUESS_MIN = 2 * exact.MEASURED_MIN + 1
 MAX_ROUNDS = 8   # the resolution only grows between rounds; a few settle it
 
 
-def detect(values, *, point_resolution: float | None = None, by_unit: bool = False, min_size: int = 3,
+def detect(values, *, point_resolution: float | None = None, assume_exact: bool = False, min_size: int = 3,
            min_effect: float = exact.EXACT_MIN_EFFECT, alpha: float = math.nan) -> Detection | None:
     """The level changes of an exact series, or None when the series is not exact.
 
     `point_resolution` is the spread of the points' own samples (exact.resolution of
-    them; None without repeated samples); `by_unit` whether the metric is exact by
-    construction (else every level needs exact.MEASURED_MIN points to show it);
-    `min_size` the shortest level in the middle of the series (a shorter excursion back
-    to the same level is a spike; at either end one point is a level)."""
+    them; None without repeated samples); `assume_exact` whether the metric is exact by
+    construction (its samples' `exact`; else every level needs exact.MEASURED_MIN points
+    to show it); `min_size` the shortest level in the middle of the series (a shorter
+    excursion back to the same level is a spike; at either end one point is a level)."""
     x = np.asarray(values, dtype=float).ravel()
     n = x.size
     if n < 2 or not (x > 0).all() or not np.isfinite(x).all():
@@ -55,7 +55,7 @@ def detect(values, *, point_resolution: float | None = None, by_unit: bool = Fal
         if measured <= res:
             break
         res = measured
-    if not by_unit and any(int((~outlier[s:e]).sum()) < exact.MEASURED_MIN for s, e in zip(bounds, bounds[1:])):
+    if not assume_exact and any(int((~outlier[s:e]).sum()) < exact.MEASURED_MIN for s, e in zip(bounds, bounds[1:])):
         return None
     return _detection(x, bounds, outlier, exact.effective_resolution(res), min_size, alpha)
 

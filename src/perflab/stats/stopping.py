@@ -31,11 +31,11 @@ agree in all the digits printed are as good as identical for any use a figure
 is put to. So are repetitions that are exact in perflab.stats.exact's sense,
 within EXACT_LIMIT (0.2%) of each other: under QEMU's icount two processes'
 instruction-times differ by 0.003-0.12% (page faults), never by nothing. The
-caller says which: `unit` marked instruction-time (exact by construction, two
-repetitions suffice), or `samples`, every sample of every repetition pooled
-(exact by measurement: at least MEASURED_MIN samples, all within 0.2%, which a
-wall-time figure with a CoV of even 0.3% almost never is). Precision 0 asks for
-the ceiling: then only exact equality ends a figure early.
+caller says which: `assume_exact`, a figure exact by construction (icount
+instruction-time: two repetitions suffice), or `samples`, every sample of every
+repetition pooled (exact by measurement: at least MEASURED_MIN samples, all within
+0.2%, which a wall-time figure with a CoV of even 0.3% almost never is). Precision 0
+asks for the ceiling: then only exact equality ends a figure early.
 
 Why not a two-stage (Stein) procedure: it needs its first-stage count fixed
 and large enough for a usable variance estimate (its t quantile has that
@@ -92,17 +92,17 @@ class StoppingRule:
         var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
         return mean, self.t_quantile(n) * math.sqrt(var / n)
 
-    def known(self, values, *, unit: str | None = None, samples=None) -> bool:
+    def known(self, values, *, assume_exact: bool = False, samples=None) -> bool:
         """Whether these repetitions of one figure are enough (no more are needed).
 
-        unit: the figure's unit (one marked instruction-time is exact by construction);
+        assume_exact: the figure is exact by construction (instruction-time under icount);
         samples: every sample behind `values`, pooled (module docstring)."""
         n = len(values)
         if n >= self.ceiling:
             return True
         if n >= 2 and all(v == values[0] for v in values):
             return True          # exact repetitions: measured once, confirmed once
-        if n >= 2 and self.precision > 0 and self.near_identical(values, unit, samples):
+        if n >= 2 and self.precision > 0 and self.near_identical(values, assume_exact, samples):
             return True          # icount-like: identical within the resolution of an exact metric
         if n < self.floor or self.precision == 0:
             return False
@@ -110,10 +110,10 @@ class StoppingRule:
         return half <= self.precision * abs(mean)
 
     @staticmethod
-    def near_identical(values, unit: str | None, samples) -> bool:
-        """Repetitions exact within EXACT_LIMIT: by their unit, or by every sample pooled."""
-        if exact.exact_by_unit(unit):
-            return exact.is_exact(list(values), unit=unit)
+    def near_identical(values, assume_exact: bool, samples) -> bool:
+        """Repetitions exact within EXACT_LIMIT: by construction, or by every sample pooled."""
+        if assume_exact:
+            return exact.is_exact(list(values), assume_exact=True)
         pooled = list(samples) if samples is not None else list(values)
         return exact.is_exact(pooled)
 

@@ -7,6 +7,7 @@ still writing (status 'importing') is invisible to every query.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -14,6 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from perflab.core.errors import PerflabError
 from perflab.store import schema as s
 from perflab.store.engine import Database
+from perflab.store.exactness import StoredSample
 
 # Ids are 64-bit integers on both backends (SQLite's rowid, PostgreSQL's bigint since
 # revision 0005): a larger number names no run, and either database would refuse to
@@ -101,17 +103,44 @@ class Queries(Database):
             raise self._fail(e) from None
         return families, names, count
 
-    def samples(self, run_ids: Iterable[int]):
-        ids = list(run_ids)
+    def samples(self, run_ids: Iterable[int]) -> list[StoredSample]:
+        """Every sample of these runs, ordered by run, metric, repetition and the order written;
+        each row knows whether it is exact (perflab.store.exactness).
+
+        Read through the DB-API cursor, as metric_values is: a StoredSample made from the
+        driver's tuple costs what SQLAlchemy's Row did, so the rows carry their assumption at
+        no cost (270,000 samples of 1,000 runs: 0.55 s before and after; SQLAlchemy's Rows
+        remade as StoredSamples took 0.25 s more)."""
+        ids = sorted({i for i in run_ids if 1 <= i <= MAX_RUN_ID})
+        out: list[StoredSample] = []
+        if not ids:
+            return out
+        row = partial(tuple.__new__, StoredSample)   # _make without its Python-level call
+        # ids ascending in chunks ordered by run: the chunks follow one another in order
+        for rows in self._sample_chunks(ids, "run_id, metric, value, unit, direction, repetition, process",
+                                        order="ORDER BY run_id, metric, repetition, id"):
+            out.extend(map(row, rows))
+        return out
+
+    def _sample_chunks(self, ids: list[int], columns: str, metrics: list[str] = (), order: str = ""):
+        """The sample table's `columns` for these runs (and metrics), through the DB-API cursor, one
+        list of driver tuples per 5,000 runs: what the read paths that meet ~270,000 rows use
+        (building SQLAlchemy Rows for them cost a fifth of a second)."""
+        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        of_metrics = f" AND metric IN ({', '.join([mark] * len(metrics))})" if metrics else ""
         try:
             with self.engine.connect() as conn:
-                return conn.execute(
-                    select(s.sample.c.run_id, s.sample.c.metric, s.sample.c.value, s.sample.c.unit,
-                           s.sample.c.direction, s.sample.c.repetition, s.sample.c.process)
-                    .where(s.sample.c.run_id.in_(ids))
-                    .order_by(s.sample.c.run_id, s.sample.c.metric, s.sample.c.repetition, s.sample.c.id)
-                ).all()
-        except SQLAlchemyError as e:
+                cursor = conn.connection.cursor()
+                try:
+                    for chunk in range(0, len(ids), 5000):
+                        part = ids[chunk : chunk + 5000]
+                        cursor.execute(f"SELECT {columns} FROM {s.sample.name} "
+                                       f"WHERE run_id IN ({', '.join([mark] * len(part))}){of_metrics} {order}",
+                                       [*part, *metrics])
+                        yield cursor.fetchall()
+                finally:
+                    cursor.close()
+        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as e:
             raise self._fail(e) from None
 
     def failures(self, run_ids: Iterable[int]):
@@ -152,27 +181,13 @@ class Queries(Database):
         out: dict[tuple[int, str], list[float]] = {}
         if not ids or not names:
             return out
-        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        table = s.sample.name
-        try:
-            with self.engine.connect() as conn:
-                cursor = conn.connection.cursor()
-                try:
-                    for chunk in range(0, len(ids), 5000):
-                        part = ids[chunk : chunk + 5000]
-                        cursor.execute(f"SELECT run_id, metric, value FROM {table} "
-                                       f"WHERE run_id IN ({', '.join([mark] * len(part))}) "
-                                       f"AND metric IN ({', '.join([mark] * len(names))})", [*part, *names])
-                        for rid, metric, value in cursor.fetchall():
-                            values = out.get((rid, metric))
-                            if values is None:
-                                out[(rid, metric)] = [float(value)]
-                            else:
-                                values.append(float(value))
-                finally:
-                    cursor.close()
-        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as e:
-            raise self._fail(e) from None
+        for rows in self._sample_chunks(ids, "run_id, metric, value", names):
+            for rid, metric, value in rows:
+                values = out.get((rid, metric))
+                if values is None:
+                    out[(rid, metric)] = [float(value)]
+                else:
+                    values.append(float(value))
         return out
 
     def log_rows(self, *, benchmark=None, tag=None, box=None, since=None, metrics=("time.elapsed_time", "time.user_time", "time.system_time")):

@@ -25,7 +25,6 @@ from perflab.analysis.selection import common_facts
 from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
                                    geomean_ratio)
 from perflab.stats.descriptive import summarize_many
-from perflab.stats.exact import exact_by_unit
 from perflab.store import Store
 
 __all__ = [
@@ -101,7 +100,7 @@ def _drop_constant(matched: Matched, keys: list[tuple]) -> tuple[list[tuple], li
         sides = [g] + [groups.get(k) for groups in matched.heads]
         values = {v for g in sides if g is not None for v in g.values}
         # an exact metric (an instruction count) equal on both sides is a verdict: "no change, exactly"
-        if len(values) == 1 and all(g is not None for g in sides) and not exact_by_unit(g.unit, g.metric):
+        if len(values) == 1 and all(g is not None for g in sides) and not g.exact:
             constant.append(f"{matched.base[k].metric}={next(iter(values)):g}")
         else:
             kept.append(k)

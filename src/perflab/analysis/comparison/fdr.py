@@ -86,7 +86,7 @@ def compare_head(base: dict[tuple, Group], head: dict[tuple, Group], keys: list[
         compared = compare_many(
             [(base[k].values, head[k].values, base[k].direction) for k in shared],
             alpha=alpha, threshold=max(threshold, floor), fdr_group=name,
-            units=[(base[k].unit, base[k].metric) for k in shared], exact_threshold=max(exact_threshold, floor),
+            assume_exact=[base[k].exact for k in shared], exact_threshold=max(exact_threshold, floor),
         )
         results.update(zip(shared, compared))
         exact = sum(c.exact for c in compared)

@@ -100,7 +100,7 @@ class OneRead:
         return self._rows[run_id]
 
 
-# A guest run's parameters carry its VM mode under this key (runner.guest.VM_PARAM).
+# A guest run's parameters carry its VM mode under this key (perflab.execution.targets.qemu.VM_PARAM).
 GUEST_PARAM = "vm"
 KERNEL_PARAM = "kernel"
 

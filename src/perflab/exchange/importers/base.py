@@ -6,6 +6,10 @@ An importer reads a document (perflab.exchange.importers.source.Document, stream
 by item) and hands runs in the shape of a perflab export (see perflab.exchange.transfer)
 to Context.run / Context.begin + Context.add, which pass them to a sink (the
 store's ImportWriter): one checker and one writer serve every format.
+
+Whether an imported sample is exact by construction is what its format's own words say
+(Go's `instructions/op`, a perflab export's `ns (icount)`): importers keep those words as
+the sample's unit and name, and perflab.store.exactness, the one decoder, reads them.
 """
 
 from __future__ import annotations
