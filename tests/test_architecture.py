@@ -260,3 +260,123 @@ def test_checker_catches_a_planted_file_loop(tmp_path):
 def test_checker_places_every_package(tmp_path):
     root = plant(tmp_path, {"gadgets/x.py": ""})
     assert violations(root) == ["perflab.gadgets is in no layer of LAYERS (tests/test_architecture.py)"]
+
+
+# -- issue 32: a layout is named in one place, perflab.report.registry ----------
+
+LAYOUT_REGISTRY = "report/registry.py"
+
+
+def layout_lists(source: str, where: str) -> list[str]:
+    """Literals of `source` (tuples, lists, sets, dict keys) that list comparison layouts by name:
+    two or more registered names, unless all of them are also benchmark families (a family table
+    naming lmbench and kernbench) or all data formats (export's --format json/csv)."""
+    from perflab.benchmarks import FAMILIES
+    from perflab.report.registry import LAYOUTS
+
+    names = {layout.name for layout in LAYOUTS}
+    formats = {layout.name for layout in LAYOUTS if layout.data}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [k for k in node.keys if k is not None]
+        else:
+            continue
+        listed = {e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)} & names
+        if len(listed) >= 2 and not listed <= set(FAMILIES) and not listed <= formats:
+            found.append(f"{where} line {node.lineno} lists layouts {sorted(listed)}: "
+                         f"derive them from perflab.report.registry (layout_names)")
+    return found
+
+
+def test_layout_names_are_listed_only_in_the_registry():
+    problems = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel != LAYOUT_REGISTRY:
+            problems += layout_lists(path.read_text(), rel)
+    assert problems == []
+
+
+def test_layout_checker_catches_the_old_style_lists():
+    # The three copies issue 32 removed, and what must not count as one.
+    assert layout_lists('STYLES = ("lkp", "mmtests", "lmbench", "kernbench", "benchstat", "json", "csv")\n', "a")
+    assert layout_lists('@click.option("--style", type=click.Choice(("lkp", "mmtests", "benchstat", "json")))\n'
+                        'def f(): pass\n', "b")
+    assert layout_lists('TAKES_VIEW = {"mmtests", "kernbench", "benchstat"}\n', "c")
+    assert layout_lists('STYLES = {"lkp": ("perflab.report.lkp", "render"), "csv": 1}\n', "d")
+    assert layout_lists('if style in ("kernbench", "json"): pass\n', "e") == [
+        "e line 1 lists layouts ['json', 'kernbench']: derive them from perflab.report.registry (layout_names)"]
+    assert layout_lists('FAMILIES = {"cmd": 1, "lmbench": 2, "kernbench": 3}\n'
+                        'FORMATS = ["json", "csv"]\nSTYLE = "lkp"\n', "f") == []
+
+
+# -- the runner knows no target by name (issue 32) -------------------------------------------
+
+# What names a particular place to run: a target module, the VM executor, or the words that
+# meant "a guest" in the loop before targets were a seam.
+TARGET_MODULES = ("perflab.execution.targets.", "perflab.execution.vm")
+TARGET_WORDS = ("in_guest", "guest.", "VmError", "Qemu", "Host(")
+
+
+def target_names(source: str, where: str) -> list[str]:
+    """Where `source` (a runner module) imports a target by name or asks a job whether it is a guest's."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            # A name imported from a package is a module of it when its file exists.
+            package = SRC.parent.joinpath(*node.module.split("."))
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names
+                                       if (package / f"{a.name}.py").exists() or (package / a.name).is_dir()]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        else:
+            continue
+        named = [m for m in modules if m.startswith(TARGET_MODULES)]
+        if named:
+            found.append(f"{where} line {node.lineno} imports {named[0]}: the runner asks a job's target, "
+                         "whatever it is (perflab.execution.targets)")
+    for number, line in enumerate(source.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        for word in TARGET_WORDS:
+            if word in code:
+                found.append(f"{where} line {number} names {word!r}: the runner asks a job's target, whatever it is")
+    return found
+
+
+def test_the_runner_names_no_target():
+    problems = []
+    for path in sorted((SRC / "runner").rglob("*.py")):
+        problems += target_names(path.read_text(), path.relative_to(SRC).as_posix())
+    assert problems == []
+
+
+def test_target_checker_catches_a_named_target():
+    assert target_names("from perflab.execution.targets.qemu import Qemu\n", "a")
+    assert target_names("from perflab.execution.targets import qemu\n", "b")
+    assert target_names("from perflab.runner import guest\nguest.check(jobs)\n", "c")
+    assert target_names("if o.job.in_guest:\n    pass\n", "d")
+    assert target_names("try:\n    pass\nexcept VmError as e:\n    pass\n", "e")
+    assert target_names("from perflab.execution.targets import BootFailure\n# a guest. in a comment\n", "f") == []
+
+
+def test_the_command_line_imports_no_statistics(tmp_path):
+    # Issue 32: cli/ parses options and prints what runner/ and analysis/ computed; no module of
+    # it imports perflab.stats, at module level or inside a function. Checked on the tree, and
+    # the checker on planted sources: an import in a function, of the package, and a fine one.
+    def statistics_in_cli(root: Path) -> list[str]:
+        _, imports = read_imports(root)
+        return [f"{imp.source} line {imp.line}{' (in a function)' if imp.in_function else ''} imports {imp.target}"
+                for imp in imports if unit_of(imp.source) == "cli" and unit_of(imp.target) == "stats"]
+
+    assert statistics_in_cli(SRC) == []
+    planted = plant(tmp_path, {
+        "cli/run.py": "import click\n\ndef f():\n    from perflab.stats.relative import spread\n",
+        "cli/show.py": "from perflab import stats\n",
+        "cli/check.py": "from perflab.analysis import gate\nfrom perflab.runner.service import perform\n",
+        "stats/relative.py": "", "analysis/gate.py": "", "runner/service.py": "",
+    })
+    assert statistics_in_cli(planted) == ["perflab.cli.run line 4 (in a function) imports perflab.stats.relative",
+                                          "perflab.cli.show line 1 imports perflab.stats"]

@@ -1,7 +1,7 @@
 """Shares of the CPUs (`nr_task: 50%`) and per-CPU defaults of a job in a VM guest are the guest's vCPUs.
 
 A guest job's parameters are parsed (perflab.jobs.resolve) and its session entered
-(perflab.runner.guest.preparing) with the job's CPUs set to its `vm.cpus`; a host job's are
+(the job's target: perflab.execution.targets.qemu.Qemu.preparing) with the job's CPUs set to its `vm.cpus`; a host job's are
 this process's affinity, as before. Only the last test boots a guest (marked vm).
 """
 
@@ -15,15 +15,15 @@ import pytest
 
 from perflab.core.params import cpu_ids, cpus_available, job_cpus
 from perflab.execution.vm import kernel
-from perflab.jobs import atomic, expand_atomic, in_guest, resolve
-from perflab.runner import guest
+from perflab.jobs import atomic, expand_atomic, on_kernel, resolve
+from perflab.execution.targets import qemu
 
 HOST = len(os.sched_getaffinity(0))
 WIS = {"benchmark": "will-it-scale", "test": "getppid1"}
 
 
 def _guest(doc: dict, cpus: int | None) -> dict:
-    # normalize does not look at the kernel file (runner.guest.check does): any path will do here.
+    # normalize does not look at the kernel file (the target's check does): any path will do here.
     vm = {"cpus": cpus} if cpus is not None else {}
     return {**doc, "kernel": "/nonexistent/vmlinuz", "vm": vm}
 
@@ -60,7 +60,7 @@ def test_code_and_kernel_option_and_stored_jobs_resolve_against_the_guest():
     assert made.parsed.nr_task == 3
     # --kernel over a job file without one: parsed again for the guest (1 vCPU by default)
     (on_host,) = expand_atomic({**WIS, "nr_task": "100%"}, "j.yaml")
-    moved = in_guest(on_host, "/k/vmlinuz", None, "perflab run j.yaml")
+    moved = on_kernel(on_host, "/k/vmlinuz", None, "perflab run j.yaml")
     assert moved.parsed.nr_task == 1 and moved.vm["cpus"] == 1
     # a stored run's job (rerun, a lab worker)
     assert resolve(made.to_dict()).parsed.nr_task == 3
@@ -72,15 +72,15 @@ def test_the_context_is_the_hosts_outside_a_guest_job():
         assert cpus_available() == 4 and cpu_ids() == [0, 1, 2, 3]
     assert cpus_available() == HOST
     (job,) = expand_atomic(_guest({**WIS, "nr_task": 1}, 4), "j.yaml")
-    with guest.preparing(job):
+    with job.target.preparing(job.family.needs, job.benchmark):
         assert cpu_ids() == [0, 1, 2, 3]
     (host,) = expand_atomic({**WIS, "nr_task": 1}, "j.yaml")
-    with guest.preparing(host):
+    with host.target.preparing(host.family.needs, host.benchmark):
         assert cpu_ids() == sorted(os.sched_getaffinity(0))
 
 
 def test_the_runs_cpu_facts_are_the_guests():
-    facts = guest.environment_facts({"vm_cpus": "3", "vm_memory_mib": "256", "vm_cpu_model": "QEMU TCG"})
+    facts = qemu.environment_facts({"vm_cpus": "3", "vm_memory_mib": "256", "vm_cpu_model": "QEMU TCG"})
     assert facts["cpu_threads"] == 3 and facts["cpu_cores"] == 3 and facts["cpu_model"] == "QEMU TCG"
 
 

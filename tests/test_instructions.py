@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 
 LOOP = r"""
 #include <stdlib.h>
@@ -171,10 +171,8 @@ def test_jobs_without_measure_keep_their_json_form():
 
 def test_a_suite_repetition_names_each_process_and_stores_their_sum(loop):
     """Several recorded processes per repetition (the lmbench suite's shape), through the real executor."""
-    from contextlib import nullcontext
-
     from perflab.benchmarks.base import Session
-    from perflab.benchmarks.measured import measuring
+    from perflab.benchmarks.measured import Valgrind
     from perflab.core.process import ProcessSpec
     from perflab.execution.executor import execute
 
@@ -186,16 +184,24 @@ def test_a_suite_repetition_names_each_process_and_stores_their_sum(loop):
         def parse(self, spec, result):
             return []
 
-    job = AtomicJob("cmd", measure="instructions")
-    with measuring(job, nullcontext(Suite(name="suite", params={}))) as session:
+    job = AtomicJob.from_dict({"benchmark": "cmd", "measure": "instructions"})
+    (instrument,) = job.instruments
+    assert instrument == Valgrind("instructions")
+    session, watch = Suite(name="suite", params={}), instrument.attach("cmd")
+    try:
         got = {}
-        for spec in session.processes(0):
-            result = execute(spec)
-            assert session.judge(spec, result) is None
+        specs = session.processes(0)
+        watch.begin(specs)
+        for spec in specs:
+            ran, wrapper = watch.wrap(spec)
+            result = execute(ran, wrapper=wrapper)
+            assert watch.judge(ran, result) is None and session.judge(spec, result) is None
             if spec.record:
-                got.update({s.metric: s.value for s in session.parse(spec, result)})
+                got.update({s.metric: s.value for s in [*session.parse(spec, result), *watch.samples(ran, result)]})
             else:
-                assert spec.argv == ["/bin/true"]          # helpers run natively
-        assert session.params == {"measure": "instructions"}
+                assert wrapper == [] and ran.argv == ["/bin/true"]          # helpers run natively
+        assert watch.params == {"measure": "instructions"}
+    finally:
+        watch.close()
     small, big = got["valgrind.instructions.small"], got["valgrind.instructions.big_one"]
     assert big > small > 0 and got["valgrind.instructions"] == small + big

@@ -365,10 +365,19 @@ def test_sources_ship_with_the_package():
 
 # ---- repetitions that stop when the figure is known -------------------------
 
+def run_suite(store, categories: list[str], tag: str):
+    """`perflab run lmbench --only CATEGORIES --tag TAG` through the run service, on `store`."""
+    from perflab.runner import service
+
+    request = service.RunRequest("perflab run lmbench", "lmbench", ({"quick": False, "only": categories},),
+                                 options=service.JobOptions(tag=tag))
+    (outcome,) = service.perform(request, lambda: store)
+    service.raise_first_failure([outcome])
+    return service.suite_summary(outcome)
+
+
 def _repetitions_of_tiny_run(mode, categories, tmp_path, cache_dir, monkeypatch) -> dict[str, list[int]]:
     """Run the suite's `categories` with `mode` in place of the tiny mode; metric -> its samples' repetitions."""
-    from perflab.runner.suite import run_suite
-
     monkeypatch.setattr(driver, "TINY", mode)
     for k, v in run_env(cache_dir).items():
         monkeypatch.setenv(k, v)
@@ -400,8 +409,6 @@ def test_a_program_stops_when_its_figures_are_known(tmp_path, cache_dir, monkeyp
     for k, v in run_env(cache_dir, CC=cc).items():
         monkeypatch.setenv(k, v)
     store = open_store(str(tmp_path / "perflab.db"))
-    from perflab.runner.suite import run_suite
-
     result = run_suite(store, categories=["processes"], tag="stopping")
     assert not result.failures
     reps = _repetitions(store, result.run_id)
@@ -501,11 +508,14 @@ def test_bad_speed_keys_are_one_line_errors(cli, cache_dir, setting, needle):
 def test_icount_figures_stop_after_a_confirmation():
     """In an icount guest the session's figures are instruction-time: two processes within
     0.2% of each other end a program, whatever min_runs; on the host the same two values do not."""
+    from perflab.core.params import job_time_exact
+
     figures = catalog.metrics_of_program("lat_sig")
     out = [("\n".join(f'{{"metric": "{m}", "value": {v}, "unit": "us"}}' for m in figures for v in vals))
            for vals in ((100.0,), (100.04,))]
     params = driver.LmbenchParams(min_runs=3)
-    guest = driver.LmbenchSession(params, {"runs": 5, "vm": {"mode": "icount"}}, "/tmp")
+    with job_time_exact(True):      # what a Qemu target in icount mode says while the session is made
+        guest = driver.LmbenchSession(params, {"runs": 5, "vm": {"mode": "icount"}}, "/tmp")
     host = driver.LmbenchSession(params, {"runs": 5}, "/tmp")
     for session in (guest, host):
         for text in out:
@@ -516,7 +526,10 @@ def test_icount_figures_stop_after_a_confirmation():
 
 def test_icount_samples_are_shorter():
     """Under icount a sample is an instruction count: the mode's samples, ten times shorter."""
-    guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, "/tmp")
+    from perflab.core.params import job_time_exact
+
+    with job_time_exact(True):
+        guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, "/tmp")
     host = driver.LmbenchSession(driver.LmbenchParams(quick=True), {}, "/tmp")
     assert guest.mode.target_ms == driver.QUICK.target_ms / driver.ICOUNT_SHORTER
     assert (guest.mode.processes, guest.mode.samples) == (host.mode.processes, host.mode.samples)

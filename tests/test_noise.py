@@ -12,7 +12,7 @@ import pytest
 
 from perflab import jobs
 from perflab.analysis import noise as stored
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.runner import loop, recorder
 from perflab.stats import noise, power
 from perflab.store import open_store

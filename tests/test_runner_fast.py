@@ -16,7 +16,7 @@ import pytest
 
 from perflab import jobs
 from perflab.benchmarks.base import SKIP, STOP, Family, ItemFailed, Metric, Params, Session
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.core.model import Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.interrupt import Interrupted

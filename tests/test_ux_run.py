@@ -92,7 +92,7 @@ def test_labels_put_the_varying_parameters_first_and_never_cut_them():
 
 
 def test_each_atomic_jobs_line_is_printed_as_it_finishes(tmp_path, monkeypatch):
-    monkeypatch.setattr(loop.guest, "check", lambda jobs: None)
+    monkeypatch.setattr(loop, "check_jobs", lambda jobs: None)
     store = open_store(str(tmp_path / "p.db"))
     fam = FakeFamily()
     ex = FakeExecutor()
@@ -229,7 +229,7 @@ def test_cc_and_cflags_are_matrix_axes_and_a_missing_compiler_names_its_package(
     missing = "clang" if shutil.which("clang") is None else "no-such-cc-17"
     points = jobs.expand_atomic({"benchmark": "lmbench", "quick": True, "cc": ["gcc", missing],
                                  "cflags": ["-O1", "-O2"]}, "c.yaml")
-    assert [(p.extra["cc"], p.extra["cflags"]) for p in points] == [
+    assert [(p.target.toolchain.cc, p.target.toolchain.cflags) for p in points] == [
         ("gcc", "-O1"), ("gcc", "-O2"), (missing, "-O1"), (missing, "-O2")]
     assert points[0].to_dict()["cc"] == "gcc"
     with pytest.raises(jobs.JobError, match=rf"c.yaml: key 'cc' = '{missing}': .*not found: install it \(package {missing}"):

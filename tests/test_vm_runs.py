@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.execution.vm import kernel
-from perflab.jobs import JobError, atomic, expand_atomic, in_guest
+from perflab.jobs import JobError, atomic, expand_atomic, on_kernel
 
 pytestmark = pytest.mark.vm
 
@@ -65,7 +65,7 @@ def test_kernel_and_vm_keys_are_normalised_and_stored(tmp_path):
     assert list(stored)[-2:] == ["kernel", "vm"]
     assert AtomicJob.from_dict(stored).to_dict() == stored
     # --kernel/--vm over a job file's keys
-    moved = in_guest(job, None, {"mode": "tcg"}, "perflab run j.yaml")
+    moved = on_kernel(job, None, {"mode": "tcg"}, "perflab run j.yaml")
     assert moved.vm["mode"] == "tcg" and moved.vm["memory"] == 1024
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from perflab.analysis.selection import EXECUTION_PARAMS, duration_params, select
 from perflab.core.errors import PerflabError
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.core.model import INFORMATIONAL
 from perflab.stats.noise import MOST_RUNS, RUNS_PER_SIDE, MetricNoise, measure
 from perflab.store import Store

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from perflab.execution import targets
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import LOWER_IS_BETTER
@@ -34,10 +35,11 @@ class Metric:
     unit: str
     direction: int   # +1 higher is better, -1 lower is better, 0 informational
     description: str = ""
+    exact: bool = False  # exact by construction (an instruction count): perflab.core.model.Sample.exact
 
     def sample(self, value: float) -> Sample:
-        """One value of this metric, with the catalog's unit and direction."""
-        return Sample(self.name, value, self.unit, self.direction)
+        """One value of this metric, with the catalog's unit, direction and exactness."""
+        return Sample(self.name, value, self.unit, self.direction, self.exact)
 
 
 def catalog_of(*metrics: Metric) -> dict[str, Metric]:
@@ -140,6 +142,9 @@ class Family:
     build_flags: ClassVar[tuple[str, ...]] = ("-O2",)
     build_libs: ClassVar[tuple[str, ...]] = ()
     session_class: ClassVar[type[Session] | None] = None
+    # What the family needs of the place it runs in (perflab.execution.targets: a target that
+    # lacks one refuses the job in one line). Most run perflab's own C programs.
+    needs: ClassVar[frozenset[str]] = frozenset({targets.PERFLAB_PROGRAMS})
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator, model_validator
 
+from perflab.execution import targets
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of, cpu_time_metrics
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
@@ -303,6 +304,7 @@ class CmdSession(Session):
 
 class CmdFamily(Family):
     name = "cmd"
+    needs = frozenset({targets.HOST_PROGRAMS})     # the user's command, from the host's root
     summary = "time any command, as hyperfine does"
     Params = CmdParams
     duration_params = frozenset({"prepare"})

@@ -15,8 +15,8 @@ from perflab.core import yamlsafe
 
 # How many CPUs the job being made will run on, while its parameters are parsed and its
 # session is entered: None is this process's own (the host's affinity); a job in a VM guest
-# sets its vCPU count (perflab.jobs.resolve, perflab.runner.guest), so `nr_task: 50%` and
-# the families' per-CPU defaults mean the guest's CPUs, not the host's.
+# sets its vCPU count (perflab.jobs.resolve, the Qemu target: perflab.execution.targets.qemu), so
+# `nr_task: 50%` and the families' per-CPU defaults mean the guest's CPUs, not the host's.
 _JOB_CPUS: ContextVar[int | None] = ContextVar("perflab_job_cpus", default=None)
 
 
@@ -28,6 +28,27 @@ def job_cpus(count: int | None) -> Iterator[None]:
         yield
     finally:
         _JOB_CPUS.reset(token)
+
+
+# Whether the durations the job being made will measure are exact by construction: a guest
+# under icount counts instruction-time (its target says so while the session is entered), so
+# a family that stops repeating once a figure is known (lmbench) may stop at one agreement.
+_TIME_EXACT: ContextVar[bool] = ContextVar("perflab_time_exact", default=False)
+
+
+@contextmanager
+def job_time_exact(exact: bool) -> Iterator[None]:
+    """Within the block, the job's durations are exact by construction (instruction-time) or not."""
+    token = _TIME_EXACT.set(bool(exact))
+    try:
+        yield
+    finally:
+        _TIME_EXACT.reset(token)
+
+
+def time_is_exact() -> bool:
+    """Whether the job being made measures exact durations (see job_time_exact)."""
+    return _TIME_EXACT.get()
 
 
 def cpu_ids() -> list[int]:

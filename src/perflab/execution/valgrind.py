@@ -4,7 +4,7 @@ What this module knows: whether valgrind is here and which version; the argv tha
 puts one process under cachegrind (or callgrind, to count one function alone);
 the fixed environment the counted process gets; how valgrind's output file
 reads back as event totals; and what a failed start looks like. The family
-side (which processes, which samples) is perflab.benchmarks.measured.
+side (which processes, which samples) is perflab.benchmarks.measured (the valgrind instrument).
 
 Counts are facts of the program, the input, the libraries and the CPU features
 glibc and valgrind pick code by — not of the machine's speed. docs/instructions.md.

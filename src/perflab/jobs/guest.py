@@ -8,9 +8,10 @@
       qemu_args: [-machine, q35]           # appended to QEMU's command line (a list or one string)
 
 `normalize` checks the keys' shape where a job is made (job file, `--kernel`/`--vm`, code)
-and gives the stored form: the absolute kernel path and the full `vm` block. `check`
-runs once more before anything boots, in the runner: the kernel file exists, QEMU is
-installed, the family can run in a guest. Every error is one line.
+and gives the stored form: the absolute kernel path and the full `vm` block, read into the
+job's typed target (perflab.execution.targets.qemu.Qemu). The target checks once more before
+anything boots, in the runner: the kernel file exists, QEMU is installed, the family can
+run in a guest. Every error is one line.
 """
 
 from __future__ import annotations
@@ -20,29 +21,38 @@ import shlex
 from pathlib import Path
 
 from perflab.benchmarks.base import JobError
+from perflab.core.errors import PerflabError
 from perflab.core.units import parse_size
-from perflab.execution.vm import MODES, VmSpec, qemu_args_refusal
+from perflab.execution.vm import MODES, qemu_args_refusal
 
-VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
-DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
-
-# Families that run in a guest. Most run in perflab's own root (their C programs built
-# static, in the initramfs); those in HOST_PROGRAMS run the host's programs, from the host's
-# root shared read-only over virtio-9p. fio, aim7 and news work on a virtio disk (`fs:`).
-GUEST_FAMILIES = ("lmbench", "will-it-scale", "ebizzy", "hackbench", "cmd", "fio", "aim7", "news")
-HOST_PROGRAMS = ("cmd", "fio")
-# Why the others cannot (issue 20): what they need that the guest does not have.
-REFUSED = {
-    "kernbench": "it builds a kernel tree in place, and the guest's view of the host's root is read-only",
-}
+from perflab.execution.targets import qemu
+from perflab.execution.targets.qemu import BOOT_TIMEOUT_ENV, DEFAULT_VM, VM_KEYS, Qemu  # noqa: F401
 
 
-def family_refusal(benchmark: str) -> str | None:
-    """Why `benchmark` cannot run in a guest (one line), or None when it can."""
-    if benchmark in GUEST_FAMILIES:
-        return None
-    reason = REFUSED.get(benchmark, "it is not one of the families that run in a guest")
-    return f"{benchmark} cannot run in a VM guest: {reason} (guest families: {', '.join(GUEST_FAMILIES)})"
+def boot_timeout() -> float:
+    """The box's boot timeout (perflab.execution.targets.qemu.boot_timeout), a JobError when set wrong."""
+    try:
+        return qemu.boot_timeout()
+    except PerflabError as e:
+        raise JobError(str(e)) from None
+
+
+def refusal(benchmark: str, target, monitors: dict | None, where: str) -> str | None:
+    """Why a job of `benchmark` watched by `monitors` cannot run in `target` (one line), or None:
+    what the family needs against what the target offers, then its instruments against the target."""
+    from perflab import benchmarks
+    from perflab.execution import instruments
+    from perflab.monitors.instrument import Monitors
+
+    if benchmark in benchmarks.FAMILIES:
+        why = target.refusal(benchmarks.family(benchmark).needs, benchmark)
+        if why:
+            return why
+    try:
+        instruments.check((Monitors(monitors),) if monitors else (), target, where)
+    except PerflabError as e:
+        return str(e)
+    return None
 
 
 def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | None = None) -> tuple[str | None, dict]:
@@ -53,11 +63,9 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
         return None, {}
     if not isinstance(kernel, str) or not kernel.strip():
         raise JobError(f"{where}: key 'kernel' = {kernel!r}: expected the path of a kernel image (bzImage, vmlinuz)")
-    why = family_refusal(benchmark)
+    why = refusal(benchmark, Qemu(kernel=kernel, vm=vm if isinstance(vm, dict) else {}), monitors, where)
     if why:
-        raise JobError(f"{where}: {why}")
-    if monitors:
-        raise JobError(f"{where}: monitors watch the host, not the guest: a job with a kernel takes none")
+        raise JobError(why if why.startswith(where) else f"{where}: {why}")
     if vm is None:
         vm = {}
     if not isinstance(vm, dict):
@@ -99,63 +107,6 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
         raise JobError(f"{where}: key 'vm.qemu_args': {why}")
     out.update(memory=memory, qemu_args=[str(a) for a in args])
     return os.path.abspath(os.path.expanduser(kernel)), {k: out[k] for k in VM_KEYS}
-
-
-def cpus_of(job) -> int | None:
-    """The vCPUs a job's guest boots with (what `nr_task: 50%` is a share of); None for a host job."""
-    if not job.in_guest:
-        return None
-    return int({**DEFAULT_VM, **(job.vm or {})}["cpus"])
-
-
-BOOT_TIMEOUT_ENV = "PERFLAB_VM_BOOT_TIMEOUT"
-
-
-def boot_timeout() -> float:
-    """Seconds a guest may take to reach perflab's init on this machine: $PERFLAB_VM_BOOT_TIMEOUT,
-    else VmSpec's 60. A property of the box (how loaded, how slow its TCG), not of the job: it
-    is not recorded with the run. A TCG boot takes 5-16 s, icount 11-26 s on 2 cores under load."""
-    text = os.environ.get(BOOT_TIMEOUT_ENV, "").strip()
-    if not text:
-        return VmSpec.boot_timeout
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (0 < value < 86400):
-        raise JobError(f"${BOOT_TIMEOUT_ENV} = {text!r}: expected seconds, more than 0 and less than a day")
-    return value
-
-
-def spec_of(job) -> VmSpec:
-    """The VmSpec an atomic job with a kernel boots."""
-    vm = {**DEFAULT_VM, **(job.vm or {})}
-    return VmSpec(kernel=job.kernel, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
-                  qemu_args=tuple(vm["qemu_args"]), boot_timeout=boot_timeout())
-
-
-def runs_host_programs(benchmark: str) -> bool:
-    """Whether the family's processes are the host's programs (run from the host's root over 9p)."""
-    return benchmark in HOST_PROGRAMS
-
-
-def check(job) -> None:
-    """Before anything boots: the family, the kernel file, the machine, the kernel's 9p and
-    file systems where the job needs them; PerflabError in one line."""
-    from perflab.execution.vm import modules
-    from perflab.execution.vm.machine import qemu_binary
-
-    why = family_refusal(job.benchmark)
-    if why:
-        raise JobError(why)
-    spec_of(job).check()          # mode, cpus and memory, the kernel file
-    qemu_binary()                 # installed
-    needs = ["9p"] if runs_host_programs(job.benchmark) else []
-    fs = (job.params or {}).get("fs")
-    if isinstance(fs, str) and fs in modules.NEEDS:
-        needs += (["disk"] if fs != "tmpfs" else []) + [fs]
-    if needs:
-        modules.plan(job.kernel, needs, f"{job.benchmark} in a VM guest")
 
 
 def file_overrides(path, overrides, kernel: str | None, vm: dict | None) -> list[str]:

@@ -14,11 +14,14 @@ A job is validated once, where it is made (perflab.jobs.resolve): the family
 object and its parsed parameters then travel with it (`family`, `parsed`),
 outside its JSON form and its equality.
 
-A job may name a kernel to boot and run in (`kernel`, with the machine in `vm`:
-mode, cpus, memory, qemu_args; docs/vm.md), and may count its processes'
-instructions under valgrind (`measure`, `measure_children`, `measure_function`;
-docs/instructions.md). These keys are written only when set, so a job without
-them has the JSON form it always had.
+Where its processes run is one typed `target` (perflab.execution.targets: this machine,
+`Host`, or a kernel booted in QEMU, `Qemu`: the `kernel` and `vm` keys; docs/vm.md), with
+the compiler and flags its C programs are built with (`cc`, `cflags`); what watches them is
+a typed tuple of `instruments` (perflab.execution.instruments: valgrind's counts, the
+`measure`, `measure_children` and `measure_function` keys; docs/instructions.md). The job
+file's keys and the stored JSON are the compatibility surface: they are read into the typed
+values and written back from them, only when set, so a job without them has the JSON form
+it always had.
 """
 
 from __future__ import annotations
@@ -27,11 +30,20 @@ import copy
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from perflab.benchmarks.measured import Valgrind
+from perflab.execution.instruments import Instrument
+from perflab.execution.targets import Target, Toolchain
+from perflab.execution.targets.host import Host
+from perflab.execution.targets.qemu import Qemu
+
 # The keys of the stored JSON that are fields of AtomicJob, in the order `perflab run FAMILY`
 # options and the lmbench suite have always written them.
 KEYS = ("benchmark", "params", "runs", "warmup", "timeout", "tag", "comment", "monitors")
-# Keys written only when set (a job that runs in a VM guest; one counted under valgrind), after the others.
-OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function")
+# Keys written only when set (a job that runs in a VM guest; one counted under valgrind; the
+# compiler of its programs), after the others: the typed target's and instruments' keys.
+OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function", "cc", "cflags")
+TARGET_KEYS = ("kernel", "vm", "cc", "cflags")
+MEASURE_KEYS = ("measure", "measure_children", "measure_function")
 # The order job file expansion has always written (params last).
 FILE_ORDER = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors", "params")
 
@@ -49,13 +61,8 @@ class AtomicJob:
     tag: str | None = None
     comment: str | None = None
     monitors: dict = field(default_factory=dict)    # validated monitors mapping (perflab.monitors)
-    kernel: str | None = None                       # a kernel image to boot and run the job in (absolute path)
-    vm: dict = field(default_factory=dict)          # the guest machine: mode, cpus, memory, qemu_args
-    # Count instructions under valgrind (docs/instructions.md): "instructions" or "cache";
-    # follow the children it execs; count one function alone.
-    measure: str | None = None
-    measure_children: bool = False
-    measure_function: str | None = None
+    target: Target = field(default_factory=Host)    # where its processes run, its programs' compiler
+    instruments: tuple[Instrument, ...] = ()        # what watches them besides the monitors
     # Keys of the stored JSON that are not fields here (a lab job's "source", "lab"), in order.
     extra: dict = field(default_factory=dict)
     # The order of the keys in the JSON form; empty: KEYS, then `extra`.
@@ -71,17 +78,28 @@ class AtomicJob:
             raise ValueError(f"not an atomic job (no 'benchmark' name): {doc!r}")
         doc = copy.deepcopy(doc)
         # Values are kept as written (a stored null stays null), so the JSON form comes back unchanged.
-        known = {k: doc[k] for k in (*KEYS, *OPTIONAL_KEYS) if k in doc}
-        extra = {k: v for k, v in doc.items() if k not in KEYS and k not in OPTIONAL_KEYS}
-        return cls(**known, extra=extra, key_order=tuple(doc))
+        known = {k: doc[k] for k in KEYS if k in doc}
+        target, leftover = target_of(doc)
+        extra = {k: v for k, v in doc.items() if (k not in KEYS and k not in OPTIONAL_KEYS) or k in leftover}
+        return cls(**known, target=target, instruments=instruments_of(doc), extra=extra, key_order=tuple(doc))
+
+    def modelled(self) -> dict:
+        """The JSON keys of the typed target and instruments, as they are written (only those set)."""
+        out = {**self.target.keys()}
+        for instrument in self.instruments:
+            out.update(instrument.keys())
+        return {k: out[k] for k in OPTIONAL_KEYS if out.get(k)}
 
     def to_dict(self) -> dict:
         """The JSON form: the keys it was made with, in their order, then any set since."""
         order = self.key_order or (*KEYS, *self.extra)
+        modelled = self.modelled()
         out = {}
         for key in order:
-            if key in KEYS or (key in OPTIONAL_KEYS and getattr(self, key)):
+            if key in KEYS:
                 out[key] = copy.deepcopy(getattr(self, key))
+            elif key in modelled:
+                out[key] = copy.deepcopy(modelled[key])
             elif key in self.extra:
                 out[key] = copy.deepcopy(self.extra[key])
         # A field given a value after the job was read from a dict that lacked it (a rerun's --tag
@@ -89,18 +107,55 @@ class AtomicJob:
         for key in KEYS:
             if key not in out and getattr(self, key) != _DEFAULTS.get(key):
                 out[key] = copy.deepcopy(getattr(self, key))
-        for key in OPTIONAL_KEYS:
-            if key not in out and getattr(self, key):
-                out[key] = copy.deepcopy(getattr(self, key))
+        for key in ("kernel", "vm", *MEASURE_KEYS):
+            if key not in out and key in modelled:
+                out[key] = copy.deepcopy(modelled[key])
         for key, value in self.extra.items():
             if key not in out:
                 out[key] = copy.deepcopy(value)
+        # cc and cflags were kept among the job's other keys (a lab job's "source") before they
+        # were typed: after them, as a job file's expansion always wrote them.
+        for key in ("cc", "cflags"):
+            if key not in out and key in modelled:
+                out[key] = copy.deepcopy(modelled[key])
         return out
+
+    # Read-only views of the JSON keys the typed target and instruments are written as.
+    @property
+    def kernel(self) -> str | None:
+        return self.target.kernel if isinstance(self.target, Qemu) else None
+
+    @property
+    def vm(self) -> dict:
+        return self.target.vm if isinstance(self.target, Qemu) else {}
+
+    @property
+    def valgrind(self) -> Valgrind | None:
+        return next((i for i in self.instruments if isinstance(i, Valgrind)), None)
+
+    @property
+    def measure(self) -> str | None:
+        return self.valgrind.mode if self.valgrind else None
+
+    @property
+    def measure_children(self) -> bool:
+        return bool(self.valgrind and self.valgrind.children)
+
+    @property
+    def measure_function(self) -> str | None:
+        return self.valgrind.function if self.valgrind else None
+
+    @property
+    def watching(self) -> tuple[Instrument, ...]:
+        """Every instrument that watches the job's processes: its own, then its monitors."""
+        from perflab.monitors.instrument import Monitors
+
+        return (*self.instruments, *((Monitors(self.monitors),) if self.monitors else ()))
 
     @property
     def in_guest(self) -> bool:
         """Whether the job runs in a VM guest booted from `kernel`."""
-        return bool(self.kernel)
+        return isinstance(self.target, Qemu)
 
     @property
     def resolved(self) -> bool:
@@ -108,16 +163,39 @@ class AtomicJob:
         return self.parsed is not None
 
     def with_(self, **changes) -> AtomicJob:
-        """A copy with some job keys changed (tag, comment, runs, monitors, ...); `extra` keys by name too.
+        """A copy with some job keys changed (tag, comment, runs, monitors, ...); `extra` keys by name
+        too, and the keys of the target and instruments (kernel, vm, measure, cc ...) as the JSON names them.
 
         The family and parsed parameters stay: only `params` would need validating again, and
         it cannot be changed here.
         """
         if "params" in changes or "benchmark" in changes:
             raise ValueError("a job's benchmark or parameters change only by building a new job")
+        keyed = {k: changes.pop(k) for k in list(changes) if k in OPTIONAL_KEYS}
+        if keyed:
+            doc = {**self.modelled(), **keyed}
+            changes.setdefault("target", target_of(doc)[0])
+            changes.setdefault("instruments", (*[i for i in self.instruments if not isinstance(i, Valgrind)],
+                                               *instruments_of(doc)))
         names = {f.name for f in fields(self)}
         extra = {k: v for k, v in changes.items() if k not in names}
         if extra:
             changes = {k: v for k, v in changes.items() if k in names}
             changes["extra"] = {**self.extra, **extra}
         return replace(self, **changes)
+
+
+def target_of(doc: dict) -> tuple[Target, set[str]]:
+    """The typed target of a job's keys (kernel, vm, cc, cflags), and the keys it could not take
+    (a `vm` block without a kernel: kept as written, refused where the job is checked)."""
+    toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
+    if doc.get("kernel"):
+        return Qemu(kernel=doc["kernel"], vm=doc.get("vm") or {}, toolchain=toolchain), set()
+    return Host(toolchain=toolchain), ({"vm"} if doc.get("vm") else set())
+
+
+def instruments_of(doc: dict) -> tuple[Instrument, ...]:
+    """The typed instruments of a job's keys: valgrind when it says `measure` (or one of its options)."""
+    if not any(doc.get(k) for k in MEASURE_KEYS):
+        return ()
+    return (Valgrind(doc.get("measure"), doc.get("measure_children") or False, doc.get("measure_function")),)

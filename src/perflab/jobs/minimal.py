@@ -12,7 +12,7 @@ perflab.jobs.to_yaml, the result expands to the stored job (less tag and comment
 
 from __future__ import annotations
 
-from perflab.core.job import OPTIONAL_KEYS
+from perflab.jobs.job import MEASURE_KEYS
 
 
 def _same(value, default) -> bool:
@@ -88,7 +88,7 @@ def minimal(job: dict, runs: int | None = None) -> dict:
         out["timeout"] = job["timeout"]
     if job.get("monitors"):
         out["monitors"] = _monitors(job["monitors"])
-    for key in OPTIONAL_KEYS:
+    for key in ("kernel", "vm", *MEASURE_KEYS):
         if job.get(key) not in (None, {}, [], False):
             out[key] = job[key]
     out["params"] = differing_params(benchmark, params)

@@ -257,3 +257,4 @@ class MonitorSet:
             except Exception as e:
                 self.record[mon.name]["errors"].append(f"close: {type(e).__name__}: {e}")
         self.active = []
+

@@ -14,10 +14,14 @@ phase of a periodic disturbance) is not favoured either. Otherwise (a job
 file's matrix) each job runs to its end before the next starts, so that a
 kill mid-matrix leaves every completed job stored.
 
-The loop starts processes through an executor (`execute` by default): tests
-pass a fake that returns scripted ProcessResults, so warm-up, interleaving,
-failure policy, interruption and after-jobs figures are checked without
-starting anything.
+Where a job's processes run is its target (perflab.execution.targets: this machine, or a
+kernel booted in QEMU) and what watches them its instruments (perflab.execution.instruments:
+valgrind, the monitors): the loop asks each the same questions and knows none by name.
+
+The loop starts processes through an executor (`execute` by default), which the job's target
+opens a place around (a guest's executor runs them inside it): tests pass a fake that returns
+scripted ProcessResults, so warm-up, interleaving, failure policy, interruption and after-jobs
+figures are checked without starting anything.
 """
 
 from __future__ import annotations
@@ -31,18 +35,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perflab.benchmarks.base import STOP, ItemFailed, Session
-from perflab.benchmarks.measured import measuring
-from perflab.core import cbuild
-from perflab.core.errors import PerflabError
-from perflab.core.job import AtomicJob
+from perflab.core.errors import PerflabError, TargetDown
+from perflab.jobs.job import AtomicJob
 from perflab.jobs import resolve
-from perflab.monitors import MonitorSet
-from perflab.execution import interrupt
+from perflab.execution import instruments, interrupt
+from perflab.execution.instruments import Watch
 from perflab.core.process import running_in
-from perflab.execution.executor import ProcessResult, ProcessSpec, execute
-from perflab.execution.vm import VmError
+from perflab.execution.executor import Hooks, ProcessResult, ProcessSpec, execute
 from perflab.execution.targets import BootFailure
-from perflab.runner import guest
 from perflab.runner.progress import Bar, declared_seconds, label
 from perflab.runner.recorder import RunRecorder, recording, start_run
 from perflab.store import Store
@@ -66,10 +66,11 @@ class JobOutcome:
     failures: dict[str, str] = field(default_factory=dict)        # item -> message
     values: dict[str, list[float]] = field(default_factory=dict)  # metric -> its samples, for the summary line
     error: str | None = None                                     # why the run failed, if it did
-    monitors: MonitorSet | None = None                           # the run's monitors, when the job names any
+    watches: list[Watch] = field(default_factory=list)           # its instruments, attached to its run
     seconds: float = 0.0
-    executor: Executor | None = None                             # a guest's, when the job runs in a VM
+    executor: Executor | None = None                             # where its processes start: its target's place
     boot_failure: BootFailure | None = None                      # the job's target never came up
+    prepared: object = None                                      # what its target kept from entering the session
     varying: str = ""                                            # `k=v` of what differs across the invocation
 
     @property
@@ -125,7 +126,7 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
         if job.runs is None:
             job = job.with_(runs=job.family.runs_for(job.parsed))
         outcomes.append(JobOutcome(job))
-    guest.check([o.job for o in outcomes])    # a guest job that cannot run: refused before anything boots
+    check_jobs([o.job for o in outcomes])    # a job that cannot run where it runs: refused before anything starts
     batches = [outcomes] if interleave else [[o] for o in outcomes]
     total = sum(int(o.job.warmup or 0) + int(o.job.runs or 1) for o in outcomes)
     loop = _Loop(store, Bar(console, total), executor, box, repo, order, _varying(outcomes))
@@ -143,11 +144,20 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
     return outcomes
 
 
+def check_jobs(jobs: list[AtomicJob]) -> None:
+    """Refuse, before anything is built, booted or stored, a job that cannot run in its target or
+    be watched there by its instruments (one line)."""
+    for job in jobs:
+        job = resolve(job)
+        job.target.check(job.family.needs, job.benchmark, job.params)
+        instruments.check(job.watching, job.target, job.benchmark)
+
+
 def _varying(outcomes: list[JobOutcome]) -> dict[int, str]:
     """Each job's `key=value` of the parameters that differ across the invocation (the label's head)."""
     def settings(o: JobOutcome) -> dict:
         # The compiler and its flags (`cc:`, `cflags:`) vary as parameters do.
-        return {**{k: o.job.extra[k] for k in ("cc", "cflags") if o.job.extra.get(k)}, **o.job.params}
+        return {**o.job.target.toolchain.keys(), **o.job.params}
 
     keys: list[str] = []
     for o in outcomes:
@@ -165,7 +175,7 @@ def _varying(outcomes: list[JobOutcome]) -> dict[int, str]:
 def _after_jobs(store: Store, outcomes: list[JobOutcome]) -> None:
     """Let each family add figures that span its jobs (will-it-scale's scalability over nr_task)."""
     def add(outcome: JobOutcome, repetition: int, samples) -> None:
-        samples = guest.mark(outcome.job, list(samples))
+        samples = outcome.job.target.mark(list(samples))
         store.add_samples(outcome.run_id, repetition, samples)
         for smp in samples:
             outcome.values.setdefault(smp.metric, []).append(smp.value)
@@ -195,40 +205,48 @@ class _Loop:
         store, bar = self.store, self.bar
         with ExitStack() as stack:
             for o in batch:
-                # A guest job's programs are built static, and its CPUs are the guest's (runner.guest.preparing).
-                # The job's compiler and flags (`cc:`, `cflags:`) build its programs (core.cbuild);
-                # under valgrind when the job says `measure` (benchmarks.measured).
-                with guest.preparing(o.job), cbuild.compiling_with(o.job.extra.get("cc"), o.job.extra.get("cflags")):
-                    o.session = stack.enter_context(measuring(o.job, o.job.family.session(o.job.parsed, o.job.to_dict())))
+                job = o.job
+                for instrument in job.watching:
+                    instrument.ready()        # a missing tool is one line, before the family builds anything
+                # The family's session is entered as its target needs (a guest's programs static, its
+                # CPUs the guest's; the job's compiler and flags: core.cbuild).
+                with job.target.preparing(job.family.needs, job.benchmark) as prepared:
+                    o.session = stack.enter_context(job.family.session(job.parsed, job.to_dict()))
+                o.prepared = prepared
+                for instrument in job.watching:
+                    o.watches.append(instrument.attach(job.benchmark, warn=bar.warn))
+                    stack.callback(o.watches[-1].close)
                 # Placement and address randomisation are recorded for every run of every family.
+                for watch in o.watches:
+                    o.session.facts.update(watch.facts)
                 o.session.facts.setdefault("placement", "the scheduler's choice")
                 o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
-                if o.job.monitors:
-                    o.monitors = MonitorSet(o.job.monitors, warn=bar.warn)
-                    stack.callback(o.monitors.close)
                 interrupt.check()
             for o in batch:
+                target = o.job.target
                 facts = o.session.facts
-                if o.job.in_guest:
-                    # Booted once per atomic job; the loop below runs in it through its executor.
-                    try:
-                        guest_facts, o.executor = stack.enter_context(
-                            guest.booted(o.job, o.session, int(o.job.warmup or 0) + int(o.job.runs)))
-                        facts = {**facts, **guest_facts}
-                    except VmError as e:
-                        o.error = str(e)     # the run is recorded failed, with the console's tail
-                        o.boot_failure = BootFailure(e.summary, e.console_tail)
-                        facts = {**facts, **guest.unbooted_facts(o.job)}
-                if o.job.extra.get("cflags"):
-                    facts = {**facts, "cflags": o.job.extra["cflags"]}
+                try:
+                    # Brought up once per atomic job (a guest booted); the loop runs in it through its executor.
+                    place = stack.enter_context(target.open(o.prepared, o.session,
+                                                            int(o.job.warmup or 0) + int(o.job.runs),
+                                                            o.job.family.needs, self.executor))
+                    facts, o.executor = {**facts, **place.facts}, place.execute
+                except TargetDown as e:
+                    o.error = str(e)     # the run is recorded failed, with the console's tail
+                    o.boot_failure = BootFailure(e.summary, e.console_tail)
+                    facts = {**facts, **target.unopened_facts()}
+                facts = {**facts, **target.facts()}
+                params = dict(o.session.params)
+                for watch in o.watches:
+                    params.update(watch.params)
                 o.recorder = start_run(store, benchmark=o.job.family.name, name=o.session.name,
-                                       params=guest.params_of(o.job, o.session.params), box=self.box,
+                                       params=target.params(params), box=self.box,
                                        tag=o.job.tag, repo=self.repo, comment=o.job.comment, extra_facts=facts,
-                                       job=o.job.to_dict(), cc=o.job.extra.get("cc"))
-                if o.monitors is not None:
-                    store.set_run_monitors(o.recorder.run_id, o.monitors.record)
+                                       job=o.job.to_dict(), cc=target.toolchain.cc)
+                for watch in o.watches:
+                    watch.stored(store, o.recorder.run_id)
                     # What failed or was unsupported along the way is recorded however the run ends.
-                    stack.callback(lambda o=o: store.set_run_monitors(o.recorder.run_id, o.monitors.record))
+                    stack.callback(watch.stored, store, o.recorder.run_id)
             began = time.monotonic()
             with recording([o.recorder for o in batch]):
                 for o in batch:
@@ -259,14 +277,25 @@ class _Loop:
             return batch
         return self.order.sample(batch, len(batch))
 
-    def run_process(self, spec: ProcessSpec, monitors: MonitorSet | None, process: int,
-                    executor: Executor | None = None) -> ProcessResult:
+    def run_process(self, o: JobOutcome, spec: ProcessSpec, index: int,
+                    timed: bool) -> tuple[ProcessSpec, ProcessResult]:
+        """One process, where the job's target runs it, wrapped and hooked by its instruments: the
+        spec as it ran (an instrument's environment), and its result."""
         interrupt.check()
-        # Monitors watch only the timed part: they start just before the process and stop just after it.
-        result = (executor or self.executor)(spec, hooks=monitors.hooks(process) if monitors else None)
+        wrapper: list[str] = []
+        hooks = None
+        for watch in o.watches:
+            spec, words = watch.wrap(spec)
+            wrapper = [*wrapper, *words]
+            if timed:
+                # Hooks watch only the timed part: they run just before the process and just after it.
+                more = watch.hooks(index)
+                if more is not None:
+                    hooks = more if hooks is None else Hooks(hooks.start + more.start, more.stop + hooks.stop)
+        result = (o.executor or self.executor)(spec, hooks=hooks, **({"wrapper": wrapper} if wrapper else {}))
         if result.interrupted:
             interrupt.check()
-        return result
+        return spec, result
 
     def one_round(self, o: JobOutcome, round_no: int) -> None:
         warmups = int(o.job.warmup or 0)
@@ -277,21 +306,32 @@ class _Loop:
         repetition = round_no - warmups
         where = f"{'warm-up ' + str(round_no + 1) if warmup else repetition + 1}/{warmups if warmup else o.job.runs}"
         self.bar.begin(id(o), label(self.varying.get(id(o), ""), o.session.name, where), declared_seconds(o.job.parsed))
-        for index, spec in enumerate(o.session.processes(round_no if warmup else repetition)):
+        specs = o.session.processes(round_no if warmup else repetition)
+        for watch in o.watches:
+            watch.begin(specs)
+        for index, spec in enumerate(specs):
             if spec.item in o.failures:
                 continue
-            timed = not warmup and spec.record
             try:
-                result = self.run_process(spec, o.monitors if timed else None, index, o.executor)
-            except VmError as e:
+                ran, result = self.run_process(o, spec, index, timed=not warmup and spec.record)
+            except TargetDown as e:
                 # The guest died or stopped answering: this job's run fails (console tail kept), others go on.
                 o.error = str(e)
                 break
-            why = o.session.judge(spec, result)
+            # An instrument that could not watch the process says why first (valgrind did not start it).
+            why = next((w for w in (watch.judge(ran, result) for watch in o.watches) if w), None)
+            why = why or o.session.judge(spec, result)
+            if why is not None:
+                for watch in o.watches:
+                    watch.failed(spec)
             if not warmup and spec.record:
                 try:
-                    samples = o.session.parse(spec, result) if why is None or policy == STOP else []
-                    samples = guest.mark(o.job, samples)
+                    samples = []
+                    if why is None or policy == STOP:
+                        samples = o.session.parse(spec, result)
+                        for watch in o.watches:
+                            samples = [*samples, *watch.samples(ran, result)]
+                    samples = o.job.target.mark(samples)
                 except ItemFailed as e:
                     samples, why = [], str(e)
                 if samples:
@@ -305,8 +345,13 @@ class _Loop:
                 if o.error is not None:
                     break
             interrupt.check()
-        if o.monitors and not warmup:
-            _store_monitors(self.store, o, repetition)
+        if not warmup:
+            for watch in o.watches:
+                figures = watch.repetition(repetition)
+                if figures.samples:
+                    o.recorder.add_samples(repetition, figures.samples)
+                for name, series in figures.series.items():
+                    self.store.add_monitor_series(o.recorder.run_id, name, repetition, series)
         self.bar.step()
         interrupt.check()
 
@@ -325,12 +370,3 @@ def _fail_item(o: JobOutcome, item: str, message: str, bar: Bar) -> None:
         return
     o.recorder.add_failure(item, message)
     bar.warn(message)
-
-
-def _store_monitors(store: Store, o: JobOutcome, repetition: int) -> None:
-    """The monitors' figures of one repetition: per-run metrics as samples, the time series in its table."""
-    for name, collected in o.monitors.collect().items():
-        if collected.samples:
-            o.recorder.add_samples(repetition, collected.samples)
-        if collected.series:
-            store.add_monitor_series(o.recorder.run_id, name, repetition, collected.series)

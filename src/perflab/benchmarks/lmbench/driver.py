@@ -31,11 +31,10 @@ from perflab.core import cbuild
 from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
 from perflab.benchmarks.lmbench import catalog, sweep
-from perflab.core.errors import UsageProblem
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import filesystem_of
-from perflab.stats import exact
+from perflab.core.params import time_is_exact
 from perflab.stats.stopping import StoppingRule
 
 SOURCE_DIR = Path(__file__).parent / "c"
@@ -140,9 +139,10 @@ def mode_for(quick: bool) -> Mode:
 
 
 def parse_only(values: Iterable[str]) -> list[str]:
-    """--only values (repeatable and/or comma-separated) -> categories in suite order.
+    """`only` values (repeatable and/or comma-separated) -> categories in suite order.
 
-    An unknown category raises UsageProblem listing the valid ones.
+    An unknown category raises ValueError listing the valid ones: inside the parameter model,
+    pydantic reports it as any bad value is, at its key (and its line in a job file).
     """
     wanted: list[str] = []
     for value in values:
@@ -151,7 +151,7 @@ def parse_only(values: Iterable[str]) -> list[str]:
             if not part:
                 continue
             if part not in catalog.CATEGORIES:
-                raise UsageProblem(f"--only: unknown category {part!r}; valid categories: {', '.join(catalog.CATEGORIES)}")
+                raise ValueError(f"unknown category {part!r}; valid categories: {', '.join(catalog.CATEGORIES)}")
             wanted.append(part)
     return [c for c in catalog.CATEGORIES if c in wanted]
 
@@ -208,9 +208,9 @@ class LmbenchParams(Params):
 
 class LmbenchSession(Session):
     def __init__(self, params: LmbenchParams, job: dict, workdir: str):
-        # under icount a figure is instruction-time: exact by construction (stats.exact)
-        icount = (job.get("vm") or {}).get("mode") == "icount"
-        self.unit_mark = f" {exact.ICOUNT_MARK}" if icount else ""
+        # Under icount a figure is instruction-time, exact by construction: the job's target says so.
+        icount = time_is_exact()
+        self.exact = icount
         base = mode_for(params.quick)
         self.mode = icount_mode(base) if icount else base
         self.programs = catalog.programs_of(params.only or list(catalog.CATEGORIES))
@@ -270,8 +270,7 @@ class LmbenchSession(Session):
         top = max(ceiling, 2)
         rule = StoppingRule(self.precision, floor=min(self.min_runs, top), ceiling=top)
         pooled = self.pooled.get(program, {})
-        return not all(rule.known(values, unit=catalog.FIGURES[metric].unit + self.unit_mark,
-                                  samples=pooled.get(metric))
+        return not all(rule.known(values, assume_exact=self.exact, samples=pooled.get(metric))
                        for metric, values in seen.items())
 
     def processes(self, repetition: int) -> list[ProcessSpec]:

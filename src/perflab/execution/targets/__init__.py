@@ -1,13 +1,51 @@
 """Where a job's processes run: the execution-target layer (docs/architecture.md).
 
 A target is a place a process can run: this machine (`Host`), a kernel booted in QEMU
-(`Qemu`). The runner's loop asks a job's target the same questions whatever it is, and
-knows none by name.
+(`Qemu`, tcg | icount | kvm); later an ssh-reached box or a container. An atomic job
+carries one target (perflab.jobs.job.AtomicJob.target), and the runner's one loop asks it
+the same questions whatever it is — it knows none by name:
+
+    target.check(needs, what)                  refuse, before anything is built or booted
+    with target.preparing(needs, what) as p:  the family's session is entered here (its
+        session = family.session(...)          programs built static for a guest, its CPU
+                                               shares the guest's vCPUs, its work dirs disks)
+    with target.open(prepared, session, rounds, needs) as place:
+        place.execute(spec, wrapper=..., hooks=...)   the host executor's signature
+        place.facts                                   what the run's environment records
+    target.params(params), target.mark(samples)       what keeps its figures apart
+
+A target that cannot be brought up raises perflab.core.errors.TargetDown; the loop records
+the run failed with a BootFailure and goes on with the other jobs.
+
+What a family needs of the place it runs in (`Family.needs`) and what a target offers are
+words from CAPABILITIES: the refusal is one line built from both (`refusal`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from perflab.core import cbuild
+from perflab.core.model import Sample
+from perflab.core.process import ProcessResult
+
+# What a family may need of its target (a Family's `needs`).
+PERFLAB_PROGRAMS = "perflab-programs"      # perflab's C programs, built here, run there
+HOST_PROGRAMS = "host-programs"            # the host's own programs (cmd's command, fio)
+WRITABLE_HOST_TREE = "writable-host-tree"  # the host's directories, written in place (kernbench)
+WORK_DISK = "work-disk"                    # a file system to work in (fio, aim7, news: `fs:`)
+CAPABILITIES = {
+    PERFLAB_PROGRAMS: "perflab's C programs",
+    HOST_PROGRAMS: "the host's programs",
+    WRITABLE_HOST_TREE: "the host's directories, writable",
+    WORK_DISK: "a file system to work in",
+}
+
+# Starts one process where the target runs: perflab.execution.executor.execute's signature.
+Executor = Callable[..., ProcessResult]
 
 
 @dataclass(frozen=True)
@@ -20,3 +58,99 @@ class BootFailure:
 
     def __str__(self) -> str:
         return self.message
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """How a job's C programs are built for its target: the compiler (`cc:`) and flags added
+    after the family's own (`cflags:`); None: the machine's cc and the family's flags."""
+
+    cc: str | None = None
+    cflags: str | None = None
+
+    def keys(self) -> dict:
+        """The job keys it is written as (only those set)."""
+        return {k: v for k, v in (("cc", self.cc), ("cflags", self.cflags)) if v}
+
+    @contextlib.contextmanager
+    def building(self) -> Iterator[None]:
+        with cbuild.compiling_with(self.cc, self.cflags):
+            yield
+
+
+@dataclass
+class Place:
+    """An opened target: how a process starts there, and what the run's environment records of it."""
+
+    execute: Executor
+    facts: dict = field(default_factory=dict)
+
+
+class Target:
+    """One place processes run in. Subclasses are frozen dataclasses (a job's typed `target`):
+    equal targets run alike, and `keys()` is the job-file form they were read from."""
+
+    kind: ClassVar[str]                       # "host", "qemu": the word in refusals and docs
+    # Capability -> why not, for what a target does not offer (a family needing it is refused).
+    lacks: ClassVar[dict[str, str]] = {}
+    toolchain: Toolchain
+
+    def keys(self) -> dict:
+        """The atomic job's JSON keys this target is written as (kernel, vm, cc, cflags), only those set."""
+        return self.toolchain.keys()
+
+    def describe(self) -> str:
+        return self.kind
+
+    @property
+    def exact_time(self) -> bool:
+        """Whether durations measured here are exact by construction (instruction-time)."""
+        return False
+
+    def cpus(self) -> int | None:
+        """The CPUs a job's processes see here (what `nr_task: 50%` is a share of); None: the host's."""
+        return None
+
+    def refusal(self, needs: frozenset[str] | set[str], what: str) -> str | None:
+        """Why a job needing `needs` cannot run here (one line), or None when it can."""
+        missing = [n for n in sorted(needs) if n in self.lacks]
+        if not missing:
+            return None
+        why = "; ".join(f"it needs {CAPABILITIES.get(n, n)}, and {self.lacks[n]}" for n in missing)
+        return f"{what} cannot run in {self.describe()}: {why}"
+
+    def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
+        """Before anything is built or booted: PerflabError in one line when the job cannot run here."""
+        from perflab.core.errors import PerflabError
+
+        why = self.refusal(needs, what)
+        if why:
+            raise PerflabError(why)
+
+    @contextlib.contextmanager
+    def preparing(self, needs: frozenset[str], what: str) -> Iterator[Any]:
+        """While the family's session is entered (its programs built): what `open` needs of it."""
+        with self.toolchain.building():
+            yield None
+
+    @contextlib.contextmanager
+    def open(self, prepared: Any, session, rounds: int, needs: frozenset[str],
+             execute: Executor) -> Iterator[Place]:
+        """The place the session's processes run; `execute` is the host's executor (or a test's)."""
+        yield Place(execute, {})
+
+    def params(self, params: dict) -> dict:
+        """The run's stored parameters: what keeps this target's figures apart from others'."""
+        return params
+
+    def mark(self, samples: list[Sample]) -> list[Sample]:
+        """Samples as stored from here (an exact target marks its durations exact)."""
+        return samples
+
+    def unopened_facts(self) -> dict:
+        """What a run whose target never came up records of what it tried."""
+        return {}
+
+    def facts(self) -> dict:
+        """What every run here records besides its environment (the compiler's flags)."""
+        return {"cflags": self.toolchain.cflags} if self.toolchain.cflags else {}

@@ -3,7 +3,7 @@
 Families that work in a directory (fio, aim7, news) enter `workdir(params, prefix)`
 from here instead of `execution.workdir.workdir`: for a host job it is that very
 function; while a guest job's session is made (`collecting()`, entered by
-runner.guest.preparing) it makes, on the host and before anything boots:
+the Qemu target's preparing: execution.targets.qemu) it makes, on the host and before anything boots:
 
 - `fs: ext4|xfs|btrfs`: a sparse raw image in /dev/shm of `fs_size`, formatted by the
   host's mkfs (the guest has only busybox), attached to the guest as a virtio disk and
@@ -14,7 +14,7 @@ runner.guest.preparing) it makes, on the host and before anything boots:
 The work directory's path is the same on the host and in the guest: a fresh directory
 under the host's /tmp, which the guest shadows with its own tmpfs. What a session
 writes there on the host before the run (news writes its feed) is copied into the
-guest's directory after the boot (runner.guest), through the initramfs. `dir:` names a
+guest's directory after the boot (execution.targets.qemu), through the initramfs. `dir:` names a
 host directory, which a guest cannot write: refused in one line.
 """
 

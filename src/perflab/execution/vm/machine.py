@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflab.core.errors import PerflabError
+from perflab.core.errors import PerflabError, TargetDown
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor, interrupt
 from perflab.execution.vm import initramfs, kernel as kernels
@@ -46,13 +46,8 @@ SLOWDOWN = {"tcg": 1.0, "kvm": 1.0, "icount": 30.0}
 REQUEST_MARGIN = 60.0
 
 
-class VmError(PerflabError):
+class VmError(TargetDown):
     """The guest could not be booted or stopped answering; `console_tail` holds the kernel's last words."""
-
-    def __init__(self, message: str, console_tail: str = ""):
-        super().__init__(message + (f"\n--- console tail ---\n{console_tail}" if console_tail else ""))
-        self.summary = message
-        self.console_tail = console_tail
 
 
 @dataclass

@@ -1,0 +1,18 @@
+"""This machine: processes start through the host executor, as they always did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perflab.execution.targets import Target, Toolchain
+
+
+@dataclass(frozen=True)
+class Host(Target):
+    """The running kernel on this machine; it offers everything a family may need."""
+
+    kind = "host"
+    toolchain: Toolchain = field(default_factory=Toolchain)
+
+    def describe(self) -> str:
+        return "this machine"

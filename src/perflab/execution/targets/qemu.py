@@ -1,0 +1,267 @@
+"""A kernel booted in QEMU (tcg | icount | kvm): boot it once per atomic job, run the job inside.
+
+The family's session is entered with its C programs built static (`cbuild.static_programs`)
+and its CPU shares the guest's vCPUs; the kernel boots with those programs in the initramfs
+at the very paths the session's ProcessSpecs name (or, for a path under a directory the
+guest mounts over such as /tmp, in /opt/perflab/bin: the one place argv is rewritten), and
+the loop gets an executor that makes a process's working directory in the guest on first
+use, then runs it there (`Guest.execute`, the host executor's signature). Families that run
+the host's programs (cmd, fio) see the host's root read-only over virtio-9p.
+
+What the run records besides (docs/vm.md): the guest's facts in its environment, the VM mode
+in its parameters (`vm`), so figures of a guest are never grouped with the host's or another
+mode's, and under icount every sample exact by construction, its unit saying instruction-time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+from perflab.core import cbuild
+from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.model import Sample
+from perflab.core.params import job_cpus, job_time_exact
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.targets import HOST_PROGRAMS, WRITABLE_HOST_TREE, Executor, Place, Target, Toolchain
+from perflab.execution.vm import VmError, VmSpec, boot, disk, initramfs, modules
+from perflab.execution.vm.machine import qemu_binary, qemu_command
+
+VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
+DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
+# Appended to the unit of every sample measured under icount: the honest word for what the
+# number is (1 ns per guest instruction: instruction-time, not time). Exactness itself is the
+# sample's `exact`, not this word.
+ICOUNT_UNIT_SUFFIX = " (icount)"
+# The parameter every guest run stores: the key that keeps its figures apart from the host's.
+VM_PARAM = "vm"
+# Where the guest mounts the host's root (read-only, 9p) for the jobs that run host programs.
+HOST_ROOT = "/host"
+# Where the files a session wrote before the run travel in the initramfs (then copied into place).
+STAGE = "/opt/perflab/stage"
+# Directories the guest agent mounts a file system over: a program put there in the initramfs
+# would be hidden, so it goes to GUEST_BIN instead (the one place argv is rewritten).
+MOUNTED = ("/tmp/", "/run/", "/proc/", "/sys/", "/dev/")
+GUEST_BIN = "/opt/perflab/bin"
+BOOT_TIMEOUT_ENV = "PERFLAB_VM_BOOT_TIMEOUT"
+
+
+def boot_timeout() -> float:
+    """Seconds a guest may take to reach perflab's init on this machine: $PERFLAB_VM_BOOT_TIMEOUT,
+    else VmSpec's 60. A property of the box (how loaded, how slow its TCG), not of the job: it
+    is not recorded with the run. A TCG boot takes 5-16 s, icount 11-26 s on 2 cores under load."""
+    text = os.environ.get(BOOT_TIMEOUT_ENV, "").strip()
+    if not text:
+        return VmSpec.boot_timeout
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < 86400):
+        raise UsageProblem(f"${BOOT_TIMEOUT_ENV} = {text!r}: expected seconds, more than 0 and less than a day")
+    return value
+
+
+@dataclass
+class _Prepared:
+    """What entering the session left for the boot: its work directories, as the guest's disks."""
+
+    what: str                                   # the job, as refusals name it
+    disks: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Qemu(Target):
+    """A kernel image booted in QEMU. `vm` is the machine block as the job wrote it (mode, cpus,
+    memory, qemu_args; perflab.jobs.guest.normalize makes it whole where a job is made)."""
+
+    kind = "qemu"
+    lacks = {WRITABLE_HOST_TREE: "the guest's view of the host's root is read-only"}
+    kernel: str = ""
+    vm: dict = field(default_factory=dict)
+    toolchain: Toolchain = field(default_factory=Toolchain)
+
+    def keys(self) -> dict:
+        return {"kernel": self.kernel, **({"vm": self.vm} if self.vm else {}), **self.toolchain.keys()}
+
+    @property
+    def machine(self) -> dict:
+        return {**DEFAULT_VM, **(self.vm if isinstance(self.vm, dict) else {})}
+
+    @property
+    def mode(self) -> str:
+        return str(self.machine["mode"])
+
+    def describe(self) -> str:
+        return f"a VM guest ({self.mode})"
+
+    @property
+    def exact_time(self) -> bool:
+        return self.mode == "icount"
+
+    def cpus(self) -> int | None:
+        return int(self.machine["cpus"])
+
+    def spec(self) -> VmSpec:
+        """The VmSpec this target boots."""
+        vm = self.machine
+        return VmSpec(kernel=self.kernel, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
+                      qemu_args=tuple(vm["qemu_args"]), boot_timeout=boot_timeout())
+
+    def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
+        """The family, the kernel file, the machine, the kernel's 9p and file systems where the
+        job needs them: PerflabError in one line, before anything is built or booted."""
+        super().check(needs, what)
+        self.spec().check()          # mode, cpus and memory, the QEMU arguments, the kernel file
+        qemu_binary()                # installed
+        wanted = ["9p"] if HOST_PROGRAMS in needs else []
+        fs = (params or {}).get("fs")
+        if isinstance(fs, str) and fs in modules.NEEDS:
+            wanted += (["disk"] if fs != "tmpfs" else []) + [fs]
+        if wanted:
+            modules.plan(self.kernel, wanted, f"{what} in a VM guest")
+
+    @contextlib.contextmanager
+    def preparing(self, needs: frozenset[str], what: str) -> Iterator[_Prepared]:
+        """The guest has no C library: programs are built static; the CPUs the session sees
+        (will-it-scale's binding, hackbench's placement) are the guest's vCPUs; under icount its
+        durations are exact (lmbench's stopping rule); its work directories (fio, aim7, news)
+        become the guest's disks."""
+        prepared = _Prepared(what)
+        with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()), \
+                job_time_exact(self.exact_time), disk.collecting() as disks:
+            yield prepared
+        prepared.disks = disks
+
+    @contextlib.contextmanager
+    def open(self, prepared: _Prepared, session, rounds: int, needs: frozenset[str],
+             execute: Executor) -> Iterator[Place]:
+        """Boot the kernel with the session's programs; the place runs processes in the guest."""
+        spec = self.spec()
+        disks = prepared.disks
+        rooted = HOST_PROGRAMS in needs
+        plan = modules.plan(spec.kernel, _modules_needed(rooted, disks), f"{prepared.what} in a VM guest")
+        files = {} if rooted else files_of(session, rounds)
+        staged = {f"{STAGE}{path}": data for d in disks for path, data in d.staged().items()}
+        setup = [*modules.setup_lines(plan), *disk.setup_lines(disks)]
+        if rooted:
+            setup += modules.share_root_lines(HOST_ROOT)
+        spec = replace(spec, share_root=rooted, drives=tuple(d.image for d in disks if d.image))
+        with boot(spec, files={**files, **plan.files()}, setup=setup, data=staged) as guest:
+            yield Place(_GuestExecutor(guest, files, rooted, disks, staged).execute,
+                        {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
+                         "guest_programs": "the host's, over 9p (read-only root, chroot)" if rooted
+                         else "static (-static)",
+                         "guest_modules": " ".join(p.stem for p in plan.load)})
+
+    def params(self, params: dict) -> dict:
+        return {**params, VM_PARAM: self.mode}
+
+    def mark(self, samples: list[Sample]) -> list[Sample]:
+        """Under icount every figure is instruction-time: exact by construction, its unit says so."""
+        if not self.exact_time:
+            return samples
+        return [replace(s, unit=s.unit if s.unit.endswith(ICOUNT_UNIT_SUFFIX) else s.unit + ICOUNT_UNIT_SUFFIX,
+                        exact=True) for s in samples]
+
+    def unopened_facts(self) -> dict:
+        vm = self.machine
+        return {"vm_mode": str(vm["mode"]), "vm_cpus": str(vm["cpus"]), "vm_memory_mib": str(vm["memory"]),
+                "kernel_path": str(self.kernel), "host_kernel": os.uname().release}
+
+
+class _GuestExecutor:
+    """Runs a session's processes in a booted guest: its directories made on first use."""
+
+    def __init__(self, guest, files: dict[str, str], rooted: bool, disks: list, staged: dict):
+        self.guest, self.files, self.rooted = guest, files, rooted
+        self.root = HOST_ROOT if rooted else ""
+        self.made: set[str] = set()
+        for d in disks:      # busybox's mkdir and cp, in the initramfs, where the staged files are
+            self._run(["/bin/mkdir", "-p", d.path], f"make {d.path}", root="")
+            self.made.add(d.path)
+            if any(path.startswith(f"{STAGE}{d.path}/") for path in staged):
+                self._run(["/bin/cp", "-R", f"{STAGE}{d.path}/.", d.path], f"copy the run's files into {d.path}",
+                          root="")
+
+    def _run(self, argv: list[str], what: str, root: str | None = None) -> None:
+        done = self.guest.execute(ProcessSpec(argv, item=what, timeout=120), root=self.root if root is None else root)
+        if not done.ok:
+            raise VmError(f"cannot {what} in the guest: {done.describe_failure(120)}", self.guest.console_tail())
+
+    def execute(self, spec: ProcessSpec, **kwargs) -> ProcessResult:
+        if self.rooted and spec.cwd is None:
+            # A host program runs where perflab was started, as on the host (`./prog.sh`): the
+            # host's directories are the guest's over 9p, but for those the guest mounts its
+            # own (/tmp, /run ...), where it stays at / (issue 31, M5; docs/vm.md).
+            here = os.getcwd()
+            if not (here + "/").startswith(MOUNTED) and here != "/":
+                spec = replace(spec, cwd=here)
+                self.made.add(here)     # it exists: the host's, read-only
+        # The session's directories were made on the host; the guest needs its own.
+        if spec.cwd and spec.cwd not in self.made:
+            self._run(["/bin/mkdir", "-p", spec.cwd], f"make {spec.cwd}")
+            self.made.add(spec.cwd)
+        if self.files:
+            spec = replace(spec, argv=_rewrite(spec.argv, self.files))
+        return self.guest.execute(spec, root=self.root, **kwargs)
+
+
+def guest_path(program: str) -> str:
+    """Where a host program is put in the guest: the same path, unless the guest mounts over it."""
+    return f"{GUEST_BIN}/{os.path.basename(program)}" if program.startswith(MOUNTED) else program
+
+
+def files_of(session, rounds: int) -> dict[str, str]:
+    """The host programs a session's processes start (argv[0], and static programs named as
+    arguments, like aim7's helper): guest path -> host file."""
+    files: dict[str, str] = {}
+    for round_no in range(rounds):
+        for spec in session.processes(round_no):
+            for i, word in enumerate(spec.argv):
+                if not (os.path.isabs(word) and os.path.isfile(word)) or guest_path(word) in files:
+                    continue
+                if initramfs.is_static(word):
+                    files[guest_path(word)] = word
+                elif i == 0:
+                    raise PerflabError(f"{word} is not a static program: it cannot run in the guest")
+    return files
+
+
+def _rewrite(argv: list[str], files: dict[str, str]) -> list[str]:
+    moved = {host: path for path, host in files.items() if path != host}
+    return [moved.get(word, word) for word in argv]
+
+
+def _modules_needed(rooted: bool, disks: list) -> list[str]:
+    needs = ["9p"] if rooted else []
+    if any(d.image for d in disks):
+        needs.append("disk")
+    return needs + sorted({d.fstype for d in disks if d.fstype})
+
+
+def environment_facts(facts: dict) -> dict:
+    """The guest's facts, over the host's where the run's environment names the system under test.
+
+    A guest run measured the guest's kernel: `kernel_release` (what `compare kernel=...`
+    selects by), `kernel_version`, the CPU model, cores and threads and the memory are the guest's;
+    the host's stay beside them as host_*.
+    """
+    out = dict(facts)
+    for key, value in (("kernel_release", facts.get("guest_kernel_release")),
+                       ("kernel_version", facts.get("guest_kernel_version")),
+                       ("cpu_model", facts.get("vm_cpu_model")), ("cpu_threads", int(facts.get("vm_cpus") or 0)),
+                       # QEMU's -smp N: N single-threaded vCPUs, so as many cores as threads.
+                       ("cpu_cores", int(facts.get("vm_cpus") or 0)),
+                       ("memory_kib", int(facts.get("vm_memory_mib") or 0) * 1024)):
+        if value:
+            out[key] = value
+    return out
+
+
+def qemu_append(spec) -> list[str]:
+    """The guest kernel's command line, as QEMU gives it (execution.vm.machine.qemu_command)."""
+    words = qemu_command("qemu", spec, "initrd", "console")
+    return words[words.index("-append") + 1].split()

@@ -1,0 +1,134 @@
+"""A target and an instrument written in a test plug into the one loop without touching it.
+
+The fake target opens a "place" whose executor answers from a script (nothing starts); the
+fake instrument wraps each recorded process (the executor sees its wrapper words) and adds a
+figure of its own. Both are the same kinds of objects as the Host and Qemu targets and the
+valgrind and monitors instruments (perflab.execution.targets, perflab.execution.instruments).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from perflab import jobs
+from perflab.core.errors import PerflabError, TargetDown
+from perflab.core.model import Sample
+from perflab.execution.instruments import Instrument, Watch
+from perflab.execution.targets import HOST_PROGRAMS, Place, Target, Toolchain
+from perflab.execution.targets.host import Host
+from perflab.jobs.job import AtomicJob
+from perflab.runner import loop
+from test_runner_fast import FakeFamily, result, samples, store  # noqa: F401 (store: a fixture)
+from test_runner_fast import fixed_environment  # noqa: F401 (autouse fixture)
+
+
+@dataclass(frozen=True)
+class Elsewhere(Target):
+    """A place that answers every process from a script: it only says what a target says."""
+
+    kind = "elsewhere"
+    lacks = {HOST_PROGRAMS: "it has none of the host's programs"}
+    down: bool = False
+    toolchain: Toolchain = field(default_factory=Toolchain)
+    started: list = field(default_factory=list, compare=False)
+
+    def describe(self) -> str:
+        return "elsewhere"
+
+    @contextlib.contextmanager
+    def open(self, prepared, session, rounds, needs, execute):
+        if self.down:
+            raise TargetDown("elsewhere did not come up", "last words\nof its console")
+
+        def run(spec, hooks=None, wrapper=()):
+            self.started.append([*wrapper, *spec.argv])
+            return result(2.0)
+
+        yield Place(run, {"elsewhere_facts": "yes"})
+
+    def params(self, params: dict) -> dict:
+        return {**params, "where": "elsewhere"}
+
+    def mark(self, samples: list[Sample]) -> list[Sample]:
+        return [Sample(s.metric, s.value, s.unit + " (elsewhere)", s.direction) for s in samples]
+
+    def unopened_facts(self) -> dict:
+        return {"elsewhere_tried": "yes"}
+
+
+@dataclass(frozen=True)
+class Counter(Instrument):
+    """Wraps each recorded process in `counter --` and reports one figure per process."""
+
+    name = "counter"
+    runs_in = frozenset({"host", "elsewhere"})
+
+    def attach(self, what, warn=lambda message: None) -> Watch:
+        return _CounterWatch()
+
+
+class _CounterWatch(Watch):
+    params = {"counted": True}
+    facts = {"counter_version": "1"}
+
+    def wrap(self, spec):
+        return spec, ["counter", "--"] if spec.record else []
+
+    def samples(self, spec, result):
+        return [Sample("counter.count", 7.0, "events", -1)]
+
+
+@dataclass(frozen=True)
+class HostOnly(Instrument):
+    name = "host-only"
+
+
+def _job(target: Target, instruments=(), family=None) -> AtomicJob:
+    family = family or FakeFamily()
+    return jobs.resolve(AtomicJob("fake", {"items": ["a"]}, runs=2, family=family, target=target,
+                                  instruments=tuple(instruments)))
+
+
+def test_a_test_target_and_instrument_run_through_the_one_loop(store):  # noqa: F811
+    target = Elsewhere()
+    (o,) = loop.run_jobs(store, [_job(target, [Counter()])], executor=lambda *a, **k: pytest.fail("host executor"))
+    assert o.error is None
+    # every process started in the target's place, wrapped by the instrument
+    assert target.started == [["counter", "--", "fake", "a", "0"], ["counter", "--", "fake", "a", "1"]]
+    run = store.get_run(o.run_id)
+    params = run.params if isinstance(run.params, dict) else json.loads(run.params)
+    assert params == {"items": ["a"], "base": 1.0, "counted": True, "where": "elsewhere"}
+    facts = run.environment if isinstance(run.environment, dict) else json.loads(run.environment)
+    assert facts["elsewhere_facts"] == "yes" and facts["counter_version"] == "1"
+    got = {(m, v, rep) for m, v, rep, _ in samples(store, o.run_id)}
+    assert ("fake.a", 2.0, 0) in got and ("counter.count", 7.0, 1) in got
+    assert {r.unit for r in store.samples([o.run_id]) if r.metric == "counter.count"} == {"events (elsewhere)"}
+
+
+def test_a_target_that_does_not_come_up_fails_its_run_typed_and_the_others_go_on(store):  # noqa: F811
+    down, up = Elsewhere(down=True), Elsewhere()
+    first, second = loop.run_jobs(store, [_job(down), _job(up)])
+    assert first.error.startswith("elsewhere did not come up") and first.executor is None
+    assert first.boot_failure.message == "elsewhere did not come up"
+    assert first.boot_failure.console_tail == "last words\nof its console"
+    assert store.get_run(first.run_id).status == "failed"
+    facts = store.get_run(first.run_id).environment
+    facts = facts if isinstance(facts, dict) else json.loads(facts)
+    assert facts["elsewhere_tried"] == "yes"
+    assert second.error is None and second.samples == 2 and second.boot_failure is None
+
+
+def test_what_a_target_lacks_and_where_an_instrument_cannot_run_are_one_line_refusals():
+    class NeedsHostPrograms(FakeFamily):
+        needs = frozenset({HOST_PROGRAMS})
+
+    with pytest.raises(PerflabError, match="^fake cannot run in elsewhere: it needs the host's programs, and "
+                                           "it has none of the host's programs$"):
+        loop.check_jobs([_job(Elsewhere(), family=NeedsHostPrograms())])
+    with pytest.raises(PerflabError, match="host-only watches processes on this machine, not in elsewhere"):
+        loop.check_jobs([_job(Elsewhere(), [HostOnly()])])
+    loop.check_jobs([_job(Host(), [HostOnly(), Counter()])])       # the host offers both
