@@ -68,14 +68,14 @@ def test_an_unbuildable_commit_before_the_culprit_is_listed_beside_it(tmp_path, 
     machine = Unbuildable(ExactMachine(shas, CULPRIT), {shas[BROKEN - 1]})
     result = _exact_bisection(tmp_path, shas, machine).run()
     # git alone could not name one commit: it listed the skipped one and the measured one.
-    assert {c["sha"] for c in result.candidates} == {shas[BROKEN - 1], shas[CULPRIT - 1]}
+    assert {c.sha for c in result.candidates} == {shas[BROKEN - 1], shas[CULPRIT - 1]}
     # The first measured bad commit is named, the unbuildable one beside it listed with why.
-    assert result.culprit["sha"] == shas[CULPRIT - 1]
-    assert [c["sha"] for c in result.ambiguous_with] == [shas[BROKEN - 1]]
-    assert result.ambiguous_with[0]["why"].startswith("--build failed")
+    assert result.culprit.sha == shas[CULPRIT - 1]
+    assert [c.sha for c in result.ambiguous_with] == [shas[BROKEN - 1]]
+    assert result.ambiguous_with[0].why.startswith("--build failed")
     # Confirmed against its nearest measured good ancestor (commit 9), not its unbuildable parent.
-    assert result.confirmation["verdict"] == "confirmed"
-    assert result.confirmation["parent"] == shas[BROKEN - 2]
+    assert result.confirmation.verdict == "confirmed"
+    assert result.confirmation.parent == shas[BROKEN - 2]
     # The stored result says it in a field of its own.
     stored = json.loads(Path(result.record.path).read_text())["result"]
     assert stored["state"] == "ambiguous" and stored["culprit"]["sha"] == shas[CULPRIT - 1]
@@ -90,7 +90,7 @@ def test_an_unbuildable_commit_before_the_culprit_is_listed_beside_it(tmp_path, 
 def test_without_an_unbuildable_neighbour_nothing_is_ambiguous(tmp_path):
     shas = make_repo(tmp_path / "repo")
     result = _exact_bisection(tmp_path, shas, Unbuildable(ExactMachine(shas, CULPRIT), {shas[4]})).run()
-    assert result.culprit["sha"] == shas[CULPRIT - 1] and result.ambiguous_with == []
+    assert result.culprit.sha == shas[CULPRIT - 1] and result.ambiguous_with == []
     assert json.loads(Path(result.record.path).read_text())["result"]["state"] == "culprit"
 
 
@@ -98,10 +98,10 @@ def test_a_timing_culprit_next_to_an_unbuildable_commit_is_confirmed_in_pairs(tm
     shas = make_repo(tmp_path / "repo")
     machine = Unbuildable(SteadyMachine(shas, CULPRIT), {shas[BROKEN - 1]})
     result = _bisection(tmp_path, shas, machine, rid="a0000001").run()
-    assert result.culprit["sha"] == shas[CULPRIT - 1]
-    assert [c["sha"] for c in result.ambiguous_with] == [shas[BROKEN - 1]]
-    assert result.confirmation["verdict"] == "confirmed" and result.confirmation["pairs"] >= 3
-    assert result.confirmation["parent"] == shas[BROKEN - 2]
+    assert result.culprit.sha == shas[CULPRIT - 1]
+    assert [c.sha for c in result.ambiguous_with] == [shas[BROKEN - 1]]
+    assert result.confirmation.verdict == "confirmed" and result.confirmation.pairs >= 3
+    assert result.confirmation.parent == shas[BROKEN - 2]
     # The pairs were taken in the confirmation's own worktrees.
     assert {slot for _c, slot, _n in machine.calls} >= {"culprit", "parent"}
 
@@ -114,9 +114,9 @@ def test_the_confirmation_still_refuses_a_wrong_first_measured_bad_commit(tmp_pa
     machine = Unbuildable(SteadyMachine(shas, 13, lies_from=CULPRIT), {shas[BROKEN - 1]})
     result = _bisection(tmp_path, shas, machine, rid="a0000002").run()
     assert result.culprit is None
-    assert result.unconfirmed["sha"] == shas[CULPRIT - 1]
-    assert [c["sha"] for c in result.ambiguous_with] == [shas[BROKEN - 1]]
-    assert result.confirmation["verdict"] == "refuted"
+    assert result.unconfirmed.sha == shas[CULPRIT - 1]
+    assert [c.sha for c in result.ambiguous_with] == [shas[BROKEN - 1]]
+    assert result.confirmation.verdict == "refuted"
     assert json.loads(Path(result.record.path).read_text())["result"]["state"] == "unconfirmed"
     cli._print(result)
     out = capfd.readouterr().out
@@ -126,7 +126,7 @@ def test_the_confirmation_still_refuses_a_wrong_first_measured_bad_commit(tmp_pa
 
 def test_the_robot_names_the_culprit_and_says_in_one_line_what_it_could_also_be(tmp_path):
     from perflab.automate import robot
-    from perflab.core.job import AtomicJob
+    from perflab.jobs.job import AtomicJob
     from perflab.store import open_store
 
     shas = make_repo(tmp_path / "repo")

@@ -103,11 +103,11 @@ def test_a_two_speed_machine_fools_the_steps_but_no_wrong_culprit_is_named(tmp_p
     right = shas[slow_at - 1]
     # git bisect, driven by the step decisions, named a wrong commit (what was printed with
     # "P(bad)=0.99... error rate per step <= 0.5%" before) ...
-    assert result.unconfirmed is not None and result.unconfirmed["sha"] != right
+    assert result.unconfirmed is not None and result.unconfirmed.sha != right
     # ... which the confirmation against its parent did not hold up: not named as the culprit.
     assert result.culprit is None
-    assert result.confirmation["verdict"] in ("refuted", "undecided")
-    assert result.confirmation["pairs"] >= 3
+    assert result.confirmation.verdict in ("refuted", "undecided")
+    assert result.confirmation.pairs >= 3
     # The samples' two speeds are said in the result.
     assert any("two clusters" in finding for finding in result.noise)
     assert any(line.startswith("confirming ") for line in said)
@@ -121,8 +121,8 @@ def test_on_a_two_speed_machine_a_named_culprit_is_the_right_one(tmp_path):
         result = _bisection(tmp_path, shas, TwoSpeedMachine(shas, slow_at, seed), rid=f"s{seed:07d}").run()
         if result.culprit is not None:
             named += 1
-            right += result.culprit["sha"] == shas[slow_at - 1]
-            assert result.confirmation["verdict"] == "confirmed"
+            right += result.culprit.sha == shas[slow_at - 1]
+            assert result.confirmation.verdict == "confirmed"
     assert named >= 3 and right == named
 
 
@@ -130,11 +130,11 @@ def test_steady_noise_is_confirmed_and_says_nothing_about_noise(tmp_path):
     shas = make_repo(tmp_path / "repo")
     machine = TwoSpeedMachine(shas, 9, seed=1, switch=0.0)
     result = _bisection(tmp_path, shas, machine).run()
-    assert result.culprit["sha"] == shas[8]
+    assert result.culprit.sha == shas[8]
     assert result.noise == []
     conf = result.confirmation
-    assert conf["verdict"] == "confirmed" and conf["parent"] == shas[7]
-    assert 0.03 < conf["change"] < 0.07
+    assert conf.verdict == "confirmed" and conf.parent == shas[7]
+    assert 0.03 < conf.change < 0.07
     # The confirmation's runs are the culprit's and its parent's, in worktrees of their own.
     slots = {(commit, slot) for commit, slot, _ in machine.calls}
     assert (shas[8], "culprit") in slots and (shas[7], "parent") in slots
@@ -215,7 +215,7 @@ class ExactMachine:
 
 def _exact_bisection(tmp_path, shas, machine, **kw):
     b = _bisection(tmp_path, shas, machine, **kw)
-    b.rec.unit = "instructions"
+    b.rec.exact = True                 # an instruction count: exact by construction
     return b
 
 
@@ -225,8 +225,8 @@ def test_an_exact_metric_takes_one_run_per_commit_and_two_at_each_end(tmp_path, 
     shas = make_repo(tmp_path / "repo")
     machine = ExactMachine(shas, 11)
     result = _exact_bisection(tmp_path, shas, machine).run()
-    assert result.culprit["sha"] == shas[10]
-    assert result.exact and result.exact["by_unit"]
+    assert result.culprit.sha == shas[10]
+    assert result.exact and result.exact.by_unit
     per_commit: dict[str, int] = {}
     for commit, _slot, runs in machine.calls:
         per_commit[commit] = per_commit.get(commit, 0) + runs
@@ -234,7 +234,7 @@ def test_an_exact_metric_takes_one_run_per_commit_and_two_at_each_end(tmp_path, 
     assert set(per_commit.values()) == {1}          # every step commit: one run, the confirmation none
     assert result.runs_used == 4 + len(per_commit)
     assert all(s.exact and s.n == 1 for s in result.steps)
-    assert result.confirmation["verdict"] == "confirmed" and result.noise == []
+    assert result.confirmation.verdict == "confirmed" and result.noise == []
     cli._print(result)
     out = capfd.readouterr().out
     assert "(exact: resolution 0.01%" in out and "first bad commit: " + shas[10] in out
@@ -250,9 +250,9 @@ def test_exact_ends_that_disagree_fall_back_to_the_statistical_test(tmp_path):
     assert "disagree beyond 0.2%" in result.exact_note and "good 0.499%" in result.exact_note
     assert any("falling back to the statistical test" in line for line in said)
     # The statistical path: the sequential test on several runs per step, then the confirmation pairs.
-    assert result.culprit["sha"] == shas[10]
+    assert result.culprit.sha == shas[10]
     assert not any(s.exact for s in result.steps) and max(s.n for s in result.steps) >= 2
-    assert result.confirmation["pairs"] >= 3
+    assert result.confirmation.pairs >= 3
 
 
 def test_exact_ends_within_the_resolution_are_refused(tmp_path):
@@ -267,8 +267,8 @@ def test_a_metric_measured_exact_needs_three_runs_at_each_end(tmp_path):
     shas = make_repo(tmp_path / "repo")
     machine = ExactMachine(shas, 6)
     result = _bisection(tmp_path, shas, machine).run()   # unit unknown: exact only by measurement
-    assert result.exact and not result.exact["by_unit"]
-    assert result.culprit["sha"] == shas[5]
+    assert result.exact and not result.exact.by_unit
+    assert result.culprit.sha == shas[5]
     assert sum(r for c, _s, r in machine.calls if c == shas[0]) == 3
 
 

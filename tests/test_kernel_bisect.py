@@ -18,8 +18,8 @@ import pytest
 
 from conftest import assert_one_line_error
 from perflab.automate import bisect
-from perflab.automate.bisect.trees import measurer_for, new_worktrees
-from perflab.automate.measurer import KernelFailed
+from perflab.automate.bisect.trees import measurer_spec, new_worktrees
+from perflab.automate.measurer import KernelFailed, measurer_for
 from perflab.execution.vm import kernel
 from perflab.jobs import atomic
 
@@ -86,9 +86,9 @@ def test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does
     result = bisect.start(store, repo=str(repo), good=shas[0], bad=shas[-1], build_cmd="sh build.sh", job=_job(),
                           metric=METRIC, tag=None, settings=settings, kernel="arch/x86/boot/bzImage",
                           vm_mode="icount", say=said.append)
-    assert result.culprit and result.culprit["sha"] == shas[CULPRIT], said
+    assert result.culprit and result.culprit.sha == shas[CULPRIT], said
     rec = result.record
-    assert shas[BROKEN] in rec.skips and "--build failed" in rec.skips[shas[BROKEN]], rec.skips
+    assert shas[BROKEN] in rec.skips and "--build failed" in rec.skips[shas[BROKEN]].why, rec.skips
     # The record keeps what --resume needs: the image's path in the build output and the VM.
     saved = json.loads(Path(rec.path).read_text())
     assert saved["kernel"]["image"] == "arch/x86/boot/bzImage" and saved["kernel"]["vm"]["mode"] == "icount"
@@ -121,7 +121,7 @@ def test_a_kernel_that_does_not_boot_is_a_skip_with_its_console_tail(tmp_path):
                                                                "qemu_args": []}})
     trees = new_worktrees(repo, "t")
     try:
-        measurer = measurer_for(store, rec, trees, lambda _m: None)
+        measurer = measurer_for(store, measurer_spec(rec, trees), lambda _m: None)
         trees.add("step", shas[1])
         with pytest.raises(KernelFailed) as failed:
             measurer.measure(shas[1], [_job().with_(tag="t")], slot="step")

@@ -92,10 +92,10 @@ def trial(tmp: Path, shas, seed: int, args) -> str:
         return "refused"
     right = shas[slow_at - 1]
     if result.culprit:
-        return "right" if result.culprit["sha"] == right else "WRONG"
+        return "right" if result.culprit.sha == right else "WRONG"
     unconfirmed = getattr(result, "unconfirmed", None)   # absent before the confirmation existed
     if unconfirmed:
-        return f"could not confirm a {'right' if unconfirmed['sha'] == right else 'wrong'} candidate"
+        return f"could not confirm a {'right' if unconfirmed.sha == right else 'wrong'} candidate"
     return "no single commit"
 
 

@@ -19,9 +19,14 @@ A kernel under test is the same LocalMeasurer given a KernelSpec (`--kernel IMAG
 --vm MODE` of bisect and robot; a lab job's `source.kernel`): the commit is built out
 of tree by KernelBuilds, and the jobs run in a guest booted from
 the image it built — the runner's guest path, not a loop of its own. A kernel that
-does not boot raises KernelFailed (a BuildFailed: bisect skips the commit) with the
-console's tail. A test substitutes a fake that returns scripted Measured values
-(tests/test_measurer.py).
+does not boot (the runner's JobOutcome.boot_failure) raises KernelFailed (a
+BuildFailed: bisect skips the commit) with the console's tail. A test substitutes a
+fake that returns scripted Measured values (tests/test_measurer.py).
+
+`measurer_for(store, MeasurerSpec(...))` makes every Measurer: where (Here, with the
+Trees to build commits in, or OnBox), the build command and its timeout, and the kernel
+under test if any. bisect (bisect/trees.measurer_spec), the robot and a lab box's worker
+each say only what differs: their trees and where kernels are built.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from typing import Protocol
 
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, add_worktree, prune_worktrees, remove_worktree
-from perflab.core.job import AtomicJob
+from perflab.execution.targets import BootFailure
+from perflab.execution.targets.qemu import Qemu
+from perflab.jobs.job import AtomicJob
 
 
 @dataclass
@@ -182,17 +189,14 @@ class KernelFailed(BuildFailed):
 
     `console_tail` is the kernel's last console lines; the message is one line."""
 
-    MARK = "\n--- console tail ---\n"
-
     def __init__(self, message: str, console_tail: str = ""):
         super().__init__(message, message)
         self.console_tail = console_tail
 
     @classmethod
-    def from_error(cls, commit: str, error: str) -> "KernelFailed":
-        """From a failed run's error (a VmError's text: its summary, then the console's tail)."""
-        summary, _mark, tail = error.partition(cls.MARK)
-        return cls(f"kernel of {commit[:12]} did not boot: {summary.strip()}", tail.strip())
+    def of(cls, commit: str, failure: BootFailure) -> "KernelFailed":
+        """From the runner's word that the guest of a job never came up."""
+        return cls(f"kernel of {commit[:12]} did not boot: {failure.message.strip()}", failure.console_tail.strip())
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,10 @@ class KernelSpec:
 
     def to_dict(self) -> dict:
         return {"image": self.image, "vm": dict(self.vm)}
+
+    def target(self, image: Path | str) -> Qemu:
+        """Where a commit's jobs run: its built image, booted in this guest."""
+        return Qemu(kernel=str(image), vm=dict(self.vm))
 
 
 def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
@@ -227,13 +235,13 @@ def run_in_guest(store, commit: str, jobs: list[AtomicJob], image: Path, kernel:
     from perflab import jobs as jobfiles
     from perflab.runner.loop import run_jobs
 
-    # kernel.vm is laid over the job's own vm keys (a bisection's job carries none: its record has them all).
-    guest_jobs = [jobfiles.in_guest(j.with_(kernel=None), str(image), kernel.vm, "--kernel") for j in jobs]
+    # kernel.vm is the whole block, checked once where the bisection or robot pass began: no step
+    # checks it again.
+    guest_jobs = [jobfiles.placed(j, kernel.target(image), "--kernel") for j in jobs]
     outcomes = run_jobs(store, guest_jobs, box=box, repo=str(path), cwd=str(path))
     for o in outcomes:
-        # A guest job whose guest never came up has no executor: the kernel did not boot.
-        if o.error and o.executor is None:
-            raise KernelFailed.from_error(commit, o.error)
+        if o.boot_failure is not None:
+            raise KernelFailed.of(commit, o.boot_failure)
     return [Measured("failed" if o.error else "done", o.error, [o.run_id] if o.run_id else [], o.values, o.samples)
             for o in outcomes]
 
@@ -343,8 +351,9 @@ class BoxMeasurer:
                              say=self.say)
         failed = next((r for r in results if r.status == "build-failed"), None)
         if failed is not None:
-            summary, _mark, tail = failed.error.partition(KernelFailed.MARK)
-            raise KernelFailed(summary, tail) if tail else BuildFailed(failed.error)
+            if failed.boot_failure is not None:
+                raise KernelFailed(failed.boot_failure.message, failed.boot_failure.console_tail)
+            raise BuildFailed(failed.error)
         failed = next((r for r in results if r.status == "source-failed"), None)
         if failed is not None:
             raise SourceFailed(self.box, failed.error)
@@ -363,3 +372,63 @@ class BoxMeasurer:
 
     def summary(self, measured: list[Measured]) -> str:
         return f"{sum(len(m.runs) for m in measured)} runs"
+
+
+# -- the one factory -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OnBox:
+    """Measure on a lab box: queued on `broker`; the box fetches the commits from `source_url`."""
+
+    broker: str
+    box: str
+    source_url: str
+
+
+@dataclass(frozen=True)
+class KernelDirs:
+    """Where a kernel tree's commits are built out of tree here (KernelBuilds): a worktree of `repo`
+    checked out at each commit in turn, kbuild's output directory kept between builds, each commit's image."""
+
+    repo: Path
+    src: Path
+    out: Path
+    images: Path
+    owned: bool = True            # removed when the Measurer is closed (a lab box keeps its builds)
+    base: Path | None = None      # a directory removed with them
+
+
+@dataclass(frozen=True)
+class Here:
+    """Measure on this machine. `trees(build, timeout)`: where commits are checked out and built with that command."""
+
+    trees: Callable[[str, float | None], Trees]
+    box: str | None = None                  # the testbox its runs are recorded under
+    kernel_dirs: KernelDirs | None = None   # needed when a kernel is measured (MeasurerSpec.kernel)
+
+
+@dataclass(frozen=True)
+class MeasurerSpec:
+    """What commits are measured with: where, how they are built, and the kernel they make, if any."""
+
+    where: Here | OnBox
+    build: str = ""
+    build_timeout: float | None = None
+    kernel: KernelSpec | None = None   # the build makes this kernel; the jobs run in a guest booted from it
+
+
+def measurer_for(store, spec: MeasurerSpec, say: Callable[[str], None] = lambda _m: None) -> Measurer:
+    """The Measurer of a spec: bisect, the robot and a lab box's worker all make theirs here."""
+    where = spec.where
+    if isinstance(where, OnBox):
+        return BoxMeasurer(store, broker=where.broker, box=where.box, source_url=where.source_url,
+                           build_cmd=spec.build, build_timeout=spec.build_timeout, say=say, kernel=spec.kernel)
+    if spec.kernel is None:
+        return LocalMeasurer(store, where.trees(spec.build, spec.build_timeout), box=where.box)
+    dirs = where.kernel_dirs
+    if dirs is None:
+        raise ValueError("measurer_for: a kernel measured here needs the directories its builds are kept in")
+    builds = KernelBuilds(dirs.repo, dirs.src, dirs.out, dirs.images, spec.build, spec.kernel.image,
+                          spec.build_timeout, owned=dirs.owned, base=dirs.base)
+    # The build command makes the kernel, in `builds`: the worktree at the commit only records the runs.
+    return LocalMeasurer(store, where.trees("", None), box=where.box, kernel=spec.kernel, builds=builds, say=say)

@@ -39,20 +39,22 @@ from pathlib import Path
 
 from perflab.automate import bisect
 from perflab.automate.measurer import (
-    BoxMeasurer,
-    KernelBuilds,
+    Here,
+    KernelDirs,
     KernelSpec,
-    LocalMeasurer,
     Measurer,
+    MeasurerSpec,
+    OnBox,
     ScratchTree,
     kernel_spec,
+    measurer_for,
 )
 from perflab.analysis import series
 from perflab.core import output
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
 from perflab.core.git import BuildFailed, GitError, repo_root, resolve
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.stats.compare import PRIMARY, REGRESSION
 
 
@@ -107,12 +109,17 @@ def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict 
     """The robot's Measurer: a fresh worktree per commit here, or the lab box's queue.
 
     With `kernel` (a kernel tree): the commits' kernels are built out of tree in one build
-    directory kept for the pass (KernelBuilds), and the jobs run in a guest booted from them."""
+    directory kept for the pass, and the jobs run in a guest booted from them."""
     if lab:
-        return BoxMeasurer(store, broker=lab["broker"], box=box, source_url=lab["source_url"], build_cmd=build_cmd,
-                           build_timeout=build_timeout, say=say, kernel=kernel)
-    if kernel is None:
-        return LocalMeasurer(store, ScratchTree(root, build_cmd, build_timeout), box=box)
+        where = OnBox(lab["broker"], box, lab["source_url"])
+    else:
+        where = Here(lambda build, timeout: ScratchTree(root, build, timeout), box=box,
+                     kernel_dirs=_kernel_dirs(root) if kernel else None)
+    return measurer_for(store, MeasurerSpec(where, build_cmd, build_timeout, kernel), say)
+
+
+def _kernel_dirs(root: Path) -> KernelDirs:
+    """A directory for the pass's kernel builds, with an owner file (a killed pass's is removed first)."""
     from perflab.automate.bisect.trees import OWNER_FILE, _alive
     from perflab.core.git import Worktrees, prune_stale
     from perflab.store.db import process_start_time
@@ -121,9 +128,7 @@ def make_measurer(store, root: Path, build_cmd: str, box: str | None, lab: dict 
         shutil.rmtree(Path(path).parent, ignore_errors=True)
     base = Worktrees(root, KERNEL_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
                                                        "repo": str(root)}).base
-    builds = KernelBuilds(root, base / "src", base / "build", base / "images", build_cmd, kernel.image, build_timeout,
-                          base=base)
-    return LocalMeasurer(store, ScratchTree(root, ""), box=box, kernel=kernel, builds=builds, say=say)
+    return KernelDirs(root, base / "src", base / "build", base / "images", base=base)
 
 
 def _wanted(metric: str, metrics: tuple[str, ...]) -> bool:
@@ -327,18 +332,18 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
         say(f"bisection {result.record.id} ended without a single culprit "
             f"({len(result.candidates)} candidates left by skipped commits)")
         return None, None, None, ""
-    sha = result.culprit["sha"]
+    sha = result.culprit.sha
     btag = result.record.tag
     # The sequential test may call the culprit after 2 runs, against many of the good end; the
     # report's comparison (Welch, FDR over the metrics) is judged on as many runs of each.
-    evidence = result.evidence or {}
-    more = int(evidence.get("n_good", 0)) - len(evidence.get("culprit_values", []))
+    evidence = result.evidence
+    more = evidence.n_good - len(evidence.culprit_values) if evidence is not None else 0
     if more > 0:
         say(f"{sha[:12]}: {more} more run(s) of the culprit for the report, as many as of the good end")
         _measure(measurer, sha, [job.with_(runs=more)], btag, say)
     also = ""
     if result.ambiguous_with:
-        also = (f"The bisection could not test {', '.join(c['sha'][:12] for c in result.ambiguous_with)} "
+        also = (f"The bisection could not test {', '.join(c.sha[:12] for c in result.ambiguous_with)} "
                 f"(it did not build or run): the first bad commit could also be "
                 f"{'that one' if len(result.ambiguous_with) == 1 else 'one of those'}.")
         say(f"{sha[:12]}: {also}")

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import math
 import shlex
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, lab_box_options, fmt_num, get_store
-
-
-def _pct_size(x: float) -> str:
-    from perflab.automate.bisect import _pct_size as size
-
-    return size(x)
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.2f}%"
+from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options
 
 
 def _say(message: str) -> None:
-    click.echo(_text(message), err=True)
+    """A line of the bisection's progress on stderr (text from git and job files made printable)."""
+    from perflab.core.text import printable
+
+    click.echo(printable(message, None), err=True)
 
 
 @click.command("bisect", context_settings={"ignore_unknown_options": False})
@@ -125,132 +117,10 @@ def _broker(broker: str | None) -> str:
     return broker_url(broker)
 
 
-def _text(value, limit: int | None = None) -> str:
-    """Text from git, a job file or the store, as the terminal must show it (control characters made visible)."""
-    from perflab.core.text import printable
-
-    return printable(value, limit)
-
-
 def _print(result) -> None:
-    rec = result.record
-    ends = result.ends
-    click.echo(f"bisection {rec.id} of {_text(rec.metric)} in {_text(rec.repo)} (runs tagged {_text(rec.tag)})")
-    if result.exact:
-        click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} (exact: resolution "
-                   f"{result.exact['resolution'] * 100:.2g}%, a change is called beyond {ends.detectable * 100:.2g}%; "
-                   f"n={ends.n_good}+{ends.n_bad})")
-    else:
-        click.echo(f"ends: good {rec.good[:12]} -> bad {rec.bad[:12]}: {_pct(ends.change)} "
-                   f"[{_pct(ends.ci[0])}, {_pct(ends.ci[1])}] (p={ends.p_value:.2g}, n={ends.n_good}+{ends.n_bad}; "
-                   f"could detect {_pct_size(ends.detectable)} with 90% power)")
-    if result.exact_note:
-        click.echo(f"exact: {_text(result.exact_note)}")
-    for finding in result.noise:
-        click.echo(f"noise: {_text(finding)}")
-    if result.culprit:
-        c = result.culprit
-        click.echo(f"first bad commit: {c['sha']}" + (" (the first measured bad one)" if result.ambiguous_with else ""))
-        _commit_lines(c)
-        _also(result)
-        _evidence(result)
-        _confirmation(result)
-        click.echo(f"  compare: perflab compare tag={_text(rec.tag)},commit={rec.good[:12]} "
-                   f"tag={_text(rec.tag)},commit={c['sha'][:12]}")
-    elif result.unconfirmed:
-        c = result.unconfirmed
-        named = "the first measured bad commit is" if result.ambiguous_with else "git bisect named"
-        click.echo(f"could not confirm a first bad commit: {named} {c['sha']}")
-        _commit_lines(c)
-        _also(result)
-        _evidence(result)
-        _confirmation(result)
-    else:
-        click.echo("no single first bad commit: only skipped commits are left; the first bad commit is one of:")
-        for c in result.candidates:
-            click.echo(f"  {c['sha'][:12]} {_text(c['subject'])} ({_text(c['author'])})")
-    fixed = 10 * result.commits_measured
-    click.echo(f"runs: {result.runs_used} over {result.commits_measured} commits measured "
-               f"(a fixed 10 runs per commit would take {fixed}); "
-               f"{len(rec.skips)} commit{'' if len(rec.skips) == 1 else 's'} skipped")
-    click.echo("git bisect log:")
-    for line in result.log.splitlines():
-        click.echo(f"  {_text(line)}")
+    from perflab.report.bisect import render
 
-
-def _also(result) -> None:
-    """The untested commits before the named one that could also be the first bad commit."""
-    for c in result.ambiguous_with:
-        why = (c.get("why") or "").splitlines()[0] if c.get("why") else ""
-        what = ("does not build" if why.startswith("--build") else "does not boot" if "did not boot" in why
-                else "could not be measured")
-        why = why.removeprefix("--build failed: ")
-        click.echo(f"  could also be: {c['sha'][:12]} {_text(c['subject'], 60)} ({what}: {_text(why, 100)})")
-
-
-def _parent_word(result) -> str:
-    """What the culprit was judged against: its parent, or its nearest measured good ancestor when the
-    commits between could not be measured."""
-    return "its nearest measured good ancestor" if result.ambiguous_with else "its parent"
-
-
-def _commit_lines(c: dict) -> None:
-    click.echo(f"  subject: {_text(c['subject'])}")
-    click.echo(f"  author:  {_text(c['author'])}   date: {_text(c['date'])}")
-
-
-def _evidence(result) -> None:
-    rec, ev = result.record, result.evidence
-    if not ev:
-        return
-    if ev.get("exact"):
-        click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
-                   f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
-                   f"± {ev['resolution'] * 100:.2g}% ({ev['verdict']}, exact)")
-        click.echo(f"  {_parent_word(result)} is the good end" if ev["parent_is_good_end"]
-                   else f"  {_parent_word(result)} {ev['parent'][:12]} judged good")
-        return
-    click.echo(f"  {_text(rec.metric)}: good {fmt_num(ev['good_mean'])} (n={ev['n_good']}) -> "
-               f"{fmt_num(ev['culprit_mean'])} (n={ev['n_culprit']}): {_pct(ev['change'])} "
-               f"[{_pct(ev['ci'][0]) if ev['ci'] else 'n/a'}, {_pct(ev['ci'][1]) if ev['ci'] else 'n/a'}] "
-               f"({ev['verdict']}, p={ev['p_value']:.2g}"
-               + (f"; {ev['dropped']} disturbed samples left out" if ev.get("dropped") else "") + ")")
-    click.echo(f"  these samples could detect a change of {_pct_size(ev['detectable'])} with 90% power")
-    if ev["p_bad"] is not None:
-        # The per-step rate is Wald's, for the noise the test assumes: said so when the samples broke it.
-        void = "; it holds only for steady noise, which these samples are not (see noise:)" if result.noise else ""
-        click.echo(f"  judged bad by the sequential test: P(bad)={ev['p_bad']:.6f} "
-                   f"(error rate per step <= {result_alpha(rec) * 100:g}%{void})")
-    if ev["parent_is_good_end"]:
-        click.echo(f"  {_parent_word(result)} is the good end")
-    elif ev["parent_p_bad"] is not None:
-        click.echo(f"  {_parent_word(result)} {ev['parent'][:12]} judged good: P(bad)={ev['parent_p_bad']:.6f}")
-    click.echo("  samples: " + " ".join(fmt_num(v) for v in ev["culprit_values"]))
-
-
-def _confirmation(result) -> None:
-    ch = result.confirmation
-    if not ch:
-        return
-    parent = ch["parent"][:12]
-    if ch.get("exact"):
-        said = "confirmed" if ch["verdict"] == "confirmed" else "not beyond the resolution in the ends' direction"
-        click.echo(f"  against {_parent_word(result)} {parent}: {_pct(ch['change'])} (exact: a change is called beyond "
-                   f"{ch['bar'] * 100:.2g}%; the ends differ by {_pct(ch['ends_change'])}): {said}")
-        return
-    if ch["verdict"] == "failed":
-        click.echo(f"  confirmation against {_parent_word(result)} {parent} failed: {_text(ch['why'], 200)}")
-        return
-    said = {"confirmed": "confirmed", "refuted": "refuted: it is at its parent's level",
-            "undecided": "undecided: neither at its parent's level nor a full change from it"}[ch["verdict"]]
-    left = f", {ch['dropped']} disturbed left out" if ch.get("dropped") else ""
-    click.echo(f"  against {_parent_word(result)} {parent} in {ch['pairs']} pairs (order random within each pair{left}): "
-               f"{_pct(ch['change'])} [{_pct(ch['ci'][0])}, {_pct(ch['ci'][1])}] where the ends differ by "
-               f"{_pct(ch['ends_change'])}: {said}")
-
-
-def result_alpha(rec) -> float:
-    return float(rec.settings.get("alpha", 0.005))
+    click.echo(render(result), nl=False)
 
 
 COMMANDS = [bisect_cmd]

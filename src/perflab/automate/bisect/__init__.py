@@ -58,8 +58,6 @@ from perflab.automate.bisect.algorithm import (
     CommitFailed,
     EndsDoNotDiffer,
     Result,
-    StepRecord,
-    _pct_size,
 )
 from perflab.automate.bisect.record import (
     BisectError,
@@ -73,6 +71,7 @@ from perflab.automate.bisect.record import (
 )
 from perflab.automate.bisect.session import check_lab, resume, start
 from perflab.automate.bisect.trees import prune_stale
+from perflab.core.bisection import StepRecord
 from perflab.core.git import BuildFailed, GitError
 
 __all__ = [

@@ -16,56 +16,37 @@ import signal
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from perflab.automate.bisect import ambiguous, confirm
 from perflab.automate.bisect import exact as exactpath
 from perflab.automate.bisect.record import BisectError, Record, Settings
-from perflab.automate.bisect.trees import measurer_for, new_worktrees, prune_stale
-from perflab.automate.measurer import Measurer, SourceFailed
+from perflab.automate.bisect.trees import measurer_spec, new_worktrees, prune_stale
+from perflab.automate.measurer import KernelFailed, Measurer, SourceFailed, measurer_for
+from perflab.core.bisection import (
+    BisectionResult,
+    Commit,
+    Confirmation,
+    EndsChange,
+    Evidence,
+    ExactEnds,
+    Skip,
+    SkipCause,
+    StepRecord,
+    UntestedCommit,
+)
 from perflab.core.git import BuildFailed, GitError, Worktrees, commit_info, git
-from perflab.core.text import printable
+from perflab.report.bisect import size_in_words, step_line
 from perflab.stats import sequential
 from perflab.stats.sequential import BAD, GOOD
 
 
 @dataclass
-class StepRecord:
-    commit: str
-    verdict: str              # good | bad | skip
-    n: int = 0                # runs at the commit (disturbed ones included)
-    llr: float = 0.0
-    p_bad: float | None = None
-    position: float | None = None
-    forced: bool = False      # decided at max_step without reaching the test's bounds
-    paired: bool = False      # judged on pairs (commit, good) taken one after the other
-    drift: bool = False       # judged against end samples measured beside it (it lay outside the ends' range)
-    between: bool = False     # clearly different from both ends (a partial change?): the nearer end won
-    why: str = ""             # for skips
-    console: str = ""         # a kernel that did not boot: its console's tail
-    exact: bool = False       # an exact metric's step: one run, judged against the resolution (exact.py)
+class Result(BisectionResult):
+    """What the bisection found (perflab.core.bisection), with the record it is kept in."""
 
-
-@dataclass
-class Result:
-    record: Record
-    culprit: dict | None                 # sha, subject, author, date of the first bad commit
-    candidates: list[dict]               # when skipped commits leave several
-    ends: sequential.EndsVerdict
-    evidence: dict                       # the culprit against the good end (and its parent)
-    log: str                             # `git bisect log`
-    runs_used: int                       # timed runs of this bisection (stored ones included)
-    commits_measured: int
-    steps: list[StepRecord]
-    noise: list[str] = field(default_factory=list)   # what in the samples breaks the tests' assumptions
-    confirmation: dict = field(default_factory=dict)  # the named commit against its parent (confirm.py)
-    unconfirmed: dict | None = None      # the commit git bisect named when the confirmation did not hold
-    exact: dict | None = None            # an exact metric's resolution and the ends' levels (exact.py)
-    exact_note: str = ""                 # why an exact-looking metric went the statistical way
-    # The culprit is the first measured bad commit, and these untested commits before it (each
-    # with "why": it did not build, boot or run) could also be the first bad one (ambiguous.py).
-    ambiguous_with: list[dict] = field(default_factory=list)
+    record: Record = field(kw_only=True)
 
 
 class CommitFailed(Exception):
@@ -305,7 +286,7 @@ class Bisection:
         prune_stale(self.repo)
         self.worktrees = new_worktrees(self.repo, rec.id)
         if self.measurer is None:
-            self.measurer = measurer_for(self.store, rec, self.worktrees, self.say)
+            self.measurer = measurer_for(self.store, measurer_spec(rec, self.worktrees), self.say)
         try:
             with _sigterm_as_interrupt():
                 ends = self.check_ends()
@@ -322,7 +303,7 @@ class Bisection:
             raise BisectError(
                 f"good {rec.good[:12]} and bad {rec.bad[:12]} do not differ in {rec.metric}: "
                 f"{v.change * 100:+.2f}% (p={v.p_value:.2g}, {v.reason}, n={v.n_good}+{v.n_bad}); "
-                f"these samples could detect a change of {_pct_size(v.detectable)} with 90% power; "
+                f"these samples could detect a change of {size_in_words(v.detectable)} with 90% power; "
                 "refusing to bisect noise") from None
         except (BisectError, GitError):
             if rec.status == "running" and not self.samples:
@@ -340,18 +321,24 @@ class Bisection:
         steps: list[StepRecord] = []
         while not _finished(text):
             commit = git(path, "rev-parse", "HEAD").stdout.strip()
-            info = commit_info(path, commit)
-            try:
-                if commit in rec.skips:
-                    raise BuildFailed(rec.skips[commit])
-                step = self.decide(commit)
-            except (BuildFailed, CommitFailed) as e:
-                rec.skips[commit] = str(e)
-                step = StepRecord(commit, "skip", why=str(e), console=getattr(e, "console_tail", ""))
+            info = Commit(**commit_info(path, commit))
+            skip = rec.skips.get(commit)     # skipped before an interruption: not built again
+            if skip is None:
+                try:
+                    step = self.decide(commit)
+                except KernelFailed as e:
+                    skip = Skip(str(e), SkipCause.BOOT, e.console_tail)
+                except BuildFailed as e:
+                    skip = Skip(str(e), SkipCause.BUILD)
+                except CommitFailed as e:
+                    skip = Skip(str(e), SkipCause.RUN)
+            if skip is not None:
+                rec.skips[commit] = skip
+                step = StepRecord(commit, "skip", why=skip.why, console=skip.console, cause=skip.cause)
             steps.append(step)
-            rec.steps = [asdict(s) for s in steps]
+            rec.steps = list(steps)
             rec.save()
-            self.say(_step_line(len(steps), info, step, self))
+            self.say(step_line(len(steps), info, step, (len(self.samples[rec.good]), len(self.samples[rec.bad]))))
             out = git(path, "bisect", step.verdict, commit, check=False)
             text = out.stdout + out.stderr
             if out.returncode != 0 and not _finished(text):
@@ -360,79 +347,94 @@ class Bisection:
         self._final_output = text
         return steps
 
-    def _result(self, ends, steps: list[StepRecord]) -> Result:
+    def _result(self, ends: sequential.EndsVerdict, steps: list[StepRecord]) -> Result:
         rec = self.rec
         path = self.worktrees.paths["step"]
         log = git(path, "bisect", "log").stdout
         text = getattr(self, "_final_output", "")
         first = re.search(r"^([0-9a-f]{40}) is the first bad commit", text, re.MULTILINE)
-        culprit, candidates, unconfirmed, checked, also, parent = None, [], None, {}, [], None
+        culprit: Commit | None = None
+        unconfirmed: Commit | None = None
+        candidates: list[Commit] = []
+        checked: Confirmation | None = None
+        also: list[UntestedCommit] = []
+        parent = None
         if first:
-            culprit = commit_info(self.repo, first.group(1))
+            culprit = self._commit(first.group(1))
         else:
             shas = re.findall(r"^([0-9a-f]{40})$", text, re.MULTILINE)
-            candidates = [commit_info(self.repo, sha) for sha in shas]
+            candidates = [self._commit(sha) for sha in shas]
             found = ambiguous.first_measured_bad(self, shas, steps)
             if found is not None:
-                culprit = commit_info(self.repo, found[0])
-                also = [{**commit_info(self.repo, sha), "why": rec.skips.get(sha, "")} for sha in found[1]]
+                culprit = self._commit(found[0])
+                also = [self._untested(sha) for sha in found[1]]
                 parent = ambiguous.nearest_good(self, found[0], steps)
                 self.say(f"only untested commits are left beside {found[0][:12]}, the first measured bad "
-                         f"commit: it is named, and {', '.join(c['sha'][:12] for c in also)} could also be "
+                         f"commit: it is named, and {', '.join(c.sha[:12] for c in also)} could also be "
                          "the first bad commit")
         noise = [] if self.exact else confirm.noise_findings(self)
         for finding in noise:
             self.say(f"noise: {finding}")
         if culprit is not None:
-            checked = self._confirm(culprit["sha"], parent)
-            if checked["verdict"] != "confirmed":
+            checked = self._confirm(culprit.sha, parent)
+            if checked.verdict != "confirmed":
                 culprit, unconfirmed = None, culprit
         named = culprit or unconfirmed
         if self.exact and named:
-            evidence = exactpath.evidence(self, named["sha"], checked["parent"])
+            evidence = _typed(Evidence, exactpath.evidence(self, named.sha, checked.parent))
         else:
-            evidence = self._evidence(named["sha"] if named else None, steps, parent)
+            evidence = self._evidence(named.sha if named else None, steps, parent)
+        result = Result(
+            id=rec.id, repo=rec.repo, metric=rec.metric, tag=rec.tag, good=rec.good, bad=rec.bad,
+            alpha=self.settings.alpha,
+            ends=EndsChange(ends.change, tuple(ends.ci), ends.p_value, ends.detectable, ends.n_good, ends.n_bad),
+            culprit=culprit, candidates=candidates, evidence=evidence, log=log, runs_used=self.runs_used,
+            commits_measured=self._measured(), steps=steps, skipped=len(rec.skips), noise=noise,
+            confirmation=checked, unconfirmed=unconfirmed,
+            exact=_typed(ExactEnds, self.exact) if self.exact else None, exact_note=self.exact_note,
+            ambiguous_with=also, record=rec)
         rec.status = "done"
-        # culprit: named and confirmed; ambiguous: the same, with untested commits before it that could
-        # also be the first bad one; unconfirmed: named but not confirmed; candidates: git's list alone.
-        state = ("ambiguous" if also else "culprit") if culprit else "unconfirmed" if unconfirmed else "candidates"
-        rec.result = {"state": state, "culprit": culprit, "candidates": candidates, "evidence": evidence,
-                      "runs_used": self.runs_used, "commits_measured": self._measured(),
-                      "noise": noise, "confirmation": checked, "unconfirmed": unconfirmed,
-                      "exact": self.exact, "exact_note": self.exact_note, "ambiguous_with": also}
+        rec.result = _stored(result)
         rec.save()
-        return Result(rec, culprit, candidates, ends, evidence, log, self.runs_used, self._measured(), steps,
-                      noise, checked, unconfirmed, self.exact, self.exact_note, also)
+        return result
 
-    def _confirm(self, culprit: str, parent: str | None = None) -> dict:
+    def _commit(self, sha: str) -> Commit:
+        return Commit(**commit_info(self.repo, sha))
+
+    def _untested(self, sha: str) -> UntestedCommit:
+        skip = self.rec.skips.get(sha)
+        return UntestedCommit(**commit_info(self.repo, sha), why=skip.why if skip else "",
+                              cause=skip.cause if skip else None)
+
+    def _confirm(self, culprit: str, parent: str | None = None) -> Confirmation:
         """The named commit against its parent (or, when that could not be measured, `parent`: its
         nearest measured good ancestor) in randomly ordered pairs (confirm.confirm_culprit)."""
         which = "its parent" if parent is None else "its nearest measured good ancestor"
         parent = parent or git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
         if self.exact:
-            return exactpath.confirm(self, culprit, parent)
+            return _typed(Confirmation, exactpath.confirm(self, culprit, parent))
         self.say(f"confirming {culprit[:12]} against {which} {parent[:12]} in pairs, the order random "
                  "within each pair")
         try:
             checked = confirm.confirm_culprit(self, culprit, parent)
         except (BuildFailed, CommitFailed) as e:
-            return {"verdict": "failed", "why": str(e), "parent": parent, "culprit": culprit, "pairs": 0}
-        self.say(f"confirmation: {checked['verdict']} after {checked['pairs']} pairs: "
-                 f"{checked['change'] * 100:+.2f}% against the parent, the ends differ by "
-                 f"{checked['ends_change'] * 100:+.2f}%")
+            return Confirmation("failed", parent, culprit, why=str(e))
+        self.say(f"confirmation: {checked.verdict} after {checked.pairs} pairs: "
+                 f"{checked.change * 100:+.2f}% against the parent, the ends differ by "
+                 f"{checked.ends_change * 100:+.2f}%")
         return checked
 
     def _measured(self) -> int:
         return sum(1 for values in self.samples.values() if values)
 
-    def _evidence(self, culprit: str | None, steps: list[StepRecord], parent: str | None = None) -> dict:
+    def _evidence(self, culprit: str | None, steps: list[StepRecord], parent: str | None = None) -> Evidence | None:
         import numpy as np
 
         from perflab.stats.compare import compare_many
         from perflab.stats.power import detectable_change
 
         if culprit is None or not self.samples.get(culprit):
-            return {}
+            return None
 
         # The same samples the sequential test judged by: disturbed ones left out.
         (g, c), logged = sequential.transform(self.samples[self.rec.good], self.samples[culprit])
@@ -444,23 +446,35 @@ class Bisection:
         if parent is None:
             parent = git(self.repo, "rev-parse", f"{culprit}^").stdout.strip() if culprit != self.rec.good else ""
         parent_step = next((s for s in steps if s.commit == parent), None)
-        return {
-            "n_good": len(good), "n_culprit": len(values), "culprit_values": list(self.samples[culprit]),
-            "dropped": dropped,
-            "good_mean": cmp.base.mean, "culprit_mean": cmp.head.mean,
-            "change": cmp.pct_change, "ci": cmp.ci, "p_value": cmp.p_value, "verdict": cmp.verdict,
-            "detectable": detectable_change(len(good), len(values), sd, 0.05, logged=logged, scale=cmp.base.mean),
-            "llr": decided.llr if decided else None, "p_bad": decided.p_bad if decided else None,
-            "parent": parent, "parent_p_bad": parent_step.p_bad if parent_step else None,
-            "parent_is_good_end": parent == self.rec.good,
-        }
+        return Evidence(
+            n_good=len(good), n_culprit=len(values), culprit_values=list(self.samples[culprit]), dropped=dropped,
+            good_mean=cmp.base.mean, culprit_mean=cmp.head.mean, change=cmp.pct_change,
+            ci=tuple(cmp.ci) if cmp.ci is not None else None, p_value=cmp.p_value, verdict=cmp.verdict,
+            detectable=detectable_change(len(good), len(values), sd, 0.05, logged=logged, scale=cmp.base.mean),
+            llr=decided.llr if decided else None, p_bad=decided.p_bad if decided else None,
+            parent=parent, parent_p_bad=parent_step.p_bad if parent_step else None,
+            parent_is_good_end=parent == self.rec.good)
 
 
-def _pct_size(x: float) -> str:
-    """A size of change in words: 1.4% / 23% / 140%."""
-    if not math.isfinite(x):
-        return "no change at all"
-    return f"{x * 100:.2g}%" if x < 0.1 else f"{x * 100:.0f}%"
+def _typed(cls, values: dict):
+    """One of the result's dataclasses from the dict exact.py gives (its keys are the field names)."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: tuple(v) if k == "ci" and isinstance(v, list) else v for k, v in values.items() if k in names})
+
+
+def _stored(result: Result) -> dict:
+    """The result's JSON form in the record, for a reader of the file (a resume computes it again)."""
+    def form(value):
+        return asdict(value) if value is not None else None
+
+    # culprit: named and confirmed; ambiguous: the same, with untested commits before it that could
+    # also be the first bad one; unconfirmed: named but not confirmed; candidates: git's list alone.
+    return {"state": result.state, "culprit": form(result.culprit),
+            "candidates": [asdict(c) for c in result.candidates], "evidence": form(result.evidence) or {},
+            "runs_used": result.runs_used, "commits_measured": result.commits_measured, "noise": result.noise,
+            "confirmation": form(result.confirmation) or {}, "unconfirmed": form(result.unconfirmed),
+            "exact": form(result.exact), "exact_note": result.exact_note,
+            "ambiguous_with": [asdict(c) for c in result.ambiguous_with]}
 
 
 class EndsDoNotDiffer(Exception):
@@ -473,25 +487,6 @@ def _finished(text: str) -> bool:
     """Whether git bisect's output says it is done (a first bad commit, or only skipped ones left)."""
     return "is the first bad commit" in text or "only 'skip'ped commits left" in text
 
-
-def _step_line(number: int, info: dict, step: StepRecord, b: Bisection) -> str:
-    subject = "'" + printable(info["subject"], 50) + "'"
-    if step.verdict == "skip":
-        return f"step {number}: {info['sha'][:12]} {subject}: skipped ({printable(step.why, 120)})"
-    if step.exact:
-        where = "midway within the resolution: the closer end wins" if step.forced else "exact"
-        return (f"step {number}: {info['sha'][:12]} {subject}: {step.verdict} after {step.n} run"
-                f"{'' if step.n == 1 else 's'} (position {step.position:+.2f}; {where})"
-                + (" (it differs from both ends: a partial change, or two changes? the nearer end wins)"
-                   if step.between else ""))
-    flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
-    if step.paired:
-        flag += " (paired with good)"
-    if step.between:
-        flag += " (it differs from both ends: a partial change, or two changes? the nearer end wins)"
-    return (f"step {number}: {info['sha'][:12]} {subject}: {step.verdict} after {step.n} runs "
-            f"(P(bad)={step.p_bad:.4f}, position {step.position:+.2f}; ends now n={len(b.samples[b.rec.good])}"
-            f"+{len(b.samples[b.rec.bad])}){flag}")
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:

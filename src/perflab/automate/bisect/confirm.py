@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from perflab.core.bisection import Confirmation
 from perflab.stats import sequential, stationarity
 
 RELEVANT = 0.25    # a departure from the assumptions matters when it is this share of the ends' change or more
@@ -98,7 +99,7 @@ def _slot(b, commit: str, default: str) -> str:
     return {b.rec.good: sequential.GOOD, b.rec.bad: sequential.BAD}.get(commit, default)
 
 
-def confirm_culprit(b, culprit: str, parent: str) -> dict:
+def confirm_culprit(b, culprit: str, parent: str) -> Confirmation:
     """`culprit` against `parent` in randomly ordered pairs until the test calls it (see the module's docstring)."""
     s = b.settings
     delta, delta_se, logged, scale = _delta(b)
@@ -119,7 +120,7 @@ def confirm_culprit(b, culprit: str, parent: str) -> dict:
         verdict = sequential.confirm(d, delta, delta_se, s.alpha, logged, scale, others, s.threshold, noise)
         if verdict.verdict is not None or len(pairs) >= s.confirm_max:
             break
-    return {"verdict": verdict.verdict or "undecided", "pairs": len(pairs), "used": verdict.n,
-            "dropped": verdict.dropped, "change": verdict.change, "ci": list(verdict.ci),
-            "ends_change": math.expm1(delta) if logged else delta / scale if scale else math.nan,
-            "llr": verdict.llr, "parent": parent, "culprit": culprit, "values": [list(p) for p in pairs]}
+    return Confirmation(verdict.verdict or "undecided", parent, culprit, pairs=len(pairs), used=verdict.n,
+                        dropped=verdict.dropped, change=verdict.change, ci=tuple(verdict.ci),
+                        ends_change=math.expm1(delta) if logged else delta / scale if scale else math.nan,
+                        llr=verdict.llr, values=[list(p) for p in pairs])

@@ -1,8 +1,8 @@
 """Bisecting an exact metric: one run per commit, two at each end to confirm determinism.
 
-A metric is exact (perflab.stats.exact) by its unit or name (instruction counts,
-icount instruction-time), or by measurement: three runs of each end agree within
-EXACT_LIMIT. Then
+A metric is exact (perflab.stats.exact) by construction (the record's `exact`:
+instruction counts, icount instruction-time), or by measurement: three runs of each
+end agree within EXACT_LIMIT. Then
 
 - the ends: two runs of each, in pairs in random order (three when only
   measurement can say the metric is exact); if an end's runs disagree beyond
@@ -30,8 +30,9 @@ from perflab.stats.sequential import BAD, GOOD
 MAX_STEP_RUNS = 3
 
 
-def by_unit(b) -> bool:
-    return exact.exact_by_unit(getattr(b.rec, "unit", ""), b.rec.metric)
+def by_construction(b) -> bool:
+    """Whether the bisected metric is exact by construction, as its record says."""
+    return bool(b.rec.exact)
 
 
 def _level(values) -> float:
@@ -41,7 +42,7 @@ def _level(values) -> float:
 def check_ends(b) -> sequential.EndsVerdict | None:
     """The ends of an exact metric (module docstring); None: not exact, go the statistical way."""
     good, bad = b.rec.good, b.rec.bad
-    known = by_unit(b)
+    known = by_construction(b)
     need = 2 if known else exact.MEASURED_MIN
     while len(b.end_pairs) < 2:
         b._end_pair(starting=True)
@@ -51,7 +52,7 @@ def check_ends(b) -> sequential.EndsVerdict | None:
     while len(b.end_pairs) < need:
         b._end_pair(starting=True)
     g, x = b.samples[good], b.samples[bad]
-    if not exact.is_exact(g, x, unit=getattr(b.rec, "unit", ""), name=b.rec.metric):
+    if not exact.is_exact(g, x, assume_exact=known):
         if not known:
             return None   # a timing that only looked steady at first
         b.exact_note = (f"{b.rec.metric} is not exact here: the ends' runs disagree beyond "

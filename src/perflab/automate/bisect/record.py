@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from perflab.core.bisection import Skip, SkipCause, StepRecord
 from perflab.core.errors import PerflabError, UsageProblem
-from perflab.core.job import AtomicJob
+from perflab.store.exactness import exact_as_stored
+from perflab.jobs.job import AtomicJob
 
 
 class BisectError(PerflabError):
@@ -39,7 +41,7 @@ class Settings:
                                   # ratios: "on", "off", or "auto" (when the ends' pairs show the machine's
                                   # level moving both runs of a pair: sequential.pairing_gain)
     confirm_max: int = 16         # pairs of (culprit, parent) after which an undecided confirmation gives up
-    exact: str = "auto"           # "auto": an exact metric (stats.exact: by its unit, or its ends' runs agree)
+    exact: str = "auto"           # "auto": an exact metric (Record.exact, or its ends' runs agree)
                                   # is bisected with one run per commit (exact.py); "off": never
 
 
@@ -67,7 +69,9 @@ class Record:
     metric: str
     tag: str
     direction: int = -1               # the metric's: -1 lower is better, 1 higher, 0 informational
-    unit: str = ""                    # the metric's unit (instructions: exact by construction)
+    unit: str = ""                    # the metric's unit, as its catalog says
+    exact: bool | None = None         # the metric is exact by construction (instruction counts, icount
+                                      # instruction-time): exact.py; None only until __post_init__
     box: str | None = None
     build_timeout: float | None = None
     broker: str | None = None         # set: measure on lab box `box` through its queue
@@ -75,22 +79,31 @@ class Record:
     kernel: dict | None = None        # a kernel tree: {"image": path in the build output, "vm": {...}}
     settings: dict = field(default_factory=dict)
     status: str = "running"           # running | done | refused | failed
-    skips: dict = field(default_factory=dict)      # sha -> why it was skipped
-    steps: list = field(default_factory=list)      # decisions, in order
-    result: dict | None = None
+    skips: dict[str, Skip] = field(default_factory=dict)     # sha -> why it was skipped
+    steps: list[StepRecord] = field(default_factory=list)    # decisions, in order
+    result: dict | None = None        # the result's JSON form (BisectionResult's fields), for a reader of the file
     created: str = ""
     path: str = ""
 
     def __post_init__(self) -> None:
-        # A record read from disk (of this version or an older one) holds the job's JSON form.
+        # A record read from disk (of this version or an older one) holds JSON forms.
         if isinstance(self.job, dict):
             self.job = AtomicJob.from_dict(self.job)
+        if self.exact is None:
+            # Not said (a record from before records said it, which marked icount in its unit):
+            # what the store would say of the metric's samples, decoded once, here.
+            self.exact = exact_as_stored(self.metric, self.unit)
+        self.skips = {sha: _skip(value) for sha, value in self.skips.items()}
+        self.steps = [_step(value) for value in self.steps]
 
     def save(self) -> None:
         target = Path(self.path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in ("path", "job")}
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if f.name not in ("path", "job", "skips", "steps")}
         data["job"] = self.job.to_dict()
+        data["skips"] = {sha: asdict(skip) for sha, skip in self.skips.items()}
+        data["steps"] = [asdict(step) for step in self.steps]
         tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, target)
@@ -102,6 +115,40 @@ class Record:
             return cls(**data, path=str(path))
         except (OSError, ValueError, TypeError) as e:
             raise BisectError(f"bisection record {path}: unreadable ({e})") from None
+
+
+def _old_skip_cause(why: str) -> SkipCause:
+    """What failed at a commit skipped by a version that kept only the message (read once, on loading)."""
+    first = why.splitlines()[0] if why else ""
+    if first.startswith("--build"):
+        return SkipCause.BUILD
+    return SkipCause.BOOT if "did not boot" in first else SkipCause.RUN
+
+
+def _skip(value: Skip | dict | str) -> Skip:
+    """A skip of the record: {"why", "cause", "console"}, or (older records) the message alone."""
+    if isinstance(value, Skip):
+        return value
+    if isinstance(value, str):
+        return Skip(value, _old_skip_cause(value))
+    why = str(value.get("why") or "")
+    cause = value.get("cause")
+    return Skip(why, SkipCause(cause) if cause else _old_skip_cause(why), str(value.get("console") or ""))
+
+
+_STEP_FIELDS = {f.name for f in fields(StepRecord)}
+
+
+def _step(value: StepRecord | dict) -> StepRecord:
+    """A step of the record; an older record's step has fewer keys, and its skip no cause."""
+    if isinstance(value, StepRecord):
+        return value
+    step = StepRecord(**{k: v for k, v in value.items() if k in _STEP_FIELDS})
+    if step.cause is not None:
+        step.cause = SkipCause(step.cause)
+    elif step.verdict == "skip":
+        step.cause = _old_skip_cause(step.why)
+    return step
 
 
 def find_record(store, bisect_id: str | None, repo: Path | None) -> Record:
@@ -149,11 +196,12 @@ def check_metric(job: AtomicJob, metric: str) -> tuple[int, str]:
 
     `job` is validated (perflab.jobs.resolve) when it was not yet."""
     from perflab import jobs
-    from perflab.benchmarks import measured
 
     job = jobs.resolve(job)
-    # A job with `measure: instructions|cache` adds valgrind's metrics to its family's.
-    catalog = {**job.family.metrics(job.parsed), **measured.metrics(job.measure)}
+    # What watches the job adds its metrics to the family's (`measure: instructions|cache`: valgrind's).
+    catalog = dict(job.family.metrics(job.parsed))
+    for instrument in job.instruments:
+        catalog.update(instrument.metrics())
     if metric not in catalog:
         raise UsageProblem(f"--metric {metric}: the {job.benchmark} job does not produce it; "
                            f"it produces: {', '.join(sorted(catalog))}")

@@ -11,10 +11,9 @@ from pathlib import Path
 from perflab.analysis.noise import plan_runs
 from perflab.automate.bisect.algorithm import Bisection, Result
 from perflab.automate.bisect.record import BisectError, Record, Settings, check_metric, find_record, record_dir
-from perflab.runner.guest import ICOUNT_UNIT_SUFFIX
 from perflab.automate.measurer import Measurer, kernel_spec
 from perflab.core.errors import UsageProblem
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.core.git import check_clean, git, repo_root, resolve
 
 LAST_LOOK = 20      # the ends' last look, in runs per end (Settings: 5, 10, 20)
@@ -54,15 +53,16 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
         raise UsageProblem(f"--vm {vm_mode}: give the kernel the build makes with --kernel IMAGE "
                            "(e.g. arch/x86/boot/bzImage)")
     direction, unit = check_metric(job, metric)
-    if spec is not None and spec.vm.get("mode") == "icount" and unit:
-        unit += ICOUNT_UNIT_SUFFIX     # instruction-time in the guest: exact by its unit (stats.exact)
+    # Every figure of a guest under icount is exact by construction, as its samples say (the target
+    # marks them); else the Record decodes what the catalog's metric and unit say (valgrind's counts).
+    exact = True if spec is not None and spec.vm.get("mode") == "icount" else None
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
     settings = _planned(store, job, metric, settings or Settings(), runs, box, say, noise_how)
     bisect_id = secrets.token_hex(4)
     tag = tag or f"bisect-{bisect_id}"
     rec = Record(id=bisect_id, repo=str(root), good=good_sha, bad=bad_sha, build=build_cmd,
-                 job=job, metric=metric, tag=tag, direction=direction, unit=unit or "", box=box,
+                 job=job, metric=metric, tag=tag, direction=direction, unit=unit or "", exact=exact, box=box,
                  build_timeout=build_timeout, broker=broker, source_url=source_url,
                  kernel=spec.to_dict() if spec else None,
                  settings=asdict(settings), created=time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from perflab.automate.bisect.record import BisectError, Record
-from perflab.automate.measurer import BoxMeasurer, KernelBuilds, KernelSpec, LocalMeasurer, Measurer, build
+from perflab.automate.measurer import Here, KernelDirs, KernelSpec, MeasurerSpec, OnBox, build
 from perflab.core.git import BuildFailed, Worktrees, git
 from perflab.core.git import prune_stale as _prune_stale
 
@@ -76,19 +76,20 @@ class SlotTrees:
         yield path
 
 
-def measurer_for(store, rec: Record, worktrees: Worktrees, say: Callable[[str], None]) -> Measurer:
-    """The Measurer a record asks for: on its lab box when it names a broker, else here in `worktrees`.
+def measurer_spec(rec: Record, worktrees: Worktrees) -> MeasurerSpec:
+    """What a record measures with (measurer.measurer_for makes it): its lab box when it names a
+    broker, else here in `worktrees`.
 
     A kernel bisection (`rec.kernel`) builds each commit's kernel out of tree in one build
-    directory kept between steps (KernelBuilds, beside the worktrees) and runs the job in a
-    guest booted from it; the slots' worktrees then only record the commit measured."""
+    directory kept between steps, beside the worktrees, and runs the job in a guest booted from
+    it; the slots' worktrees then only record the commit measured."""
     kernel = KernelSpec(**rec.kernel) if rec.kernel else None
     if rec.broker:
-        return BoxMeasurer(store, broker=rec.broker, box=rec.box, source_url=rec.source_url or rec.repo,
-                           build_cmd=rec.build, build_timeout=rec.build_timeout, say=say, kernel=kernel)
-    if kernel is None:
-        return LocalMeasurer(store, SlotTrees(worktrees, rec.build, rec.build_timeout), box=rec.box)
-    base = worktrees.base
-    builds = KernelBuilds(Path(rec.repo), base / KERNEL_SRC, base / KERNEL_OUT, base / KERNEL_IMAGES, rec.build,
-                          kernel.image, rec.build_timeout)
-    return LocalMeasurer(store, SlotTrees(worktrees, "", None), box=rec.box, kernel=kernel, builds=builds, say=say)
+        where = OnBox(rec.broker, rec.box, rec.source_url or rec.repo)
+    else:
+        base = worktrees.base
+        # Removed with the worktrees' base directory (Worktrees.close), not by the Measurer.
+        dirs = KernelDirs(Path(rec.repo), base / KERNEL_SRC, base / KERNEL_OUT, base / KERNEL_IMAGES)
+        where = Here(lambda build, timeout: SlotTrees(worktrees, build, timeout), box=rec.box,
+                     kernel_dirs=dirs if kernel else None)
+    return MeasurerSpec(where, rec.build, rec.build_timeout, kernel)

@@ -40,7 +40,9 @@ def submission_key(sid: str) -> str:
 
 def result_key(task_id: str) -> str:
     # What became of one task, for a submitter that waits on it (bisect/robot --box): JSON
-    # {"status": done|failed|build-failed|source-failed|cancelled, "error", "runs": [uuid, ...]}.
+    # {"status": done|failed|build-failed|source-failed|cancelled, "error", "runs": [uuid, ...]},
+    # and for a kernel that built but did not boot "boot_failure": {"message", "console_tail"}
+    # (lab.client.task_result also reads the form before it, the tail in "error").
     return f"perflab:result:{task_id}"
 
 

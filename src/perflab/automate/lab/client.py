@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from perflab.automate.lab import app as lab
 from perflab.core.errors import PerflabError
-from perflab.core.job import AtomicJob
+from perflab.execution.targets import BootFailure
+from perflab.jobs.job import AtomicJob
 
 
 def submit(broker: str, jobs: list[AtomicJob], boxes: list[str], *, source: str = "",
@@ -144,6 +145,25 @@ class TaskResult:
     status: str            # done | failed | build-failed | source-failed | cancelled
     error: str
     runs: list             # the task's runs, read back from the shared store
+    boot_failure: BootFailure | None = None   # build-failed: the kernel built, but did not boot
+
+
+# Workers before results had a "boot_failure" key sent a kernel's console tail in "error", after this.
+OLD_CONSOLE_MARK = "\n--- console tail ---\n"
+
+
+def task_result(res: dict, runs: list) -> TaskResult:
+    """A task's result as its worker left it in perflab:result:TASK (lab.result_key), of this version or an older one."""
+    error = res.get("error") or ""
+    failure = res.get("boot_failure")
+    boot = None
+    if isinstance(failure, dict):
+        boot = BootFailure(str(failure.get("message") or error), str(failure.get("console_tail") or ""))
+    elif res.get("status") == "build-failed" and OLD_CONSOLE_MARK in error:
+        summary, _mark, tail = error.partition(OLD_CONSOLE_MARK)
+        error = summary
+        boot = BootFailure(summary, tail)
+    return TaskResult(res.get("status", "failed"), error, runs, boot)
 
 
 def run_on_box(broker: str, box: str, jobs: list[AtomicJob], store, *, say=lambda _m: None,
@@ -181,12 +201,8 @@ def run_on_box(broker: str, box: str, jobs: list[AtomicJob], store, *, say=lambd
     except interrupt.Interrupted:
         r.sadd(lab.CANCELLED, sid)
         raise
-    out = []
-    for tid in ids:
-        res = results[tid]
-        out.append(TaskResult(res.get("status", "failed"), res.get("error", ""),
-                              _uploaded(store, res.get("runs") or [], box, r, upload_patience_s, say)))
-    return out
+    return [task_result(results[tid], _uploaded(store, results[tid].get("runs") or [], box, r, upload_patience_s, say))
+            for tid in ids]
 
 
 def _uploaded(store, uuids: list[str], box: str, r, patience_s: float, say) -> list:

@@ -37,7 +37,7 @@ from perflab.automate.lab.checkouts import BuildFailed, Checkouts, SourceError, 
 from perflab.automate.lab.spool import Spool, check_driver
 from perflab.automate.measurer import KernelFailed
 from perflab.core.errors import PerflabError
-from perflab.core.job import AtomicJob
+from perflab.jobs.job import AtomicJob
 from perflab.core.text import printable
 
 
@@ -115,7 +115,7 @@ class Worker:
         return run_job
 
     def run_one(self, task_id: str, job: dict, submission: str, box: str) -> str:
-        from perflab.automate.measurer import LocalMeasurer, run_here
+        from perflab.automate.measurer import run_here
         from perflab.execution import interrupt
 
         import redis
@@ -142,7 +142,7 @@ class Worker:
         job = {**job, "lab": {"submission": submission, "task": task_id, "attempt": attempt, "worker": self.name}}
         self.state.set(state="running", job=_describe(job), submission=submission, since=_now())
         self._beat()
-        outcome, status, error = None, "failed", ""
+        outcome, status, error, boot_failure = None, "failed", "", None
         try:
             if job.get("source") is not None:
                 source = check_source(job["source"])
@@ -153,8 +153,9 @@ class Worker:
             status = outcome.status
             error = outcome.error or ""
         except KernelFailed as e:
-            # The console's tail travels after the mark, so that the submitter records it with the skip.
-            status, error = "build-failed", printable(str(e), 1000) + KernelFailed.MARK + printable(e.console_tail, 3000)
+            # The console's tail travels in a key of its own, so that the submitter records it with the skip.
+            status, error = "build-failed", str(e)
+            boot_failure = {"message": printable(str(e), 1000), "console_tail": printable(e.console_tail, 3000)}
         except BuildFailed as e:
             status, error = "build-failed", str(e)
         except SourceError as e:
@@ -177,9 +178,9 @@ class Worker:
             error = str(e)
             self.state.set(last_error=f"{_now()} job {task_id}: {printable(error, 300)}")
         runs = [self.spool.store.get_run(run_id).uuid for run_id in outcome.runs] if outcome is not None else []
-        if KernelFailed.MARK not in error:
-            error = printable(error, 2000)
-        result = {"status": status, "error": error, "runs": runs, "attempt": attempt}
+        result = {"status": status, "error": printable(error, 2000), "runs": runs, "attempt": attempt}
+        if boot_failure is not None:
+            result["boot_failure"] = boot_failure
         # Completed (the run is safe in the spool) before the acknowledgement, so that a
         # redelivery after a kill right here is recognised and not run twice.
         self._record_end(submission, task_id, f"{'failed' if status.endswith('failed') else status}:{box}", result)
@@ -188,25 +189,29 @@ class Worker:
         self._beat()
         return status
 
-    def _measurer(self, source: dict, kernel):
-        """A LocalMeasurer of a job's source: built in a checkout here, or (source.kernel) a kernel tree
-        built out of tree here and booted in a guest on this box (KernelBuilds kept per repository)."""
-        from perflab.automate.measurer import KernelBuilds, KernelSpec, LocalMeasurer
+    def _measurer(self, source: dict, kernel_keys):
+        """The Measurer of a job's source: built in a checkout here, or (source.kernel) a kernel tree
+        built out of tree here and booted in a guest on this box (its builds kept per repository)."""
+        from perflab.automate.measurer import Here, KernelDirs, KernelSpec, MeasurerSpec, measurer_for
 
-        if kernel is None:
-            return LocalMeasurer(self.spool.store, self.checkouts.trees(source), box=self.box)
-        if not (isinstance(kernel, dict) and isinstance(kernel.get("image"), str) and isinstance(kernel.get("vm"), dict)):
+        def trees(build: str, timeout: float | None):
+            # The commit fetched into the repository's mirror and checked out here (built, unless a kernel's).
+            return self.checkouts.trees({**source, "build": build, "build_timeout": timeout})
+
+        if kernel_keys is None:
+            spec = MeasurerSpec(Here(trees, box=self.box), source["build"], source["build_timeout"])
+            return measurer_for(self.spool.store, spec)
+        if not (isinstance(kernel_keys, dict) and isinstance(kernel_keys.get("image"), str)
+                and isinstance(kernel_keys.get("vm"), dict)):
             raise SourceError("job key 'source.kernel': expected {image: path in the build output, vm: {...}}")
-        spec = KernelSpec(kernel["image"], kernel["vm"])
+        kernel = KernelSpec(kernel_keys["image"], kernel_keys["vm"])
         # Kept between jobs (a bisection's steps build incrementally), one per repository, build and image.
-        key = hashlib.sha1(json.dumps([source["repo"], source["build"], spec.image]).encode()).hexdigest()[:16]
+        key = hashlib.sha1(json.dumps([source["repo"], source["build"], kernel.image]).encode()).hexdigest()[:16]
         home = self.checkouts.directory / f"kernel-{key}"
         mirror = self.checkouts.directory / hashlib.sha1(source["repo"].encode()).hexdigest()[:16] / "mirror.git"
-        builds = KernelBuilds(mirror, home / "src", home / "build", home / "images", source["build"], spec.image,
-                              source["build_timeout"], owned=False)
-        # The checkout of the commit (fetched into the mirror) records the runs; the kernel is built in `builds`.
-        return LocalMeasurer(self.spool.store, self.checkouts.trees({**source, "build": ""}), box=self.box,
-                             kernel=spec, builds=builds)
+        dirs = KernelDirs(mirror, home / "src", home / "build", home / "images", owned=False)
+        spec = MeasurerSpec(Here(trees, box=self.box, kernel_dirs=dirs), source["build"], source["build_timeout"], kernel)
+        return measurer_for(self.spool.store, spec)
 
     def _record_end(self, submission: str, task_id: str, counter: str, result: dict,
                     patience_s: float = 60.0) -> None:
