@@ -209,7 +209,8 @@ def show_cmd(run_id, with_monitors, db) -> None:
 
     store = get_store(db)
     run = store.get_run(run_id)
-    from perflab.stats.descriptive import summarize
+    from perflab.analysis.run_summary import metric_summaries
+
     def shown(value) -> str:
         return printable(value, SHOW_LIMIT)
 
@@ -256,8 +257,8 @@ def show_cmd(run_id, with_monitors, db) -> None:
     header = f"  {'metric':40} {'unit':6} {'n':>4} {'mean':>11} {'median':>11} {'stddev':>11} {'CoV':>7} {'min':>11} {'max':>11}"
     if by_metric:
         lines += ["", header]
-    for metric, items in by_metric.items():
-        s = summarize([x.value for x in items], items[0].direction)
+    for metric, s in metric_summaries(by_metric).items():
+        items = by_metric[metric]
         cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
         lines.append(
             f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.mean, 11)} {fmt_num(s.median, 11)} "

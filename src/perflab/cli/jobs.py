@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from perflab.cli.common import db_option, get_store
-from perflab.cli.run import _guest_options
+from perflab.cli.run import guest_options, job_line
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
 
@@ -113,7 +113,7 @@ def jobs_split(job_file, overrides, output) -> None:
 
 
 # `run`'s --kernel and --vm, so `rerun` says and checks them the same way.
-_kernel_option, _vm_option = _guest_options()
+_kernel_option, _vm_option = guest_options()
 
 
 @click.command("rerun")
@@ -136,22 +136,16 @@ def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, db) -> None:
       perflab rerun 12 --tag after-fix
       perflab rerun 12 --kernel vmlinuz-6.1.0-50-amd64 --vm icount
     """
-    from perflab import jobs as jobfiles
-    from perflab.cli.run import _run_atomic_jobs, _vm
-    from perflab.jobs import AtomicJob
+    from perflab.runner import service
 
     store = get_store(db)
     run = store.get_run(run_id)
     if not run.job:
         raise PerflabError(f"run #{run.id} has no stored job (it was recorded before jobs were stored, or imported)")
-    job = AtomicJob.from_dict(run.job)
-    if tag is not None:
-        job = job.with_(tag=tag)
-    if comment is not None:
-        job = job.with_(comment=comment)
     # The same checks as `run --kernel`: refused in one line before the store is written.
-    job = jobfiles.in_guest(job, kernel, _vm(vm_mode), f"perflab rerun {run.id}")
-    _run_atomic_jobs([job], box, repo, db)
+    request = service.RunRequest(f"perflab rerun {run.id}", stored_job=run.job, box=box, repo=repo,
+                                 options=service.JobOptions(tag=tag, comment=comment, kernel=kernel, vm_mode=vm_mode))
+    service.raise_first_failure(service.perform(request, lambda: store, on_done=job_line))
 
 
 COMMANDS = [jobs_group, rerun_cmd]

@@ -9,8 +9,7 @@ import click
 from perflab.cli.common import FiniteFloat, db_option, lab_box_options, get_store
 from perflab.cli.report import report_group
 from perflab.core.text import printable
-
-POWER_WORRY = 0.05   # a "no change" is said to be blind when the samples could not see a 5% change
+from perflab.report.registry import layout_names
 
 
 @report_group.command("regression")
@@ -105,8 +104,7 @@ def _export_base(store, report, path: str) -> tuple[str, bytes]:
               help="False-discovery rate over the metrics.")
 @click.option("--runs", "runs", type=click.IntRange(1, 10_000), metavar="N",
               help="Runs of the head job (default: chosen from the job's stored noise, `perflab noise`, else the job's).")
-@click.option("--style", "-s", type=click.Choice(("lkp", "mmtests", "benchstat", "kernbench", "json", "csv")),
-              default="lkp", show_default=True)
+@click.option("--style", "-s", type=click.Choice(layout_names(gate=True)), default="lkp", show_default=True)
 @db_option
 def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alpha, runs, style, db) -> None:
     """A CI gate: run (or load) the head, compare it with the baseline, exit 1 on a significant regression.
@@ -123,9 +121,8 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
     import uuid
 
     from perflab.analysis.comparison import compare
+    from perflab.analysis.gate import POWER_WORRY, gate
     from perflab.cli.compare import show
-    from perflab.stats.compare import PRIMARY, REGRESSION
-    from perflab.stats.power import detectable_of
 
     if bool(job) == bool(run):
         raise click.UsageError("give the head as either --job JOB.yaml (run it now) or --run REF (stored runs)")
@@ -133,20 +130,23 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
 
     store = get_store(db)
     if job:
-        from perflab import jobs as jobfiles
-        from perflab.cli.run import _finish, _report_jobs
-        from perflab.runner.loop import run_jobs
+        from perflab.analysis.selection import select
+        from perflab.cli.run import job_line
+        from perflab.runner import service
 
         head = f"check-{uuid.uuid4().hex[:8]}"
-        atomic = [j.with_(tag=head) for j in jobfiles.load_atomic(job, list(overrides))]
+        request = service.RunRequest(job, job_file=job, overrides=tuple(overrides), box=box, repo=repo,
+                                     options=service.JobOptions(tag=head))
+        atomic = service.build_jobs(request)
+        service.refuse_what_cannot_run(atomic, request)
         # The baseline must exist before anything is measured.
-        from perflab.analysis.selection import select
-
         select(store, baseline)
         atomic = _planned(store, atomic, job, overrides, runs, metrics, threshold, box)
-        outcomes = run_jobs(store, atomic, box=box, repo=repo)
-        _report_jobs(outcomes)
-        _finish(outcomes)
+        outcomes = service.run_built(store, atomic, request)
+        for o in outcomes:
+            if o.recorder is not None:
+                click.echo(job_line(o))
+        service.raise_first_failure(outcomes)
     else:
         head = run
     result = compare(store, [baseline, head], alpha=alpha,
@@ -154,25 +154,20 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
                      exact_threshold=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100,
                      metrics=list(metrics) or None, monitors="changed")
     click.echo(show(result, style), nl=False)
-    primary = [r for r in result.rows if r.fdr_group == PRIMARY and r.heads[0] is not None]
-    regressions = [r for r in primary if r.heads[0].verdict == REGRESSION]
-    blind = []
-    for r in primary:
-        d = r.heads[0].detectable if r.heads[0].exact else detectable_of(r.base_values, r.head_values[0], alpha=alpha)
-        if not math.isfinite(d) or d > POWER_WORRY:
-            blind.append((r.metric, d))
-    if regressions:
-        worst = max(regressions, key=lambda r: r.heads[0].magnitude)
-        click.echo(f"check: REGRESSION in {len(regressions)} metric(s); worst {printable(worst.metric)} "
+    verdict = gate(result, alpha)
+    if verdict.regressions:
+        worst = verdict.worst
+        click.echo(f"check: REGRESSION in {len(verdict.regressions)} metric(s); worst {printable(worst.metric)} "
                    f"{worst.heads[0].pct_change * 100:+.1f}% against {printable(baseline)}")
     else:
-        click.echo(f"check: no significant regression in {len(primary)} metric(s) against {printable(baseline)}")
-    if blind:
-        shown = ", ".join(f"{printable(m)} ({'n too small' if not math.isfinite(d) else f'{d * 100:.1f}%'})"
-                          for m, d in blind[:6])
-        click.echo(f"check: these samples could not have seen a 5% change (smallest detectable with 90% power): "
-                   f"{shown}{' ...' if len(blind) > 6 else ''}")
-    if regressions:
+        click.echo(f"check: no significant regression in {verdict.checked} metric(s) against {printable(baseline)}")
+    if verdict.blind:
+        shown = ", ".join(f"{printable(b.metric)} ("
+                          f"{'n too small' if not math.isfinite(b.detectable) else f'{b.detectable * 100:.1f}%'})"
+                          for b in verdict.blind[:6])
+        click.echo(f"check: these samples could not have seen a {POWER_WORRY * 100:g}% change (smallest detectable "
+                   f"with 90% power): {shown}{' ...' if len(verdict.blind) > 6 else ''}")
+    if verdict.regressions:
         raise click.exceptions.Exit(1)
 
 
@@ -284,13 +279,13 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
 
 def _robot_runs(store, jobs, metrics, runs, box):
     """Each job with the runs per commit its stored noise asks for to see the smallest level change the
-    robot calls (1%, stats.changepoints.MIN_EFFECT), said first; `--runs` wins."""
+    robot calls (1%, analysis.gate.ROBOT_CHANGE), said first; `--runs` wins."""
     import fnmatch
 
-    from perflab.stats.changepoints import MIN_EFFECT
+    from perflab.analysis.gate import ROBOT_CHANGE
 
     chosen = (lambda name: any(fnmatch.fnmatchcase(name, g) for g in metrics)) if metrics else None
-    return _with_planned_runs(store, jobs, MIN_EFFECT, chosen, runs, box, "robot")
+    return _with_planned_runs(store, jobs, ROBOT_CHANGE, chosen, runs, box, "robot")
 
 
 COMMANDS = [check_cmd, robot_cmd]

@@ -4,6 +4,10 @@ The subcommands are built from the family registry (perflab.benchmarks.FAMILIES)
 `cmd` and `lmbench` keep their own options; any other family gets options
 made from its parameter model. A job file given instead of a family runs its
 whole matrix.
+
+Each command only turns its options into a request for the run service
+(perflab.runner.service), which builds, checks and runs the atomic jobs and
+sums up their outcomes, and prints what the service computed.
 """
 
 from __future__ import annotations
@@ -54,23 +58,14 @@ MONITOR_HELP = ("Gather a monitor's evidence during the timed part (repeatable):
                 "`perflab monitors` lists them.")
 
 
-def _monitors(specs: tuple[str, ...], base: dict | None = None) -> dict:
-    """--monitor options (over a job's own `monitors`) -> the job's validated monitors mapping."""
-    from perflab import monitors
-
-    merged = dict(base or {})
-    for spec in specs:
-        merged.update(monitors.parse_spec(spec))
-    return monitors.validate(merged)
-
-
 KERNEL_HELP = ("Boot this kernel (bzImage, vmlinuz) in a QEMU guest and run the job inside "
                "(lmbench, will-it-scale, ebizzy, hackbench, cmd, fio, aim7, news; docs/vm.md).")
 VM_HELP = ("The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact "
            "and repeatable) or kvm. Needs --kernel (or a job's kernel key).")
 
 
-def _guest_options() -> list:
+def guest_options() -> list:
+    """`--kernel` and `--vm`, as `run` and `rerun` say and check them."""
     from perflab.execution.vm import MODES
 
     return [click.option("--kernel", "kernel", metavar="PATH", help=KERNEL_HELP),
@@ -85,13 +80,9 @@ def _measure_option():
     return click.option("--measure", type=click.Choice(["instructions", "cache"]), help=MEASURE_HELP)
 
 
-def _vm(vm_mode: str | None) -> dict | None:
-    return {"mode": vm_mode} if vm_mode else None
-
-
 def _variant_options(f):
     for option in reversed([
-        *_guest_options(),
+        *guest_options(),
         click.option("--monitor", "monitor_specs", multiple=True, metavar="NAME[:OPT=VAL,...]", help=MONITOR_HELP),
         click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...)."),
         click.option("--box", help="Testbox name (default: hostname)."),
@@ -103,13 +94,10 @@ def _variant_options(f):
 
 
 def _finish(outcomes) -> None:
-    """Exit status of a run command: a failed job fails the command (after the others ran)."""
-    from perflab.runner.recorder import RunFailed
+    # Kept for perflab.cli.noise, which still calls it by this name.
+    from perflab.runner.service import raise_first_failure
 
-    failed = [o for o in outcomes if o.error is not None]
-    if failed:
-        more = f" (and {len(failed) - 1} more failed jobs)" if len(failed) > 1 else ""
-        raise RunFailed(failed[0].error + more)
+    raise_first_failure(outcomes)
 
 
 # -- cmd --------------------------------------------------------------------------
@@ -148,10 +136,8 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --monitor vmstat --monitor perf-stat -- ./bench
       perflab run cmd --measure instructions --runs 3 -- ./bench
     """
-    from perflab.benchmarks.cmd import FAMILY, MetricRule, check_unique
-    from perflab.jobs import atomic
-    from perflab.runner.loop import run_jobs
-    from perflab.stats.relative import relative_to_fastest, spread
+    from perflab.benchmarks.cmd import MetricRule, check_unique
+    from perflab.runner import service
 
     unit_map = _key_values(units, "--unit")
     rules = [MetricRule.parse(m, unit_map, set(higher)) for m in metrics]
@@ -159,13 +145,12 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
     for key in list(unit_map) + list(higher):
         if key not in {r.name for r in rules}:
             raise click.BadParameter(f"{key!r} names no --metric", param_hint="--unit/--higher-is-better")
-    monitors = _monitors(monitor_specs)
     groups = [[c] for c in cmds] + _split_commands(command)
     if not groups:
         raise click.UsageError("no command given: put it after -- or use --cmd")
     if name and len(groups) > 1:
         raise click.BadParameter("--name applies to a single command", param_hint="--name")
-    jobs = []
+    points = []
     for words in groups:
         params = {"argv": words, "shell": shell, "prepare": prepare, "ignore_failure": ignore_failure,
                   "metrics": [{"name": r.name, "pattern": r.pattern, "unit": r.unit, "direction": r.direction}
@@ -174,35 +159,24 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
             params["name"] = name
         if cpus:
             params["cpus"] = cpus
-        job = atomic("cmd", params, runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                     monitors=monitors, kernel=kernel, vm=_vm(vm_mode), measure=measure)
-        FAMILY.command(job.parsed)   # the executable exists: checked before the store is opened
-        jobs.append(job)
-    store = get_store(db)
-    outcomes = run_jobs(store, jobs, interleave=True, randomise=True, box=box, repo=repo)
-    done = [o for o in outcomes if o.walls.get(o.session.processes(0)[-1].item)]
-    means = []
-    for o in done:
-        walls = o.walls[o.session.processes(0)[-1].item]
-        s = spread(walls)
-        means.append(s.mean)
-        sd = s.stddev
-        click.echo(f"run #{o.run_id}: {printable(_cmd_title(o), None)}")
-        click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(sd):>10}")
+        points.append(params)
+    # Each command is a point of its own: given together, they run interleaved (RMIT).
+    options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
+                                 monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode)
+    request = service.RunRequest("perflab run cmd", "cmd", tuple(points), options=options, box=box, repo=repo)
+    outcomes = service.perform(request, lambda: get_store(db))
+    timed = service.command_timings(outcomes)
+    for t in timed.timings:
+        s = t.spread
+        click.echo(f"run #{t.run_id}: {printable(t.title, None)}")
+        click.echo(f"  Time (mean ± σ):   {_fmt_time(s.mean):>10} ± {_fmt_time(s.stddev):>10}")
         click.echo(f"  Range (min … max): {_fmt_time(s.min):>10} … {_fmt_time(s.max):>10}    {s.n} runs")
-    if len(done) > 1 and len(done) == len(outcomes):
-        fastest, ratios = relative_to_fastest(means)
-        click.echo(f"Fastest: {printable(_cmd_title(done[fastest]), None)}")
-        for i, o in enumerate(done):
-            if i != fastest:
-                click.echo(f"  {ratios[i]:.2f} times faster than {printable(_cmd_title(o), None)}")
-    _finish(outcomes)
-
-
-def _cmd_title(o) -> str:
-    """A command's run as people named it (--name, then the command line in parentheses), else its command line."""
-    display = o.session.command.display
-    return display if o.session.name == display else f"{o.session.name} ({display})"
+    if timed.fastest is not None:
+        click.echo(f"Fastest: {printable(timed.timings[timed.fastest].title, None)}")
+        for i, t in enumerate(timed.timings):
+            if i != timed.fastest:
+                click.echo(f"  {timed.ratios[i]:.2f} times faster than {printable(t.title, None)}")
+    service.raise_first_failure(outcomes)
 
 
 # -- lmbench ----------------------------------------------------------------------
@@ -230,22 +204,16 @@ def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, com
       CC=clang perflab run lmbench --tag clang-17
       perflab run lmbench --only processes --kernel vmlinuz-6.1.0-47-amd64 --vm icount
     """
-    from perflab.benchmarks.lmbench.catalog import metrics_of_program
-    from perflab.benchmarks.lmbench.driver import parse_only
-    from perflab.runner.suite import run_suite
+    from perflab.runner import service
 
-    categories = parse_only(only)
-    monitors = _monitors(monitor_specs)
-    if kernel or vm_mode:
-        # Checked before the store is opened: a refused guest job leaves nothing behind.
-        from perflab.jobs import atomic, guest
-
-        guest.check(atomic("lmbench", {}, monitors=monitors, kernel=kernel, vm=_vm(vm_mode)))
-    store = get_store(db)
-    result = run_suite(store, quick=quick, categories=categories or None, tag=tag, box=box, repo=repo,
-                       comment=comment, monitors=monitors, kernel=kernel, vm=_vm(vm_mode))
-    figures = len({m for p in result.programs for m in metrics_of_program(p)})
-    line = (f"run #{result.run_id}: lmbench ({result.mode.name}), {result.samples} samples of {figures} figures "
+    # --quick and --only are the family's parameters (a job file's `quick:` and `only:`).
+    point = {"quick": bool(quick), **({"only": list(only)} if only else {})}
+    options = service.JobOptions(tag=tag, comment=comment, monitor_specs=monitor_specs, kernel=kernel, vm_mode=vm_mode)
+    request = service.RunRequest("perflab run lmbench", "lmbench", (point,), options=options, box=box, repo=repo)
+    outcomes = service.perform(request, lambda: get_store(db))
+    service.raise_first_failure(outcomes)
+    result = service.suite_summary(outcomes[0])
+    line = (f"run #{result.run_id}: lmbench ({result.mode}), {result.samples} samples of {result.figures} figures "
             f"in {result.seconds:.0f} s")
     if result.failures:
         line += f"; {len(result.failures)} failed: {', '.join(result.failures)} (see `perflab show {result.run_id}`)"
@@ -257,45 +225,21 @@ HANDWRITTEN = {"cmd": run_cmd, "lmbench": run_lmbench}
 
 # -- any other family, and job files ---------------------------------------------
 
-def _job_line(o) -> str:
+def job_line(outcome) -> str:
     """One atomic job's result line: its headline metric (mean ± CoV), samples, time and status."""
     from perflab.cli.common import fmt_num
-    from perflab.stats.relative import spread
-    from perflab.core.text import printable
+    from perflab.runner.service import job_summary
 
+    job = job_summary(outcome)
     headline = ""
-    for metric in o.job.family.metrics(o.job.parsed).values():
-        if o.values.get(metric.name):
-            s = spread(o.values[metric.name])
-            headline = f"{metric.name} {fmt_num(s.mean)} {metric.unit}".rstrip() + (
-                f" ± {s.cov * 100:.1f}%" if s.n > 1 and s.cov == s.cov else "") + ", "
-            break
-    status = "failed: " + o.error if o.error else (f"{len(o.failures)} items failed" if o.failures else "ok")
+    if job.headline is not None:
+        h = job.headline
+        headline = f"{h.metric} {fmt_num(h.mean)} {h.unit}".rstrip() + (
+            f" ± {h.cov * 100:.1f}%" if h.cov is not None else "") + ", "
     # What differs from the other jobs of the invocation first, whole (a matrix over cc, mode ...).
-    title = f"{printable(o.varying, None)} {printable(o.session.name, 80)}".lstrip()
-    return (f"run #{o.run_id}: {title}: {headline}{o.samples} samples "
-            f"in {o.seconds:.1f} s ({printable(status, 200)})")
-
-
-def _report_jobs(outcomes) -> None:
-    """A line per run, for callers that ran their jobs without `on_done` (robot)."""
-    for o in outcomes:
-        if o.recorder is not None:
-            click.echo(_job_line(o))
-
-
-def _run_atomic_jobs(jobs: list, box, repo, db, where: str = "") -> None:
-    """Run AtomicJobs (perflab.jobs) one after another, a line per run as it ends; exit status by failures."""
-    from perflab.runner import guest
-    from perflab.runner.loop import run_jobs
-
-    from perflab.jobs import check_compilers
-
-    guest.check(jobs)    # a guest job that cannot run: refused before the store is opened
-    check_compilers(jobs, where)    # so is a compiler that is not installed
-    store = get_store(db)
-    outcomes = run_jobs(store, jobs, interleave=False, box=box, repo=repo, on_done=_job_line)
-    _finish(outcomes)
+    title = f"{printable(job.varying, None)} {printable(job.name, 80)}".lstrip()
+    return (f"run #{job.run_id}: {title}: {headline}{job.samples} samples "
+            f"in {job.seconds:.1f} s ({printable(job.status, 200)})")
 
 
 # At most this many allowed values are spelled in an option's metavar (`--mode process|thread`);
@@ -358,16 +302,13 @@ def _family_command(name: str) -> click.Command:
 
     def callback(runs, warmup, timeout, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, measure=None,
                  **values):
-        from perflab import jobs as jobfiles
+        from perflab.runner import service
 
-        doc = {"benchmark": name, "runs": runs, "warmup": warmup or 0, "timeout": timeout, "tag": tag,
-               "comment": comment, "monitors": _monitors(monitor_specs)}
-        if kernel is not None or vm_mode:
-            doc.update(kernel=kernel, vm=_vm(vm_mode))
-        if measure is not None:
-            doc["measure"] = measure
-        doc.update(_given_values(values))
-        _run_atomic_jobs(jobfiles.expand_atomic(doc, f"perflab run {name}"), box, repo, db, f"perflab run {name}")
+        options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
+                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode)
+        request = service.RunRequest(f"perflab run {name}", name, (_given_values(values),), options=options, box=box,
+                                     repo=repo)
+        service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
 
     params = [*_job_key_options("the family's"), *_param_options(fam)]
     command = click.Command(name, callback=callback, params=params,
@@ -410,24 +351,13 @@ def _job_command(path: str) -> click.Command:
 
     def run_job(overrides, measure, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, runs=None,
                 warmup=None, timeout=None, **values) -> None:
-        from perflab import jobs as jobfiles
+        from perflab.runner import service
 
-        given = {k: v for k, v in (("runs", runs), ("warmup", warmup), ("timeout", timeout)) if v is not None}
-        given.update(_given_values(values))
-        atomic = []
-        from perflab.jobs import guest
-
-        # --kernel/--vm before the file is expanded: the guest's vCPUs decide its points.
-        for job in jobfiles.load_atomic(path, guest.file_overrides(path, list(overrides), kernel, _vm(vm_mode)), given):
-            if tag is not None:
-                job = job.with_(tag=tag)
-            if comment is not None:
-                job = job.with_(comment=comment)
-            if monitor_specs:
-                job = job.with_(monitors=_monitors(monitor_specs, job.monitors))
-            job = jobfiles.measured(job, measure, f"perflab run {path}")
-            atomic.append(job)
-        _run_atomic_jobs(atomic, box, repo, db, path)
+        options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
+                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode)
+        request = service.RunRequest(f"perflab run {path}", job_file=path, overrides=tuple(overrides),
+                                     points=(_given_values(values),), options=options, box=box, repo=repo)
+        service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
 
     command = click.command(path, help=(
         "Run every atomic job of a job file (the Cartesian product of its list values).\n\n"

@@ -1,0 +1,11 @@
+"""What `perflab show` prints of one run: each metric's summary over its samples (stats.descriptive)."""
+
+from __future__ import annotations
+
+from perflab.stats.descriptive import Summary, summarize
+
+
+def metric_summaries(samples_by_metric: dict[str, list]) -> dict[str, Summary]:
+    """metric -> the summary of its samples (store rows with `value` and `direction`), in the given order."""
+    return {metric: summarize([s.value for s in samples], samples[0].direction)
+            for metric, samples in samples_by_metric.items()}
