@@ -48,6 +48,23 @@ def test_the_store_rows_say_whether_each_sample_is_exact(store_url):
         store.engine.dispose()
 
 
+def test_a_sample_made_exact_in_a_unit_of_its_own_is_read_back_exact(tmp_path):
+    """The flag survives the store for a figure the stored rules would not read as exact: its
+    unit is marked once, where it is written; the same unit of a statistical figure stays as it is."""
+    store = open_store(str(tmp_path / "p.db"))
+    try:
+        run = store.create_run(box="b", environment={}, benchmark="cmd", name="cmd", params={})
+        store.add_samples(run, 0, [Sample("sim.ticks", 42.0, "ticks", LOWER_IS_BETTER, True),
+                                   Sample("sim.wall", 1.5, "ticks", LOWER_IS_BETTER),
+                                   Sample("sim.bare", 7.0, "", LOWER_IS_BETTER, True)])
+        rows = {r.metric: r for r in store.samples([run])}
+        assert (rows["sim.ticks"].unit, rows["sim.ticks"].exact) == ("ticks (exact)", True)
+        assert (rows["sim.wall"].unit, rows["sim.wall"].exact) == ("ticks", False)
+        assert (rows["sim.bare"].unit, rows["sim.bare"].exact) == ("(exact)", True)
+    finally:
+        store.engine.dispose()
+
+
 def _record(tmp_path, metric: str, unit: str, **kw) -> bisect.Record:
     return bisect.Record(id="cafe0001", repo=str(tmp_path), good="a" * 40, bad="b" * 40, build="",
                          job=bisect.command_job(["./prog"]), metric=metric, tag="bisect-cafe0001", unit=unit,

@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -218,6 +218,7 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     """`--kernel IMAGE --vm MODE` for a job, checked before anything is built (one-line errors)."""
     from perflab.core.errors import UsageProblem
     from perflab.execution.vm.machine import qemu_binary
+    from perflab import jobs
     from perflab.jobs import guest
 
     if not image or os.path.isabs(image) or ".." in Path(image).parts:
@@ -225,8 +226,11 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
                            "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage")
     vm = {**(job.vm or {}), **({"mode": vm_mode} if vm_mode else {})}
     _path, vm = guest.normalize(job.benchmark, image, vm, where, job.monitors)
+    spec = KernelSpec(image, vm)
+    # What watches the job (valgrind) must run in the guest too: refused before the first build.
+    jobs.check_watching(replace(job, target=replace(spec.target(image), toolchain=job.target.toolchain)), where)
     qemu_binary()     # installed, or one line naming the package
-    return KernelSpec(image, vm)
+    return spec
 
 
 def run_in_guest(store, commit: str, jobs: list[AtomicJob], image: Path, kernel: KernelSpec, *, box: str | None,

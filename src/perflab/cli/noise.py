@@ -74,9 +74,9 @@ def noise_cmd(rounds, change_pct, warmup, overrides, shell, seed, box, repo, db,
     import uuid
 
     from perflab.analysis import noise
-    from perflab.cli.run import _finish
     from perflab.report.noise import render
     from perflab.runner.loop import run_jobs
+    from perflab.runner.service import raise_first_failure
 
     noise_id = uuid.uuid4().hex[:8]
     pairs = []
@@ -86,7 +86,7 @@ def noise_cmd(rounds, change_pct, warmup, overrides, shell, seed, box, repo, db,
     store = get_store(db)
     outcomes = run_jobs(store, [j for pair in pairs for j in pair], interleave=True, randomise=True, seed=seed,
                         box=box, repo=repo)
-    _finish(outcomes)
+    raise_first_failure(outcomes)
     reports = [noise.from_runs(store, outcomes[i].run_id, outcomes[i + 1].run_id, change_pct / 100)
                for i in range(0, len(outcomes), 2)]
     click.echo(render(reports), nl=False)

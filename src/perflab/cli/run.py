@@ -59,7 +59,7 @@ MONITOR_HELP = ("Gather a monitor's evidence during the timed part (repeatable):
 
 
 KERNEL_HELP = ("Boot this kernel (bzImage, vmlinuz) in a QEMU guest and run the job inside "
-               "(lmbench, will-it-scale, ebizzy, hackbench, cmd, fio, aim7, news; docs/vm.md).")
+               "(every family that can run there; a refusal says why: docs/vm.md).")
 VM_HELP = ("The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact "
            "and repeatable) or kvm. Needs --kernel (or a job's kernel key).")
 
@@ -91,13 +91,6 @@ def _variant_options(f):
     ]):
         f = option(f)
     return db_option(f)
-
-
-def _finish(outcomes) -> None:
-    # Kept for perflab.cli.noise, which still calls it by this name.
-    from perflab.runner.service import raise_first_failure
-
-    raise_first_failure(outcomes)
 
 
 # -- cmd --------------------------------------------------------------------------

@@ -83,7 +83,8 @@ class ExactEnds:
 
     resolution: float
     bar: float
-    by_unit: bool             # exact by its unit or name (else by measurement: its ends' runs agreed)
+    by_unit: bool             # exact by construction (the record's `exact`; the stored key keeps its old name),
+                              # else by measurement: its ends' runs agreed
     good: float
     bad: float
 

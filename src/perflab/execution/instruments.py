@@ -21,7 +21,9 @@ is checked against a target (and the job's family), before anything is built or 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import ClassVar
 
 from perflab.core.errors import PerflabError
@@ -40,8 +42,9 @@ class Figures:
 class Watch:
     """One instrument attached to one run; every step does nothing unless the instrument says."""
 
-    params: dict = {}           # stored with the run's parameters: runs watched this way are their own series
-    facts: dict = {}            # recorded in the run's environment
+    # Read-only empties here: a watch that adds to the run's parameters or facts sets its own.
+    params: Mapping = MappingProxyType({})   # stored with the run's parameters: runs watched so are their own series
+    facts: Mapping = MappingProxyType({})    # recorded in the run's environment
 
     def stored(self, store, run_id: int) -> None:
         pass

@@ -64,12 +64,17 @@ def measured(job: AtomicJob, measure: str | None, where: str) -> AtomicJob:
         return job
     keys = {**{k: getattr(job, k) for k in MEASURE_KEYS}, "measure": measure}
     check_measure(keys, where)
-    moved = job.with_(measure=measure)
+    return check_watching(job.with_(measure=measure), where)
+
+
+def check_watching(job: AtomicJob, where: str) -> AtomicJob:
+    """The job, once what watches it (its instruments, its monitors) is known to run where it runs;
+    JobError in one line naming `where` otherwise."""
     try:
-        instruments.check(moved.watching, moved.target, where)
+        instruments.check(job.watching, job.target, where)
     except PerflabError as e:
         raise JobError(str(e)) from None
-    return moved
+    return job
 
 def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int = 0,
            timeout: float | None = None, tag: str | None = None, comment: str | None = None,

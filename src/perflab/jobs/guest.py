@@ -17,16 +17,13 @@ run in a guest. Every error is one line.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 from perflab.benchmarks.base import JobError
-from perflab.core.errors import PerflabError
-from perflab.core.units import parse_size
-from perflab.execution.vm import MODES, qemu_args_refusal
+from perflab.core.errors import PerflabError, UsageProblem
 
 from perflab.execution.targets import qemu
-from perflab.execution.targets.qemu import BOOT_TIMEOUT_ENV, DEFAULT_VM, VM_KEYS, Qemu  # noqa: F401
+from perflab.execution.targets.qemu import BOOT_TIMEOUT_ENV, Qemu  # noqa: F401 (BOOT_TIMEOUT_ENV: re-exported)
 
 
 def boot_timeout() -> float:
@@ -66,47 +63,11 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
     why = refusal(benchmark, Qemu(kernel=kernel, vm=vm if isinstance(vm, dict) else {}), monitors, where)
     if why:
         raise JobError(why if why.startswith(where) else f"{where}: {why}")
-    if vm is None:
-        vm = {}
-    if not isinstance(vm, dict):
-        raise JobError(f"{where}: key 'vm': expected a mapping (mode, cpus, memory, qemu_args)")
-    for key in vm:
-        if key not in VM_KEYS:
-            raise JobError(f"{where}: key 'vm.{key}' is unknown; valid: {', '.join(VM_KEYS)}")
-    out = {**DEFAULT_VM, **vm}
-    if out["mode"] not in MODES:
-        raise JobError(f"{where}: vm mode {out['mode']!r}: expected one of {', '.join(MODES)}")
-    cpus = out["cpus"]
-    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
-        raise JobError(f"{where}: key 'vm.cpus' = {cpus!r}: expected an integer >= 1")
-    memory = out["memory"]
-    # A bare number is MiB however it is written: 512, "512", 512.0 (issue 31, L4).
-    if isinstance(memory, float):
-        if not memory.is_integer():
-            raise JobError(f"{where}: key 'vm.memory' = {memory!r}: expected a whole number of MiB or a size (1G, 512M)")
-        memory = int(memory)
-    elif isinstance(memory, str) and memory.strip().isdigit():
-        memory = int(memory.strip())
-    if not (isinstance(memory, int) and not isinstance(memory, bool)):
-        try:
-            memory = parse_size(memory) >> 20       # "1G", "512M": a size; a bare number is MiB
-        except ValueError as e:
-            raise JobError(f"{where}: key 'vm.memory' = {memory!r}: {e}") from None
-    if memory < 64:
-        raise JobError(f"{where}: key 'vm.memory' = {out['memory']!r}: at least 64 MiB")
-    args = out["qemu_args"]
-    if isinstance(args, str):
-        try:
-            args = shlex.split(args)
-        except ValueError as e:
-            raise JobError(f"{where}: key 'vm.qemu_args': {e}") from None
-    if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
-        raise JobError(f"{where}: key 'vm.qemu_args': expected a list of QEMU arguments or one string")
-    why = qemu_args_refusal(args)
-    if why:
-        raise JobError(f"{where}: key 'vm.qemu_args': {why}")
-    out.update(memory=memory, qemu_args=[str(a) for a in args])
-    return os.path.abspath(os.path.expanduser(kernel)), {k: out[k] for k in VM_KEYS}
+    try:
+        machine = qemu.machine_of(vm, where)
+    except UsageProblem as e:
+        raise JobError(str(e)) from None
+    return os.path.abspath(os.path.expanduser(kernel)), machine
 
 
 def file_overrides(path, overrides, kernel: str | None, vm: dict | None) -> list[str]:

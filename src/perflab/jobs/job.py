@@ -42,7 +42,6 @@ KEYS = ("benchmark", "params", "runs", "warmup", "timeout", "tag", "comment", "m
 # Keys written only when set (a job that runs in a VM guest; one counted under valgrind; the
 # compiler of its programs), after the others: the typed target's and instruments' keys.
 OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function", "cc", "cflags")
-TARGET_KEYS = ("kernel", "vm", "cc", "cflags")
 MEASURE_KEYS = ("measure", "measure_children", "measure_function")
 # The order job file expansion has always written (params last).
 FILE_ORDER = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors", "params")
@@ -88,7 +87,7 @@ class AtomicJob:
         out = {**self.target.keys()}
         for instrument in self.instruments:
             out.update(instrument.keys())
-        return {k: out[k] for k in OPTIONAL_KEYS if out.get(k)}
+        return {k: v for k, v in out.items() if v}
 
     def to_dict(self) -> dict:
         """The JSON form: the keys it was made with, in their order, then any set since."""
@@ -107,17 +106,15 @@ class AtomicJob:
         for key in KEYS:
             if key not in out and getattr(self, key) != _DEFAULTS.get(key):
                 out[key] = copy.deepcopy(getattr(self, key))
-        for key in ("kernel", "vm", *MEASURE_KEYS):
+        # Then the target's and instruments' keys (kernel, vm, measure..., then cc and cflags, as a
+        # job file's expansion always wrote them; a new target's own keys after those), then the
+        # keys this class does not model (a lab job's "source").
+        for key in (*OPTIONAL_KEYS, *modelled):
             if key not in out and key in modelled:
                 out[key] = copy.deepcopy(modelled[key])
         for key, value in self.extra.items():
             if key not in out:
                 out[key] = copy.deepcopy(value)
-        # cc and cflags were kept among the job's other keys (a lab job's "source") before they
-        # were typed: after them, as a job file's expansion always wrote them.
-        for key in ("cc", "cflags"):
-            if key not in out and key in modelled:
-                out[key] = copy.deepcopy(modelled[key])
         return out
 
     # Read-only views of the JSON keys the typed target and instruments are written as.
@@ -172,9 +169,13 @@ class AtomicJob:
         if "params" in changes or "benchmark" in changes:
             raise ValueError("a job's benchmark or parameters change only by building a new job")
         keyed = {k: changes.pop(k) for k in list(changes) if k in OPTIONAL_KEYS}
-        if keyed:
-            doc = {**self.modelled(), **keyed}
+        doc = {**self.modelled(), **keyed}
+        if "kernel" in keyed or "vm" in keyed:
+            # Where the job runs changes (its compiler stays): a host or a guest, by the keys.
             changes.setdefault("target", target_of(doc)[0])
+        elif "cc" in keyed or "cflags" in keyed:
+            changes.setdefault("target", replace(self.target, toolchain=target_of(doc)[0].toolchain))
+        if any(k in keyed for k in MEASURE_KEYS):
             changes.setdefault("instruments", (*[i for i in self.instruments if not isinstance(i, Valgrind)],
                                                *instruments_of(doc)))
         names = {f.name for f in fields(self)}
@@ -186,12 +187,15 @@ class AtomicJob:
 
 
 def target_of(doc: dict) -> tuple[Target, set[str]]:
-    """The typed target of a job's keys (kernel, vm, cc, cflags), and the keys it could not take
-    (a `vm` block without a kernel: kept as written, refused where the job is checked)."""
+    """The typed target of a job's keys (kernel, vm, cc, cflags), and the keys it does not take,
+    kept as written so the JSON form comes back unchanged: a `vm` block without a kernel (refused
+    where the job is resolved), a `cc` or `cflags` written empty (no compiler named)."""
+    leftover = {k for k in ("cc", "cflags") if k in doc and not doc[k]}
     toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
     if doc.get("kernel"):
-        return Qemu(kernel=doc["kernel"], vm=doc.get("vm") or {}, toolchain=toolchain), set()
-    return Host(toolchain=toolchain), ({"vm"} if doc.get("vm") else set())
+        vm = doc.get("vm")
+        return Qemu(kernel=doc["kernel"], vm={} if vm is None else vm, toolchain=toolchain), leftover
+    return Host(toolchain=toolchain), leftover | ({"vm"} if doc.get("vm") else set())
 
 
 def instruments_of(doc: dict) -> tuple[Instrument, ...]:

@@ -84,7 +84,19 @@ def resolve(job: AtomicJob | dict, where: str = "") -> AtomicJob:
         from perflab import benchmarks
 
         family = benchmarks.family(job.benchmark)
-    with job_cpus(job.target.cpus()):      # shares of the CPUs are a guest's vCPUs
+    at = where or job.benchmark
+    # A stored job may say anything: its target's keys are checked as a job file's are.
+    if job.extra.get("vm"):
+        raise JobError(f"{at}: key 'vm' needs a kernel to boot (key 'kernel' or --kernel PATH)")
+    for key, value in job.target.toolchain.keys().items():
+        if not isinstance(value, str):
+            raise JobError(f"{at}: key {key!r} = {shorten(value)}: expected "
+                           + ("a compiler command (gcc, clang)" if key == "cc" else "compiler flags (-O1 -g)"))
+    try:
+        cpus = job.target.cpus()
+    except PerflabError as e:
+        raise JobError(f"{at}: {e}") from None
+    with job_cpus(cpus):      # shares of the CPUs are a guest's vCPUs
         parsed = family.parse_params(job.params or {}, where)
     if job.valgrind is not None:
         check_measure({k: getattr(job.valgrind, a) for k, a in zip(MEASURE_KEYS, ("mode", "children", "function"))},

@@ -95,6 +95,7 @@ def run_jobs(
     randomise: bool = False,
     seed: int | None = None,
     on_done: Callable[[JobOutcome], str | None] | None = None,
+    checked: bool = False,
 ) -> list[JobOutcome]:
     """Run atomic jobs (see perflab.jobs) and record every sample; their outcomes.
 
@@ -111,22 +112,25 @@ def run_jobs(
     that was run can be read back from the store: samples are committed, and numbered, as
     they exist. `on_done(outcome)`: called as each atomic job finishes (an interleaved batch:
     as the batch does); the line it returns is printed there and then, above the progress bar.
+    `checked`: the caller ran check_jobs on these jobs already (the run service, before it opened
+    the store); otherwise they are checked here, before anything is built.
     """
     order = random.Random(seed) if randomise else None
     with running_in(cwd):
         return _run_jobs(store, jobs, interleave=interleave, box=box, repo=repo, console=console,
-                         executor=executor, order=order, on_done=on_done)
+                         executor=executor, order=order, on_done=on_done, checked=checked)
 
 
 def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console, executor,
-              order: random.Random | None, on_done=None) -> list[JobOutcome]:
+              order: random.Random | None, on_done=None, checked: bool = False) -> list[JobOutcome]:
     outcomes = []
     for job in jobs:
         job = resolve(job)
         if job.runs is None:
             job = job.with_(runs=job.family.runs_for(job.parsed))
         outcomes.append(JobOutcome(job))
-    check_jobs([o.job for o in outcomes])    # a job that cannot run where it runs: refused before anything starts
+    if not checked:
+        check_jobs([o.job for o in outcomes])    # a job that cannot run where it runs: refused before anything starts
     batches = [outcomes] if interleave else [[o] for o in outcomes]
     total = sum(int(o.job.warmup or 0) + int(o.job.runs or 1) for o in outcomes)
     loop = _Loop(store, Bar(console, total), executor, box, repo, order, _varying(outcomes))

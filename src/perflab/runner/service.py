@@ -113,7 +113,7 @@ def _watched(job: AtomicJob, options: JobOptions, where: str) -> AtomicJob:
     """The job with what watches its processes: --monitor over its own monitors, --measure over its own.
 
     The one place these options go on, whatever the source; whether they can watch the job
-    where it runs is checked with its other instruments (refuse_what_cannot_run)."""
+    where it runs is checked here, naming the request (`perflab run cmd: monitors watch ...`)."""
     if options.monitor_specs:
         from perflab import monitors
 
@@ -121,7 +121,7 @@ def _watched(job: AtomicJob, options: JobOptions, where: str) -> AtomicJob:
         for spec in options.monitor_specs:
             merged.update(monitors.parse_spec(spec))
         job = job.with_(monitors=monitors.validate(merged))
-    return jobs.measured(job, options.measure, where)
+    return jobs.check_watching(jobs.measured(job, options.measure, where), where)
 
 
 def refuse_what_cannot_run(built: list[AtomicJob], request: RunRequest) -> None:
@@ -147,7 +147,7 @@ def run_built(store: Store, built: list[AtomicJob], request: RunRequest, *,
               on_done: Callable[[JobOutcome], str | None] | None = None) -> list[JobOutcome]:
     """Run jobs already built for `request` (by build_jobs; `check` plans their runs in between)."""
     return run_jobs(store, built, interleave=request.together, randomise=request.together, box=request.box,
-                    repo=request.repo, on_done=on_done)
+                    repo=request.repo, on_done=on_done, checked=True)
 
 
 def raise_first_failure(outcomes: list[JobOutcome]) -> None:

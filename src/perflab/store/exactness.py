@@ -15,9 +15,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-# What the unit of an instruction-time figure carries: the runner appends it to the unit of
+# What the unit of an instruction-time figure carries: the Qemu target appends it to the unit of
 # every sample a guest under icount produced ("ns (icount)"), the honest word for its unit.
 ICOUNT_MARK = "(icount)"
+# What the store appends to the unit of a sample made exact that the rules below would not
+# read as exact (a family's own Metric(exact=True) in a unit of its own): the flag survives.
+EXACT_MARK = "(exact)"
 # Units of instruction counts.
 INSTRUCTION_UNITS = ("instructions", "instruction", "instr", "ir")
 # Metrics counted by valgrind's tools: every one of their figures is deterministic.
@@ -33,7 +36,7 @@ def exact_as_stored(metric: str | None, unit: str | None) -> bool:
 
     Cached: a store holds far fewer distinct pairs than rows, and readers ask row by row."""
     u = (unit or "").strip().lower()
-    if ICOUNT_MARK in u:
+    if ICOUNT_MARK in u or EXACT_MARK in u:
         return True
     name = (metric or "").lower()
     if name.startswith(NOT_EXACT_PREFIXES):
@@ -41,6 +44,14 @@ def exact_as_stored(metric: str | None, unit: str | None) -> bool:
     if u in INSTRUCTION_UNITS or u.startswith("instructions"):
         return True
     return name == "instructions" or name.endswith(".instructions") or name.startswith(INSTRUCTION_NAME_PREFIXES)
+
+
+def stored_unit(metric: str, unit: str, exact: bool) -> str:
+    """The unit a sample is stored with, so that exact_as_stored reads its `exact` back: its own,
+    or, for an exact figure the rules would take for a statistical one, marked " (exact)"."""
+    if exact and not exact_as_stored(metric, unit):
+        return f"{unit} {EXACT_MARK}" if unit else EXACT_MARK
+    return unit
 
 
 class StoredSample(NamedTuple):

@@ -20,6 +20,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
+from perflab.store.exactness import stored_unit
 from perflab.store import schema as s
 from perflab.store.engine import Database
 from perflab.store.rows import IMPORTING, box_id_of, copy_rows, disk_full, environment_id, process_start_time
@@ -116,7 +117,8 @@ class Writes(Database):
 
     def add_samples(self, run_id: int, repetition: int, samples: Iterable[Sample], process: int | None = None) -> int:
         """Store and commit samples of one repetition (from its `process`-th process)."""
-        rows = [(run_id, x.metric, float(x.value), x.unit, int(x.direction), repetition, process) for x in samples]
+        rows = [(run_id, x.metric, float(x.value), stored_unit(x.metric, x.unit, x.exact), int(x.direction), repetition,
+                 process) for x in samples]
         if rows:
             _check_sample_strings(rows)
             try:

@@ -46,8 +46,10 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     check_clean(root)
     job = jobs.resolve(job)
     spec = None
+    exact_time = job.target.exact_time      # a job file's own kernel under icount
     if kernel is not None:
         spec = kernel_spec(kernel, vm_mode, job)
+        exact_time = spec.target(kernel).exact_time
         job = job.with_(kernel=None, vm={})      # each commit's kernel is set when it is measured
     elif vm_mode:
         raise UsageProblem(f"--vm {vm_mode}: give the kernel the build makes with --kernel IMAGE "
@@ -55,7 +57,7 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     direction, unit = check_metric(job, metric)
     # Every figure of a guest under icount is exact by construction, as its samples say (the target
     # marks them); else the Record decodes what the catalog's metric and unit say (valgrind's counts).
-    exact = True if spec is not None and spec.vm.get("mode") == "icount" else None
+    exact = True if exact_time else None
     if broker:
         check_lab(broker, box, root, source_url, (good_sha, bad_sha))
     settings = _planned(store, job, metric, settings or Settings(), runs, box, say, noise_how)

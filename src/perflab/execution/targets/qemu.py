@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +27,9 @@ from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import HOST_PROGRAMS, WRITABLE_HOST_TREE, Executor, Place, Target, Toolchain
-from perflab.execution.vm import VmError, VmSpec, boot, disk, initramfs, modules
+from perflab.core.units import parse_size
+from perflab.store.exactness import ICOUNT_MARK
+from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
 from perflab.execution.vm.machine import qemu_binary, qemu_command
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
@@ -34,7 +37,7 @@ DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
 # Appended to the unit of every sample measured under icount: the honest word for what the
 # number is (1 ns per guest instruction: instruction-time, not time). Exactness itself is the
 # sample's `exact`, not this word.
-ICOUNT_UNIT_SUFFIX = " (icount)"
+ICOUNT_UNIT_SUFFIX = f" {ICOUNT_MARK}"
 # The parameter every guest run stores: the key that keeps its figures apart from the host's.
 VM_PARAM = "vm"
 # Where the guest mounts the host's root (read-only, 9p) for the jobs that run host programs.
@@ -64,6 +67,54 @@ def boot_timeout() -> float:
     return value
 
 
+def machine_of(vm, where: str = "") -> dict:
+    """A job's `vm` block as written -> its stored form (every key, memory in MiB, qemu_args a
+    list of words); UsageProblem in one line naming the key at fault."""
+    at = f"{where}: " if where else ""
+    if vm is None:
+        vm = {}
+    if not isinstance(vm, dict):
+        raise UsageProblem(f"{at}key 'vm': expected a mapping (mode, cpus, memory, qemu_args)")
+    for key in vm:
+        if key not in VM_KEYS:
+            raise UsageProblem(f"{at}key 'vm.{key}' is unknown; valid: {', '.join(VM_KEYS)}")
+    out = {**DEFAULT_VM, **vm}
+    if out["mode"] not in MODES:
+        raise UsageProblem(f"{at}vm mode {out['mode']!r}: expected one of {', '.join(MODES)}")
+    cpus = out["cpus"]
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+        raise UsageProblem(f"{at}key 'vm.cpus' = {cpus!r}: expected an integer >= 1")
+    memory = out["memory"]
+    # A bare number is MiB however it is written: 512, "512", 512.0 (issue 31, L4).
+    if isinstance(memory, float):
+        if not memory.is_integer():
+            raise UsageProblem(f"{at}key 'vm.memory' = {memory!r}: expected a whole number of MiB "
+                               "or a size (1G, 512M)")
+        memory = int(memory)
+    elif isinstance(memory, str) and memory.strip().isdigit():
+        memory = int(memory.strip())
+    if not (isinstance(memory, int) and not isinstance(memory, bool)):
+        try:
+            memory = parse_size(memory) >> 20       # "1G", "512M": a size; a bare number is MiB
+        except ValueError as e:
+            raise UsageProblem(f"{at}key 'vm.memory' = {memory!r}: {e}") from None
+    if memory < 64:
+        raise UsageProblem(f"{at}key 'vm.memory' = {out['memory']!r}: at least 64 MiB")
+    args = out["qemu_args"]
+    if isinstance(args, str):
+        try:
+            args = shlex.split(args)
+        except ValueError as e:
+            raise UsageProblem(f"{at}key 'vm.qemu_args': {e}") from None
+    if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+        raise UsageProblem(f"{at}key 'vm.qemu_args': expected a list of QEMU arguments or one string")
+    why = qemu_args_refusal(args)
+    if why:
+        raise UsageProblem(f"{at}key 'vm.qemu_args': {why}")
+    out.update(memory=memory, qemu_args=[str(a) for a in args])
+    return {k: out[k] for k in VM_KEYS}
+
+
 @dataclass
 class _Prepared:
     """What entering the session left for the boot: its work directories, as the guest's disks."""
@@ -88,11 +139,13 @@ class Qemu(Target):
 
     @property
     def machine(self) -> dict:
-        return {**DEFAULT_VM, **(self.vm if isinstance(self.vm, dict) else {})}
+        """The whole machine block, checked (a stored job's may be anything): UsageProblem in one line."""
+        return machine_of(self.vm)
 
     @property
     def mode(self) -> str:
-        return str(self.machine["mode"])
+        # As written, for messages about a block that may not be valid yet.
+        return str(self.vm.get("mode", DEFAULT_VM["mode"])) if isinstance(self.vm, dict) else DEFAULT_VM["mode"]
 
     def describe(self) -> str:
         return f"a VM guest ({self.mode})"
