@@ -132,3 +132,36 @@ def test_what_a_target_lacks_and_where_an_instrument_cannot_run_are_one_line_ref
     with pytest.raises(PerflabError, match="host-only watches processes on this machine, not in elsewhere"):
         loop.check_jobs([_job(Elsewhere(), [HostOnly()])])
     loop.check_jobs([_job(Host(), [HostOnly(), Counter()])])       # the host offers both
+
+
+def test_what_changes_what_a_guest_runs_keeps_its_runs_apart(tmp_path):
+    """vCPUs, memory and QEMU arguments are grouping parameters of a guest run (the defaults are
+    left out, so a default guest's series goes on from runs stored before): never pooled."""
+    from perflab.analysis.selection import Selection, groups_of
+    from perflab.execution.targets.qemu import Qemu
+    from perflab.store import open_store
+
+    variants = {
+        "default": {},
+        "cpus": {"cpus": 2},
+        "memory": {"memory": 1024},
+        "qemu_args": {"qemu_args": ["-cpu", "max"]},
+        "mode": {"mode": "icount"},
+    }
+    params = {name: Qemu(kernel="/k", vm=vm).params({"test": "getppid1"}) for name, vm in variants.items()}
+    assert params["default"] == {"test": "getppid1", "vm": "tcg"}
+    assert params["cpus"]["vm_cpus"] == 2 and params["memory"]["vm_memory_mib"] == 1024
+    assert params["qemu_args"]["vm_qemu_args"] == "-cpu max" and params["mode"]["vm"] == "icount"
+    store = open_store(str(tmp_path / "p.db"))
+    try:
+        runs = []
+        for name, p in params.items():
+            run_id = store.create_run(box="b", environment={"kernel_release": "6.1.0-47-amd64"},
+                                      benchmark="will-it-scale", name=name, params=p)
+            store.add_samples(run_id, 0, [Sample("will-it-scale.per_process_ops", 3.0e6, "ops/s", 1)])
+            runs.append(store.get_run(run_id))
+        groups = groups_of(store, Selection("all", runs, "all"))
+        assert len(groups) == len(variants)
+        assert all(len(g.run_ids) == 1 for g in groups.values())
+    finally:
+        store.engine.dispose()

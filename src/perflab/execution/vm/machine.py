@@ -401,6 +401,17 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
     return VmError(why, console)
 
 
+def settle_facts(said: dict) -> dict:
+    """What the agent's wait for a quiet kernel (its `settle` setup line) took, as the run records it."""
+    seconds = int(said.get("settle_ns") or 0) / 1e9
+    spread = int(said.get("settle_spread_ppm") or -1)
+    how = (f"{'settled' if said['settle'] == 'settled' else 'NOT settled'} after {seconds:.3f} s of guest time, "
+           f"{said.get('settle_rounds', '?')} rounds of getppid; the last agreed within "
+           + (f"{spread / 1e4:.4f}%" if spread >= 0 else "n/a"))
+    return {"vm_settle": how, "vm_settled": "yes" if said["settle"] == "settled" else "no",
+            "vm_settle_seconds": f"{seconds:.3f}"}
+
+
 @contextlib.contextmanager
 def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = (),
          data: Mapping[str, bytes] | None = None) -> Iterator[Guest]:
@@ -457,6 +468,8 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         }
         if spec.mode == "icount":
             facts["time_base"] = "instruction-time (QEMU icount shift=0: 1 ns per guest instruction)"
+        if guest_facts.get("settle"):
+            facts.update(settle_facts(guest_facts))
         guest = Guest(spec, process, channel, workdir, facts)
         try:
             yield guest

@@ -30,6 +30,15 @@
  *     insmod PATH                            load a module (finit_module)
  *     mount SOURCE TARGET TYPE ro|rw [DATA]  mkdir -p TARGET, then mount
  *     bind SOURCE TARGET                     a recursive bind mount
+ *     settle PPM MAX_MS CALLS AGREE          wait for a quiet kernel (below); HELLO says
+ *                                            settle=settled|unsettled and what it took
+ *
+ * settle: right after boot a kernel is still busy with its own work (deferred
+ * initcalls, kworkers, RCU) for up to a second of guest time, and a process
+ * timed then is slowed by it - on every boot alike, so repeated runs agree on
+ * the wrong figure. The worker times rounds of CALLS getppid() calls until
+ * AGREE consecutive rounds agree within PPM parts per million (the kernel's
+ * own work has stopped stealing the CPU), or MAX_MS of guest time have passed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,6 +59,7 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PORT "/dev/ttyS1"
@@ -190,6 +200,51 @@ static void wait_frame(char *type, char **payload, size_t *n)
 }
 
 static char setup_error[1024];
+static char settle_facts[512];
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Time rounds of `calls` getppid() until `agree` rounds in a row agree within `ppm`. */
+static int settle(long ppm, long max_ms, long calls, int agree)
+{
+	long long last[64], began = now_ns(), elapsed = 0;
+	long rounds = 0, spread_ppm = -1;
+	if (ppm < 1 || max_ms < 1 || calls < 1 || agree < 2 || agree > 64) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		long long t0 = now_ns();
+		for (long i = 0; i < calls; i++)
+			syscall(SYS_getppid);
+		long long t1 = now_ns();
+		last[rounds % agree] = t1 - t0;
+		rounds++;
+		elapsed = t1 - began;
+		if (rounds >= agree) {
+			long long lo = last[0], hi = last[0];
+			for (int i = 1; i < agree; i++) {
+				lo = last[i] < lo ? last[i] : lo;
+				hi = last[i] > hi ? last[i] : hi;
+			}
+			spread_ppm = lo > 0 ? (long)((hi - lo) * 1000000LL / lo) : -1;
+			if (spread_ppm >= 0 && spread_ppm <= ppm)
+				break;
+		}
+		if (elapsed >= max_ms * 1000000LL)
+			break;
+	}
+	snprintf(settle_facts, sizeof settle_facts,
+		 "settle=%s\nsettle_ns=%lld\nsettle_rounds=%ld\nsettle_round_ns=%lld\nsettle_spread_ppm=%ld\n",
+		 spread_ppm >= 0 && spread_ppm <= ppm ? "settled" : "unsettled", elapsed, rounds,
+		 last[(rounds - 1) % agree], spread_ppm);
+	return 0;
+}
 
 static int mkdirs(const char *path)
 {
@@ -234,6 +289,8 @@ static int setup_line(char *line)
 	}
 	if (n == 3 && strcmp(w[0], "bind") == 0)
 		return mount(w[1], w[2], NULL, MS_BIND | MS_REC, NULL);
+	if (n == 5 && strcmp(w[0], "settle") == 0)
+		return settle(atol(w[1]), atol(w[2]), atol(w[3]), atoi(w[4]));
 	errno = EINVAL;
 	return -1;
 }
@@ -282,9 +339,9 @@ static void hello(void)
 		fclose(f);
 	int n = snprintf(text, sizeof text,
 			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n"
-			 "setup_error=%s\n",
+			 "setup_error=%s\n%s",
 			 u.release, u.version, u.machine, sysconf(_SC_NPROCESSORS_ONLN), model, mem_kib,
-			 access(LAUNCHER, X_OK) == 0, setup_error);
+			 access(LAUNCHER, X_OK) == 0, setup_error, settle_facts);
 	send_frame("HELLO", text, (size_t)n);
 }
 
