@@ -9,9 +9,9 @@ fresh store in a temporary directory. Then, as a user types them:
 
     perflab detect --benchmark will-it-scale --metric will-it-scale.per_process_ops
     perflab log
-    perflab report table --rows kernel --metric will-it-scale.per_process_ops
+    perflab report table --rows kernel --cols vm -b will-it-scale
     perflab compare kernel=6.1.0-47-amd64 kernel=6.1.0-50-amd64 --style S    (every layout)
-    perflab report regression kernel=6.1.0-47-amd64 kernel=6.1.0-50-amd64
+    perflab report regression --base kernel=6.1.0-47-amd64 --head kernel=6.1.0-50-amd64
     perflab report html ... -o history.html
 
 Their outputs are printed (and kept with --keep DIR). instruction-time does not depend on the
@@ -90,10 +90,10 @@ def show(db: Path, work: Path, args) -> None:
     views = [
         ("detect", ["detect", "--benchmark", "will-it-scale", "--metric", METRIC]),
         ("log", ["log"]),
-        ("table", ["report", "table", "--rows", "kernel", "--metric", METRIC]),
+        ("table", ["report", "table", "--rows", "kernel", "--cols", "vm", "-b", "will-it-scale"]),
         *[(f"compare-{style}", ["compare", "kernel=6.1.0-47-amd64", "kernel=6.1.0-50-amd64", "--style", style])
           for style in ("lkp", "mmtests", "benchstat", "kernbench", "json")],
-        ("mail", ["report", "regression", "kernel=6.1.0-47-amd64", "kernel=6.1.0-50-amd64"]),
+        ("mail", ["report", "regression", "--base", "kernel=6.1.0-47-amd64", "--head", "kernel=6.1.0-50-amd64"]),
         ("html", ["report", "html", "kernel=6.1.0-47-amd64", "kernel=6.1.0-50-amd64", "-o", work / "history.html"]),
     ]
     for name, words in views:

@@ -50,6 +50,18 @@ class Trailer:
 
 
 @dataclass
+class KernelSide:
+    """What one side's runs booted: the image, the VM mode and the guest's command line and figures."""
+
+    image: str
+    release: str | None = None
+    mode: str | None = None
+    cmdline: str | None = None
+    cpus: int | None = None
+    memory_mib: int | None = None
+
+
+@dataclass
 class RegressionReport:
     tag: str
     base: CommitInfo | None
@@ -69,6 +81,7 @@ class RegressionReport:
     base_box: str | None = None
     base_export: str | None = None   # the file the base runs were exported to, beside the mail
     remote: str | None = None          # the repository's origin URL, when it has one
+    kernels: list[KernelSide] | None = None   # base's and head's, for runs booted in a guest
 
     @property
     def change(self) -> float:
@@ -112,12 +125,53 @@ def _lab_source(run) -> str | None:
     return url if isinstance(url, str) and "://" in url else None
 
 
-def _machine(facts: dict) -> str:
+def _number(value) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def kernel_side(run) -> KernelSide | None:
+    """The kernel a run booted and the guest it ran in (its job's kernel and vm block, else the
+    facts the guest recorded); None for a run on the host."""
+    job = run.job if isinstance(run.job, dict) else {}
+    env = run.environment or {}
+    image = job.get("kernel") or env.get("kernel_path")
+    if not image:
+        return None
+    vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
+    return KernelSide(image=str(image), release=env.get("kernel_release"),
+                      mode=vm.get("mode") or env.get("vm_mode"), cmdline=env.get("kernel_cmdline"),
+                      cpus=_number(vm.get("cpus") or env.get("vm_cpus")),
+                      memory_mib=_number(vm.get("memory") or env.get("vm_memory_mib")))
+
+
+def _memory(kib) -> str:
+    """Memory as a reader says it: whole GiB from 1 GiB up, else MiB (never "0G")."""
+    if not isinstance(kib, (int, float)) or kib <= 0:
+        return ""
+    gib = kib / 1048576
+    return f" with {round(gib)}G memory" if gib >= 1 and abs(gib - round(gib)) < 0.05 else f" with {round(kib / 1024)} MiB memory"
+
+
+def _machine(facts: dict, guest: KernelSide | None = None) -> str:
+    if guest is not None:
+        # The guest is the machine that ran the benchmark: its vCPUs and memory, the host beside them.
+        cpus = f"{guest.cpus} vCPU{'' if guest.cpus == 1 else 's'}" if guest.cpus else "? vCPUs"
+        memory = f", {guest.memory_mib} MiB memory" if guest.memory_mib else ""
+        host = facts.get("host_cpu_model") or facts.get("cpu_model") or "unknown CPU"
+        return f"{facts.get('testbox', '?')}: QEMU {guest.mode or '?'} guest, {cpus}{memory} (host: {host})"
     threads = facts.get("cpu_threads") or facts.get("cpu_cores") or "?"
     model = facts.get("cpu_model") or "unknown CPU"
-    mem = facts.get("memory_kib")
-    memory = f" with {round(mem / 1048576)}G memory" if isinstance(mem, (int, float)) and mem else ""
-    return f"{facts.get('testbox', '?')}: {threads} threads {model}{memory}"
+    return f"{facts.get('testbox', '?')}: {threads} threads {model}{_memory(facts.get('memory_kib'))}"
+
+
+def _headline_runs(selection, row: MetricRow) -> list:
+    """The runs of one side that measured the headline's group (same benchmark and parameters)."""
+    runs = [r for r in selection.runs if r.benchmark == row.benchmark
+            and all((r.params or {}).get(k) == v for k, v in row.params.items())]
+    return runs or list(selection.runs)
 
 
 def _findings(result: ComparisonResult, head: str, base: str) -> tuple[str, list[MetricRow]]:
@@ -132,10 +186,10 @@ def _findings(result: ComparisonResult, head: str, base: str) -> tuple[str, list
                        f"(`perflab compare {base} {head}` shows every metric)")
 
 
-def _repetitions(result: ComparisonResult, job: dict) -> int | None:
-    """The repetitions a reproduction should ask for: as many as the larger side of the comparison
-    holds (a bisection measures a culprit again to match its good end), at least the job's."""
-    sides = [sum(int((r.job or {}).get("runs") or 0) for r in sel.runs) for sel in result.selections]
+def _repetitions(result: ComparisonResult, row: MetricRow, job: dict) -> int | None:
+    """The repetitions a reproduction should ask for: the runs measured of the headline's group on
+    the larger side (a bisection measures a culprit again to match its good end), at least the job's."""
+    sides = [sum(int((r.job or {}).get("runs") or 0) for r in _headline_runs(sel, row)) for sel in result.selections]
     return max([job.get("runs") or 0, *sides]) or None
 
 
@@ -160,10 +214,11 @@ def trailer_of(mail: dict, msgid: str, head: CommitInfo | None) -> Trailer:
 
 def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark: str | None = None,
           metrics: list[str] | None = None, repo: str | None = None, build_command: str | None = None,
-          alpha: float = 0.05, threshold: float = 0.01, secondary: bool = False,
+          alpha: float = 0.05, threshold: float | None = None, secondary: bool = False,
           mail: dict | None = None) -> RegressionReport:
-    """The report of HEAD against BASE. `secondary`: keep the secondary metrics in the table;
-    `mail`: the configuration's [mail] section (default: read from config.toml)."""
+    """The report of HEAD against BASE. `threshold`: the minimum effect (None: compare's default, the
+    one rule of stats.compare.minimum_effects, so the mail calls what compare calls); `secondary`: keep
+    the secondary metrics in the table; `mail`: the configuration's [mail] section (default: config.toml)."""
     result = compare(store, [base, head], alpha=alpha, threshold=threshold, benchmark=benchmark,
                      metrics=metrics, monitors="changed")
     kind, rows = _findings(result, head, base)
@@ -171,8 +226,9 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
     if left_out:
         result = replace(result, rows=[r for r in result.rows if r.fdr_group != SECONDARY])
     headline = rows[0]
-    head_run = result.selections[1].runs[-1]
-    base_run = result.selections[0].runs[-1]
+    head_run = _headline_runs(result.selections[1], headline)[-1]
+    base_run = _headline_runs(result.selections[0], headline)[-1]
+    guests = [kernel_side(base_run), kernel_side(head_run)]
     remote = head_run.environment.get("sut_remote") or _lab_source(head_run)
     repo = repo or _repository(head_run)
     from perflab.stats.power import detectable_of
@@ -183,10 +239,13 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
     msgid = message_id(base_info, head_info, result.labels, headline.metric, kind, mail.get("from", DEFAULT_SENDER))
     return RegressionReport(
         tag=tag, base=base_info, head=head_info, headline=headline, comparison=result,
-        machine=_machine(head_run.environment),
-        job=minimal(head_run.job, _repetitions(result, head_run.job)) if head_run.job else None,
+        machine=_machine(head_run.environment, guests[1]),
+        job=minimal(head_run.job, _repetitions(result, headline, head_run.job)) if head_run.job else None,
         repo=repo, remote=remote, build=build_command, regressions=rows,
-        detectable=detectable_of(headline.base_values, headline.head_values[0], alpha=alpha),
+        # An exact metric detects what its resolution lets it call; others, from their spread.
+        detectable=(headline.heads[0].detectable if headline.heads[0].exact
+                    else detectable_of(headline.base_values, headline.head_values[0], alpha=alpha)),
+        kernels=guests if all(guests) else None,
         kind=kind, trailer=trailer_of(mail, msgid, head_info) if kind == REGRESSION else None,
         message_id=msgid, secondary_left_out=left_out, base_box=base_run.box,
     )

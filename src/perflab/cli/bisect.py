@@ -37,8 +37,9 @@ def _say(message: str) -> None:
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
 @click.option("--alpha", type=FiniteFloat(0, open_min=True), default=0.005, show_default=True,
               help="Per-step error rate of the sequential test (calling a good commit bad, or a bad one good).")
-@click.option("--threshold", type=FiniteFloat(0), default=0.01, show_default=True,
-              help="Smallest relative change between the ends worth bisecting (0.01 = 1%).")
+@click.option("--threshold", type=FiniteFloat(0), default=None,
+              help="Smallest relative change between the ends worth bisecting (0.01 = 1%; default 1%, and for an "
+                   "exact metric the exact rule's 0.1%, as compare's).")
 @click.option("--pairing", type=click.Choice(("auto", "on", "off")), default="auto", show_default=True,
               help="Measure in pairs of runs taken one after the other (ends: good, bad; steps: commit, good) and "
                    "test their ratios, which cancels a machine whose speed moves for seconds at a time; auto: when "

@@ -43,7 +43,7 @@ def report_lmbench(operands, box, all_boxes, db) -> None:
     from perflab.report.lmbench import render_summary
 
     view = summary(get_store(db), tuple(operands), box or socket.gethostname(), all_boxes)
-    click.echo(render_summary(view.rows), nl=False)
+    click.echo(render_summary(view.rows, icount=view.icount), nl=False)
 
 
 @report_group.command("scaling")
@@ -160,7 +160,7 @@ def report_profile(base, head, benchmark, top, db) -> None:
 @click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
 @click.option("--repo", metavar="PATH", help="Order the trends by the first-parent history of this git repository.")
 @click.option("--branch", metavar="B", help="The branch (or revision) of --repo; default its HEAD.")
-@click.option("--threshold", type=FiniteFloat(minimum=0), default=1.0, show_default=True, metavar="PCT",
+@click.option("--threshold", type=FiniteFloat(minimum=0), default=None, metavar="PCT",
               help="Minimum effect in percent for the comparison (as compare's).")
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=0.05, show_default=True,
               help="False-discovery rate of the comparison (as compare's).")
@@ -198,7 +198,7 @@ def report_html(operands, output, benchmark, metrics, box, tag, since, repo, bra
     html.check_writable(output)
     store = get_store(db)
     filters = Filters(operands=tuple(operands), benchmark=benchmark, metrics=tuple(metrics), box=box, tag=tag,
-                           since=since_time, repo=repo, branch=branch, alpha=alpha, threshold=threshold / 100.0,
+                           since=since_time, repo=repo, branch=branch, alpha=alpha, threshold=None if threshold is None else threshold / 100.0,
                            cross_box=cross_box, monitors=monitors, title=title)
     doc = html.report(build_page(store, filters), output)
     size = os.path.getsize(output)

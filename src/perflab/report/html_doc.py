@@ -241,7 +241,7 @@ def lmbench(view) -> str | None:
     """The LMbench 2.0 summary (report.lmbench's text): a row per operand, or per run."""
     from perflab.report.lmbench import render_summary
 
-    return render_summary(view.rows) if view is not None else None
+    return render_summary(view.rows, icount=view.icount) if view is not None else None
 
 
 def kernbench(view) -> str | None:

@@ -16,12 +16,20 @@ from perflab.benchmarks.lmbench.catalog import TABLES, THIRD_HEADING, Table
 from perflab.core.text import printable
 
 BANNER = "L M B E N C H  2 . 0   S U M M A R Y"
+WALL_TIME = "times in microseconds"
+# Under QEMU icount a figure is instruction-time, exact to 0.01%: said so, and printed with the
+# six significant digits that keep every step of 0.01% visible (0.323028 -> 0.325029).
+ICOUNT_TIME = "instruction-time (1 ns = 1 instruction)"
+ICOUNT_DIGITS = 6
 
 
-def format_value(value: float | None, width: int, metric: str = "", unit: str = "") -> str:
-    """LMbench-like precision: more decimals for small figures, none for large."""
+def format_value(value: float | None, width: int, metric: str = "", unit: str = "", exact: bool = False) -> str:
+    """LMbench-like precision: more decimals for small figures, none for large; an exact figure
+    (icount) with ICOUNT_DIGITS significant digits, wider than its column rather than cut."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
+    if exact and unit != "MB/s" and metric != "mem.mhz":
+        return f"{value:.{ICOUNT_DIGITS}g}" if abs(value) < 10 ** ICOUNT_DIGITS else f"{value:.0f}"
     if metric == "mem.mhz":
         text = f"{value:.0f}"
     elif unit == "MB/s":
@@ -50,23 +58,28 @@ def _headings(table: Table) -> list[list[str]]:
     return cols
 
 
-def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_width: int) -> list[str]:
+def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_width: int,
+                 icount: bool = False) -> list[str]:
     heads = _headings(table)
     depth = len(heads[0])
-    lines = [table.title, "-" * len(table.title)]
+    title = table.title.replace(WALL_TIME, ICOUNT_TIME) if icount else table.title
+    lines = [title, "-" * len(title)]
     for level in range(depth):
         first = "kernel" if level == depth - 1 else ""
         cells = [f"{h[level]:<{f.width}}" for h, f in zip(heads, table.figures)]
         lines.append(f"{first:<{label_width}} " + " ".join(cells).rstrip())
     lines.append("-" * label_width + " " + " ".join("-" * f.width for f in table.figures))
     for label, values in rows:
-        cells = [f"{format_value(values.get(f.metric), f.width, f.metric, f.unit):>{f.width}}" for f in table.figures]
+        cells = [f"{format_value(values.get(f.metric), f.width, f.metric, f.unit, icount):>{f.width}}"
+                 for f in table.figures]
         lines.append((f"{label:<{label_width}} " + " ".join(cells)).rstrip())
     return lines
 
 
-def render_summary(rows: list[tuple[str, dict[str, float]]]) -> str:
-    """rows: (label, {metric: the median of its samples}) per kernel, in display order."""
+def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = False) -> str:
+    """rows: (label, {metric: the median of its samples}) per kernel, in display order; `icount`:
+    the figures are instruction-time of a guest under QEMU icount (runs with vm=icount, or
+    samples whose unit says "(icount)"), said in the titles and printed exactly."""
     rows = [(printable(label), values) for label, values in rows]  # tags and releases come from users
     label_width = max([29] + [len(label) for label, _ in rows])
     out = [BANNER, "-" * len(BANNER), ""]
@@ -74,7 +87,7 @@ def render_summary(rows: list[tuple[str, dict[str, float]]]) -> str:
     for table in TABLES:
         if not any(values.get(f.metric) is not None for _, values in rows for f in table.figures):
             continue
-        out += render_table(table, rows, max(label_width, table.label_width)) + [""]
+        out += render_table(table, rows, max(label_width, table.label_width), icount) + [""]
         shown += 1
     if not shown:
         out.append("(no LMbench figures in the selected runs)")

@@ -28,7 +28,9 @@ def render(view: ComparisonView) -> str:
                     secondary = " secondary" if r.fdr_group == SECONDARY else ""
                     calls.append(f"  {shown(result.labels[i])}: {shown(r.metric)} {percent(cmp.pct_change)} "
                                  f"{cmp.verdict}{secondary} (p={cmp.p_adjusted:.2g})")
-    text = render_summary(rows)
+    # Instruction-time when every LMbench figure compared was measured under icount (its unit says so).
+    units = [r.unit for r in result.rows if r.metric in FIGURES]
+    text = render_summary(rows, icount=bool(units) and all("(icount)" in (u or "") for u in units))
     base = shown(result.labels[0])
     if calls:
         text += "\nSignificant changes against " + base + ":\n" + "\n".join(calls) + "\n"

@@ -37,13 +37,30 @@ def _commit_line(c: CommitInfo | None, label: str) -> str:
 def _significance(report: RegressionReport) -> str:
     cmp = report.headline.heads[0]
     parts = [f"change {percent(cmp.pct_change)}"]
-    if cmp.ci_adjusted:
-        lo, hi = cmp.ci_adjusted
-        parts[0] += f" [{percent(lo)}, {percent(hi)}] ({cmp.ci_level * 100:.1f}% interval)"
-    parts.append(f"p = {cmp.p_adjusted:.2g} after FDR over {_plural(cmp.fdr_group_size, 'metric')}")
+    if cmp.exact:
+        # An exact metric's call is a ratio against its resolution: no p-value, no FDR to report.
+        if cmp.ci_adjusted:
+            lo, hi = cmp.ci_adjusted
+            parts[0] += f" [{percent(lo)}, {percent(hi)}] (± the resolution)"
+        parts.append(f"exact: resolution {cmp.resolution * 100:.2g}%, called beyond "
+                     f"{cmp.detectable * 100:.2g}%; no p-value (compared as a ratio, outside the FDR adjustment)")
+    else:
+        if cmp.ci_adjusted and all(map(math.isfinite, cmp.ci_adjusted)) and math.isfinite(cmp.ci_level):
+            lo, hi = cmp.ci_adjusted
+            parts[0] += f" [{percent(lo)}, {percent(hi)}] ({cmp.ci_level * 100:.1f}% interval)"
+        else:
+            parts[0] += " (no interval: too few samples for a variance)"
+        if math.isfinite(cmp.p_adjusted) and cmp.fdr_group_size:
+            parts.append(f"p = {cmp.p_adjusted:.2g} after FDR over {_plural(cmp.fdr_group_size, 'metric')}")
+        else:
+            parts.append("no p-value: not tested (too few samples per side)")
     parts.append(f"n = {cmp.base.n} vs {cmp.head.n}")
-    if math.isfinite(report.detectable):
+    if cmp.exact:
+        pass   # its resolution, said above, is what it detects
+    elif math.isfinite(report.detectable) and report.detectable > 0:
         parts.append(f"these samples detect a change of {report.detectable * 100:.1f}% with 90% power")
+    else:
+        parts.append("the smallest change these samples detect could not be computed (no spread to estimate)")
     return "; ".join(parts)
 
 
@@ -112,19 +129,44 @@ def render(report: RegressionReport) -> str:
 def _side(report: RegressionReport, which: int) -> tuple[CommitInfo | None, str]:
     """A side's commit and the tag its reproduced runs get (the short sha, else base/head)."""
     commit = report.base if which == 0 else report.head
-    return commit, commit.short if commit else ("base", "head")[which]
+    if commit:
+        return commit, commit.short
+    kernels = report.kernels
+    if kernels and kernels[0].release and kernels[1].release and kernels[0].release != kernels[1].release:
+        return None, shlex.quote(kernels[which].release)   # kernel images from no repository: named by release
+    return None, ("base", "head")[which]
+
+
+def _kernel_comment(k) -> str:
+    figures = ", ".join(x for x in (f"{k.cpus} vCPU{'' if k.cpus == 1 else 's'}" if k.cpus else "",
+                                   f"{k.memory_mib} MiB" if k.memory_mib else "") if x)
+    return (f"# kernel {k.image}" + (f" ({k.release})" if k.release else "")
+            + f", QEMU {k.mode or 'tcg'}" + (f", {figures}" if figures else ""))
 
 
 def _run_side(report: RegressionReport, which: int, repo: str) -> list[str]:
     commit, tag = _side(report, which)
     name = ("base", "head")[which]
-    out = [f"# the {name}, " + (f'{commit.short} ("{shown(commit.subject, 80)}")' if commit and commit.subject
-                                 else commit.short if commit else "no commit recorded: build it as it was")]
+    kernel = report.kernels[which] if report.kernels else None
+    if commit:
+        out = [f"# the {name}, " + (f'{commit.short} ("{shown(commit.subject, 80)}")' if commit.subject
+                                     else commit.short)]
+    else:
+        out = [f"# the {name}" + ("" if kernel else ": no commit recorded")]
+    if kernel:
+        out.append(_kernel_comment(kernel))
+        if kernel.cmdline:
+            out.append(f"# guest command line: {kernel.cmdline}")
     if commit:
         out.append(f"git -C {repo} checkout {commit.sha}")
-    if report.build:
+    if report.build and commit:
         out.append(f"(cd {repo} && {shown(report.build, 300)})")
-    out.append(f"perflab run job.yaml --repo {repo} --tag {tag}")
+    run = "perflab run job.yaml"
+    if kernel:
+        run += f" --kernel {shlex.quote(kernel.image)}"
+    if commit:
+        run += f" --repo {repo}"
+    out.append(f"{run} --tag {tag}")
     return out
 
 
@@ -134,7 +176,9 @@ def _reproduce(report: RegressionReport) -> list[str]:
     if not report.job:
         return ["To reproduce:", "", STEP + "(the head runs were imported: no atomic job is stored to rerun)"]
     repo = shlex.quote(report.repo) if report.repo else "SUT"
-    steps = ["cat > job.yaml <<'EOF'", *to_yaml(report.job).rstrip("\n").splitlines(), "EOF"]
+    # Each side names its own kernel (--kernel), so the job file holds the guest's vm block only.
+    job = {k: v for k, v in report.job.items() if k != "kernel"} if report.kernels else report.job
+    steps = ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF"]
     if not report.repo and report.remote:
         steps.insert(0, f"git clone {shlex.quote(report.remote)} SUT")
     steps += _run_side(report, 0, repo) + _run_side(report, 1, repo)

@@ -67,6 +67,19 @@ TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT, BLIND, EXACT = (
 EXACT_TEST = "exact"  # Comparison.test of an exact metric
 POWER = 0.90          # the power the detectable change is stated at
 BLIND_ABOVE = 0.05    # a "no change" that could not have seen a 5% change says so
+# The t-test's minimum effect when none is asked for (exact metrics: perflab.stats.exact.EXACT_MIN_EFFECT).
+DEFAULT_MIN_EFFECT = 0.01
+
+
+def minimum_effects(threshold: float | None) -> tuple[float, float]:
+    """The one rule for the minimum effects (statistical, exact) every view calls against: an
+    explicit threshold applies to both; none given, DEFAULT_MIN_EFFECT for the t-test and the exact
+    rule's EXACT_MIN_EFFECT for exact metrics (docs/statistics.md, "Exact metrics"). compare, the
+    mail, the HTML, check, the robot and bisect all resolve their threshold here, so one change gets
+    one verdict."""
+    if threshold is None:
+        return DEFAULT_MIN_EFFECT, _exact.EXACT_MIN_EFFECT
+    return float(threshold), float(threshold)
 
 
 class Caveat(str):

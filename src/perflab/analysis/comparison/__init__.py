@@ -23,7 +23,7 @@ from perflab.analysis.comparison.result import (COUNT_FLOOR, MONITOR_MIN_EFFECT,
                                                 ComparisonResult, FdrGroup, MetricRow, pair_counters)
 from perflab.analysis.selection import common_facts
 from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
-                                   geomean_ratio)
+                                   geomean_ratio, minimum_effects)
 from perflab.stats.descriptive import summarize_many
 from perflab.store import Store
 
@@ -39,7 +39,7 @@ def compare(
     operands: list[str],
     *,
     alpha: float = 0.05,
-    threshold: float = 0.01,
+    threshold: float | None = None,
     exact_threshold: float | None = None,
     cross_box: bool = False,
     benchmark: str | None = None,
@@ -51,7 +51,12 @@ def compare(
     """The base operand (the first) against each head operand, metric by metric.
 
     `threshold` is the minimum effect of the statistical test; exact metrics
-    (perflab.stats.exact) are called against `exact_threshold` (default: `threshold`)."""
+    (perflab.stats.exact) are called against `exact_threshold` (default: `threshold`). With
+    neither, the one rule of perflab.stats.compare.minimum_effects: 1% and the exact 0.1%."""
+    if exact_threshold is None:
+        threshold, exact_threshold = minimum_effects(threshold)
+    elif threshold is None:
+        threshold = minimum_effects(None)[0]
     if len(operands) < 2:
         raise PerflabError("compare needs a base and at least one head operand")
     if monitors not in MONITOR_MODES:
@@ -80,7 +85,7 @@ def compare(
     return ComparisonResult(
         labels=[sel.label for sel in selections], selections=selections, rows=rows, one_sided=matched.one_sided,
         common=common_facts(selections), env_diff=env_diff, alpha=alpha, threshold=threshold, warnings=warnings,
-        exact_threshold=threshold if exact_threshold is None else exact_threshold,
+        exact_threshold=exact_threshold,
         fdr_groups=fdr_groups, median_geomeans=[_median_geomeans(rows, i) for i in range(len(per_head))],
         primary=list(primary) if primary else None, monitors=monitors, monitors_dropped=matched.monitors_dropped,
         one_sided_monitors=matched.one_sided_monitors,

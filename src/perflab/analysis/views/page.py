@@ -39,7 +39,7 @@ class Filters:
     repo: str | None = None
     branch: str | None = None
     alpha: float = 0.05
-    threshold: float = 0.01
+    threshold: float | None = None  # None: the one rule's minimum effects (1%, exact 0.1%), as compare's
     cross_box: bool = False
     monitors: str = "changed"       # compare's --monitors: which monitor rows the page shows
     title: str | None = None

@@ -61,13 +61,13 @@ def check_ends(b) -> sequential.EndsVerdict | None:
         b.say(f"ends: {b.exact_note}")
         return None
     res = exact.resolution(g, x)
-    v = exact.compare_exact(g, x, resolution=res, threshold=b.settings.threshold, direction=b.rec.direction)
+    v = exact.compare_exact(g, x, resolution=res, threshold=b.settings.exact_threshold, direction=b.rec.direction)
     lo, hi = v.interval
     b.say(f"ends: good {good[:12]} n={len(g)}, bad {bad[:12]} n={len(x)}: {v.pct_change * 100:+.4f}% "
           f"(exact: resolution {v.resolution * 100:.2g}%, called beyond {v.bar * 100:.2g}%)")
-    called = exact.change_called(v.pct_change, res, b.settings.threshold)
+    called = exact.change_called(v.pct_change, res, b.settings.exact_threshold)
     reason = "" if called else (f"exact: within {exact.EXACT_FACTOR:g} x the resolution "
-                                f"{v.resolution * 100:.2g}% or below the {b.settings.threshold * 100:g}% threshold")
+                                f"{v.resolution * 100:.2g}% or below the {b.settings.exact_threshold * 100:g}% threshold")
     verdict = sequential.EndsVerdict(called, v.pct_change, (lo, hi), math.nan, 0.0, v.bar, len(g), len(x),
                                      v.resolution, True, reason)
     if called:
@@ -116,7 +116,7 @@ def evidence(b, culprit: str, parent: str) -> dict:
     """The culprit against the good end, for the result (an exact comparison, no t-test)."""
     good = b.samples[b.rec.good]
     values = b.samples[culprit]
-    v = exact.compare_exact(good, values, resolution=b.exact["resolution"], threshold=b.settings.threshold,
+    v = exact.compare_exact(good, values, resolution=b.exact["resolution"], threshold=b.settings.exact_threshold,
                             direction=b.rec.direction)
     return {"exact": True, "n_good": len(good), "n_culprit": len(values), "culprit_values": list(values),
             "good_mean": _level(good), "culprit_mean": _level(values), "change": v.pct_change,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from perflab.core.bisection import Skip, SkipCause, StepRecord
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.stats.compare import minimum_effects
 from perflab.store.exactness import exact_as_stored
 from perflab.jobs.job import AtomicJob
 
@@ -30,7 +31,8 @@ class Settings:
 
     alpha: float = 0.005          # per step: chance of calling a good commit bad (and a bad one good)
     ends_alpha: float = 0.01      # chance of calling ends different when they are not (over all looks)
-    threshold: float = 0.01       # smallest relative change between the ends worth bisecting
+    threshold: float | None = None   # smallest relative change between the ends worth bisecting;
+                                     # None: the one rule's default (stats.compare.minimum_effects)
     ends_start: int = 5           # samples per end at the first look; doubled at each later look
     ends_looks: int = 3           # looks at the ends (5, 10, 20 samples each)
     min_step: int = 2             # samples at a step commit before it may be decided
@@ -43,6 +45,14 @@ class Settings:
     confirm_max: int = 16         # pairs of (culprit, parent) after which an undecided confirmation gives up
     exact: str = "auto"           # "auto": an exact metric (Record.exact, or its ends' runs agree)
                                   # is bisected with one run per commit (exact.py); "off": never
+    exact_threshold: float | None = None   # an exact metric's; None: as threshold when that was given,
+                                           # else the exact rule's 0.1% (as compare's and check's)
+
+    def __post_init__(self):
+        if self.exact_threshold is None:
+            self.threshold, self.exact_threshold = minimum_effects(self.threshold)
+        elif self.threshold is None:
+            self.threshold = minimum_effects(None)[0]
 
 
 

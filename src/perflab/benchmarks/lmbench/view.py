@@ -27,6 +27,8 @@ class LmbenchSummary:
     """rows: (label, {metric: median of every sample of the row's runs}), in display order."""
 
     rows: list[tuple[str, dict[str, float]]]
+    # Every row's runs ran in a guest under QEMU icount: the figures are instruction-time.
+    icount: bool = False
 
 
 def run_label(run) -> str:
@@ -69,7 +71,9 @@ def pooled(store, groups: list[tuple[str, list]]) -> LmbenchSummary:
         for r in rs:
             rows_of.setdefault(r.id, []).append(i)
     medians = pooled_medians(values, rows_of, len(groups))
-    return LmbenchSummary([(label, row) for (label, _), row in zip(groups, medians)])
+    runs = [r for _, rs in groups for r in rs]
+    icount = bool(runs) and all((r.params or {}).get("vm") == "icount" for r in runs)
+    return LmbenchSummary([(label, row) for (label, _), row in zip(groups, medians)], icount)
 
 
 def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> LmbenchSummary:
