@@ -133,3 +133,17 @@ def test_a_metric_declared_exact_is_read_back_exact():
             assert m.exact == exact_as_stored(m.name, m.unit), m
     for m in measured.metrics("cache").values():     # valgrind's counts: all of them exact
         assert exact_as_stored(m.name, m.unit), m
+
+
+def test_an_exact_figure_whose_samples_disagree_is_compared_statistically_and_says_so():
+    """icount getppid1 right after a 6.12 boot read 2,506,481 and 3,036,927 ops/s (issue 33): exact by
+    construction, but its samples spread by 19%: never passed off as exact, and the caveat says why."""
+    from perflab.stats.compare import EXACT_TEST, NOT_EXACT, compare_many
+
+    settled = ([3046414.0, 3046420.0], [3036920.0, 3036931.0], 1)
+    unsettled = ([3046414.0, 3046420.0], [2506481.0, 3036927.0], 1)
+    clean, noisy = compare_many([settled, unsettled], assume_exact=[True, True], exact_threshold=0.001)
+    assert clean.test == EXACT_TEST and not any(getattr(w, "kind", "") == NOT_EXACT for w in clean.warnings)
+    assert noisy.test != EXACT_TEST
+    (caveat,) = [w for w in noisy.warnings if getattr(w, "kind", "") == NOT_EXACT]
+    assert "spread by 19%" in caveat and "compared statistically" in caveat

@@ -8,7 +8,8 @@ perflab.stats.
 from __future__ import annotations
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
-from perflab.stats.compare import BLIND, EXACT, MONITOR, NOISY, NOISY_COV, SECONDARY, Comparison
+from perflab.stats.compare import BLIND, EXACT, MONITOR, NOISY, NOISY_COV, NOT_EXACT, SECONDARY, Comparison
+from perflab.stats.exact import EXACT_LIMIT
 from perflab.core.text import printable
 
 NOTE_LIMIT = 240  # a warning line (it may quote parameters) is bounded, not cut to a cell
@@ -75,6 +76,9 @@ def caveat_text(w: str, cmp: Comparison | None = None) -> str:
         return f"noisy: CoV above {NOISY_COV * 100:g}%"
     if kind == EXACT:
         return w.split(" (")[0].split(" with resolution")[0] + " against its resolution, no t-test"
+    if kind == NOT_EXACT:
+        # The row's own spread is in the comparison; the footnote is shared by every such row.
+        return f"not exact: an exact figure whose samples disagree beyond {EXACT_LIMIT * 100:g}%: compared statistically"
     return str(w)
 
 

@@ -62,8 +62,8 @@ FEW_SAMPLES = 5       # below this per side, warn that power is low
 NOISY_COV = 0.10      # above this CoV, warn that the metric is noisy
 
 # Kinds of caveat a comparison carries (the layouts group and word them).
-TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT, BLIND, EXACT = (
-    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect", "blind", "exact")
+TOO_FEW, FEW, NOISY, RAW_VALUES, BELOW_EFFECT, BLIND, EXACT, NOT_EXACT = (
+    "too-few-samples", "few-samples", "noisy", "raw-values", "below-minimum-effect", "blind", "exact", "not-exact")
 EXACT_TEST = "exact"  # Comparison.test of an exact metric
 POWER = 0.90          # the power the detectable change is stated at
 BLIND_ABOVE = 0.05    # a "no change" that could not have seen a 5% change says so
@@ -199,8 +199,17 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group:
     directions = np.array([d for _a, _b, d in arrays]) if arrays else np.zeros(0, int)
     adj = _adjust(t, directions, alpha)
     bar = threshold if exact_threshold is None else exact_threshold
-    return [_judge_exact(*arrays[i], bar, fdr_group, raw[i]) if exact[i]
-            else _judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
+    out = [_judge_exact(*arrays[i], bar, fdr_group, raw[i]) if exact[i]
+           else _judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
+    for i, c in enumerate(out):
+        if assumed[i] and not exact[i] and arrays[i][0].size and arrays[i][1].size:
+            # Exact by construction (icount instruction-time, a count) whose samples nevertheless
+            # disagree: never passed off as exact; every view shows this caveat with the row.
+            spread = _exact.resolution(arrays[i][0], arrays[i][1])
+            how = f"spread by {spread * 100:.2g}%" if spread is not None else "not all positive"
+            c.warnings.append(Caveat(NOT_EXACT, f"not exact: an exact figure whose samples {how} (beyond "
+                                                f"{_exact.EXACT_LIMIT * 100:g}%): compared statistically"))
+    return out
 
 
 def _raw_p(t: _Welch, exact: np.ndarray, directions: np.ndarray) -> np.ndarray:
