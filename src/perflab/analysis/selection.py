@@ -205,3 +205,18 @@ def common_facts(selections: list[Selection]) -> dict[str, str]:
         for k, v in facts.items():
             values[k].add(json.dumps(v, sort_keys=True, default=str))
     return {k: json.loads(next(iter(values[k]))) for k in sorted(keys or ()) if len(values[k]) == 1}
+
+
+def metric_wanted(names, wanted) -> set[str]:
+    """The metric names that `--metric NAME` options select, from the `names` there are.
+
+    A NAME that is a metric's exact name, or its name after a prefix (`syscall.null` for
+    `lmbench.syscall.null`), selects those metrics alone: `syscall.null` is not
+    `syscall.null_io`. A NAME that names no metric so selects every metric whose name
+    contains it (`syscall` selects both). docs/changepoints.md ("Choosing metrics")."""
+    names = set(names)
+    chosen: set[str] = set()
+    for want in wanted:
+        named = {n for n in names if n == want or n.endswith("." + want)}
+        chosen |= named or {n for n in names if want in n}
+    return chosen

@@ -3,9 +3,18 @@
 A point is one run (its samples' mean), ordered by run start time; or, when
 `repo` is given, one commit of the branch's first-parent history (the runs at
 that commit pooled: a change of level cannot sit between two runs of one
-commit), ordered as `git rev-list --first-parent` orders them. Runs that have
-no place in that order (no commit, a dirty tree, a commit not on the branch)
-are skipped and listed, never silently dropped.
+commit), ordered as `git rev-list --first-parent` orders them; or one kernel
+release, in version order (perflab.core.kernel_version), the runs of one kernel
+pooled as those of one commit are. Without a repository a series of guest runs
+(parameter `vm`) that measured more than one kernel release is ordered by kernel;
+`order` names the order instead. Runs that have no place in that order (no commit, a dirty tree, a
+commit not on the branch, no kernel release) are skipped and listed, never
+silently dropped.
+
+The figure of a point of an exact series (instruction counts, icount
+instruction-time) is its least disturbed sample, not the mean: the value most of
+its samples share, else the smallest time or the largest rate (a timer tick adds
+instructions to a sample, never takes them away).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.kernel_version import order_key as kernel_order_key
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.monitors import monitor_of
 from perflab.analysis.selection import USABLE_STATUSES, params_key
@@ -32,7 +42,8 @@ from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401
 from perflab.store import Store
 from perflab.core.text import printable
 
-BY_COMMIT, BY_TIME = "commit", "time"
+BY_COMMIT, BY_KERNEL, BY_TIME = "commit", "kernel", "time"
+ORDERS = (BY_COMMIT, BY_KERNEL, BY_TIME)
 
 
 @dataclass
@@ -42,10 +53,15 @@ class Point:
     commit: str | None
     samples: list[float] = field(default_factory=list)   # every sample of its runs, in run order
     run_means: list[float] = field(default_factory=list)  # each run's mean
+    kernel: str | None = None     # the kernel release its (first) run measured
+    tag: str | None = None        # its (first) run's tag
+    figure: float | None = None   # an exact series' point: its least disturbed sample (exact_figure)
 
     @property
     def value(self) -> float:
-        """The point's level: its runs' means averaged (one run: its samples' mean)."""
+        """The point's level: an exact point's figure, else its runs' means averaged (one run: its samples' mean)."""
+        if self.figure is not None:
+            return self.figure
         return math.fsum(self.run_means) / len(self.run_means)
 
 
@@ -60,6 +76,7 @@ class Series:
     points: list[Point] = field(default_factory=list)
     name: str = ""    # among the series shown (analysis.naming.name_series); "" until named
     exact: bool = False  # exact by construction (its samples': perflab.store.exactness)
+    order: str = BY_TIME  # what orders its points: BY_COMMIT, BY_KERNEL or BY_TIME
 
     @property
     def values(self) -> np.ndarray:
@@ -76,7 +93,7 @@ class Commit:
 @dataclass
 class History:
     series: list[Series]
-    order: str                     # BY_COMMIT or BY_TIME
+    order: str                     # BY_COMMIT or BY_TIME; BY_KERNEL when every series is in kernel order
     repo: str | None = None
     branch: str | None = None
     commits: dict[str, Commit] = field(default_factory=dict)   # full sha -> commit, when ordered by commit
@@ -128,9 +145,15 @@ def first_parent(repo: str, branch: str | None) -> tuple[str, list[Commit]]:
 
 
 def _wanted(metric: str, patterns: tuple[str, ...]) -> bool:
+    """`--metric GLOB`: a glob matches the whole name; a plain name also the name after its
+    family's prefix (`syscall.null` is `lmbench.syscall.null`, never `...null_io`)."""
     if patterns:
-        return any(fnmatch.fnmatchcase(metric, p) for p in patterns)
+        return any(fnmatch.fnmatchcase(metric, p) or (not _GLOB_CHARS.intersection(p) and metric.endswith("." + p))
+                   for p in patterns)
     return monitor_of(metric) is None   # monitors only when asked for by name
+
+
+_GLOB_CHARS = frozenset("*?[")
 
 
 @contextmanager
@@ -148,16 +171,28 @@ def _no_gc_pauses():
 
 def build(store: Store, *, benchmark: str | None = None, metrics: tuple[str, ...] = (), box: str | None = None,
           tag: str | None = None, since: dt.datetime | None = None, repo: str | None = None,
-          branch: str | None = None) -> History:
-    """Every series the filters select, its points in order."""
+          branch: str | None = None, order: str | None = None) -> History:
+    """Every series the filters select, its points in order (`order`: one of ORDERS, or None
+    for the default: commits with `repo`, else kernel releases where a series' runs measured
+    several, else time)."""
     with _no_gc_pauses():
         return _build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since, repo=repo,
-                      branch=branch)
+                      branch=branch, order=order)
 
 
-def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -> History:
+def _check_order(order: str | None, repo: str | None, branch: str | None) -> None:
     if branch and not repo:
         raise UsageProblem("--branch needs --repo: the branch is read from that repository")
+    if order is not None and order not in ORDERS:
+        raise UsageProblem(f"--order {printable(str(order), 40)}: expected one of {', '.join(ORDERS)}")
+    if order == BY_COMMIT and not repo:
+        raise UsageProblem("--order commit needs --repo: the commit order is read from that repository")
+    if repo and order not in (None, BY_COMMIT):
+        raise UsageProblem(f"--order {order} and --repo: --repo orders by commit; drop one of them")
+
+
+def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, order) -> History:
+    _check_order(order, repo, branch)
     history = History([], BY_COMMIT if repo else BY_TIME, repo=repo)
     if repo:
         history.branch, commits = first_parent(repo, branch)
@@ -168,12 +203,73 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch) -
     keys = {rid: (r.box, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
     runs_of_series, meta = _run_means(store, run_of, keys, slot, metrics)
     placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
+    kernel_of = {rid: (r.environment or {}).get("kernel_release") or None for rid, r in run_of.items()}
+    kernel_slot = _kernel_slots(run_of, kernel_of)
+    skipped: dict[int, str] = {}
     for key in sorted(runs_of_series):
         unit, direction, assumed_exact = meta[key]
-        history.series.append(Series(*key, unit=unit, direction=direction, points=_points(runs_of_series[key], placed),
-                                     exact=assumed_exact))
+        entries, series_order = runs_of_series[key], BY_COMMIT if repo else BY_TIME
+        if not repo and (order == BY_KERNEL or (order is None and _measured_kernels(entries, kernel_of, run_of))):
+            series_order = BY_KERNEL
+            for entry in entries:
+                if kernel_slot.get(entry[1]) is None:
+                    skipped[entry[1]] = "no kernel release recorded"
+            entries = [(kernel_slot[e[1]], *e[1:]) for e in entries if kernel_slot.get(e[1]) is not None]
+            if not entries:
+                continue
+        points = _points(entries, placed)
+        for p in points:
+            p.kernel = kernel_of.get(p.run_ids[0])
+            p.tag = run_of[p.run_ids[0]].tag or None
+            if assumed_exact:
+                p.figure = exact_figure(p.samples, direction)
+        history.series.append(Series(*key, unit=unit, direction=direction, points=points, exact=assumed_exact,
+                                     order=series_order))
+    history.skipped += sorted(skipped.items())
+    if history.series and all(s.order == BY_KERNEL for s in history.series):
+        history.order = BY_KERNEL
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history
+
+
+def _kernel_slots(run_of: dict, kernel_of: dict[int, str | None]) -> dict[int, tuple | None]:
+    """Each run's place in kernel-version order (None without a kernel release). A Debian ABI
+    name is placed at its upstream version when any run of it recorded `kernel_version`."""
+    version_of: dict[str, str] = {}
+    for rid, r in run_of.items():
+        version = (r.environment or {}).get("kernel_version")
+        if kernel_of[rid] and isinstance(version, str):
+            version_of.setdefault(kernel_of[rid], version)
+    return {rid: (kernel_order_key(release, version_of.get(release)),) if release else None
+            for rid, release in kernel_of.items()}
+
+
+def _measured_kernels(entries: list[tuple], kernel_of: dict[int, str | None], run_of: dict) -> bool:
+    """Whether a series is of guest runs (parameter `vm`) that measured more than one kernel
+    release, each run knowing its own: then the kernel under test is what changed along it.
+    A series of one kernel keeps its history in time (pooled by kernel it would be one point);
+    so does a host's series across kernel upgrades, whose runs may also differ in the code
+    they ran (`--order kernel` orders it by kernel)."""
+    if not all("vm" in (run_of[e[1]].params or {}) for e in entries):
+        return False
+    releases = {kernel_of.get(e[1]) for e in entries}
+    return None not in releases and len(releases) > 1
+
+
+def exact_figure(samples, direction: int) -> float:
+    """The least disturbed sample of an exact point: the value more of its samples share than
+    any other, else the smallest (a time, a count) or, for a higher-is-better rate, the largest:
+    a timer tick or a page fault adds instructions to a sample, never removes them."""
+    finite = [v for v in samples if math.isfinite(v)]
+    if not finite:
+        return math.nan
+    counts: dict[float, int] = defaultdict(int)
+    for v in finite:
+        counts[v] += 1
+    ranked = sorted(counts.values(), reverse=True)
+    if ranked[0] > 1 and (len(ranked) == 1 or ranked[0] > ranked[1]):
+        return max(counts, key=counts.__getitem__)
+    return max(finite) if direction == HIGHER_IS_BETTER else min(finite)
 
 
 def _slots(runs, history: History) -> tuple[dict[int, tuple], dict[int, str]]:
@@ -321,10 +417,25 @@ def _resolution(points: list[Point]) -> float | None:
     return exact.resolution(*(p.samples for p in points))
 
 
+def _exact_resolution(points: list[Point]) -> float | None:
+    """The resolution of the points of a series exact by construction: per point, the spread of
+    the samples that agree with its figure (within exact.EXACT_LIMIT) when they are more than
+    half of them - a timer tick now and then disturbs one sample, and the rest are the exact
+    figure - else of all its samples (two samples 13% apart, a guest still busy after boot:
+    not exact, and said so)."""
+    groups = []
+    for p in points:
+        figure = p.value
+        agree = [v for v in p.samples if figure > 0 and abs(v / figure - 1) <= exact.EXACT_LIMIT]
+        groups.append(agree if 2 * len(agree) > len(p.samples) else p.samples)
+    return exact.resolution(*groups)
+
+
 def _exact(s: Series, exact_min_effect: float | None, options: dict) -> changepoints.Detection | None:
     """The series' exact detection, or None when it is not exact."""
     least = options.get("min_effect", changepoints.MIN_EFFECT) if exact_min_effect is None else exact_min_effect
-    found = exact_series.detect(s.values, point_resolution=_resolution(s.points),
+    found = exact_series.detect(s.values, point_resolution=_exact_resolution(s.points) if s.exact else
+                               _resolution(s.points),
                                assume_exact=s.exact,
                                min_size=options.get("min_size", changepoints.MIN_SIZE), min_effect=least,
                                alpha=options.get("alpha", changepoints.ALPHA))

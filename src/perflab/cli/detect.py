@@ -28,6 +28,10 @@ def _below_one(ctx, param, value):
 @click.option("--repo", metavar="PATH", help="Order runs by the first-parent history of a branch of this git "
               "repository (runs at commits not on it are skipped and listed). Default: by run start time.")
 @click.option("--branch", metavar="B", help="The branch (or revision) of --repo; default its HEAD.")
+@click.option("--order", type=click.Choice(["kernel", "commit", "time"]), default=None,
+              help="What orders the points: kernel releases in version order (the runs of one kernel one point), "
+                   "commits (needs --repo) or run start time. Default: commits with --repo; else kernel releases "
+                   "for a series of guest runs (vm) that measured several; else time.")
 @click.option("--style", "-s", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--alpha", type=FiniteFloat(minimum=0, open_min=True), default=ALPHA, callback=_below_one,
               show_default=True, help="Level of the test that confirms each change point (two-sided, adjusted for the "
@@ -48,13 +52,15 @@ def _below_one(ctx, param, value):
               help="List every series without a change point too (default: one summary line for them).")
 @click.option("--size", metavar="WxH", help="Size of the --plot picture in pixels (default: 1400 wide).")
 @db_option
-def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, min_points, threshold, db,
+def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, order, style, alpha, min_points, threshold, db,
                plot=None, top=None, verbose=False, size=None) -> None:
     """Find where the level of each series changed: regressions and improvements in history.
 
     A series is the samples of one (testbox, benchmark, params, metric); each run is a
-    point (its samples' mean). With --repo the points follow the first-parent history of
-    the branch (the runs of one commit are one point); otherwise run start time. A change
+    point (its samples' mean; an exact series' point its undisturbed sample). With --repo the
+    points follow the first-parent history of the branch (the runs of one commit are one
+    point); a series of guest runs that measured several kernels follows kernel version order (the
+    runs of one kernel are one point, named by its release); otherwise run start time. A change
     point is reported with its position, the change with its 95% interval, the level
     (mean ± stddev) before and after, the p-value, and the smallest change the points
     either side could detect with 90% power. An excursion of fewer than --min-points runs is a spike,
@@ -65,6 +71,7 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
       perflab detect
       perflab detect --benchmark will-it-scale --metric '*per_process_ops' --since 30d
       perflab detect --repo ~/linux --branch master --style json
+      perflab detect --benchmark will-it-scale --order kernel
       perflab detect --benchmark will-it-scale --plot history.svg --top 4
       perflab detect --verbose
     """
@@ -82,7 +89,7 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, style, alpha, 
 
     since_time = parse_since(since)
     view = detect_view(get_store(db), benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
-                       repo=repo, branch=branch, alpha=alpha, min_points=min_points,
+                       repo=repo, branch=branch, order=order, alpha=alpha, min_points=min_points,
                        min_effect=(THRESHOLD_PCT if threshold is None else threshold) / 100,
                        exact_min_effect=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100)
     history, results = view.history, view.results

@@ -53,11 +53,16 @@ def _nothing_matched(store, benchmark, filtered: bool) -> str:
 @click.option("--since", help="Only runs started since a date (YYYY-MM-DD) or an age (3d, 12h).")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
               help="Also draw real, user and sys per run into a PNG or SVG (by the file's extension).")
+@click.option("--order", type=click.Choice(["time", "kernel"]), default=None,
+              help="Oldest first, or by kernel release in version order (then oldest first). Default: by kernel "
+                   "when every run listed ran in a guest and they measured more than one kernel; else by time.")
 @db_option
-def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
-    """One line per run, oldest first: date, real, user, sys, tag, commit, comment.
+def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
+    """One line per run, oldest first: date, real, user, sys, status, kernel, tag, commit, comment.
 
     Times are the mean of the run's repetitions in seconds (per unit of work with --per).
+    A run that records no times shows its family's primary metric in the first column,
+    named in brackets before the comment; the header's unit line says what the column holds.
     BENCHMARK filters by benchmark family or run name.
 
     \b
@@ -77,9 +82,15 @@ def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since))
     scale = 1.0 / per if per else 1.0
     unit = f"s/{per:g}" if per else "s"
-    headline = _headlines(store, rows, benchmark=benchmark, tag=tag, box=box, since=since_time)
-    out = [f"{'run':>5}  {'date':16}  {'real':>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'tag':14}  {'commit':18}  comment"]
-    out.append(f"{'':>5}  {'':16}  {'(' + unit + ')':>9}  {'':>9}  {'':>9}")
+    listed = {r.id: r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time)} if rows else {}
+    headline = _headlines(listed, rows, store, benchmark=benchmark, tag=tag, box=box, since=since_time)
+    kernel = {rid: (r.environment or {}).get("kernel_release") for rid, r in listed.items()}
+    rows = _ordered(rows, listed, order)
+    kernel_width = max([6, *(len(printable(kernel.get(r.id), 30)) for r in rows)])
+    first, first_unit = _first_column(rows, headline, unit)
+    out = [f"{'run':>5}  {'date':16}  {first:>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'kernel':{kernel_width}}  "
+           f"{'tag':14}  {'commit':18}  comment"]
+    out.append(f"{'':>5}  {'':16}  {first_unit:>9}  {'':>9}  {'':>9}".rstrip())
     for r in rows:
         real, user, sys_ = (None if v is None else v * scale for v in (r.m0, r.m1, r.m2))
         # Without a comment, the run's name (the command line) says what was run.
@@ -92,7 +103,8 @@ def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
             comment = f"[{printable(metric, 60)}{' ' + printable(metric_unit, 20) if metric_unit else ''}] {comment}"
         out.append(
             f"{r.id:>5}  {local_time(r.started):16}  {fmt_num(real, 9)}  {fmt_num(user, 9)}  {fmt_num(sys_, 9)}  "
-            f"{_MARK.get(r.status, r.status):11}  {printable(r.tag):14}  {_commit(r):18}  {comment}"
+            f"{_MARK.get(r.status, r.status):11}  {printable(kernel.get(r.id), 30):{kernel_width}}  "
+            f"{printable(r.tag):14}  {_commit(r):18}  {comment}"
         )
     click.echo("\n".join(out))
     if note:
@@ -106,7 +118,40 @@ def log_cmd(benchmark, per, tag, box, since, plot, db) -> None:
         click.echo(f"plot: nothing to draw, {plot} not written", err=True)
 
 
-def _headlines(store, rows, **filters) -> dict[int, tuple[str, str, float]]:
+def _ordered(rows, listed: dict, order: str | None) -> list:
+    """The log's rows oldest first, or by kernel release in version order (oldest first within one)."""
+    from perflab.core.kernel_version import order_key
+
+    def env(rid) -> dict:
+        return getattr(listed.get(rid), "environment", None) or {}
+
+    if order is None:
+        guests = all("vm" in (getattr(listed.get(r.id), "params", None) or {}) for r in rows)
+        order = "kernel" if rows and guests and len({env(r.id).get("kernel_release") for r in rows}) > 1 else "time"
+    if order == "time":
+        return list(rows)
+    versions = {}
+    for rid in listed:
+        if env(rid).get("kernel_release") and isinstance(env(rid).get("kernel_version"), str):
+            versions.setdefault(env(rid)["kernel_release"], env(rid)["kernel_version"])
+    place = {r.id: order_key(env(r.id).get("kernel_release"), versions.get(env(r.id).get("kernel_release")))
+             for r in rows}
+    return sorted(rows, key=lambda r: place[r.id])   # stable: oldest first within a kernel
+
+
+def _first_column(rows, headline: dict, unit: str) -> tuple[str, str]:
+    """The first figure column's header and unit line: real time in seconds, or, where runs record
+    no times, the unit of the primary metric printed there (named per row in brackets)."""
+    units = {headline[r.id][1] for r in rows if r.id in headline}
+    if not units:
+        return "real", f"({unit})"
+    if len(units) == 1 and all(r.id in headline for r in rows):
+        only = units.pop()
+        return "figure", f"({only})" if only else ""
+    return "real/[..]", f"({unit} or [unit])"
+
+
+def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str, float]]:
     """run id -> (metric, unit, mean) of its family's primary metric, for runs that record no times.
 
     The primary metric is the first of the family's catalog for the run's stored job (what
@@ -116,12 +161,20 @@ def _headlines(store, rows, **filters) -> dict[int, tuple[str, str, float]]:
     if not timeless:
         return {}
     primary: dict[int, tuple[str, str]] = {}
-    for run in store.find_runs(benchmark=filters["benchmark"], tag=filters["tag"], box=filters["box"],
-                               since=filters["since"]):
+    for run in listed.values():
         if run.id in timeless:
             found = _primary_metric(run.benchmark, run.job)
             if found is not None:
                 primary[run.id] = found
+    unknown = sorted(timeless - set(primary))
+    if unknown:
+        # No job to read a catalog from (an import, a store written directly): its first metric
+        # that is not a monitor's.
+        from perflab.monitors import monitor_of
+
+        for smp in store.samples(unknown):
+            if smp.run_id not in primary and monitor_of(smp.metric) is None:
+                primary[smp.run_id] = (smp.metric, smp.unit)
     metrics = tuple(dict.fromkeys(m for m, _ in primary.values()))
     if not metrics:
         return {}

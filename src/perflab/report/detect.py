@@ -8,7 +8,7 @@ import math
 
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.report.numbers import ci_percent, percent, value
-from perflab.analysis.series import BY_COMMIT, History, Point, SeriesResult
+from perflab.analysis.series import BY_COMMIT, BY_KERNEL, History, Point, SeriesResult
 from perflab.stats.changepoints import RELEVANT_CHANGE
 from perflab.stats.exact import EXACT_FACTOR, EXACT_LIMIT
 from perflab.core.text import printable
@@ -21,14 +21,18 @@ def _when(point: Point) -> str:
     return point.started.strftime("%Y-%m-%d %H:%M") + " UTC"
 
 
-def _position(history: History, point: Point) -> str:
-    """A commit with its subject when the repository is known, else the run and its date."""
+def _position(history: History, point: Point, order: str | None = None) -> str:
+    """What a point is: a commit with its subject when the repository is known, a kernel release
+    in a series ordered by kernel, else the run and its date."""
     runs = ",".join(f"#{r}" for r in point.run_ids[:3]) + ("..." if len(point.run_ids) > 3 else "")
+    if order == BY_KERNEL and point.kernel:
+        return f"kernel {printable(point.kernel, 80)} (run {runs})"
     commit = history.commits.get(point.commit or "") if history.order == BY_COMMIT else None
     if commit is not None:
         return f"{commit.sha[:12]} \"{printable(commit.subject, 70)}\" (run {runs})"
     tail = f", commit {printable(point.commit[:12])}" if point.commit else ""
-    return f"run {runs} ({_when(point)}{tail})"
+    tag = f"tag {printable(point.tag, 40)}, " if point.tag else ""
+    return f"{tag}run {runs} ({_when(point)}{tail})"
 
 
 def _exact(resolution: float) -> str:
@@ -42,7 +46,7 @@ def _p(p: float) -> str:
 def _header(history: History, results: list[SeriesResult], alpha: float, min_points: int) -> list[str]:
     points = sum(len(r.series.points) for r in results)
     order = (f"first-parent history of {printable(history.branch)} in {printable(history.repo, 200)}"
-             if history.order == BY_COMMIT else "run start time")
+             if history.order == BY_COMMIT else _orders(results))
     calls = sum(len(r.detection.change_points) for r in results)
     lines = [f"perflab detect: {len(results)} series, {history.runs} runs, {points} points, ordered by {order}: "
              f"{calls} change point{'' if calls == 1 else 's'}",
@@ -60,6 +64,17 @@ def _header(history: History, results: list[SeriesResult], alpha: float, min_poi
         more = f", ... ({len(history.skipped) - SKIPPED_SHOWN} more)" if len(history.skipped) > SKIPPED_SHOWN else ""
         lines.append(f"  skipped {len(history.skipped)} run{'' if len(history.skipped) == 1 else 's'}: {shown}{more}")
     return lines
+
+
+def _orders(results: list[SeriesResult]) -> str:
+    """"run start time", "kernel release (version order)", or both with their series counts."""
+    by_kernel = sum(r.series.order == BY_KERNEL for r in results)
+    if not by_kernel:
+        return "run start time"
+    if by_kernel == len(results):
+        return "kernel release (version order)"
+    return (f"kernel release (version order) in {by_kernel} series, run start time in "
+            f"{len(results) - by_kernel}")
 
 
 def series_name(result: SeriesResult) -> str:
@@ -135,8 +150,8 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
         for c, kind in zip(d.change_points, r.kinds):
             dec = 2 if d.exact else 1
             lines.append(f"  {kind.upper():11} {percent(c.change, decimals=dec):>7} {ci_percent(c.ci, dec)}  "
-                         f"at {_position(history, points[c.index])}")
-            lines.append(f"  {'':11} previous {_position(history, points[c.index - 1])}")
+                         f"at {_position(history, points[c.index], r.series.order)}")
+            lines.append(f"  {'':11} previous {_position(history, points[c.index - 1], r.series.order)}")
             lines.append(f"  {'':11} level {value(c.before.mean)} ± {value(c.before.stddev)} (n={c.before.n}) -> "
                          f"{value(c.after.mean)} ± {value(c.after.stddev)} (n={c.after.n})  "
                          + (_exact(d.resolution) if d.exact else f"p={_p(c.p_value)}")
@@ -146,10 +161,11 @@ def render_text(history: History, results: list[SeriesResult], alpha: float, min
     return "\n".join(lines)
 
 
-def _point_json(history: History, point: Point) -> dict:
+def _point_json(history: History, point: Point, order: str | None = None) -> dict:
     commit = history.commits.get(point.commit or "")
     return {"runs": point.run_ids, "started": point.started.isoformat() + "Z", "commit": point.commit,
-            "subject": commit.subject if commit else None}
+            "subject": commit.subject if commit else None,
+            **({"kernel": point.kernel} if order == BY_KERNEL else {})}
 
 
 def _finite(x: float) -> float | None:
@@ -176,15 +192,16 @@ def render_json(history: History, results: list[SeriesResult], alpha: float, min
             "metric": s.metric, "unit": s.unit, "direction": s.direction,
             "points": d.n, "noise": _finite(d.noise), "noise_cov": _finite(d.noise_cov), "level": _finite(d.level),
             "serial_correlation": d.serial_correlation, "alpha": d.alpha,
-            "spikes": [_point_json(history, s.points[i]) | {"index": i} for i in d.outliers],
+            **({"order": s.order} if s.order != history.order else {}),
+            "spikes": [_point_json(history, s.points[i], s.order) | {"index": i} for i in d.outliers],
             "detectable_mid": _finite(d.detectable_mid), "detectable_end": _finite(d.detectable_end),
             "blind_to": RELEVANT_CHANGE if d.blind else None,
             "min_points": d.min_size,
             **({"exact": True, "resolution": d.resolution} if d.exact else {}),
             "change_points": [{
                 "kind": kind, "index": c.index,
-                "at": _point_json(history, s.points[c.index]),
-                "previous": _point_json(history, s.points[c.index - 1]),
+                "at": _point_json(history, s.points[c.index], s.order),
+                "previous": _point_json(history, s.points[c.index - 1], s.order),
                 "change": c.change, "ci95": [_finite(c.ci[0]), _finite(c.ci[1])], "p_value": _finite(c.p_value), "test": c.test,
                 "detectable": _finite(c.detectable),
                 "before": {"n": c.before.n, "mean": c.before.mean, "stddev": _finite(c.before.stddev),

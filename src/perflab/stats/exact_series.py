@@ -41,7 +41,10 @@ def detect(values, *, point_resolution: float | None = None, assume_exact: bool 
     if point_resolution is not None and point_resolution > exact.EXACT_LIMIT:
         return None
     res = point_resolution or 0.0
-    if n >= GUESS_MIN:
+    # A first guess from the consecutive differences assumes steps are few; a series exact by
+    # construction whose points' own samples measured the resolution needs no guess, and a
+    # guess would lose its steps when most points step (kernel after kernel, issue 33).
+    if n >= GUESS_MIN and not (assume_exact and point_resolution is not None):
         # A first guess from the consecutive differences (steps are few: the median ignores them).
         res = max(2 * float(np.median(np.abs(np.diff(x)) / x[:-1])), res)
         if res > exact.EXACT_LIMIT:

@@ -14,12 +14,12 @@ class DetectView:
 
 
 def detect_view(store, *, benchmark, metrics, box, tag, since, repo, branch, alpha, min_points,
-                min_effect, exact_min_effect=None) -> DetectView:
+                min_effect, exact_min_effect=None, order=None) -> DetectView:
     """The series and their change points; PerflabError naming near metrics when --metric matches none."""
     from perflab.analysis import series as series_mod
 
     history = series_mod.build(store, benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since,
-                               repo=repo, branch=branch)
+                               repo=repo, branch=branch, order=order)
     if not history.series and metrics:
         _no_metric(store, benchmark, metrics)
     from perflab.analysis.naming import name_series

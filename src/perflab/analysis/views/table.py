@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perflab.core.errors import PerflabError
+from perflab.core.kernel_version import order_key
 
 _RUN_KEYS = {"box": lambda r: r.box, "testbox": lambda r: r.box, "tag": lambda r: r.tag or "-",
              "benchmark": lambda r: r.benchmark, "name": lambda r: r.name, "commit": lambda r: (r.commit or "-")[:12],
@@ -28,11 +29,35 @@ class Pivot:
 
 def key_value(run, key: str) -> str | None:
     """A run's value of a pivot key: a run field (box, tag, benchmark, name, commit), the kernel
-    release it measured (kernel) or a parameter."""
+    release it measured (kernel) or a parameter; `vm` of a run on the host is "host"."""
     if key in _RUN_KEYS:
         return _RUN_KEYS[key](run)
     params = run.params or {}
+    if key == "vm" and key not in params:
+        return "host"   # the host is where a run without a guest ran: a column of its own
     return None if key not in params else str(params[key])
+
+
+def _kernel_order(placed, releases) -> dict[str, tuple]:
+    """Each kernel release's place in version order (a Debian ABI name at its upstream version
+    when a run recorded uname -v)."""
+    version_of: dict[str, str] = {}
+    for r, *_ in placed:
+        env = getattr(r, "environment", None) or {}
+        if env.get("kernel_release") and isinstance(env.get("kernel_version"), str):
+            version_of.setdefault(env["kernel_release"], env["kernel_version"])
+    return {k: order_key(k, version_of.get(k)) for k in releases}
+
+
+def _named(metrics: tuple[str, ...], units: dict[str, str]) -> list[str]:
+    """The metrics the METRIC arguments name (analysis.selection.metric_wanted: an exact name wins
+    over a substring), in the order named; a name that matches nothing stays, for its error."""
+    from perflab.analysis.selection import metric_wanted
+
+    out: list[str] = []
+    for metric in metrics:
+        out += sorted(metric_wanted(units, [metric])) or [metric]
+    return list(dict.fromkeys(out))
 
 
 def _units(store, run_ids: list[int]) -> dict[str, str]:
@@ -60,15 +85,22 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
         raise PerflabError(f"no runs{' of ' + benchmark if benchmark else ''} have both --rows {row_key} and "
                            f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit, kernel or a parameter)")
     row_values = list(dict.fromkeys(row for _, row, _ in placed))
-    # Each key's values in the order the runs first had them (oldest first: "without" before "with").
-    first_seen = [{v: i for i, v in enumerate(dict.fromkeys(col[level] for _, _, col in placed))}
-                  for level in range(len(cols))]
+    if row_key == "kernel":   # kernels in version order, whatever order they were run in
+        row_values.sort(key=_kernel_order(placed, row_values).__getitem__)
+    # Each key's values in the order the runs first had them (oldest first: "without" before "with"),
+    # kernels in version order.
+    first_seen = []
+    for level, key in enumerate(cols):
+        seen = list(dict.fromkeys(col[level] for _, _, col in placed))
+        if key == "kernel":
+            seen.sort(key=_kernel_order(placed, seen).__getitem__)
+        first_seen.append({v: i for i, v in enumerate(seen)})
     col_values = sorted(dict.fromkeys(col for _, _, col in placed),
                         key=lambda col: tuple(first_seen[level][v] for level, v in enumerate(col)))
     cell_index = {cell: i for i, cell in enumerate((row, col) for row in row_values for col in col_values)}
     rows_of = {r.id: [cell_index[(row, col)]] for r, row, col in placed}
     units = _units(store, list(rows_of))
-    names = list(metrics) or sorted(units)
+    names = _named(metrics, units) if metrics else sorted(units)
     means = pooled_means(store.metric_sums(list(rows_of), names), rows_of, len(cell_index))
     out = []
     for metric in names:
