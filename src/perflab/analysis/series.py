@@ -222,7 +222,7 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
             p.kernel = kernel_of.get(p.run_ids[0])
             p.tag = run_of[p.run_ids[0]].tag or None
             if assumed_exact:
-                p.figure = exact_figure(p.samples, direction)
+                p.figure = exact.exact_figure(p.samples, direction)
         history.series.append(Series(*key, unit=unit, direction=direction, points=points, exact=assumed_exact,
                                      order=series_order))
     history.skipped += sorted(skipped.items())
@@ -254,22 +254,6 @@ def _measured_kernels(entries: list[tuple], kernel_of: dict[int, str | None], ru
         return False
     releases = {kernel_of.get(e[1]) for e in entries}
     return None not in releases and len(releases) > 1
-
-
-def exact_figure(samples, direction: int) -> float:
-    """The least disturbed sample of an exact point: the value more of its samples share than
-    any other, else the smallest (a time, a count) or, for a higher-is-better rate, the largest:
-    a timer tick or a page fault adds instructions to a sample, never removes them."""
-    finite = [v for v in samples if math.isfinite(v)]
-    if not finite:
-        return math.nan
-    counts: dict[float, int] = defaultdict(int)
-    for v in finite:
-        counts[v] += 1
-    ranked = sorted(counts.values(), reverse=True)
-    if ranked[0] > 1 and (len(ranked) == 1 or ranked[0] > ranked[1]):
-        return max(counts, key=counts.__getitem__)
-    return max(finite) if direction == HIGHER_IS_BETTER else min(finite)
 
 
 def _slots(runs, history: History) -> tuple[dict[int, tuple], dict[int, str]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from perflab.core import environment
 from perflab.core.errors import PerflabError
 from perflab.monitors import monitor_of
-from perflab.analysis.selection import Group, Selection, groups_of, select
+from perflab.analysis.selection import Group, Selection, groups_of, metric_wanted, select
 from perflab.store import Store
 
 
@@ -62,7 +62,9 @@ def match_groups(store: Store, selections: list[Selection], *, cross_box: bool, 
     """The groups of each selection, narrowed to `metrics`, heads paired with the base, one-sided ones listed."""
     side_groups = [groups_of(store, sel, cross_box=cross_box) for sel in selections]
     if metrics:
-        side_groups = [{k: g for k, g in groups.items() if any(m in g.metric for m in metrics)} for groups in side_groups]
+        # --metric NAME: that metric alone when it exists (syscall.null is not syscall.null_io), else a substring.
+        wanted = metric_wanted({g.metric for groups in side_groups for g in groups.values()}, metrics)
+        side_groups = [{k: g for k, g in groups.items() if g.metric in wanted} for groups in side_groups]
     matched = Matched(side_groups)
     if drop_monitors:
         # Before any statistics: dropped monitor metrics do not even count in an FDR group.
