@@ -13,8 +13,8 @@ import math
 from itertools import groupby, repeat
 from operator import itemgetter
 
-from perflab.analysis.series import BY_COMMIT
-from perflab.analysis.views.page import PageView
+from perflab.analysis.series import BY_COMMIT, BY_KERNEL
+from perflab.analysis.views.page import PageView, SideBySide
 from perflab.analysis.views.sections import ComparisonSection, DistributionRow, Trends
 from perflab.stats.compare import IMPROVEMENT, REGRESSION
 
@@ -46,7 +46,7 @@ def document(view: PageView) -> dict:
     except ImportError:  # pragma: no cover
         doc["version"] = "?"
     if view.comparison is not None:
-        doc["comparison"] = comparison(view.comparison)
+        doc["comparison"] = comparison(view.comparison, view.side_by_side)
     doc["trends"] = trends(view.trends)
     doc["runs"], doc["envs"] = runs(view.runs)
     doc["metrics"], doc["samples"], doc["sample_count"] = samples(view.sample_rows)
@@ -58,8 +58,9 @@ def document(view: PageView) -> dict:
 
 # -- comparison ---------------------------------------------------------------
 
-def comparison(section: ComparisonSection) -> dict:
-    """Every number of `compare` (the json layout's records), the detectable change beside each."""
+def comparison(section: ComparisonSection, side: SideBySide | None = None) -> dict:
+    """Every number of `compare` (the json layout's records), the detectable change beside each;
+    with several heads, the side-by-side grid too (grid())."""
     from perflab.report.tabular import records
 
     result = section.result
@@ -81,8 +82,8 @@ def comparison(section: ComparisonSection) -> dict:
             rec[key] = [num(v) for v in rec[key]] if rec[key] is not None else None
     env_diff = [{"head": d.head, "base_run": d.base_run, "head_run": d.head_run,
                  "diffs": [[k, str(a), str(b)] for k, a, b in d.diffs]} for d in section.env_diff]
-    return {
-        "headline": headline(result),
+    out = {
+        "headline": headline(result) if side is None else side_headline(result, side),
         "labels": result.labels, "alpha": result.alpha, "threshold": result.threshold,
         "runs": {sel.label: sel.run_ids for sel in result.selections},
         "families": [[{"name": group.name, "tested": group.tested, "informational": group.informational,
@@ -104,6 +105,42 @@ def comparison(section: ComparisonSection) -> dict:
                                        "omitted": s.omitted} for s in c.sides]}
                            for c in section.monitor_series],
     }
+    if side is not None:
+        out["grid"] = grid(result, side)
+    return out
+
+
+def grid(result, side: SideBySide) -> dict:
+    """One row per metric of the benchmark's own, one cell per variant (mmtests' habit): the base's
+    centre, then each head's centre, %change and verdict as the comparison called it (null where
+    the head did not measure it: said once, in "absent")."""
+    rows = []
+    for row in result.own_rows:
+        cells = []
+        for cmp in row.heads:
+            if cmp is None:
+                cells.append(None)
+                continue
+            cells.append({"center": num(cmp.head.center), "cov": num(cmp.head.cov), "pct": num(cmp.pct_change),
+                          "verdict": cmp.verdict, "exact": bool(cmp.exact),
+                          "ci": [num(b) for b in cmp.ci_adjusted] if cmp.ci_adjusted else None})
+        rows.append({"testcase": row.testcase, "metric": row.metric, "unit": row.unit,
+                     "base": num(row.base.center), "base_cov": num(row.base.cov), "cells": cells})
+    return {"columns": side.columns, "rows": rows, "absent": [f"{column}: {what}" for column, what in side.absent]}
+
+
+def side_headline(result, side: SideBySide) -> str:
+    """Several heads in one line: the heads grouped by what they called, against the base
+    ("against 6.1.0-47 (2 metrics): 2 regressions at 6.1.0-50, 6.1.0-53; no change at 6.12.117")."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    for calls in side.calls:
+        groups.setdefault((calls.regressions, calls.improvements), []).append(calls.column)
+    parts = []
+    for (regressions, improvements), columns in groups.items():
+        said = [_count(n, word) for n, word in ((regressions, "regression"), (improvements, "improvement")) if n]
+        parts.append(f"{', '.join(said) or 'no change'} at {', '.join(columns)}")
+    metrics = max((c.compared for c in side.calls), default=0)
+    return f"against {side.columns[0]} ({_count(metrics, 'metric')}): " + "; ".join(parts)
 
 
 def _count(n: int, word: str) -> str:
@@ -134,9 +171,13 @@ def trends(found: Trends) -> list[dict]:
     out = []
     for res in found.results:
         s, d = res.series, res.detection
+        # A series' own order: in one history, guest series across kernels are in kernel order, others in time.
+        order = s.order
         trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "name": s.name, "metric": s.metric,
-                 "unit": s.unit, "direction": s.direction, "order": history.order,
+                 "unit": s.unit, "direction": s.direction, "order": order,
                  "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points]}
+        if order == BY_KERNEL:
+            trend["labels"] = [p.kernel for p in s.points]   # the x axis names kernels, not runs
         if history.order == BY_COMMIT:
             commits = [history.commits.get(p.commit or "") for p in s.points]
             trend["x"] = [c.position if c else None for c in commits]

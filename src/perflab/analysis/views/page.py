@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
@@ -100,44 +101,96 @@ class OneRead:
         return self._rows[run_id]
 
 
-# A guest run's parameters carry its VM mode under this key (perflab.execution.targets.qemu.VM_PARAM).
-GUEST_PARAM = "vm"
-KERNEL_PARAM = "kernel"
+def _trends(history, notes: list[str], threshold: float | None):
+    """The change points of the first MAX_TRENDS series (history.series is cut to those), found
+    as `detect` finds them: an exact series (icount, instruction counts) against the exact rule's
+    minimum effect (stats.exact), so that a -0.6% step between two kernels is drawn where compare
+    and detect call it."""
+    from perflab.analysis import naming
+    from perflab.analysis import series as series_mod
+    from perflab.analysis.views.sections import Trends
+    from perflab.stats.exact import EXACT_MIN_EFFECT
+
+    if len(history.series) > MAX_TRENDS:
+        notes.append(f"{len(history.series)} series: the first {MAX_TRENDS} are drawn "
+                     "(narrow with --benchmark, --metric, --box)")
+        history.series = history.series[:MAX_TRENDS]
+    naming.name_series(history.series)
+    results = series_mod.analyse(history, exact_min_effect=EXACT_MIN_EFFECT if threshold is None else threshold)
+    run_ids = {rid for res in results for p in res.series.points for rid in p.run_ids}
+    return Trends(history, results, run_ids)
 
 
-def _with_kernel(run):
-    params = run.params or {}
-    release = (getattr(run, "environment", None) or {}).get("kernel_release")
-    if GUEST_PARAM not in params or not release or KERNEL_PARAM in params:
-        return run
-    from types import SimpleNamespace
+@dataclass
+class HeadCalls:
+    """What one head's comparison with the base called, over the benchmark's own metrics."""
 
-    return SimpleNamespace(**{**run._asdict(), "params": {**params, KERNEL_PARAM: release}})
-
-
-def _without_kernel(params_text: str) -> str:
-    params = json.loads(params_text)
-    if GUEST_PARAM in params:
-        params.pop(KERNEL_PARAM, None)
-    return json.dumps(params, sort_keys=True, default=str)
+    column: str          # its short label (SideBySide.columns)
+    regressions: int
+    improvements: int
+    compared: int        # metrics it measured (the base did too)
 
 
-class KernelAsParameter:
-    """The store as the trends see it: a guest run's kernel release is one of its parameters,
-    so runs of two kernels are two series (labelled kernel=RELEASE), never one line.
+@dataclass
+class SideBySide:
+    """Several heads at once, read as mmtests prints them: one row per metric, one column per
+    variant. The figures are the comparison's (result.rows); this says what the page adds:
+    short column names, each head's calls for the one-line headline, and what a variant did not
+    measure, once per variant instead of a row per metric."""
 
-    Only guest runs (parameter `vm`): there the kernel is what is under test; a host's
-    series stay as they were. compare's operands see the store as it is (kernel=A kernel=B
-    pairs runs whose other parameters match)."""
+    columns: list[str]             # per operand, base first: the part of its label that tells it apart
+    calls: list[HeadCalls]         # per head
+    absent: list[tuple[str, str]]  # (column, what it did not measure: "no page_fault1 runs")
 
-    def __init__(self, store):
-        self._store = store
 
-    def __getattr__(self, name):
-        return getattr(self._store, name)
+_LABEL_SEPARATORS = re.compile(r"([-_ ])")
 
-    def find_runs(self, **kw):
-        return [_with_kernel(r) for r in self._store.find_runs(**kw)]
+
+def short_labels(labels: list[str]) -> list[str]:
+    """The labels without the words all share at their start and end ("wis-6.1.0-47-amd64",
+    "wis-6.12.107+deb12-amd64" -> "6.1.0-47", "6.12.107+deb12"): six columns of a 1400-pixel
+    table. The labels as given when that would leave one empty or two alike."""
+    words = [_LABEL_SEPARATORS.split(label) for label in labels]
+    if len(words) < 2:
+        return list(labels)
+    lead = 0   # common leading parts (a word and its separator)
+    while all(len(w) > lead + 2 for w in words) and len({tuple(w[lead:lead + 2]) for w in words}) == 1:
+        lead += 2
+    tail = 0
+    while all(len(w) > lead + tail + 2 for w in words) and len({tuple(w[len(w) - tail - 2:len(w) - tail]) for w in words}) == 1:
+        tail += 2
+    short = ["".join(w[lead:len(w) - tail]) for w in words]
+    return short if all(short) and len(set(short)) == len(short) else list(labels)
+
+
+def side_by_side(result) -> SideBySide | None:
+    """The side-by-side reading of a comparison of more than one head (None for one head)."""
+    from perflab.stats.compare import IMPROVEMENT, REGRESSION
+
+    heads = len(result.labels) - 1
+    if heads < 2:
+        return None
+    columns = short_labels(list(result.labels))
+    own = result.own_rows
+    calls = []
+    for i in range(heads):
+        verdicts = [r.heads[i].verdict for r in own if r.heads[i] is not None]
+        calls.append(HeadCalls(columns[i + 1], verdicts.count(REGRESSION), verdicts.count(IMPROVEMENT), len(verdicts)))
+    by_testcase: dict[str, list] = {}
+    for row in own:
+        by_testcase.setdefault(row.testcase, []).append(row)
+    absent = []
+    for i in range(heads):
+        missing = []
+        for testcase, rows in by_testcase.items():
+            lacking = [r.metric for r in rows if r.heads[i] is None]
+            if len(lacking) == len(rows):
+                missing.append(f"no {testcase} runs")
+            elif lacking:
+                missing.append(f"no {', '.join(lacking)} in {testcase}")
+        if missing:
+            absent.append((columns[i + 1], "; ".join(missing)))
+    return SideBySide(columns, calls, absent)
 
 
 @dataclass
@@ -151,6 +204,7 @@ class PageView:
     sample_rows: dict[int, list]                   # run id -> its samples, ordered by metric, repetition
     distributions: list                            # sections.DistributionRow or DistributionSeries
     families: dict[str, object] = field(default_factory=dict)   # PAGE_SECTION -> a family hook's view or None
+    side_by_side: SideBySide | None = None         # with more than one head
 
 
 def build_page(store, f: Filters) -> PageView:
@@ -179,7 +233,7 @@ def build_page(store, f: Filters) -> PageView:
         raise PerflabError(f"report html: no usable run matches {what}"
                            + ("" if total else "; the store holds no runs yet") + "; no file written")
     globs = tuple(f"*{m}*" for m in f.metrics)
-    history = series_mod.build(KernelAsParameter(store), benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
+    history = series_mod.build(store, benchmark=f.benchmark, metrics=globs, box=f.box, tag=f.tag, since=f.since,
                                repo=f.repo, branch=f.branch)
     page_runs = {r.id: r for r in runs}   # store rows of every run the page speaks of
     comparison = None
@@ -192,13 +246,13 @@ def build_page(store, f: Filters) -> PageView:
                 for row in result.own_rows}
         # The trends of what was compared (a cross-box comparison pools boxes: match without them).
         loose = {k[1:] for k in keys}
-        history.series = [s for s in history.series if (s.box, s.benchmark, _without_kernel(s.params), s.metric) in keys
-                          or (s.benchmark, _without_kernel(s.params), s.metric) in loose]
+        history.series = [s for s in history.series if (s.box, s.benchmark, s.params, s.metric) in keys
+                          or (s.benchmark, s.params, s.metric) in loose]
     if not history.series and result is None:
         raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
                            + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")
                            + "; no file written")
-    trends = sections.trends(history, notes, MAX_TRENDS)
+    trends = _trends(history, notes, f.threshold)
     if history.skipped:
         notes.append(f"{len(history.skipped)} run(s) left out of the trends: "
                      + "; ".join(f"#{rid} {why}" for rid, why in history.skipped[:5])
@@ -210,7 +264,7 @@ def build_page(store, f: Filters) -> PageView:
     sample_rows = {rid: store.rows_of(rid) for rid in ids}
     distributions = sections.distributions(result, history, page_runs, notes, MAX_DISTRIBUTIONS, MAX_VARIANTS)
     view = PageView(f.title or "perflab report", f.describe(), notes, comparison, trends, page_runs, sample_rows,
-                    distributions)
+                    distributions, side_by_side=side_by_side(result) if result is not None else None)
     chosen = [(sel.label, sel.runs) for sel in result.selections] if result is not None else None
     for hook in page_hooks():
         view.families[hook.PAGE_SECTION] = hook.page_section(store, chosen, list(page_runs.values()), notes)

@@ -79,7 +79,12 @@
     for (const r of rows) {
       const row = el("tr", r._attrs || {});
       row._data = r;
-      for (const c of columns) row.appendChild(el("td", { class: (c.cls || "") + (c.fold ? " fold" : "") }, c.text(r)));
+      for (const c of columns) {
+        // cellClass, cellTitle: per cell (a side-by-side cell is coloured by its own verdict).
+        const attrs = { class: (c.cls || "") + (c.fold ? " fold" : "") + (c.cellClass ? " " + c.cellClass(r) : "") };
+        if (c.cellTitle) attrs.title = c.cellTitle(r);
+        row.appendChild(el("td", attrs, c.text(r)));
+      }
       tbody.appendChild(row);
     }
     table.replaceChildren(thead, tbody);
@@ -123,7 +128,10 @@
       head.appendChild(el("p", { class: "note" }, cmp.labels[i + 1] + " vs " + cmp.labels[0] + " — FDR families: " + text + (geo ? "; " + geo : "")));
     });
     for (const w of cmp.warnings) head.appendChild(el("p", { class: "warn" }, "warning: " + w));
-    const rows = cmp.rows.filter(r => r.monitor === null || r.monitor === undefined);
+    if (cmp.grid) sideBySide(cmp);
+    // Beside the grid, what a head did not measure is said once there, not as a row per metric.
+    const rows = cmp.rows.filter(r => (r.monitor === null || r.monitor === undefined) &&
+                                      !(cmp.grid && r.verdict === "absent from head"));
     for (const r of rows) {
       r._attrs = { class: VERDICT_CLASS[r.verdict] || "", "data-verdict": r.verdict, "data-metric": r.metric };
     }
@@ -191,6 +199,31 @@
     }
     if (cmp.monitor_only_in) foot.appendChild(el("p", { class: "note" }, cmp.monitor_only_in + " monitor metric(s) measured on one side only"));
     monitors(cmp);
+  }
+
+  // Several heads: one row per metric, one column per variant (mmtests' habit), each head's cell
+  // its centre and %change against the base, coloured by the comparison's verdict.
+  function sideBySide(cmp) {
+    const g = cmp.grid;
+    show("comparison-side");
+    const cols = [
+      { title: "testcase", cls: "name", text: r => r.testcase },
+      { title: "metric", cls: "text", text: r => r.metric },
+      { title: g.columns[0], help: cmp.labels[0] + " (base): its centre", value: r => r.base,
+        text: r => num(r.base, 7), cellTitle: r => "CoV " + pct(r.base_cov, false) },
+    ];
+    g.columns.slice(1).forEach((name, i) => cols.push({
+      title: name, help: cmp.labels[i + 1] + ": its centre (%change against " + cmp.labels[0] + ")",
+      value: r => r.cells[i] ? r.cells[i].pct : null,
+      text: r => r.cells[i] ? num(r.cells[i].center, 7) + " (" + pct(r.cells[i].pct) + ")" : "-",
+      cellClass: r => r.cells[i] ? (VERDICT_CLASS[r.cells[i].verdict] || "") : "absent",
+      cellTitle: r => r.cells[i] ? r.cells[i].verdict + (r.cells[i].ci ? " [" + pct(r.cells[i].ci[0]) + ", " +
+        pct(r.cells[i].ci[1]) + "]" : "") + (r.cells[i].exact ? " (exact)" : "") + "; CoV " + pct(r.cells[i].cov, false) :
+        "not measured" }));
+    cols.push({ title: "unit", cls: "text", text: r => r.unit });
+    makeTable(document.getElementById("comparison-grid"), cols, g.rows);
+    const absent = document.getElementById("comparison-absent");
+    for (const line of g.absent) absent.appendChild(el("p", { class: "note" }, line));
   }
 
   function environmentDiff(cmp) {
@@ -334,14 +367,17 @@
     const where = document.getElementById("trends-single");
     where.appendChild(el("p", { class: "hint" }, single.length + " series with a single point (not drawn):"));
     const ul = el("ul", { class: "single-points" });
-    for (const t of single) ul.appendChild(el("li", {}, seriesTitle(t) + ": " + num(t.y[0]) + " (run #" + t.runs[0].join(", #") + ")"));
+    for (const t of single) ul.appendChild(el("li", {}, seriesTitle(t) + ": " + num(t.y[0]) + " (" +
+      (t.labels && t.labels[0] ? "kernel " + t.labels[0] + ", " : "") + "run #" + t.runs[0].join(", #") + ")"));
     where.appendChild(ul);
   }
-  // A point's label on the x axis: its commit (in commit order) or its run.
+  // A point's label on the x axis: its kernel release (in kernel order), its commit (in commit order) or its run.
   function pointLabel(t, k) {
+    if (t.labels && t.labels[k]) return t.labels[k];
     if (t.order === "commit") return short((RUNS[String(t.runs[k][0])] || {}).commit).slice(0, 8);
     return "#" + t.runs[k][0];
   }
+  const AXIS_TITLES = { commit: "commit (first-parent order)", kernel: "kernel release (version order)" };
   // Where a change point's line goes: halfway between the last point of the old level and
   // the first of the new (dates as "YYYY-MM-DD HH:MM:SS" UTC, or commit positions).
   function between(a, b) {
@@ -358,7 +394,7 @@
     const ticks = xs.filter(k => k % step === 0);
     const ys = t.y;
     const outliers = new Set(t.outliers);
-    const hover = t.runs.map((ids, k) => runHover(ids) + (t.subjects && t.subjects[k] ? "<br>" + plotlyText(t.subjects[k]) : "") +
+    const hover = t.runs.map((ids, k) => (t.labels && t.labels[k] ? "kernel " + plotlyText(t.labels[k]) + "<br>" : "") + runHover(ids) + (t.subjects && t.subjects[k] ? "<br>" + plotlyText(t.subjects[k]) : "") +
       (outliers.has(k) ? "<br>(spike: set aside)" : ""));
     const levelX = [], levelY = [];
     for (const [start, stop, mean] of t.levels) {
@@ -389,7 +425,7 @@
     }
     const layout = { margin: { l: 60, r: 20, t: 30, b: 50 }, height: 320, shapes: shapes, annotations: notes,
                      showlegend: false, hovermode: "closest",
-                     xaxis: { title: { text: t.order === "commit" ? "commit (first-parent order)" : "run (by start time)" },
+                     xaxis: { title: { text: AXIS_TITLES[t.order] || "run (by start time)" },
                               tickvals: ticks, ticktext: ticks.map(k => plotlyText(pointLabel(t, k))), tickangle: ticks.length > 6 ? -30 : 0 },
                      yaxis: { title: { text: plotlyText(t.unit || "") }, tickformat: yFormat(ys) } };
     Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
