@@ -101,26 +101,6 @@ class OneRead:
         return self._rows[run_id]
 
 
-def _trends(history, notes: list[str], threshold: float | None):
-    """The change points of the first MAX_TRENDS series (history.series is cut to those), found
-    as `detect` finds them: an exact series (icount, instruction counts) against the exact rule's
-    minimum effect (stats.exact), so that a -0.6% step between two kernels is drawn where compare
-    and detect call it."""
-    from perflab.analysis import naming
-    from perflab.analysis import series as series_mod
-    from perflab.analysis.views.sections import Trends
-    from perflab.stats.exact import EXACT_MIN_EFFECT
-
-    if len(history.series) > MAX_TRENDS:
-        notes.append(f"{len(history.series)} series: the first {MAX_TRENDS} are drawn "
-                     "(narrow with --benchmark, --metric, --box)")
-        history.series = history.series[:MAX_TRENDS]
-    naming.name_series(history.series)
-    results = series_mod.analyse(history, exact_min_effect=EXACT_MIN_EFFECT if threshold is None else threshold)
-    run_ids = {rid for res in results for p in res.series.points for rid in p.run_ids}
-    return Trends(history, results, run_ids)
-
-
 @dataclass
 class HeadCalls:
     """What one head's comparison with the base called, over the benchmark's own metrics."""
@@ -252,7 +232,7 @@ def build_page(store, f: Filters) -> PageView:
         raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
                            + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")
                            + "; no file written")
-    trends = _trends(history, notes, f.threshold)
+    trends = sections.trends(history, notes, MAX_TRENDS, f.threshold)
     if history.skipped:
         notes.append(f"{len(history.skipped)} run(s) left out of the trends: "
                      + "; ".join(f"#{rid} {why}" for rid, why in history.skipped[:5])

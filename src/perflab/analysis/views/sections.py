@@ -122,10 +122,14 @@ def monitor_series(store, result, max_charts: int, max_lines: int) -> list[Monit
     return out
 
 
-def trends(history, notes: list[str], max_trends: int) -> Trends:
-    """The change points of the first max_trends series (history.series is cut to those)."""
+def trends(history, notes: list[str], max_trends: int, threshold: float | None = None) -> Trends:
+    """The change points of the first max_trends series (history.series is cut to those), found as
+    `detect` finds them: an exact series (icount, instruction counts) against the exact rule's
+    minimum effect (stats.exact) unless a threshold is given, so that a -0.6% step between two
+    kernels is drawn where compare and detect call it."""
     from perflab.analysis import naming
     from perflab.analysis import series as series_mod
+    from perflab.stats.exact import EXACT_MIN_EFFECT
 
     shown = history.series
     if len(shown) > max_trends:
@@ -133,7 +137,7 @@ def trends(history, notes: list[str], max_trends: int) -> Trends:
         shown = shown[:max_trends]
     history.series = shown
     naming.name_series(shown)
-    results = series_mod.analyse(history)
+    results = series_mod.analyse(history, exact_min_effect=EXACT_MIN_EFFECT if threshold is None else threshold)
     run_ids: set[int] = set()
     for res in results:
         for p in res.series.points:
