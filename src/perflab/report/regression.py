@@ -36,12 +36,14 @@ def _commit_line(c: CommitInfo | None, label: str) -> str:
 
 def _significance(report: RegressionReport) -> str:
     cmp = report.headline.heads[0]
-    parts = [f"change {percent(cmp.pct_change)}"]
+    # An exact figure is printed exactly: two decimals show a 0.01% resolution's interval.
+    decimals = 2 if cmp.exact else 1
+    parts = [f"change {percent(cmp.pct_change, decimals=decimals)}"]
     if cmp.exact:
         # An exact metric's call is a ratio against its resolution: no p-value, no FDR to report.
         if cmp.ci_adjusted:
             lo, hi = cmp.ci_adjusted
-            parts[0] += f" [{percent(lo)}, {percent(hi)}] (± the resolution)"
+            parts[0] += f" [{percent(lo, decimals=2)}, {percent(hi, decimals=2)}] (± the resolution)"
         parts.append(f"exact: resolution {cmp.resolution * 100:.2g}%, called beyond "
                      f"{cmp.detectable * 100:.2g}%; no p-value (compared as a ratio, outside the FDR adjustment)")
     else:
