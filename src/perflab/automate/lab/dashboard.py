@@ -76,8 +76,11 @@ class Dashboard:
                                               s.robot_report.c.culprit, s.robot_report.c.subject)
                                        .order_by(s.robot_report.c.id.desc()).limit(20)).all()
         parts.append("<h2>Recent runs</h2>")
-        parts.append(_table("runs", ["run", "started (UTC)", "box", "name", "tag", "status", "error"],
-                            [[r.id, f"{r.started:%Y-%m-%d %H:%M:%S}", r.box, r.name, r.tag or "", r.status,
+        # A run is labelled by what it measured as well as by its id: the kernel under test.
+        parts.append(_table("runs", ["run", "started (UTC)", "box", "kernel", "name", "tag", "status", "error"],
+                            [[r.id, f"{r.started:%Y-%m-%d %H:%M:%S}", r.box,
+                              (r.environment or {}).get("kernel_release", "") if isinstance(r.environment, dict)
+                              else "", r.name, r.tag or "", r.status,
                               (r.error or "")[:120]] for r in runs], [r.status for r in runs],
                             [f"/run/{r.id}" for r in runs]))
         parts.append("<h2>Recent regressions (perflab robot)</h2>")
