@@ -544,6 +544,29 @@ def test_report_profile_bad_input_one_line(cli):
     assert "osq_lock" in cli("report", "profile", "mixed", "base", "--benchmark", "fio").stdout
 
 
+def test_report_profile_of_one_operand_is_its_profile(cli):
+    # Issue 33 (7): one operand prints its profile as `perf report --children` reads, the
+    # symbols by children% (means over the repetitions, absent = 0), with self%, comm, [k]/[.].
+    base = [{"osq_lock": (63.5 + d, 52.8 + d), "down_write": (69.7, 0.6), "main": (20.0, 0.0)} for d in (-0.3, 0.0, 0.4)]
+    base[2]["tiny"] = (0.9, 0.3)                           # under the floor in two repetitions
+    profile_store(cli.db, [("base", "fio", base), ("plain", "fio", [{}])])
+    out = cli("report", "profile", "base").stdout
+    lines = out.splitlines()
+    assert lines[0] == "# perf-profile of fio: base (1 run, 3 repetitions)"
+    assert "means over 3 repetitions" in lines[1]
+    table = lines[lines.index("") + 1:]
+    assert table[0].split() == ["children", "self", "comm", "symbol"]
+    assert [l.split()[-1] for l in table[1:]] == ["down_write", "osq_lock", "main", "tiny"]
+    assert re.fullmatch(r"\s+63\.53%\s+52\.83%  fio   \[k\] osq_lock", table[2]), table[2]
+    assert re.fullmatch(r"\s+0\.30%\s+0\.10%  fio   \[\.\] tiny", table[4]), table[4]
+    top = cli("report", "profile", "base", "--top", "2").stdout
+    assert "# the 2 largest of 4 symbols by children% (--top)" in top and "main" not in top
+    assert_one_line_error(cli("report", "profile", "plain", check=False), "'plain'", "no", "perf-profile")
+    assert_one_line_error(cli("report", "profile", "nosuchtag", check=False), "'nosuchtag'")
+    # the comparison of two operands is unchanged by it
+    assert "change" in cli("report", "profile", "base", "base").stdout
+
+
 @needs_perf
 def test_run_with_perf_profile_then_report(cli, hot):
     # The profile is system-wide: whatever else runs takes its share of the samples and moves

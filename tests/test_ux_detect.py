@@ -142,3 +142,56 @@ def test_compare_drops_constant_metrics_and_numbers_caveats(tmp_path):
     text = lkp.render(result)
     assert "[few samples" not in text and "synthetic.time ¹" in text
     assert "  ¹ few samples (n=3 vs 3): only large changes can be detected" in text
+
+
+def _plotted(monkeypatch, history, results):
+    """(x tick labels, change-point annotations, x axis label) of each panel plot_detect draws."""
+    from perflab.report import detect_plot
+
+    panels = []
+
+    def keep(fig, path):
+        for ax in fig.axes:
+            panels.append(([t.get_text() for t in ax.get_xticklabels()],
+                           [t.get_text() for t in ax.texts], ax.get_xlabel()))
+
+    monkeypatch.setattr(detect_plot, "save", keep)
+    detect_plot.plot_detect(history, results, len(results), "x.png", lambda r: r.series.metric)
+    return panels
+
+
+def test_detect_plot_labels_points_by_kernel_commit_or_tag(monkeypatch):
+    # Issue 33, "What to build" 1: the plot names points by what they are, not by run ids.
+    import datetime as dt
+
+    from perflab.analysis.series import BY_COMMIT, BY_KERNEL, BY_TIME, History, Point, Series, SeriesResult
+
+    kernels = ["6.1.0-47-amd64", "6.1.0-50-amd64", "6.1.0-53-amd64", "6.1.0-56-amd64", "6.12.107", "6.12.117"]
+    values = [100.0, 99.4, 99.4, 99.4, 91.0, 91.0]
+
+    def series(order, **each):
+        points = [Point([10 - i], dt.datetime(2026, 11, 1 + i), f"{i:x}" * 40, samples=[v], run_means=[v],
+                        **{k: f(i) for k, f in each.items()}) for i, v in enumerate(values)]
+        return Series("box", "wis", "", f"wis.{order}", "ops/s", 1, points, order=order)
+
+    def result(s):
+        d = changepoints.detect(np.array([p.value for p in s.points]), min_size=1)
+        return SeriesResult(s, d, ["regression"] * len(d.change_points))
+
+    by_kernel = result(series(BY_KERNEL, kernel=lambda i: kernels[i], tag=lambda i: "t"))
+    (ticks, notes, axis), = _plotted(monkeypatch, History([by_kernel.series], BY_KERNEL), [by_kernel])
+    assert ticks == kernels and axis == "kernel release (version order)"
+    assert notes and all(" at 6.1" in n or " at 6.12" in n for n in notes), notes
+
+    by_commit = result(series(BY_COMMIT, kernel=lambda i: kernels[i]))
+    (ticks, _, axis), = _plotted(monkeypatch, History([by_commit.series], BY_COMMIT), [by_commit])
+    assert ticks == [f"{i:x}" * 7 for i in range(6)] and axis == "commit (first-parent order)"
+
+    tags = ["v1", "v2", "v2", None, "v3", "v4"]
+    by_time = result(series(BY_TIME, tag=lambda i: tags[i], kernel=lambda i: kernels[i]))
+    (ticks, _, axis), = _plotted(monkeypatch, History([by_time.series], BY_TIME), [by_time])
+    assert ticks == ["v1", "v2 #9", "v2 #8", "#7", "v3", "v4"] and axis == "run (by start time)"
+
+    # panels of different orders each say what their axis is
+    panels = _plotted(monkeypatch, History([by_kernel.series, by_time.series], BY_TIME), [by_kernel, by_time])
+    assert [p[2] for p in panels] == ["kernel release (version order)", "run (by start time)"]

@@ -118,16 +118,20 @@ def report_kernbench(operands, box, db) -> None:
 
 @report_group.command("profile")
 @click.argument("base")
-@click.argument("head")
+@click.argument("head", required=False)
 @click.option("--benchmark", help="Only runs of this benchmark (family or run name); needed when an operand "
                                   "selects profiled runs of several.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100000),
-              help="How many symbols to show, largest change first.")
+              help="How many symbols to show: largest change first, or with one operand largest children%.")
 @db_option
 def report_profile(base, head, benchmark, top, db) -> None:
-    """perf-profile shares of BASE and HEAD: the symbols whose share changed most.
+    """perf-profile of BASE alone, or of BASE and HEAD: the symbols whose share changed most.
 
-    Per symbol: children% and self% of base and head (means over the
+    With one operand: its profile as `perf report --children` lists it, the
+    symbols with the largest children% first (means over the repetitions of
+    the selected runs), with self%, comm and [k]/[.].
+
+    With two, per symbol: children% and self% of base and head (means over the
     repetitions of the selected runs), the change in percentage points, its
     significance (Welch's t-test over repetitions, FDR-adjusted; "too few
     samples" below 2 repetitions a side), then comm, [k]/[.] and the symbol,
@@ -139,8 +143,16 @@ def report_profile(base, head, benchmark, top, db) -> None:
     Example:
       perflab run cmd --runs 3 --monitor perf-profile --tag v1 -- ./bench
       perflab run cmd --runs 3 --monitor perf-profile --tag v2 -- ./bench
+      perflab report profile v1 --top 10
       perflab report profile v1 v2 --top 10
     """
+    if head is None:
+        from perflab.analysis.views.profile import profile_side_view
+        from perflab.report.profile import render_profile_side
+
+        side = profile_side_view(get_store(db), base, benchmark, top)
+        click.echo(render_profile_side(side.shares, side.facts, header=side.header), nl=False)
+        return
     from perflab.analysis.views.profile import profile_view
 
     view = profile_view(get_store(db), base, head, benchmark, top)

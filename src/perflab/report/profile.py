@@ -1,4 +1,5 @@
-"""`perflab report profile`: perf-profile shares of base and head, the seed's layout.
+"""`perflab report profile`: perf-profile shares of base and head, the seed's layout; or
+one side's profile alone, as `perf report --children` lists it (render_profile_side).
 
 The kernel thread's habit (../shared/reference/fio-paravirt-2017.txt) is
 ` 63.48% 52.77%  fio  [k] osq_lock`: children%, self%, comm, [k]/[.], symbol.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 
 from perflab.stats.compare import INSUFFICIENT
-from perflab.stats.profile import CHANGED, ProfileComparison
+from perflab.stats.profile import CHANGED, ProfileComparison, ProfileShares
 
 
 def _pct(x: float) -> str:
@@ -71,4 +72,26 @@ def render_profile(result: ProfileComparison, base_label: str, head_label: str, 
                      f"{_pct(s.children.head):>10}{_pct(s.self.head):>9}"
                      f"{_points(s.children.change):>10}{_points(s.self.change):>8}  "
                      f"{sg:<{sw}}  {comm:<{cw}}  {kind} {s.symbol}")
+    return "\n".join(lines) + "\n"
+
+
+def render_profile_side(shares: ProfileShares, facts: dict[str, tuple[str, str]], header: list[str] | None = None) -> str:
+    """One profile: children%, self%, comm, [k]/[.] and symbol, largest children% first, the
+    columns of `perf report --children` (means over the repetitions). facts as render_profile's."""
+    lines = [f"# {line}" for line in (header or [])]
+    reps = f"mean{'s' if shares.repetitions != 1 else ''} over {shares.repetitions} " \
+           f"repetition{'s' if shares.repetitions != 1 else ''}"
+    lines.append(f"# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is; {reps}")
+    if len(shares.symbols) < shares.total:
+        lines.append(f"# the {len(shares.symbols)} largest of {shares.total} symbols by children% (--top)")
+    if not shares.symbols:
+        lines.append("(no symbol stored)")
+        return "\n".join(lines) + "\n"
+    comms = [facts.get(s.symbol, ("?", "?"))[0] for s in shares.symbols]
+    kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in shares.symbols]
+    cw = max(len("comm"), *(len(c) for c in comms))
+    lines.append("")
+    lines.append(f"{'children':>10}{'self':>9}  {'comm':<{cw}}  symbol")
+    for s, comm, kind in zip(shares.symbols, comms, kinds):
+        lines.append(f"{_pct(s.children):>10}{_pct(s.self):>9}  {comm:<{cw}}  {kind} {s.symbol}")
     return "\n".join(lines) + "\n"

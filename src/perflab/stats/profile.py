@@ -111,3 +111,35 @@ def compare_profiles(base: list[dict[tuple[str, str], float]], head: list[dict[t
         changes = changes[:top]
     tested = sum(1 for s in shares.values() if not math.isnan(s.p_adjusted))
     return ProfileComparison(len(base), len(head), changes, tested, alpha, min_share, len(everything) - len(symbols))
+
+
+@dataclass
+class SymbolShare:
+    symbol: str
+    children: float      # mean percent over the repetitions (0 where under the storage floor)
+    self: float
+
+
+@dataclass
+class ProfileShares:
+    repetitions: int
+    symbols: list[SymbolShare]    # largest children% first, `top` of them
+    total: int                    # symbols stored in any repetition
+
+
+def profile_shares(reps: list[dict[tuple[str, str], float]], top: int | None = None) -> ProfileShares:
+    """One side's profile as `perf report --children` sorts it: children% first, then self%.
+
+    Means over the repetitions, a symbol absent from one counting 0 there (under the
+    monitor's storage floor), as in compare_profiles, so one side read alone shows the
+    same figures as its column of a comparison.
+    """
+    everything = {sym for rep in reps for _, sym in rep}
+    n = len(reps)
+
+    def mean(kind: str, sym: str) -> float:
+        return sum(rep.get((kind, sym), 0.0) for rep in reps) / n if n else math.nan
+
+    shares = [SymbolShare(sym, mean("children", sym), mean("self", sym)) for sym in everything]
+    shares.sort(key=lambda s: (-s.children, -s.self, s.symbol))
+    return ProfileShares(n, shares[:top] if top is not None else shares, len(everything))
