@@ -148,3 +148,25 @@ def test_cross_box_differences_above_every_text_layout(cli, tmp_path):
     for style in ("mmtests", "kernbench", "benchstat"):
         out = cli("compare", "base", "head", "--cross-box", "--style", style).stdout
         assert out.startswith("environment differences (--cross-box):\n  testbox: lkp-box -> other-box"), style
+
+
+def test_the_noisy_caveat_says_which_side_is_noisy():
+    """issue 33: a noisy base made every head "noisy: CoV above 10%", one at 1.8% too."""
+    from perflab.report.notes import caveat_text
+    from perflab.stats.compare import NOISY, compare_many
+
+    base = [2506481.0, 3036927.0, 2520000.0, 3030000.0, 2540000.0, 3040000.0]   # CoV ~10.5%
+    quiet = [3000000.0, 3040000.0, 3080000.0, 2950000.0, 3100000.0, 3010000.0]   # CoV ~1.8%
+    loud = [2600000.0, 3400000.0, 2700000.0, 3300000.0, 2650000.0, 3350000.0]    # CoV ~12%
+    both, base_only, head_only, neither = compare_many(
+        [(base, loud, 1), (base, quiet, 1), (quiet, loud, 1), (quiet, quiet[::-1], 1)])
+
+    def noisy(c):
+        return [(w, w.side, caveat_text(w, c)) for w in c.warnings if w.kind == NOISY]
+
+    b, q, lo = (f"{c * 100:.1f}%" for c in (base_only.base.cov, base_only.head.cov, both.head.cov))
+    assert base_only.head.cov < 0.02 and q == "1.8%"
+    assert noisy(base_only) == [(f"noisy: the base's CoV {b}", "base", "noisy: the base's CoV above 10%")]
+    assert noisy(head_only) == [(f"noisy: CoV {lo}", "head", "noisy: CoV above 10%")]
+    assert noisy(both) == noisy(base_only) + noisy(head_only)
+    assert noisy(neither) == []

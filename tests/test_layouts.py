@@ -344,3 +344,106 @@ def test_the_view_computes_only_the_extras_a_layout_needs(tmp_path):
         comparison_view(result, "mmtests")
     assert all(getattr(comparison_view(result), name) is not None for name in EXTRAS)   # None: every extra
 
+
+
+# -- issue 33 item 7: mmtests' footnote marks sit on their rows; "noisy" names the noisy side --
+
+SUPERSCRIPT = "¹²³⁴⁵⁶⁷⁸⁹⁰"
+
+
+def test_mmtests_marks_each_caveat_on_its_rows_mean_line(tmp_path):
+    store = make_store(tmp_path / "t.db", [
+        ("base", {"bench.ops": ("ops/s", HIGHER_IS_BETTER, jitter(100.0, 8, 0.005, 1)),
+                  "bench.lat_us": ("us", LOWER_IS_BETTER, [5.0, 5.1, 4.9]),
+                  "bench.misc": ("", INFORMATIONAL, jitter(10.0, 8, 0.3, 3))}),     # noisy, not in the table
+        ("head", {"bench.ops": ("ops/s", HIGHER_IS_BETTER, jitter(100.0, 8, 0.005, 4)),
+                  "bench.lat_us": ("us", LOWER_IS_BETTER, [5.0, 5.2, 4.9]),
+                  "bench.misc": ("", INFORMATIONAL, jitter(10.0, 8, 0.3, 6))}),
+    ])
+    out = render_comparison(compare(store, ["base", "head"]), "mmtests")
+    notes = re.findall(rf"^([{SUPERSCRIPT}]+) (.*)$", out, re.M)
+    assert [m for m, _ in notes] == ["¹", "²"], out                # numbered from 1, only what a row carries
+    assert "noisy" not in out and "bench.misc" not in out, out     # the informational row is not printed
+    amean = line_of(out, "lat_us", "Amean")
+    assert amean.split()[:4] == ["Amean", "lat_us", "¹", "²"], out   # after the name: the line still ends as it did
+    assert "few samples (n=3 vs 3)" in footnotes_of(out, amean) and "could not have seen" in footnotes_of(out, amean)
+    assert not re.search(f"[{SUPERSCRIPT}]", line_of(out, "ops", "Hmean"))
+    # Every other statistic's line and the tables' headings carry no mark.
+    table = out.split("FDR family")[0]
+    assert [l for l in table.splitlines() if re.search(f"[{SUPERSCRIPT}]", l)] == [amean]
+
+
+def test_mmtests_footnotes_follow_the_order_of_the_rows_that_carry_them(tmp_path):
+    """Two benchmarks' tables: numbers run down the page, each footnote on the rows it names."""
+    store = open_store(str(tmp_path / "t.db"))
+    for tag, shift in (("base", 0), ("head", 1)):
+        for bench, values in (("zeta", [1.0, 1.1, 0.9]), ("alpha", jitter(2.0, 8, 0.2, 7 + shift))):
+            run = store.create_run(box="box", environment={"testbox": "box", "kernel_release": "6.8.0"},
+                                   benchmark=bench, name=bench, params={"mode": "process"}, tag=tag)
+            for rep, v in enumerate(values):
+                store.add_samples(run, rep, [Sample(f"{bench}.lat_us", float(v), "us", LOWER_IS_BETTER)])
+            store.finish_run(run, "finished")
+    out = render_comparison(compare(store, ["base", "head"]), "mmtests")
+    marked = [l for l in out.split("FDR family")[0].splitlines() if re.search(f"[{SUPERSCRIPT}]", l)]
+    assert len(marked) == 2 and all(l.startswith("Amean") for l in marked), out
+    seen = []
+    for line in marked:
+        for mark in re.findall(f"[{SUPERSCRIPT}]", line):
+            if mark not in seen:
+                seen.append(mark)
+    assert "".join(seen) == SUPERSCRIPT[:len(seen)], out          # first use numbers them
+    for line in marked:
+        for mark in re.findall(f"[{SUPERSCRIPT}]", line):
+            note = re.search(rf"^{mark} (.*)$", out, re.M).group(1)
+            assert ("alpha" if "alpha" in line else "zeta") in note.rsplit("(", 1)[-1], (line, note)
+
+
+def noisy_base_store(path):
+    """A base whose CoV is ~13%, heads at ~1.8% and ~12% (issue 33's getppid1 case)."""
+    base = [2200000.0, 3040000.0, 2300000.0, 3030000.0, 2250000.0, 3050000.0]
+    quiet = [3036000.0, 2990000.0, 3080000.0, 3040000.0, 3110000.0, 3000000.0]
+    loud = [2400000.0, 3100000.0, 2500000.0, 3200000.0, 2450000.0, 3300000.0]
+    return make_store(path, [("base", {"wis.ops": ("ops/s", HIGHER_IS_BETTER, base)}),
+                             ("quiet", {"wis.ops": ("ops/s", HIGHER_IS_BETTER, quiet)}),
+                             ("loud", {"wis.ops": ("ops/s", HIGHER_IS_BETTER, loud)})],
+                      benchmark="wis")
+
+
+def test_a_noisy_base_is_said_as_the_bases_noise_in_every_text_layout(tmp_path):
+    store = noisy_base_store(tmp_path / "t.db")
+    result = compare(store, ["base", "quiet"])
+    (cmp,) = result.rows[0].heads
+    assert cmp.head.cov < 0.02 < 0.10 < cmp.base.cov
+    assert [w for w in cmp.warnings if "noisy" in w] == [f"noisy: the base's CoV {cmp.base.cov * 100:.1f}%"]
+    for style in TEXT_STYLES:
+        out = render_comparison(result, style)
+        assert "noisy: the base's CoV" in out, (style, out)
+        assert not re.search(r"noisy: CoV", out), (style, out)    # the quiet head is not called noisy
+
+
+def test_noisy_footnotes_name_the_noisy_side_among_several_heads(tmp_path):
+    store = noisy_base_store(tmp_path / "t.db")
+    result = compare(store, ["base", "quiet", "loud"])
+    quiet, loud = result.rows[0].heads
+    assert [w for w in quiet.warnings if "noisy" in w] == [f"noisy: the base's CoV {quiet.base.cov * 100:.1f}%"]
+    assert [w for w in loud.warnings if "noisy" in w] == [f"noisy: the base's CoV {loud.base.cov * 100:.1f}%",
+                                                          f"noisy: CoV {loud.head.cov * 100:.1f}%"]
+    for style in ("mmtests", "lmbench"):
+        out = render_comparison(result, style)
+        base_note = re.search(r"^\S+ noisy: the base's CoV above 10% \((.*)\)$", out, re.M).group(1)
+        head_note = re.search(r"^\S+ noisy: CoV above 10% \((.*)\)$", out, re.M).group(1)
+        assert base_note == "wis.ops (base)" and head_note == "wis.ops (loud)", (style, out)   # never "(quiet)"
+    lkp = render_comparison(result, "lkp")
+    assert "noisy: the base's CoV above 10%" in lkp and "noisy: CoV above 10%" in lkp
+
+
+def test_mmtests_marks_a_monitor_rows_caveats_on_its_line(tmp_path):
+    store = make_store(tmp_path / "t.db", [
+        ("base", {"bench.ops": ("ops/s", HIGHER_IS_BETTER, jitter(100.0, 8, 0.005, 1)),
+                  "proc-vmstat.pgfault": ("", INFORMATIONAL, [1000.0, 1010.0, 990.0])}),
+        ("head", {"bench.ops": ("ops/s", HIGHER_IS_BETTER, jitter(100.0, 8, 0.005, 2)),
+                  "proc-vmstat.pgfault": ("", INFORMATIONAL, [1500.0, 1510.0, 1490.0])})])
+    out = render_comparison(compare(store, ["base", "head"]), "mmtests")
+    line = line_of(out, "proc-vmstat.pgfault", "proc-vmstat.pgfault")
+    assert line.split()[:2] == ["proc-vmstat.pgfault", "¹"] and line.endswith("*"), out
+    assert "few samples (n=3 vs 3)" in footnotes_of(out, line)

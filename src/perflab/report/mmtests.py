@@ -10,6 +10,11 @@ The monitors' metrics (--monitors changed or all) follow, one small table per
 monitor as mmtests prints its monitor summaries: each metric's mean per
 column with its (x.xx%) change against the first (informational: not signed
 by direction), '*' where the change is significant.
+
+A row's caveats are numbered footnotes (¹ ²) under the tables, marked on the
+row's Hmean/Amean line after the operation's name (a monitor's: after its name),
+numbered in the order the rows are printed; a caveat of no printed row (an
+informational metric's) is not printed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import math
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
-from perflab.report.notes import caveat_lines, fdr_group_lines, monitor_summary, secondary_names, shown, tail_lines
+from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, secondary_names, shown, tail_lines
 
 MIN_VALUE_WIDTH = 11
 LABEL_LIMIT = 30  # what a column heading shows of a kernel release or tag
@@ -64,7 +69,7 @@ def _rows_for(view: ComparisonView, row: MetricRow) -> list[tuple[str, list[tupl
     return out
 
 
-def _monitor_tables(result: ComparisonResult, name, tags: list[str]) -> list[str]:
+def _monitor_tables(result: ComparisonResult, name, tags: list[str], notes: Footnotes) -> list[str]:
     lines = [monitor_summary(result)]
     for monitor, rows in result.monitor_sections():
         table = []
@@ -77,7 +82,7 @@ def _monitor_tables(result: ComparisonResult, name, tags: list[str]) -> list[str
                 mark = "*" if cmp.verdict in ("changed", "regression", "improvement") else " "
                 pct = cmp.pct_change if cmp.pct_change == cmp.pct_change else None
                 cells.append((_number(cmp.head.center), _pct(pct), mark))
-            table.append((name(row), cells))
+            table.append((name(row) + notes.mark_row(result, row, name), cells))
         ncols = len(result.labels)
         value_w = [max([MIN_VALUE_WIDTH] + [len(c[0]) for _, cells in table if (c := cells[j]) is not None])
                    for j in range(ncols)]
@@ -103,14 +108,26 @@ def render(view: ComparisonView) -> str:
     by_benchmark: dict[str, list[MetricRow]] = {}
     for row in result.rows:
         by_benchmark.setdefault(row.testcase, []).append(row)
+
+    def name(row: MetricRow) -> str:
+        return printable(row.metric if len(by_benchmark) == 1 else f"{row.testcase}: {row.metric}", None)
+
+    # Footnotes are numbered as the rows that carry them are printed (tables, then monitors),
+    # so a mark and its note agree and no note is printed that no row carries.
+    notes = Footnotes()
     for testcase, rows in by_benchmark.items():
         table = []
         for row in rows:
             if row.direction == 0 or row.monitor is not None:
                 continue
             op = row.metric.split(".", 1)[-1] if row.metric.startswith(row.benchmark + ".") else row.metric
-            for name, cells in _rows_for(view, row):
-                table.append((name, shown(op), cells))
+            stats = _rows_for(view, row)
+            # The mean line carries the marks (where mmtests readers look; the first line if there is
+            # no mean line), after the operation's name so a line still ends with its '*'.
+            mean = next((i for i, line in enumerate(view.lines_of(row)) if line.is_mean), 0)
+            marks = notes.mark_row(result, row, name)
+            for i, (stat, cells) in enumerate(stats):
+                table.append((stat, shown(op) + (marks if i == mean else ""), cells))
         ncols = len(result.labels)
         value_w = [max([MIN_VALUE_WIDTH] + [len(c[0]) for _, _, cells in table if (c := cells[j]) is not None])
                    for j in range(ncols)]
@@ -119,7 +136,7 @@ def render(view: ComparisonView) -> str:
         lines.append(printable(testcase, None))
         lines.append(" " * (op_w + 11) + "".join(f"{kernels[j]:>{col_w[j]}}" for j in range(ncols)))
         lines.append(" " * (op_w + 11) + "".join(f"{tags[j]:>{col_w[j]}}" for j in range(ncols)))
-        for name, op, cells in table:
+        for stat, op, cells in table:
             text = []
             for j, c in enumerate(cells):
                 if c is None:
@@ -127,19 +144,16 @@ def render(view: ComparisonView) -> str:
                 else:
                     v, p, mark = c
                     text.append(f"{v:>{value_w[j]}} {p:>10}{mark}".rjust(col_w[j]))
-            lines.append(f"{name:<10}{op:<{op_w + 1}}" + "".join(text))
+            lines.append(f"{stat:<10}{op:<{op_w + 1}}" + "".join(text))
         lines.append("")
 
-    def name(row: MetricRow) -> str:
-        return printable(row.metric if len(by_benchmark) == 1 else f"{row.testcase}: {row.metric}", None)
-
     if result.monitor_rows:
-        lines += _monitor_tables(result, name, tags)
+        lines += _monitor_tables(result, name, tags, notes)
 
     secondary = secondary_names(result.rows, name)
     if secondary:
         lines.append("secondary metrics (their own FDR family): " + ", ".join(secondary))
     lines += fdr_group_lines(result)
-    lines += caveat_lines(result, name)
+    lines += notes.named_lines()
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"

@@ -73,7 +73,9 @@ def caveat_text(w: str, cmp: Comparison | None = None) -> str:
             return "cannot detect changes of this size with these samples (90% power needs a change beyond 100%)"
         return w.split(":")[0] + " with these samples (90% power)"
     if kind == NOISY:
-        return f"noisy: CoV above {NOISY_COV * 100:g}%"
+        # Which side is noisy is the point (issue 33); its CoV is the row's, not the footnote's.
+        whose = "the base's CoV" if noisy_side(w) == "base" else "CoV"
+        return f"noisy: {whose} above {NOISY_COV * 100:g}%"
     if kind == EXACT:
         return w.split(" (")[0].split(" with resolution")[0] + " against its resolution, no t-test"
     if kind == NOT_EXACT:
@@ -82,11 +84,34 @@ def caveat_text(w: str, cmp: Comparison | None = None) -> str:
     return str(w)
 
 
+def noisy_side(w: str) -> str:
+    """The side a caveat is about: "base" for a noisy base (perflab.stats.compare sets `side`
+    on its NOISY caveats), "head" otherwise."""
+    return getattr(w, "side", "head")
+
+
 class Footnotes:
-    """Numbered footnotes, one per distinct text, in order of first use (benchstat's way)."""
+    """Numbered footnotes, one per distinct text, in order of first use (benchstat's way).
+
+    `mark_row` also keeps the metrics each footnote marks, for footnotes that list them."""
 
     def __init__(self):
         self.texts: list[str] = []
+        self.names: dict[str, list[str]] = {}
+
+    def mark_row(self, result: ComparisonResult, row: MetricRow, name) -> str:
+        """The marks of every caveat of a printed row (all its heads), remembering the row's name."""
+        pairs = row_caveats(result, row, name)
+        for text, who in pairs:
+            names = self.names.setdefault(text, [])
+            if who not in names:
+                names.append(who)
+        return self.mark(text for text, _who in pairs)
+
+    def named_lines(self, indent: str = "") -> list[str]:
+        """The footnotes as caveat_lines words them: "¹ caveat (metric, metric, ...)"."""
+        return [f"{indent}{str(i).translate(SUPERSCRIPTS)} {shown(t, NOTE_LIMIT)} ({', '.join(self.names.get(t, []))})"
+                for i, t in enumerate(self.texts, start=1)]
 
     def mark(self, texts) -> str:
         marks = []
@@ -111,17 +136,29 @@ def caveats(cmp: Comparison | None) -> str:
     return "; ".join(cmp.warnings) if cmp is not None else ""
 
 
+def row_caveats(result: ComparisonResult, row: MetricRow, name) -> list[tuple[str, str]]:
+    """(footnote text, who) for every caveat of one row, over its heads; `name(row)` names the
+    metric. With several heads `who` says which side the caveat is about: the head's label, or
+    the base's for a noisy base (shared by every head: said once)."""
+    out: list[tuple[str, str]] = []
+    several = len(result.labels) > 2
+    for label, cmp in zip(result.labels[1:], row.heads):
+        for w in (cmp.warnings if cmp is not None else ()):
+            side = result.labels[0] if noisy_side(w) == "base" else label
+            pair = (caveat_text(w, cmp), name(row) + (f" ({shown(side)})" if several else ""))
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
 def grouped_caveats(result: ComparisonResult, name) -> list[tuple[str, list[str]]]:
     """(caveat, [metric names]) in order of first appearance; `name(row)` names a metric.
 
-    With several heads each name says which head the caveat is about."""
+    With several heads each name says which side (head, or the base) the caveat is about."""
     groups: dict[str, list[str]] = {}
-    several = len(result.labels) > 2
     for row in result.visible_rows():
-        for label, cmp in zip(result.labels[1:], row.heads):
-            for w in (cmp.warnings if cmp is not None else ()):
-                who = name(row) + (f" ({shown(label)})" if several else "")
-                groups.setdefault(caveat_text(w, cmp), []).append(who)
+        for text, who in row_caveats(result, row, name):
+            groups.setdefault(text, []).append(who)
     return list(groups.items())
 
 

@@ -356,9 +356,13 @@ def _judge(i: int, t: _Welch, adj: _Adjusted, d: int, alpha: float, threshold: f
     warnings = []
     if min(b0.n, h0.n) < FEW_SAMPLES:
         warnings.append(Caveat(FEW, f"few samples (n={b0.n} vs {h0.n}): only large changes can be detected"))
-    worst_cov = max(abs(b0.cov), abs(h0.cov)) if not (math.isnan(b0.cov) or math.isnan(h0.cov)) else math.nan
-    if worst_cov > NOISY_COV:
-        warnings.append(Caveat(NOISY, f"noisy: CoV {worst_cov * 100:.1f}%"))
+    # One caveat per noisy side, saying which (`side`: the layouts name that side's label): a
+    # noisy base must not make a quiet head read as noisy (issue 33). A NaN CoV is not noisy.
+    for side, summary, text in (("base", b0, "the base's CoV"), ("head", h0, "CoV")):
+        if abs(summary.cov) > NOISY_COV:
+            caveat = Caveat(NOISY, f"noisy: {text} {abs(summary.cov) * 100:.1f}%")
+            caveat.side = side
+            warnings.append(caveat)
     if t.test[i] == "welch":
         warnings.append(Caveat(RAW_VALUES, "values not all positive: tested on raw values, not logs"))
     worse = adj.worse[i]
