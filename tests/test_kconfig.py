@@ -56,8 +56,10 @@ def test_not_a_config_is_a_one_line_error(cli, tmp_path):
 def test_the_debian_kernel_is_read_through_the_config_beside_it_and_its_modules_named(cli):
     proc = cli("kernel", "check", DEBIAN, check=False)
     line, = proc.stdout.splitlines()
-    assert proc.returncode == 1 and f"config-{DEBIAN.name.removeprefix('vmlinuz-')}" in line
-    # Debian builds virtio and 9p as modules, which perflab's initramfs does not load.
+    assert proc.returncode == 0 and f"config-{DEBIAN.name.removeprefix('vmlinuz-')}" in line
+    # Debian builds virtio and 9p as modules, which the guest loads itself (issue 34: the check
+    # said "perflab's initramfs loads none", while it loads them): named as such, not lacking.
+    assert "has all" in line and "as modules the guest loads" in line
     assert "CONFIG_9P_FS=m" in line and "CONFIG_VIRTIO_PCI=m" in line and "CONFIG_SERIAL_8250 " not in line
 
 

@@ -65,6 +65,37 @@ def test_modules_are_planned_with_their_dependencies_first():
 
 
 @needs_kernel
+def test_compressed_modules_are_planned_and_decompressed_on_the_host(tmp_path):
+    """Debian's 6.12 kernels ship .ko.xz: found, their dependencies read, and put in the initramfs
+    decompressed at the .ko path the agent loads (here the 6.1 kernel's modules, compressed)."""
+    import gzip
+    import lzma
+
+    plain = modules.plan(KERNEL, ["9p", "disk", "ext4"], "test")
+    root = tmp_path / "k"
+    (root / "boot").mkdir(parents=True)
+    image = root / "boot" / Path(KERNEL).name
+    shutil.copy(KERNEL, image)
+    shutil.copy(Path(KERNEL).parent / f"config-{RELEASE}", root / "boot" / f"config-{RELEASE}")
+    for i, module in enumerate(plain.load):
+        stored = root / "lib" / "modules" / RELEASE / module.relative_to(plain.directory)
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        if i % 3 == 2:        # one in three gzip, the rest xz: both are read
+            Path(f"{stored}.gz").write_bytes(gzip.compress(module.read_bytes()))
+        else:
+            Path(f"{stored}.xz").write_bytes(lzma.compress(module.read_bytes()))
+    packed = modules.plan(image, ["9p", "disk", "ext4"], "test")
+    assert [p.name.split(".ko")[0] for p in packed.load] == [p.stem for p in plain.load]
+    assert packed.files() == {}
+    assert packed.data() == {path: module.read_bytes() for path, module in plain.files().items()}
+    # a damaged file is a one-line error naming it, before anything boots
+    broken = next(iter((root / "lib").glob(f"**/{plain.load[0].name}.xz")))
+    broken.write_bytes(b"not xz")
+    with pytest.raises(PerflabError, match=f"{broken.name}: cannot decompress the module"):
+        modules.plan(image, ["9p", "disk", "ext4"], "test")
+
+
+@needs_kernel
 def test_a_kernel_without_9p_or_its_modules_refuses_cmd_in_one_line_before_booting(cli, tmp_path):
     boot = tmp_path / "k" / "boot"
     boot.mkdir(parents=True)

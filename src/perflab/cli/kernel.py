@@ -43,7 +43,9 @@ def kernel_check(config_or_kernel) -> None:
 
     Reads a .config, a bzImage built with IKCONFIG, or the config beside a kernel
     (Debian's /boot/config-RELEASE beside vmlinuz-RELEASE, a build tree's .config).
-    A module (=m) counts as lacking: perflab's initramfs loads no modules.
+    The guest loads its 9p, virtio disk and file systems as modules when the kernel's
+    modules are found (beside a Debian vmlinuz, in a build tree, /lib/modules): those
+    count as present given a kernel; given a bare .config, a module (=m) counts as lacking.
 
     \b
     Examples:
@@ -54,13 +56,15 @@ def kernel_check(config_or_kernel) -> None:
 
     from perflab.execution.vm import kconfig
 
-    where, lacking = kconfig.check(Path(config_or_kernel))
+    where, lacking, loaded = kconfig.check(Path(config_or_kernel))
+    as_modules = f" ({len(loaded)} as modules the guest loads: {' '.join(loaded)})" if loaded else ""
     if not lacking:
-        click.echo(f"{where}: has all {len(kconfig.NAMES)} options perflab's guest uses")
+        click.echo(f"{where}: has all {len(kconfig.NAMES)} options perflab's guest uses{as_modules}")
         return
-    modules = " (=m: a module; perflab's initramfs loads none)" if any(n.endswith("=m") for n in lacking) else ""
+    modules = (" (=m: a module the guest does not load, or whose module files are not at hand)"
+               if any(n.endswith("=m") for n in lacking) else "")
     click.echo(f"{where}: lacks {len(lacking)} of {len(kconfig.NAMES)} options perflab's guest uses: "
-               f"{' '.join(lacking)}{modules}")
+               f"{' '.join(lacking)}{modules}{as_modules}")
     raise click.exceptions.Exit(1)
 
 

@@ -216,7 +216,7 @@ class Qemu(Target):
             setup.append("settle {ppm} {max_ms} {calls} {agree}".format(**SETTLE))
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
         spec = replace(spec, share_root=rooted, drives=tuple(d.image for d in disks if d.image))
-        with boot(spec, files={**files, **plan.files()}, setup=setup, data=staged) as guest:
+        with boot(spec, files={**files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
             yield Place(_GuestExecutor(guest, files, rooted, disks, staged).execute,
                         {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                          "guest_programs": "the host's, over 9p (read-only root, chroot)" if rooted

@@ -52,7 +52,7 @@ OPTIONS: tuple[tuple[str, str], ...] = (
     ("NET", "sockets"), ("UNIX", "hackbench, unix1, lmbench lat_unix"), ("INET", "lmbench lat_tcp/lat_udp"),
     ("SMP", "vm.cpus > 1"),
     ("PCI", "virtio devices"), ("VIRTIO_MENU", "virtio"), ("VIRTIO_PCI", "virtio devices"),
-    ("VIRTIO_CONSOLE", "virtio-serial"), ("BLOCK", "disks"), ("VIRTIO_BLK", "a disk for fs: jobs"),
+    ("BLOCK", "disks"), ("VIRTIO_BLK", "a disk for fs: jobs"),
     ("NETWORK_FILESYSTEMS", "9p"), ("NET_9P", "9p"), ("NET_9P_VIRTIO", "9p over virtio"),
     ("9P_FS", "the host's root, read-only, for cmd jobs"),
 )
@@ -81,12 +81,23 @@ def parse(text: str) -> dict[str, str]:
     return out
 
 
-def missing(config: dict[str, str]) -> list[str]:
-    """The options of OPTIONS a parsed config lacks (absent, n, or only a module), as CONFIG_ names."""
+def loaded_as_modules() -> frozenset[str]:
+    """The options perflab's guest loads as modules when they are `=m` (its 9p, disk and file
+    systems: execution.vm.modules.NEEDS), as CONFIG_ names."""
+    from perflab.execution.vm.modules import NEEDS
+
+    return frozenset(option for pairs in NEEDS.values() for option, module in pairs if module)
+
+
+def missing(config: dict[str, str], modules: bool = False) -> list[str]:
+    """The options of OPTIONS a parsed config lacks (absent, n, or only a module), as CONFIG_ names.
+    `modules`: the kernel's modules are at hand, so an option the guest loads as a module
+    (loaded_as_modules) is not lacking when it is `=m`."""
+    loadable = loaded_as_modules() if modules else frozenset()
     out = []
     for name in NAMES:
         value = config.get(f"CONFIG_{name}", "n")
-        if value != "y":
+        if value != "y" and not (value == "m" and f"CONFIG_{name}" in loadable):
             out.append(f"CONFIG_{name}" + ("=m" if value == "m" else ""))
     return out
 
@@ -240,13 +251,22 @@ def config_text(path: Path) -> tuple[str, str]:
                        "(gzip or xz payload), no config-RELEASE or build tree .config beside it")
 
 
-def check(path: Path) -> tuple[str, list[str]]:
-    """(where the config was read, the options it lacks)."""
+def check(path: Path) -> tuple[str, list[str], list[str]]:
+    """(where the config was read, the options it lacks, the options the guest loads as modules).
+
+    A kernel image whose modules are found (execution.vm.modules.modules_dir: beside it, in its
+    build tree or /lib/modules) has its `=m` 9p, disk and file-system options loaded by the
+    guest; a bare .config cannot say where its modules will be, so they count as lacking there."""
+    from perflab.execution.vm import modules as kmodules
+
     text, where = config_text(path)
     config = parse(text)
     if not config:
         raise PerflabError(f"{where}: no CONFIG_ lines: not a kernel configuration")
-    return where, missing(config)
+    at_hand = bool(kmodules.modules_dir(path, kmodules.release_of(path))) if path.is_file() else False
+    lacking = missing(config, modules=at_hand)
+    loaded = [f"CONFIG_{n}=m" for n in NAMES if f"CONFIG_{n}=m" not in lacking and config.get(f"CONFIG_{n}") == "m"]
+    return where, lacking, loaded
 
 
 # -- writing a minimal configuration -------------------------------------------------------

@@ -29,7 +29,8 @@ from perflab.execution.vm import kernel as kernels
 
 # What each need takes: (config option, module name), in loading order.
 NEEDS = {
-    "9p": (("CONFIG_VIRTIO_PCI", "virtio_pci"), ("CONFIG_NET_9P_VIRTIO", "9pnet_virtio"), ("CONFIG_9P_FS", "9p")),
+    "9p": (("CONFIG_VIRTIO_PCI", "virtio_pci"), ("CONFIG_NET_9P", "9pnet"), ("CONFIG_NET_9P_VIRTIO", "9pnet_virtio"),
+           ("CONFIG_9P_FS", "9p")),
     "disk": (("CONFIG_VIRTIO_PCI", "virtio_pci"), ("CONFIG_VIRTIO_BLK", "virtio_blk")),
     "ext4": (("CONFIG_EXT4_FS", "ext4"),),
     "xfs": (("CONFIG_XFS_FS", "xfs"),),
@@ -37,6 +38,10 @@ NEEDS = {
     "tmpfs": (("CONFIG_TMPFS", None),),
 }
 WHY = {"9p": "the host's root is shared over virtio-9p", "disk": "the job's file system is a virtio disk"}
+# How a kernel's modules may be stored: as they are, or compressed (Debian's 6.12 kernels ship
+# .ko.xz). A compressed one is decompressed on the host when the initramfs is made: the agent's
+# finit_module then needs no decompressor in the guest's kernel.
+MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
 
 
 def release_of(image: Path) -> str | None:
@@ -75,14 +80,40 @@ def modules_dir(image: Path, release: str | None) -> Path | None:
     if image.name == "bzImage" and len(image.parents) >= 3:
         candidates.insert(0, image.parents[2])      # a build tree: modules sit beside their sources
     for candidate in candidates:
-        if candidate.is_dir() and any(candidate.glob("**/*.ko")):
+        if candidate.is_dir() and any(any(candidate.glob(f"**/*{suffix}")) for suffix in MODULE_SUFFIXES):
             return candidate
     return None
 
 
+def module_bytes(path: Path) -> bytes:
+    """A module's ELF file, decompressed when it is stored compressed (.ko.xz, .ko.gz, .ko.zst)."""
+    import gzip
+    import lzma
+    import shutil
+    import subprocess
+
+    data = path.read_bytes()
+    try:
+        if path.name.endswith(".xz"):
+            return lzma.decompress(data)
+        if path.name.endswith(".gz"):
+            return gzip.decompress(data)
+    except (lzma.LZMAError, OSError, EOFError) as e:
+        raise PerflabError(f"{path}: cannot decompress the module: {e}") from None
+    if path.name.endswith(".zst"):
+        # Python 3.11 has no zstd: the zstd program, where installed.
+        if shutil.which("zstd") is None:
+            raise PerflabError(f"{path}: a zstd-compressed module needs the zstd program (Debian package zstd)")
+        done = subprocess.run(["zstd", "-dc", str(path)], capture_output=True)
+        if done.returncode != 0:
+            raise PerflabError(f"{path}: cannot decompress the module: {done.stderr.decode(errors='replace').strip()}")
+        return done.stdout
+    return data
+
+
 def modinfo(path: Path) -> dict[str, list[str]]:
     """The `.modinfo` section of a module: key -> values (an ELF64 file's section table, read directly)."""
-    data = path.read_bytes()
+    data = module_bytes(path)
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise PerflabError(f"{path}: not a 64-bit kernel module")
     shoff, = struct.unpack_from("<Q", data, 0x28)
@@ -117,16 +148,23 @@ class Plan:
     directory: Path | None = None
 
     def files(self) -> dict[str, Path]:
-        return {self.guest_path(p): p for p in self.load}
+        """The modules stored as they are: guest path -> host file."""
+        return {self.guest_path(p): p for p in self.load if p.name.endswith(".ko")}
+
+    def data(self) -> dict[str, bytes]:
+        """The compressed modules, decompressed: guest path -> the module's bytes."""
+        return {self.guest_path(p): module_bytes(p) for p in self.load if not p.name.endswith(".ko")}
 
     def guest_path(self, module: Path) -> str:
-        return f"/lib/modules/{self.release}/{module.relative_to(self.directory)}"
+        relative = str(module.relative_to(self.directory))
+        return f"/lib/modules/{self.release}/{relative[:relative.rindex('.ko') + 3]}"
 
 
 class _Index:
     def __init__(self, directory: Path):
         self.directory = directory
-        self.paths = {_norm(p.name[:-3]): p for p in sorted(directory.glob("**/*.ko"))}
+        self.paths = {_norm(p.name[:p.name.rindex(".ko")]): p
+                      for suffix in reversed(MODULE_SUFFIXES) for p in sorted(directory.glob(f"**/*{suffix}"))}
 
     def find(self, name: str) -> Path | None:
         # A softdep may name an algorithm (crypto-crc32c, xxhash64, blake2b-256) rather than a
@@ -184,7 +222,8 @@ def plan(image: Path | str, needs: list[str], purpose: str) -> Plan:
             if path is None and state == "m":
                 where = f"{directory}" if directory else f"../lib/modules/{release} or /lib/modules/{release}"
                 raise PerflabError(f"{purpose}: kernel {image.name} has {option}=m but module {module}.ko "
-                                   f"is not in {where} (tools/fetch_kernel.py unpacks Debian's modules)")
+                                   f"is not in {where} (nor compressed: {', '.join(MODULE_SUFFIXES[1:])}; "
+                                   "tools/fetch_kernel.py unpacks Debian's modules)")
             if path is not None:
                 _add(index, path, result.load, seen)
     return result
