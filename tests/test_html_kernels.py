@@ -14,27 +14,13 @@ from perflab.core.model import HIGHER_IS_BETTER, Sample
 from perflab.report import html_doc
 from perflab.store import open_store
 
-METRIC = "will-it-scale.per_process_ops"
-# (uname -r, the upstream version uname -v names, getppid1's exact figure)
-KERNELS = [
-    ("6.1.0-47-amd64", "6.1.170-3", 3046556.0),
-    ("6.1.0-50-amd64", "6.1.176-1", 3028048.0),
-    ("6.1.0-53-amd64", "6.1.181-1", 3028048.0),
-    ("6.1.0-54-amd64", "6.1.184-1", 3028048.0),
-    ("6.1.0-55-amd64", "6.1.188-1", 3028048.0),
-    ("6.1.0-56-amd64", "6.1.192-1", 3028048.0),
-    ("6.12.107+deb13-amd64", None, 3028048.0 * 0.915),
-    ("6.12.117+deb13-amd64", None, 3028048.0 * 0.915),
-]
-SHUFFLED = [5, 7, 1, 3, 0, 6, 2, 4]   # run order: 56 first, 50 after it, a 6.12 in the middle
+from fixtures_kernels import KERNELS, METRIC, SHUFFLED, environment
 # page_fault1 was run on two of the kernels only.
 PAGE_FAULT_ON = {"6.1.0-47-amd64", "6.1.0-56-amd64"}
 
 
 def _run(store, release, upstream, test, figure, rng):
-    env = {"testbox": "vm1", "kernel_release": release,
-           "kernel_version": f"#1 SMP PREEMPT_DYNAMIC Debian {upstream} (2025-06-01)" if upstream
-           else "#1 SMP PREEMPT_DYNAMIC Debian 6.12 (2025-10-01)"}
+    env = environment(release, upstream)
     run = store.create_run(box="vm1", environment=env, benchmark="will-it-scale", name=f"will-it-scale {test}",
                            params={"test": test, "mode": "process", "nr_task": 1, "vm": "icount"},
                            tag=f"wis-{release}")

@@ -14,19 +14,7 @@ from perflab.analysis import series
 from perflab.core.model import HIGHER_IS_BETTER, Sample
 from perflab.store import open_store
 
-METRIC = "will-it-scale.per_process_ops"
-# (uname -r, the upstream version uname -v names, getppid1's exact figure)
-KERNELS = [
-    ("6.1.0-47-amd64", "6.1.170-3", 3046556.0),
-    ("6.1.0-50-amd64", "6.1.176-1", 3028048.0),
-    ("6.1.0-53-amd64", "6.1.181-1", 3028048.0),
-    ("6.1.0-54-amd64", "6.1.184-1", 3028048.0),
-    ("6.1.0-55-amd64", "6.1.188-1", 3028048.0),
-    ("6.1.0-56-amd64", "6.1.192-1", 3028048.0),
-    ("6.12.107+deb13-amd64", None, 3028048.0 * 0.915),
-    ("6.12.117+deb13-amd64", None, 3028048.0 * 0.915),
-]
-SHUFFLED = [5, 7, 1, 3, 0, 6, 2, 4]   # run order: 56 first, 50 after it, a 6.12 in the middle
+from fixtures_kernels import KERNELS, METRIC, SHUFFLED, environment
 
 
 def _store(path):
@@ -34,9 +22,7 @@ def _store(path):
     rng = random.Random(33)
     for i in SHUFFLED:
         release, upstream, figure = KERNELS[i]
-        env = {"testbox": "vm1", "kernel_release": release,
-               "kernel_version": f"#1 SMP PREEMPT_DYNAMIC Debian {upstream} (2025-06-01)" if upstream
-               else "#1 SMP PREEMPT_DYNAMIC Debian 6.12 (2025-10-01)"}
+        env = environment(release, upstream)
         run = store.create_run(box="vm1", environment=env, benchmark="will-it-scale", name="will-it-scale getppid1",
                                params={"test": "getppid1", "mode": "process", "nr_task": 1, "vm": "icount"})
         # Two repetitions: identical but for a timer tick now and then (a lower rate, never higher).
