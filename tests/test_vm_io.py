@@ -192,14 +192,19 @@ def test_the_pivot_table_takes_kernel_as_a_key(cli):
     assert row.split()[1:] == ["0.3352", "0.3372", "0.2000"]
 
 
-def test_the_html_report_draws_a_series_per_guest_kernel(cli, tmp_path):
+def test_the_html_report_draws_one_series_across_the_guest_kernels(cli, tmp_path):
+    """Issue 33: a guest's series is one line over its kernels in version order (it was a series
+    per kernel, each a single point, so no history was drawn); the host's stays its own."""
+    from perflab.analysis.series import BY_KERNEL
     from perflab.analysis.views.page import Filters, build_page
     from perflab.store import open_store
 
     _two_kernels(cli.db)
     view = build_page(open_store(str(cli.db)), Filters(benchmark="lmbench"))
-    labels = sorted(json.loads(s.params).get("kernel", "host") for s in view.trends.history.series)
-    assert labels == ["6.1.0-47-amd64", "6.1.0-50-amd64", "host"]
+    series = view.trends.history.series
+    assert sorted(json.loads(s.params).get("vm", "host") for s in series) == ["host", "icount"]
+    (guest,) = [s for s in series if json.loads(s.params).get("vm") == "icount"]
+    assert guest.order == BY_KERNEL and [p.kernel for p in guest.points] == ["6.1.0-47-amd64", "6.1.0-50-amd64"]
     cli("report", "html", "--benchmark", "lmbench", "-o", tmp_path / "r.html")
     assert '6.1.0-50-amd64' in (tmp_path / "r.html").read_text()
 
