@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -227,8 +227,9 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     vm = {**(job.vm or {}), **({"mode": vm_mode} if vm_mode else {})}
     _path, vm = guest.normalize(job.benchmark, image, vm, where, job.monitors)
     spec = KernelSpec(image, vm)
-    # What watches the job (valgrind) must run in the guest too: refused before the first build.
-    jobs.check_watching(replace(job, target=replace(spec.target(image), toolchain=job.target.toolchain)), where)
+    # The job as each commit will run it, placed once now: what watches it (valgrind) must run in
+    # the guest too, refused before the first build.
+    jobs.placed(job, spec.target(image), where)
     qemu_binary()     # installed, or one line naming the package
     return spec
 

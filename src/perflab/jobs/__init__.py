@@ -59,12 +59,12 @@ __all__ = ["AtomicJob", "JobError", "JobErrors", "validate_params", "cpu_percent
            "expand", "expand_atomic", "shipped"]
 
 def measured(job: AtomicJob, measure: str | None, where: str) -> AtomicJob:
-    """The job with `run --measure` over its own `measure` key, checked."""
-    if measure is None:
-        return job
-    keys = {**{k: getattr(job, k) for k in MEASURE_KEYS}, "measure": measure}
-    check_measure(keys, where)
-    return check_watching(job.with_(measure=measure), where)
+    """The job with `run --measure` over its own `measure` key; what watches it (its instruments,
+    its monitors) checked against where it runs."""
+    if measure is not None:
+        check_measure({**{k: getattr(job, k) for k in MEASURE_KEYS}, "measure": measure}, where)
+        job = job.with_(measure=measure)
+    return check_watching(job, where)
 
 
 def check_watching(job: AtomicJob, where: str) -> AtomicJob:

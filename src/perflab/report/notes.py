@@ -110,8 +110,7 @@ class Footnotes:
 
     def named_lines(self, indent: str = "") -> list[str]:
         """The footnotes as caveat_lines words them: "¹ caveat (metric, metric, ...)"."""
-        return [f"{indent}{str(i).translate(SUPERSCRIPTS)} {shown(t, NOTE_LIMIT)} ({', '.join(self.names.get(t, []))})"
-                for i, t in enumerate(self.texts, start=1)]
+        return numbered_lines([(t, self.names.get(t, [])) for t in self.texts], indent)
 
     def mark(self, texts) -> str:
         marks = []
@@ -164,8 +163,13 @@ def grouped_caveats(result: ComparisonResult, name) -> list[tuple[str, list[str]
 
 def caveat_lines(result: ComparisonResult, name, indent: str = "") -> list[str]:
     """The grouped caveats as numbered footnotes: "¹ caveat (metric, metric, ...)"."""
+    return numbered_lines(grouped_caveats(result, name), indent)
+
+
+def numbered_lines(notes: list[tuple[str, list[str]]], indent: str = "") -> list[str]:
+    """(caveat, [metric names]) as numbered footnote lines: "¹ caveat (metric, metric, ...)"."""
     return [f"{indent}{str(i).translate(SUPERSCRIPTS)} {shown(w, NOTE_LIMIT)} ({', '.join(names)})"
-            for i, (w, names) in enumerate(grouped_caveats(result, name), start=1)]
+            for i, (w, names) in enumerate(notes, start=1)]
 
 
 def secondary_names(rows: list[MetricRow], name) -> list[str]:

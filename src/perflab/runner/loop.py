@@ -42,7 +42,8 @@ from perflab.execution import instruments, interrupt
 from perflab.execution.instruments import Watch
 from perflab.core.process import running_in
 from perflab.execution.executor import Hooks, ProcessResult, ProcessSpec, execute
-from perflab.execution.targets import BootFailure
+# Executor: what starts one benchmark process (execute, a target's place, or a test's fake).
+from perflab.execution.targets import BootFailure, Executor
 from perflab.runner.progress import Bar, declared_seconds, label
 from perflab.runner.recorder import RunRecorder, recording, start_run
 from perflab.store import Store
@@ -50,9 +51,6 @@ from perflab.core.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-# What starts one benchmark process: perflab.execution.executor.execute, or a test's fake.
-Executor = Callable[..., ProcessResult]
 
 
 @dataclass

@@ -121,7 +121,7 @@ def _watched(job: AtomicJob, options: JobOptions, where: str) -> AtomicJob:
         for spec in options.monitor_specs:
             merged.update(monitors.parse_spec(spec))
         job = job.with_(monitors=monitors.validate(merged))
-    return jobs.check_watching(jobs.measured(job, options.measure, where), where)
+    return jobs.measured(job, options.measure, where)
 
 
 def refuse_what_cannot_run(built: list[AtomicJob], request: RunRequest) -> None:
