@@ -40,7 +40,7 @@ class Elsewhere(Target):
         return "elsewhere"
 
     @contextlib.contextmanager
-    def open(self, prepared, session, rounds, needs, execute):
+    def open(self, openings, execute):
         if self.down:
             raise TargetDown("elsewhere did not come up", "last words\nof its console")
 
@@ -165,3 +165,96 @@ def test_what_changes_what_a_guest_runs_keeps_its_runs_apart(tmp_path):
         assert all(len(g.run_ids) == 1 for g in groups.values())
     finally:
         store.engine.dispose()
+
+
+@dataclass(frozen=True)
+class Shared(Target):
+    """A place opened once for the jobs that share it (a guest booted once): it logs what it did."""
+
+    kind = "shared"
+    name: str = "one"
+    log: list = field(default_factory=list, compare=False)
+    down_at_open: bool = False
+    dies_on: str = ""                 # the argv word that makes its place go down
+    toolchain: Toolchain = field(default_factory=Toolchain)
+
+    def share_key(self, needs, params):
+        return None if params.get("items") == ["own"] else self.name
+
+    @contextlib.contextmanager
+    def open(self, openings, execute):
+        self.log.append(("open", self.name, len(openings)))
+        if self.down_at_open:
+            raise TargetDown(f"{self.name} did not come up", "")
+        alive = [True]
+
+        def run(spec, hooks=None, wrapper=()):
+            if not alive[0] or self.dies_on in spec.argv:
+                alive[0] = False
+                raise TargetDown(f"{self.name} went down", "")
+            self.log.append(("run", self.name, spec.argv[1]))
+            return result(2.0)
+
+        try:
+            yield Place(run, {"shared_facts": self.name})
+        finally:
+            self.log.append(("close", self.name))
+
+
+def _items(target, item, runs=1):
+    return jobs.resolve(AtomicJob("fake", {"items": [item]}, runs=runs, family=FakeFamily(), target=target))
+
+
+def test_consecutive_jobs_on_one_target_share_one_place_opened_with_them_all(store):  # noqa: F811
+    log: list = []
+    a, b = Shared("a", log), Shared("b", log)
+    outcomes = loop.run_jobs(store, [_items(a, "x"), _items(a, "y"), _items(b, "z"), _items(a, "w")])
+    assert [o.error for o in outcomes] == [None] * 4
+    # a's place opened once for the two jobs that follow one another, closed before b's opened;
+    # a's last job gets a fresh place (an idle place is not kept waiting)
+    assert log == [("open", "a", 2), ("run", "a", "x"), ("run", "a", "y"), ("close", "a"),
+                   ("open", "b", 1), ("run", "b", "z"), ("close", "b"),
+                   ("open", "a", 1), ("run", "a", "w"), ("close", "a")]
+    facts = [store.get_run(o.run_id).environment for o in outcomes]
+    facts = [f if isinstance(f, dict) else json.loads(f) for f in facts]
+    assert all(f["shared_facts"] in "ab" for f in facts)
+
+
+def test_a_job_that_needs_a_place_of_its_own_gets_one_between_shared_ones(store):  # noqa: F811
+    log: list = []
+    a = Shared("a", log)
+    outcomes = loop.run_jobs(store, [_items(a, "x"), _items(a, "own"), _items(a, "y")])
+    assert [o.error for o in outcomes] == [None] * 3
+    assert [e for e in log if e[0] == "open"] == [("open", "a", 1)] * 3
+
+
+def test_a_place_that_does_not_come_up_is_not_tried_again_for_the_jobs_that_share_it(store):  # noqa: F811
+    log: list = []
+    down = Shared("a", log, down_at_open=True)
+    outcomes = loop.run_jobs(store, [_items(down, "x"), _items(down, "y"), _items(Shared("b", log), "z")])
+    assert [o.boot_failure.message if o.boot_failure else None for o in outcomes] == [
+        "a did not come up", "a did not come up", None]
+    assert [e for e in log if e[0] == "open"] == [("open", "a", 2), ("open", "b", 1)]
+    assert [store.get_run(o.run_id).status for o in outcomes] == ["failed", "failed", "finished"]
+
+
+def test_a_place_that_goes_down_under_a_job_is_opened_afresh_for_the_next(store):  # noqa: F811
+    log: list = []
+    a = Shared("a", log, dies_on="x")
+    first, second = loop.run_jobs(store, [_items(a, "x"), _items(a, "y", runs=2)])
+    assert first.error == "a went down" and first.boot_failure is None
+    assert second.error is None and second.samples == 2
+    assert [e for e in log if e[0] in ("open", "close")] == [("open", "a", 2), ("close", "a"),
+                                                               ("open", "a", 1), ("close", "a")]
+
+
+def test_interleaved_jobs_on_two_targets_alternate_between_their_two_places(store):  # noqa: F811
+    log: list = []
+    a, b = Shared("a", log), Shared("b", log)
+    loop.run_jobs(store, [_items(a, "x", runs=2), _items(b, "y", runs=2), _items(a, "w", runs=2)],
+                  interleave=True)
+    # both places up at once, each opened once; rounds alternate between them
+    assert log == [("open", "a", 2), ("open", "b", 1),
+                   ("run", "a", "x"), ("run", "b", "y"), ("run", "a", "w"),
+                   ("run", "a", "x"), ("run", "b", "y"), ("run", "a", "w"),
+                   ("close", "b"), ("close", "a")]

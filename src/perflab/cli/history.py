@@ -23,6 +23,19 @@ _MARK = {"finished": "done", "running": "running", "interrupted": "INTERRUPTED",
 TIMES = ("time.elapsed_time", "time.user_time", "time.system_time")
 
 
+def _boot_shared(facts: dict) -> str:
+    """Which job of its guest's boot the run was, when the boot was shared (vm_boot_job of vm_boot_jobs)."""
+    job, jobs = str(facts.get("vm_boot_job") or ""), str(facts.get("vm_boot_jobs") or "")
+    if not (job.isdigit() and jobs.isdigit()) or jobs == "1":
+        return ""
+    return f"; booted once for {jobs} jobs, this the {_ordinal(int(job))}"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _commit(row) -> str:
     if not row.commit:
         return "-"
@@ -284,7 +297,8 @@ def show_cmd(run_id, with_monitors, db) -> None:
         extra = guest.get("qemu_args") or []
         lines.append(f"  guest     {shown(guest.get('mode'))}, {shown(guest.get('cpus'))} vCPUs, "
                      f"{shown(guest.get('memory'))} MiB, qemu_args "
-                     + (shown(" ".join(shlex.quote(str(a)) for a in extra)) if extra else "none"))
+                     + (shown(" ".join(shlex.quote(str(a)) for a in extra)) if extra else "none")
+                     + _boot_shared(run.environment))
     for f in store.failures([run.id]):
         lines.append(f"  FAILED    {shown(f.item)}: {shown(f.message)}")
     by_metric: dict[str, list] = {}

@@ -43,7 +43,7 @@ from perflab.execution.instruments import Watch
 from perflab.core.process import running_in
 from perflab.execution.executor import Hooks, ProcessResult, ProcessSpec, execute
 # Executor: what starts one benchmark process (execute, a target's place, or a test's fake).
-from perflab.execution.targets import BootFailure, Executor
+from perflab.execution.targets import BootFailure, Executor, Opening
 from perflab.runner.progress import Bar, declared_seconds, label
 from perflab.runner.recorder import RunRecorder, recording, start_run
 from perflab.store import Store
@@ -70,6 +70,7 @@ class JobOutcome:
     boot_failure: BootFailure | None = None                      # the job's target never came up
     prepared: object = None                                      # what its target kept from entering the session
     varying: str = ""                                            # `k=v` of what differs across the invocation
+    target_down: bool = False                                    # its place went down while it ran
 
     @property
     def run_id(self) -> int | None:
@@ -134,16 +135,32 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
     loop = _Loop(store, Bar(console, total), executor, box, repo, order, _varying(outcomes))
     try:
         with interrupt.stop_requests_as_flag():
-            for batch in batches:
-                loop.run_batch(batch)
-                for o in batch:
-                    line = on_done(o) if on_done is not None and o.recorder is not None else None
-                    if line is not None:
-                        loop.bar.echo(line)
+            for group in _sharing_groups(batches):
+                loop.run_group(group, on_done)
     finally:
         loop.bar.close()
     _after_jobs(store, outcomes)
     return outcomes
+
+
+def _share_key(o: JobOutcome):
+    return o.job.target.share_key(o.job.family.needs, o.job.params)
+
+
+def _sharing_groups(batches: list[list[JobOutcome]]) -> list[list[list[JobOutcome]]]:
+    """Consecutive batches whose every job's target may share a place (a key that is not None):
+    their sessions are all entered before the first place opens, so that a guest is booted once
+    with the programs of every job that runs in it. Any other batch is a group of its own."""
+    groups: list[list[list[JobOutcome]]] = []
+    shared_before = False
+    for batch in batches:
+        shares = all(_share_key(o) is not None for o in batch)
+        if shares and shared_before:
+            groups[-1].append(batch)
+        else:
+            groups.append([batch])
+        shared_before = shares
+    return groups
 
 
 def check_jobs(jobs: list[AtomicJob]) -> None:
@@ -203,18 +220,38 @@ class _Loop:
     order: random.Random | None = None    # shuffles each round of an interleaved batch (RMIT)
     varying: dict[int, str] = field(default_factory=dict)   # id(outcome) -> its label's head
 
-    def run_batch(self, batch: list[JobOutcome]) -> None:
+    def run_group(self, group: list[list[JobOutcome]], on_done=None) -> None:
+        """Batches that share their targets' places: every session entered, then each batch run
+        in turn, a place opened when a batch first needs it and closed when the next does not."""
+        with ExitStack() as sessions:
+            for batch in group:
+                for o in batch:
+                    for instrument in o.job.watching:
+                        instrument.ready()    # a missing tool is one line, before the family builds anything
+            for batch in group:
+                for o in batch:
+                    job = o.job
+                    # The family's session is entered as its target needs (a guest's programs static, its
+                    # CPUs the guest's; the job's compiler and flags: core.cbuild).
+                    with job.target.preparing(job.family.needs, job.benchmark) as prepared:
+                        o.session = sessions.enter_context(job.family.session(job.parsed, job.to_dict()))
+                    o.prepared = prepared
+                    interrupt.check()
+            places = _Places(group, self.executor)
+            with places:
+                for index, batch in enumerate(group):
+                    places.before(index)
+                    self.run_batch(batch, places)
+                    for o in batch:
+                        line = on_done(o) if on_done is not None and o.recorder is not None else None
+                        if line is not None:
+                            self.bar.echo(line)
+
+    def run_batch(self, batch: list[JobOutcome], places: _Places) -> None:
         store, bar = self.store, self.bar
         with ExitStack() as stack:
             for o in batch:
                 job = o.job
-                for instrument in job.watching:
-                    instrument.ready()        # a missing tool is one line, before the family builds anything
-                # The family's session is entered as its target needs (a guest's programs static, its
-                # CPUs the guest's; the job's compiler and flags: core.cbuild).
-                with job.target.preparing(job.family.needs, job.benchmark) as prepared:
-                    o.session = stack.enter_context(job.family.session(job.parsed, job.to_dict()))
-                o.prepared = prepared
                 for instrument in job.watching:
                     o.watches.append(instrument.attach(job.benchmark, warn=bar.warn))
                     stack.callback(o.watches[-1].close)
@@ -228,11 +265,10 @@ class _Loop:
                 target = o.job.target
                 facts = o.session.facts
                 try:
-                    # Brought up once per atomic job (a guest booted); the loop runs in it through its executor.
-                    place = stack.enter_context(target.open(o.prepared, o.session,
-                                                            int(o.job.warmup or 0) + int(o.job.runs),
-                                                            o.job.family.needs, self.executor))
-                    facts, o.executor = {**facts, **place.facts}, place.execute
+                    # A place brought up once for the jobs that share it (a guest booted); the loop runs
+                    # in it through the executor it admits this job with.
+                    run_in = places.admit(o, stack)
+                    facts, o.executor = {**facts, **run_in.facts}, run_in.execute
                 except TargetDown as e:
                     o.error = str(e)     # the run is recorded failed, with the console's tail
                     o.boot_failure = BootFailure(e.summary, e.console_tail)
@@ -272,6 +308,8 @@ class _Loop:
                         o.error = _nothing_measured(o)
                     if o.error is not None:
                         o.recorder.fail(o.error)
+                    if o.target_down:
+                        places.lost(o)      # the next job that would have shared it gets a fresh one
 
     def round_order(self, batch: list[JobOutcome]) -> list[JobOutcome]:
         """The jobs of one round in the order they run: as given, or shuffled (RMIT)."""
@@ -319,6 +357,7 @@ class _Loop:
             except TargetDown as e:
                 # The guest died or stopped answering: this job's run fails (console tail kept), others go on.
                 o.error = str(e)
+                o.target_down = True
                 break
             # An instrument that could not watch the process says why first (valgrind did not start it).
             why = next((w for w in (watch.judge(ran, result) for watch in o.watches) if w), None)
@@ -356,6 +395,79 @@ class _Loop:
                     self.store.add_monitor_series(o.recorder.run_id, name, repetition, series)
         self.bar.step()
         interrupt.check()
+
+
+class _Places:
+    """The places a group of batches runs in. A job whose target shares (a key) runs in the place
+    opened for its key, which is opened for every job of the consecutive batches that use it and
+    closed before the first batch that does not (an idle guest under icount spins a host CPU, so
+    none is kept waiting); a job whose target does not share opens one of its own. A place that
+    never came up is not tried again for the jobs that would have shared it: they fail alike."""
+
+    def __init__(self, group: list[list[JobOutcome]], execute: Executor):
+        self.group, self.execute = group, execute
+        self.keys = [[_share_key(o) for o in batch] for batch in group]
+        self.open: dict = {}          # key -> (its ExitStack, its Place, the outcomes it was opened for)
+        self.failed: dict = {}        # key -> the TargetDown it raised, for the stretch that wanted it
+        self.index = 0
+
+    def __enter__(self) -> _Places:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for key in reversed(list(self.open)):      # last opened, first closed
+            self._close(key)
+
+    def _close(self, key) -> None:
+        stack, _place, _for = self.open.pop(key)
+        stack.close()
+
+    def before(self, index: int) -> None:
+        """Batch `index` is next: close what it does not use, forget failures it does not repeat."""
+        self.index = index
+        wanted = set(self.keys[index])
+        for key in [k for k in self.open if k not in wanted]:
+            self._close(key)
+        for key in [k for k in self.failed if k not in wanted]:
+            del self.failed[key]
+
+    def admit(self, o: JobOutcome, stack: ExitStack):
+        """Where `o` runs (a RunIn); TargetDown when its place does not come up."""
+        target = o.job.target
+        key = _share_key(o)
+        if key is None:
+            place = stack.enter_context(target.open([self._opening(o)], self.execute))
+            return place.admit(0)
+        if key in self.failed:
+            raise self.failed[key]
+        if key not in self.open:
+            # Every job of this and the following batches that use the key, in the order they run.
+            users = []
+            for batch, keys in zip(self.group[self.index:], self.keys[self.index:]):
+                if key not in keys:
+                    break
+                users += [u for u, k in zip(batch, keys) if k == key and u.error is None]
+            own = ExitStack()
+            try:
+                place = own.enter_context(target.open([self._opening(u) for u in users], self.execute))
+            except TargetDown as e:
+                own.close()
+                self.failed[key] = e
+                raise
+            self.open[key] = (own, place, users)
+        _stack, place, users = self.open[key]
+        return place.admit(next(i for i, u in enumerate(users) if u is o))
+
+    def lost(self, o: JobOutcome) -> None:
+        """`o`'s place went down under it: it is closed, and the next job that uses its key opens
+        a fresh one."""
+        key = _share_key(o)
+        if key is not None and key in self.open:
+            self._close(key)
+
+    @staticmethod
+    def _opening(o: JobOutcome) -> Opening:
+        return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.family.needs)
 
 
 def _nothing_measured(o: JobOutcome) -> str:

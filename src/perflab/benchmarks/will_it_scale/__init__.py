@@ -11,6 +11,14 @@ can be written (and restored afterwards), else per process (prctl for
 `never`, madvise(MADV_HUGEPAGE) on the testcase's mappings for `always`).
 What was in effect is recorded with the run.
 
+Under icount (a guest whose clock counts instructions: core.params.time_is_exact) a sample is
+sized in operations, not seconds: a warm-up of ICOUNT_WARMUP seconds of instruction-time (at
+most `warmup_time`) measures the rate, which fits one timed interval to about ICOUNT_OPS
+operations of all tasks (at most `duration`), timed to the nanosecond. The figure is exact
+once that many operations are in it, and a guest second (10^9 instructions, ~25 s of TCG on
+the host) is no longer paid per sample (docs/vm.md). `duration`, `warmup_time` and
+`interval` keep their meaning on the host and in tcg and kvm guests.
+
 Metrics, with LKP's names: will-it-scale.per_process_ops or .per_thread_ops
 (ops/s of one task: the workload divided by nr_task, as LKP computes it),
 will-it-scale.workload (ops/s of all tasks), and will-it-scale.scalability
@@ -33,7 +41,7 @@ from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, job_timeout, task_count
 from perflab.benchmarks.will_it_scale import testcases as tc
 from perflab.core.model import HIGHER_IS_BETTER, Sample
-from perflab.core.params import cpu_ids
+from perflab.core.params import cpu_ids, time_is_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import Workdir, WorkdirParams, workdir
 
@@ -44,6 +52,12 @@ WORKLOAD = "will-it-scale.workload"
 SCALABILITY = "will-it-scale.scalability"
 # What the harness prints: one line per event (start, each interval, end), with the event's details.
 RAW = {"wis.tasks": "tasks", "wis.ops": "ops", "wis.intervals": "intervals"}
+# Under icount: operations (of all tasks) in a sample, and the warm-up that fits its window.
+# 20,000 operations put a count's quantisation at 0.005% and cost 7 ms (getppid1) to 60 ms
+# (signal1) of instruction-time; figures agree with 1-second samples within their boot-to-boot
+# spread (tools/bench/kernel_seconds.py).
+ICOUNT_OPS = 20000
+ICOUNT_WARMUP = 0.01
 
 Testcase = Literal[tuple(tc.TESTCASES)]  # type: ignore[valid-type]
 
@@ -110,6 +124,8 @@ class WillItScaleSession(Session):
         cpus = cpu_ids()
         placement = (f"task i bound to CPU cpus[i mod {len(cpus)}] of {cpus}" if params.bind
                      else "the scheduler's choice")
+        # Under icount a sample is a number of operations (see the module's docstring).
+        self.sized_in_ops = time_is_exact()
         name = f"will-it-scale {params.test} {params.mode} x{params.nr_task}"
         stored = params.model_dump()
         stored.pop("dir")     # where the files go, not what is measured
@@ -118,12 +134,22 @@ class WillItScaleSession(Session):
             stored.pop("fs_size")
         super().__init__(name=name, params=stored, facts={
             "placement": placement, "benchmark_aslr": "off (personality ADDR_NO_RANDOMIZE)",
-            "thp_in_effect": thp_fact, **workdir.facts})
+            "thp_in_effect": thp_fact, **workdir.facts,
+            **({"wis_sample": f"about {ICOUNT_OPS} operations of all tasks in one interval fitted by a "
+                              f"{self.warmup_seconds():g} s warm-up (instruction-time; duration {params.duration:g} s "
+                              "at most)"} if self.sized_in_ops else {})})
+
+    def warmup_seconds(self) -> float:
+        """Under icount: the warm-up that measures the rate (the harness needs one to fit the window)."""
+        return min(self.p.warmup_time, ICOUNT_WARMUP) if self.p.warmup_time > 0 else ICOUNT_WARMUP
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
         p = self.p
-        argv = [self.binary, "-m", p.mode, "-n", str(p.nr_task), "-d", repr(p.duration), "-w", repr(p.warmup_time),
+        warmup = self.warmup_seconds() if self.sized_in_ops else p.warmup_time
+        argv = [self.binary, "-m", p.mode, "-n", str(p.nr_task), "-d", repr(p.duration), "-w", repr(warmup),
                 "-i", repr(p.interval), "-H", self.harness_thp, "-D", self.workdir]
+        if self.sized_in_ops:
+            argv += ["-N", str(ICOUNT_OPS)]
         if not p.bind:
             argv.append("-B")
         return [ProcessSpec(argv, item=p.test, cwd=self.workdir, timeout=self.timeout, no_aslr=True)]

@@ -9,10 +9,16 @@ the same questions whatever it is — it knows none by name:
     with target.preparing(needs, what) as p:  the family's session is entered here (its
         session = family.session(...)          programs built static for a guest, its CPU
                                                shares the guest's vCPUs, its work dirs disks)
-    with target.open(prepared, session, rounds, needs) as place:
-        place.execute(spec, wrapper=..., hooks=...)   the host executor's signature
-        place.facts                                   what the run's environment records
+    with target.open([Opening(prepared, session, rounds, needs), ...], execute) as place:
+        run_in = place.admit(i)                       one job's share of the place
+        run_in.execute(spec, wrapper=..., hooks=...)  the host executor's signature
+        run_in.facts                                  what the run's environment records
     target.params(params), target.mark(samples)       what keeps its figures apart
+
+A place is opened once for every job that may share it: jobs whose targets give the same
+`share_key` and that follow one another in the invocation (a guest booted once for all the
+jobs of a job file on one kernel and machine). A target whose key is None opens a place per
+job (the host: there is nothing to bring up).
 
 A target that cannot be brought up raises perflab.core.errors.TargetDown; the loop records
 the run failed with a BootFailure and goes on with the other jobs.
@@ -79,11 +85,36 @@ class Toolchain:
 
 
 @dataclass
-class Place:
-    """An opened target: how a process starts there, and what the run's environment records of it."""
+class Opening:
+    """One job's share of a place being opened: its target's preparation, its entered session,
+    the rounds it will run (warm-ups and repetitions) and what its family needs."""
+
+    prepared: Any
+    session: Any
+    rounds: int
+    needs: frozenset[str] = frozenset()
+
+
+@dataclass
+class RunIn:
+    """Where one job's processes start in an opened place, and what its run records of it."""
 
     execute: Executor
     facts: dict = field(default_factory=dict)
+
+
+@dataclass
+class Place:
+    """An opened target: how a process starts there, and what the run's environment records of
+    it. A place opened for several jobs gives each its own `admit`: the same executor and facts
+    unless the target says otherwise (a guest's per-job programs, and which job of its boot)."""
+
+    execute: Executor
+    facts: dict = field(default_factory=dict)
+
+    def admit(self, index: int) -> RunIn:
+        """The `index`-th job the place was opened for, about to run."""
+        return RunIn(self.execute, dict(self.facts))
 
 
 class Target:
@@ -133,10 +164,14 @@ class Target:
         with self.toolchain.building():
             yield None
 
+    def share_key(self, needs: frozenset[str], params: dict) -> Any:
+        """Jobs whose targets give the same key, one after another, run in one opened place;
+        None (the default): this job opens a place of its own."""
+        return None
+
     @contextlib.contextmanager
-    def open(self, prepared: Any, session, rounds: int, needs: frozenset[str],
-             execute: Executor) -> Iterator[Place]:
-        """The place the session's processes run; `execute` is the host's executor (or a test's)."""
+    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
+        """The place the openings' processes run; `execute` is the host's executor (or a test's)."""
         yield Place(execute, {})
 
     def params(self, params: dict) -> dict:

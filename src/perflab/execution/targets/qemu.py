@@ -1,4 +1,4 @@
-"""A kernel booted in QEMU (tcg | icount | kvm): boot it once per atomic job, run the job inside.
+"""A kernel booted in QEMU (tcg | icount | kvm): booted once for the jobs that share it, run them inside.
 
 The family's session is entered with its C programs built static (`cbuild.static_programs`)
 and its CPU shares the guest's vCPUs; the kernel boots with those programs in the initramfs
@@ -26,7 +26,8 @@ from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.targets import HOST_PROGRAMS, WRITABLE_HOST_TREE, Executor, Place, Target, Toolchain
+from perflab.execution.targets import (HOST_PROGRAMS, WRITABLE_HOST_TREE, Executor, Opening, Place, RunIn, Target,
+                                      Toolchain)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
@@ -198,30 +199,39 @@ class Qemu(Target):
             yield prepared
         prepared.disks = disks
 
+    def share_key(self, needs: frozenset[str], params: dict):
+        """Jobs on the same kernel and machine share one boot; a job with a file system of its
+        own (`fs:`) gets a fresh guest, so that no job's files or page cache meet another's."""
+        if params.get("fs"):
+            return None
+        return ("qemu", os.path.realpath(self.kernel), repr(sorted(self.machine.items())))
+
     @contextlib.contextmanager
-    def open(self, prepared: _Prepared, session, rounds: int, needs: frozenset[str],
-             execute: Executor) -> Iterator[Place]:
-        """Boot the kernel with the session's programs; the place runs processes in the guest."""
+    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
+        """Boot the kernel once with every opening's programs; each job's processes run in the guest."""
         spec = self.spec()
-        disks = prepared.disks
-        rooted = HOST_PROGRAMS in needs
-        plan = modules.plan(spec.kernel, _modules_needed(rooted, disks), f"{prepared.what} in a VM guest")
-        files = {} if rooted else files_of(session, rounds)
+        what = openings[0].prepared.what if len(openings) == 1 else f"{len(openings)} jobs"
+        disks = [d for o in openings for d in o.prepared.disks]
+        rooted = [HOST_PROGRAMS in o.needs for o in openings]
+        plan = modules.plan(spec.kernel, _modules_needed(any(rooted), disks), f"{what} in a VM guest")
+        files: list[dict[str, str]] = []
+        boot_files: dict[str, str] = {}
+        for o, host_programs in zip(openings, rooted):
+            files.append({} if host_programs else _placed(files_of(o.session, o.rounds), boot_files))
+            boot_files.update(files[-1])
         staged = {f"{STAGE}{path}": data for d in disks for path, data in d.staged().items()}
         setup = [*modules.setup_lines(plan), *disk.setup_lines(disks)]
-        if rooted:
+        if any(rooted):
             setup += modules.share_root_lines(HOST_ROOT)
         if self.exact_time:
             # Last, once the devices are up: the first sample must read what the fifth does.
             setup.append("settle {ppm} {max_ms} {calls} {agree}".format(**SETTLE))
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
-        spec = replace(spec, share_root=rooted, drives=tuple(d.image for d in disks if d.image))
-        with boot(spec, files={**files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
-            yield Place(_GuestExecutor(guest, files, rooted, disks, staged).execute,
-                        {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
-                         "guest_programs": "the host's, over 9p (read-only root, chroot)" if rooted
-                         else "static (-static)",
-                         "guest_modules": " ".join(p.stem for p in plan.load)})
+        spec = replace(spec, share_root=any(rooted), drives=tuple(d.image for d in disks if d.image))
+        with boot(spec, files={**boot_files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
+            facts = {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
+                     "guest_modules": " ".join(p.stem for p in plan.load)}
+            yield _GuestPlace(guest, facts, openings, files, rooted, staged)
 
     def params(self, params: dict) -> dict:
         machine = self.machine
@@ -240,6 +250,32 @@ class Qemu(Target):
         vm = self.machine
         return {"vm_mode": str(vm["mode"]), "vm_cpus": str(vm["cpus"]), "vm_memory_mib": str(vm["memory"]),
                 "kernel_path": str(self.kernel), "host_kernel": os.uname().release}
+
+
+class _GuestPlace(Place):
+    """A booted guest shared by the jobs it was opened for, in their order: each job gets an
+    executor of its own (its programs' guest paths, its root, its directories) and records
+    which of the boot's jobs it was, since what ran before it in the guest is part of its state."""
+
+    def __init__(self, guest, facts: dict, openings: list[Opening], files: list[dict], rooted: list[bool],
+                 staged: dict):
+        super().__init__(self._unadmitted, facts)
+        self.guest, self.openings, self.files, self.rooted, self.staged = guest, openings, files, rooted, staged
+        self.admitted = 0
+
+    def _unadmitted(self, spec, **kwargs):
+        raise RuntimeError("a guest's processes start through the executor admit() gives")
+
+    def admit(self, index: int) -> RunIn:
+        o = self.openings[index]
+        run = _GuestExecutor(self.guest, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
+        self.admitted += 1
+        return RunIn(run.execute, {
+            **self.facts,
+            "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]
+                               else "static (-static)"),
+            # Which job of the boot this was: 1 of 1 for a guest of its own.
+            "vm_boot_job": str(self.admitted), "vm_boot_jobs": str(len(self.openings))})
 
 
 class _GuestExecutor:
@@ -298,6 +334,20 @@ def files_of(session, rounds: int) -> dict[str, str]:
                 elif i == 0:
                     raise PerflabError(f"{word} is not a static program: it cannot run in the guest")
     return files
+
+
+def _placed(wanted: dict[str, str], taken: dict[str, str]) -> dict[str, str]:
+    """A session's programs (guest path -> host file) where they go in a guest that also holds
+    `taken`: a program whose guest path another session's different program holds moves to a
+    directory of its own under GUEST_BIN."""
+    out: dict[str, str] = {}
+    for path, host in wanted.items():
+        n = 0
+        while taken.get(path, host) != host or out.get(path, host) != host:
+            n += 1
+            path = f"{GUEST_BIN}/{n}/{os.path.basename(host)}"
+        out[path] = host
+    return out
 
 
 def _rewrite(argv: list[str], files: dict[str, str]) -> list[str]:

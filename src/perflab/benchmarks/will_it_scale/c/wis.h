@@ -87,6 +87,7 @@ static struct {
 	enum wis_mode mode;
 	unsigned ntasks;
 	double duration, warmup, interval;
+	unsigned long long ops_target;  /* -N: the measured part sized to this many ops (0: -d) */
 	int bind;
 	enum wis_thp thp;
 	const char *dir;
@@ -303,13 +304,18 @@ static void wis_usage(void)
 	char text[2048];
 	int n = snprintf(text, sizeof text,
 		"usage: %s [-m process|thread] [-n TASKS] [-d SECONDS] [-w SECONDS] [-i SECONDS]\n"
-		"       %*s [-B] [-H always|never|madvise|system] [-D DIR] [-h]\n"
+		"       %*s [-N OPS] [-B] [-H always|never|madvise|system] [-D DIR] [-h]\n"
 		"%s: %s\n"
 		"  -m MODE     tasks are processes (default) or threads\n"
 		"  -n TASKS    number of tasks (default 1)\n"
 		"  -d SECONDS  measured duration (default 5)\n"
 		"  -w SECONDS  warm-up before it, reported as warm-up intervals (default 1)\n"
 		"  -i SECONDS  reporting interval (default 1)\n"
+		"  -N OPS      size the measured part in operations: one interval whose length\n"
+		"              the warm-up's rate fits to about OPS operations of all tasks (at\n"
+		"              most -d seconds), its elapsed time to the nanosecond (for clocks\n"
+		"              that count instructions, where a figure is exact once enough\n"
+		"              operations are in it; needs -w > 0)\n"
 		"  -B          do not bind task i to the i-th allowed CPU (modulo their number)\n"
 		"  -H POLICY   transparent huge pages for this run: never (prctl), always\n"
 		"              (madvise on the testcase's mappings), madvise or system (as set)\n"
@@ -322,7 +328,7 @@ static void wis_parse_options(int argc, char **argv)
 {
 	int c;
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":m:n:d:w:i:BH:D:h")) != -1) {
+	while ((c = getopt(argc, argv, ":m:n:d:w:i:N:BH:D:h")) != -1) {
 		switch (c) {
 		case 'm':
 			wis.mode = (enum wis_mode)pl_parse_choice('m', optarg, wis_mode_names, 2, "process or thread");
@@ -340,6 +346,9 @@ static void wis_parse_options(int argc, char **argv)
 			wis.interval = pl_parse_seconds('i', optarg, 0);
 			if (wis.interval < 0.001)
 				pl_usage_error("-i: invalid value '%.100s' (at least 0.001 seconds)", optarg);
+			break;
+		case 'N':
+			wis.ops_target = pl_parse_uint('N', optarg, 1, 1ULL << 50);
 			break;
 		case 'B':
 			wis.bind = 0;
@@ -364,6 +373,8 @@ static void wis_parse_options(int argc, char **argv)
 	}
 	if (optind < argc)
 		pl_usage_error("unexpected argument '%.100s' (see -h)", argv[optind]);
+	if (wis.ops_target && wis.warmup <= 0)
+		pl_usage_error("-N: needs a warm-up (-w > 0) to fit the measured part to the operations");
 
 	const char *what = "-D";
 	if (!wis.dir) {
@@ -686,6 +697,8 @@ int main(int argc, char **argv)
 	pl_line_num(&line, "duration_s", wis.duration);
 	pl_line_num(&line, "warmup_s", wis.warmup);
 	pl_line_num(&line, "interval_s", wis.interval);
+	if (wis.ops_target)
+		pl_line_int(&line, "ops_target", (long long)wis.ops_target);
 	pl_line_end(&line);
 
 	/* interval boundaries are fixed offsets from the start, so they do not drift */
@@ -697,6 +710,7 @@ int main(int argc, char **argv)
 	long nwarm = (long)((warm_ns + step_ns - 1) / step_ns);
 	long nmeas = (long)((dur_ns + step_ns - 1) / step_ns);
 	int64_t t0 = pl_now_ns(), last = t0;
+	unsigned long long warm_ops = 0;
 	close(wis.gate[1]);
 	wis.gate[1] = -1;
 	for (long k = 1; k <= nwarm + nmeas; k++) {
@@ -717,8 +731,10 @@ int main(int argc, char **argv)
 		pl_line_start(&line, wis_out, wis_out_cap, "wis.ops", (double)sum, "ops");
 		pl_line_str(&line, "event", "interval");
 		pl_line_bool(&line, "warmup", warm);
-		/* whole microseconds, the resolution the interval was always reported in */
-		pl_line_num(&line, "elapsed", (double)((now - last + 500) / 1000) / 1e6);
+		if (wis.ops_target)     /* the nanosecond: an instruction, where the clock counts them */
+			pl_line_num(&line, "elapsed", (double)(now - last) / 1e9);
+		else                    /* whole microseconds, the resolution the interval was always reported in */
+			pl_line_num(&line, "elapsed", (double)((now - last + 500) / 1000) / 1e6);
 		pl_line_key(&line, "ops");
 		for (unsigned n = 0; n < wis.ntasks; n++)
 			pl_put(&line, "%s%llu", n ? ", " : "[", delta[n]);
@@ -726,6 +742,16 @@ int main(int argc, char **argv)
 		last = now;
 		wis_check_tasks();
 		pl_line_end(&line);
+		if (warm)
+			warm_ops += sum;
+		if (wis.ops_target && k == nwarm) {
+			/* the warm-up's rate fits one measured interval to ops_target operations, within
+			   [1 ms, -d]; no operation in the warm-up: -d as it is */
+			double fit = warm_ops ? (double)wis.ops_target * (double)(last - t0) / (double)warm_ops : (double)dur_ns;
+			dur_ns = fit < 1e6 ? 1000000 : fit > (double)dur_ns ? dur_ns : (int64_t)(fit + 0.5);
+			step_ns = dur_ns;
+			nmeas = 1;
+		}
 	}
 
 	wis_shutdown_tasks();
