@@ -124,3 +124,21 @@ def test_the_parser_refuses_garbage():
                 out(1.0, [1, -2]), good + "\n" + good):
         with pytest.raises(ItemFailed):
             parse_output(bad, 2)
+
+
+def test_records_mode_stops_after_that_many_records_past_a_warm_up(tmp_path):
+    """-R (the icount sample): RECORDS records of all threads are counted after a warm-up of a
+    quarter of them; each thread's record in flight at the stop is completed and counted."""
+    binary = cbuild.build("ebizzy", SOURCE_DIR, flags=BUILD_FLAGS, libs=BUILD_LIBS)
+    for threads in (1, 3):
+        proc = subprocess.run([str(binary), "-t", str(threads), "-n", "2", "-s", "65536", "-S", "1000", "-R", "400"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        lines = [json.loads(line) for line in proc.stdout.splitlines()]
+        records = [e["value"] for e in lines if e["metric"] == "ebizzy.records"]
+        elapsed = next(e["value"] for e in lines if e["metric"] == "ebizzy.elapsed")
+        assert len(records) == threads
+        # -S 1000 would take 1000 s: the records ended the run
+        assert 400 <= sum(records) <= 400 + threads - 1 and 0 < elapsed < 60
+    proc = subprocess.run([str(binary), "-R", "0"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2 and "-R" in proc.stderr and len(proc.stderr.splitlines()) == 1

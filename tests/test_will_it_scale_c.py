@@ -315,3 +315,20 @@ def test_thp_policy_is_applied_and_recorded(binaries, policy):
     lines = events(proc.stdout)
     assert lines[0]["thp"] == policy and lines[0]["thp_system"]
     assert sum(lines[1]["ops"]) > 0
+
+
+def test_ops_mode_fits_one_measured_interval_to_the_operations(binaries):
+    """-N (the icount sample): one measured interval, its length fitted from the warm-up's rate
+    to about N operations (at most -d), its elapsed time to the nanosecond."""
+    proc = subprocess.run([binaries["getppid1"], "-w", "0.05", "-d", "5", "-N", "20000"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    got = events(proc.stdout)
+    assert got[0]["ops_target"] == 20000
+    measured = [e for e in got if e["event"] == "interval" and not e["warmup"]]
+    assert len(measured) == 1
+    # far fewer than 5 s of getppid; the count is near 20,000 whatever the machine's load did
+    assert measured[0]["elapsed"] < 2.5 and 2000 < sum(measured[0]["ops"]) < 200000
+    assert got[-1]["event"] == "end"
+    proc = subprocess.run([binaries["getppid1"], "-w", "0", "-N", "100"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "-N" in proc.stderr

@@ -14,6 +14,12 @@ fastest thread), ebizzy.throughput.per_thread.stddev_percent (the population
 standard deviation of the per-thread figures as a percentage of the total
 throughput, as LKP defines it), and ebizzy.time.real / .user / .sys (the
 timed seconds, and the CPU time of the process from wait4).
+
+Under icount (a guest whose clock counts instructions: core.params.time_is_exact) a sample is
+a number of records, not `duration` seconds: the threads stop once they have completed
+records_under_icount(chunk_size) between them (ICOUNT_BYTES of chunks copied or touched), and
+the figure is those records over the instruction-time they took. `duration` keeps its
+meaning on the host and in tcg and kvm guests (docs/vm.md).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from perflab.benchmarks import protocol
 from perflab.benchmarks.base import (Family, ItemFailed, Metric, Params, Session, catalog_of, cpu_time_metrics,
                                      job_timeout, task_count)
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.core.params import time_is_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 
 SOURCE_DIR = Path(__file__).resolve().parent / "c"
@@ -49,6 +56,15 @@ TIME_USER, TIME_SYS = cpu_time_metrics("ebizzy.time.user", "ebizzy.time.sys", "o
 METRICS = catalog_of(THROUGHPUT, PER_THREAD_MIN, PER_THREAD_MAX, PER_THREAD_SPREAD, TIME_REAL, TIME_USER, TIME_SYS)
 # What the program prints (the runtime's metric lines): the timed seconds, and each thread's records.
 RAW = {"ebizzy.elapsed": "s", "ebizzy.records": "records"}
+# Under icount: a sample is the records that copy (or touch) this many bytes of chunks, at least
+# ICOUNT_MIN_RECORDS (see records_under_icount).
+ICOUNT_BYTES = 256 << 20
+ICOUNT_MIN_RECORDS = 64
+
+
+def records_under_icount(chunk_size: int) -> int:
+    """Records in an icount sample: 512 of the default 512 KiB chunks (37 ms of instruction-time)."""
+    return max(ICOUNT_MIN_RECORDS, ICOUNT_BYTES // max(chunk_size, 1))
 
 def parse_size(value) -> int:
     """512, '512k', '4M', '1G' -> bytes (binary multiples)."""
@@ -121,17 +137,21 @@ class EbizzySession(Session):
         self.p = params
         self.binary = str(binary)
         self.timeout = job_timeout(job, params.duration + 60)
+        # Under icount a sample is a number of records (see the module's docstring).
+        self.records = records_under_icount(params.chunk_size) if time_is_exact() else None
         flags = "".join(f for f, on in (("m", params.mmap), ("T", params.touch)) if on)
         name = f"ebizzy -{flags}t {params.nr_threads}" if flags else f"ebizzy -t {params.nr_threads}"
         super().__init__(name=name, params=params.model_dump(), facts={
             "placement": "the scheduler's choice (threads not bound)",
             "benchmark_aslr": "on (the system's setting)",
-            "ebizzy_memory_mb": round(params.chunks * params.chunk_size / (1 << 20), 3)})
+            "ebizzy_memory_mb": round(params.chunks * params.chunk_size / (1 << 20), 3),
+            **({"ebizzy_sample": f"{self.records} records of all threads (instruction-time; not duration)"}
+               if self.records else {})})
 
     def processes(self, repetition: int) -> list[ProcessSpec]:
         p = self.p
         argv = [self.binary, "-t", str(p.nr_threads), "-n", str(p.chunks), "-s", str(p.chunk_size),
-                "-S", repr(p.duration)]
+                "-S", repr(p.duration), *(["-R", str(self.records)] if self.records else [])]
         argv += [flag for flag, on in (("-m", p.mmap), ("-T", p.touch), ("-r", p.random)) if on]
         return [ProcessSpec(argv, item="ebizzy", timeout=self.timeout)]
 

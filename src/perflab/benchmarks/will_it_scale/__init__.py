@@ -12,11 +12,12 @@ can be written (and restored afterwards), else per process (prctl for
 What was in effect is recorded with the run.
 
 Under icount (a guest whose clock counts instructions: core.params.time_is_exact) a sample is
-sized in operations, not seconds: a warm-up of ICOUNT_WARMUP seconds of instruction-time (at
-most `warmup_time`) measures the rate, which fits one timed interval to about ICOUNT_OPS
-operations of all tasks (at most `duration`), timed to the nanosecond. The figure is exact
-once that many operations are in it, and a guest second (10^9 instructions, ~25 s of TCG on
-the host) is no longer paid per sample (docs/vm.md). `duration`, `warmup_time` and
+sized in work, not seconds: a warm-up of ICOUNT_WARMUP seconds of instruction-time (at most
+`warmup_time`) measures the rate, which fits one timed interval to about ICOUNT_OPS
+operations of all tasks and at least ICOUNT_LEAST of instruction-time (5*10^7 instructions;
+at most `duration`), timed to the nanosecond. The figure is exact once that much work is in
+it, and a guest second (10^9 instructions, ~25 s of TCG on the host) is no longer paid per
+sample (docs/vm.md). `duration`, `warmup_time` and
 `interval` keep their meaning on the host and in tcg and kvm guests.
 
 Metrics, with LKP's names: will-it-scale.per_process_ops or .per_thread_ops
@@ -52,11 +53,12 @@ WORKLOAD = "will-it-scale.workload"
 SCALABILITY = "will-it-scale.scalability"
 # What the harness prints: one line per event (start, each interval, end), with the event's details.
 RAW = {"wis.tasks": "tasks", "wis.ops": "ops", "wis.intervals": "intervals"}
-# Under icount: operations (of all tasks) in a sample, and the warm-up that fits its window.
-# 20,000 operations put a count's quantisation at 0.005% and cost 7 ms (getppid1) to 60 ms
-# (signal1) of instruction-time; figures agree with 1-second samples within their boot-to-boot
-# spread (tools/bench/kernel_seconds.py).
+# Under icount: operations (of all tasks) in a sample, its least instruction-time, and the
+# warm-up that fits its window. 20,000 operations put a count's quantisation at 0.005%; the
+# timer ticks (4 ms apart) that fall in a window moved getppid1's 6.6 ms window by 0.13%
+# between two samples, a 50 ms one by less than 0.02% (tools/bench/kernel_seconds.py).
 ICOUNT_OPS = 20000
+ICOUNT_LEAST = 0.05
 ICOUNT_WARMUP = 0.01
 
 Testcase = Literal[tuple(tc.TESTCASES)]  # type: ignore[valid-type]
@@ -135,7 +137,8 @@ class WillItScaleSession(Session):
         super().__init__(name=name, params=stored, facts={
             "placement": placement, "benchmark_aslr": "off (personality ADDR_NO_RANDOMIZE)",
             "thp_in_effect": thp_fact, **workdir.facts,
-            **({"wis_sample": f"about {ICOUNT_OPS} operations of all tasks in one interval fitted by a "
+            **({"wis_sample": f"about {ICOUNT_OPS} operations of all tasks, at least "
+                              f"{min(ICOUNT_LEAST, params.duration):g} s, in one interval fitted by a "
                               f"{self.warmup_seconds():g} s warm-up (instruction-time; duration {params.duration:g} s "
                               "at most)"} if self.sized_in_ops else {})})
 
@@ -149,7 +152,7 @@ class WillItScaleSession(Session):
         argv = [self.binary, "-m", p.mode, "-n", str(p.nr_task), "-d", repr(p.duration), "-w", repr(warmup),
                 "-i", repr(p.interval), "-H", self.harness_thp, "-D", self.workdir]
         if self.sized_in_ops:
-            argv += ["-N", str(ICOUNT_OPS)]
+            argv += ["-N", str(ICOUNT_OPS), "-L", repr(min(ICOUNT_LEAST, p.duration))]
         if not p.bind:
             argv.append("-B")
         return [ProcessSpec(argv, item=p.test, cwd=self.workdir, timeout=self.timeout, no_aslr=True)]

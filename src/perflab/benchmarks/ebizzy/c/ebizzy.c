@@ -15,7 +15,13 @@
  * workload its published figures measure, and it is the default here; -r
  * picks the chunk and the key with a real generator (per thread) instead.
  *
- *   ebizzy [-m] [-T] [-r] [-t THREADS] [-n CHUNKS] [-s BYTES] [-S SECONDS]
+ *   ebizzy [-m] [-T] [-r] [-t THREADS] [-n CHUNKS] [-s BYTES] [-S SECONDS] [-R RECORDS]
+ *
+ * -R sizes the run in work instead of time: after a warm-up of RECORDS/4
+ * records of all threads (untimed, uncounted: the first records fault their
+ * buffers in), the clock starts, and the threads stop once they have completed
+ * RECORDS more between them; elapsed ends at that record (for clocks that count
+ * instructions, where a fixed amount of work is the sample).
  *
  * prints metric lines on stdout (the runtime's protocol, core/c/perflab.h):
  *
@@ -56,6 +62,9 @@ static unsigned threads = 1;
 static size_t nchunks = 10;
 static size_t chunk_bytes = sizeof(record) * 64 * 1024;   /* 512 KiB on 64-bit */
 static double seconds = 10.0;
+static unsigned long records_target;    /* -R: stop after this many records of all threads (0: -S) */
+static unsigned long records_total, records_warmup;
+static int64_t started_at, stopped_at;
 static size_t page;
 
 static record **chunk_table;
@@ -66,7 +75,8 @@ struct worker {
 	pthread_t tid;
 	unsigned nr;
 	unsigned long records;
-	char pad[SLOT - sizeof(pthread_t) - sizeof(unsigned) - sizeof(unsigned long)];
+	unsigned long base;             /* -R: its records when the warm-up ended */
+	char pad[SLOT - sizeof(pthread_t) - sizeof(unsigned) - 2 * sizeof(unsigned long)];
 };
 static struct worker *workers;
 
@@ -146,6 +156,19 @@ static void *worker_main(void *arg)
 		}
 		put_memory(buffer, chunk_bytes);
 		done++;
+		if (records_target) {
+			__atomic_store_n(&w->records, done, __ATOMIC_RELAXED);
+			unsigned long total = __atomic_add_fetch(&records_total, 1, __ATOMIC_RELAXED);
+			if (total == records_warmup) {
+				/* the warm-up is over: what every thread did so far is not counted */
+				for (unsigned i = 0; i < threads; i++)
+					workers[i].base = __atomic_load_n(&workers[i].records, __ATOMIC_RELAXED);
+				started_at = pl_now_ns();
+			} else if (total == records_warmup + records_target) {
+				stopped_at = pl_now_ns();
+				__atomic_store_n(&stop_flag, 1, __ATOMIC_RELEASE);
+			}
+		}
 	}
 	w->records = done;
 	return NULL;
@@ -158,7 +181,7 @@ int main(int argc, char **argv)
 	pl_progname = "ebizzy";
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":mTrt:n:s:S:h")) != -1) {
+	while ((c = getopt(argc, argv, ":mTrt:n:s:S:R:h")) != -1) {
 		switch (c) {
 		case 'm': use_mmap = 1; break;
 		case 'T': touch_only = 1; break;
@@ -167,15 +190,17 @@ int main(int argc, char **argv)
 		case 'n': nchunks = (size_t)pl_parse_uint('n', optarg, 1, 1u << 20); break;
 		case 's': chunk_bytes = (size_t)pl_parse_uint('s', optarg, sizeof(record), (size_t)1 << 40); break;
 		case 'S': seconds = pl_parse_seconds('S', optarg, 0); break;
+		case 'R': records_target = (unsigned long)pl_parse_uint('R', optarg, 1, 1UL << 40); break;
 		case 'h':
-			printf("usage: %s [-m] [-T] [-r] [-t THREADS] [-n CHUNKS] [-s BYTES] [-S SECONDS]\n", argv[0]);
+			printf("usage: %s [-m] [-T] [-r] [-t THREADS] [-n CHUNKS] [-s BYTES] [-S SECONDS] [-R RECORDS]\n", argv[0]);
 			return 0;
 		case ':': pl_usage_error("-%c: missing value", optopt);
-		default: pl_usage_error("-%c: unknown option (valid: -m -T -r -t -n -s -S)", optopt);
+		default: pl_usage_error("-%c: unknown option (valid: -m -T -r -t -n -s -S -R)", optopt);
 		}
 	}
 	if (optind < argc)
 		pl_usage_error("unexpected argument '%.100s'", argv[optind]);
+	records_warmup = records_target / 4 ? records_target / 4 : 1;
 	if (chunk_bytes % sizeof(record))
 		chunk_bytes -= chunk_bytes % sizeof(record);
 
@@ -203,13 +228,22 @@ int main(int argc, char **argv)
 
 	pthread_barrier_wait(&gate);
 	int64_t start = pl_now_ns();
-	struct timespec rest = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-	while (nanosleep(&rest, &rest) == -1 && errno == EINTR)
-		;
-	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
-	double elapsed = pl_seconds_since(start);
-	for (unsigned i = 0; i < threads; i++)
-		pthread_join(workers[i].tid, NULL);
+	double elapsed;
+	if (records_target) {
+		for (unsigned i = 0; i < threads; i++)
+			pthread_join(workers[i].tid, NULL);
+		elapsed = (double)(stopped_at - started_at) / 1e9;
+		for (unsigned i = 0; i < threads; i++)
+			workers[i].records -= workers[i].base;
+	} else {
+		struct timespec rest = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+		while (nanosleep(&rest, &rest) == -1 && errno == EINTR)
+			;
+		__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
+		elapsed = pl_seconds_since(start);
+		for (unsigned i = 0; i < threads; i++)
+			pthread_join(workers[i].tid, NULL);
+	}
 
 	pl_metric("ebizzy.elapsed", elapsed, "s");
 	for (unsigned i = 0; i < threads; i++)

@@ -88,6 +88,7 @@ static struct {
 	unsigned ntasks;
 	double duration, warmup, interval;
 	unsigned long long ops_target;  /* -N: the measured part sized to this many ops (0: -d) */
+	double least;                   /* -L: with -N, the measured part's least length */
 	int bind;
 	enum wis_thp thp;
 	const char *dir;
@@ -106,7 +107,7 @@ static struct {
 	char **paths;                   /* files and directories to remove at exit */
 	unsigned char *path_is_dir;
 	unsigned npaths, path_cap;
-} wis = { .mode = WIS_PROCESS, .ntasks = 1, .duration = 5, .warmup = 1, .interval = 1,
+} wis = { .mode = WIS_PROCESS, .ntasks = 1, .duration = 5, .warmup = 1, .interval = 1, .least = 0.001,
 	  .bind = 1, .thp = WIS_THP_SYSTEM, .gate = { -1, -1 } };
 
 /* the task the calling thread runs, for error messages (-1: the harness) */
@@ -304,7 +305,7 @@ static void wis_usage(void)
 	char text[2048];
 	int n = snprintf(text, sizeof text,
 		"usage: %s [-m process|thread] [-n TASKS] [-d SECONDS] [-w SECONDS] [-i SECONDS]\n"
-		"       %*s [-N OPS] [-B] [-H always|never|madvise|system] [-D DIR] [-h]\n"
+		"       %*s [-N OPS [-L SECONDS]] [-B] [-H always|never|madvise|system] [-D DIR] [-h]\n"
 		"%s: %s\n"
 		"  -m MODE     tasks are processes (default) or threads\n"
 		"  -n TASKS    number of tasks (default 1)\n"
@@ -316,6 +317,7 @@ static void wis_usage(void)
 		"              most -d seconds), its elapsed time to the nanosecond (for clocks\n"
 		"              that count instructions, where a figure is exact once enough\n"
 		"              operations are in it; needs -w > 0)\n"
+		"  -L SECONDS  with -N: the measured interval's least length (default 0.001)\n"
 		"  -B          do not bind task i to the i-th allowed CPU (modulo their number)\n"
 		"  -H POLICY   transparent huge pages for this run: never (prctl), always\n"
 		"              (madvise on the testcase's mappings), madvise or system (as set)\n"
@@ -328,7 +330,7 @@ static void wis_parse_options(int argc, char **argv)
 {
 	int c;
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":m:n:d:w:i:N:BH:D:h")) != -1) {
+	while ((c = getopt(argc, argv, ":m:n:d:w:i:N:L:BH:D:h")) != -1) {
 		switch (c) {
 		case 'm':
 			wis.mode = (enum wis_mode)pl_parse_choice('m', optarg, wis_mode_names, 2, "process or thread");
@@ -349,6 +351,9 @@ static void wis_parse_options(int argc, char **argv)
 			break;
 		case 'N':
 			wis.ops_target = pl_parse_uint('N', optarg, 1, 1ULL << 50);
+			break;
+		case 'L':
+			wis.least = pl_parse_seconds('L', optarg, 0);
 			break;
 		case 'B':
 			wis.bind = 0;
@@ -697,8 +702,10 @@ int main(int argc, char **argv)
 	pl_line_num(&line, "duration_s", wis.duration);
 	pl_line_num(&line, "warmup_s", wis.warmup);
 	pl_line_num(&line, "interval_s", wis.interval);
-	if (wis.ops_target)
+	if (wis.ops_target) {
 		pl_line_int(&line, "ops_target", (long long)wis.ops_target);
+		pl_line_num(&line, "least_s", wis.least);
+	}
 	pl_line_end(&line);
 
 	/* interval boundaries are fixed offsets from the start, so they do not drift */
@@ -746,9 +753,12 @@ int main(int argc, char **argv)
 			warm_ops += sum;
 		if (wis.ops_target && k == nwarm) {
 			/* the warm-up's rate fits one measured interval to ops_target operations, within
-			   [1 ms, -d]; no operation in the warm-up: -d as it is */
+			   [-L, -d]; no operation in the warm-up: -d as it is */
 			double fit = warm_ops ? (double)wis.ops_target * (double)(last - t0) / (double)warm_ops : (double)dur_ns;
-			dur_ns = fit < 1e6 ? 1000000 : fit > (double)dur_ns ? dur_ns : (int64_t)(fit + 0.5);
+			double least = wis.least * 1e9;
+			if (fit < least)
+				fit = least;
+			dur_ns = fit > (double)dur_ns ? dur_ns : (int64_t)(fit + 0.5);
 			step_ns = dur_ns;
 			nmeas = 1;
 		}
