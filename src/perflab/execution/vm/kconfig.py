@@ -58,8 +58,9 @@ OPTIONS: tuple[tuple[str, str], ...] = (
 )
 NAMES = tuple(name for name, _why in OPTIONS)
 # Set by `perflab kernel config` besides, not required of a kernel: the image carries its own
-# config, which `perflab kernel check bzImage` reads.
-EXTRA = ("IKCONFIG",)
+# config, which `perflab kernel check bzImage` reads; and the PVH entry (under HYPERVISOR_GUEST),
+# through which QEMU boots the vmlinux without the kernel's decompressor (execution.vm.entry).
+EXTRA = ("IKCONFIG", "HYPERVISOR_GUEST", "PVH")
 BASES = ("tinyconfig", "defconfig")
 
 _LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")

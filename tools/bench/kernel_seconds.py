@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Kernels under test in seconds (issue 34): this tree against an earlier one, side by side.
+
+    tools/bench/kernel_seconds.py [--against 1979835] [--rounds 1] [--skip-before-lmbench]
+
+For each round, the two trees alternate (the earlier one first in odd rounds), each with the same
+Python, kernels and QEMU, and a fresh store:
+
+1. will-it-scale getppid1, page_fault1, brk1 and signal1, `--duration 1 --runs 2` on Debian
+   6.1.0-47 under icount (the issue's command): the wall time per kernel, boot included (goal
+   <= 30 s), and each testcase's figure in both trees (the two should agree within the
+   repetitions' spread: instruction-time does not depend on the load).
+2. The quick LMbench-class suite (`perflab run lmbench --quick`) on 6.1.0-47 under icount, boot
+   included (goal <= 45 s).
+3. Boot to the first sample under TCG for 6.1.0-47 and 6.12.107: QEMU started, the agent's
+   HELLO, one process (busybox `true`) run and its result back (goal <= 2 s); the median of
+   five boots per kernel and tree.
+
+The kernels come from perflab's kernel cache (tools/fetch_kernel.py fetches them). Wall times
+move with the machine's load (quoted with each figure); the figures under icount do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+from perflab.execution.vm import kernel as kernels  # noqa: E402
+
+K61 = "linux-image-6.1.0-47-amd64-unsigned"
+K612 = "linux-image-6.12.107+deb12-amd64-unsigned"
+TESTS = ("getppid1", "page_fault1", "brk1", "signal1")
+GOALS = {"wis4": 30.0, "lmbench": 45.0, "first_sample": 2.0}
+
+FIRST_SAMPLE = r"""
+import sys, time
+from perflab.core.process import ProcessSpec
+from perflab.execution.vm import VmSpec, boot
+times = []
+for _ in range(int(sys.argv[2])):
+    started = time.monotonic()
+    with boot(VmSpec(kernel=sys.argv[1], mode="tcg", boot_timeout=120)) as guest:
+        result = guest.execute(ProcessSpec(["/bin/true"], item="true", timeout=30))
+        times.append(time.monotonic() - started)
+        assert result.exit_status == 0, result
+print(" ".join(f"{t:.3f}" for t in times))
+"""
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def perflab(tree: Path, db: Path, *args: str) -> float:
+    """Run `perflab ARGS` from `tree`'s sources into `db`: its wall seconds."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_") and k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tree / "src"), PERFLAB_DB=str(db))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", "from perflab.cli import entry; entry()", *args], env=env,
+                          capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"perflab {' '.join(args)} in {tree} failed:\n{done.stderr[-2000:]}")
+    return seconds
+
+
+def figures(db: Path) -> dict[str, list[float]]:
+    """Each run's per-task ops/s samples, by testcase."""
+    out: dict[str, list[float]] = {}
+    with sqlite3.connect(db) as conn:
+        for params, value in conn.execute(
+                "SELECT r.params, s.value FROM sample s JOIN run r ON r.id = s.run_id "
+                "WHERE s.metric = 'will-it-scale.per_process_ops' ORDER BY s.run_id, s.repetition"):
+            out.setdefault(json.loads(params)["test"], []).append(value)
+    return out
+
+
+def first_sample(tree: Path, kernel: str, boots: int) -> list[float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_") and k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(tree / "src")
+    done = subprocess.run([sys.executable, "-c", FIRST_SAMPLE, kernel, str(boots)], env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"boot of {kernel} from {tree} failed:\n{done.stderr[-2000:]}")
+    return [float(t) for t in done.stdout.split()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", default="1979835", help="the earlier tree's commit (default: before issue 34)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--boots", type=int, default=5, help="boots per kernel and tree for the first sample")
+    parser.add_argument("--skip-before-lmbench", action="store_true", help="measure lmbench in this tree only")
+    args = parser.parse_args()
+
+    k61, k612 = kernels.fetch(K61), kernels.fetch(K612)
+    work = Path(tempfile.mkdtemp(prefix="perflab-kernel-seconds-"))
+    before = work / "before"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.against],
+                   check=True, capture_output=True)
+    trees = {"before": before, "after": ROOT}
+    wall: dict[str, dict[str, list]] = {name: {} for name in trees}
+    seen: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+    try:
+        for round_no in range(args.rounds):
+            order = ["before", "after"] if round_no % 2 == 0 else ["after", "before"]
+            for name in order:
+                tree = trees[name]
+                db = work / f"{name}-{round_no}-wis.db"
+                tests = [w for t in TESTS for w in ("--test", t)]
+                at = load()
+                seconds = perflab(tree, db, "run", "will-it-scale", *tests, "--duration", "1", "--runs", "2",
+                                  "--kernel", str(k61), "--vm", "icount")
+                wall[name].setdefault("wis4", []).append((seconds, at))
+                for test, values in figures(db).items():
+                    seen[name].setdefault(test, []).extend(values)
+                print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s (load {at})",
+                      flush=True)
+                if name == "after" or not args.skip_before_lmbench:
+                    at = load()
+                    seconds = perflab(tree, work / f"{name}-{round_no}-lmbench.db", "run", "lmbench", "--quick",
+                                      "--kernel", str(k61), "--vm", "icount")
+                    wall[name].setdefault("lmbench", []).append((seconds, at))
+                    print(f"[round {round_no + 1}] {name}: lmbench --quick {seconds:.1f} s (load {at})", flush=True)
+                for label, kernel in (("6.1.0-47", k61), ("6.12.107", k612)):
+                    at = load()
+                    times = first_sample(tree, str(kernel), args.boots)
+                    wall[name].setdefault(f"first_sample {label}", []).append((statistics.median(times), at))
+                    print(f"[round {round_no + 1}] {name}: boot to first sample, TCG, {label}: median "
+                          f"{statistics.median(times):.2f} s of {times} (load {at})", flush=True)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], capture_output=True)
+
+    print(f"\n# {args.rounds} round(s), trees alternating; this tree against {args.against}")
+    print(f"{'what':32} {'before':>9} {'after':>9} {'ratio':>7} {'goal':>6}  after/goal")
+    for what in wall["after"]:
+        after = statistics.median(s for s, _ in wall["after"][what])
+        before_s = [s for s, _ in wall["before"].get(what, [])]
+        b = statistics.median(before_s) if before_s else None
+        goal = GOALS["first_sample" if what.startswith("first_sample") else what]
+        print(f"{what:32} {b if b is not None else float('nan'):9.2f} {after:9.2f} "
+              f"{(after / b) if b else float('nan'):7.3f} {goal:6.1f}  {after / goal:.2f}")
+    print("\n# will-it-scale per_process_ops under icount (every sample), before and after")
+    for test in TESTS:
+        b, a = seen["before"].get(test, []), seen["after"].get(test, [])
+        if a and b:
+            mb, ma = statistics.median(b), statistics.median(a)
+            print(f"{test:12} before {mb:14.1f} (spread {(max(b) - min(b)) / mb:.3%})  "
+                  f"after {ma:14.1f} (spread {(max(a) - min(a)) / ma:.3%})  after/before {ma / mb:.4f}")
+
+
+if __name__ == "__main__":
+    main()
