@@ -534,3 +534,9 @@ def test_icount_samples_are_shorter():
     assert guest.mode.target_ms == driver.QUICK.target_ms / driver.ICOUNT_SHORTER
     assert (guest.mode.processes, guest.mode.samples) == (host.mode.processes, host.mode.samples)
     assert host.mode is driver.QUICK
+    # a pass of bw_mem or bw_file is 64 MB, far beyond the sample: one sample a process; lat_mem's
+    # main-memory points at 8 MB, the same sizes as on the host otherwise
+    assert guest.mode.samples_of("bw_mem") == guest.mode.samples_of("bw_file") == 1
+    assert guest.mode.samples_of("lat_syscall") == host.mode.samples_of("lat_syscall") == 3
+    assert guest.own_args("lat_mem", 1)[-2:] == ["-m", "8m"] and "-m" not in host.own_args("lat_mem", 1)
+    assert guest.own_args("bw_mem", 0) == host.own_args("bw_mem", 0) == []

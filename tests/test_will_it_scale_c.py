@@ -332,3 +332,16 @@ def test_ops_mode_fits_one_measured_interval_to_the_operations(binaries):
     assert got[-1]["event"] == "end"
     proc = subprocess.run([binaries["getppid1"], "-w", "0", "-N", "100"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "-N" in proc.stderr
+
+
+@pytest.mark.parametrize("mode, tasks", [("process", 1), ("thread", 2)])
+def test_a_cycling_testcase_measures_its_second_whole_cycle_with_ops_mode(binaries, mode, tasks):
+    """page_fault1's loop maps 128 MB, faults every page and unmaps: with -N its sample is each
+    task's second cycle (the first is the warm-up), timed by the task, so it holds one unmap."""
+    proc = subprocess.run([binaries["page_fault1"], "-m", mode, "-n", str(tasks), "-w", "0.01", "-N", "20000"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    intervals = [e for e in events(proc.stdout) if e["event"] == "interval"]
+    pages = (128 << 20) // os.sysconf("SC_PAGE_SIZE")
+    assert [(e["warmup"], e["ops"]) for e in intervals] == [(True, [pages] * tasks), (False, [pages] * tasks)]
+    assert all(e["elapsed"] > 0 for e in intervals)

@@ -121,9 +121,24 @@ TINY = Mode("tiny", processes=2, samples=1, target_ms=0.5, timeout=120, extra=("
 ICOUNT_SHORTER = 10
 
 
+# Under icount one operation of bw_mem and bw_file is a pass over 64 MB (tens of milliseconds
+# of instruction-time, far beyond the sample length), and its samples agree to 0.01%: one
+# sample a process says what three do. Their sizes stay: at 4 MB glibc's memcpy takes another
+# path (bw.bcopy_libc read 17% faster) and an mmap's fixed cost weighs more (bw.mmap_open_close
+# 3.4% slower), so a smaller size would be another figure (docs/vm.md).
+ICOUNT_SAMPLE_CAPS = (("bw_mem", 1), ("bw_file", 1))
+# lat_mem's main-memory points and its curve stop at 8 MB under icount (the tiny mode's
+# largest): no cache is modelled, a dependent load is the same instructions at any size
+# (mem.main 0.02% and mem.main_random 0.16% from their 64 MB figures, within the spread two
+# boots give mem.l1), and building 64 MB of pointer chains was a second of TCG.
+ICOUNT_LARGEST = 8 << 20
+
+
 def icount_mode(mode: Mode) -> Mode:
-    """The mode's processes and samples, with samples ICOUNT_SHORTER times shorter."""
-    return replace(mode, target_ms=mode.target_ms / ICOUNT_SHORTER)
+    """The mode's processes and samples, with samples ICOUNT_SHORTER times shorter and the caps
+    of ICOUNT_SAMPLE_CAPS."""
+    caps = {**dict(mode.sample_caps), **dict(ICOUNT_SAMPLE_CAPS)}
+    return replace(mode, target_ms=mode.target_ms / ICOUNT_SHORTER, sample_caps=tuple(caps.items()))
 
 
 def mode_for(quick: bool) -> Mode:
@@ -234,11 +249,14 @@ class LmbenchSession(Session):
             stored["min_runs"] = params.min_runs
         if params.mem_curve != "sparse":
             stored["mem_curve"] = params.mem_curve
-        self.mem_args, self.curve_args = mem_args(params.mem_curve, base.name == TINY.name)
+        self.mem_args, self.curve_args = mem_args(params.mem_curve, base.name == TINY.name or icount)
         if base.name == TINY.name:
             stored["tiny"] = True
         tmp_parent = os.path.dirname(workdir)
         facts = {"cc_flags": " ".join(FLAGS), "lmbench_tmpdir": tmp_parent,
+                 **({"lmbench_icount": f"samples {self.mode.target_ms:g} ms; one sample a process for "
+                     + ", ".join(p for p, _ in ICOUNT_SAMPLE_CAPS)
+                     + f"; lat_mem up to {ICOUNT_LARGEST >> 20} MB"} if icount else {}),
                  "lmbench_mem_points": f"L1 {self.mem_args[1]}, L2 {self.mem_args[3]}",
                  "lmbench_tmpdir_fs": filesystem_of(tmp_parent)[0],
                  "placement": "each program pinned to the first CPU it may use"}
@@ -287,7 +305,8 @@ class LmbenchSession(Session):
         if program != "lat_mem":
             return []
         # the curve once per run (its points are not summary figures), in the first process
-        return self.mem_args + (self.curve_args if repetition == 0 else [])
+        main = ["-m", f"{ICOUNT_LARGEST >> 20}m"] if self.exact else []
+        return self.mem_args + main + (self.curve_args if repetition == 0 else [])
 
     def parse(self, spec: ProcessSpec, result: ProcessResult) -> list[Sample]:
         samples = parse_output(spec.item, result.stdout)

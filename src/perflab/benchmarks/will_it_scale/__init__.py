@@ -17,7 +17,8 @@ sized in work, not seconds: a warm-up of ICOUNT_WARMUP seconds of instruction-ti
 operations of all tasks and at least ICOUNT_LEAST of instruction-time (5*10^7 instructions;
 at most `duration`), timed to the nanosecond. The figure is exact once that much work is in
 it, and a guest second (10^9 instructions, ~25 s of TCG on the host) is no longer paid per
-sample (docs/vm.md). `duration`, `warmup_time` and
+sample (docs/vm.md). A testcase whose loop is a cycle (map an area, an operation per page,
+unmap: testcases.CYCLES) is measured over its second whole cycle instead, timed by each task. `duration`, `warmup_time` and
 `interval` keep their meaning on the host and in tcg and kvm guests.
 
 Metrics, with LKP's names: will-it-scale.per_process_ops or .per_thread_ops
@@ -137,7 +138,10 @@ class WillItScaleSession(Session):
         super().__init__(name=name, params=stored, facts={
             "placement": placement, "benchmark_aslr": "off (personality ADDR_NO_RANDOMIZE)",
             "thp_in_effect": thp_fact, **workdir.facts,
-            **({"wis_sample": f"about {ICOUNT_OPS} operations of all tasks, at least "
+            **({"wis_sample": "the second whole cycle of every task (map, an operation per page, unmap), timed "
+                              "by the task from its start to its end; the first is the warm-up (instruction-time)"}
+               if self.sized_in_ops and params.test in tc.CYCLES else
+               {"wis_sample": f"about {ICOUNT_OPS} operations of all tasks, at least "
                               f"{min(ICOUNT_LEAST, params.duration):g} s, in one interval fitted by a "
                               f"{self.warmup_seconds():g} s warm-up (instruction-time; duration {params.duration:g} s "
                               "at most)"} if self.sized_in_ops else {})})

@@ -63,6 +63,10 @@ PARTNERED: frozenset[str] = frozenset({"context_switch1"})
 # (the per-process stand-in for THP "always"); on the others only the
 # system-wide setting changes anything (see docs/will-it-scale.md).
 THP_ADVISED: frozenset[str] = frozenset({"page_fault1", "page_fault2", "page_fault3", "tlb_flush1"})
+# Testcases whose loop is a cycle (map an area, one operation per page, unmap): under icount a
+# sample is their second whole cycle (wis.h, wis_cycle), not a number of operations, since a
+# window of part of a cycle would miss or catch its unmap.
+CYCLES: frozenset[str] = frozenset({"page_fault1", "page_fault2", "page_fault3", "tlb_flush1"})
 
 # The testcases that create files in the -D directory (files, directories).
 USES_FILES: frozenset[str] = frozenset({

@@ -9,6 +9,7 @@ static void task(struct wis_task *t)
 	size_t page = (size_t)getpagesize();
 	wis_ready(t);
 	for (;;) {
+		wis_cycle(t);
 		char *area = mmap(NULL, AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (area == MAP_FAILED)
 			wis_die_errno("mmap of %lu bytes", AREA);
@@ -25,4 +26,5 @@ static const struct wis_testcase testcase = {
 	.name = "page_fault1",
 	.description = "write faults on a private anonymous mapping of 128 MB, one per page",
 	.task = task,
+	.cycles = 1,
 };

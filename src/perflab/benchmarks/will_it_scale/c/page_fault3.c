@@ -11,6 +11,7 @@ static void task(struct wis_task *t)
 	int fd = wis_private_file(0, AREA);
 	wis_ready(t);
 	for (;;) {
+		wis_cycle(t);
 		char *area = mmap(NULL, AREA, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (area == MAP_FAILED)
 			wis_die_errno("mmap of %lu bytes of a file", AREA);
@@ -27,4 +28,5 @@ static const struct wis_testcase testcase = {
 	.name = "page_fault3",
 	.description = "write faults on a shared mapping of a per-task 128 MB file, one per page",
 	.task = task,
+	.cycles = 1,
 };

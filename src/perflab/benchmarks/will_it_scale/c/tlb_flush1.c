@@ -13,6 +13,7 @@ static void task(struct wis_task *t)
 	int fd = wis_private_file(0, AREA);
 	wis_ready(t);
 	for (;;) {
+		wis_cycle(t);
 		char *area = mmap(NULL, AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 		if (area == MAP_FAILED)
 			wis_die_errno("mmap of %lu bytes of a file", AREA);
@@ -33,4 +34,5 @@ static const struct wis_testcase testcase = {
 	.name = "tlb_flush1",
 	.description = "write, madvise(MADV_DONTNEED) and re-read of each page of a private file mapping",
 	.task = task,
+	.cycles = 1,
 };

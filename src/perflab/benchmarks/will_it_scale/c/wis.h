@@ -67,6 +67,18 @@ struct wis_testcase {
 	void (*task)(struct wis_task *t);
 	/* optional: a second, uncounted task per task on the same CPU (pairs) */
 	void (*partner)(struct wis_task *t);
+	/* the task calls wis_cycle() at the start of each cycle of its loop (map, one op per
+	   page, unmap): with -N the measured part is its second whole cycle */
+	int cycles;
+};
+
+/* where a cycling task stamps its first cycles' starts (time, its count), in shared memory */
+#define WIS_CYCLE_STAMPS 3
+struct wis_cycle_stamps {
+	unsigned long long seen;        /* stamps written so far (only its task writes) */
+	int64_t ns[WIS_CYCLE_STAMPS];
+	unsigned long long ops[WIS_CYCLE_STAMPS];
+	char pad[WIS_SLOT - 8 - 16 * WIS_CYCLE_STAMPS];
 };
 
 /* defined by the testcase file that includes this header */
@@ -95,6 +107,7 @@ static struct {
 	/* run state */
 	struct wis_control *control;
 	unsigned char *slots;           /* WIS_SLOT bytes per task */
+	struct wis_cycle_stamps *stamps;        /* one per task, after the slots */
 	struct wis_task *tasks;         /* ntasks, then the partners */
 	unsigned nspawned;              /* tasks (and partners) started so far */
 	int *cpus;                      /* CPUs this process may run on */
@@ -175,6 +188,19 @@ static inline void wis_count(struct wis_task *t, unsigned n)
 {
 	__atomic_store_n(t->iterations, __atomic_load_n(t->iterations, __ATOMIC_RELAXED) + n,
 			 __ATOMIC_RELAXED);
+}
+
+/* a cycling testcase's task starts a cycle: its first WIS_CYCLE_STAMPS starts are stamped
+   (once they are, a load and a compare a cycle: nothing next to a cycle's thousands of faults) */
+static inline void wis_cycle(struct wis_task *t)
+{
+	struct wis_cycle_stamps *c = &wis.stamps[t->nr];
+	unsigned long long n = c->seen;
+	if (n >= WIS_CYCLE_STAMPS)
+		return;
+	c->ns[n] = pl_now_ns();
+	c->ops[n] = __atomic_load_n(t->iterations, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->seen, n + 1, __ATOMIC_RELEASE);
 }
 
 /* setup is done: wait for the start gate, which opens once every task is ready */
@@ -318,6 +344,8 @@ static void wis_usage(void)
 		"              that count instructions, where a figure is exact once enough\n"
 		"              operations are in it; needs -w > 0)\n"
 		"  -L SECONDS  with -N: the measured interval's least length (default 0.001)\n"
+		"              (a testcase that maps, touches and unmaps an area in cycles\n"
+		"              measures its second whole cycle with -N instead)\n"
 		"  -B          do not bind task i to the i-th allowed CPU (modulo their number)\n"
 		"  -H POLICY   transparent huge pages for this run: never (prctl), always\n"
 		"              (madvise on the testcase's mappings), madvise or system (as set)\n"
@@ -591,10 +619,74 @@ static void wis_exit_on_signal(void)
 	_exit(128 + sig);
 }
 
-/* ---- main ----------------------------------------------------------- */
+/* ---- -N on a cycling testcase --------------------------------------- */
+
+/* every task has stamped `n` cycle starts */
+static int wis_cycles_seen(unsigned long long n)
+{
+	for (unsigned i = 0; i < wis.ntasks; i++)
+		if (__atomic_load_n(&wis.stamps[i].seen, __ATOMIC_ACQUIRE) < n)
+			return 0;
+	return 1;
+}
+
+static void wis_wait_cycles(unsigned long long n)
+{
+	while (!wis_cycles_seen(n)) {
+		if (wis.stop_signal)
+			wis_exit_on_signal();
+		wis_check_tasks();
+		wis_pause_ms(1);
+	}
+}
 
 static char *wis_out;
 static size_t wis_out_cap;
+
+/* The first cycle of every task is the warm-up, its second the measured part, each timed from
+ * the task's own stamps, so a sample holds whole cycles (a map, one operation per page, the
+ * unmap), whatever the phase of the harness's clock. The harness sleeps through the second
+ * cycles (as long as the first, give or take 2%) and wakes once they end, so it does not
+ * run inside them. Printed as the warm-up and measured intervals the parser reads: each
+ * task's ops, and the elapsed time that makes their sum over it the sum of the tasks' rates. */
+static void wis_measure_cycles(struct pl_line *line)
+{
+	wis_wait_cycles(2);
+	int64_t longest = 0, latest = 0;
+	for (unsigned i = 0; i < wis.ntasks; i++) {
+		struct wis_cycle_stamps *c = &wis.stamps[i];
+		if (c->ns[1] - c->ns[0] > longest)
+			longest = c->ns[1] - c->ns[0];
+		if (c->ns[1] > latest)
+			latest = c->ns[1];
+	}
+	if (wis_sleep_until(latest + longest + longest / 50))
+		wis_exit_on_signal();
+	wis_wait_cycles(3);
+	wis_check_tasks();
+	for (int part = 1; part <= 2; part++) {
+		double rate = 0;
+		unsigned long long sum = 0;
+		for (unsigned i = 0; i < wis.ntasks; i++) {
+			struct wis_cycle_stamps *c = &wis.stamps[i];
+			unsigned long long ops = c->ops[part] - c->ops[part - 1];
+			sum += ops;
+			if (c->ns[part] > c->ns[part - 1])
+				rate += (double)ops * 1e9 / (double)(c->ns[part] - c->ns[part - 1]);
+		}
+		pl_line_start(line, wis_out, wis_out_cap, "wis.ops", (double)sum, "ops");
+		pl_line_str(line, "event", "interval");
+		pl_line_bool(line, "warmup", part == 1);
+		pl_line_num(line, "elapsed", rate > 0 ? (double)sum / rate : 0.0);
+		pl_line_key(line, "ops");
+		for (unsigned i = 0; i < wis.ntasks; i++)
+			pl_put(line, "%s%llu", i ? ", " : "[", wis.stamps[i].ops[part] - wis.stamps[i].ops[part - 1]);
+		pl_put(line, "]");
+		pl_line_end(line);
+	}
+}
+
+/* ---- main ----------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
@@ -633,13 +725,14 @@ int main(int argc, char **argv)
 	if (!wis_out || !wis.tasks || !prev || !delta)
 		wis_die("out of memory for %u tasks", wis.ntasks);
 
-	size_t shared = ((size_t)wis.ntasks + 1) * WIS_SLOT;
+	size_t shared = ((size_t)wis.ntasks + 1) * WIS_SLOT + (size_t)wis.ntasks * sizeof(struct wis_cycle_stamps);
 	void *area = mmap(NULL, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (area == MAP_FAILED)
 		wis_die_errno("mmap of %zu bytes for the counters", shared);
 	memset(area, 0, shared);
 	wis.control = area;
 	wis.slots = (unsigned char *)area + WIS_SLOT;
+	wis.stamps = (struct wis_cycle_stamps *)(wis.slots + (size_t)wis.ntasks * WIS_SLOT);
 
 	for (unsigned k = 0; k < ntotal; k++) {
 		struct wis_task *t = &wis.tasks[k];
@@ -720,7 +813,12 @@ int main(int argc, char **argv)
 	unsigned long long warm_ops = 0;
 	close(wis.gate[1]);
 	wis.gate[1] = -1;
-	for (long k = 1; k <= nwarm + nmeas; k++) {
+	int by_cycles = wis.ops_target && testcase.cycles;
+	if (by_cycles) {
+		wis_measure_cycles(&line);
+		nwarm = nmeas = 1;
+	}
+	for (long k = 1; !by_cycles && k <= nwarm + nmeas; k++) {
 		int warm = k <= nwarm;
 		int64_t offset = warm ? (k * step_ns < warm_ns ? k * step_ns : warm_ns)
 				      : warm_ns + ((k - nwarm) * step_ns < dur_ns ? (k - nwarm) * step_ns : dur_ns);
