@@ -58,9 +58,12 @@ OPTIONS: tuple[tuple[str, str], ...] = (
 )
 NAMES = tuple(name for name, _why in OPTIONS)
 # Set by `perflab kernel config` besides, not required of a kernel: the image carries its own
-# config, which `perflab kernel check bzImage` reads; and the PVH entry (under HYPERVISOR_GUEST),
-# through which QEMU boots the vmlinux without the kernel's decompressor (execution.vm.entry).
-EXTRA = ("IKCONFIG", "HYPERVISOR_GUEST", "PVH")
+# config, which `perflab kernel check bzImage` reads; the PVH entry (under HYPERVISOR_GUEST),
+# through which QEMU boots the vmlinux without the kernel's decompressor (execution.vm.entry);
+# and ACPI, through which the kernel finds the HPET: without it the local APIC timer is
+# calibrated against the PIT, which under icount took a minimal 6.1 kernel 9 s of TCG
+# (10.2 s to HELLO; with ACPI 4.5-5.8 s, Debian's 5.9 s; under tcg 1.0 -> 1.5 s; docs/vm.md).
+EXTRA = ("IKCONFIG", "HYPERVISOR_GUEST", "PVH", "ACPI")
 BASES = ("tinyconfig", "defconfig")
 
 _LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
