@@ -258,3 +258,15 @@ def test_interleaved_jobs_on_two_targets_alternate_between_their_two_places(stor
                    ("run", "a", "x"), ("run", "b", "y"), ("run", "a", "w"),
                    ("run", "a", "x"), ("run", "b", "y"), ("run", "a", "w"),
                    ("close", "b"), ("close", "a")]
+
+
+def test_two_jobs_programs_of_one_name_each_get_a_place_in_a_shared_guest():
+    """A guest booted for several jobs holds all their programs: one whose guest path another
+    job's different program already holds moves to a directory of its own (argv is rewritten)."""
+    from perflab.execution.targets.qemu import _placed, _rewrite
+
+    taken = {"/opt/perflab/bin/prog": "/tmp/a/prog", "/usr/bin/x": "/usr/bin/x"}
+    moved = _placed({"/opt/perflab/bin/prog": "/tmp/b/prog", "/usr/bin/x": "/usr/bin/x"}, taken)
+    assert moved == {"/opt/perflab/bin/1/prog": "/tmp/b/prog", "/usr/bin/x": "/usr/bin/x"}
+    assert _rewrite(["/tmp/b/prog", "-n", "/usr/bin/x"], moved) == ["/opt/perflab/bin/1/prog", "-n", "/usr/bin/x"]
+    assert _placed({"/opt/perflab/bin/prog": "/tmp/a/prog"}, taken) == {"/opt/perflab/bin/prog": "/tmp/a/prog"}
