@@ -238,3 +238,20 @@ def test_store_upgrades_a_database_at_the_first_revision(tmp_path):
     assert "process" in [r[1] for r in con.execute("PRAGMA table_info(sample)")]
     assert "job" in [r[1] for r in con.execute("PRAGMA table_info(run)")]
     store.engine.dispose()
+
+
+def test_a_benchmark_starts_with_no_signal_blocked_or_ignored_whatever_its_caller_left():
+    """The launcher gives the benchmark a known signal state: perflab stops it with SIGINT or
+    SIGTERM, which a mask or an ignored disposition inherited from the caller would swallow."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        result = execute(ProcessSpec(["/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"], timeout=30))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.signal(signal.SIGINT, previous)
+    assert result.exit_status == 0, result.stderr_tail
+    masks = dict(line.split(":\t") for line in result.stdout.splitlines())
+    blocked, ignored = int(masks["SigBlk"], 16), int(masks["SigIgn"], 16)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        assert not blocked & (1 << (sig - 1)) and not ignored & (1 << (sig - 1)), masks

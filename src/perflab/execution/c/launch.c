@@ -104,13 +104,13 @@ int main(int argc, char **argv)
 		usage("no program given");
 
 	/* Signals are taken synchronously (sigtimedwait): block them first. */
-	sigset_t wanted, old;
+	sigset_t wanted;
 	sigemptyset(&wanted);
 	sigaddset(&wanted, SIGCHLD);
 	sigaddset(&wanted, SIGINT);
 	sigaddset(&wanted, SIGTERM);
 	sigaddset(&wanted, SIGHUP);
-	sigprocmask(SIG_BLOCK, &wanted, &old);
+	sigprocmask(SIG_BLOCK, &wanted, NULL);
 	/* The runner killed (kill -9): stop the benchmark as for Ctrl-C. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() == 1)
@@ -137,7 +137,17 @@ int main(int argc, char **argv)
 	if (child == 0) {
 		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		sigprocmask(SIG_SETMASK, &old, NULL);
+		/* A known signal state whatever perflab's caller left (a thread's mask, an ignored
+		 * SIGINT): nothing blocked, and the default action for the signals perflab stops a
+		 * benchmark or a helper with. The dispositions are this task's own copy (vfork
+		 * shares the memory, not the signal handlers). */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigaction(SIGINT, &dfl, NULL);
+		sigaction(SIGTERM, &dfl, NULL);
+		sigaction(SIGHUP, &dfl, NULL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (no_aslr)
 			personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 		if ((dir && chdir(dir) != 0) || (have_cpus && pl_pin_set(0, &cpus) != 0)) {
