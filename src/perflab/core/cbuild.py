@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
+from perflab.core import paths
 from perflab.core.errors import PerflabError
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O2",)
@@ -167,8 +168,7 @@ def local_includes(source: Path, search: list[Path]) -> list[Path]:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perflab" / "cbuild"
+    return paths.cache_home() / "cbuild"
 
 
 def build(program: str, source_dir: Path, *, cc: str | None = None,

@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from perflab.core import paths
+
 # The bzImage setup header (Documentation/arch/x86/boot.rst): setup_sects at 0x1f1, the
 # "HdrS" magic at 0x202, payload_offset/payload_length at 0x248 (boot protocol >= 2.08).
 HEADER_MAGIC = b"HdrS"
@@ -51,8 +53,7 @@ class Entry:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perflab" / "vmlinux"
+    return paths.cache_home() / "vmlinux"
 
 
 def entry_of(kernel: Path) -> Entry:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflab.core import cbuild
+from perflab.core import cbuild, paths
 from perflab.core.errors import PerflabError
 from perflab.execution import executor
 
@@ -199,8 +199,7 @@ def entries(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perflab" / "vm"
+    return paths.cache_home() / "vm"
 
 
 def _intact(path: Path) -> bool:

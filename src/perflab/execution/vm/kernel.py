@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from perflab.core import paths
 from perflab.core.errors import PerflabError
 
 # The two kernels of the 6.1 line Debian 12 ships as packages (issue 20's measurements).
@@ -35,8 +36,7 @@ PINNED = {
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perflab" / "kernels"
+    return paths.cache_home() / "kernels"
 
 
 def _release(package: str) -> str:
