@@ -62,10 +62,15 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def tree_env(tree: Path, **more: str) -> dict[str, str]:
+    """This process's environment without perflab's settings, running `tree`'s sources."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_") and k != "PYTHONPATH"}
+    return {**env, "PYTHONPATH": str(tree / "src"), **more}
+
+
 def perflab(tree: Path, db: Path, *args: str) -> float:
     """Run `perflab ARGS` from `tree`'s sources into `db`: its wall seconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_") and k != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(tree / "src"), PERFLAB_DB=str(db))
+    env = tree_env(tree, PERFLAB_DB=str(db))
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", "from perflab.cli import entry; entry()", *args], env=env,
                           capture_output=True, text=True)
@@ -87,8 +92,7 @@ def figures(db: Path) -> dict[str, list[float]]:
 
 
 def first_sample(tree: Path, kernel: str, boots: int) -> list[float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_") and k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(tree / "src")
+    env = tree_env(tree)
     done = subprocess.run([sys.executable, "-c", FIRST_SAMPLE, kernel, str(boots)], env=env,
                           capture_output=True, text=True)
     if done.returncode != 0:

@@ -261,7 +261,6 @@ class _GuestPlace(Place):
                  staged: dict):
         super().__init__(self._unadmitted, facts)
         self.guest, self.openings, self.files, self.rooted, self.staged = guest, openings, files, rooted, staged
-        self.admitted = 0
 
     def _unadmitted(self, spec, **kwargs):
         raise RuntimeError("a guest's processes start through the executor admit() gives")
@@ -269,13 +268,13 @@ class _GuestPlace(Place):
     def admit(self, index: int) -> RunIn:
         o = self.openings[index]
         run = _GuestExecutor(self.guest, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
-        self.admitted += 1
         return RunIn(run.execute, {
             **self.facts,
             "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]
                                else "static (-static)"),
-            # Which job of the boot this was: 1 of 1 for a guest of its own.
-            "vm_boot_job": str(self.admitted), "vm_boot_jobs": str(len(self.openings))})
+            # Which job of the boot this was (the openings are in the order the jobs run): 1 of 1
+            # for a guest of its own.
+            "vm_boot_job": str(index + 1), "vm_boot_jobs": str(len(self.openings))})
 
 
 class _GuestExecutor:
