@@ -67,7 +67,7 @@ class Counter(Instrument):
     name = "counter"
     runs_in = frozenset({"host", "elsewhere"})
 
-    def attach(self, what, warn=lambda message: None) -> Watch:
+    def attach(self, what, warn=lambda message: None, target=None) -> Watch:
         return _CounterWatch()
 
 

@@ -116,7 +116,7 @@ class Valgrind(Instrument):
     def ready(self) -> None:
         valgrind.binary()     # looked for before the family builds anything: missing, one line
 
-    def attach(self, what: str, warn=lambda message: None) -> Watch:
+    def attach(self, what: str, warn=lambda message: None, target=None) -> Watch:
         return _ValgrindWatch(Measure(self.mode, bool(self.children), self.function))
 
 

@@ -123,8 +123,11 @@ def report_kernbench(operands, box, db) -> None:
                                   "selects profiled runs of several.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100000),
               help="How many symbols to show: largest change first, or with one operand largest children%.")
+@click.option("--per-op", "per_op", metavar="METRIC",
+              help="insn-profile: the benchmark's metric that says what one operation took (a rate or a time "
+                   "per operation); default will-it-scale.workload for will-it-scale, else per window.")
 @db_option
-def report_profile(base, head, benchmark, top, db) -> None:
+def report_profile(base, head, benchmark, top, per_op, db) -> None:
     """perf-profile of BASE alone, or of BASE and HEAD: the symbols whose share changed most.
 
     With one operand: its profile as `perf report --children` lists it, the
@@ -145,7 +148,28 @@ def report_profile(base, head, benchmark, top, db) -> None:
       perflab run cmd --runs 3 --monitor perf-profile --tag v2 -- ./bench
       perflab report profile v1 --top 10
       perflab report profile v1 v2 --top 10
+
+    Runs in a VM guest with the insn-profile monitor (`--vm icount --monitor
+    insn-profile`) are shown as counted instructions instead: per kernel
+    function (and [user], user space) the instructions per operation of
+    base and head, the change and its part of the benchmark's whole change,
+    largest first; the rows add up to the whole.
+
+    \b
+      perflab run will-it-scale --test getppid1 --kernel A --vm icount --monitor insn-profile
+      perflab run will-it-scale --test getppid1 --kernel B --vm icount --monitor insn-profile
+      perflab report profile kernel=6.1.0-47-amd64 kernel=6.1.0-56-amd64
     """
+    from perflab.analysis.views.profile import has_instruction_profile
+
+    store = get_store(db)
+    if has_instruction_profile(store, base, benchmark):
+        from perflab.analysis.views.profile import instruction_view
+        from perflab.report.profile import render_instructions
+
+        view = instruction_view(store, base, head, benchmark, top, per_op)
+        click.echo(render_instructions(view, single=head is None), nl=False)
+        return
     if head is None:
         from perflab.analysis.views.profile import profile_side_view
         from perflab.report.profile import render_profile_side

@@ -31,6 +31,9 @@ from perflab.core import paths
 from perflab.core.errors import PerflabError
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O2",)
+# A shared object perflab loads into a tool of its own (the QEMU plugin): built with the
+# machine's compiler as it is, never with a job's flags or -static.
+SHARED_FLAGS: tuple[str, ...] = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden")
 # The C runtime every program shares (perflab.h): on every build's include path.
 RUNTIME_DIR = Path(__file__).resolve().parent / "c"
 COMPILE_TIMEOUT = 300
@@ -179,7 +182,8 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
     Raises BuildError naming the program when the compiler is missing or the
     compile fails; the message carries the first lines of the compiler's errors.
     """
-    flags = (*flags, *_chosen.get()[1], *_extra_flags.get())
+    if "-shared" not in flags:
+        flags = (*flags, *_chosen.get()[1], *_extra_flags.get())
     source = source_dir / f"{program}.c"
     if not source.is_file():
         raise BuildError(program, f"no source {source}")

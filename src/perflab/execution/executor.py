@@ -83,11 +83,35 @@ def launcher() -> Path:
 
 
 @dataclass
+class Readings:
+    """Files read where the process runs (a guest's /proc): at its start, every `interval`
+    seconds, at its end. The target fills `taken`: (seconds on the clock of the place, {path: text})."""
+
+    paths: tuple[str, ...]
+    interval: float
+    taken: list[tuple[float, dict[str, str]]] = field(default_factory=list)
+
+
+@dataclass
+class InstructionCounts:
+    """Instructions the process's machine executed while it ran, per block of kernel code, counted
+    by the emulator (execution/vm/c/insns.c). The target fills `windows`: channel (0 the whole
+    process, 1 the benchmark's own measured part) -> {block address: instructions}, address 0
+    being all of user space; and `symbols`, the kernel's /proc/kallsyms as the machine had it."""
+
+    windows: dict[int, dict[int, int]] = field(default_factory=dict)
+    symbols: str = ""
+
+
+@dataclass
 class Hooks:
-    """Callables run just before the benchmark starts and just after it ends."""
+    """Callables run just before the benchmark starts and just after it ends; and what an
+    instrument asks of the place the process runs in (`inside`: Readings, InstructionCounts),
+    which only a target that runs processes elsewhere (a VM guest) fulfils."""
 
     start: list[Callable[[], None]] = field(default_factory=list)
     stop: list[Callable[[], None]] = field(default_factory=list)
+    inside: list = field(default_factory=list)
 
 
 def parse_result(text: str, display: str) -> dict[str, str]:

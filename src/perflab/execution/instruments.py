@@ -4,7 +4,7 @@ An instrument (valgrind's instruction counts, the /proc and perf monitors; docs/
 is attached to one atomic job's run by the runner's one loop, which asks every instrument the
 same questions and knows none by name:
 
-    watch = instrument.attach(what)          per run: its params and facts for the run
+    watch = instrument.attach(what, target=) per run (in the job's target): its params and facts
     watch.stored(store, run_id)              at the run's start and end (what it records of itself)
     watch.begin(specs)                       a repetition's processes, before the first starts
     spec, wrapper = watch.wrap(spec)         put in front of a recorded process: execute(wrapper=)
@@ -88,6 +88,10 @@ class Instrument:
     def describe(self) -> str:
         return self.name
 
+    def needs(self) -> frozenset[str]:
+        """What it needs of the job's target (perflab.execution.targets' capabilities)."""
+        return frozenset()
+
     def metrics(self) -> dict:
         """The metrics (name -> perflab.benchmarks.base.Metric) it adds to the family's catalog."""
         return {}
@@ -102,7 +106,8 @@ class Instrument:
     def ready(self) -> None:
         """Before the family builds anything: PerflabError when it cannot run here (missing tool)."""
 
-    def attach(self, what: str, warn=lambda message: None) -> Watch:
+    def attach(self, what: str, warn=lambda message: None, target=None) -> Watch:
+        """What watches one run of the job; `target` is where its processes run."""
         return Watch()
 
 

@@ -150,6 +150,11 @@ class AtomicJob:
         return (*self.instruments, *((Monitors(self.monitors),) if self.monitors else ()))
 
     @property
+    def needs(self) -> frozenset[str]:
+        """What the job needs of its target: its family's needs and its instruments'."""
+        return frozenset(self.family.needs).union(*(i.needs() for i in self.watching))
+
+    @property
     def in_guest(self) -> bool:
         """Whether the job runs in a VM guest booted from `kernel`."""
         return isinstance(self.target, Qemu)

@@ -33,6 +33,7 @@ MONITORS: dict[str, str] = {
     "sched_debug": "perflab.monitors.procfs:SchedDebug",
     "perf-stat": "perflab.monitors.perf.stat:PerfStat",
     "perf-profile": "perflab.monitors.perf.profile:PerfProfile",
+    "insn-profile": "perflab.monitors.insns:InsnProfile",
 }
 
 # What `--monitor default` and the overhead benchmark mean by the default set.

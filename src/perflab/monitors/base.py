@@ -54,6 +54,9 @@ class Monitor:
     records: ClassVar[str]       # what it records, with example metric names
     Options: ClassVar[type[MonitorOptions]] = MonitorOptions
     sampled: ClassVar[bool] = True   # False: the sampler thread never calls sample() (e.g. perf runs its own)
+    # Where it can watch (perflab.execution.targets' kinds): this machine, and/or a VM guest, where
+    # what it reads is read by the guest's agent (perflab.monitors.guest).
+    runs_in: ClassVar[frozenset[str]] = frozenset({"host"})
 
     def __init__(self, options: MonitorOptions):
         self.options = options

@@ -9,16 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perflab.execution.instruments import Figures, Instrument, Watch
+from perflab.execution.targets import INSTRUCTION_COUNTS
 from perflab.monitors import MonitorSet
 
 
 @dataclass(frozen=True)
 class Monitors(Instrument):
     """A job's monitors (its `monitors:` mapping, validated) as one instrument on the executor's
-    hooks: they watch only the timed part of each recorded process. They read this machine's
-    /proc and run its perf, so they watch jobs on the host."""
+    hooks: they watch only the timed part of each recorded process. On this machine they read
+    its /proc and run its perf; in a VM guest the /proc monitors read the guest's (through its
+    agent: perflab.monitors.guest) and insn-profile counts the guest's instructions."""
 
     name = "monitors"
+    runs_in = frozenset({"host", "qemu"})
     config: dict = field(default_factory=dict)
 
     def keys(self) -> dict:
@@ -27,12 +30,28 @@ class Monitors(Instrument):
     def describe(self) -> str:
         return "monitors (" + ", ".join(self.config) + ")"
 
-    def refusal(self, target, what: str) -> str | None:
-        if target.kind in self.runs_in:
-            return None
-        return f"{what}: monitors watch the host, not {target.describe()}: a job with a kernel takes none"
+    def needs(self) -> frozenset[str]:
+        return frozenset({INSTRUCTION_COUNTS}) if "insn-profile" in self.config else frozenset()
 
-    def attach(self, what: str, warn=lambda message: None) -> Watch:
+    def refusal(self, target, what: str) -> str | None:
+        from perflab.monitors import monitor_class
+
+        for name in self.config:
+            runs_in = monitor_class(name).runs_in
+            if target.kind in runs_in:
+                continue
+            if target.kind == "host":
+                return (f"{what}: monitor {name} counts the instructions of a VM guest: give the job a kernel "
+                        "(--kernel PATH --vm icount)")
+            return (f"{what}: monitor {name} watches this machine, not {target.describe()}; in a guest the "
+                    "/proc monitors and insn-profile run (leave {name} out)").replace("{name}", name)
+        return None
+
+    def attach(self, what: str, warn=lambda message: None, target=None) -> Watch:
+        if target is not None and target.kind != "host":
+            from perflab.monitors.guest import GuestMonitorSet
+
+            return _MonitorsWatch(GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time)))
         return _MonitorsWatch(MonitorSet(self.config, warn=warn))
 
 

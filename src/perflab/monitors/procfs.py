@@ -33,9 +33,13 @@ def _read(path: str) -> str:
 
 
 class ProcfsMonitor(Monitor):
-    """A monitor of one /proc file: readings at begin, every interval, and end."""
+    """A monitor of /proc files: readings at begin, every interval, and end. On this machine it
+    reads them itself (`read`); in a VM guest the guest's agent reads `paths` and the texts are
+    parsed here (`parse`, `replay`)."""
 
     path: str = ""
+    paths: tuple[str, ...] = ()      # what a guest reads for it
+    runs_in = frozenset({"host", "qemu"})
 
     def __init__(self, options: MonitorOptions):
         super().__init__(options)
@@ -49,6 +53,22 @@ class ProcfsMonitor(Monitor):
 
     def read(self) -> dict[str, float]:
         raise NotImplementedError
+
+    def parse(self, texts: dict[str, str]) -> dict[str, float]:
+        """A reading from the files' texts (path -> text), as a guest's agent read them."""
+        raise NotImplementedError
+
+    def replay(self, process: int | None, readings: list[tuple[float, dict[str, str]]]) -> None:
+        """One timed process's readings, taken where it ran: the first begins the part."""
+        for i, (t, texts) in enumerate(readings):
+            missing = [p for p in self.paths if not texts.get(p)]
+            if missing:
+                raise OSError(f"cannot read {', '.join(missing)} in the guest")
+            reading = self.parse(texts)
+            if i == 0:
+                self.snaps.begin(process, t, reading)
+            else:
+                self.snaps.add(t, reading)
 
     def is_counter(self, field: str) -> bool:
         return True
@@ -95,8 +115,12 @@ class ProcfsMonitor(Monitor):
 # -- /proc/stat -------------------------------------------------------------------
 
 def read_proc_stat() -> dict[str, float]:
+    return parse_proc_stat(_read("/proc/stat"))
+
+
+def parse_proc_stat(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for line in _read("/proc/stat").splitlines():
+    for line in text.splitlines():
         words = line.split()
         if not words:
             continue
@@ -119,6 +143,7 @@ def cpu_percentages(delta: dict[str, float]) -> dict[str, float]:
 class ProcStat(ProcfsMonitor):
     name = "proc-stat"
     path = "/proc/stat"
+    paths = ("/proc/stat",)
     summary = "CPU time shares, interrupts, context switches and forks from /proc/stat"
     records = ("proc-stat.cpu.user|system|idle|iowait|irq|softirq|steal (% of CPU time), proc-stat.ctxt, "
                "proc-stat.intr, proc-stat.softirq, proc-stat.processes (deltas, and .per_s), "
@@ -127,6 +152,9 @@ class ProcStat(ProcfsMonitor):
 
     def read(self):
         return read_proc_stat()
+
+    def parse(self, texts):
+        return parse_proc_stat(texts["/proc/stat"])
 
     def is_counter(self, field):
         return field not in self.GAUGES
@@ -164,8 +192,12 @@ class ProcStat(ProcfsMonitor):
 # -- vmstat, computed from /proc as vmstat(8) does -----------------------------------
 
 def read_meminfo() -> dict[str, float]:
+    return parse_meminfo(_read("/proc/meminfo"))
+
+
+def parse_meminfo(text: str) -> dict[str, float]:
     out = {}
-    for line in _read("/proc/meminfo").splitlines():
+    for line in text.splitlines():
         name, _, rest = line.partition(":")
         words = rest.split()
         if words:
@@ -174,8 +206,12 @@ def read_meminfo() -> dict[str, float]:
 
 
 def read_proc_vmstat() -> dict[str, float]:
+    return parse_proc_vmstat(_read("/proc/vmstat"))
+
+
+def parse_proc_vmstat(text: str) -> dict[str, float]:
     out = {}
-    for line in _read("/proc/vmstat").splitlines():
+    for line in text.splitlines():
         words = line.split()
         if len(words) == 2:
             out[words[0]] = float(words[1])
@@ -187,6 +223,7 @@ class Vmstat(ProcfsMonitor):
 
     name = "vmstat"
     path = "/proc/stat, /proc/meminfo, /proc/vmstat"
+    paths = ("/proc/stat", "/proc/meminfo", "/proc/vmstat")
     summary = "vmstat(8)'s columns (procs, memory, swap, io, system, cpu), read from /proc"
     records = ("vmstat.procs.r|b, vmstat.memory.swpd|free|buff|cache (KiB), vmstat.swap.si|so, vmstat.io.bi|bo "
                "(KiB/s), vmstat.system.in|cs (/s), vmstat.cpu.us|sy|id|wa|st (%); all means over the timed part")
@@ -195,9 +232,13 @@ class Vmstat(ProcfsMonitor):
     COUNTERS = frozenset({*(f"cpu.{f}" for f in CPU_FIELDS), "intr", "ctxt", *VMSTAT_KEYS})
 
     def read(self):
-        stat = read_proc_stat()
-        mem = read_meminfo()
-        vm = read_proc_vmstat()
+        return self._combined(read_proc_stat(), read_meminfo(), read_proc_vmstat())
+
+    def parse(self, texts):
+        return self._combined(parse_proc_stat(texts["/proc/stat"]), parse_meminfo(texts["/proc/meminfo"]),
+                              parse_proc_vmstat(texts["/proc/vmstat"]))
+
+    def _combined(self, stat, mem, vm):
         out = {k: v for k, v in stat.items() if k in self.COUNTERS or k in ("procs_running", "procs_blocked")}
         out.update({f"mem.{k}": mem.get(k, 0.0) for k in self.MEM_KEYS})
         out.update({k: vm.get(k, 0.0) for k in self.VMSTAT_KEYS})
@@ -266,12 +307,16 @@ VMSTAT_LEVELS = frozenset({"workingset_nodes"})
 class ProcVmstat(ProcfsMonitor):
     name = "proc-vmstat"
     path = "/proc/vmstat"
+    paths = ("/proc/vmstat",)
     summary = "every counter and level of /proc/vmstat (page faults, allocation, reclaim, THP, NUMA ...)"
     records = ("event counters as the delta over the timed part (proc-vmstat.pgfault) and per second "
                "(proc-vmstat.pgfault.per_s); nr_* levels as their mean (proc-vmstat.nr_dirty, pages)")
 
     def read(self):
         return read_proc_vmstat()
+
+    def parse(self, texts):
+        return parse_proc_vmstat(texts["/proc/vmstat"])
 
     def is_counter(self, field):
         if field in VMSTAT_LEVELS:
@@ -285,11 +330,15 @@ class ProcVmstat(ProcfsMonitor):
 class Meminfo(ProcfsMonitor):
     name = "meminfo"
     path = "/proc/meminfo"
+    paths = ("/proc/meminfo",)
     summary = "every field of /proc/meminfo"
     records = "each field's mean over the timed part (meminfo.Dirty, meminfo.MemFree, meminfo.AnonHugePages; KiB)"
 
     def read(self):
         return read_meminfo()
+
+    def parse(self, texts):
+        return parse_meminfo(texts["/proc/meminfo"])
 
     def is_counter(self, field):
         return False
@@ -312,7 +361,11 @@ def _irq_name(label: str, rest: list[str]) -> str:
 
 
 def read_interrupts(per_cpu: bool) -> dict[str, float]:
-    lines = _read("/proc/interrupts").splitlines()
+    return parse_interrupts(_read("/proc/interrupts"), per_cpu)
+
+
+def parse_interrupts(text: str, per_cpu: bool) -> dict[str, float]:
+    lines = text.splitlines()
     cpus = lines[0].split()
     out: dict[str, float] = {}
     for line in lines[1:]:
@@ -335,6 +388,7 @@ def read_interrupts(per_cpu: bool) -> dict[str, float]:
 class Interrupts(ProcfsMonitor):
     name = "interrupts"
     path = "/proc/interrupts"
+    paths = ("/proc/interrupts",)
     Options = PerCpuOptions
     summary = "interrupts by source from /proc/interrupts"
     records = ("each source's count over the timed part (interrupts.CAL:Function_call_interrupts, "
@@ -343,9 +397,16 @@ class Interrupts(ProcfsMonitor):
     def read(self):
         return read_interrupts(self.options.per_cpu)
 
+    def parse(self, texts):
+        return parse_interrupts(texts["/proc/interrupts"], self.options.per_cpu)
+
 
 def read_softirqs(per_cpu: bool) -> dict[str, float]:
-    lines = _read("/proc/softirqs").splitlines()
+    return parse_softirqs(_read("/proc/softirqs"), per_cpu)
+
+
+def parse_softirqs(text: str, per_cpu: bool) -> dict[str, float]:
+    lines = text.splitlines()
     cpus = lines[0].split()
     out: dict[str, float] = {}
     for line in lines[1:]:
@@ -361,6 +422,7 @@ def read_softirqs(per_cpu: bool) -> dict[str, float]:
 class Softirqs(ProcfsMonitor):
     name = "softirqs"
     path = "/proc/softirqs"
+    paths = ("/proc/softirqs",)
     Options = PerCpuOptions
     summary = "softirqs by kind from /proc/softirqs"
     records = "each kind's count over the timed part (softirqs.NET_RX, softirqs.RCU, softirqs.SCHED) and .per_s"
@@ -368,12 +430,18 @@ class Softirqs(ProcfsMonitor):
     def read(self):
         return read_softirqs(self.options.per_cpu)
 
+    def parse(self, texts):
+        return parse_softirqs(texts["/proc/softirqs"], self.options.per_cpu)
+
 
 # -- /proc/diskstats --------------------------------------------------------------------
 
 DISK_FIELDS = ("rd_ios", "rd_merges", "rd_sectors", "rd_ticks", "wr_ios", "wr_merges", "wr_sectors", "wr_ticks",
                "in_flight", "io_ticks", "time_in_queue", "dc_ios", "dc_merges", "dc_sectors", "dc_ticks",
                "fl_ios", "fl_ticks")
+
+
+GUEST_PARTITION = re.compile(r"^(vd|sd|hd|xvd)[a-z]+\d+$|^nvme\d+n\d+p\d+$")
 
 
 class DiskOptions(MonitorOptions):
@@ -384,22 +452,32 @@ class DiskOptions(MonitorOptions):
 class Diskstats(ProcfsMonitor):
     name = "diskstats"
     path = "/proc/diskstats"
+    paths = ("/proc/diskstats",)
     Options = DiskOptions
     summary = "block device I/O from /proc/diskstats (whole disks)"
     records = ("per device: diskstats.vda.rd_ios|wr_ios|rd_sectors|wr_sectors|io_ticks ... deltas and .per_s, "
                "diskstats.vda.in_flight mean, diskstats.vda.util (% of time busy)")
 
-    def _wanted(self, dev: str) -> bool:
+    def _wanted(self, dev: str, here: bool = True) -> bool:
         globs = self.options.devices
         if globs == ["*"]:
-            return Path(f"/sys/block/{dev}").exists() and not dev.startswith(("loop", "ram", "zram"))
+            if dev.startswith(("loop", "ram", "zram")):
+                return False
+            # Whole disks: this machine's /sys says; a guest's virtio and SCSI partitions by name.
+            return Path(f"/sys/block/{dev}").exists() if here else not GUEST_PARTITION.match(dev)
         return any(fnmatch.fnmatchcase(dev, g) for g in globs)
 
     def read(self):
+        return self._disks(_read("/proc/diskstats"), True)
+
+    def parse(self, texts):
+        return self._disks(texts["/proc/diskstats"], False)
+
+    def _disks(self, text: str, here: bool):
         out = {}
-        for line in _read("/proc/diskstats").splitlines():
+        for line in text.splitlines():
             words = line.split()
-            if len(words) < 14 or not self._wanted(words[2]):
+            if len(words) < 14 or not self._wanted(words[2], here):
                 continue
             for name, v in zip(DISK_FIELDS, words[3:]):
                 out[f"{words[2]}.{name}"] = float(v)
@@ -460,6 +538,7 @@ class SchedDebug(ProcfsMonitor):
 
     name = "sched_debug"
     path = SCHED_DEBUG_PATHS[0]
+    runs_in = frozenset({"host"})     # a guest has no debugfs mounted
     summary = "run-queue lengths per CPU from the scheduler's debug file (debugfs sched/debug)"
     records = ("sched_debug.cpu.nr_running.avg|max|min|stddev across CPUs (mean over the timed part), "
                "sched_debug.cfs_rq:/.h_nr_queued|load_avg|runnable_avg|util_avg.avg|max|min|stddev")

@@ -144,7 +144,7 @@ def _run_jobs(store: Store, jobs: list, *, interleave: bool, box, repo, console,
 
 
 def _share_key(o: JobOutcome):
-    return o.job.target.share_key(o.job.family.needs, o.job.params)
+    return o.job.target.share_key(o.job.needs, o.job.params)
 
 
 def _sharing_groups(batches: list[list[JobOutcome]]) -> list[list[list[JobOutcome]]]:
@@ -168,7 +168,7 @@ def check_jobs(jobs: list[AtomicJob]) -> None:
     be watched there by its instruments (one line)."""
     for job in jobs:
         job = resolve(job)
-        job.target.check(job.family.needs, job.benchmark, job.params)
+        job.target.check(job.needs, job.benchmark, job.params)
         instruments.check(job.watching, job.target, job.benchmark)
 
 
@@ -233,7 +233,7 @@ class _Loop:
                     job = o.job
                     # The family's session is entered as its target needs (a guest's programs static, its
                     # CPUs the guest's; the job's compiler and flags: core.cbuild).
-                    with job.target.preparing(job.family.needs, job.benchmark) as prepared:
+                    with job.target.preparing(job.needs, job.benchmark) as prepared:
                         o.session = sessions.enter_context(job.family.session(job.parsed, job.to_dict()))
                     o.prepared = prepared
                     interrupt.check()
@@ -253,7 +253,7 @@ class _Loop:
             for o in batch:
                 job = o.job
                 for instrument in job.watching:
-                    o.watches.append(instrument.attach(job.benchmark, warn=bar.warn))
+                    o.watches.append(instrument.attach(job.benchmark, warn=bar.warn, target=job.target))
                     stack.callback(o.watches[-1].close)
                 # Placement and address randomisation are recorded for every run of every family.
                 for watch in o.watches:
@@ -331,7 +331,8 @@ class _Loop:
                 # Hooks watch only the timed part: they run just before the process and just after it.
                 more = watch.hooks(index)
                 if more is not None:
-                    hooks = more if hooks is None else Hooks(hooks.start + more.start, more.stop + hooks.stop)
+                    hooks = more if hooks is None else Hooks(hooks.start + more.start, more.stop + hooks.stop,
+                                                               hooks.inside + more.inside)
         result = (o.executor or self.executor)(spec, hooks=hooks, **({"wrapper": wrapper} if wrapper else {}))
         if result.interrupted:
             interrupt.check()
@@ -467,7 +468,7 @@ class _Places:
 
     @staticmethod
     def _opening(o: JobOutcome) -> Opening:
-        return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.family.needs)
+        return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.needs)
 
 
 def _nothing_measured(o: JobOutcome) -> str:

@@ -143,3 +143,81 @@ def profile_shares(reps: list[dict[tuple[str, str], float]], top: int | None = N
     shares = [SymbolShare(sym, mean("children", sym), mean("self", sym)) for sym in everything]
     shares.sort(key=lambda s: (-s.children, -s.self, s.symbol))
     return ProfileShares(n, shares[:top] if top is not None else shares, len(everything))
+
+
+# -- insn-profile: instructions per function, counted (perflab.monitors.insns) -------------------
+
+USER = "[user]"          # the user-space instructions of the window, as one row
+
+
+@dataclass
+class InstructionChange:
+    symbol: str
+    base: float       # instructions per operation (or per window), mean over the repetitions
+    head: float
+    change: float     # head - base
+    spread: float     # the range of the repetitions, both sides added: what does not repeat
+
+    @property
+    def changed(self) -> bool:
+        return self.change != 0 and abs(self.change) > self.spread
+
+
+@dataclass
+class InstructionComparison:
+    base_repetitions: int
+    head_repetitions: int
+    per: str                          # "operation" or "window"
+    base_total: float                 # the whole window, per operation or per window
+    head_total: float
+    symbols: list[InstructionChange]  # largest |change| first, `top` of them
+    shown_change: float               # the listed rows' changes added
+    compared: int                     # rows compared (functions, [user], [other])
+
+    @property
+    def total_change(self) -> float:
+        return self.head_total - self.base_total
+
+
+def _per_rows(reps: list[dict[str, float]], per_op: list[float] | None) -> list[dict[str, float]]:
+    """Each repetition's instructions by row scaled to one operation: a row's share of the window
+    times the benchmark's instruction-time per operation (per_op); unscaled without it."""
+    out = []
+    for i, rep in enumerate(reps):
+        total = sum(rep.values())
+        scale = per_op[i] / total if per_op is not None and total else 1.0
+        out.append({k: v * scale for k, v in rep.items()})
+    return out
+
+
+def compare_instructions(base: list[dict[str, float]], head: list[dict[str, float]],
+                         base_per_op: list[float] | None = None, head_per_op: list[float] | None = None,
+                         top: int | None = None) -> InstructionComparison:
+    """Which functions' instructions changed between base and head, sorted by their share of the
+    change. Input per repetition: {function (or [user], [other]): instructions of the window}.
+
+    With per-op figures for both sides (the benchmark's instruction-time per operation, one per
+    repetition) the rows are instructions per operation and add up to it; else per window.
+    The counts are exact: a change is called when it exceeds the range the repetitions spread
+    over (0 under icount, or nearly), not by a test.
+    """
+    per = "operation" if base_per_op is not None and head_per_op is not None else "window"
+    b = _per_rows(base, base_per_op if per == "operation" else None)
+    h = _per_rows(head, head_per_op if per == "operation" else None)
+    names = sorted({k for rep in (*b, *h) for k in rep})
+
+    def mean(reps, k):
+        return sum(rep.get(k, 0.0) for rep in reps) / len(reps) if reps else math.nan
+
+    def spread(reps, k):
+        values = [rep.get(k, 0.0) for rep in reps]
+        return max(values) - min(values) if values else 0.0
+
+    rows = [InstructionChange(k, mean(b, k), mean(h, k), mean(h, k) - mean(b, k), spread(b, k) + spread(h, k))
+            for k in names]
+    rows.sort(key=lambda r: (-abs(r.change), -max(r.base, r.head), r.symbol))
+    shown = rows[:top] if top is not None else rows
+    base_total = sum(sum(rep.values()) for rep in b) / len(b) if b else math.nan
+    head_total = sum(sum(rep.values()) for rep in h) / len(h) if h else math.nan
+    return InstructionComparison(len(base), len(head), per, base_total, head_total, shown,
+                                 sum(r.change for r in shown), len(rows))

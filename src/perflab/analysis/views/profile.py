@@ -100,3 +100,107 @@ def profile_view(store, base: str, head: str, benchmark: str | None, top: int) -
     header = [f"perf-profile of {bbench}" + (f" (base) and {hbench} (head)" if hbench != bbench else "")
               + f": base {_label(bsel, bruns, brows)}, head {_label(hsel, hruns, hrows)}", *notes]
     return ProfileView(result, bsel.label, hsel.label, facts, header)
+
+
+# -- insn-profile: a guest's instructions per kernel function (perflab.monitors.insns) -------------
+
+INSN = "insn-profile"
+# The metric a family's figure per operation is read from when --per-op is not given.
+PER_OP_DEFAULT = {"will-it-scale": "will-it-scale.workload"}
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+@dataclass
+class InstructionView:
+    result: object                        # stats.profile.InstructionComparison
+    base_label: str
+    head_label: str
+    header: list[str]
+
+
+def has_instruction_profile(store, operand: str, benchmark: str | None) -> bool:
+    """Whether OPERAND's runs hold insn-profile data (and so `report profile` shows it)."""
+    from perflab.analysis.selection import select
+
+    sel = select(store, operand, _runs(store, benchmark))
+    return any(s.metric.startswith(INSN + ".") for s in store.samples(sel.run_ids))
+
+
+def instruction_time_per_op(metric: str, unit: str, value: float) -> float:
+    """The instruction-time (ns, 1 per instruction under icount) one operation took, from the
+    benchmark's figure: a rate (unit .../s) or a time per operation (ns, us, ms, s)."""
+    head = unit.split()[0] if unit.split() else ""
+    if "/s" in head and value > 0:
+        return 1e9 / value
+    if head in TIME_UNITS:
+        return value * TIME_UNITS[head]
+    raise PerflabError(f"--per-op {metric}: its unit {unit!r} is neither a rate (.../s) nor a time per operation "
+                       "(ns, us, ms, s)")
+
+
+def _instruction_side(store, operand: str, runs, per_op: str | None):
+    from perflab.analysis.selection import select
+    from perflab.monitors.insns import PREFIX
+
+    sel = select(store, operand, runs)
+    reps: dict[tuple[int, int], dict[str, float]] = {}
+    figures: dict[tuple[int, int], list[tuple[float, str]]] = {}
+    benchmarks = {r.id: r.benchmark for r in sel.runs}
+    for smp in store.samples(sel.run_ids):
+        key = (smp.run_id, smp.repetition)
+        if smp.metric.startswith(PREFIX):
+            reps.setdefault(key, {})[smp.metric[len(PREFIX):]] = smp.value
+        elif smp.metric == INSN + ".user":
+            reps.setdefault(key, {})["[user]"] = smp.value
+        elif per_op is not None and smp.metric == per_op:
+            figures.setdefault(key, []).append((smp.value, smp.unit))
+    if not reps:
+        raise PerflabError(f"operand {operand!r} selects {len(sel.runs)} run(s) but none holds insn-profile data; "
+                           "run in a guest with `--vm icount --monitor insn-profile`")
+    names = sorted({benchmarks[rid] for rid, _ in reps})
+    if len(names) > 1:
+        raise PerflabError(f"operand {operand!r} selects insn-profile data of several benchmarks "
+                           f"({', '.join(names)}); pick one with --benchmark")
+    keys = sorted(reps)
+    per = None
+    if per_op is not None:
+        missing = [k for k in keys if k not in figures]
+        if missing:
+            raise PerflabError(f"--per-op {per_op}: run #{missing[0][0]} repetition {missing[0][1]} has no such "
+                               "metric (`perflab show RUN` lists them)")
+        per = []
+        for k in keys:
+            values = [instruction_time_per_op(per_op, unit, v) for v, unit in figures[k]]
+            per.append(sum(values) / len(values))
+    profiled = sorted({rid for rid, _ in keys})
+    return sel, profiled, [reps[k] for k in keys], per, names[0]
+
+
+def instruction_view(store, base: str, head: str | None, benchmark: str | None, top: int,
+                     per_op: str | None = None) -> InstructionView:
+    """The functions whose instructions changed most between BASE and HEAD (HEAD None: BASE's own,
+    largest first), per operation of the benchmark where its figure says what one took."""
+    from perflab.stats.profile import compare_instructions
+
+    runs = _runs(store, benchmark)
+    first = _instruction_side(store, base, runs, None)
+    metric = per_op if per_op is not None else PER_OP_DEFAULT.get(first[4])
+    sides = [_instruction_side(store, operand, runs, metric) for operand in ((base,) if head is None else (base, head))]
+    (bsel, bruns, brows, bper, bbench) = sides[0]
+    (hsel, hruns, hrows, hper, hbench) = sides[-1]
+    if head is None:
+        result = compare_instructions(brows, brows, bper, bper, top=None)
+        result.symbols.sort(key=lambda r: (-r.base, r.symbol))
+        result.symbols = result.symbols[:top]
+    else:
+        result = compare_instructions(brows, hrows, bper, hper, top=top)
+    what = f"instructions per operation (from {metric})" if result.per == "operation" else "instructions per window"
+    header = [f"insn-profile of {bbench}: " + (f"{_label(bsel, bruns, brows)}" if head is None else
+                                               f"base {_label(bsel, bruns, brows)}, head {_label(hsel, hruns, hrows)}"),
+              f"{what}; counted by QEMU in the guest, kernel functions by the guest's kallsyms"]
+    notes = []
+    for sel in {id(s[0]): s[0] for s in sides}.values():
+        for r in sel.runs:
+            record = (getattr(r, "monitors", None) or {}).get(INSN) or {}
+            notes.extend(n for n in record.get("notes", []) if n not in notes)
+    return InstructionView(result, bsel.label, hsel.label, header + notes)

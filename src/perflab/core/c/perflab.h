@@ -17,6 +17,9 @@
  *     pl_pin_set (to a set), pl_thread_attr_cpu (a thread created on one CPU);
  *   - signals: pl_on_signal (sigaction, or die), pl_ignore_sigpipe,
  *     pl_mask_signals;
+ *   - markers: pl_mark_measured_start/end bound a benchmark's measured part for
+ *     perflab's instruction-counting QEMU plugin (execution/vm/c/insns.c): a
+ *     7-byte no-op on any CPU, a window's bounds where the plugin is loaded;
  *   - output, the one protocol: every result is a line on stdout
  *       {"metric": "NAME", "value": NUMBER, "unit": "UNIT"}
  *     optionally followed by more keys ("event", lists, ...) that a family's
@@ -53,6 +56,15 @@
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
+/* nopl disp32(%rax) with 'P' 'L' '1' 'S'|'E' as displacement: the measured part's bounds (insns.c) */
+#if defined(__x86_64__)
+#define pl_mark_measured_start() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x31,0x53" ::: "memory")
+#define pl_mark_measured_end() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x31,0x45" ::: "memory")
+#else
+#define pl_mark_measured_start() ((void)0)
+#define pl_mark_measured_end() ((void)0)
 #endif
 
 /* the name errors start with; a program sets it first thing */

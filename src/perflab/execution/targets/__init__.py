@@ -43,11 +43,15 @@ PERFLAB_PROGRAMS = "perflab-programs"      # perflab's C programs, built here, r
 HOST_PROGRAMS = "host-programs"            # the host's own programs (cmd's command, fio)
 WRITABLE_HOST_TREE = "writable-host-tree"  # the host's directories, written in place (kernbench)
 WORK_DISK = "work-disk"                    # a file system to work in (fio, aim7, news: `fs:`)
+# What an instrument may need of its target (Instrument.needs): the instructions the
+# processes' machine ran, counted by the emulator (the insn-profile monitor).
+INSTRUCTION_COUNTS = "instruction-counts"
 CAPABILITIES = {
     PERFLAB_PROGRAMS: "perflab's C programs",
     HOST_PROGRAMS: "the host's programs",
     WRITABLE_HOST_TREE: "the host's directories, writable",
     WORK_DISK: "a file system to work in",
+    INSTRUCTION_COUNTS: "the instructions its machine runs, counted by an emulator",
 }
 
 # Starts one process where the target runs: perflab.execution.executor.execute's signature.

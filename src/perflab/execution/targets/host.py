@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from perflab.execution.targets import Target, Toolchain
+from perflab.execution.targets import INSTRUCTION_COUNTS, Target, Toolchain
 
 
 @dataclass(frozen=True)
@@ -12,6 +12,7 @@ class Host(Target):
     """The running kernel on this machine; it offers everything a family may need."""
 
     kind = "host"
+    lacks = {INSTRUCTION_COUNTS: "this machine's CPU runs it natively (boot a kernel under vm mode icount)"}
     toolchain: Toolchain = field(default_factory=Toolchain)
 
     def describe(self) -> str:

@@ -26,12 +26,12 @@ from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.targets import (HOST_PROGRAMS, WRITABLE_HOST_TREE, Executor, Opening, Place, RunIn, Target,
-                                      Toolchain)
+from perflab.execution.targets import (HOST_PROGRAMS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor, Opening,
+                                      Place, RunIn, Target, Toolchain)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
-from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
+from perflab.execution.vm.machine import SLOWDOWN, counting_refusal, qemu_binary, qemu_command
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
@@ -179,6 +179,10 @@ class Qemu(Target):
         job needs them: PerflabError in one line, before anything is built or booted."""
         super().check(needs, what)
         self.spec().check()          # mode, cpus and memory, the QEMU arguments, the kernel file
+        if INSTRUCTION_COUNTS in needs:
+            why = counting_refusal(self.mode, self.cpus() or 1)
+            if why:
+                raise PerflabError(f"{what}: {why}")
         qemu_binary()                # installed
         wanted = ["9p"] if HOST_PROGRAMS in needs else []
         fs = (params or {}).get("fs")
@@ -204,7 +208,8 @@ class Qemu(Target):
         own (`fs:`) gets a fresh guest, so that no job's files or page cache meet another's."""
         if params.get("fs"):
             return None
-        return ("qemu", os.path.realpath(self.kernel), repr(sorted(self.machine.items())))
+        # Counting instructions slows TCG: a guest that counts is not shared with one that does not.
+        return ("qemu", os.path.realpath(self.kernel), repr(sorted(self.machine.items())), INSTRUCTION_COUNTS in needs)
 
     @contextlib.contextmanager
     def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
@@ -227,7 +232,8 @@ class Qemu(Target):
             # Last, once the devices are up: the first sample must read what the fifth does.
             setup.append("settle {ppm} {max_ms} {calls} {agree}".format(**SETTLE))
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
-        spec = replace(spec, share_root=any(rooted), drives=tuple(d.image for d in disks if d.image))
+        spec = replace(spec, share_root=any(rooted), drives=tuple(d.image for d in disks if d.image),
+                       count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
         with boot(spec, files={**boot_files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
             facts = {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}

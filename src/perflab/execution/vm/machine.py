@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perflab.core import cbuild
 from perflab.core.errors import PerflabError, TargetDown
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor, interrupt
@@ -63,6 +64,7 @@ class VmSpec:
     boot_timeout: float = 60.0           # seconds until the agent must have said HELLO
     share_root: bool = False             # the host's / read-only over virtio-9p (tag hostroot)
     drives: Sequence[str] = ()           # raw disk images, as virtio disks vda, vdb ...
+    count_instructions: bool = False     # load perflab's instruction-counting plugin (vm/c/insns.c)
 
     def check(self) -> None:
         """One-line errors for a spec that cannot boot, before anything starts."""
@@ -73,6 +75,9 @@ class VmSpec:
         why = qemu_args_refusal(self.qemu_args)
         if why:
             raise PerflabError(f"vm.qemu_args: {why}")
+        why = counting_refusal(self.mode, self.cpus) if self.count_instructions else None
+        if why:
+            raise PerflabError(why)
         path = Path(self.kernel)
         if not path.is_file():
             raise PerflabError(f"kernel {path}: no such file")
@@ -140,9 +145,29 @@ def qemu_version(binary: str) -> str:
 KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet rdinit=/init cryptomgr.notests"
 
 
-def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: Path | str | None = None) -> list[str]:
+def counting_refusal(mode: str, cpus: int) -> str | None:
+    """Why the instruction-counting plugin cannot count exactly in this machine, or None."""
+    if mode == "kvm":
+        return "counting a guest's instructions needs QEMU's TCG (vm mode icount or tcg): KVM runs the guest's code natively"
+    if mode == "tcg" and cpus > 1:
+        # Multi-threaded TCG: vCPUs add to the same counters at once (QEMU's inline ops are not atomic).
+        return (f"counting a guest's instructions with {cpus} vCPUs needs vm mode icount (one thread runs "
+                "them in turn); under tcg they run at once and the counts would race")
+    return None
+
+
+def plugin() -> Path:
+    """perflab's instruction-counting QEMU plugin (vm/c/insns.c), a shared object built by cbuild."""
+    try:
+        return cbuild.build("insns", initramfs.AGENT_DIR, cc="cc", flags=cbuild.SHARED_FLAGS)
+    except cbuild.BuildError as e:
+        raise PerflabError(f"cannot build perflab's instruction-counting QEMU plugin: {e.detail}") from None
+
+
+def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: Path | str | None = None,
+                 counts: Path | None = None) -> list[str]:
     """QEMU's command line; `image`: what -kernel is given (the PVH vmlinux of entry.entry_of),
-    spec.kernel when None."""
+    spec.kernel when None; `counts`: where the instruction-counting plugin writes."""
     accel = {
         "tcg": ["-accel", "tcg", "-cpu", "max"],
         # shift=0: one instruction is one nanosecond of guest time; sleep=off: an idle guest's
@@ -157,7 +182,9 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
         "-kernel", str(image or spec.kernel), "-initrd", str(initrd), "-append", cmdline,
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
-        *device_args(spec), *spec.qemu_args,
+        *device_args(spec),
+        *(["-plugin", f"file={plugin()},arg=out={counts}"] if spec.count_instructions and counts else []),
+        *spec.qemu_args,
     ]
 
 
@@ -241,6 +268,41 @@ class Channel:
                 poll()
 
 
+def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
+    """The agent's readings of a RUN -> [(guest seconds, {path: text})], one entry per instant."""
+    out: list[tuple[float, dict[str, str]]] = []
+    at = 0
+    while at < len(data):
+        end = data.index(b"\n", at)
+        t_ns, n_path, n_text = map(int, data[at:end].split())
+        path = data[end + 1:end + 1 + n_path].decode(errors="replace")
+        text = data[end + 1 + n_path:end + 1 + n_path + n_text].decode(errors="replace")
+        at = end + 1 + n_path + n_text
+        t = t_ns / 1e9
+        if not out or out[-1][0] != t:
+            out.append((t, {}))
+        out[-1][1][path] = text
+    return out
+
+
+def parse_counts(text: str) -> dict[int, dict[int, int]]:
+    """The plugin's windows (vm/c/insns.c) -> channel -> {block address: instructions}, summed."""
+    out: dict[int, dict[int, int]] = {}
+    counts: dict[int, int] | None = None
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "window":
+            counts = out.setdefault(int(words[2]), {})
+        elif words[0] == "end":
+            counts = None
+        elif counts is not None and len(words) == 2:
+            address = int(words[0], 16)
+            counts[address] = counts.get(address, 0) + int(words[1])
+    return out
+
+
 def _death_signal() -> None:
     # Runs in the child between fork and exec: QEMU dies with the thread that started it.
     libc = ctypes.CDLL(None, use_errno=True)
@@ -268,6 +330,8 @@ class Guest:
     channel: Channel
     workdir: Path
     facts: dict[str, str] = field(default_factory=dict)
+    _kallsyms: str | None = field(default=None, repr=False)
+    _counts_read: int = field(default=0, repr=False)
 
     @property
     def console(self) -> Path:
@@ -292,12 +356,19 @@ class Guest:
         display = spec.item or " ".join(spec.argv)
         args = [*executor.launcher_options(spec, grace, spec.cwd), "--", *wrapper, *spec.argv]
         env = [f"{k}={v}" for k, v in (DEFAULT_ENV if spec.env is None else spec.env).items()]
-        strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0", root]
+        hooks = hooks or executor.Hooks()
+        readings = [r for r in hooks.inside if isinstance(r, executor.Readings)]
+        counting = [c for c in hooks.inside if isinstance(c, executor.InstructionCounts)]
+        if counting and not self.spec.count_instructions:
+            raise PerflabError("this guest was booted without perflab's instruction-counting plugin")
+        paths = list(dict.fromkeys(p for r in readings for p in r.paths))
+        interval = min((r.interval for r in readings), default=0.0)
+        strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0", root,
+                   str(max(1, round(interval * 1000)) if paths else 0), str(len(paths)), *paths]
         payload = b"".join(os.fsencode(s) + b"\0" for s in strings)
         deadline = None
         if spec.timeout:
             deadline = (spec.timeout + grace) * SLOWDOWN[self.spec.mode] + REQUEST_MARGIN
-        hooks = hooks or executor.Hooks()
         stop_sent = False
 
         def watch_interrupt() -> None:
@@ -326,10 +397,19 @@ class Guest:
         if kind != "RESULT":
             raise self._failure(f"unexpected {kind} frame from the guest agent")
         head, _, rest = body.partition(b"\n")
-        n_res, n_out, n_err = map(int, head.split())
+        n_res, n_out, n_err, n_read = map(int, head.split())
         text = rest[:n_res].decode(errors="replace")
         out = rest[n_res:n_res + n_out][:executor.STDOUT_LIMIT_BYTES]
         err = rest[n_res + n_out:n_res + n_out + n_err][-executor.STDERR_TAIL_BYTES:]
+        if readings:
+            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read])
+            for r in readings:
+                r.taken += [(t, {p: texts[p] for p in r.paths if p in texts}) for t, texts in taken]
+        if counting:
+            windows = self._counted()
+            symbols = self.kallsyms()
+            for c in counting:
+                c.windows, c.symbols = windows, symbols
         if stop_sent and "exit=" not in text and "execerror=" not in text:
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
         fields = executor.parse_result(text, display)   # the launcher's own words, read the host's way
@@ -342,6 +422,41 @@ class Guest:
             stdout=out.decode(errors="replace") if spec.capture_stdout else "",
             stderr_tail=err.decode(errors="replace"),
         )
+
+    def read(self, path: str) -> bytes:
+        """A file of the guest (empty when it cannot be read), through the agent."""
+        try:
+            self.channel.send("READ", os.fsencode(path))
+            kind, body = self.channel.receive(time.monotonic() + REQUEST_MARGIN * SLOWDOWN[self.spec.mode])
+        except _Dead:
+            self.process.wait()
+            raise self._failure(f"the guest died while reading {path}") from None
+        except _Late:
+            raise self._failure(f"the guest did not answer a read of {path}") from None
+        if kind != "FILE":
+            raise self._failure(f"unexpected {kind} frame from the guest agent")
+        return body
+
+    def kallsyms(self) -> str:
+        """The guest kernel's /proc/kallsyms, read once per boot (the addresses are this boot's)."""
+        if self._kallsyms is None:
+            self._kallsyms = self.read("/proc/kallsyms").decode(errors="replace")
+        return self._kallsyms
+
+    def _counted(self) -> dict[int, dict[int, int]]:
+        """The instruction-counting plugin's window of the process just run: the last one written
+        (every request runs the markers, the guest's own mkdir and cp too). The plugin writes a
+        window whole, within the marker, before the agent can answer."""
+        with contextlib.suppress(FileNotFoundError), open(self.workdir / COUNTS_FILE, "rb") as f:
+            f.seek(self._counts_read)
+            data = f.read()
+            self._counts_read += len(data)
+            lines = data.decode(errors="replace").splitlines()
+            ends = [i for i, line in enumerate(lines) if line.startswith("end ")]
+            if ends:
+                return parse_counts("\n".join(lines[ends[-2] + 1 if len(ends) > 1 else 0:ends[-1]]))
+        raise self._failure("the instruction-counting plugin wrote no window for the process "
+                            "(did the guest's agent run its markers?)")
 
     def shutdown(self) -> None:
         """Power the guest off and wait for QEMU to exit (killed if it does not)."""
@@ -367,6 +482,7 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 WORKDIR_PREFIX = "perflab-vm-"
+COUNTS_FILE = "insns.txt"        # the instruction-counting plugin's windows (vm/c/insns.c)
 
 
 def _remove_stale_workdirs() -> None:
@@ -443,7 +559,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         with open(workdir / "qemu.err", "wb") as err:
             started = time.monotonic()
             process = subprocess.Popen(
-                qemu_command(binary, spec, initrd, console, entry.image), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                qemu_command(binary, spec, initrd, console, entry.image, workdir / COUNTS_FILE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, start_new_session=True, preexec_fn=_death_signal, bufsize=0)
         channel = Channel(process.stdin.fileno(), process.stdout.fileno())
         try:

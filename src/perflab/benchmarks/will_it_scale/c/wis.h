@@ -827,6 +827,8 @@ int main(int argc, char **argv)
 				      : warm_ns + ((k - nwarm) * step_ns < dur_ns ? (k - nwarm) * step_ns : dur_ns);
 		if (wis_sleep_until(t0 + offset))
 			wis_exit_on_signal();
+		if (wis.ops_target && !warm)
+			pl_mark_measured_end();
 		int64_t now = pl_now_ns();
 		unsigned long long sum = 0;
 		for (unsigned n = 0; n < wis.ntasks; n++) {
@@ -879,6 +881,7 @@ int main(int argc, char **argv)
 				prev[n] = __atomic_load_n((unsigned long long *)(wis.slots + (size_t)n * WIS_SLOT),
 							  __ATOMIC_RELAXED);
 			last = pl_now_ns();
+			pl_mark_measured_start();
 		}
 	}
 

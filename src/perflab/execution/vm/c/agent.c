@@ -13,16 +13,25 @@
  *     "@PL " TYPE " " LENGTH " " FNV1A32-HEX "\n"  then LENGTH bytes, then "\n"
  *
  * guest -> host: HELLO (key=value lines: uname, CPUs, memory), RESULT, BYE.
- * host -> guest: RUN, STOP (ask the running launcher to stop), OFF.
+ * host -> guest: RUN, STOP (ask the running launcher to stop), READ, OFF.
+ * READ's payload is a path; the answer is FILE, the file's content (at most
+ * READ_LIMIT bytes; empty when it cannot be read), e.g. the guest's
+ * /proc/kallsyms for the host to name kernel addresses.
  * RUN's payload is NUL-terminated strings: N, then N launcher arguments
  * (options, "--", the program's argv), then M, then M environment entries,
  * then "1"/"0" (capture stdout), then the root to run in ("" for the
  * initramfs; else a directory, e.g. the host's root over 9p: the launcher is
  * opened first and started with fexecve after chroot, so it need not be in
- * that root).  The worker starts the launcher exactly as
+ * that root).  Optionally then: an interval in ms, K, and K paths of the
+ * guest's files (its /proc) to read before the launcher starts, every interval
+ * while it runs and after it ended: the monitors of a guest run.  The worker starts the launcher exactly as
  * the host executor does (stdin /dev/null, stdout and stderr to files, result
- * channel on fd 3) and answers RESULT: "R O E\n" (three lengths), then the
- * launcher's result text, the stdout and the stderr's tail.
+ * channel on fd 3) and answers RESULT: "R O E W\n" (four lengths), then the
+ * launcher's result text, the stdout, the stderr's tail and the readings: per
+ * reading of a file "T_NS PATH_LEN TEXT_LEN\n", the path, the text.  Around the
+ * launcher (before the fork, after it is reaped) the worker executes the
+ * process markers of perflab's instruction-counting plugin (vm/c/insns.c):
+ * no-ops here, window bounds where the plugin is loaded.
  *
  * Before HELLO the worker carries out /etc/perflab/setup when the initramfs
  * has one, a line at a time, stopping at the first that fails (HELLO then
@@ -69,6 +78,10 @@
 #define STDOUT_LIMIT (64L << 20)
 #define STDERR_TAIL 4096
 #define FRAME_LIMIT (1L << 20)
+#define READ_LIMIT (64L << 20)
+/* nopl 0x?..(%rax): 'P' 'L' CHANNEL KIND, a marker for vm/c/insns.c; nothing on a CPU. */
+#define MARK_PROCESS_START() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory")
+#define MARK_PROCESS_END() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory")
 
 static int port = -1;
 
@@ -363,6 +376,65 @@ static char *read_file(const char *path, long keep_head, long keep_tail, size_t 
 	return buf;
 }
 
+/* A whole file, also one whose size is not known ahead (/proc), up to READ_LIMIT bytes. */
+static char *read_whole(const char *path, size_t *n)
+{
+	size_t cap = 1 << 16;
+	char *buf = malloc(cap);
+	*n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return buf;
+	for (;;) {
+		if (*n == cap) {
+			if (cap >= (size_t)READ_LIMIT)
+				break;
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+		ssize_t r = read(fd, buf + *n, cap - *n);
+		if (r <= 0)
+			break;
+		*n += (size_t)r;
+	}
+	close(fd);
+	return buf;
+}
+
+/* The readings of one RUN: every file, at one instant, appended to a buffer. */
+struct readings {
+	char **paths;
+	long npaths;
+	char *buf;
+	size_t len, cap;
+};
+
+static void append(struct readings *r, const char *p, size_t n)
+{
+	if (r->len + n > r->cap) {
+		while (r->len + n > r->cap)
+			r->cap = r->cap ? r->cap * 2 : 1 << 16;
+		r->buf = realloc(r->buf, r->cap);
+	}
+	memcpy(r->buf + r->len, p, n);
+	r->len += n;
+}
+
+static void take_readings(struct readings *r)
+{
+	long long t = now_ns();
+	for (long i = 0; i < r->npaths; i++) {
+		size_t n = 0;
+		char *text = read_whole(r->paths[i], &n);
+		char head[96];
+		int h = snprintf(head, sizeof head, "%lld %zu %zu\n", t, strlen(r->paths[i]), n);
+		append(r, head, (size_t)h);
+		append(r, r->paths[i], strlen(r->paths[i]));
+		append(r, text, n);
+		free(text);
+	}
+}
+
 /* The next NUL-terminated string of a payload (NULL at its end). */
 static char *next_string(char **p, char *end)
 {
@@ -393,12 +465,26 @@ static void run(char *payload, size_t n)
 	s = next_string(&p, end);
 	int capture = s && s[0] == '1';
 	char *root = next_string(&p, end);
+	s = next_string(&p, end);
+	long interval_ms = s ? atol(s) : 0;
+	struct readings readings = {0};
+	s = next_string(&p, end);
+	readings.npaths = s ? atol(s) : 0;
+	readings.paths = calloc((size_t)readings.npaths + 1, sizeof *readings.paths);
+	for (long i = 0; i < readings.npaths; i++)
+		readings.paths[i] = next_string(&p, end);
+	for (long i = 0; i < readings.npaths; i++)
+		if (!readings.paths[i])
+			readings.npaths = i;
 
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) != 0) {
 		say("pipe: %s", strerror(errno));
 		_exit(3);
 	}
+	take_readings(&readings);
+	long long due = now_ns() + interval_ms * 1000000LL;
+	MARK_PROCESS_START();
 	pid_t child = fork();
 	if (child == 0) {
 		int nul = open("/dev/null", O_RDWR);
@@ -429,7 +515,18 @@ static void run(char *payload, size_t n)
 	int stop_sent = 0;
 	for (;;) {
 		struct pollfd fds[2] = {{pipefd[0], POLLIN, 0}, {port, POLLIN, 0}};
-		if (poll(fds, 2, -1) < 0) {
+		int wait_ms = -1;
+		if (readings.npaths && interval_ms > 0) {
+			long long left = due - now_ns();
+			if (left <= 0) {
+				take_readings(&readings);
+				due += interval_ms * 1000000LL * (1 + (now_ns() - due) / (interval_ms * 1000000LL));
+				continue;
+			}
+			wait_ms = (int)((left + 999999) / 1000000);
+		}
+		int ready = poll(fds, 2, wait_ms);
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -458,17 +555,21 @@ static void run(char *payload, size_t n)
 	close(pipefd[0]);
 	if (child > 0)
 		waitpid(child, NULL, 0);
+	MARK_PROCESS_END();
+	take_readings(&readings);
 	size_t out_len = 0, err_len = 0;
 	char *out = capture ? read_file(OUT_FILE, STDOUT_LIMIT, 0, &out_len) : calloc(1, 1);
 	char *err = read_file(ERR_FILE, 0, STDERR_TAIL, &err_len);
-	char head[64];
-	int h = snprintf(head, sizeof head, "%zu %zu %zu\n", res_len, out_len, err_len);
-	size_t total = (size_t)h + res_len + out_len + err_len;
+	char head[96];
+	int h = snprintf(head, sizeof head, "%zu %zu %zu %zu\n", res_len, out_len, err_len, readings.len);
+	size_t total = (size_t)h + res_len + out_len + err_len + readings.len;
 	char *msg = malloc(total);
 	memcpy(msg, head, (size_t)h);
 	memcpy(msg + h, res, res_len);
 	memcpy(msg + h + res_len, out, out_len);
 	memcpy(msg + h + res_len + out_len, err, err_len);
+	if (readings.len)
+		memcpy(msg + h + res_len + out_len + err_len, readings.buf, readings.len);
 	send_frame("RESULT", msg, total);
 	unlink(OUT_FILE);
 	unlink(ERR_FILE);
@@ -478,6 +579,8 @@ static void run(char *payload, size_t n)
 	free(res);
 	free(args);
 	free(env);
+	free(readings.paths);
+	free(readings.buf);
 }
 
 static int worker(void)
@@ -501,6 +604,15 @@ static int worker(void)
 		wait_frame(type, &payload, &n);
 		if (strcmp(type, "RUN") == 0) {
 			run(payload, n);
+		} else if (strcmp(type, "READ") == 0) {
+			char *path = malloc(n + 1);
+			memcpy(path, payload, n);
+			path[n] = 0;
+			size_t len = 0;
+			char *data = read_whole(path, &len);
+			send_frame("FILE", data, len);
+			free(data);
+			free(path);
 		} else if (strcmp(type, "OFF") == 0) {
 			send_frame("BYE", "", 0);
 			tcdrain(port);
