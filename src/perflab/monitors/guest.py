@@ -77,7 +77,8 @@ class GuestMonitorSet:
                 self._failed(mon, e)
         for mon in self.active:
             if isinstance(mon, InsnProfile) and mon.windows:
-                self.record[mon.name]["notes"] = [f"counted over {' and '.join(sorted(mon.windows))}"]
+                self.record[mon.name]["notes"] = [f"counted over {' and '.join(sorted(mon.windows))}; functions "
+                                                  f"named by {', '.join(sorted(mon.sources))}"]
         return out
 
     def close(self) -> None:

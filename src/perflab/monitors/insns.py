@@ -103,6 +103,7 @@ class InsnProfile(Monitor):
         self.user = 0
         self.functions: dict[str, int] = {}
         self.windows: set[str] = set()
+        self.sources: set[str] = set()
         self.repeatable = True
 
     def check(self) -> None:
@@ -114,7 +115,8 @@ class InsnProfile(Monitor):
             return      # the process never ran (it failed to start, or the guest died)
         symbols = symbols_of(counts.symbols)
         if not symbols:
-            raise RuntimeError("the guest's /proc/kallsyms gives no addresses (kernel.kptr_restrict?)")
+            raise RuntimeError(f"no kernel symbols to name the counts with: {counts.symbols_from or 'none read'}")
+        self.sources.add(counts.symbols_from)
         channel = MEASURED_PART if self.options.window == "auto" and counts.windows.get(MEASURED_PART) else PROCESS
         self.windows.add("the benchmark's measured part" if channel == MEASURED_PART else "the whole process")
         user, functions = by_function(counts.windows.get(channel, {}), symbols)

@@ -106,7 +106,7 @@ def _count(x: float) -> str:
 def _signed(x: float) -> str:
     if math.isnan(x):
         return "~"
-    return "0" if x == 0 else (f"{x:+,.0f}" if abs(x) >= 1e5 else f"{x:+.2f}")
+    return "0" if abs(x) < 0.005 else (f"{x:+,.0f}" if abs(x) >= 1e5 else f"{x:+.2f}")
 
 
 def render_instructions(view, single: bool = False) -> str:
@@ -136,7 +136,7 @@ def render_instructions(view, single: bool = False) -> str:
     lines.append(f"{_count(result.base_total):>16}{_count(result.head_total):>16}{_signed(total):>14}"
                  f"{part(total) if total else '-':>11}  (all, per {result.per})")
     for r in result.symbols:
-        mark = "" if r.changed or r.change == 0 else "  (within the repetitions' spread)"
+        mark = "" if r.changed or abs(r.change) < 0.005 else "  (within the repetitions' spread)"
         lines.append(f"{_count(r.base):>16}{_count(r.head):>16}{_signed(r.change):>14}{part(r.change):>11}  "
                      f"{r.symbol}{mark}")
     lines.append(f"# the {len(result.symbols)} rows shown account for {_signed(result.shown_change)} of "

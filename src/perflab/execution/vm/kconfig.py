@@ -62,8 +62,10 @@ NAMES = tuple(name for name, _why in OPTIONS)
 # through which QEMU boots the vmlinux without the kernel's decompressor (execution.vm.entry);
 # and ACPI, through which the kernel finds the HPET: without it the local APIC timer is
 # calibrated against the PIT, which under icount took a minimal 6.1 kernel 9 s of TCG
-# (10.2 s to HELLO; with ACPI 4.5-5.8 s, Debian's 5.9 s; under tcg 1.0 -> 1.5 s; docs/vm.md).
-EXTRA = ("IKCONFIG", "HYPERVISOR_GUEST", "PVH", "ACPI")
+# (10.2 s to HELLO; with ACPI 4.5-5.8 s, Debian's 5.9 s; under tcg 1.0 -> 1.5 s; docs/vm.md);
+# and KALLSYMS, through which insn-profile names the guest kernel's functions (System.map
+# beside the image does too).
+EXTRA = ("IKCONFIG", "HYPERVISOR_GUEST", "PVH", "ACPI", "KALLSYMS")
 BASES = ("tinyconfig", "defconfig")
 
 _LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")

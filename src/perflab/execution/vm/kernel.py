@@ -168,3 +168,25 @@ def config_hash(kernel: Path) -> str | None:
     if config is None:
         return None
     return hashlib.sha256(config.read_bytes()).hexdigest()[:16]
+
+
+def system_map(image: Path) -> Path | None:
+    """The System.map of a kernel image, where a build or a package leaves it: beside the image
+    (System.map, or System.map-RELEASE beside vmlinuz-RELEASE), or at the top of the build
+    tree of arch/x86/boot/bzImage. None when there is none, or only Debian's placeholder
+    (which says the real one is in the -dbg package)."""
+    image = Path(image).resolve()
+    release = image.name.split("-", 1)[1] if image.name.startswith("vmlinuz-") and "-" in image.name else None
+    candidates = [image.parent / "System.map", *([image.parent / f"System.map-{release}"] if release else [])]
+    if image.parent.name == "boot" and image.parent.parent.name == "x86" and len(image.parents) > 3:
+        candidates.append(image.parents[3] / "System.map")
+    for path in candidates:
+        try:
+            with open(path, errors="replace") as f:
+                head = f.read(1 << 16)
+        except OSError:
+            continue
+        lines = [line.split() for line in head.splitlines()[:-1]]
+        if sum(1 for w in lines if len(w) == 3 and w[1] in "tTwW" and w[0].strip("0f")) >= 3:
+            return path
+    return None

@@ -330,7 +330,7 @@ class Guest:
     channel: Channel
     workdir: Path
     facts: dict[str, str] = field(default_factory=dict)
-    _kallsyms: str | None = field(default=None, repr=False)
+    _kallsyms: tuple[str, str] | None = field(default=None, repr=False)
     _counts_read: int = field(default=0, repr=False)
 
     @property
@@ -407,9 +407,9 @@ class Guest:
                 r.taken += [(t, {p: texts[p] for p in r.paths if p in texts}) for t, texts in taken]
         if counting:
             windows = self._counted()
-            symbols = self.kallsyms()
+            symbols, source = self.kallsyms()
             for c in counting:
-                c.windows, c.symbols = windows, symbols
+                c.windows, c.symbols, c.symbols_from = windows, symbols, source
         if stop_sent and "exit=" not in text and "execerror=" not in text:
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
         fields = executor.parse_result(text, display)   # the launcher's own words, read the host's way
@@ -437,10 +437,21 @@ class Guest:
             raise self._failure(f"unexpected {kind} frame from the guest agent")
         return body
 
-    def kallsyms(self) -> str:
-        """The guest kernel's /proc/kallsyms, read once per boot (the addresses are this boot's)."""
+    def kallsyms(self) -> tuple[str, str]:
+        """The guest kernel's symbols and where they came from: its /proc/kallsyms, read once per
+        boot (the addresses are this boot's); for a kernel built without CONFIG_KALLSYMS, the
+        System.map of its build, when it was booted at its link address (PVH: no KASLR)."""
         if self._kallsyms is None:
-            self._kallsyms = self.read("/proc/kallsyms").decode(errors="replace")
+            text = self.read("/proc/kallsyms").decode(errors="replace")
+            source = "the guest's /proc/kallsyms"
+            if not any(line[:16].strip("0") for line in text.splitlines()[:64]):
+                found = kernels.system_map(Path(self.spec.kernel))
+                if found is not None and self.facts.get("kernel_entry", "").startswith("PVH"):
+                    text, source = found.read_text(errors="replace"), str(found)
+                else:
+                    source = ("nothing: the guest kernel has no /proc/kallsyms (CONFIG_KALLSYMS) and no "
+                              "System.map lies beside its image")
+            self._kallsyms = (text, source)
         return self._kallsyms
 
     def _counted(self) -> dict[int, dict[int, int]]:

@@ -1,0 +1,163 @@
+"""Where, inside the kernel under test (issue 35): monitors in a VM guest and insn-profile.
+
+The pure parts (the plugin's and the agent's formats, naming blocks with kallsyms, the
+guest monitor set's reductions, the exact diff) without a guest; then one real icount guest
+of a Debian kernel with the plugin loaded, skipped with the reason when QEMU or the kernel
+is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from perflab.execution.executor import Hooks, InstructionCounts, Readings
+from perflab.execution.vm import kernel
+from perflab.execution.vm.machine import parse_counts, parse_readings
+from perflab.monitors.guest import GuestMonitorSet
+from perflab.monitors.insns import KernelSymbols, by_function
+from perflab.stats.profile import compare_instructions
+
+KERNEL = os.environ.get("PERFLAB_TEST_KERNEL") or kernel.cached()
+needs_vm = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None or not KERNEL or not Path(KERNEL).is_file(),
+    reason="needs qemu-system-x86_64 (Debian qemu-system-x86) and a kernel: python tools/fetch_kernel.py")
+
+KALLSYMS = ("ffffffff81000000 T _stext\n"
+            "ffffffff81001000 T do_syscall_64\n"
+            "ffffffff81001200 t helper_inlined_nowhere\n"
+            "ffffffff81002000 D some_data\n"
+            "ffffffff81003000 T __x64_sys_getppid\n"
+            "ffffffffc0000000 t ext4_fill_super\t[ext4]\n")
+
+
+def test_the_plugins_windows_are_read_back_summed_per_block():
+    text = ("window 1 0 3\n0 500\nffffffff81001010 40\nffffffff81001010 2\n"
+            "window 1 1 2\n0 100\nffffffff81003004 7\nend 1\n")
+    assert parse_counts(text) == {0: {0: 500, 0xffffffff81001010: 42}, 1: {0: 100, 0xffffffff81003004: 7}}
+    assert parse_counts("") == {}
+
+
+def test_the_agents_readings_are_grouped_per_instant():
+    def one(t, path, text):
+        return b"%d %d %d\n" % (t, len(path), len(text)) + path + text
+
+    data = one(10, b"/proc/stat", b"cpu 1 2\n") + one(10, b"/proc/meminfo", b"") + one(2_000_000_010, b"/proc/stat",
+                                                                                        b"cpu 3 4\n")
+    assert parse_readings(data) == [(1e-8, {"/proc/stat": "cpu 1 2\n", "/proc/meminfo": ""}),
+                                    (2.00000001, {"/proc/stat": "cpu 3 4\n"})]
+
+
+def test_kernel_blocks_are_named_by_the_text_symbol_they_start_in():
+    symbols = KernelSymbols(KALLSYMS)
+    assert symbols.name(0xffffffff81001000) == "do_syscall_64"
+    assert symbols.name(0xffffffff81001fff) == "helper_inlined_nowhere"
+    assert symbols.name(0xffffffff81002100) == "helper_inlined_nowhere"     # data symbols do not cut text
+    assert symbols.name(0xffffffffc0000123) == "ext4_fill_super"
+    assert symbols.name(0xffffffff80000000) == "[unknown]"
+    user, functions = by_function({0: 9, 0xffffffff81001010: 30, 0xffffffff81001020: 1, 0xffffffff81003000: 13},
+                                  symbols)
+    assert (user, functions) == (9, {"do_syscall_64": 31, "__x64_sys_getppid": 13})
+    assert not KernelSymbols("0000000000000000 T _stext\n0000000000000000 T do_syscall_64\n")   # kptr_restrict
+
+
+def test_guest_monitors_reduce_the_guests_readings_to_the_hosts_names():
+    """What the agent read in the guest goes through the same monitors: vmstat's columns and
+    interrupts' sources under their usual names; insn-profile's parts add up to the whole."""
+    monitors = GuestMonitorSet({"vmstat": {}, "interrupts": {}, "insn-profile": {"min_share": 10}}, exact=True)
+    hooks = monitors.hooks(0)
+    assert isinstance(hooks, Hooks) and not hooks.start and not hooks.stop
+    readings = [r for r in hooks.inside if isinstance(r, Readings)]
+    assert {p for r in readings for p in r.paths} == {"/proc/stat", "/proc/meminfo", "/proc/vmstat", "/proc/interrupts"}
+    texts = {p: open(p).read() for r in readings for p in r.paths}
+    for r in readings:     # what the guest's agent fills: a reading at the start and one at the end
+        r.taken = [(1.0, {p: texts[p] for p in r.paths}), (1.5, {p: texts[p] for p in r.paths})]
+    (counts,) = [c for c in hooks.inside if isinstance(c, InstructionCounts)]
+    counts.windows = {0: {0: 1000, 0xffffffff81001000: 9000},
+                      1: {0: 100, 0xffffffff81001000: 850, 0xffffffff81003000: 40, 0xffffffff81000000: 10}}
+    counts.symbols, counts.symbols_from = KALLSYMS, "a test's kallsyms"
+    collected = monitors.collect()
+    vmstat = {s.metric: s for s in collected["vmstat"].samples}
+    assert {"vmstat.memory.free", "vmstat.system.in", "vmstat.procs.r"} <= set(vmstat)
+    assert any(s.metric.startswith("interrupts.") for s in collected["interrupts"].samples)
+    insns = {s.metric: s.value for s in collected["insn-profile"].samples}
+    # the measured part (channel 1) when the harness marked one; 40 and 10 are under 10% of 1000
+    assert insns == {"insn-profile.instructions": 1000, "insn-profile.user": 100, "insn-profile.kernel": 900,
+                     "insn-profile.self.do_syscall_64": 850, "insn-profile.self.[other]": 50}
+    assert all(s.exact and s.unit == "instructions" for s in collected["insn-profile"].samples)
+    assert "the benchmark's measured part" in monitors.record["insn-profile"]["notes"][0]
+    assert monitors.record["vmstat"]["where"] == "in the VM guest"
+
+
+def test_a_guest_file_that_cannot_be_read_drops_only_its_monitor():
+    warnings = []
+    monitors = GuestMonitorSet({"meminfo": {}, "proc-stat": {}}, warn=warnings.append)
+    hooks = monitors.hooks(0)
+    for r in hooks.inside:
+        text = "" if "meminfo" in r.paths[0] else open(r.paths[0]).read()
+        r.taken = [(0.0, {r.paths[0]: text}), (0.1, {r.paths[0]: text})]
+    collected = monitors.collect()
+    assert "meminfo" not in collected and "proc-stat" in collected
+    assert monitors.record["meminfo"]["status"] == "failed" and "cannot read /proc/meminfo" in warnings[0]
+
+
+def test_the_exact_diff_lists_what_changed_and_adds_up_to_the_whole():
+    base = [{"do_syscall_64": 300, "entry": 400, "[user]": 300}] * 2
+    head = [{"do_syscall_64": 330, "entry": 400, "[user]": 300, "new_fn": 70}] * 2
+    # per operation: base 10 instruction-ns per op, head 11
+    result = compare_instructions(base, head, [10.0, 10.0], [11.0, 11.0])
+    assert result.per == "operation" and result.base_total == pytest.approx(10) and result.head_total == pytest.approx(11)
+    rows = {r.symbol: r for r in result.symbols}
+    assert rows["new_fn"].change == pytest.approx(0.7) and rows["do_syscall_64"].change == pytest.approx(0.3)
+    assert rows["entry"].change == pytest.approx(0.0) and not rows["entry"].changed
+    assert result.symbols[0].symbol == "new_fn" and result.symbols[0].changed
+    assert sum(r.change for r in result.symbols) == pytest.approx(result.total_change)
+    # without a figure per operation: instructions of the window
+    per_window = compare_instructions(base, head)
+    assert per_window.per == "window" and per_window.total_change == pytest.approx(100)
+    # a row whose repetitions spread more than it moved is not called changed
+    noisy = compare_instructions([{"a": 100}, {"a": 110}], [{"a": 104}, {"a": 112}])
+    assert not noisy.symbols[0].changed
+
+
+def test_insn_profile_on_the_host_or_under_kvm_is_refused_in_one_line(cli, tmp_path):
+    proc = cli("run", "cmd", "--monitor", "insn-profile", "--", "true", check=False)
+    assert_one_line_error(proc, "monitor insn-profile counts the instructions of a VM guest")
+    proc = cli("run", "cmd", "--kernel", tmp_path / "bzImage", "--vm", "kvm", "--monitor", "insn-profile",
+               "--", "true", check=False)
+    assert_one_line_error(proc, "needs QEMU's TCG")
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+@pytest.mark.vm
+@needs_vm
+def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
+    """getppid1 in a Debian kernel under icount: the guest's vmstat and interrupts, and the
+    instructions per kernel function of the measured part, the same in both repetitions."""
+    cli("run", "will-it-scale", "--test", "getppid1", "--runs", "2", "--kernel", KERNEL, "--vm", "icount",
+        "--monitor", "insn-profile", "--monitor", "vmstat", "--monitor", "interrupts", timeout=600)
+    rows = cli.sql("SELECT metric, value, unit, repetition FROM sample WHERE run_id = 1 AND metric LIKE 'insn-profile.%'")
+    by = {}
+    for metric, value, unit, rep in rows:
+        by.setdefault(metric, {})[rep] = value
+        assert unit == "instructions"
+    total = by["insn-profile.instructions"]
+    assert set(total) == {0, 1} and 0.09e9 < total[0] < 0.3e9          # a window of >= 0.1 s of instruction-time
+    assert by["insn-profile.user"][0] + by["insn-profile.kernel"][0] == total[0]
+    # The window is 0.1 s of instruction-time (fixed up to the harness's wake-up): what varies is how
+    # much of it the kernel's own work (timer ticks, RCU) took, ~1e-4 here; issue 35's goal is 0.5%.
+    assert abs(total[0] - total[1]) / total[0] < 1e-4, total
+    getppid = [by["insn-profile.self.__x64_sys_getppid"][r] / total[r] for r in (0, 1)]
+    assert abs(getppid[0] - getppid[1]) / getppid[0] < 1e-3, getppid
+    values = dict(cli.sql("SELECT metric, avg(value) FROM sample WHERE run_id = 1 GROUP BY metric"))
+    assert values["vmstat.cpu.sy"] > 50 and values["interrupts.LOC:Local_timer_interrupts"] > 0
+    (record,) = cli.sql("SELECT monitors FROM run WHERE id = 1")[0]
+    notes = json.loads(record)["insn-profile"]["notes"][0]
+    assert "the benchmark's measured part" in notes and "the guest's /proc/kallsyms" in notes
+    shown = cli("report", "profile", "1").stdout
+    assert "instructions per operation (from will-it-scale.workload)" in shown and "__x64_sys_getppid" in shown
