@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,22 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     assert "the benchmark's measured part" in notes and "the guest's /proc/kallsyms" in notes
     shown = cli("report", "profile", "1").stdout
     assert "instructions per operation (from will-it-scale.workload)" in shown and "__x64_sys_getppid" in shown
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("cc") is None, reason="needs valgrind and cc")
+def test_user_space_functions_counted_by_valgrind_diff_alike(cli, tmp_path):
+    """`measure: instructions` stores the process's functions under insn-profile's names: a
+    version that adds work to one function is named by that function, exactly."""
+    source = ("static volatile long sink;\n__attribute__((noinline)) void work(int n) { for (int i = 0; i < n; i++) sink += i; }\n"
+              "__attribute__((noinline)) void other(void) { for (int i = 0; i < 50000; i++) sink ^= i; }\n"
+              "int main(void) { work(N); other(); return 0; }\n")
+    for tag, n in (("v1", 100000), ("v2", 130000)):
+        (tmp_path / f"{tag}.c").write_text(source.replace("N", str(n)))
+        subprocess.run(["cc", "-O1", "-o", tmp_path / tag, tmp_path / f"{tag}.c"], check=True)
+        cli("run", "cmd", "--measure", "instructions", "--runs", "2", "--tag", tag, "--", str(tmp_path / tag))
+    shown = cli("report", "profile", "v1", "v2", "--top", "3").stdout
+    rows = [line.split() for line in shown.splitlines() if line.strip() and not line.startswith("#")]
+    assert rows[2][-1] == "work", shown                  # after the heading and the (all) row
+    base, head, change = (int(w.replace(",", "").lstrip("+")) for w in rows[2][:3])
+    assert change == head - base and change >= 30000 * 3     # 30,000 more iterations of a loop of 3+ instructions
+    assert "by valgrind on this machine" in shown

@@ -189,6 +189,8 @@ class _ValgrindWatch(Watch):
         if self.measure.children or len(per_process) > 1:    # forked children are counted too
             samples.append(Sample(PROCESSES.name + counted.suffix, float(len(per_process)), PROCESSES.unit,
                                   PROCESSES.direction, PROCESSES.exact))
+        if not counted.suffix and not self.measure.function:
+            samples += _function_samples(counted.prefix, counts.get(valgrind.IR, 0))
         if counted.suffix and self._sum is not None:
             self._sum = valgrind.total([self._sum, counts])
             if counted.last:
@@ -197,6 +199,35 @@ class _ValgrindWatch(Watch):
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+# A function is stored from this share of the process's instructions up (the rest as [other]).
+FUNCTION_FLOOR = 0.1
+
+
+def _function_samples(prefix: Path, total: int) -> list[Sample]:
+    """Instructions per function of a job's one recorded process (its children's too), under the
+    names insn-profile stores a guest's kernel functions with, so `perflab report profile` diffs
+    them alike: `insn-profile.instructions`, `insn-profile.self.FUNCTION`, `insn-profile.self.[other]`."""
+    from perflab.monitors.insns import OTHER, PREFIX, UNIT
+    from perflab.monitors.perf.profile import metric_name
+
+    functions: dict[str, int] = {}
+    for path in valgrind.outputs(prefix):
+        for name, n in valgrind.read_functions(path).items():
+            functions[name] = functions.get(name, 0) + n
+    if not functions or not total:
+        return []
+    out = [Sample("insn-profile.instructions", float(total), UNIT, INFORMATIONAL, exact=True)]
+    other = total - sum(functions.values())      # lines cachegrind could not attribute, if any
+    for name, n in sorted(functions.items(), key=lambda kv: (-kv[1], kv[0])):
+        if n * 100.0 >= FUNCTION_FLOOR * total:
+            out.append(Sample(metric_name(PREFIX, name), float(n), UNIT, INFORMATIONAL, exact=True))
+        else:
+            other += n
+    if other:
+        out.append(Sample(PREFIX + OTHER, float(other), UNIT, INFORMATIONAL, exact=True))
+    return out
 
 
 def _metric_word(item: str) -> str:

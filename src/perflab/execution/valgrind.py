@@ -135,6 +135,32 @@ def read_counts(path: Path) -> dict[str, int]:
     return counts
 
 
+_COMPRESSED = re.compile(r"^\(\d+\)")
+
+
+def read_functions(path: Path) -> dict[str, int]:
+    """Instructions (Ir) per function of one cachegrind output file: the lines under each `fn=`
+    summed, the function's inlined lines (`fi=`/`fe=`) included; {} for callgrind's or an empty file."""
+    out: dict[str, int] = {}
+    column = None
+    function = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line[:1].isdigit():
+                if function is not None and column is not None:
+                    words = line.split()
+                    if len(words) > column + 1:
+                        out[function] = out.get(function, 0) + int(words[column + 1])
+            elif line.startswith("fn="):
+                function = line[3:].strip()
+                if _COMPRESSED.match(function):    # callgrind's "(12) name": not read here
+                    return {}
+            elif line.startswith("events:"):
+                events = line.split()[1:]
+                column = events.index(IR) if IR in events else None
+    return out
+
+
 def outputs(out_prefix: Path) -> list[Path]:
     """The output files `out_prefix`.<pid> written (one per process counted)."""
     return [path for path in sorted(out_prefix.parent.glob(out_prefix.name + ".*"))

@@ -97,16 +97,19 @@ def render_profile_side(shares: ProfileShares, facts: dict[str, tuple[str, str]]
     return "\n".join(lines) + "\n"
 
 
-def _count(x: float) -> str:
+def _count(x: float, whole: bool) -> str:
+    """Instructions: whole numbers per window, two decimals per operation (an average)."""
     if math.isnan(x):
         return "-"
-    return f"{x:,.0f}" if abs(x) >= 1e5 else f"{x:.2f}"
+    return f"{x:,.0f}" if whole else f"{x:,.2f}"
 
 
-def _signed(x: float) -> str:
+def _signed(x: float, whole: bool) -> str:
     if math.isnan(x):
         return "~"
-    return "0" if abs(x) < 0.005 else (f"{x:+,.0f}" if abs(x) >= 1e5 else f"{x:+.2f}")
+    if abs(x) < (0.5 if whole else 0.005):
+        return "0"
+    return f"{x:+,.0f}" if whole else f"{x:+,.2f}"
 
 
 def render_instructions(view, single: bool = False) -> str:
@@ -114,33 +117,33 @@ def render_instructions(view, single: bool = False) -> str:
     instructions of base and head, the change and its part of the whole change; or one side's
     functions, largest first, with their share of the window."""
     result = view.result
+    whole = result.per == "window"
+    rows_note = "[user]: user space in a guest, [other]: functions under the stored floor, ???: no symbol"
     lines = [f"# {line}" for line in view.header]
     if single:
         lines.append("")
         lines.append(f"{'per ' + result.per:>16}{'share':>9}  function")
         total = result.base_total
-        lines.append(f"{_count(total):>16}{'100.00%':>9}  (all)")
+        lines.append(f"{_count(total, whole):>16}{'100.00%':>9}  (all)")
         for r in result.symbols:
-            lines.append(f"{_count(r.base):>16}{_pct(100.0 * r.base / total if total else math.nan):>9}  {r.symbol}")
-        lines.append(f"# the {len(result.symbols)} largest of {result.compared} rows ([user]: user space, "
-                     "[other]: kernel functions under the monitor's min_share)")
+            lines.append(f"{_count(r.base, whole):>16}{_pct(100.0 * r.base / total if total else math.nan):>9}  "
+                         f"{r.symbol}")
+        lines.append(f"# the {len(result.symbols)} largest of {result.compared} rows ({rows_note})")
         return "\n".join(lines) + "\n"
-    base_h, head_h = view.base_label[:16], view.head_label[:16]
     lines.append("")
-    lines.append(f"{base_h:>16}{head_h:>16}{'change':>14}{'of change':>11}  function")
+    lines.append(f"{view.base_label[:16]:>16}{view.head_label[:16]:>16}{'change':>14}{'of change':>11}  function")
     total = result.total_change
 
     def part(change: float) -> str:
         return f"{100.0 * change / total:.1f}%" if total else "-"
 
-    lines.append(f"{_count(result.base_total):>16}{_count(result.head_total):>16}{_signed(total):>14}"
-                 f"{part(total) if total else '-':>11}  (all, per {result.per})")
+    lines.append(f"{_count(result.base_total, whole):>16}{_count(result.head_total, whole):>16}"
+                 f"{_signed(total, whole):>14}{part(total):>11}  (all, per {result.per})")
     for r in result.symbols:
-        mark = "" if r.changed or abs(r.change) < 0.005 else "  (within the repetitions' spread)"
-        lines.append(f"{_count(r.base):>16}{_count(r.head):>16}{_signed(r.change):>14}{part(r.change):>11}  "
-                     f"{r.symbol}{mark}")
-    lines.append(f"# the {len(result.symbols)} rows shown account for {_signed(result.shown_change)} of "
-                 f"{_signed(total)} instructions per {result.per} "
-                 f"({part(result.shown_change) if total else '-'}); {result.compared} rows compared "
-                 "([user]: user space, [other]: kernel functions under the monitor's min_share)")
+        mark = "" if r.changed or _signed(r.change, whole) == "0" else "  (within the repetitions' spread)"
+        lines.append(f"{_count(r.base, whole):>16}{_count(r.head, whole):>16}{_signed(r.change, whole):>14}"
+                     f"{part(r.change):>11}  {r.symbol}{mark}")
+    lines.append(f"# the {len(result.symbols)} rows shown account for {_signed(result.shown_change, whole)} of "
+                 f"{_signed(total, whole)} instructions per {result.per} ({part(result.shown_change)}); "
+                 f"{result.compared} rows compared ({rows_note})")
     return "\n".join(lines) + "\n"

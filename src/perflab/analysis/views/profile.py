@@ -195,9 +195,15 @@ def instruction_view(store, base: str, head: str | None, benchmark: str | None, 
     else:
         result = compare_instructions(brows, hrows, bper, hper, top=top)
     what = f"instructions per operation (from {metric})" if result.per == "operation" else "instructions per window"
+    counted = []
+    runs_of = [r for s in sides for r in s[0].runs if r.id in set(s[1])]
+    if any((getattr(r, "params", None) or {}).get("vm") for r in runs_of):
+        counted.append("by QEMU in the guest (kernel functions, [user] the whole of user space)")
+    if any((getattr(r, "params", None) or {}).get("measure") for r in runs_of):
+        counted.append("by valgrind on this machine (the process's user-space functions)")
     header = [f"insn-profile of {bbench}: " + (f"{_label(bsel, bruns, brows)}" if head is None else
                                                f"base {_label(bsel, bruns, brows)}, head {_label(hsel, hruns, hrows)}"),
-              f"{what}; counted by QEMU in the guest, kernel functions by the guest's kallsyms"]
+              f"{what}; counted, not sampled, " + (" and ".join(counted) or "by QEMU or valgrind")]
     notes = []
     for sel in {id(s[0]): s[0] for s in sides}.values():
         for r in sel.runs:
