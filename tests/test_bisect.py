@@ -394,3 +394,19 @@ def test_a_nearly_exact_culprit_is_confirmed_when_the_ends_estimate_is_a_little_
     # a pair far beyond both levels (a switch of the machine's speed) is still left out
     v = sequential.confirm(list(d) + [math.log(2.6)], delta, delta_se, 0.005, logged, 1.0, (), 0.01, noise=1e-5)
     assert v.dropped == 1 and v.verdict == "confirmed", v
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_a_bisection_counting_instructions_says_where_the_culprits_are(lab):
+    """measure: instructions: the culprit's report ends with the functions whose instructions
+    changed against its parent, counted by valgrind (issue 35)."""
+    repo, shas, job, env = lab
+    job.write_text("benchmark: cmd\ncommand: ./prog\nmeasure: instructions\n")
+    done = perflab(env, *bisect_args(repo, shas, job, metric="valgrind.instructions"), check=0)
+    out = done.stdout
+    assert f"first bad commit: {shas[SLOW_AT - 1]}" in out, out + done.stderr
+    where = out.split("where the first bad commit's instructions changed (against its parent):\n", 1)[1]
+    rows = [line.split() for line in where.splitlines() if line.strip() and not line.startswith("#")]
+    # the heading, the whole, then the function holding the loop that doubled: 21 passes of
+    # 400,000 more iterations, several instructions each
+    assert rows[1][-3:] == ["(all,", "per", "window)"] and int(rows[2][2].replace(",", "")) > 21 * 400_000 * 2, where

@@ -82,6 +82,7 @@ class RegressionReport:
     base_export: str | None = None   # the file the base runs were exported to, beside the mail
     remote: str | None = None          # the repository's origin URL, when it has one
     kernels: list[KernelSide] | None = None   # base's and head's, for runs booted in a guest
+    where: object | None = None        # analysis.views.profile.InstructionView: the functions whose instructions moved
 
     @property
     def change(self) -> float:
@@ -248,7 +249,24 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
         kernels=guests if all(guests) else None,
         kind=kind, trailer=trailer_of(mail, msgid, head_info) if kind == REGRESSION else None,
         message_id=msgid, secondary_left_out=left_out, base_box=base_run.box,
+        where=where_view(store, base, head, benchmark),
     )
+
+
+WHERE_ROWS = 8
+
+
+def where_view(store: Store, base: str, head: str, benchmark: str | None):
+    """Where the instructions changed, when both sides counted them (insn-profile in a guest,
+    measure: instructions on the host); None otherwise."""
+    from perflab.analysis.views.profile import has_instruction_profile, instruction_view
+
+    try:
+        if not (has_instruction_profile(store, base, benchmark) and has_instruction_profile(store, head, benchmark)):
+            return None
+        return instruction_view(store, base, head, benchmark, WHERE_ROWS)
+    except PerflabError:
+        return None
 
 
 def message(report: RegressionReport, text: str, to: list[str], sender: str,

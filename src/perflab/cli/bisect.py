@@ -110,6 +110,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
                               noise_how=f"perflab noise {job_file}" if job_file else
                               "perflab noise -- " + shlex.join(command))
     _print(result)
+    _where(store, result)
 
 
 def _broker(broker: str | None) -> str:
@@ -122,6 +123,22 @@ def _print(result) -> None:
     from perflab.report.bisect import render
 
     click.echo(render(result), nl=False)
+
+
+def _where(store, result) -> None:
+    """Where the culprit's instructions changed against what it was judged against, when the runs
+    counted them (`monitors: [insn-profile]` under icount; `measure: instructions`)."""
+    if result.culprit is None or result.evidence is None:
+        return
+    from perflab.analysis.regression import where_view
+    from perflab.report.profile import render_instructions
+
+    parent = result.evidence.parent or result.good
+    view = where_view(store, f"tag={result.tag},commit={parent[:12]}",
+                      f"tag={result.tag},commit={result.culprit.sha[:12]}", None)
+    if view is not None:
+        click.echo("where the first bad commit's instructions changed (against its parent):")
+        click.echo(render_instructions(view, moved_only=True), nl=False)
 
 
 COMMANDS = [bisect_cmd]

@@ -112,10 +112,11 @@ def _signed(x: float, whole: bool) -> str:
     return f"{x:+,.0f}" if whole else f"{x:+,.2f}"
 
 
-def render_instructions(view, single: bool = False) -> str:
+def render_instructions(view, single: bool = False, moved_only: bool = False) -> str:
     """insn-profile (perflab.analysis.views.profile.instruction_view): per function the
     instructions of base and head, the change and its part of the whole change; or one side's
-    functions, largest first, with their share of the window."""
+    functions, largest first, with their share of the window. `moved_only`: leave out the rows
+    whose change rounds to nothing (the robot's mail)."""
     result = view.result
     whole = result.per == "window"
     rows_note = "[user]: user space in a guest, [other]: functions under the stored floor, ???: no symbol"
@@ -135,11 +136,14 @@ def render_instructions(view, single: bool = False) -> str:
     total = result.total_change
 
     def part(change: float) -> str:
-        return f"{100.0 * change / total:.1f}%" if total else "-"
+        share = 100.0 * change / total if total else math.nan
+        return "-" if math.isnan(share) else f"{0.0 if abs(share) < 0.05 else share:.1f}%"
 
     lines.append(f"{_count(result.base_total, whole):>16}{_count(result.head_total, whole):>16}"
                  f"{_signed(total, whole):>14}{part(total):>11}  (all, per {result.per})")
     for r in result.symbols:
+        if moved_only and _signed(r.change, whole) == "0":
+            continue
         mark = "" if r.changed or _signed(r.change, whole) == "0" else "  (within the repetitions' spread)"
         lines.append(f"{_count(r.base, whole):>16}{_count(r.head, whole):>16}{_signed(r.change, whole):>14}"
                      f"{part(r.change):>11}  {r.symbol}{mark}")

@@ -86,6 +86,16 @@ def _trailer(report: RegressionReport) -> list[str]:
     return lines
 
 
+def _where(report: RegressionReport) -> list[str]:
+    """Where the instructions moved (perflab.analysis.regression.where_view), as report profile prints it."""
+    if report.where is None:
+        return []
+    from perflab.report.profile import render_instructions
+
+    return ["", "where (instructions counted per function, base and head):", "",
+            *(("    " + line).rstrip() for line in render_instructions(report.where, moved_only=True).rstrip("\n").splitlines())]
+
+
 def _others(report: RegressionReport) -> list[str]:
     others = [r for r in report.regressions if r is not report.headline]
     if not others:
@@ -116,7 +126,7 @@ def render(report: RegressionReport) -> str:
     params = _parameters(row)
     if params:
         lines += ["with following parameters:", "", *params]
-    lines += ["", f"significance: {_significance(report)}", *_others(report), *_trailer(report)]
+    lines += ["", f"significance: {_significance(report)}", *_others(report), *_where(report), *_trailer(report)]
     lines += ["", "Details are as below:", RULE, ""]
     lines += _reproduce(report)
     lines += ["", lkp.render(report.comparison).rstrip("\n")]
