@@ -19,7 +19,8 @@ import pytest
 from conftest import assert_one_line_error
 from perflab.execution.executor import Hooks, InstructionCounts, Readings
 from perflab.execution.vm import kernel
-from perflab.execution.vm.machine import parse_counts, parse_readings
+from perflab.execution.vm.counting import parse_counts
+from perflab.execution.vm.machine import parse_readings
 from perflab.monitors.guest import GuestMonitorSet
 from perflab.monitors.insns import KernelSymbols, by_function
 from perflab.stats.profile import compare_instructions

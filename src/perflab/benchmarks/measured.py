@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perflab.execution import scratch
+from perflab.execution.counted import TOTAL, UNIT, function_samples
 from perflab.benchmarks.base import Metric, catalog_of
 from perflab.core.environment import NA
 from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER, Sample
@@ -207,27 +208,16 @@ FUNCTION_FLOOR = 0.1
 
 def _function_samples(prefix: Path, total: int) -> list[Sample]:
     """Instructions per function of a job's one recorded process (its children's too), under the
-    names insn-profile stores a guest's kernel functions with, so `perflab report profile` diffs
-    them alike: `insn-profile.instructions`, `insn-profile.self.FUNCTION`, `insn-profile.self.[other]`."""
-    from perflab.monitors.insns import OTHER, PREFIX, UNIT
-    from perflab.monitors.perf.profile import metric_name
-
+    names insn-profile stores a guest's kernel functions with (perflab.execution.counted), so
+    `perflab report profile` diffs them alike."""
     functions: dict[str, int] = {}
     for path in valgrind.outputs(prefix):
         for name, n in valgrind.read_functions(path).items():
             functions[name] = functions.get(name, 0) + n
     if not functions or not total:
         return []
-    out = [Sample("insn-profile.instructions", float(total), UNIT, INFORMATIONAL, exact=True)]
-    other = total - sum(functions.values())      # lines cachegrind could not attribute, if any
-    for name, n in sorted(functions.items(), key=lambda kv: (-kv[1], kv[0])):
-        if n * 100.0 >= FUNCTION_FLOOR * total:
-            out.append(Sample(metric_name(PREFIX, name), float(n), UNIT, INFORMATIONAL, exact=True))
-        else:
-            other += n
-    if other:
-        out.append(Sample(PREFIX + OTHER, float(other), UNIT, INFORMATIONAL, exact=True))
-    return out
+    return [Sample(TOTAL, float(total), UNIT, INFORMATIONAL, exact=True),
+            *function_samples(functions, total, FUNCTION_FLOOR, exact=True)]
 
 
 def _metric_word(item: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 LOWER_IS_BETTER = -1
@@ -23,3 +24,15 @@ class Sample:
     # a statistical figure. Said where the sample is made; the store keeps no column for it,
     # and its reading side decodes it once from what it keeps (perflab.store.exactness).
     exact: bool = False
+
+
+METRIC_MAX = 255          # the store's metric column
+
+
+def metric_name(prefix: str, symbol: str) -> str:
+    """prefix + symbol, cut to the store's column with a hash of the whole name kept."""
+    name = prefix + symbol
+    if len(name) <= METRIC_MAX:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    return name[:METRIC_MAX - 11] + "~" + digest

@@ -22,13 +22,10 @@ from typing import Literal
 from pydantic import Field
 
 from perflab.core.model import INFORMATIONAL, Sample
+from perflab.execution.counted import KERNEL, TOTAL, UNIT, USER, function_samples
 from perflab.monitors.base import Collected, Monitor, MonitorOptions, Unavailable
-from perflab.monitors.perf.profile import metric_name
 
-PREFIX = "insn-profile.self."
-OTHER = "[other]"            # kernel functions below the floor, together
 UNKNOWN = "[unknown]"        # kernel addresses kallsyms does not name
-UNIT = "instructions"
 TEXT_TYPES = frozenset("tTwW")
 MEASURED_PART, PROCESS = 1, 0   # the plugin's channels (insns.c)
 
@@ -129,23 +126,12 @@ class InsnProfile(Monitor):
         user, functions = self.user, self.functions
         self.user, self.functions = 0, {}
         kernel = sum(functions.values())
-        total = user + kernel
-        if not total:
+        if not user + kernel:
             return Collected()
         exact = self.repeatable
-
-        def sample(metric: str, value: float) -> Sample:
-            return Sample(metric, float(value), UNIT, INFORMATIONAL, exact=exact)
-
-        out = [sample("insn-profile.instructions", total), sample("insn-profile.user", user),
-               sample("insn-profile.kernel", kernel)]
-        floor = total * self.options.min_share / 100.0
-        other = 0
-        for name, n in sorted(functions.items(), key=lambda kv: (-kv[1], kv[0])):
-            if n >= floor and name != OTHER:
-                out.append(sample(metric_name(PREFIX, name), n))
-            else:
-                other += n
-        if other:
-            out.append(sample(PREFIX + OTHER, other))
-        return Collected(samples=out)
+        wholes = [Sample(TOTAL, float(user + kernel), UNIT, INFORMATIONAL, exact=exact),
+                  Sample(USER, float(user), UNIT, INFORMATIONAL, exact=exact),
+                  Sample(KERNEL, float(kernel), UNIT, INFORMATIONAL, exact=exact)]
+        # The floor is a share of the whole window; what is under it is kernel code ([other]).
+        floor = self.options.min_share * (user + kernel) / kernel if kernel else 0.0
+        return Collected(samples=wholes + function_samples(functions, kernel, floor, exact))

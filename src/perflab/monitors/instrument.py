@@ -37,7 +37,7 @@ class Monitors(Instrument):
         from perflab.monitors import monitor_class
 
         if "insn-profile" in self.config and target.kind == "qemu":
-            from perflab.execution.vm.machine import counting_refusal
+            from perflab.execution.vm.counting import refusal as counting_refusal
 
             vm = target.vm if isinstance(target.vm, dict) else {}
             cpus = vm.get("cpus", 1)

@@ -140,7 +140,7 @@ def instruction_time_per_op(metric: str, unit: str, value: float) -> float:
 
 def _instruction_side(store, operand: str, runs, per_op: str | None):
     from perflab.analysis.selection import select
-    from perflab.monitors.insns import PREFIX
+    from perflab.execution.counted import PREFIX, USER
 
     sel = select(store, operand, runs)
     reps: dict[tuple[int, int], dict[str, float]] = {}
@@ -150,7 +150,7 @@ def _instruction_side(store, operand: str, runs, per_op: str | None):
         key = (smp.run_id, smp.repetition)
         if smp.metric.startswith(PREFIX):
             reps.setdefault(key, {})[smp.metric[len(PREFIX):]] = smp.value
-        elif smp.metric == INSN + ".user":
+        elif smp.metric == USER:
             reps.setdefault(key, {})["[user]"] = smp.value
         elif per_op is not None and smp.metric == per_op:
             figures.setdefault(key, []).append((smp.value, smp.unit))

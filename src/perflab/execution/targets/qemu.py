@@ -31,7 +31,8 @@ from perflab.execution.targets import (HOST_PROGRAMS, INSTRUCTION_COUNTS, WRITAB
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
-from perflab.execution.vm.machine import SLOWDOWN, counting_refusal, qemu_binary, qemu_command
+from perflab.execution.vm.counting import refusal as counting_refusal
+from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}

@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflab.core import cbuild
 from perflab.core.errors import PerflabError, TargetDown
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor, interrupt
-from perflab.execution.vm import entry as entries, initramfs, kernel as kernels
+from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
 
 QEMU = "qemu-system-x86_64"
 MODES = ("tcg", "icount", "kvm")
@@ -75,7 +74,7 @@ class VmSpec:
         why = qemu_args_refusal(self.qemu_args)
         if why:
             raise PerflabError(f"vm.qemu_args: {why}")
-        why = counting_refusal(self.mode, self.cpus) if self.count_instructions else None
+        why = counting.refusal(self.mode, self.cpus) if self.count_instructions else None
         if why:
             raise PerflabError(why)
         path = Path(self.kernel)
@@ -145,25 +144,6 @@ def qemu_version(binary: str) -> str:
 KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet rdinit=/init cryptomgr.notests"
 
 
-def counting_refusal(mode: str, cpus: int) -> str | None:
-    """Why the instruction-counting plugin cannot count exactly in this machine, or None."""
-    if mode == "kvm":
-        return "counting a guest's instructions needs QEMU's TCG (vm mode icount or tcg): KVM runs the guest's code natively"
-    if mode == "tcg" and cpus > 1:
-        # Multi-threaded TCG: vCPUs add to the same counters at once (QEMU's inline ops are not atomic).
-        return (f"counting a guest's instructions with {cpus} vCPUs needs vm mode icount (one thread runs "
-                "them in turn); under tcg they run at once and the counts would race")
-    return None
-
-
-def plugin() -> Path:
-    """perflab's instruction-counting QEMU plugin (vm/c/insns.c), a shared object built by cbuild."""
-    try:
-        return cbuild.build("insns", initramfs.AGENT_DIR, cc="cc", flags=cbuild.SHARED_FLAGS)
-    except cbuild.BuildError as e:
-        raise PerflabError(f"cannot build perflab's instruction-counting QEMU plugin: {e.detail}") from None
-
-
 def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: Path | str | None = None,
                  counts: Path | None = None) -> list[str]:
     """QEMU's command line; `image`: what -kernel is given (the PVH vmlinux of entry.entry_of),
@@ -183,7 +163,7 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
         *device_args(spec),
-        *(["-plugin", f"file={plugin()},arg=out={counts}"] if spec.count_instructions and counts else []),
+        *(["-plugin", f"file={counting.plugin()},arg=out={counts}"] if spec.count_instructions and counts else []),
         *spec.qemu_args,
     ]
 
@@ -285,24 +265,6 @@ def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
     return out
 
 
-def parse_counts(text: str) -> dict[int, dict[int, int]]:
-    """The plugin's windows (vm/c/insns.c) -> channel -> {block address: instructions}, summed."""
-    out: dict[int, dict[int, int]] = {}
-    counts: dict[int, int] | None = None
-    for line in text.splitlines():
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "window":
-            counts = out.setdefault(int(words[2]), {})
-        elif words[0] == "end":
-            counts = None
-        elif counts is not None and len(words) == 2:
-            address = int(words[0], 16)
-            counts[address] = counts.get(address, 0) + int(words[1])
-    return out
-
-
 def _death_signal() -> None:
     # Runs in the child between fork and exec: QEMU dies with the thread that started it.
     libc = ctypes.CDLL(None, use_errno=True)
@@ -358,8 +320,8 @@ class Guest:
         env = [f"{k}={v}" for k, v in (DEFAULT_ENV if spec.env is None else spec.env).items()]
         hooks = hooks or executor.Hooks()
         readings = [r for r in hooks.inside if isinstance(r, executor.Readings)]
-        counting = [c for c in hooks.inside if isinstance(c, executor.InstructionCounts)]
-        if counting and not self.spec.count_instructions:
+        counts_asked = [c for c in hooks.inside if isinstance(c, executor.InstructionCounts)]
+        if counts_asked and not self.spec.count_instructions:
             raise PerflabError("this guest was booted without perflab's instruction-counting plugin")
         paths = list(dict.fromkeys(p for r in readings for p in r.paths))
         interval = min((r.interval for r in readings), default=0.0)
@@ -405,10 +367,13 @@ class Guest:
             taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read])
             for r in readings:
                 r.taken += [(t, {p: texts[p] for p in r.paths if p in texts}) for t, texts in taken]
-        if counting:
-            windows = self._counted()
+        if counts_asked:
+            windows, self._counts_read = counting.last_window(self.workdir / counting.COUNTS_FILE, self._counts_read)
+            if windows is None:
+                raise self._failure("the instruction-counting plugin wrote no window for the process "
+                                    "(did the guest's agent run its markers?)")
             symbols, source = self.kallsyms()
-            for c in counting:
+            for c in counts_asked:
                 c.windows, c.symbols, c.symbols_from = windows, symbols, source
         if stop_sent and "exit=" not in text and "execerror=" not in text:
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
@@ -454,21 +419,6 @@ class Guest:
             self._kallsyms = (text, source)
         return self._kallsyms
 
-    def _counted(self) -> dict[int, dict[int, int]]:
-        """The instruction-counting plugin's window of the process just run: the last one written
-        (every request runs the markers, the guest's own mkdir and cp too). The plugin writes a
-        window whole, within the marker, before the agent can answer."""
-        with contextlib.suppress(FileNotFoundError), open(self.workdir / COUNTS_FILE, "rb") as f:
-            f.seek(self._counts_read)
-            data = f.read()
-            self._counts_read += len(data)
-            lines = data.decode(errors="replace").splitlines()
-            ends = [i for i, line in enumerate(lines) if line.startswith("end ")]
-            if ends:
-                return parse_counts("\n".join(lines[ends[-2] + 1 if len(ends) > 1 else 0:ends[-1]]))
-        raise self._failure("the instruction-counting plugin wrote no window for the process "
-                            "(did the guest's agent run its markers?)")
-
     def shutdown(self) -> None:
         """Power the guest off and wait for QEMU to exit (killed if it does not)."""
         if self.process.poll() is None:
@@ -493,7 +443,6 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 WORKDIR_PREFIX = "perflab-vm-"
-COUNTS_FILE = "insns.txt"        # the instruction-counting plugin's windows (vm/c/insns.c)
 
 
 def _remove_stale_workdirs() -> None:
@@ -570,7 +519,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         with open(workdir / "qemu.err", "wb") as err:
             started = time.monotonic()
             process = subprocess.Popen(
-                qemu_command(binary, spec, initrd, console, entry.image, workdir / COUNTS_FILE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                qemu_command(binary, spec, initrd, console, entry.image, workdir / counting.COUNTS_FILE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, start_new_session=True, preexec_fn=_death_signal, bufsize=0)
         channel = Channel(process.stdin.fileno(), process.stdout.fileno())
         try:

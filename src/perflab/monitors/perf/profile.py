@@ -9,7 +9,6 @@ cannot hold (command, kernel or user space) go in one series row
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -19,11 +18,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from perflab.core.model import metric_name  # noqa: F401 (re-exported: perflab.monitors.perf)
 from perflab.monitors.base import Collected, MonitorOptions, Unavailable, informational
 from perflab.monitors.perf.control import PerfFailed, PerfMonitor
 from perflab.monitors.perf.probe import check_permission, perf_binary, probe_events
 
-METRIC_MAX = 255          # the store's metric column
 
 
 class PerfProfileOptions(MonitorOptions):
@@ -162,15 +161,6 @@ def reduce_profile(samples: Iterable[ProfileSample]) -> Profile:
         symbols[sym] = SymbolShare(sym, "[k]" if kernel.get(sym) else "[.]", comm, w * scale,
                                    self_w.get(sym, 0) * scale)
     return Profile(total, count, symbols, {w: v * scale for w, v in trace_w.items()})
-
-
-def metric_name(prefix: str, symbol: str) -> str:
-    """prefix + symbol, cut to the store's column with a hash of the whole name kept."""
-    name = prefix + symbol
-    if len(name) <= METRIC_MAX:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-    return name[:METRIC_MAX - 11] + "~" + digest
 
 
 def profile_samples(profile: Profile, options: PerfProfileOptions):
