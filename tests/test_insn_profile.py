@@ -139,10 +139,11 @@ def test_insn_profile_on_the_host_or_under_kvm_is_refused_in_one_line(cli, tmp_p
 @pytest.mark.vm
 @needs_vm
 def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
-    """getppid1 in a Debian kernel under icount: the guest's vmstat and interrupts, and the
-    instructions per kernel function of the measured part, the same in both repetitions."""
+    """getppid1 in a Debian kernel under icount: the guest's vmstat, interrupts and perf stat,
+    and the instructions per kernel function of the measured part, the same in both repetitions."""
     cli("run", "will-it-scale", "--test", "getppid1", "--runs", "2", "--kernel", KERNEL, "--vm", "icount",
-        "--monitor", "insn-profile", "--monitor", "vmstat", "--monitor", "interrupts", timeout=600)
+        "--monitor", "insn-profile", "--monitor", "vmstat", "--monitor", "interrupts", "--monitor",
+        "perf-stat:events=[context-switches,page-faults,cycles]", timeout=600)
     rows = cli.sql("SELECT metric, value, unit, repetition FROM sample WHERE run_id = 1 AND metric LIKE 'insn-profile.%'")
     by = {}
     for metric, value, unit, rep in rows:
@@ -158,7 +159,10 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     assert abs(getppid[0] - getppid[1]) / getppid[0] < 1e-3, getppid
     values = dict(cli.sql("SELECT metric, avg(value) FROM sample WHERE run_id = 1 GROUP BY metric"))
     assert values["vmstat.cpu.sy"] > 50 and values["interrupts.LOC:Local_timer_interrupts"] > 0
+    # perf stat ran in the guest (the host's perf over 9p), counting only around the benchmark
+    assert values["perf-stat.page-faults.total"] > 0 and "perf-stat.context-switches" in values
     (record,) = cli.sql("SELECT monitors FROM run WHERE id = 1")[0]
+    assert json.loads(record)["perf-stat"]["unsupported"] == ["cycles"]       # TCG has no hardware counters
     notes = json.loads(record)["insn-profile"]["notes"][0]
     assert "the benchmark's measured part" in notes and "the guest's /proc/kallsyms" in notes
     shown = cli("report", "profile", "1").stdout

@@ -105,9 +105,26 @@ class InstructionCounts:
 
 
 @dataclass
+class Helper:
+    """A program started where the process runs, around it (a monitor's perf in a guest): before
+    it, told "enable" just before the process starts and "disable" just after it ended on its
+    control FIFO (`ctl`, answered on `ack`), then SIGINT. `root`: the directory it runs chrooted
+    in (the host's root over 9p). The target fills `output` (the file `out`; empty when the
+    helper did not run) and `stderr`."""
+
+    argv: list[str]
+    root: str
+    ctl: str
+    ack: str
+    out: str
+    output: str = ""
+    stderr: str = ""
+
+
+@dataclass
 class Hooks:
     """Callables run just before the benchmark starts and just after it ends; and what an
-    instrument asks of the place the process runs in (`inside`: Readings, InstructionCounts),
+    instrument asks of the place the process runs in (`inside`: Readings, InstructionCounts, Helper),
     which only a target that runs processes elsewhere (a VM guest) fulfils."""
 
     start: list[Callable[[], None]] = field(default_factory=list)

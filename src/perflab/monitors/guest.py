@@ -7,18 +7,22 @@ clock (instruction-time under icount), and sends the texts back with the result
 (executor.Readings). insn-profile asks the guest's emulator for the instructions of the
 window instead (executor.InstructionCounts). Here the texts are parsed and reduced by the
 same monitors, to the same metric names as on the host, when a repetition is collected.
-perf-stat and perf-profile watch this machine's perf and do not run in a guest
-(refused before anything boots: perflab.monitors.instrument).
+perf-stat runs the host's perf inside the guest (the host's root is shared over 9p): the
+agent starts it before the benchmark, enables it just before and disables it just after
+through perf's control FIFO, and sends its output back (executor.Helper). perf-profile and
+sched_debug do not run in a guest (refused before anything boots: perflab.monitors.instrument).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from perflab.execution.executor import Hooks, InstructionCounts, Readings
+from perflab.execution.executor import Helper, Hooks, InstructionCounts, Readings
 from perflab.monitors import monitor_class, parse_options
-from perflab.monitors.base import Collected, Monitor
+from perflab.monitors.base import Collected, Monitor, Unavailable
+from perflab.monitors.perf.probe import perf_binary
 from perflab.monitors.insns import InsnProfile
+from perflab.monitors.perf.stat import PerfStat, StatPart, parse_stat_intervals
 from perflab.monitors.procfs import ProcfsMonitor
 
 
@@ -26,8 +30,9 @@ class GuestMonitorSet:
     """The monitors of one run in a guest: requests to the guest per timed process, their answers
     reduced per repetition. A monitor whose files the guest cannot give is recorded and dropped."""
 
-    def __init__(self, config: dict[str, dict], warn: Callable[[str], None] = lambda m: None, exact: bool = False):
-        self.warn, self.exact = warn, exact
+    def __init__(self, config: dict[str, dict], warn: Callable[[str], None] = lambda m: None, exact: bool = False,
+                 cpus: int = 1):
+        self.warn, self.exact, self.cpus = warn, exact, cpus
         self.active: list[Monitor] = []
         self.record: dict[str, dict] = {}
         self.pending: list[tuple[int | None, dict[str, object]]] = []
@@ -35,7 +40,16 @@ class GuestMonitorSet:
             options = parse_options(name, raw)
             self.record[name] = {"options": options.model_dump(mode="json"), "interval": options.interval,
                                  "status": "ran", "unsupported": [], "errors": [], "where": "in the VM guest"}
-            self.active.append(monitor_class(name)(options))
+            mon = monitor_class(name)(options)
+            if isinstance(mon, PerfStat):
+                try:
+                    perf_binary()
+                except Unavailable as e:
+                    self.record[name].update(status="unavailable", errors=[str(e)])
+                    warn(f"monitor {name} not run: {e}")
+                    continue
+                self.record[name]["notes"] = ["this machine's perf, run in the guest over 9p"]
+            self.active.append(mon)
 
     def __bool__(self) -> bool:
         return bool(self.active)
@@ -47,6 +61,8 @@ class GuestMonitorSet:
                 asked[mon.name] = Readings(mon.paths, mon.options.interval)
             elif isinstance(mon, InsnProfile):
                 asked[mon.name] = InstructionCounts()
+            elif isinstance(mon, PerfStat):
+                asked[mon.name] = perf_stat_helper(mon, len(self.pending))
         self.pending.append((process, asked))
         return Hooks(inside=list(asked.values()))
 
@@ -67,6 +83,8 @@ class GuestMonitorSet:
                         mon.replay(process, answer.taken)
                     elif isinstance(answer, InstructionCounts):
                         mon.replay_counts(answer, self.exact)
+                    elif isinstance(answer, Helper):
+                        self._perf_stat(mon, process, answer)
                 except Exception as e:
                     self._failed(mon, e)
         out = {}
@@ -81,5 +99,28 @@ class GuestMonitorSet:
                                                   f"named by {', '.join(sorted(mon.sources))}"]
         return out
 
+    def _perf_stat(self, mon: PerfStat, process: int | None, helper: Helper) -> None:
+        if not helper.output.strip():
+            said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
+            raise RuntimeError(f"perf did not run in the guest: {said or 'no output'}")
+        totals, units, rows, unsupported = parse_stat_intervals(helper.output, self.cpus)
+        entry = self.record[mon.name]
+        entry["unsupported"] = sorted(set(entry["unsupported"]) | unsupported)
+        # The counted time: the intervals' running time (perf counted only while enabled).
+        mon._parts.append(StatPart(process, rows[-1][0] if rows else 0.0, totals, units, rows))
+
     def close(self) -> None:
         self.active = []
+
+
+def perf_stat_helper(mon: PerfStat, n: int) -> Helper:
+    """perf-stat's `perf stat -a -I`, as the guest's agent starts it in the host's root (docs/vm.md)."""
+    from perflab.execution.targets.qemu import HOST_ROOT
+    from perflab.monitors.perf.probe import SEP
+
+    interval_ms = max(10, int(round(mon.options.interval * 1000)))
+    events = [w for e in mon.options.events for w in ("-e", e)]
+    ctl, ack, out = f"/run/perflab/stat-{n}.ctl", f"/run/perflab/stat-{n}.ack", f"/tmp/perflab-stat-{n}.txt"
+    argv = [perf_binary(), "stat", "-a", "-x", SEP, "-I", str(interval_ms), *events, "-D", "-1",
+            "--control", f"fifo:{ctl},{ack}", "-o", out]
+    return Helper(argv, HOST_ROOT, ctl, ack, out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perflab.execution.instruments import Figures, Instrument, Watch
-from perflab.execution.targets import INSTRUCTION_COUNTS
+from perflab.execution.targets import HOST_TOOLS, INSTRUCTION_COUNTS
 from perflab.monitors import MonitorSet
 
 
@@ -31,7 +31,9 @@ class Monitors(Instrument):
         return "monitors (" + ", ".join(self.config) + ")"
 
     def needs(self) -> frozenset[str]:
-        return frozenset({INSTRUCTION_COUNTS}) if "insn-profile" in self.config else frozenset()
+        # insn-profile: the emulator's counts; perf-stat in a guest: the host's perf, over 9p.
+        return frozenset({*((INSTRUCTION_COUNTS,) if "insn-profile" in self.config else ()),
+                          *((HOST_TOOLS,) if "perf-stat" in self.config else ())})
 
     def refusal(self, target, what: str) -> str | None:
         from perflab.monitors import monitor_class
@@ -52,14 +54,15 @@ class Monitors(Instrument):
                 return (f"{what}: monitor {name} counts the instructions of a VM guest: give the job a kernel "
                         "(--kernel PATH --vm icount)")
             return (f"{what}: monitor {name} watches this machine, not {target.describe()}; in a guest the "
-                    "/proc monitors and insn-profile run (leave {name} out)").replace("{name}", name)
+                    f"/proc monitors, perf-stat and insn-profile run (leave {name} out)")
         return None
 
     def attach(self, what: str, warn=lambda message: None, target=None) -> Watch:
         if target is not None and target.kind != "host":
             from perflab.monitors.guest import GuestMonitorSet
 
-            return _MonitorsWatch(GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time)))
+            return _MonitorsWatch(GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time),
+                                                  cpus=target.cpus() or 1))
         return _MonitorsWatch(MonitorSet(self.config, warn=warn))
 
 

@@ -46,12 +46,15 @@ WORK_DISK = "work-disk"                    # a file system to work in (fio, aim7
 # What an instrument may need of its target (Instrument.needs): the instructions the
 # processes' machine ran, counted by the emulator (the insn-profile monitor).
 INSTRUCTION_COUNTS = "instruction-counts"
+# ... and the host's tools where its processes run (a guest's monitors run the host's perf).
+HOST_TOOLS = "host-tools"
 CAPABILITIES = {
     PERFLAB_PROGRAMS: "perflab's C programs",
     HOST_PROGRAMS: "the host's programs",
     WRITABLE_HOST_TREE: "the host's directories, writable",
     WORK_DISK: "a file system to work in",
     INSTRUCTION_COUNTS: "the instructions its machine runs, counted by an emulator",
+    HOST_TOOLS: "the host's tools (perf) beside its processes",
 }
 
 # Starts one process where the target runs: perflab.execution.executor.execute's signature.

@@ -26,8 +26,8 @@ from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.targets import (HOST_PROGRAMS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor, Opening,
-                                      Place, RunIn, Target, Toolchain)
+from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
+                                      Opening, Place, RunIn, Target, Toolchain)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
@@ -185,7 +185,7 @@ class Qemu(Target):
             if why:
                 raise PerflabError(f"{what}: {why}")
         qemu_binary()                # installed
-        wanted = ["9p"] if HOST_PROGRAMS in needs else []
+        wanted = ["9p"] if needs & {HOST_PROGRAMS, HOST_TOOLS} else []
         fs = (params or {}).get("fs")
         if isinstance(fs, str) and fs in modules.NEEDS:
             wanted += (["disk"] if fs != "tmpfs" else []) + [fs]
@@ -219,7 +219,9 @@ class Qemu(Target):
         what = openings[0].prepared.what if len(openings) == 1 else f"{len(openings)} jobs"
         disks = [d for o in openings for d in o.prepared.disks]
         rooted = [HOST_PROGRAMS in o.needs for o in openings]
-        plan = modules.plan(spec.kernel, _modules_needed(any(rooted), disks), f"{what} in a VM guest")
+        # The host's root is shared for jobs that run its programs, and for monitors that run its perf.
+        shared = any(rooted) or any(HOST_TOOLS in o.needs for o in openings)
+        plan = modules.plan(spec.kernel, _modules_needed(shared, disks), f"{what} in a VM guest")
         files: list[dict[str, str]] = []
         boot_files: dict[str, str] = {}
         for o, host_programs in zip(openings, rooted):
@@ -227,13 +229,13 @@ class Qemu(Target):
             boot_files.update(files[-1])
         staged = {f"{STAGE}{path}": data for d in disks for path, data in d.staged().items()}
         setup = [*modules.setup_lines(plan), *disk.setup_lines(disks)]
-        if any(rooted):
+        if shared:
             setup += modules.share_root_lines(HOST_ROOT)
         if self.exact_time:
             # Last, once the devices are up: the first sample must read what the fifth does.
             setup.append("settle {ppm} {max_ms} {calls} {agree}".format(**SETTLE))
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
-        spec = replace(spec, share_root=any(rooted), drives=tuple(d.image for d in disks if d.image),
+        spec = replace(spec, share_root=shared, drives=tuple(d.image for d in disks if d.image),
                        count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
         with boot(spec, files={**boot_files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
             facts = {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),

@@ -44,6 +44,7 @@ SHUTDOWN_SECONDS = 10.0
 # is the host's; under icount a guest second is 10^9 instructions, several host seconds.
 SLOWDOWN = {"tcg": 1.0, "kvm": 1.0, "icount": 30.0}
 REQUEST_MARGIN = 60.0
+HELPER_ERR = "/run/perflab/helper.err"     # where the agent puts its helpers' stderr (agent.c)
 
 
 class VmError(TargetDown):
@@ -163,7 +164,7 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
         *device_args(spec),
-        *(["-plugin", f"file={counting.plugin()},arg=out={counts}"] if spec.count_instructions and counts else []),
+        *(["-plugin", f"file={counting.plugin()},out={counts}"] if spec.count_instructions and counts else []),
         *spec.qemu_args,
     ]
 
@@ -323,10 +324,13 @@ class Guest:
         counts_asked = [c for c in hooks.inside if isinstance(c, executor.InstructionCounts)]
         if counts_asked and not self.spec.count_instructions:
             raise PerflabError("this guest was booted without perflab's instruction-counting plugin")
+        helpers = [h for h in hooks.inside if isinstance(h, executor.Helper)]
         paths = list(dict.fromkeys(p for r in readings for p in r.paths))
         interval = min((r.interval for r in readings), default=0.0)
         strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0", root,
-                   str(max(1, round(interval * 1000)) if paths else 0), str(len(paths)), *paths]
+                   str(max(1, round(interval * 1000)) if paths else 0), str(len(paths)), *paths, str(len(helpers))]
+        for h in helpers:
+            strings += [h.root, str(len(h.argv)), *h.argv, h.ctl, h.ack, h.out]
         payload = b"".join(os.fsencode(s) + b"\0" for s in strings)
         deadline = None
         if spec.timeout:
@@ -363,10 +367,13 @@ class Guest:
         text = rest[:n_res].decode(errors="replace")
         out = rest[n_res:n_res + n_out][:executor.STDOUT_LIMIT_BYTES]
         err = rest[n_res + n_out:n_res + n_out + n_err][-executor.STDERR_TAIL_BYTES:]
-        if readings:
+        if readings or helpers:
             taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read])
             for r in readings:
-                r.taken += [(t, {p: texts[p] for p in r.paths if p in texts}) for t, texts in taken]
+                r.taken += [(t, mine) for t, texts in taken if (mine := {p: texts[p] for p in r.paths if p in texts})]
+            for h in helpers:
+                said = next((texts for _, texts in taken if h.out in texts), {})
+                h.output, h.stderr = said.get(h.out, ""), said.get(HELPER_ERR, "")
         if counts_asked:
             windows, self._counts_read = counting.last_window(self.workdir / counting.COUNTS_FILE, self._counts_read)
             if windows is None:

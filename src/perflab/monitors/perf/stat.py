@@ -133,6 +133,7 @@ class PerfStat(PerfMonitor):
     records = ("perf-stat.context-switches (/s), perf-stat.context-switches.total, "
                "perf-stat.sched:sched_switch (count), perf-stat.sched:sched_switch.per_s")
     Options = PerfStatOptions
+    runs_in = frozenset({"host", "qemu"})      # in a guest: the host's perf, run there (perflab.monitors.guest)
 
     def __init__(self, options: PerfStatOptions):
         super().__init__(options)

@@ -24,7 +24,13 @@
  * opened first and started with fexecve after chroot, so it need not be in
  * that root).  Optionally then: an interval in ms, K, and K paths of the
  * guest's files (its /proc) to read before the launcher starts, every interval
- * while it runs and after it ended: the monitors of a guest run.  The worker starts the launcher exactly as
+ * while it runs and after it ended: the monitors of a guest run.  Then H, and
+ * per helper (a monitor's perf): its root, N, N arguments, its control and
+ * acknowledgement FIFOs and its output file.  A helper is started before the
+ * readings, answers "ping" on its FIFOs when ready, is told "enable" just
+ * before the launcher starts and "disable" just after it ended (perf's
+ * --control fifo:CTL,ACK), then gets SIGINT; its output file and its stderr
+ * come back as readings (an empty output: it did not run).  The worker starts the launcher exactly as
  * the host executor does (stdin /dev/null, stdout and stderr to files, result
  * channel on fd 3) and answers RESULT: "R O E W\n" (four lengths), then the
  * launcher's result text, the stdout, the stderr's tail and the readings: per
@@ -435,6 +441,95 @@ static void take_readings(struct readings *r)
 	}
 }
 
+/* A helper around one RUN (see the top): started, driven through its control FIFO, stopped. */
+#define HELPER_ERR "/run/perflab/helper.err"
+#define HELPER_WAIT_MS 120000
+struct helper {
+	pid_t pid;
+	int ctl, ack;
+	char *out;
+	int ok;
+};
+
+/* Write a command on the helper's control FIFO and wait for its "ack". */
+static int helper_say(struct helper *h, const char *what)
+{
+	char line[64];
+	int n = snprintf(line, sizeof line, "%s\n", what);
+	if (write(h->ctl, line, (size_t)n) != n)
+		return -1;
+	long long until = now_ns() + HELPER_WAIT_MS * 1000000LL;
+	char got[64];
+	size_t have = 0;
+	while (now_ns() < until) {
+		struct pollfd fd = {h->ack, POLLIN, 0};
+		if (poll(&fd, 1, 100) <= 0) {
+			int status;
+			if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
+				h->pid = -1;
+				return -1;
+			}
+			continue;
+		}
+		ssize_t r = read(h->ack, got + have, sizeof got - 1 - have);
+		if (r > 0) {
+			have += (size_t)r;
+			got[have] = 0;
+			if (strstr(got, "ack\n"))
+				return 0;
+			if (have >= sizeof got - 1)
+				have = 0;
+		}
+	}
+	return -1;
+}
+
+static void helper_start(struct helper *h, char *root, char **argv, char *ctl, char *ack)
+{
+	unlink(ctl);
+	unlink(ack);
+	if (mkfifo(ctl, 0600) != 0 || mkfifo(ack, 0600) != 0)
+		return;
+	/* Read-write opens of a FIFO never block, whether or not the helper has opened its end. */
+	h->ctl = open(ctl, O_RDWR | O_CLOEXEC);
+	h->ack = open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	h->pid = fork();
+	if (h->pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		int err = open(HELPER_ERR, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(err, 2);
+		if (root && root[0] && (chroot(root) != 0 || chdir("/") != 0))
+			_exit(127);
+		char *env[] = {"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/tmp", "LANG=C", NULL};
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	h->ok = h->pid > 0 && helper_say(h, "ping") == 0;
+}
+
+static void helper_stop(struct helper *h)
+{
+	if (h->pid > 0) {
+		kill(h->pid, SIGINT);     /* perf writes its output and exits */
+		long long until = now_ns() + HELPER_WAIT_MS * 1000000LL;
+		int status;
+		while (waitpid(h->pid, &status, WNOHANG) == 0) {
+			if (now_ns() > until) {
+				kill(h->pid, SIGKILL);
+				waitpid(h->pid, &status, 0);
+				break;
+			}
+			poll(NULL, 0, 10);
+		}
+	}
+	if (h->ctl >= 0)
+		close(h->ctl);
+	if (h->ack >= 0)
+		close(h->ack);
+}
+
 /* The next NUL-terminated string of a payload (NULL at its end). */
 static char *next_string(char **p, char *end)
 {
@@ -476,6 +571,24 @@ static void run(char *payload, size_t n)
 	for (long i = 0; i < readings.npaths; i++)
 		if (!readings.paths[i])
 			readings.npaths = i;
+	s = next_string(&p, end);
+	long nhelpers = s ? atol(s) : 0;
+	struct helper *helpers = calloc((size_t)nhelpers + 1, sizeof *helpers);
+	unlink(HELPER_ERR);
+	for (long i = 0; i < nhelpers; i++) {
+		char *hroot = next_string(&p, end);
+		s = next_string(&p, end);
+		long hargc = s ? atol(s) : 0;
+		char **hargv = calloc((size_t)hargc + 1, sizeof *hargv);
+		for (long k = 0; k < hargc; k++)
+			hargv[k] = next_string(&p, end);
+		char *ctl = next_string(&p, end), *ack = next_string(&p, end);
+		helpers[i].out = next_string(&p, end);
+		helpers[i].ctl = helpers[i].ack = -1;
+		if (hargc > 0 && hargv[hargc - 1] && ctl && ack && helpers[i].out)
+			helper_start(&helpers[i], hroot, hargv, ctl, ack);
+		free(hargv);
+	}
 
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -483,6 +596,9 @@ static void run(char *payload, size_t n)
 		_exit(3);
 	}
 	take_readings(&readings);
+	for (long i = 0; i < nhelpers; i++)
+		if (helpers[i].ok)
+			helpers[i].ok = helper_say(&helpers[i], "enable") == 0;
 	long long due = now_ns() + interval_ms * 1000000LL;
 	MARK_PROCESS_START();
 	pid_t child = fork();
@@ -556,7 +672,21 @@ static void run(char *payload, size_t n)
 	if (child > 0)
 		waitpid(child, NULL, 0);
 	MARK_PROCESS_END();
+	for (long i = 0; i < nhelpers; i++)
+		if (helpers[i].ok)
+			helper_say(&helpers[i], "disable");
 	take_readings(&readings);
+	for (long i = 0; i < nhelpers; i++) {
+		helper_stop(&helpers[i]);
+		char *paths[2] = {helpers[i].out, HELPER_ERR};
+		struct readings one = {paths, 2, readings.buf, readings.len, readings.cap};
+		if (!helpers[i].ok)
+			unlink(helpers[i].out);      /* not enabled: nothing it wrote counts */
+		take_readings(&one);
+		readings.buf = one.buf, readings.len = one.len, readings.cap = one.cap;
+		unlink(helpers[i].out);
+	}
+	free(helpers);
 	size_t out_len = 0, err_len = 0;
 	char *out = capture ? read_file(OUT_FILE, STDOUT_LIMIT, 0, &out_len) : calloc(1, 1);
 	char *err = read_file(ERR_FILE, 0, STDERR_TAIL, &err_len);

@@ -3,7 +3,7 @@
  * markers the guest itself executes, per translated block of kernel code.
  *
  * Written for perflab (docs/vm.md, "Where, inside the guest").  QEMU loads it with
- *     -plugin file=insns.so,arg=out=PATH
+ *     -plugin file=insns.so,out=PATH
  * Debian ships no plugin header, so the few entry points used are declared below
  * from QEMU's documented plugin ABI (API version 1, QEMU 7.2).
  *
@@ -200,7 +200,7 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
 		if (strncmp(argv[i], "out=", 4) == 0)
 			path = argv[i] + 4;
 	if (!info->system_emulation || !path) {
-		qemu_plugin_outs("perflab insns plugin: needs system emulation and arg=out=PATH\n");
+		qemu_plugin_outs("perflab insns plugin: needs system emulation and out=PATH\n");
 		return -1;
 	}
 	out = fopen(path, "a");
