@@ -186,3 +186,18 @@ def test_user_space_functions_counted_by_valgrind_diff_alike(cli, tmp_path):
     base, head, change = (int(w.replace(",", "").lstrip("+")) for w in rows[2][:3])
     assert change == head - base and change >= 30000 * 3     # 30,000 more iterations of a loop of 3+ instructions
     assert "by valgrind on this machine" in shown
+
+
+@pytest.mark.vm
+@needs_vm
+def test_perf_profile_samples_the_guest_kernel_with_its_own_symbols(cli, tmp_path):
+    """perf-profile in a tcg guest: the host's perf records there and `perf script` runs there,
+    so the samples are named by the guest kernel's symbols; report profile shows them."""
+    job = tmp_path / "wis.yaml"
+    job.write_text(f"benchmark: will-it-scale\nkernel: {KERNEL}\nvm: {{mode: tcg}}\ntest: getppid1\nduration: 0.5\n"
+                   "warmup_time: 0.1\ninterval: 0.5\nmonitors: {perf-profile: {freq: 2000}}\n")
+    cli("run", job, timeout=600)
+    metrics = {m for (m,) in cli.sql("SELECT DISTINCT metric FROM sample WHERE run_id = 1")}
+    assert "perf-profile.children.cycles-pp.do_syscall_64" in metrics, sorted(metrics)[:20]
+    shown = cli("report", "profile", "1").stdout
+    assert "[k] do_syscall_64" in shown and "run in the guest over 9p" in shown

@@ -108,15 +108,16 @@ class InstructionCounts:
 class Helper:
     """A program started where the process runs, around it (a monitor's perf in a guest): before
     it, told "enable" just before the process starts and "disable" just after it ended on its
-    control FIFO (`ctl`, answered on `ack`), then SIGINT. `root`: the directory it runs chrooted
-    in (the host's root over 9p). The target fills `output` (the file `out`; empty when the
-    helper did not run) and `stderr`."""
+    control FIFO (`ctl`, answered on `ack`), then SIGINT; then `post` runs (perf script), if
+    given. `root`: the directory both run chrooted in (the host's root over 9p). The target
+    fills `output` (the file `out`; empty when the helper did not run) and `stderr`."""
 
     argv: list[str]
     root: str
     ctl: str
     ack: str
     out: str
+    post: list[str] = field(default_factory=list)
     output: str = ""
     stderr: str = ""
 

@@ -7,21 +7,26 @@ clock (instruction-time under icount), and sends the texts back with the result
 (executor.Readings). insn-profile asks the guest's emulator for the instructions of the
 window instead (executor.InstructionCounts). Here the texts are parsed and reduced by the
 same monitors, to the same metric names as on the host, when a repetition is collected.
-perf-stat runs the host's perf inside the guest (the host's root is shared over 9p): the
-agent starts it before the benchmark, enables it just before and disables it just after
-through perf's control FIFO, and sends its output back (executor.Helper). perf-profile and
-sched_debug do not run in a guest (refused before anything boots: perflab.monitors.instrument).
+perf-stat and perf-profile run the host's perf inside the guest (the host's root is shared
+over 9p): the agent starts it before the benchmark, enables it just before and disables it
+just after through perf's control FIFO, and sends its output back (executor.Helper); for
+perf-profile, `perf script`'s text, run in the guest so that its kernel's symbols name the
+samples. sched_debug does not run in a guest (refused before anything boots).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 
+from perflab.core.model import INFORMATIONAL, Sample
 from perflab.execution.executor import Helper, Hooks, InstructionCounts, Readings
 from perflab.monitors import monitor_class, parse_options
 from perflab.monitors.base import Collected, Monitor, Unavailable
 from perflab.monitors.perf.probe import perf_binary
 from perflab.monitors.insns import InsnProfile
+from perflab.monitors.perf.profile import (PerfProfile, parse_perf_script, profile_samples, reduce_profile,
+                                           symbol_row)
 from perflab.monitors.perf.stat import PerfStat, StatPart, parse_stat_intervals
 from perflab.monitors.procfs import ProcfsMonitor
 
@@ -36,12 +41,13 @@ class GuestMonitorSet:
         self.active: list[Monitor] = []
         self.record: dict[str, dict] = {}
         self.pending: list[tuple[int | None, dict[str, object]]] = []
+        self.scripts: dict[str, list[str]] = {}     # perf-profile: perf script's text per process
         for name, raw in config.items():
             options = parse_options(name, raw)
             self.record[name] = {"options": options.model_dump(mode="json"), "interval": options.interval,
                                  "status": "ran", "unsupported": [], "errors": [], "where": "in the VM guest"}
             mon = monitor_class(name)(options)
-            if isinstance(mon, PerfStat):
+            if isinstance(mon, (PerfStat, PerfProfile)):
                 try:
                     perf_binary()
                 except Unavailable as e:
@@ -49,6 +55,13 @@ class GuestMonitorSet:
                     warn(f"monitor {name} not run: {e}")
                     continue
                 self.record[name]["notes"] = ["this machine's perf, run in the guest over 9p"]
+            if isinstance(mon, PerfProfile):
+                if options.event == "cycles":
+                    self.record[name]["unsupported"] = ["cycles (sampling cpu-clock instead: no hardware counters in TCG)"]
+                self.record[name]["notes"].append(
+                    f"perf-profile sampled cpu-clock at {options.freq} Hz in the guest: timer samples, not exact "
+                    "under icount (insn-profile counts)")
+                self.scripts[name] = []
             self.active.append(mon)
 
     def __bool__(self) -> bool:
@@ -63,6 +76,8 @@ class GuestMonitorSet:
                 asked[mon.name] = InstructionCounts()
             elif isinstance(mon, PerfStat):
                 asked[mon.name] = perf_stat_helper(mon, len(self.pending))
+            elif isinstance(mon, PerfProfile):
+                asked[mon.name] = perf_profile_helper(mon, len(self.pending))
         self.pending.append((process, asked))
         return Hooks(inside=list(asked.values()))
 
@@ -83,14 +98,16 @@ class GuestMonitorSet:
                         mon.replay(process, answer.taken)
                     elif isinstance(answer, InstructionCounts):
                         mon.replay_counts(answer, self.exact)
-                    elif isinstance(answer, Helper):
+                    elif isinstance(answer, Helper) and isinstance(mon, PerfStat):
                         self._perf_stat(mon, process, answer)
+                    elif isinstance(answer, Helper):
+                        self.scripts[mon.name].append(_output(answer))
                 except Exception as e:
                     self._failed(mon, e)
         out = {}
         for mon in list(self.active):
             try:
-                out[mon.name] = mon.collect()
+                out[mon.name] = self._profile(mon) if isinstance(mon, PerfProfile) else mon.collect()
             except Exception as e:
                 self._failed(mon, e)
         for mon in self.active:
@@ -100,14 +117,21 @@ class GuestMonitorSet:
         return out
 
     def _perf_stat(self, mon: PerfStat, process: int | None, helper: Helper) -> None:
-        if not helper.output.strip():
-            said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
-            raise RuntimeError(f"perf did not run in the guest: {said or 'no output'}")
-        totals, units, rows, unsupported = parse_stat_intervals(helper.output, self.cpus)
+        totals, units, rows, unsupported = parse_stat_intervals(_output(helper), self.cpus)
         entry = self.record[mon.name]
         entry["unsupported"] = sorted(set(entry["unsupported"]) | unsupported)
         # The counted time: the intervals' running time (perf counted only while enabled).
         mon._parts.append(StatPart(process, rows[-1][0] if rows else 0.0, totals, units, rows))
+
+    def _profile(self, mon: PerfProfile) -> Collected:
+        """A repetition's perf script texts reduced as perf-profile reduces them on the host."""
+        texts, self.scripts[mon.name] = self.scripts[mon.name], []
+        if not texts:
+            return Collected()
+        profile = reduce_profile(parse_perf_script("\n\n".join(texts)))
+        samples = profile_samples(profile, mon.options)
+        samples.append(Sample("perf-profile.samples", float(profile.samples), "", INFORMATIONAL))
+        return Collected(samples=samples, series=[(None, 0.0, symbol_row(profile, mon.options))])
 
     def close(self) -> None:
         self.active = []
@@ -124,3 +148,27 @@ def perf_stat_helper(mon: PerfStat, n: int) -> Helper:
     argv = [perf_binary(), "stat", "-a", "-x", SEP, "-I", str(interval_ms), *events, "-D", "-1",
             "--control", f"fifo:{ctl},{ack}", "-o", out]
     return Helper(argv, HOST_ROOT, ctl, ack, out)
+
+
+def perf_profile_helper(mon: PerfProfile, n: int) -> Helper:
+    """perf-profile's `perf record -a -g -e cpu-clock` in the guest, then `perf script` there: the
+    guest kernel's /proc/kallsyms names its samples."""
+    from perflab.execution.targets.qemu import HOST_ROOT
+
+    perf = perf_binary()
+    graph = ["-g"] if mon.options.call_graph == "fp" else ["--call-graph", "dwarf"]
+    ctl, ack = f"/run/perflab/profile-{n}.ctl", f"/run/perflab/profile-{n}.ack"
+    data, out = f"/tmp/perflab-profile-{n}.data", f"/tmp/perflab-profile-{n}.txt"
+    argv = [perf, "record", "-a", *graph, "-e", "cpu-clock", "-F", str(mon.options.freq), "-q", "--no-buildid",
+            "-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", data]
+    script = shlex.join([perf, "script", "-i", data, "-F", "comm,pid,period,ip,sym,dso"])
+    post = ["/bin/sh", "-c", f"{script} > {out}; rm -f {data}"]
+    return Helper(argv, HOST_ROOT, ctl, ack, out, post)
+
+
+def _output(helper: Helper) -> str:
+    """What a helper wrote; an error with its own words when it wrote nothing."""
+    if not helper.output.strip():
+        said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
+        raise RuntimeError(f"perf did not run in the guest: {said or 'no output'}")
+    return helper.output

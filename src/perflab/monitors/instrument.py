@@ -33,7 +33,7 @@ class Monitors(Instrument):
     def needs(self) -> frozenset[str]:
         # insn-profile: the emulator's counts; perf-stat in a guest: the host's perf, over 9p.
         return frozenset({*((INSTRUCTION_COUNTS,) if "insn-profile" in self.config else ()),
-                          *((HOST_TOOLS,) if "perf-stat" in self.config else ())})
+                          *((HOST_TOOLS,) if {"perf-stat", "perf-profile"} & set(self.config) else ())})
 
     def refusal(self, target, what: str) -> str | None:
         from perflab.monitors import monitor_class

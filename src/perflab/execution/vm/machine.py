@@ -330,7 +330,7 @@ class Guest:
         strings = [str(len(args)), *args, str(len(env)), *env, "1" if spec.capture_stdout else "0", root,
                    str(max(1, round(interval * 1000)) if paths else 0), str(len(paths)), *paths, str(len(helpers))]
         for h in helpers:
-            strings += [h.root, str(len(h.argv)), *h.argv, h.ctl, h.ack, h.out]
+            strings += [h.root, str(len(h.argv)), *h.argv, h.ctl, h.ack, h.out, str(len(h.post)), *h.post]
         payload = b"".join(os.fsencode(s) + b"\0" for s in strings)
         deadline = None
         if spec.timeout:

@@ -231,6 +231,7 @@ class PerfProfile(PerfMonitor):
     records = ("perf-profile.children.cycles-pp.SYMBOL, perf-profile.self.cycles-pp.SYMBOL (%), "
                "perf-profile.calltrace.cycles-pp.LEAF.CALLER... (%)")
     Options = PerfProfileOptions
+    runs_in = frozenset({"host", "qemu"})      # in a guest: the host's perf, run there (perflab.monitors.guest)
 
     def __init__(self, options: PerfProfileOptions):
         super().__init__(options)

@@ -26,7 +26,8 @@
  * guest's files (its /proc) to read before the launcher starts, every interval
  * while it runs and after it ended: the monitors of a guest run.  Then H, and
  * per helper (a monitor's perf): its root, N, N arguments, its control and
- * acknowledgement FIFOs and its output file.  A helper is started before the
+ * acknowledgement FIFOs, its output file, M and M arguments of a command run
+ * (in the same root) once it ended, before the output is read (perf script).  A helper is started before the
  * readings, answers "ping" on its FIFOs when ready, is told "enable" just
  * before the launcher starts and "disable" just after it ended (perf's
  * --control fifo:CTL,ACK), then gets SIGINT; its output file and its stderr
@@ -447,7 +448,8 @@ static void take_readings(struct readings *r)
 struct helper {
 	pid_t pid;
 	int ctl, ack;
-	char *out;
+	char *out, *root;
+	char **post;
 	int ok;
 };
 
@@ -507,6 +509,29 @@ static void helper_start(struct helper *h, char *root, char **argv, char *ctl, c
 		_exit(127);
 	}
 	h->ok = h->pid > 0 && helper_say(h, "ping") == 0;
+}
+
+/* The helper's command after it ended (perf script), to its end. */
+static void helper_post(struct helper *h)
+{
+	if (!h->post || !h->post[0])
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		int err = open(HELPER_ERR, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(err, 2);
+		if (h->root && h->root[0] && (chroot(h->root) != 0 || chdir("/") != 0))
+			_exit(127);
+		char *env[] = {"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/tmp", "LANG=C", NULL};
+		execve(h->post[0], h->post, env);
+		_exit(127);
+	}
+	int status;
+	if (pid > 0)
+		waitpid(pid, &status, 0);
 }
 
 static void helper_stop(struct helper *h)
@@ -584,6 +609,12 @@ static void run(char *payload, size_t n)
 			hargv[k] = next_string(&p, end);
 		char *ctl = next_string(&p, end), *ack = next_string(&p, end);
 		helpers[i].out = next_string(&p, end);
+		helpers[i].root = hroot;
+		s = next_string(&p, end);
+		long npost = s ? atol(s) : 0;
+		helpers[i].post = calloc((size_t)npost + 1, sizeof *helpers[i].post);
+		for (long k = 0; k < npost; k++)
+			helpers[i].post[k] = next_string(&p, end);
 		helpers[i].ctl = helpers[i].ack = -1;
 		if (hargc > 0 && hargv[hargc - 1] && ctl && ack && helpers[i].out)
 			helper_start(&helpers[i], hroot, hargv, ctl, ack);
@@ -678,6 +709,9 @@ static void run(char *payload, size_t n)
 	take_readings(&readings);
 	for (long i = 0; i < nhelpers; i++) {
 		helper_stop(&helpers[i]);
+		if (helpers[i].ok)
+			helper_post(&helpers[i]);
+		free(helpers[i].post);
 		char *paths[2] = {helpers[i].out, HELPER_ERR};
 		struct readings one = {paths, 2, readings.buf, readings.len, readings.cap};
 		if (!helpers[i].ok)
