@@ -17,8 +17,9 @@ from perflab.monitors import MonitorSet
 class Monitors(Instrument):
     """A job's monitors (its `monitors:` mapping, validated) as one instrument on the executor's
     hooks: they watch only the timed part of each recorded process. On this machine they read
-    its /proc and run its perf; in a VM guest the /proc monitors read the guest's (through its
-    agent: perflab.monitors.guest) and insn-profile counts the guest's instructions."""
+    its /proc and run its perf; in a VM guest they read the guest's /proc and run this machine's
+    perf there (through its agent: perflab.monitors.guest), and insn-profile counts the guest's
+    instructions."""
 
     name = "monitors"
     runs_in = frozenset({"host", "qemu"})
