@@ -126,8 +126,10 @@ def report_kernbench(operands, box, db) -> None:
 @click.option("--per-op", "per_op", metavar="METRIC",
               help="insn-profile: the benchmark's metric that says what one operation took (a rate or a time "
                    "per operation); default will-it-scale.workload for will-it-scale, else per window.")
+@click.option("--sampled", is_flag=True,
+              help="Show perf-profile's sampled shares even where the runs also counted instructions (insn-profile).")
 @db_option
-def report_profile(base, head, benchmark, top, per_op, db) -> None:
+def report_profile(base, head, benchmark, top, per_op, sampled, db) -> None:
     """perf-profile of BASE alone, or of BASE and HEAD: the symbols whose share changed most.
 
     With one operand: its profile as `perf report --children` lists it, the
@@ -153,7 +155,8 @@ def report_profile(base, head, benchmark, top, per_op, db) -> None:
     insn-profile`) are shown as counted instructions instead: per kernel
     function (and [user], user space) the instructions per operation of
     base and head, the change and its part of the benchmark's whole change,
-    largest first; the rows add up to the whole.
+    largest first; the rows add up to the whole. --sampled shows perf-profile
+    instead where runs have both.
 
     \b
       perflab run will-it-scale --test getppid1 --kernel A --vm icount --monitor insn-profile
@@ -163,7 +166,7 @@ def report_profile(base, head, benchmark, top, per_op, db) -> None:
     from perflab.analysis.views.profile import has_instruction_profile
 
     store = get_store(db)
-    if has_instruction_profile(store, base, benchmark):
+    if not sampled and has_instruction_profile(store, base, benchmark):
         from perflab.analysis.views.profile import instruction_view
         from perflab.report.profile import render_instructions
 

@@ -132,7 +132,7 @@ def render_instructions(view, single: bool = False, moved_only: bool = False) ->
         lines.append(f"# the {len(result.symbols)} largest of {result.compared} rows ({rows_note})")
         return "\n".join(lines) + "\n"
     lines.append("")
-    lines.append(f"{view.base_label[:16]:>16}{view.head_label[:16]:>16}{'change':>14}{'of change':>11}  function")
+    lines.append(f"{view.base_label[:15]:>16}{view.head_label[:15]:>16}{'change':>14}{'of change':>11}  function")
     total = result.total_change
 
     def part(change: float) -> str:
