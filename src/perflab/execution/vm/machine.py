@@ -410,20 +410,9 @@ class Guest:
         return body
 
     def kallsyms(self) -> tuple[str, str]:
-        """The guest kernel's symbols and where they came from: its /proc/kallsyms, read once per
-        boot (the addresses are this boot's); for a kernel built without CONFIG_KALLSYMS, the
-        System.map of its build, when it was booted at its link address (PVH: no KASLR)."""
+        """The guest kernel's symbols and where they came from, once per boot (counting.symbols)."""
         if self._kallsyms is None:
-            text = self.read("/proc/kallsyms").decode(errors="replace")
-            source = "the guest's /proc/kallsyms"
-            if not any(line[:16].strip("0") for line in text.splitlines()[:64]):
-                found = kernels.system_map(Path(self.spec.kernel))
-                if found is not None and self.facts.get("kernel_entry", "").startswith("PVH"):
-                    text, source = found.read_text(errors="replace"), str(found)
-                else:
-                    source = ("nothing: the guest kernel has no /proc/kallsyms (CONFIG_KALLSYMS) and no "
-                              "System.map lies beside its image")
-            self._kallsyms = (text, source)
+            self._kallsyms = counting.symbols(self)
         return self._kallsyms
 
     def shutdown(self) -> None:
