@@ -75,7 +75,7 @@ def test_kernel_and_vm_keys_are_normalised_and_stored(tmp_path):
     ({"benchmark": "lmbench", "kernel": "/k", "vm": {"cpu": 2}}, "key 'vm.cpu' is unknown"),
     ({"benchmark": "lmbench", "kernel": "/k", "vm": {"cpus": 0}}, "key 'vm.cpus' = 0"),
     ({"benchmark": "lmbench", "vm": {"mode": "tcg"}}, "key 'vm' needs a kernel"),
-    ({"benchmark": "lmbench", "kernel": "/k", "monitors": {"perf-profile": {}}}, "monitor perf-profile watches this machine"),
+    ({"benchmark": "lmbench", "kernel": "/k", "monitors": {"sched_debug": {}}}, "monitor sched_debug watches this machine"),
     ({"benchmark": "lmbench", "kernel": "/k", "vm": {"mode": "kvm"}, "monitors": {"insn-profile": {}}},
      "needs QEMU's TCG"),
     ({"benchmark": "lmbench", "kernel": "/k", "vm": {"mode": "tcg", "cpus": 2}, "monitors": {"insn-profile": {}}},
