@@ -1,4 +1,5 @@
-"""`perflab kernel`: a minimal kernel config that boots under perflab, and a check of a kernel's config."""
+"""`perflab kernel`: a minimal kernel config that boots under perflab, a check of a kernel's config,
+and Debian's kernels fetched into perflab's cache (fetch, list, prune)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import click
 
 @click.group("kernel")
 def kernel_group() -> None:
-    """Kernel configurations for perflab's guests (docs/vm.md, "Kernel configuration")."""
+    """Kernels for perflab's guests: configurations (docs/vm.md, "Kernel configuration") and Debian's
+    kernels by release (docs/vm.md, "Kernels by name")."""
 
 
 @kernel_group.command("config")
@@ -66,6 +68,59 @@ def kernel_check(config_or_kernel) -> None:
     click.echo(f"{where}: lacks {len(lacking)} of {len(kconfig.NAMES)} options perflab's guest uses: "
                f"{' '.join(lacking)}{modules}{as_modules}")
     raise click.exceptions.Exit(1)
+
+
+@kernel_group.command("fetch")
+@click.argument("names", nargs=-1, required=True, metavar="debian:RELEASE...")
+def kernel_fetch(names) -> None:
+    """Fetch Debian kernels into perflab's cache (apt-get download, once) and print each image.
+
+    A job names one as `kernel: debian:RELEASE` (or `--kernel debian:RELEASE`), RELEASE as
+    `uname -r` says it in that kernel; a run fetches it itself when it is not here yet.
+
+    \b
+    Examples:
+      perflab kernel fetch debian:6.1.0-56-amd64 debian:6.1.0-56-cloud-amd64 debian:6.1.0-56-rt-amd64
+      perflab run lmbench --only processes --kernel debian:6.12.117+deb12-amd64 --vm icount
+    """
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.vm import kernel
+
+    for name in names:
+        if not name.startswith(kernel.DEBIAN):
+            raise UsageProblem(f"{name!r}: expected debian:RELEASE (debian:6.1.0-56-amd64)")
+        click.echo(f"{name}  {kernel.image(name)}")
+
+
+@kernel_group.command("list")
+def kernel_list() -> None:
+    """The Debian kernels in perflab's cache, with the space each takes."""
+    from perflab.execution.vm import kernel
+
+    kept = kernel.fetched()
+    for name, path, size in kept:
+        click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}")
+    total = sum(size for _, _, size in kept)
+    click.echo(f"{len(kept)} kernel{'' if len(kept) == 1 else 's'}, {total / 2**20:.1f} MiB in {kernel.cache_dir()}")
+
+
+@kernel_group.command("prune")
+@click.argument("names", nargs=-1, metavar="[debian:RELEASE...]")
+@click.option("--all", "everything", is_flag=True, help="Every fetched kernel.")
+def kernel_prune(names, everything) -> None:
+    """Remove fetched Debian kernels from perflab's cache (fetched again when a job names one)."""
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.vm import kernel
+
+    if bool(names) == everything:
+        raise UsageProblem("name the kernels to remove (debian:RELEASE ...), or give --all")
+    chosen = [name for name, _, _ in kernel.fetched()] if everything else list(names)
+    freed = 0
+    for name in chosen:
+        size = kernel.remove(name)
+        click.echo(f"{name}: {'removed, ' + format(size / 2**20, '.1f') + ' MiB freed' if size else 'not in the cache'}")
+        freed += size
+    click.echo(f"{freed / 2**20:.1f} MiB freed")
 
 
 COMMANDS = [kernel_group]

@@ -100,8 +100,13 @@ def on_kernel(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) -
     # A stored guest job (rerun, an imported run) is checked again as a job file's would be:
     # its QEMU arguments above all (docs/lab.md).
     merged_vm = {**(job.vm or {}), **(vm or {})}
-    kernel, merged_vm = guest.normalize(job.benchmark, kernel or job.kernel, merged_vm, where, job.monitors)
-    return placed(job, guest.Qemu(kernel=kernel, vm=merged_vm), where)
+    # --kernel replaces the image; a command line the job's kernel was booted with stays.
+    written = kernel if kernel is not None else job.target.keys().get("kernel")
+    if kernel is not None and isinstance(job.target, guest.Qemu) and job.target.cmdline and isinstance(kernel, str):
+        written = {"image": kernel, "cmdline": job.target.cmdline}
+    stored, merged_vm = guest.normalize(job.benchmark, written, merged_vm, where, job.monitors)
+    image, cmdline = guest.kernel_of(stored, where)
+    return placed(job, guest.Qemu(kernel=image, vm=merged_vm, cmdline=cmdline), where)
 
 
 def placed(job: AtomicJob, target, where: str = "") -> AtomicJob:

@@ -1,6 +1,8 @@
 """The `kernel:` and `vm:` job keys: a job that boots a kernel in QEMU and runs inside it.
 
     kernel: /boot/vmlinuz-6.1.0-47-amd64   # a bzImage/vmlinuz (absolute once validated)
+    kernel: debian:6.1.0-56-rt-amd64       # Debian's kernel of that release, fetched once
+    kernel: {image: debian:6.1.0-56-amd64, cmdline: mitigations=off}   # a boot option, a variant
     vm:
       mode: icount                         # tcg (default) | icount | kvm
       cpus: 2                              # vCPUs (default 1)
@@ -52,22 +54,56 @@ def refusal(benchmark: str, target, monitors: dict | None, where: str) -> str | 
     return None
 
 
-def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | None = None) -> tuple[str | None, dict]:
+KERNEL_KEYS = ("image", "cmdline")
+
+
+def kernel_of(kernel, where: str = "job") -> tuple[str, str]:
+    """`kernel` as written (a path, debian:RELEASE, or {image, cmdline}) -> (image, cmdline) in their
+    stored form (a path made absolute); JobError in one line naming the key."""
+    from perflab.execution.vm.kernel import DEBIAN, debian_package
+
+    cmdline = ""
+    if isinstance(kernel, dict):
+        unknown = [k for k in kernel if k not in KERNEL_KEYS]
+        if unknown:
+            raise JobError(f"{where}: key 'kernel.{unknown[0]}' is unknown; valid: {', '.join(KERNEL_KEYS)} "
+                           "(a kernel built from a tree is not a job key yet)")
+        cmdline = kernel.get("cmdline") or ""
+        if not isinstance(cmdline, str) or "\n" in cmdline:
+            raise JobError(f"{where}: key 'kernel.cmdline' = {cmdline!r}: expected one line of kernel options")
+        kernel = kernel.get("image")
+    if not isinstance(kernel, str) or not kernel.strip():
+        raise JobError(f"{where}: key 'kernel' = {kernel!r}: expected the path of a kernel image (bzImage, vmlinuz) "
+                       "or debian:RELEASE")
+    if kernel.startswith(DEBIAN):
+        try:
+            debian_package(kernel)
+        except UsageProblem as e:
+            raise JobError(f"{where}: {e}") from None
+        return kernel, " ".join(cmdline.split())
+    return os.path.abspath(os.path.expanduser(kernel)), " ".join(cmdline.split())
+
+
+def stored_kernel(image: str, cmdline: str) -> str | dict:
+    """The job's `kernel` key as stored: the image alone, or with its command line."""
+    return {"image": image, "cmdline": cmdline} if cmdline else image
+
+
+def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | None = None) -> tuple[str | dict | None, dict]:
     """(kernel, vm) as written -> their stored form; JobError (one line) naming the key."""
     if kernel is None:
         if vm:
             raise JobError(f"{where}: key 'vm' needs a kernel to boot (key 'kernel' or --kernel PATH)")
         return None, {}
-    if not isinstance(kernel, str) or not kernel.strip():
-        raise JobError(f"{where}: key 'kernel' = {kernel!r}: expected the path of a kernel image (bzImage, vmlinuz)")
-    why = refusal(benchmark, Qemu(kernel=kernel, vm=vm if isinstance(vm, dict) else {}), monitors, where)
+    image, cmdline = kernel_of(kernel, where)
+    why = refusal(benchmark, Qemu(kernel=image, vm=vm if isinstance(vm, dict) else {}), monitors, where)
     if why:
         raise JobError(why if why.startswith(where) else f"{where}: {why}")
     try:
         machine = qemu.machine_of(vm, where)
     except UsageProblem as e:
         raise JobError(str(e)) from None
-    return os.path.abspath(os.path.expanduser(kernel)), machine
+    return stored_kernel(image, cmdline), machine
 
 
 def file_overrides(path, overrides, kernel: str | None, vm: dict | None) -> list[str]:

@@ -199,7 +199,10 @@ def target_of(doc: dict) -> tuple[Target, set[str]]:
     toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
     if doc.get("kernel"):
         vm = doc.get("vm")
-        return Qemu(kernel=doc["kernel"], vm={} if vm is None else vm, toolchain=toolchain), leftover
+        kernel = doc["kernel"]
+        image, cmdline = ((kernel.get("image") or "", kernel.get("cmdline") or "") if isinstance(kernel, dict)
+                          else (kernel, ""))
+        return Qemu(kernel=image, vm={} if vm is None else vm, toolchain=toolchain, cmdline=cmdline), leftover
     return Host(toolchain=toolchain), leftover | ({"vm"} if doc.get("vm") else set())
 
 

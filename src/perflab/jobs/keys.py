@@ -174,12 +174,22 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
     if doc.get("kernel") is not None or doc.get("vm"):
         from perflab.jobs import guest
 
-        try:
-            kernel, vm = guest.normalize(name, doc.get("kernel"), _plain(doc.get("vm")),
-                                         where("kernel" if "kernel" in doc else "vm"), job["monitors"])
-            job.update(kernel=kernel, vm=vm)
-        except JobError as e:
-            problems.append(str(e))
+        # A list of kernels is an axis of the matrix, as a list of compilers is (perflab.jobs.matrix).
+        written = _plain(doc.get("kernel"))
+        many = isinstance(written, list)
+        if many and not written:
+            problems.append(f"{where('kernel')}: key 'kernel': an empty list gives no job")
+        stored = []
+        for one in (written if many else [written]):
+            try:
+                kernel, vm = guest.normalize(name, one, _plain(doc.get("vm")),
+                                             where("kernel" if "kernel" in doc else "vm"), job["monitors"])
+                stored.append(kernel)
+                job.update(vm=vm)
+            except JobError as e:
+                problems.append(str(e))
+        if stored:
+            job["kernel"] = stored if many else stored[0]
     try:
         job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, source, doc))
         # What watches the job must be able to run where it runs: named at its line.

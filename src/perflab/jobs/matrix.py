@@ -74,6 +74,10 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
         return f"{source}:{nested_lines[key]}" if key in nested_lines else f"{source}{_line(doc, key)}"
 
     job = _job_keys(doc, name, where, problems, source)
+    # `kernel:` may list several (images, debian:RELEASE, with a command line each): an axis.
+    kernels = job["kernel"] if isinstance(job.get("kernel"), list) else [job.get("kernel")]
+    if isinstance(job.get("kernel"), list):
+        job = {**job, "kernel": kernels[0]}
     fields = family.Params.model_fields
     axes: list[tuple[str, list]] = []
     bad: set[str] = set()        # keys already reported: not reported again as missing
@@ -99,14 +103,14 @@ def expand_atomic(doc: dict, source: str = "job", overrides: list[str] = (),
         raise JobErrors(problems)
     check_matrix([*axes, ("cc, cflags", builds)], source)
     points, seen = [], set()
-    for build, combo in itertools.product(builds, itertools.product(*(values for _, values in axes))):
+    for kernel, build, combo in itertools.product(kernels, builds, itertools.product(*(values for _, values in axes))):
         params = {k: _plain(v) for (k, _), v in zip(axes, combo)}
         label = ", ".join(f"{k}={printable(v, 40)}" for k, v in params.items())
         first_key = next(iter(params), None)
-        point = resolve(_atomic_of(job, params, build, family),
+        point = resolve(_atomic_of({**job, "kernel": kernel} if len(kernels) > 1 else job, params, build, family),
                         f"{source}{_line(doc, first_key) if first_key else ''} ({label})")
         # Two points that mean the same here (50% and 100% of 2 CPUs: 1 and 2; 1 and 50%: both 1) run once.
-        key = json.dumps(build, sort_keys=True) + point.parsed.model_dump_json()
+        key = json.dumps([kernel, build], sort_keys=True) + point.parsed.model_dump_json()
         if key in seen:
             continue
         seen.add(key)

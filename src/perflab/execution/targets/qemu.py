@@ -31,6 +31,7 @@ from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_CO
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
+from perflab.execution.vm import kernel as kernels
 from perflab.execution.vm.counting import refusal as counting_refusal
 from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
 
@@ -42,6 +43,8 @@ DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
 ICOUNT_UNIT_SUFFIX = f" {ICOUNT_MARK}"
 # The parameter every guest run stores: the key that keeps its figures apart from the host's.
 VM_PARAM = "vm"
+# The parameter a run on a kernel booted with a command line of its own stores it under.
+CMDLINE_PARAM = "cmdline"
 # Where the guest mounts the host's root (read-only, 9p) for the jobs that run host programs.
 HOST_ROOT = "/host"
 # Where the files a session wrote before the run travel in the initramfs (then copied into place).
@@ -142,12 +145,19 @@ class Qemu(Target):
 
     kind = "qemu"
     lacks = {WRITABLE_HOST_TREE: "the guest's view of the host's root is read-only"}
-    kernel: str = ""
+    kernel: str = ""            # an image's path, or debian:RELEASE (execution.vm.kernel.image)
     vm: dict = field(default_factory=dict)
     toolchain: Toolchain = field(default_factory=Toolchain)
+    cmdline: str = ""           # appended to the guest kernel's command line (a variant: mitigations=off)
 
     def keys(self) -> dict:
-        return {"kernel": self.kernel, **({"vm": self.vm} if self.vm else {}), **self.toolchain.keys()}
+        kernel = {"image": self.kernel, "cmdline": self.cmdline} if self.cmdline else self.kernel
+        return {"kernel": kernel, **({"vm": self.vm} if self.vm else {}), **self.toolchain.keys()}
+
+    @property
+    def image(self) -> str:
+        """The image file to boot: the path, or the Debian kernel fetched into the cache (once)."""
+        return str(kernels.image(self.kernel))
 
     @property
     def machine(self) -> dict:
@@ -172,7 +182,7 @@ class Qemu(Target):
     def spec(self) -> VmSpec:
         """The VmSpec this target boots."""
         vm = self.machine
-        return VmSpec(kernel=self.kernel, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
+        return VmSpec(kernel=self.image, append=self.cmdline, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
                       qemu_args=tuple(vm["qemu_args"]), boot_timeout=boot_timeout())
 
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
@@ -190,7 +200,7 @@ class Qemu(Target):
         if isinstance(fs, str) and fs in modules.NEEDS:
             wanted += (["disk"] if fs != "tmpfs" else []) + [fs]
         if wanted:
-            modules.plan(self.kernel, wanted, f"{what} in a VM guest")
+            modules.plan(self.image, wanted, f"{what} in a VM guest")
 
     @contextlib.contextmanager
     def preparing(self, needs: frozenset[str], what: str) -> Iterator[_Prepared]:
@@ -210,7 +220,8 @@ class Qemu(Target):
         if params.get("fs"):
             return None
         # Counting instructions slows TCG: a guest that counts is not shared with one that does not.
-        return ("qemu", os.path.realpath(self.kernel), repr(sorted(self.machine.items())), INSTRUCTION_COUNTS in needs)
+        return ("qemu", os.path.realpath(self.image), self.cmdline, repr(sorted(self.machine.items())),
+                INSTRUCTION_COUNTS in needs)
 
     @contextlib.contextmanager
     def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
@@ -246,7 +257,8 @@ class Qemu(Target):
         machine = self.machine
         differ = {MACHINE_PARAMS[k]: (" ".join(machine[k]) if k == "qemu_args" else machine[k])
                   for k in MACHINE_PARAMS if machine[k] != DEFAULT_VM[k]}
-        return {**params, VM_PARAM: self.mode, **differ}
+        # The guest's command line is a variant of its own (`compare cmdline=mitigations=off ...`).
+        return {**params, VM_PARAM: self.mode, **differ, **({CMDLINE_PARAM: self.cmdline} if self.cmdline else {})}
 
     def mark(self, samples: list[Sample]) -> list[Sample]:
         """Under icount every figure is instruction-time: exact by construction, its unit says so."""

@@ -10,15 +10,17 @@ kernel fetched before modules were kept gets them added.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from perflab.core import paths
-from perflab.core.errors import PerflabError
+from perflab.core.errors import PerflabError, UsageProblem
 
 # The two kernels of the 6.1 line Debian 12 ships as packages (issue 20's measurements).
 DEFAULT_PACKAGE = "linux-image-6.1.0-47-amd64-unsigned"
@@ -112,8 +114,16 @@ def fetch(package: str = DEFAULT_PACKAGE) -> Path:
             _check_pinned(package, debs[0])
         unpack = Path(scratch) / "unpacked"
         unpack.mkdir()
+        # Only the parts this flavour has (the cloud kernels build no 9p): tar fails on a pattern
+        # that matches nothing.
         tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
-        extracted = subprocess.run(["tar", "-x", "-C", str(unpack), "--wildcards", *_members()],
+        listed = subprocess.run(["tar", "-t"], stdin=tar.stdout, capture_output=True, text=True)
+        tar.stdout.close()
+        tar.wait()
+        names = listed.stdout.splitlines()
+        members = [m for m in _members() if any(fnmatch.fnmatchcase(n, m) for n in names)]
+        tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
+        extracted = subprocess.run(["tar", "-x", "-C", str(unpack), "--wildcards", *members],
                                    stdin=tar.stdout, capture_output=True, text=True)
         tar.stdout.close()
         if tar.wait() != 0 or extracted.returncode != 0:
@@ -190,3 +200,50 @@ def system_map(image: Path) -> Path | None:
         if sum(1 for w in lines if len(w) == 3 and w[1] in "tTwW" and w[0].strip("0f")) >= 3:
             return path
     return None
+
+
+# `kernel: debian:RELEASE` (and `--kernel debian:RELEASE`): Debian's kernel of that release, fetched
+# by `apt-get download` as the tests fetch theirs. RELEASE is what `uname -r` says in it:
+# 6.1.0-56-amd64, 6.1.0-56-cloud-amd64, 6.1.0-56-rt-amd64, 6.12.117+deb12-amd64.
+DEBIAN = "debian:"
+_DEBIAN_RELEASE = re.compile(r"^\d+\.\d+[\w.+~-]*-amd64$")
+
+
+def debian_package(kernel: str) -> str:
+    """'debian:6.1.0-56-amd64' -> 'linux-image-6.1.0-56-amd64-unsigned'; UsageProblem for a name
+    that is not a Debian kernel release."""
+    release = kernel.removeprefix(DEBIAN)
+    if not _DEBIAN_RELEASE.match(release):
+        raise UsageProblem(f"kernel {kernel!r}: expected debian:RELEASE, RELEASE as `uname -r` says it "
+                           "(debian:6.1.0-56-amd64, debian:6.1.0-56-rt-amd64, debian:6.12.117+deb12-amd64)")
+    return f"linux-image-{release}-unsigned"
+
+
+def image(kernel: str) -> Path:
+    """The image file a job's `kernel` names: a path as it is; debian:RELEASE fetched (once) and unpacked
+    into perflab's cache. PerflabError in one line when it cannot be fetched."""
+    if kernel.startswith(DEBIAN):
+        return fetch(debian_package(kernel))
+    return Path(kernel)
+
+
+def fetched() -> list[tuple[str, Path, int]]:
+    """The Debian kernels in the cache: (debian:RELEASE, image, bytes on disk), by name."""
+    out = []
+    for package in sorted(p.name for p in cache_dir().glob("linux-image-*-unsigned") if p.is_dir()):
+        path = cached(package)
+        if path is None:
+            continue
+        size = sum(f.stat().st_size for f in (cache_dir() / package).rglob("*") if f.is_file())
+        out.append((DEBIAN + _release(package), path, size))
+    return out
+
+
+def remove(kernel: str) -> int:
+    """Remove a fetched Debian kernel from the cache; the bytes freed (0 when it was not there)."""
+    target = cache_dir() / debian_package(kernel)
+    if not target.is_dir():
+        return 0
+    size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+    shutil.rmtree(target)
+    return size
