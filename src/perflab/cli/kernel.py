@@ -92,28 +92,71 @@ def kernel_fetch(names) -> None:
         click.echo(f"{name}  {kernel.image(name)}")
 
 
+@kernel_group.command("build")
+@click.argument("recipe_file", type=click.Path(dir_okay=False, exists=True), metavar="RECIPE.yaml")
+@click.option("--jobs", "-j", type=click.IntRange(1, 1024), help="make -jN (default: the CPUs).")
+def kernel_build(recipe_file, jobs) -> None:
+    """Build the kernel a recipe names (a job file's `kernel:` mapping: tree, ref, patches, config,
+    fragments, cc, kcflags, name) into perflab's cache, and print its image. A recipe built before
+    is not built again.
+
+    \b
+    Example:
+      printf 'tree: ~/src/linux\nref: v6.1\ncc: gcc-12\nkcflags: -Os\nname: -gcc12-Os\n' > os.yaml
+      perflab kernel build os.yaml
+    """
+    from perflab.core import yamlsafe
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.vm import recipe
+
+    import yaml
+
+    try:
+        doc = yamlsafe.load(open(recipe_file, encoding="utf-8").read())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{recipe_file}:{mark.line + 1}" if mark is not None else recipe_file
+        raise UsageProblem(f"{where}: {getattr(e, 'problem', None) or e}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("kernel"), dict):
+        doc = doc["kernel"]          # a whole job file: its kernel
+    if not isinstance(doc, dict) or "tree" not in doc:
+        raise UsageProblem(f"{recipe_file}: expected a kernel recipe (a mapping with tree:, or a job file whose kernel: is one)")
+    doc = {k: v for k, v in doc.items() if k != "cmdline"}
+    done = recipe.build(recipe.recipe_of(doc, recipe_file), jobs=jobs, say=lambda line: click.echo(line, err=True))
+    click.echo(f"{done.facts.get('kernel_build_release') or done.key}  {done.image}")
+
+
 @kernel_group.command("list")
 def kernel_list() -> None:
-    """The Debian kernels in perflab's cache, with the space each takes."""
-    from perflab.execution.vm import kernel
+    """The kernels in perflab's cache: Debian's fetched ones and the builds of recipes, with their size."""
+    from perflab.execution.vm import kernel, recipe
 
     kept = kernel.fetched()
     for name, path, size in kept:
         click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}")
-    total = sum(size for _, _, size in kept)
-    click.echo(f"{len(kept)} kernel{'' if len(kept) == 1 else 's'}, {total / 2**20:.1f} MiB in {kernel.cache_dir()}")
+    built = recipe.builds()
+    for key, path, size, facts in built:
+        name = facts.get("kernel_build_release") or key
+        click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}  (built from {facts.get('kernel_recipe', '?')})")
+    total = sum(size for _, _, size in kept) + sum(b[2] for b in built)
+    click.echo(f"{len(kept) + len(built)} kernel{'' if len(kept) + len(built) == 1 else 's'}, {total / 2**20:.1f} MiB "
+               f"in {kernel.cache_dir()} and {recipe.cache_dir()}")
 
 
 @kernel_group.command("prune")
 @click.argument("names", nargs=-1, metavar="[debian:RELEASE...]")
 @click.option("--all", "everything", is_flag=True, help="Every fetched kernel.")
-def kernel_prune(names, everything) -> None:
-    """Remove fetched Debian kernels from perflab's cache (fetched again when a job names one)."""
+@click.option("--builds", is_flag=True, help="Every kernel built from a recipe, and the build directories.")
+def kernel_prune(names, everything, builds) -> None:
+    """Remove fetched Debian kernels (fetched again when a job names one) or built ones (built again)."""
     from perflab.core.errors import UsageProblem
-    from perflab.execution.vm import kernel
+    from perflab.execution.vm import kernel, recipe
 
+    if builds and not names and not everything:
+        click.echo(f"{recipe.prune_builds() / 2**20:.1f} MiB freed (builds)")
+        return
     if bool(names) == everything:
-        raise UsageProblem("name the kernels to remove (debian:RELEASE ...), or give --all")
+        raise UsageProblem("name the kernels to remove (debian:RELEASE ...), or give --all or --builds")
     chosen = [name for name, _, _ in kernel.fetched()] if everything else list(names)
     freed = 0
     for name in chosen:

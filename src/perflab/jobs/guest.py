@@ -55,19 +55,44 @@ def refusal(benchmark: str, target, monitors: dict | None, where: str) -> str | 
 
 
 KERNEL_KEYS = ("image", "cmdline")
+# A recipe's keys that may list several values: each value a kernel of the matrix.
+RECIPE_AXES = ("ref", "config", "cc", "kcflags", "name", "cmdline")
 
 
-def kernel_of(kernel, where: str = "job") -> tuple[str, str]:
-    """`kernel` as written (a path, debian:RELEASE, or {image, cmdline}) -> (image, cmdline) in their
-    stored form (a path made absolute); JobError in one line naming the key."""
+def variants(kernel) -> list:
+    """A kernel key as written -> the kernels it names: a recipe whose `cc:` (ref, config, kcflags,
+    name, cmdline) lists several is one kernel per value, as any list in a job file is an axis."""
+    import itertools
+
+    if not (isinstance(kernel, dict) and "tree" in kernel):
+        return [kernel]
+    axes = [[(k, v) for v in kernel[k]] for k in RECIPE_AXES if isinstance(kernel.get(k), list)]
+    if not axes:
+        return [kernel]
+    return [{**kernel, **dict(combo)} for combo in itertools.product(*axes)]
+
+
+def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
+    """`kernel` as written (a path, debian:RELEASE, {image, cmdline} or a recipe) -> (image or recipe,
+    cmdline) in their stored form (paths made absolute); JobError in one line naming the key."""
     from perflab.execution.vm.kernel import DEBIAN, debian_package
 
     cmdline = ""
+    if isinstance(kernel, dict) and "tree" in kernel:
+        from perflab.execution.vm.recipe import recipe_of
+
+        cmdline = kernel.get("cmdline") or ""
+        if not isinstance(cmdline, str) or "\n" in cmdline:
+            raise JobError(f"{where}: key 'kernel.cmdline' = {cmdline!r}: expected one line of kernel options")
+        try:
+            return recipe_of(kernel, where).keys(), " ".join(cmdline.split())
+        except UsageProblem as e:
+            raise JobError(str(e)) from None
     if isinstance(kernel, dict):
         unknown = [k for k in kernel if k not in KERNEL_KEYS]
         if unknown:
             raise JobError(f"{where}: key 'kernel.{unknown[0]}' is unknown; valid: {', '.join(KERNEL_KEYS)} "
-                           "(a kernel built from a tree is not a job key yet)")
+                           "(or a recipe: tree, ref, patches, config, fragments, cc, kcflags, name, cmdline)")
         cmdline = kernel.get("cmdline") or ""
         if not isinstance(cmdline, str) or "\n" in cmdline:
             raise JobError(f"{where}: key 'kernel.cmdline' = {cmdline!r}: expected one line of kernel options")
@@ -84,8 +109,10 @@ def kernel_of(kernel, where: str = "job") -> tuple[str, str]:
     return os.path.abspath(os.path.expanduser(kernel)), " ".join(cmdline.split())
 
 
-def stored_kernel(image: str, cmdline: str) -> str | dict:
-    """The job's `kernel` key as stored: the image alone, or with its command line."""
+def stored_kernel(image: str | dict, cmdline: str) -> str | dict:
+    """The job's `kernel` key as stored: the image (or recipe) alone, or with its command line."""
+    if isinstance(image, dict):
+        return {**image, "cmdline": cmdline} if cmdline else image
     return {"image": image, "cmdline": cmdline} if cmdline else image
 
 
@@ -96,7 +123,8 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
             raise JobError(f"{where}: key 'vm' needs a kernel to boot (key 'kernel' or --kernel PATH)")
         return None, {}
     image, cmdline = kernel_of(kernel, where)
-    why = refusal(benchmark, Qemu(kernel=image, vm=vm if isinstance(vm, dict) else {}), monitors, where)
+    why = refusal(benchmark, Qemu(kernel=image if isinstance(image, str) else "", vm=vm if isinstance(vm, dict) else {}),
+                  monitors, where)
     if why:
         raise JobError(why if why.startswith(where) else f"{where}: {why}")
     try:

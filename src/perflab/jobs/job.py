@@ -200,6 +200,10 @@ def target_of(doc: dict) -> tuple[Target, set[str]]:
     if doc.get("kernel"):
         vm = doc.get("vm")
         kernel = doc["kernel"]
+        if isinstance(kernel, dict) and "tree" in kernel:     # a recipe: perflab builds the kernel
+            recipe = {k: v for k, v in kernel.items() if k != "cmdline"}
+            return Qemu(recipe=recipe, vm={} if vm is None else vm, toolchain=toolchain,
+                        cmdline=kernel.get("cmdline") or ""), leftover
         image, cmdline = ((kernel.get("image") or "", kernel.get("cmdline") or "") if isinstance(kernel, dict)
                           else (kernel, ""))
         return Qemu(kernel=image, vm={} if vm is None else vm, toolchain=toolchain, cmdline=cmdline), leftover

@@ -180,7 +180,9 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
         if many and not written:
             problems.append(f"{where('kernel')}: key 'kernel': an empty list gives no job")
         stored = []
-        for one in (written if many else [written]):
+        expanded = [v for one in (written if many else [written]) for v in guest.variants(one)]
+        many = many or len(expanded) > 1
+        for one in expanded:
             try:
                 kernel, vm = guest.normalize(name, one, _plain(doc.get("vm")),
                                              where("kernel" if "kernel" in doc else "vm"), job["monitors"])

@@ -16,10 +16,12 @@ mode's, and under icount every sample exact by construction, its unit saying ins
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
@@ -45,6 +47,8 @@ ICOUNT_UNIT_SUFFIX = f" {ICOUNT_MARK}"
 VM_PARAM = "vm"
 # The parameter a run on a kernel booted with a command line of its own stores it under.
 CMDLINE_PARAM = "cmdline"
+# ... and a kernel perflab built from a recipe, its build's name (LOCALVERSION) or key.
+BUILD_PARAM = "kernel_build"
 # Where the guest mounts the host's root (read-only, 9p) for the jobs that run host programs.
 HOST_ROOT = "/host"
 # Where the files a session wrote before the run travel in the initramfs (then copied into place).
@@ -64,6 +68,12 @@ SETTLE = {"ppm": 500, "max_ms": 5000, "calls": 50000, "agree": 5}
 # changes what the guest runs keeps its figures apart (issue 33). Defaults are left out so
 # that a series of default guests goes on from the runs stored before these keys existed.
 MACHINE_PARAMS = {"cpus": "vm_cpus", "memory": "vm_memory_mib", "qemu_args": "vm_qemu_args"}
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(f"perflab: {line}", file=sys.stderr, flush=True)
 
 
 def boot_timeout() -> float:
@@ -149,14 +159,23 @@ class Qemu(Target):
     vm: dict = field(default_factory=dict)
     toolchain: Toolchain = field(default_factory=Toolchain)
     cmdline: str = ""           # appended to the guest kernel's command line (a variant: mitigations=off)
+    recipe: dict = field(default_factory=dict)   # a kernel perflab builds (execution.vm.recipe), its stored keys
 
     def keys(self) -> dict:
-        kernel = {"image": self.kernel, "cmdline": self.cmdline} if self.cmdline else self.kernel
+        if self.recipe:
+            kernel = {**self.recipe, **({"cmdline": self.cmdline} if self.cmdline else {})}
+        else:
+            kernel = {"image": self.kernel, "cmdline": self.cmdline} if self.cmdline else self.kernel
         return {"kernel": kernel, **({"vm": self.vm} if self.vm else {}), **self.toolchain.keys()}
 
     @property
     def image(self) -> str:
-        """The image file to boot: the path, or the Debian kernel fetched into the cache (once)."""
+        """The image file to boot: the path, the Debian kernel fetched into the cache (once), or the
+        recipe's build (built once, then from the cache)."""
+        if self.recipe:
+            from perflab.execution.vm import recipe
+
+            return str(recipe.build(recipe.recipe_of(self.recipe), say=_say).image)
         return str(kernels.image(self.kernel))
 
     @property
@@ -182,7 +201,12 @@ class Qemu(Target):
     def spec(self) -> VmSpec:
         """The VmSpec this target boots."""
         vm = self.machine
-        return VmSpec(kernel=self.image, append=self.cmdline, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
+        image = self.image
+        # A PREEMPT_RT kernel threads the agent's UART interrupt; under TCG its handler runs late,
+        # the kernel counts the line as stuck ("irq 3: nobody cared") and disables it mid-transfer
+        # (Debian 6.1.0-56-rt reading its 3.9 MB kallsyms under icount). noirqdebug keeps it on.
+        append = " ".join(w for w in ("noirqdebug" if kernels.preempt_rt(Path(image)) else "", self.cmdline) if w)
+        return VmSpec(kernel=image, append=append, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
                       qemu_args=tuple(vm["qemu_args"]), boot_timeout=boot_timeout())
 
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
@@ -258,7 +282,23 @@ class Qemu(Target):
         differ = {MACHINE_PARAMS[k]: (" ".join(machine[k]) if k == "qemu_args" else machine[k])
                   for k in MACHINE_PARAMS if machine[k] != DEFAULT_VM[k]}
         # The guest's command line is a variant of its own (`compare cmdline=mitigations=off ...`).
-        return {**params, VM_PARAM: self.mode, **differ, **({CMDLINE_PARAM: self.cmdline} if self.cmdline else {})}
+        return {**params, VM_PARAM: self.mode, **differ, **({CMDLINE_PARAM: self.cmdline} if self.cmdline else {}),
+                **({BUILD_PARAM: self._build_name()} if self.recipe else {})}
+
+    def _build_name(self) -> str:
+        """What keeps a recipe's runs apart: its name, else its key (what decides the build)."""
+        from perflab.execution.vm import recipe
+
+        r = recipe.recipe_of(self.recipe)
+        return r.name or recipe.identity(r)[2]
+
+    def facts(self) -> dict:
+        if not self.recipe:
+            return super().facts()
+        from perflab.execution.vm import recipe
+
+        done = recipe.built(recipe.recipe_of(self.recipe))
+        return {**super().facts(), **(done.facts if done else {})}
 
     def mark(self, samples: list[Sample]) -> list[Sample]:
         """Under icount every figure is instruction-time: exact by construction, its unit says so."""
@@ -270,7 +310,8 @@ class Qemu(Target):
     def unopened_facts(self) -> dict:
         vm = self.machine
         return {"vm_mode": str(vm["mode"]), "vm_cpus": str(vm["cpus"]), "vm_memory_mib": str(vm["memory"]),
-                "kernel_path": str(self.kernel), "host_kernel": os.uname().release}
+                "kernel_path": str(self.kernel) or json.dumps(self.recipe, sort_keys=True),
+                "host_kernel": os.uname().release}
 
 
 class _GuestPlace(Place):

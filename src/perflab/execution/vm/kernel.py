@@ -172,6 +172,15 @@ def config_of(kernel: Path) -> Path | None:
     return None
 
 
+def preempt_rt(kernel: Path) -> bool:
+    """Whether the kernel is a PREEMPT_RT one, by the config beside it (Debian's -rt flavour)."""
+    config = config_of(Path(kernel))
+    try:
+        return config is not None and "\nCONFIG_PREEMPT_RT=y\n" in config.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def config_hash(kernel: Path) -> str | None:
     """sha256 (first 16 hex digits) of the kernel's config file when one is found beside it."""
     config = config_of(kernel)

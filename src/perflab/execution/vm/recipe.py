@@ -1,0 +1,347 @@
+"""A kernel a job builds itself: a recipe (a git tree, a commit, patches, a config, a compiler,
+flags, a name), built once into perflab's cache and booted like any image (docs/vm.md,
+"Kernels a job builds").
+
+    kernel:
+      tree: ~/src/linux          # a git tree (the user's: read, never written)
+      ref: v6.1                  # commit, tag or branch (default HEAD)
+      patches: [sleepy.patch]    # git am (a mail) or git apply (a diff), in order
+      config: perflab            # perflab's minimal config, a make target (tinyconfig,
+                                 # defconfig ...), or a config file
+      fragments: [debug.config, {CONFIG_PREEMPT: y}]
+      cc: gcc-12                 # or clang-14 (LLVM=1)
+      kcflags: -Os -falign-functions=2
+      name: -gcc12-Os            # LOCALVERSION: what uname -r and the reports show
+      cmdline: mitigations=off   # the guest's command line (not part of the build)
+
+Where it is built, under perflab's cache (`kernel-builds/`): a clone of the tree that shares
+its objects (`git clone --shared`: the user's repository gains nothing, not even a worktree
+entry), checked out at the commit and patched; an out-of-tree build directory per (tree,
+config, fragments, compiler, flags), kept, so the next commit or patch rebuilds what changed;
+and the result per recipe (image, System.map, .config, the recipe, the build's log tail), keyed
+by everything that decides it: the commit, the patches' and config files' contents, the
+compiler's version, the flags and the name. The same recipe asked again is not rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab.core import paths
+from perflab.core.errors import PerflabError, UsageProblem
+
+RECIPE_KEYS = ("tree", "ref", "patches", "config", "fragments", "cc", "kcflags", "name", "cmdline")
+TARGETS = ("tinyconfig", "defconfig", "allnoconfig", "kvm_guest.config")
+PERFLAB_CONFIG = "perflab"
+LOG_TAIL = 12
+
+
+@dataclass(frozen=True)
+class Recipe:
+    tree: str
+    ref: str = "HEAD"
+    patches: tuple[str, ...] = ()
+    config: str = PERFLAB_CONFIG
+    fragments: tuple = ()          # file paths, or {CONFIG_X: value} mappings
+    cc: str = "gcc"
+    kcflags: str = ""
+    name: str = ""
+
+    def keys(self) -> dict:
+        """The stored form: every key that differs from the defaults."""
+        out: dict = {"tree": self.tree}
+        for key, default in (("ref", "HEAD"), ("config", PERFLAB_CONFIG), ("cc", "gcc"), ("kcflags", ""), ("name", "")):
+            if getattr(self, key) != default:
+                out[key] = getattr(self, key)
+        if self.patches:
+            out["patches"] = list(self.patches)
+        if self.fragments:
+            out["fragments"] = [dict(f) if isinstance(f, tuple) else f for f in self.fragments]
+        return out
+
+    @property
+    def llvm(self) -> bool:
+        return "clang" in Path(self.cc.split()[0]).name
+
+
+def _path(value, key: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageProblem(f"{where}: key 'kernel.{key}' = {value!r}: expected a path")
+    return os.path.abspath(os.path.expanduser(value))
+
+
+def recipe_of(doc: dict, where: str = "job") -> Recipe:
+    """A recipe as written -> Recipe (paths made absolute); UsageProblem in one line naming the key."""
+    unknown = [k for k in doc if k not in RECIPE_KEYS]
+    if unknown:
+        raise UsageProblem(f"{where}: key 'kernel.{unknown[0]}' is unknown; a kernel recipe takes "
+                           f"{', '.join(RECIPE_KEYS)}")
+    tree = _path(doc.get("tree"), "tree", where)
+    out: dict = {"tree": tree}
+    for key in ("ref", "cc", "kcflags", "name"):
+        value = doc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool) or "\n" in str(value):
+            raise UsageProblem(f"{where}: key 'kernel.{key}' = {value!r}: expected one line of text")
+        out[key] = str(value).strip()
+    if out.get("name") and not all(c.isalnum() or c in "-_.+" for c in out["name"]):
+        raise UsageProblem(f"{where}: key 'kernel.name' = {out['name']!r}: letters, digits and - _ . + only "
+                           "(it is the kernel's LOCALVERSION)")
+    patches = doc.get("patches") or []
+    if not isinstance(patches, list):
+        patches = [patches]
+    out["patches"] = tuple(_path(p, "patches", where) for p in patches)
+    config = doc.get("config", PERFLAB_CONFIG)
+    if not isinstance(config, str) or not config.strip():
+        raise UsageProblem(f"{where}: key 'kernel.config' = {config!r}: expected perflab, a make target "
+                           f"({', '.join(TARGETS)}) or a config file")
+    if config == PERFLAB_CONFIG or (not os.path.exists(os.path.expanduser(config)) and _target(config)):
+        out["config"] = config
+    elif os.path.isfile(os.path.expanduser(config)):
+        out["config"] = _path(config, "config", where)
+    else:
+        raise UsageProblem(f"{where}: key 'kernel.config' = {config!r}: no such file (or: perflab, a make target "
+                           f"such as {', '.join(TARGETS)})")
+    fragments = doc.get("fragments") or []
+    if not isinstance(fragments, list):
+        fragments = [fragments]
+    frags: list = []
+    for f in fragments:
+        if isinstance(f, dict):
+            bad = [k for k in f if not (isinstance(k, str) and k.startswith("CONFIG_") and k[7:].replace("_", "").isalnum())]
+            if bad:
+                raise UsageProblem(f"{where}: key 'kernel.fragments': {bad[0]!r} is not a CONFIG_ option")
+            frags.append(tuple(sorted((k, _kconfig_value(v)) for k, v in f.items())))
+        else:
+            frags.append(_path(f, "fragments", where))
+    out["fragments"] = tuple(frags)
+    return Recipe(**out)
+
+
+def _target(config: str) -> bool:
+    """A make target of the tree's own configs (tinyconfig, x86_64_defconfig, kvm_guest.config)."""
+    return "/" not in config and config.endswith("config")
+
+
+def _kconfig_value(v) -> str:
+    if v is True:
+        return "y"
+    if v is False or v is None:
+        return "n"
+    return str(v)
+
+
+def cache_dir() -> Path:
+    return paths.cache_home() / "kernel-builds"
+
+
+def _git(*args, cwd: Path | str | None = None, check: bool = True) -> str:
+    done = subprocess.run(["git", *map(str, args)], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise PerflabError(f"git {' '.join(map(str, args[:3]))}: {said[0] if said else f'exit {done.returncode}'}")
+    return done.stdout.strip()
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def compiler_version(cc: str) -> str:
+    try:
+        done = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PerflabError(f"kernel recipe: compiler {cc!r} does not run: {e}") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        raise PerflabError(f"kernel recipe: compiler {cc!r} does not run (exit {done.returncode})")
+    return done.stdout.splitlines()[0].strip()
+
+
+@dataclass
+class Built:
+    image: Path
+    key: str
+    facts: dict = field(default_factory=dict)
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise PerflabError(f"kernel recipe: cannot read {path}: {e.strerror}") from None
+
+
+def identity(recipe: Recipe) -> tuple[str, str, str]:
+    """(commit, compiler version, key): what decides the build, hashed."""
+    if not Path(recipe.tree, ".git").exists():
+        raise PerflabError(f"kernel recipe: tree {recipe.tree} is not a git repository (commit an unpacked "
+                           "source first: git init && git add -A && git commit)")
+    commit = _git("-C", recipe.tree, "rev-parse", "--verify", "--quiet", f"{recipe.ref}^{{commit}}", check=False)
+    if not commit:
+        raise PerflabError(f"kernel recipe: ref {recipe.ref!r} is not a commit of {recipe.tree}")
+    version = compiler_version(recipe.cc)
+    files = [_read(p) for p in recipe.patches]
+    if recipe.config != PERFLAB_CONFIG and not _target(recipe.config):
+        files.append(_read(recipe.config))
+    files += [_read(f) for f in recipe.fragments if isinstance(f, str)]
+    key = _digest(commit, version, json.dumps(recipe.keys(), sort_keys=True, default=str), *files)
+    return commit, version, key
+
+
+def built(recipe: Recipe) -> Built | None:
+    """The recipe's build in the cache, or None."""
+    commit, version, key = identity(recipe)
+    done = cache_dir() / f"image-{key}"
+    if (done / "bzImage").is_file():
+        facts = json.loads((done / "facts.json").read_text())
+        return Built(done / "bzImage", key, facts)
+    return None
+
+
+def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Built:
+    """The recipe's image: from the cache, else built (minutes the first time; the build directory
+    is kept per tree, config, compiler and flags, so a later commit or patch rebuilds what changed).
+    PerflabError in one line with the log's tail when a step fails."""
+    found = built(recipe)
+    if found is not None:
+        return found
+    commit, version, key = identity(recipe)
+    top = cache_dir()
+    top.mkdir(parents=True, exist_ok=True)
+    src = top / f"src-{_digest(recipe.tree)}"
+    out = top / f"out-{_digest(recipe.tree, recipe.config, recipe.fragments, recipe.cc, recipe.kcflags)}"
+    started = time.monotonic()
+    if not (src / ".git").exists():
+        say(f"cloning {recipe.tree} (objects shared) into {src}")
+        _git("clone", "-q", "--shared", "--no-checkout", recipe.tree, src)
+    _git("-C", src, "reset", "-q", "--hard")
+    _git("-C", src, "clean", "-qfdx")
+    _git("-C", src, "checkout", "-q", "--force", "--detach", commit)
+    for patch in recipe.patches:
+        mail = _read(patch)[:5] == b"From "
+        args = (["-c", "user.name=perflab", "-c", "user.email=perflab@localhost", "am", "-q", "--keep-cr"] if mail
+                else ["apply", "--index"])
+        done = subprocess.run(["git", "-C", str(src), *args, patch], capture_output=True, text=True)
+        if done.returncode != 0:
+            if mail:
+                _git("-C", src, "am", "--abort", check=False)
+            said = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            raise PerflabError(f"kernel recipe: patch {patch} does not apply to {commit[:12]}: "
+                               f"{said[0] if said else 'git ' + args[-2] + ' failed'}")
+    out.mkdir(exist_ok=True)
+    make = ["make", "-C", str(src), f"O={out}", f"CC={recipe.cc}", *(["LLVM=1"] if recipe.llvm else []),
+            f"-j{jobs or os.cpu_count() or 2}"]
+    log = out / "build.log"
+    with open(log, "w") as logf:
+        def run(*targets, env=None) -> None:
+            logf.write(f"$ {shlex.join([*make, *targets])}\n")
+            logf.flush()
+            done = subprocess.run([*make, *targets], stdout=logf, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+            if done.returncode != 0:
+                logf.flush()
+                tail = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+                raise PerflabError(f"kernel build of {recipe.name or key} failed ({' '.join(targets)}): "
+                                   + " | ".join(tail[-3:]))
+
+        if recipe.config == PERFLAB_CONFIG:
+            from perflab.execution.vm import kconfig
+
+            kconfig.write_config(src, out / ".config", "tinyconfig")
+        elif _target(recipe.config):
+            run(recipe.config)
+        else:
+            shutil.copyfile(recipe.config, out / ".config")
+        if recipe.fragments:
+            with open(out / ".config", "a") as config:
+                for f in recipe.fragments:
+                    lines = (_read(f).decode(errors="replace") if isinstance(f, str)
+                             else "".join(f"{k}={v}\n" if v != "n" else f"# {k} is not set\n" for k, v in f))
+                    config.write("\n" + lines + "\n")
+        run("olddefconfig")
+        flags = {"KCFLAGS": recipe.kcflags} if recipe.kcflags else {}
+        run("bzImage", env={"LOCALVERSION": recipe.name, **flags})
+    image = out / "arch" / "x86" / "boot" / "bzImage"
+    release = (out / "include" / "config" / "kernel.release")
+    config_text = (out / ".config").read_bytes()
+    facts = {
+        "kernel_recipe": json.dumps(recipe.keys(), sort_keys=True),
+        "kernel_recipe_key": key,
+        "kernel_recipe_commit": commit,
+        "kernel_compiler": version,
+        "kernel_built_config_hash": hashlib.sha256(config_text).hexdigest()[:16],
+        "kernel_build_seconds": f"{time.monotonic() - started:.0f}",
+        "kernel_build_release": release.read_text().strip() if release.is_file() else "",
+        "kernel_build_commands": reproducer(recipe, commit),
+    }
+    scratch = top / f".image-{key}.{os.getpid()}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    shutil.copy2(image, scratch / "bzImage")
+    for name in ("System.map", ".config"):
+        if (out / name).is_file():
+            shutil.copy2(out / name, scratch / name)
+    (scratch / "facts.json").write_text(json.dumps(facts, indent=1))
+    final = top / f"image-{key}"
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(scratch, final)
+    say(f"built {facts['kernel_build_release'] or key} in {facts['kernel_build_seconds']} s: {final / 'bzImage'}")
+    return Built(final / "bzImage", key, facts)
+
+
+def reproducer(recipe: Recipe, commit: str) -> str:
+    """The commands a person would type to build the same kernel (shown with the run)."""
+    lines = [f"git -C {shlex.quote(recipe.tree)} worktree add /tmp/build {commit[:12]}", "cd /tmp/build"]
+    for p in recipe.patches:
+        lines.append(f"git am {shlex.quote(p)}  # or git apply")
+    cc = f"CC={shlex.quote(recipe.cc)}" + (" LLVM=1" if recipe.llvm else "")
+    if recipe.config == PERFLAB_CONFIG:
+        lines.append("perflab kernel config --tree . -o out/.config")
+    elif _target(recipe.config):
+        lines.append(f"make O=out {cc} {recipe.config}")
+    else:
+        lines.append(f"cp {shlex.quote(recipe.config)} out/.config")
+    for f in recipe.fragments:
+        lines.append(f"cat {shlex.quote(f)} >> out/.config" if isinstance(f, str)
+                     else "printf '%s\\n' " + " ".join(shlex.quote(f"{k}={v}") for k, v in f) + " >> out/.config")
+    flags = f" KCFLAGS={shlex.quote(recipe.kcflags)}" if recipe.kcflags else ""
+    lines.append(f"make O=out {cc} olddefconfig && make O=out {cc}{flags} LOCALVERSION={shlex.quote(recipe.name)} "
+                 f"-j$(nproc) bzImage")
+    return "\n".join(lines)
+
+
+def builds() -> list[tuple[str, Path, int, dict]]:
+    """The built kernels in the cache: (key, image, bytes, facts), newest first."""
+    out = []
+    for d in sorted(cache_dir().glob("image-*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if (d / "bzImage").is_file():
+            size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+            try:
+                facts = json.loads((d / "facts.json").read_text())
+            except (OSError, ValueError):
+                facts = {}
+            out.append((d.name.removeprefix("image-"), d / "bzImage", size, facts))
+    return out
+
+
+def prune_builds() -> int:
+    """Remove every built kernel and build directory; the bytes freed."""
+    freed = 0
+    for d in cache_dir().glob("*"):
+        if d.is_dir():
+            freed += sum(f.stat().st_size for f in d.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(d, ignore_errors=True)
+    return freed

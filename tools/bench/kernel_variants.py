@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Kernel variants as job axes (issue 36), measured: a boot option and a distribution's flavours.
+
+    python tools/bench/kernel_variants.py [--mode icount] [--keep]
+
+One job file, its `kernel:` a list: Debian 6.1.0-56 as it is, the same with `mitigations=off`
+on its command line, and its cloud and rt flavours (`debian:RELEASE`, fetched once). lmbench's
+processes category (null call, read, write, stat, open/close, select, signals, fork/exec) with
+insn-profile under icount, so each figure is exact and each difference says where it is. Prints
+`perflab report lmbench` (a row per variant), `compare` of the default against each variant and
+`report profile` of the default against mitigations=off. A variant that does not finish is said
+so, with its run's error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[2]
+PERFLAB = [sys.executable, "-c", "import sys; from perflab.cli import entry; sys.argv[0] = 'perflab'; sys.exit(entry())"]
+RELEASE = "6.1.0-56"
+VARIANTS = [("default", f"debian:{RELEASE}-amd64"),
+            ("mitigations-off", {"image": f"debian:{RELEASE}-amd64", "cmdline": "mitigations=off"}),
+            ("cloud", f"debian:{RELEASE}-cloud-amd64"),
+            ("rt", f"debian:{RELEASE}-rt-amd64")]
+
+
+def perflab(db: Path, *args, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([*PERFLAB, "--db", str(db), *map(str, args)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(HERE / "src")))
+    if check and done.returncode != 0:
+        sys.exit(f"perflab {' '.join(map(str, args))} failed: {done.stderr.strip()[-800:]}")
+    return done
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", default="icount", choices=("icount", "tcg"))
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--variants", nargs="+", default=[t for t, _ in VARIANTS], help="which of them")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="perflab-kernel-variants-"))
+    db = work / "db.sqlite"
+    import json
+
+    for tag, kernel in [(t, k) for t, k in VARIANTS if t in args.variants]:
+        # One job per variant: a variant that does not finish leaves the others' figures.
+        job = work / f"{tag}.yaml"
+        job.write_text(json.dumps({"benchmark": "lmbench", "only": "processes", "runs": 2, "tag": tag,
+                                   "vm": {"mode": args.mode}, "kernel": kernel,
+                                   "monitors": {"insn-profile": {}} if args.mode == "icount" else {}}))
+        started = time.monotonic()
+        done = perflab(db, "run", job, check=False)
+        status = sqlite3.connect(db).execute("SELECT status FROM run WHERE tag = ? ORDER BY id DESC", (tag,)).fetchone()
+        said = "" if done.returncode == 0 else ": " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
+        print(f"{tag:<16} {json.dumps(kernel):<60} {time.monotonic() - started:6.1f} s  "
+              f"{status[0] if status else 'not recorded'}{said}  (load average {os.getloadavg()[0]:.1f})")
+    finished = [tag for tag, _ in VARIANTS if tag in args.variants and sqlite3.connect(db).execute("SELECT 1 FROM run WHERE tag = ? AND status = 'finished'", (tag,)).fetchone()]
+    print()
+    print(perflab(db, "report", "lmbench", *finished, check=False).stdout)
+    for tag in finished[1:]:
+        print(f"== compare default {tag}")
+        print(perflab(db, "compare", "default", tag, check=False).stdout)
+    if args.mode == "icount" and "mitigations-off" in finished:
+        print("== where: report profile default mitigations-off")
+        print(perflab(db, "report", "profile", "default", "mitigations-off", "--top", "12", check=False).stdout)
+    print(f"store: {db}" if args.keep else "")
+    if not args.keep:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
