@@ -51,7 +51,8 @@ def test_a_list_of_kernels_is_an_axis_and_the_command_line_a_variant(tmp_path):
 
 
 @pytest.mark.parametrize("kernel_key, needle", [
-    ({"image": "/k", "tree": "~/linux"}, "key 'kernel.tree' is unknown; valid: image, cmdline"),
+    ({"image": "/k", "ref": "v6.1"}, "key 'kernel.ref' is unknown; valid: image, cmdline"),
+    ({"tree": "/k", "image": "/k"}, "key 'kernel.image' is unknown; a kernel recipe takes tree, ref"),
     ({"image": "/k", "cmdline": "a\nb"}, "expected one line of kernel options"),
     ({"cmdline": "quiet"}, "expected the path of a kernel image"),
     ("debian:6.1", "expected debian:RELEASE"),
