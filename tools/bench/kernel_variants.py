@@ -2,6 +2,7 @@
 """Kernel variants as job axes (issue 36), measured: a boot option and a distribution's flavours.
 
     python tools/bench/kernel_variants.py [--mode icount] [--keep]
+    python tools/bench/kernel_variants.py --builds [--keep]     the 2003 experiment, from linux-source-6.1
 
 One job file, its `kernel:` a list: Debian 6.1.0-56 as it is, the same with `mitigations=off`
 on its command line, and its cloud and rt flavours (`debian:RELEASE`, fetched once). lmbench's
@@ -10,6 +11,12 @@ insn-profile under icount, so each figure is exact and each difference says wher
 `perflab report lmbench` (a row per variant), `compare` of the default against each variant and
 `report profile` of the default against mitigations=off. A variant that does not finish is said
 so, with its run's error.
+
+--builds: the LMbench thread's experiment (one tree, four builds) on the tree of
+tools/bench/kernel_bisect.py (linux-source-6.1 committed, its build directory's config):
+gcc -O2, gcc -Os (CONFIG_CC_OPTIMIZE_FOR_SIZE), gcc -Os -falign-functions=2 and clang-14, each
+a recipe perflab builds (the first build of each is a full one: minutes; `kernel list` shows
+them after), then the same lmbench figures per build under icount, and the image sizes.
 """
 
 from __future__ import annotations
@@ -33,6 +40,20 @@ VARIANTS = [("default", f"debian:{RELEASE}-amd64"),
             ("rt", f"debian:{RELEASE}-rt-amd64")]
 
 
+def build_variants() -> list[tuple[str, dict]]:
+    import kernel_bisect as kb
+
+    kb.base_repository()
+    # The config the bisection benchmark builds with (perflab's minimal config with ACPI: the
+    # repository's perflab.config predates it); without KALLSYMS: System.map names the functions.
+    base = {"tree": str(kb.REPO), "ref": kb.BASE_TAG, "config": str(kb.BUILD_OUT / ".config")}
+    size = {"CONFIG_CC_OPTIMIZE_FOR_SIZE": "y", "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE": "n"}
+    return [("gcc-O2", {**base, "name": "-perflab-O2"}),
+            ("gcc-Os", {**base, "fragments": [size], "name": "-gcc-Os"}),
+            ("gcc-Os-align2", {**base, "fragments": [size], "kcflags": "-falign-functions=2", "name": "-gcc-Os-align2"}),
+            ("clang-14", {**base, "cc": "clang-14", "name": "-clang14"})]
+
+
 def perflab(db: Path, *args, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run([*PERFLAB, "--db", str(db), *map(str, args)], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(HERE / "src")))
@@ -45,13 +66,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="icount", choices=("icount", "tcg"))
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--variants", nargs="+", default=[t for t, _ in VARIANTS], help="which of them")
+    ap.add_argument("--variants", nargs="+", help="which of them (default: all)")
+    ap.add_argument("--builds", action="store_true", help="the four builds of linux-source-6.1 instead")
     args = ap.parse_args()
+    sys.path.insert(0, str(HERE / "tools" / "bench"))
+    variants = build_variants() if args.builds else VARIANTS
+    args.variants = args.variants or [t for t, _ in variants]
     work = Path(tempfile.mkdtemp(prefix="perflab-kernel-variants-"))
     db = work / "db.sqlite"
     import json
 
-    for tag, kernel in [(t, k) for t, k in VARIANTS if t in args.variants]:
+    for tag, kernel in [(t, k) for t, k in variants if t in args.variants]:
         # One job per variant: a variant that does not finish leaves the others' figures.
         job = work / f"{tag}.yaml"
         job.write_text(json.dumps({"benchmark": "lmbench", "only": "processes", "runs": 2, "tag": tag,
@@ -63,12 +88,14 @@ def main() -> None:
         said = "" if done.returncode == 0 else ": " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
         print(f"{tag:<16} {json.dumps(kernel):<60} {time.monotonic() - started:6.1f} s  "
               f"{status[0] if status else 'not recorded'}{said}  (load average {os.getloadavg()[0]:.1f})")
-    finished = [tag for tag, _ in VARIANTS if tag in args.variants and sqlite3.connect(db).execute("SELECT 1 FROM run WHERE tag = ? AND status = 'finished'", (tag,)).fetchone()]
+    finished = [tag for tag, _ in variants if tag in args.variants and sqlite3.connect(db).execute("SELECT 1 FROM run WHERE tag = ? AND status = 'finished'", (tag,)).fetchone()]
     print()
     print(perflab(db, "report", "lmbench", *finished, check=False).stdout)
     for tag in finished[1:]:
         print(f"== compare default {tag}")
         print(perflab(db, "compare", "default", tag, check=False).stdout)
+    if args.builds:
+        print(perflab(db, "kernel", "list", check=False).stdout)
     if args.mode == "icount" and "mitigations-off" in finished:
         print("== where: report profile default mitigations-off")
         print(perflab(db, "report", "profile", "default", "mitigations-off", "--top", "12", check=False).stdout)

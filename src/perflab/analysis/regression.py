@@ -59,6 +59,7 @@ class KernelSide:
     cmdline: str | None = None
     cpus: int | None = None
     memory_mib: int | None = None
+    build: str | None = None      # a kernel perflab built from a recipe: the commands to build it again
 
 
 @dataclass
@@ -139,13 +140,16 @@ def kernel_side(run) -> KernelSide | None:
     job = run.job if isinstance(run.job, dict) else {}
     env = run.environment or {}
     image = job.get("kernel") or env.get("kernel_path")
+    if isinstance(image, dict):     # {image, cmdline}, or a recipe (built: its image is in the facts)
+        image = image.get("image") or env.get("kernel_path")
     if not image:
         return None
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
     return KernelSide(image=str(image), release=env.get("kernel_release"),
                       mode=vm.get("mode") or env.get("vm_mode"), cmdline=env.get("kernel_cmdline"),
                       cpus=_number(vm.get("cpus") or env.get("vm_cpus")),
-                      memory_mib=_number(vm.get("memory") or env.get("vm_memory_mib")))
+                      memory_mib=_number(vm.get("memory") or env.get("vm_memory_mib")),
+                      build=env.get("kernel_build_commands") or None)
 
 
 def _memory(kib) -> str:

@@ -169,6 +169,9 @@ def _run_side(report: RegressionReport, which: int, repo: str) -> list[str]:
         out.append(_kernel_comment(kernel))
         if kernel.cmdline:
             out.append(f"# guest command line: {kernel.cmdline}")
+        if kernel.build:
+            out.append("# the kernel was built by perflab from the job's recipe; by hand:")
+            out += [f"#   {shown(line, 300)}" for line in kernel.build.splitlines()]
     if commit:
         out.append(f"git -C {repo} checkout {commit.sha}")
     if report.build and commit:
