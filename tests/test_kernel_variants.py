@@ -183,3 +183,18 @@ def test_a_recipe_in_a_job_is_an_axis_per_listed_value(tmp_path):
         expand_atomic({"benchmark": "lmbench", "kernel": {"tree": str(tree), "config": "no-such.cfg"}}, "j.yaml")
     with pytest.raises(JobError, match="'DEBUG' is not a CONFIG_ option"):
         expand_atomic({"benchmark": "lmbench", "kernel": {"tree": str(tree), "fragments": [{"DEBUG": "y"}]}}, "j.yaml")
+
+
+def test_kernel_build_prints_the_image_and_list_and_prune_show_the_builds(cli, tmp_path):
+    tree = _tree(tmp_path / "linux")
+    recipe_file = tmp_path / "r.yaml"
+    recipe_file.write_text(f"tree: {tree}\nconfig: tinyconfig\nname: -cli\n")
+    out = cli("kernel", "build", recipe_file).stdout
+    assert out.startswith("6.1.0-cli  ") and out.strip().endswith("/bzImage")
+    assert "6.1.0-cli" in cli("kernel", "list").stdout
+    assert "MiB freed (builds)" in cli("kernel", "prune", "--builds").stdout
+    assert "6.1.0-cli" not in cli("kernel", "list").stdout
+    recipe_file.write_text(f"tree: {tree}\nkcflags: [a\n")
+    assert_one_line_error(cli("kernel", "build", recipe_file, check=False), f"{recipe_file}:3: expected")
+    recipe_file.write_text(f"tree: {tmp_path}\n")
+    assert_one_line_error(cli("kernel", "build", recipe_file, check=False), "is not a git repository")
