@@ -302,10 +302,10 @@ def show_cmd(run_id, with_monitors, db) -> None:
     env = run.environment or {}
     if env.get("kernel_build_commands"):
         # A kernel perflab built from a recipe: what decided it, and how a person builds it again.
-        lines.append(f"  kernel    built from {shown(env.get('kernel_recipe', '?'), 300)} at "
+        lines.append(f"  kernel    built from {shown(env.get('kernel_recipe', '?'))} at "
                      f"{shown(env.get('kernel_recipe_commit', '?')[:12])} with {shown(env.get('kernel_compiler', '?'))}, "
                      f"config {shown(env.get('kernel_built_config_hash', '?'))}; to build it again:")
-        lines += [f"            {shown(line, 300)}" for line in str(env["kernel_build_commands"]).splitlines()]
+        lines += [f"            {shown(line)}" for line in str(env["kernel_build_commands"]).splitlines()]
     for f in store.failures([run.id]):
         lines.append(f"  FAILED    {shown(f.item)}: {shown(f.message)}")
     by_metric: dict[str, list] = {}

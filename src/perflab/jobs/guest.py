@@ -78,6 +78,8 @@ def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
     from perflab.execution.vm.kernel import DEBIAN, debian_package
 
     cmdline = ""
+    if isinstance(kernel, str) and kernel.endswith((".yaml", ".yml")) and os.path.isfile(os.path.expanduser(kernel)):
+        kernel = _recipe_file(os.path.expanduser(kernel), where)     # --kernel recipe.yaml
     if isinstance(kernel, dict) and "tree" in kernel:
         from perflab.execution.vm.recipe import recipe_of
 
@@ -107,6 +109,25 @@ def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
             raise JobError(f"{where}: {e}") from None
         return kernel, " ".join(cmdline.split())
     return os.path.abspath(os.path.expanduser(kernel)), " ".join(cmdline.split())
+
+
+def _recipe_file(path: str, where: str) -> dict:
+    """A recipe written in a file of its own (`--kernel recipe.yaml`): its mapping, or a job file's kernel."""
+    import yaml
+
+    from perflab.core import yamlsafe
+
+    try:
+        doc = yamlsafe.load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        mark = getattr(e, "problem_mark", None)
+        raise JobError(f"{where}: {path}{f':{mark.line + 1}' if mark is not None else ''}: "
+                       f"{getattr(e, 'problem', None) or e}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("kernel"), dict):
+        doc = doc["kernel"]
+    if not isinstance(doc, dict) or "tree" not in doc:
+        raise JobError(f"{where}: {path}: expected a kernel recipe (a mapping with tree:)")
+    return doc
 
 
 def stored_kernel(image: str | dict, cmdline: str) -> str | dict:

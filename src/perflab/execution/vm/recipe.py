@@ -304,7 +304,7 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
 
 def reproducer(recipe: Recipe, commit: str) -> str:
     """The commands a person would type to build the same kernel (shown with the run)."""
-    lines = [f"git -C {shlex.quote(recipe.tree)} worktree add /tmp/build {commit[:12]}", "cd /tmp/build"]
+    lines = [f"git -C {shlex.quote(recipe.tree)} worktree add /tmp/build {commit[:12]}", "cd /tmp/build", "mkdir -p out"]
     for p in recipe.patches:
         lines.append(f"git am {shlex.quote(p)}  # or git apply")
     cc = f"CC={shlex.quote(recipe.cc)}" + (" LLVM=1" if recipe.llvm else "")
