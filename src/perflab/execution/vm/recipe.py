@@ -145,7 +145,11 @@ def cache_dir() -> Path:
 
 
 def _git(*args, cwd: Path | str | None = None, check: bool = True) -> str:
-    done = subprocess.run(["git", *map(str, args)], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    try:
+        done = subprocess.run(["git", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise PerflabError(f"kernel recipe: cannot run git: {e.strerror}") from None
     if check and done.returncode != 0:
         said = (done.stderr.strip() or done.stdout.strip()).splitlines()
         raise PerflabError(f"git {' '.join(map(str, args[:3]))}: {said[0] if said else f'exit {done.returncode}'}")
@@ -234,7 +238,8 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
         mail = _read(patch)[:5] == b"From "
         args = (["-c", "user.name=perflab", "-c", "user.email=perflab@localhost", "am", "-q", "--keep-cr"] if mail
                 else ["apply", "--index"])
-        done = subprocess.run(["git", "-C", str(src), *args, patch], capture_output=True, text=True)
+        done = subprocess.run(["git", "-C", str(src), *args, patch], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             if mail:
                 _git("-C", src, "am", "--abort", check=False)
@@ -249,8 +254,11 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
         def run(*targets, env=None) -> None:
             logf.write(f"$ {shlex.join([*make, *targets])}\n")
             logf.flush()
-            done = subprocess.run([*make, *targets], stdout=logf, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+            try:
+                done = subprocess.run([*make, *targets], stdout=logf, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+            except OSError as e:
+                raise PerflabError(f"kernel build: cannot run make: {e.strerror} (Debian package make)") from None
             if done.returncode != 0:
                 logf.flush()
                 tail = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
