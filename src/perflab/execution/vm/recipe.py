@@ -93,6 +93,8 @@ def recipe_of(doc: dict, where: str = "job") -> Recipe:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool) or "\n" in str(value):
             raise UsageProblem(f"{where}: key 'kernel.{key}' = {value!r}: expected one line of text")
         out[key] = str(value).strip()
+    if out.get("ref", "").startswith("-"):
+        raise UsageProblem(f"{where}: key 'kernel.ref' = {out['ref']!r}: expected a commit, tag or branch")
     if out.get("name") and not all(c.isalnum() or c in "-_.+" for c in out["name"]):
         raise UsageProblem(f"{where}: key 'kernel.name' = {out['name']!r}: letters, digits and - _ . + only "
                            "(it is the kernel's LOCALVERSION)")
