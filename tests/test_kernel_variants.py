@@ -79,6 +79,11 @@ def test_a_debian_kernel_by_release_boots_with_its_command_line(cli, tmp_path):
     release = kernel._release(Path(KERNEL).parent.parent.name)
     if Path(KERNEL).resolve() != kernel.cached(f"linux-image-{release}-unsigned"):
         pytest.skip("the test kernel is not a cached Debian package")
+    # The perflab under test finds the kernel where this session fetched it (no second download).
+    kernels = Path(cli.env["XDG_CACHE_HOME"]) / "perflab" / "kernels"
+    if not kernels.exists():
+        kernels.parent.mkdir(parents=True, exist_ok=True)
+        kernels.symlink_to(kernel.cache_dir(), target_is_directory=True)
     job = tmp_path / "wis.yaml"
     job.write_text(f"benchmark: will-it-scale\ntest: getppid1\nduration: 0.3\nwarmup_time: 0.1\ninterval: 0.1\n"
                    f"vm: {{mode: tcg}}\nkernel:\n  - debian:{release}\n"
