@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
-PERFLAB = [sys.executable, "-c", "import sys; from perflab.cli import entry; sys.argv[0] = 'perflab'; sys.exit(entry())"]
+sys.path.insert(0, str(HERE / "tools" / "bench"))
+from profile_diff import perflab  # noqa: E402 (the bench scripts' one way to run perflab on a store)
 RELEASE = "6.1.0-56"
 VARIANTS = [("default", f"debian:{RELEASE}-amd64"),
             ("mitigations-off", {"image": f"debian:{RELEASE}-amd64", "cmdline": "mitigations=off"}),
@@ -54,14 +55,6 @@ def build_variants() -> list[tuple[str, dict]]:
             ("clang-14", {**base, "cc": "clang-14", "name": "-clang14"})]
 
 
-def perflab(db: Path, *args, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([*PERFLAB, "--db", str(db), *map(str, args)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(HERE / "src")))
-    if check and done.returncode != 0:
-        sys.exit(f"perflab {' '.join(map(str, args))} failed: {done.stderr.strip()[-800:]}")
-    return done
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="icount", choices=("icount", "tcg"))
@@ -69,7 +62,6 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", help="which of them (default: all)")
     ap.add_argument("--builds", action="store_true", help="the four builds of linux-source-6.1 instead")
     args = ap.parse_args()
-    sys.path.insert(0, str(HERE / "tools" / "bench"))
     variants = build_variants() if args.builds else VARIANTS
     args.variants = args.variants or [t for t, _ in variants]
     work = Path(tempfile.mkdtemp(prefix="perflab-kernel-variants-"))
