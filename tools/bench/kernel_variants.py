@@ -25,7 +25,6 @@ import argparse
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
