@@ -68,8 +68,14 @@ class Recipe:
         return out
 
     @property
-    def llvm(self) -> bool:
-        return "clang" in Path(self.cc.split()[0]).name
+    def llvm(self) -> str:
+        """kbuild's LLVM= for a clang: "-14" for clang-14 (so the host tools, the linker and binutils
+        are the same version: ld.lld-14 ...), "1" for clang; "" for gcc."""
+        name = Path(shlex.split(self.cc)[0]).name if self.cc.strip() else ""
+        if not name.startswith("clang"):
+            return ""
+        suffix = name.removeprefix("clang")
+        return suffix if suffix.startswith("-") and suffix[1:].isdigit() else "1"
 
 
 def _path(value, key: str, where: str) -> str:
@@ -249,7 +255,7 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
             raise PerflabError(f"kernel recipe: patch {patch} does not apply to {commit[:12]}: "
                                f"{said[0] if said else 'git ' + args[-2] + ' failed'}")
     out.mkdir(exist_ok=True)
-    make = ["make", "-C", str(src), f"O={out}", f"CC={recipe.cc}", *(["LLVM=1"] if recipe.llvm else []),
+    make = ["make", "-C", str(src), f"O={out}", f"CC={recipe.cc}", *([f"LLVM={recipe.llvm}"] if recipe.llvm else []),
             f"-j{jobs or os.cpu_count() or 2}"]
     log = out / "build.log"
     with open(log, "w") as logf:
@@ -317,7 +323,7 @@ def reproducer(recipe: Recipe, commit: str) -> str:
     lines = [f"git -C {shlex.quote(recipe.tree)} worktree add /tmp/build {commit[:12]}", "cd /tmp/build", "mkdir -p out"]
     for p in recipe.patches:
         lines.append(f"git am {shlex.quote(p)}  # or git apply")
-    cc = f"CC={shlex.quote(recipe.cc)}" + (" LLVM=1" if recipe.llvm else "")
+    cc = f"CC={shlex.quote(recipe.cc)}" + (f" LLVM={recipe.llvm}" if recipe.llvm else "")
     if recipe.config == PERFLAB_CONFIG:
         lines.append("perflab kernel config --tree . -o out/.config")
     elif _target(recipe.config):
