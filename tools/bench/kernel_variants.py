@@ -47,11 +47,23 @@ def build_variants() -> list[tuple[str, dict]]:
     # The config the bisection benchmark builds with (perflab's minimal config with ACPI: the
     # repository's perflab.config predates it); without KALLSYMS: System.map names the functions.
     base = {"tree": str(kb.REPO), "ref": kb.BASE_TAG, "config": str(kb.BUILD_OUT / ".config")}
+    # perflab's minimal config starts from tinyconfig, which optimises for size: -O2 is the fragment.
     size = {"CONFIG_CC_OPTIMIZE_FOR_SIZE": "y", "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE": "n"}
-    return [("gcc-O2", {**base, "name": "-perflab-O2"}),
+    speed = {"CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE": "y", "CONFIG_CC_OPTIMIZE_FOR_SIZE": "n"}
+    return [("gcc-O2", {**base, "fragments": [speed], "name": "-gcc-O2"}),
             ("gcc-Os", {**base, "fragments": [size], "name": "-gcc-Os"}),
             ("gcc-Os-align2", {**base, "fragments": [size], "kcflags": "-falign-functions=2", "name": "-gcc-Os-align2"}),
-            ("clang-14", {**base, "cc": "clang-14", "name": "-clang14"})]
+            ("clang-14", {**base, "fragments": [speed], "cc": "clang-14", "name": "-clang14"})]
+
+
+def _text_size(system_map: Path) -> int:
+    """_etext - _text from a System.map: the kernel's code, as the compiler laid it out."""
+    marks = {}
+    for line in system_map.read_text().splitlines():
+        words = line.split()
+        if len(words) == 3 and words[2] in ("_text", "_etext"):
+            marks[words[2]] = int(words[0], 16)
+    return marks.get("_etext", 0) - marks.get("_text", 0)
 
 
 def main() -> None:
@@ -83,10 +95,15 @@ def main() -> None:
     print()
     print(perflab(db, "report", "lmbench", *finished, check=False).stdout)
     for tag in finished[1:]:
-        print(f"== compare default {tag}")
-        print(perflab(db, "compare", "default", tag, check=False).stdout)
+        print(f"== compare {finished[0]} {tag}")
+        print(perflab(db, "compare", finished[0], tag, check=False).stdout)
     if args.builds:
-        print(perflab(db, "kernel", "list", check=False).stdout)
+        from perflab.execution.vm import recipe
+
+        for key, image, size, facts in recipe.builds():
+            text = _text_size(image.with_name("System.map"))
+            print(f"{facts.get('kernel_build_release', key):<28} bzImage {image.stat().st_size:>9,} B, kernel text "
+                  f"{text:>9,} B, built in {facts.get('kernel_build_seconds', '?')} s")
     if args.mode == "icount" and "mitigations-off" in finished:
         print("== where: report profile default mitigations-off")
         print(perflab(db, "report", "profile", "default", "mitigations-off", "--top", "12", check=False).stdout)
