@@ -29,7 +29,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "report": ("report", "robot"),
     "env": ("env",),
     "export": ("transfer",), "import": ("transfer",),
-    "bisect": ("bisect",),
+    "bisect": ("bisect",), "series": ("series",),
     "monitors": ("monitors",),
     "check": ("robot",), "robot": ("robot",),
     "noise": ("noise",),
