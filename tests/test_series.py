@@ -1,77 +1,72 @@
-"""perflab series (issue 37, first part): a real mailbox made with `git format-patch --base`,
-applied in perflab's clone, base against head, the patch that changed the count named."""
+"""perflab.analysis.series.build: the points of each series read from a real store, against a
+straightforward computation from the same samples (every sample kept, each run's mean an
+exact sum of its finite samples, one point per run in start order)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
+import math
 
-import pytest
+import numpy as np
 
-from conftest import assert_one_line_error
-
-PROGRAM = """static volatile long sink;
-__attribute__((noinline)) void work(int n) { for (int i = 0; i < n; i++) sink += i; }
-int main(void) { work(%d); return 0; }
-// %s
-"""
+from perflab.analysis import series
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.store import open_store
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.org", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+def _run(store, metrics: dict, box: str = "box", params: dict | None = None) -> int:
+    run = store.create_run(box=box, environment={"testbox": box}, benchmark="bench", name="bench",
+                           params=params or {"mode": "process"})
+    for name, (unit, direction, values) in metrics.items():
+        store.add_samples(run, 0, [Sample(name, float(v), unit, direction) for v in values])
+    store.finish_run(run, "finished")
+    return run
 
 
-def _series(tmp_path: Path, culprit: int = 4, total: int = 6) -> tuple[Path, Path, str]:
-    repo = tmp_path / "proj"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "prog.c").write_text(PROGRAM % (100000, "base"))
-    _git(repo, "add", "prog.c")
-    _git(repo, "commit", "-qm", "base")
-    base = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-qb", "topic")
-    for i in range(1, total + 1):
-        n = 130000 if i >= culprit else 100000
-        (repo / "prog.c").write_text(PROGRAM % (n, f"step {i}"))
-        _git(repo, "commit", "-qam", f"prog: {'more work' if i == culprit else 'a comment'} ({i})")
-    out = tmp_path / "mails"
-    _git(repo, "format-patch", "-q", "--base", base, "--cover-letter", "-o", str(out), f"{base}..topic")
-    _git(repo, "checkout", "-q", "main")
-    mbox = tmp_path / "series.mbox"
-    mbox.write_text("".join(p.read_text() for p in sorted(out.glob("*.patch"))))
-    return repo, mbox, base
+def test_build_matches_the_samples(tmp_path):
+    store = open_store(str(tmp_path / "s.db"))
+    rng = np.random.default_rng(5)
+    expected: dict[tuple, list[tuple[int, list[float]]]] = {}
+    for i in range(25):
+        for box, params in (("a", {"mode": "process"}), ("b", {"mode": "thread"})):
+            time_values = list(1 + 0.01 * rng.standard_normal(int(rng.integers(1, 5))))
+            ops_values = list(500 + rng.standard_normal(3))
+            if i == 3:
+                time_values.append(math.inf)            # dropped from the point, the rest kept
+            if i == 4:
+                ops_values = [math.inf, -math.inf]      # no finite sample: no point for this run
+            rid = _run(store, {"bench.time": ("s", LOWER_IS_BETTER, time_values),
+                               "bench.ops": ("ops/s", HIGHER_IS_BETTER, ops_values),
+                               "vmstat.cpu.sy": ("%", LOWER_IS_BETTER, [3.0])},   # a monitor's
+                       box=box, params=params)
+            for metric, values in (("bench.time", time_values), ("bench.ops", ops_values)):
+                finite = [float(v) for v in values if math.isfinite(v)]
+                if finite:
+                    expected.setdefault((box, metric), []).append((rid, finite))
 
+    history = series.build(store)
+    assert history.order == series.BY_TIME and history.runs == 50
+    got = {(s.box, s.metric): s for s in history.series}
+    assert set(got) == set(expected)        # the monitor's metric only when asked for by name
+    for key, runs in expected.items():
+        s = got[key]
+        assert s.unit == ("s" if key[1] == "bench.time" else "ops/s")
+        assert s.direction == (LOWER_IS_BETTER if key[1] == "bench.time" else HIGHER_IS_BETTER)
+        assert [p.run_ids for p in s.points] == [[rid] for rid, _ in runs]
+        assert [p.samples for p in s.points] == [values for _, values in runs]
+        assert [p.run_means for p in s.points] == [[math.fsum(values) / len(values)] for _, values in runs]
+        assert s.values.tolist() == [math.fsum(values) / len(values) for _, values in runs]
+        assert all(p.started is not None and p.commit is None for p in s.points)
+    assert len(got[("a", "bench.ops")].points) == 24     # run 4 had no finite sample
 
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
-def test_the_series_is_applied_and_the_patch_that_added_work_is_named(cli, tmp_path):
-    repo, mbox, base = _series(tmp_path)
-    head_before = _git(repo, "rev-parse", "HEAD")
-    job = tmp_path / "job.yaml"
-    job.write_text("benchmark: cmd\ncommand: ./prog\nmeasure: instructions\n")
-    out = cli("series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O1 -o prog prog.c",
-              "--metric", "valgrind.instructions", timeout=600).stdout
-    assert f"series: 6 patches ([PATCH 0/6] *** SUBJECT HERE ***), base {base[:12]}" in out, out
-    assert "the patch: [PATCH 4/6] prog: more work (4) (4 of 6)" in out, out
-    assert "where the first bad commit's instructions changed" in out and "work" in out
-    # the user's repository: same branch, same commit, no worktree or branch of perflab's
-    assert _git(repo, "rev-parse", "HEAD") == head_before and _git(repo, "status", "--porcelain") == ""
-    assert _git(repo, "branch", "--format=%(refname:short)").split() == ["main", "topic"]
+    # samples whose exact sum passes the largest double still have a mean
+    huge = _run(store, {"bench.huge": ("B", HIGHER_IS_BETTER, [1.5e308, 1.5e308, math.inf])})
+    (s,) = series.build(store, metrics=("bench.huge",)).series
+    assert s.points[0].run_ids == [huge] and s.points[0].samples == [1.5e308, 1.5e308]
+    assert s.points[0].value == 1.5e308
 
-
-def test_a_series_that_does_not_apply_or_has_no_base_is_one_line(cli, tmp_path):
-    repo, mbox, base = _series(tmp_path)
-    (repo / "prog.c").write_text("int main(void) { return 1; }\n")
-    _git(repo, "commit", "-qam", "elsewhere")
-    job = tmp_path / "job.yaml"
-    job.write_text("benchmark: cmd\ncommand: ./prog\n")
-    args = ["series", "--repo", repo, "--mbox", mbox, "--job", job, "--metric", "time.elapsed_time"]
-    assert_one_line_error(cli(*args, "--base", "main", check=False),
-                          "[PATCH 1/6] prog: a comment (1) does not apply to")
-    no_base = tmp_path / "nobase.mbox"
-    no_base.write_text("\n".join(l for l in mbox.read_text().splitlines() if not l.startswith("base-commit:")) + "\n")
-    assert_one_line_error(cli(*args[:4], no_base, *args[5:], check=False), "give --base REF")
-    empty = tmp_path / "empty.mbox"
-    empty.write_text("hello\n")
-    assert_one_line_error(cli(*args[:4], empty, *args[5:], check=False), "no patch mail in it")
+    monitors = series.build(store, metrics=("vmstat.*",))
+    assert [(s.box, s.metric, len(s.points)) for s in monitors.series] == [("a", "vmstat.cpu.sy", 25),
+                                                                                ("b", "vmstat.cpu.sy", 25)]
+    only_a = series.build(store, box="a", metrics=("bench.t*",))
+    assert [(s.box, s.metric) for s in only_a.series] == [("a", "bench.time")]
+    assert series.build(store, box="nobody").series == []
