@@ -105,10 +105,7 @@ def on_kernel(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) -
     if kernel is not None and isinstance(job.target, guest.Qemu) and job.target.cmdline and isinstance(kernel, str):
         written = {"image": kernel, "cmdline": job.target.cmdline}
     stored, merged_vm = guest.normalize(job.benchmark, written, merged_vm, where, job.monitors)
-    image, cmdline = guest.kernel_of(stored, where)
-    if isinstance(image, dict):
-        return placed(job, guest.Qemu(recipe=image, vm=merged_vm, cmdline=cmdline), where)
-    return placed(job, guest.Qemu(kernel=image, vm=merged_vm, cmdline=cmdline), where)
+    return placed(job, guest.Qemu.of(stored, merged_vm), where)
 
 
 def placed(job: AtomicJob, target, where: str = "") -> AtomicJob:

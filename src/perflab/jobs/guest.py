@@ -38,17 +38,20 @@ def boot_timeout() -> float:
 
 def refusal(benchmark: str, target, monitors: dict | None, where: str) -> str | None:
     """Why a job of `benchmark` watched by `monitors` cannot run in `target` (one line), or None:
-    what the family needs against what the target offers, then its instruments against the target."""
+    what the family and its monitors need against what the target offers, then its instruments
+    against the target."""
     from perflab import benchmarks
     from perflab.execution import instruments
     from perflab.monitors.instrument import Monitors
 
+    watching = (Monitors(monitors),) if monitors else ()
     if benchmark in benchmarks.FAMILIES:
-        why = target.refusal(benchmarks.family(benchmark).needs, benchmark)
+        needs = frozenset(benchmarks.family(benchmark).needs).union(*(m.needs() for m in watching))
+        why = target.refusal(needs, benchmark)
         if why:
             return why
     try:
-        instruments.check((Monitors(monitors),) if monitors else (), target, where)
+        instruments.check(watching, target, where)
     except PerflabError as e:
         return str(e)
     return None
@@ -77,27 +80,25 @@ def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
     cmdline) in their stored form (paths made absolute); JobError in one line naming the key."""
     from perflab.execution.vm.kernel import DEBIAN, debian_package
 
-    cmdline = ""
     if isinstance(kernel, str) and kernel.endswith((".yaml", ".yml")) and os.path.isfile(os.path.expanduser(kernel)):
         kernel = _recipe_file(os.path.expanduser(kernel), where)     # --kernel recipe.yaml
-    if isinstance(kernel, dict) and "tree" in kernel:
-        from perflab.execution.vm.recipe import recipe_of
-
-        cmdline = kernel.get("cmdline") or ""
-        if not isinstance(cmdline, str) or "\n" in cmdline:
-            raise JobError(f"{where}: key 'kernel.cmdline' = {cmdline!r}: expected one line of kernel options")
-        try:
-            return recipe_of(kernel, where).keys(), " ".join(cmdline.split())
-        except UsageProblem as e:
-            raise JobError(str(e)) from None
+    cmdline = ""
     if isinstance(kernel, dict):
         unknown = [k for k in kernel if k not in KERNEL_KEYS]
-        if unknown:
+        if unknown and "tree" not in kernel:
             raise JobError(f"{where}: key 'kernel.{unknown[0]}' is unknown; valid: {', '.join(KERNEL_KEYS)} "
                            "(or a recipe: tree, ref, patches, config, fragments, cc, kcflags, name, cmdline)")
         cmdline = kernel.get("cmdline") or ""
         if not isinstance(cmdline, str) or "\n" in cmdline:
             raise JobError(f"{where}: key 'kernel.cmdline' = {cmdline!r}: expected one line of kernel options")
+        cmdline = " ".join(cmdline.split())
+        if "tree" in kernel:
+            from perflab.execution.vm.recipe import recipe_of
+
+            try:
+                return recipe_of(kernel, where).keys(), cmdline
+            except UsageProblem as e:
+                raise JobError(str(e)) from None
         kernel = kernel.get("image")
     if not isinstance(kernel, str) or not kernel.strip():
         raise JobError(f"{where}: key 'kernel' = {kernel!r}: expected the path of a kernel image (bzImage, vmlinuz) "
@@ -107,8 +108,8 @@ def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
             debian_package(kernel)
         except UsageProblem as e:
             raise JobError(f"{where}: {e}") from None
-        return kernel, " ".join(cmdline.split())
-    return os.path.abspath(os.path.expanduser(kernel)), " ".join(cmdline.split())
+        return kernel, cmdline
+    return os.path.abspath(os.path.expanduser(kernel)), cmdline
 
 
 def _recipe_file(path: str, where: str) -> dict:

@@ -199,14 +199,7 @@ def target_of(doc: dict) -> tuple[Target, set[str]]:
     toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
     if doc.get("kernel"):
         vm = doc.get("vm")
-        kernel = doc["kernel"]
-        if isinstance(kernel, dict) and "tree" in kernel:     # a recipe: perflab builds the kernel
-            recipe = {k: v for k, v in kernel.items() if k != "cmdline"}
-            return Qemu(recipe=recipe, vm={} if vm is None else vm, toolchain=toolchain,
-                        cmdline=kernel.get("cmdline") or ""), leftover
-        image, cmdline = ((kernel.get("image") or "", kernel.get("cmdline") or "") if isinstance(kernel, dict)
-                          else (kernel, ""))
-        return Qemu(kernel=image, vm={} if vm is None else vm, toolchain=toolchain, cmdline=cmdline), leftover
+        return Qemu.of(doc["kernel"], {} if vm is None else vm, toolchain), leftover
     return Host(toolchain=toolchain), leftover | ({"vm"} if doc.get("vm") else set())
 
 

@@ -39,14 +39,6 @@ class Monitors(Instrument):
     def refusal(self, target, what: str) -> str | None:
         from perflab.monitors import monitor_class
 
-        if "insn-profile" in self.config and target.kind == "qemu":
-            from perflab.execution.vm.counting import refusal as counting_refusal
-
-            vm = target.vm if isinstance(target.vm, dict) else {}
-            cpus = vm.get("cpus", 1)
-            why = counting_refusal(str(vm.get("mode", "tcg")), cpus if isinstance(cpus, int) else 1)
-            if why:
-                return f"{what}: monitor insn-profile: {why}"
         for name in self.config:
             runs_in = monitor_class(name).runs_in
             if target.kind in runs_in:

@@ -161,6 +161,19 @@ class Qemu(Target):
     cmdline: str = ""           # appended to the guest kernel's command line (a variant: mitigations=off)
     recipe: dict = field(default_factory=dict)   # a kernel perflab builds (execution.vm.recipe), its stored keys
 
+    @classmethod
+    def of(cls, kernel: str | dict, vm: dict, toolchain: Toolchain | None = None) -> Qemu:
+        """The target of a job's `kernel` key in its stored form (jobs.guest.normalize): a path or
+        debian:RELEASE, {image, cmdline}, or a recipe (with its cmdline)."""
+        toolchain = toolchain or Toolchain()
+        if not isinstance(kernel, dict):
+            return cls(kernel=kernel, vm=vm, toolchain=toolchain)
+        cmdline = kernel.get("cmdline") or ""
+        if "tree" in kernel:          # a recipe: perflab builds the kernel
+            return cls(recipe={k: v for k, v in kernel.items() if k != "cmdline"}, vm=vm, toolchain=toolchain,
+                       cmdline=cmdline)
+        return cls(kernel=kernel.get("image") or "", vm=vm, toolchain=toolchain, cmdline=cmdline)
+
     def keys(self) -> dict:
         if self.recipe:
             kernel = {**self.recipe, **({"cmdline": self.cmdline} if self.cmdline else {})}
@@ -209,15 +222,21 @@ class Qemu(Target):
         return VmSpec(kernel=image, append=append, mode=vm["mode"], cpus=int(vm["cpus"]), memory_mib=int(vm["memory"]),
                       qemu_args=tuple(vm["qemu_args"]), boot_timeout=boot_timeout())
 
+    def refusal(self, needs: frozenset[str] | set[str], what: str) -> str | None:
+        """Besides what a guest lacks: counted instructions (insn-profile) need TCG, and one thread
+        running the vCPUs (icount, or one vCPU); the machine block as written (not yet checked)."""
+        why = super().refusal(needs, what)
+        if why or INSTRUCTION_COUNTS not in needs:
+            return why
+        cpus = self.vm.get("cpus", 1) if isinstance(self.vm, dict) else 1
+        counting = counting_refusal(self.mode, cpus if isinstance(cpus, int) else 1)
+        return f"{what}: {counting}" if counting else None
+
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
         """The family, the kernel file, the machine, the kernel's 9p and file systems where the
         job needs them: PerflabError in one line, before anything is built or booted."""
         super().check(needs, what)
         self.spec().check()          # mode, cpus and memory, the QEMU arguments, the kernel file
-        if INSTRUCTION_COUNTS in needs:
-            why = counting_refusal(self.mode, self.cpus() or 1)
-            if why:
-                raise PerflabError(f"{what}: {why}")
         qemu_binary()                # installed
         wanted = ["9p"] if needs & {HOST_PROGRAMS, HOST_TOOLS} else []
         fs = (params or {}).get("fs")
