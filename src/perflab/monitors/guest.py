@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from pathlib import Path
 
 from perflab.core.model import INFORMATIONAL, Sample
 from perflab.execution.executor import Helper, Hooks, InstructionCounts, Readings
@@ -25,8 +26,9 @@ from perflab.monitors import monitor_class, parse_options
 from perflab.monitors.base import Collected, Monitor, Unavailable
 from perflab.monitors.perf.probe import perf_binary
 from perflab.monitors.insns import InsnProfile
+from perflab.monitors.perf.control import controlled
 from perflab.monitors.perf.profile import (PerfProfile, parse_perf_script, profile_samples, reduce_profile,
-                                           symbol_row)
+                                           script_argv, symbol_row)
 from perflab.monitors.perf.stat import PerfStat, StatPart, parse_stat_intervals
 from perflab.monitors.procfs import ProcfsMonitor
 
@@ -55,6 +57,8 @@ class GuestMonitorSet:
                     warn(f"monitor {name} not run: {e}")
                     continue
                 self.record[name]["notes"] = ["this machine's perf, run in the guest over 9p"]
+            if isinstance(mon, PerfStat):
+                mon.events = list(options.events)    # as asked: this machine's probe says nothing of the guest
             if isinstance(mon, PerfProfile):
                 if options.event == "cycles":
                     self.record[name]["unsupported"] = ["cycles (sampling cpu-clock instead: no hardware counters in TCG)"]
@@ -138,32 +142,24 @@ class GuestMonitorSet:
 
 
 def perf_stat_helper(mon: PerfStat, n: int) -> Helper:
-    """perf-stat's `perf stat -a -I`, as the guest's agent starts it in the host's root (docs/vm.md)."""
+    """perf-stat's `perf stat -a -I` (its argv as on this machine: PerfStat.perf_argv), as the guest's
+    agent starts it in the host's root (docs/vm.md)."""
     from perflab.execution.targets.qemu import HOST_ROOT
-    from perflab.monitors.perf.probe import SEP
 
-    interval_ms = max(10, int(round(mon.options.interval * 1000)))
-    events = [w for e in mon.options.events for w in ("-e", e)]
     ctl, ack, out = f"/run/perflab/stat-{n}.ctl", f"/run/perflab/stat-{n}.ack", f"/tmp/perflab-stat-{n}.txt"
-    argv = [perf_binary(), "stat", "-a", "-x", SEP, "-I", str(interval_ms), *events, "-D", "-1",
-            "--control", f"fifo:{ctl},{ack}", "-o", out]
-    return Helper(argv, HOST_ROOT, ctl, ack, out)
+    return Helper(controlled(mon.perf_argv(Path(out)), ctl, ack), HOST_ROOT, ctl, ack, out)
 
 
 def perf_profile_helper(mon: PerfProfile, n: int) -> Helper:
-    """perf-profile's `perf record -a -g -e cpu-clock` in the guest, then `perf script` there: the
-    guest kernel's /proc/kallsyms names its samples."""
+    """perf-profile's `perf record -a -g -e cpu-clock` (PerfProfile.perf_argv) in the guest, then
+    `perf script` there: the guest kernel's /proc/kallsyms names its samples."""
     from perflab.execution.targets.qemu import HOST_ROOT
 
-    perf = perf_binary()
-    graph = ["-g"] if mon.options.call_graph == "fp" else ["--call-graph", "dwarf"]
     ctl, ack = f"/run/perflab/profile-{n}.ctl", f"/run/perflab/profile-{n}.ack"
     data, out = f"/tmp/perflab-profile-{n}.data", f"/tmp/perflab-profile-{n}.txt"
-    argv = [perf, "record", "-a", *graph, "-e", "cpu-clock", "-F", str(mon.options.freq), "-q", "--no-buildid",
-            "-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", data]
-    script = shlex.join([perf, "script", "-i", data, "-F", "comm,pid,period,ip,sym,dso"])
+    script = shlex.join(script_argv(perf_binary(), data))
     post = ["/bin/sh", "-c", f"{script} > {out}; rm -f {data}"]
-    return Helper(argv, HOST_ROOT, ctl, ack, out, post)
+    return Helper(controlled(mon.perf_argv(Path(data)), ctl, ack), HOST_ROOT, ctl, ack, out, post)
 
 
 def _output(helper: Helper) -> str:

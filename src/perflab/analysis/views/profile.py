@@ -138,7 +138,10 @@ def instruction_time_per_op(metric: str, unit: str, value: float) -> float:
                        "(ns, us, ms, s)")
 
 
-def _instruction_side(store, operand: str, runs, per_op: str | None):
+def _instruction_side(store, operand: str, runs, per_op: str | None, default: bool):
+    """(selection, profiled run ids, the repetitions' rows, their instruction-time per operation or
+    None, the benchmark, the metric that gave it): `per_op` names the metric, else with `default`
+    the family's own (PER_OP_DEFAULT), once the benchmark is known."""
     from perflab.analysis.selection import select
     from perflab.execution.counted import PREFIX, USER
 
@@ -152,8 +155,8 @@ def _instruction_side(store, operand: str, runs, per_op: str | None):
             reps.setdefault(key, {})[smp.metric[len(PREFIX):]] = smp.value
         elif smp.metric == USER:
             reps.setdefault(key, {})["[user]"] = smp.value
-        elif per_op is not None and smp.metric == per_op:
-            figures.setdefault(key, []).append((smp.value, smp.unit))
+        elif per_op is None or smp.metric == per_op:
+            figures.setdefault(key, {}).setdefault(smp.metric, []).append((smp.value, smp.unit))
     if not reps:
         raise PerflabError(f"operand {operand!r} selects {len(sel.runs)} run(s) but none holds insn-profile data; "
                            "run in a guest with `--vm icount --monitor insn-profile`")
@@ -162,18 +165,20 @@ def _instruction_side(store, operand: str, runs, per_op: str | None):
         raise PerflabError(f"operand {operand!r} selects insn-profile data of several benchmarks "
                            f"({', '.join(names)}); pick one with --benchmark")
     keys = sorted(reps)
+    if per_op is None and default:
+        per_op = PER_OP_DEFAULT.get(names[0])
     per = None
     if per_op is not None:
-        missing = [k for k in keys if k not in figures]
+        missing = [k for k in keys if per_op not in figures.get(k, {})]
         if missing:
             raise PerflabError(f"--per-op {per_op}: run #{missing[0][0]} repetition {missing[0][1]} has no such "
                                "metric (`perflab show RUN` lists them)")
         per = []
         for k in keys:
-            values = [instruction_time_per_op(per_op, unit, v) for v, unit in figures[k]]
+            values = [instruction_time_per_op(per_op, unit, v) for v, unit in figures[k][per_op]]
             per.append(sum(values) / len(values))
     profiled = sorted({rid for rid, _ in keys})
-    return sel, profiled, [reps[k] for k in keys], per, names[0]
+    return sel, profiled, [reps[k] for k in keys], per, names[0], per_op
 
 
 def instruction_view(store, base: str, head: str | None, benchmark: str | None, top: int,
@@ -183,11 +188,12 @@ def instruction_view(store, base: str, head: str | None, benchmark: str | None, 
     from perflab.stats.profile import compare_instructions
 
     runs = _runs(store, benchmark)
-    first = _instruction_side(store, base, runs, None)
-    metric = per_op if per_op is not None else PER_OP_DEFAULT.get(first[4])
-    sides = [_instruction_side(store, operand, runs, metric) for operand in ((base,) if head is None else (base, head))]
-    (bsel, bruns, brows, bper, bbench) = sides[0]
-    (hsel, hruns, hrows, hper, hbench) = sides[-1]
+    sides = [_instruction_side(store, base, runs, per_op, True)]
+    metric = sides[0][5]          # the base's: both sides per operation of the same figure
+    if head is not None:
+        sides.append(_instruction_side(store, head, runs, metric, False))
+    (bsel, bruns, brows, bper, bbench, _) = sides[0]
+    (hsel, hruns, hrows, hper, hbench, _) = sides[-1]
     if head is None:
         result = compare_instructions(brows, brows, bper, bper, top=None)
         result.symbols.sort(key=lambda r: (-r.base, r.symbol))

@@ -215,7 +215,10 @@ def identity(recipe: Recipe) -> tuple[str, str, str]:
 
 def built(recipe: Recipe) -> Built | None:
     """The recipe's build in the cache, or None."""
-    commit, version, key = identity(recipe)
+    return _cached(identity(recipe)[2])
+
+
+def _cached(key: str) -> Built | None:
     done = cache_dir() / f"image-{key}"
     if (done / "bzImage").is_file():
         facts = json.loads((done / "facts.json").read_text())
@@ -227,10 +230,10 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
     """The recipe's image: from the cache, else built (minutes the first time; the build directory
     is kept per tree, config, compiler and flags, so a later commit or patch rebuilds what changed).
     PerflabError in one line with the log's tail when a step fails."""
-    found = built(recipe)
+    commit, version, key = identity(recipe)
+    found = _cached(key)
     if found is not None:
         return found
-    commit, version, key = identity(recipe)
     top = cache_dir()
     top.mkdir(parents=True, exist_ok=True)
     src = top / f"src-{_digest(recipe.tree)}"

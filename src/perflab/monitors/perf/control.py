@@ -33,6 +33,11 @@ class PerfFailed(PerflabError):
     """perf ended or misbehaved mid-run; the message carries perf's own words."""
 
 
+def controlled(argv: list[str], ctl: str, ack: str) -> list[str]:
+    """`perf SUBCOMMAND ...` started disabled (`-D -1`), driven through the FIFOs ctl and ack."""
+    return [*argv[:2], "-D", "-1", "--control", f"fifo:{ctl},{ack}", *argv[2:]]
+
+
 class ControlledPerf:
     """One perf process started disabled, enabled and disabled through its control FIFOs."""
 
@@ -50,8 +55,7 @@ class ControlledPerf:
         self.stderr = stderr
         self.output: Path | None = None   # the file perf writes (set by its monitor)
         try:
-            self.process = start_background([*argv[:2], "-D", "-1", "--control", f"fifo:{ctl},{ack}", *argv[2:]],
-                                            stderr=str(stderr))
+            self.process = start_background(controlled(argv, str(ctl), str(ack)), stderr=str(stderr))
         except BaseException:
             self._close_fds()
             raise

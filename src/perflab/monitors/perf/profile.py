@@ -206,11 +206,16 @@ def symbols_from_series(values: dict[str, float]) -> dict[str, tuple[str, str]]:
     return out
 
 
+def script_argv(perf: str, data: str) -> list[str]:
+    """`perf script` with the fields parse_perf_script reads."""
+    return [perf, "script", "-i", data, "-F", "comm,pid,period,ip,sym,dso"]
+
+
 def perf_script(perf: str, data: Path) -> Iterator[str]:
     """perf script's lines, streamed (a long system-wide profile is millions of lines)."""
     err = data.with_suffix(".script.err")
     with open(err, "wb") as errfile:
-        proc = subprocess.Popen([perf, "script", "-i", str(data), "-F", "comm,pid,period,ip,sym,dso"],
+        proc = subprocess.Popen(script_argv(perf, str(data)),
                                 stdout=subprocess.PIPE, stderr=errfile, text=True, errors="replace")
         try:
             yield from proc.stdout
