@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
+from perflab.core.git import git, repo_root
 from perflab.core.errors import PerflabError, UsageProblem
 
 _FROM = re.compile(r"^From [0-9a-f]{40} ", re.MULTILINE)
@@ -96,53 +96,39 @@ def read_series(path: str) -> Series:
     return Series(patches, base, cover)
 
 
-def _git(root: Path | str, *args, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
-    try:
-        done = subprocess.run(["git", "-C", str(root), *map(str, args)], capture_output=True, text=True,
-                              input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
-    except OSError as e:
-        raise PerflabError(f"cannot run git: {e.strerror}") from None
-    if check and done.returncode != 0:
-        said = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-        raise PerflabError(f"git {args[0]}: {said[0] if said else f'exit {done.returncode}'}")
-    return done
-
-
 def apply(repo: str, series: Series, base: str | None = None, say: Callable[[str], None] = lambda _m: None) -> tuple[Path, str]:
     """The series applied on its base in perflab's clone of `repo`: (the clone, the base commit).
     Each patch gets its commit (Patch.sha). PerflabError in one line naming the patch that fails."""
-    root = Path(repo).expanduser()
-    if _git(root, "rev-parse", "--git-dir", check=False).returncode != 0:
-        raise UsageProblem(f"--repo {repo}: not a git repository")
+    root = repo_root(repo)
     wanted = base or series.base
     if not wanted:
         raise UsageProblem("the series names no base (no base-commit: trailer, as git format-patch --base "
                            "writes): give --base REF")
-    found = _git(root, "rev-parse", "--verify", "--quiet", f"{wanted}^{{commit}}", check=False).stdout.strip()
+    found = git(root, "rev-parse", "--verify", "--quiet", f"{wanted}^{{commit}}", check=False).stdout.strip()
     if not found:
         raise UsageProblem(f"base {wanted} is not a commit of {repo}" + ("" if base else " (the base-commit: trailer)"))
-    clone = paths.cache_home() / "series" / f"clone-{hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]}"
+    clone = paths.cache_home() / "series" / f"clone-{hashlib.sha256(str(root).encode()).hexdigest()[:16]}"
     if not (clone / ".git").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
-        _git(clone.parent, "clone", "-q", "--shared", "--no-checkout", root.resolve(), clone)
-    _git(clone, "am", "--abort", check=False)
-    _git(clone, "checkout", "-q", "--force", "--detach", found)
-    _git(clone, "clean", "-qfdx")
+        git(clone.parent, "clone", "-q", "--shared", "--no-checkout", str(root), str(clone))
+    git(clone, "am", "--abort", check=False)
+    git(clone, "checkout", "-q", "--force", "--detach", found)
+    git(clone, "clean", "-qfdx")
     for patch in series.patches:
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
             f.write(patch.mail)
-        done = _git(clone, *IDENT, "am", "-q", "--keep-cr", "--committer-date-is-author-date", f.name, check=False)
+        done = git(clone, *IDENT, "am", "-q", "--keep-cr", "--committer-date-is-author-date", f.name, check=False)
         Path(f.name).unlink(missing_ok=True)
         if done.returncode != 0:
             said = [line.strip() for line in (done.stderr + done.stdout).splitlines()
                     if line.startswith(("error:", "fatal:"))]
-            _git(clone, "am", "--abort", check=False)
+            git(clone, "am", "--abort", check=False)
             raise PerflabError(f"{patch.name} does not apply to {found[:12]}"
                                + (f" after {patch.index - 1} patches" if patch.index > 1 else "")
                                + f": {'; '.join(said[:2]) or 'git am failed'}")
-        patch.sha = _git(clone, "rev-parse", "HEAD").stdout.strip()
+        patch.sha = git(clone, "rev-parse", "HEAD").stdout.strip()
     # A ref keeps the applied commits from git's garbage collection while they are measured.
-    _git(clone, "update-ref", "refs/heads/perflab-series", series.patches[-1].sha)
+    git(clone, "update-ref", "refs/heads/perflab-series", series.patches[-1].sha)
     return clone, found
 
 

@@ -105,23 +105,9 @@ def kernel_build(recipe_file, jobs) -> None:
       printf 'tree: ~/src/linux\nref: v6.1\ncc: gcc-12\nkcflags: -Os\nname: -gcc12-Os\n' > os.yaml
       perflab kernel build os.yaml
     """
-    from perflab.core import yamlsafe
-    from perflab.core.errors import UsageProblem
     from perflab.execution.vm import recipe
 
-    import yaml
-
-    try:
-        doc = yamlsafe.load(open(recipe_file, encoding="utf-8").read())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{recipe_file}:{mark.line + 1}" if mark is not None else recipe_file
-        raise UsageProblem(f"{where}: {getattr(e, 'problem', None) or e}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("kernel"), dict):
-        doc = doc["kernel"]          # a whole job file: its kernel
-    if not isinstance(doc, dict) or "tree" not in doc:
-        raise UsageProblem(f"{recipe_file}: expected a kernel recipe (a mapping with tree:, or a job file whose kernel: is one)")
-    doc = {k: v for k, v in doc.items() if k != "cmdline"}
+    doc = recipe.read_recipe_file(recipe_file)
     done = recipe.build(recipe.recipe_of(doc, recipe_file), jobs=jobs, say=lambda line: click.echo(line, err=True))
     click.echo(f"{done.facts.get('kernel_build_release') or done.key}  {done.image}")
 

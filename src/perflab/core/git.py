@@ -42,7 +42,7 @@ def git(repo: str | Path, *args: str, check: bool = True, timeout: float = 600) 
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        raise GitError("git is not installed; perflab bisect needs it") from None
+        raise GitError("git is not installed (Debian package git)") from None
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args[:2])} in {repo} did not finish in {timeout:g} s") from None
     if check and done.returncode != 0:

@@ -81,7 +81,12 @@ def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
     from perflab.execution.vm.kernel import DEBIAN, debian_package
 
     if isinstance(kernel, str) and kernel.endswith((".yaml", ".yml")) and os.path.isfile(os.path.expanduser(kernel)):
-        kernel = _recipe_file(os.path.expanduser(kernel), where)     # --kernel recipe.yaml
+        from perflab.execution.vm.recipe import read_recipe_file
+
+        try:
+            kernel = read_recipe_file(os.path.expanduser(kernel))     # --kernel recipe.yaml
+        except UsageProblem as e:
+            raise JobError(f"{where}: {e}") from None
     cmdline = ""
     if isinstance(kernel, dict):
         unknown = [k for k in kernel if k not in KERNEL_KEYS]
@@ -110,25 +115,6 @@ def kernel_of(kernel, where: str = "job") -> tuple[str | dict, str]:
             raise JobError(f"{where}: {e}") from None
         return kernel, cmdline
     return os.path.abspath(os.path.expanduser(kernel)), cmdline
-
-
-def _recipe_file(path: str, where: str) -> dict:
-    """A recipe written in a file of its own (`--kernel recipe.yaml`): its mapping, or a job file's kernel."""
-    import yaml
-
-    from perflab.core import yamlsafe
-
-    try:
-        doc = yamlsafe.load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        mark = getattr(e, "problem_mark", None)
-        raise JobError(f"{where}: {path}{f':{mark.line + 1}' if mark is not None else ''}: "
-                       f"{getattr(e, 'problem', None) or e}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("kernel"), dict):
-        doc = doc["kernel"]
-    if not isinstance(doc, dict) or "tree" not in doc:
-        raise JobError(f"{where}: {path}: expected a kernel recipe (a mapping with tree:)")
-    return doc
 
 
 def stored_kernel(image: str | dict, cmdline: str) -> str | dict:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
+from perflab.core.git import git
 from perflab.core.errors import PerflabError, UsageProblem
 
 RECIPE_KEYS = ("tree", "ref", "patches", "config", "fragments", "cc", "kcflags", "name", "cmdline")
@@ -140,6 +141,26 @@ def _target(config: str) -> bool:
     return "/" not in config and config.endswith("config")
 
 
+def read_recipe_file(path: str) -> dict:
+    """A recipe written in a file of its own (`--kernel recipe.yaml`, `perflab kernel build`): its
+    mapping, or a job file's `kernel:` mapping; UsageProblem in one line naming the file (and line)."""
+    import yaml
+
+    from perflab.core import yamlsafe
+
+    try:
+        doc = yamlsafe.load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        raise UsageProblem(f"{where}: {getattr(e, 'problem', None) or getattr(e, 'strerror', None) or e}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("kernel"), dict):
+        doc = doc["kernel"]          # a whole job file: its kernel
+    if not isinstance(doc, dict) or "tree" not in doc:
+        raise UsageProblem(f"{path}: expected a kernel recipe (a mapping with tree:, or a job file whose kernel: is one)")
+    return doc
+
+
 def _kconfig_value(v) -> str:
     if v is True:
         return "y"
@@ -150,18 +171,6 @@ def _kconfig_value(v) -> str:
 
 def cache_dir() -> Path:
     return paths.cache_home() / "kernel-builds"
-
-
-def _git(*args, cwd: Path | str | None = None, check: bool = True) -> str:
-    try:
-        done = subprocess.run(["git", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
-    except OSError as e:
-        raise PerflabError(f"kernel recipe: cannot run git: {e.strerror}") from None
-    if check and done.returncode != 0:
-        said = (done.stderr.strip() or done.stdout.strip()).splitlines()
-        raise PerflabError(f"git {' '.join(map(str, args[:3]))}: {said[0] if said else f'exit {done.returncode}'}")
-    return done.stdout.strip()
 
 
 def _digest(*parts) -> str:
@@ -201,7 +210,7 @@ def identity(recipe: Recipe) -> tuple[str, str, str]:
     if not Path(recipe.tree, ".git").exists():
         raise PerflabError(f"kernel recipe: tree {recipe.tree} is not a git repository (commit an unpacked "
                            "source first: git init && git add -A && git commit)")
-    commit = _git("-C", recipe.tree, "rev-parse", "--verify", "--quiet", f"{recipe.ref}^{{commit}}", check=False)
+    commit = git(recipe.tree, "rev-parse", "--verify", "--quiet", f"{recipe.ref}^{{commit}}", check=False).stdout.strip()
     if not commit:
         raise PerflabError(f"kernel recipe: ref {recipe.ref!r} is not a commit of {recipe.tree}")
     version = compiler_version(recipe.cc)
@@ -241,19 +250,18 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
     started = time.monotonic()
     if not (src / ".git").exists():
         say(f"cloning {recipe.tree} (objects shared) into {src}")
-        _git("clone", "-q", "--shared", "--no-checkout", recipe.tree, src)
-    _git("-C", src, "reset", "-q", "--hard")
-    _git("-C", src, "clean", "-qfdx")
-    _git("-C", src, "checkout", "-q", "--force", "--detach", commit)
+        git(top, "clone", "-q", "--shared", "--no-checkout", recipe.tree, str(src))
+    git(src, "reset", "-q", "--hard")
+    git(src, "clean", "-qfdx")
+    git(src, "checkout", "-q", "--force", "--detach", commit)
     for patch in recipe.patches:
         mail = _read(patch)[:5] == b"From "
         args = (["-c", "user.name=perflab", "-c", "user.email=perflab@localhost", "am", "-q", "--keep-cr"] if mail
                 else ["apply", "--index"])
-        done = subprocess.run(["git", "-C", str(src), *args, patch], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
+        done = git(src, *args, patch, check=False)
         if done.returncode != 0:
             if mail:
-                _git("-C", src, "am", "--abort", check=False)
+                git(src, "am", "--abort", check=False)
             said = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
             raise PerflabError(f"kernel recipe: patch {patch} does not apply to {commit[:12]}: "
                                f"{said[0] if said else 'git ' + args[-2] + ' failed'}")
