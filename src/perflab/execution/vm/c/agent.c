@@ -486,17 +486,12 @@ static int helper_say(struct helper *h, const char *what)
 	return -1;
 }
 
-static void helper_start(struct helper *h, char *root, char **argv, char *ctl, char *ack)
+/* A helper's program started in `root` (chroot; "" for the initramfs): stdin and stdout on
+ * /dev/null, stderr appended to HELPER_ERR, a fixed environment. Its pid, -1 if fork failed. */
+static pid_t spawn_in(const char *root, char **argv)
 {
-	unlink(ctl);
-	unlink(ack);
-	if (mkfifo(ctl, 0600) != 0 || mkfifo(ack, 0600) != 0)
-		return;
-	/* Read-write opens of a FIFO never block, whether or not the helper has opened its end. */
-	h->ctl = open(ctl, O_RDWR | O_CLOEXEC);
-	h->ack = open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	h->pid = fork();
-	if (h->pid == 0) {
+	pid_t pid = fork();
+	if (pid == 0) {
 		int nul = open("/dev/null", O_RDWR);
 		int err = open(HELPER_ERR, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(nul, 0);
@@ -508,6 +503,19 @@ static void helper_start(struct helper *h, char *root, char **argv, char *ctl, c
 		execve(argv[0], argv, env);
 		_exit(127);
 	}
+	return pid;
+}
+
+static void helper_start(struct helper *h, char *root, char **argv, char *ctl, char *ack)
+{
+	unlink(ctl);
+	unlink(ack);
+	if (mkfifo(ctl, 0600) != 0 || mkfifo(ack, 0600) != 0)
+		return;
+	/* Read-write opens of a FIFO never block, whether or not the helper has opened its end. */
+	h->ctl = open(ctl, O_RDWR | O_CLOEXEC);
+	h->ack = open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	h->pid = spawn_in(root, argv);
 	h->ok = h->pid > 0 && helper_say(h, "ping") == 0;
 }
 
@@ -516,19 +524,7 @@ static void helper_post(struct helper *h)
 {
 	if (!h->post || !h->post[0])
 		return;
-	pid_t pid = fork();
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		int err = open(HELPER_ERR, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		dup2(nul, 0);
-		dup2(nul, 1);
-		dup2(err, 2);
-		if (h->root && h->root[0] && (chroot(h->root) != 0 || chdir("/") != 0))
-			_exit(127);
-		char *env[] = {"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/tmp", "LANG=C", NULL};
-		execve(h->post[0], h->post, env);
-		_exit(127);
-	}
+	pid_t pid = spawn_in(h->root, h->post);
 	int status;
 	if (pid > 0)
 		waitpid(pid, &status, 0);
