@@ -75,3 +75,106 @@ def test_a_series_that_does_not_apply_or_has_no_base_is_one_line(cli, tmp_path):
     empty = tmp_path / "empty.mbox"
     empty.write_text("hello\n")
     assert_one_line_error(cli(*args[:4], empty, *args[5:], check=False), "no patch mail in it")
+
+
+# -- the checks after the culprit: the revert on the head, the kind of the change, the mail ----------
+
+TIMED = """#include <unistd.h>
+#include "scale.h"
+static volatile long sink;
+__attribute__((noinline)) void work(long n) { for (long i = 0; i < n; i++) sink += i; }
+int main(void) { work(%s); if (%d) usleep(%d); return 0; }
+"""
+
+
+def _project(tmp_path: Path, patches: list[tuple[str, dict[str, str]]]) -> tuple[Path, Path, str]:
+    """A repository whose base is a small C program, and a mailbox of `patches` (subject, files written) on it."""
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    files = {"prog.c": TIMED % ("SCALE * 2000000L", 0, 0), "scale.h": "#define SCALE 1\n", "README": "notes\n"}
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "base")
+    base = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-qb", "topic")
+    for subject, changed in patches:
+        for name, text in changed.items():
+            (repo / name).write_text(text)
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-qm", subject)
+    out = tmp_path / "mails"
+    _git(repo, "format-patch", "-q", "--base", base, "--cover-letter", "-o", str(out), f"{base}..topic")
+    _git(repo, "checkout", "-q", "main")
+    return repo, out, base
+
+
+def _notes(i: int) -> tuple[str, dict[str, str]]:
+    return f"docs: notes ({i})", {"README": "notes\n" * (i + 1)}
+
+
+def _record(db: Path) -> dict:
+    import json
+
+    return json.loads(next((db.parent / (db.name + ".bisect")).glob("*.json")).read_text())
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_a_timed_regression_is_named_checked_by_revert_labelled_code_path_and_mailed(cli, tmp_path):
+    # Patch 3 multiplies the program's work by 12 (~4 ms -> ~50 ms): far beyond what load fakes.
+    patches = [_notes(1), _notes(2), ("lib: scale the work up (3)", {"scale.h": "#define SCALE 12\n"}),
+               _notes(4), _notes(5), _notes(6)]
+    repo, mails, base = _project(tmp_path, patches)
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: cmd\ncommand: ./prog\n")
+    mail = tmp_path / "report.txt"
+    out = cli("series", "--repo", repo, "--mbox", mails, "--job", job, "--build", "cc -O1 -o prog prog.c",
+              "--metric", "time.elapsed_time", "--out", mail, timeout=900).stdout
+    assert "the patch: [PATCH 3/6] lib: scale the work up (3) (3 of 6)" in out, out
+    assert "revert check: reverting [PATCH 3/6] lib: scale the work up (3) on the head restores time.elapsed_time" in out
+    assert "kind of change: code path: valgrind.instructions +" in out, out
+    text = mail.read_text()
+    assert text.startswith("Subject: [perflab] [PATCH 3/6] lib: scale the work up (3): time.elapsed_time +"), text
+    for needle in ("regression", "due to the patch:", "(3 of 6)", f"base commit: {base}",
+                   "series: [PATCH 0/6] *** SUBJECT HERE ***, 6 patches", "kind of change: code path",
+                   "revert check: reverting [PATCH 3/6]", "| Reported-by: ", "git am ", "perflab series --repo ",
+                   "time.elapsed_time", "where (instructions counted per function", "work"):
+        assert needle in text, (needle, text)
+    rec = _record(cli.db)
+    assert rec["result"]["revert"]["verdict"] == "restores" and rec["result"]["kind"]["label"] == "code path"
+    # compare finds the counted runs at the two commits: the same label as a footnote
+    tag = rec["tag"]
+    shown = cli("compare", f"tag={tag},commit={rec['good'][:12]}", f"tag={tag},commit={rec['bad'][:12]}").stdout
+    assert "kind of change, time.elapsed_time" in shown and ": code path: valgrind.instructions" in shown, shown
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_revert(cli, tmp_path):
+    # Patch 2 sleeps 60 ms: the time grows ~15 times, the instructions do not move.
+    sleepy = TIMED % ("SCALE * 2000000L", 1, 60000)
+    repo, mails, _base = _project(tmp_path, [_notes(1), ("prog: wait for the device (2)", {"prog.c": sleepy}),
+                                             _notes(3)])
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: cmd\ncommand: ./prog\n")
+    out = cli("series", "--repo", repo, "--mbox", mails, "--job", job, "--build", "cc -O1 -o prog prog.c",
+              "--metric", "time.elapsed_time", "--no-revert", timeout=900).stdout
+    assert "the patch: [PATCH 2/3] prog: wait for the device (2)" in out, out
+    assert "kind of change: timing only: valgrind.instructions" in out and "timed again in 6 pairs" in out, out
+    assert "revert check" not in out
+    # Counted, and patch 5 hard-codes what patch 3 made the scale: reverting patch 3 on the head
+    # leaves the work as it is.
+    hard = TIMED % ("12 * 2000000L", 0, 0)
+    repo2 = tmp_path / "two"
+    repo2.mkdir()
+    repo, mails, _base = _project(repo2, [_notes(1), _notes(2), ("lib: scale the work up (3)",
+                                                                   {"scale.h": "#define SCALE 12\n"}),
+                                            _notes(4), ("prog: a fixed amount of work (5)", {"prog.c": hard})])
+    job2 = tmp_path / "counted.yaml"
+    job2.write_text("benchmark: cmd\ncommand: ./prog\nmeasure: instructions\n")
+    out = cli("series", "--repo", repo, "--mbox", mails, "--job", job2, "--build", "cc -O1 -o prog prog.c",
+              "--metric", "valgrind.instructions", timeout=900).stdout
+    assert "the patch: [PATCH 3/5] lib: scale the work up (3)" in out, out
+    assert ("revert check: reverting [PATCH 3/5] lib: scale the work up (3) on the head does not restore "
+            "valgrind.instructions: the culprit is interacting with later patches") in out, out
+    assert "kind of change: valgrind.instructions is exact here (counted)" in out

@@ -63,6 +63,22 @@ class KernelSide:
 
 
 @dataclass
+class SeriesFacts:
+    """A patch series tested against its base (automate.series): the mail names its patch."""
+
+    patch: str                     # the culprit as "[PATCH 4/9] mm: ..."
+    index: int
+    total: int
+    culprit: CommitInfo | None     # its commit in perflab's clone of the repository
+    cover: str = ""                # the cover letter's subject
+    mbox: str = ""                 # the mailbox or directory the series was read from
+    user_repo: str = ""            # the repository it was applied to (left untouched)
+    metric: str = ""               # the metric the series was bisected by
+    command: str = ""              # the `perflab series` command line that gives these figures
+    patches: list[str] = field(default_factory=list)   # every patch's name, in order
+
+
+@dataclass
 class RegressionReport:
     tag: str
     base: CommitInfo | None
@@ -84,6 +100,9 @@ class RegressionReport:
     remote: str | None = None          # the repository's origin URL, when it has one
     kernels: list[KernelSide] | None = None   # base's and head's, for runs booted in a guest
     where: object | None = None        # analysis.views.profile.InstructionView: the functions whose instructions moved
+    series: SeriesFacts | None = None  # base and head are a patch series' ends; the culprit is one of its patches
+    change_kind: str = ""              # the kind of the change, one line (stats.change_kind), or why there is none
+    revert_check: str = ""             # the culprit reverted on the head, one line (automate.series)
 
     @property
     def change(self) -> float:
@@ -91,6 +110,9 @@ class RegressionReport:
 
     @property
     def subject(self) -> str:
+        if self.series is not None:
+            # As the robot titles a series' report: the patch, then the metric's change over the series.
+            return f"[{self.tag}] {self.series.patch}: {self.headline.metric} {self.change * 100:+.1f}% {self.kind}"
         who = self.head.short if self.head else self.comparison.labels[1]
         return f"[{self.tag}] {who}: {self.headline.metric} {self.change * 100:+.1f}% {self.kind}"
 
@@ -220,17 +242,19 @@ def trailer_of(mail: dict, msgid: str, head: CommitInfo | None) -> Trailer:
 def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark: str | None = None,
           metrics: list[str] | None = None, repo: str | None = None, build_command: str | None = None,
           alpha: float = 0.05, threshold: float | None = None, secondary: bool = False,
-          mail: dict | None = None) -> RegressionReport:
+          mail: dict | None = None, headline: str | None = None) -> RegressionReport:
     """The report of HEAD against BASE. `threshold`: the minimum effect (None: compare's default, the
     one rule of stats.compare.minimum_effects, so the mail calls what compare calls); `secondary`: keep
-    the secondary metrics in the table; `mail`: the configuration's [mail] section (default: config.toml)."""
+    the secondary metrics in the table; `mail`: the configuration's [mail] section (default: config.toml);
+    `headline`: the metric to lead with when it changed (else the largest change)."""
     result = compare(store, [base, head], alpha=alpha, threshold=threshold, benchmark=benchmark,
                      metrics=metrics, monitors="changed")
     kind, rows = _findings(result, head, base)
     left_out = [] if secondary else [r.metric for r in result.rows if r.fdr_group == SECONDARY]
     if left_out:
         result = replace(result, rows=[r for r in result.rows if r.fdr_group != SECONDARY])
-    headline = rows[0]
+    # `headline`: the metric a bisection was judged by leads, when it is among the significant ones.
+    headline = next((r for r in rows if r.metric == headline), rows[0])
     head_run = _headline_runs(result.selections[1], headline)[-1]
     base_run = _headline_runs(result.selections[0], headline)[-1]
     guests = [kernel_side(base_run), kernel_side(head_run)]

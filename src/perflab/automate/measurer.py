@@ -134,6 +134,34 @@ class ScratchTree:
             prune_worktrees(self.repo)
 
 
+class KeptTrees:
+    """One worktree of `repo` per slot, kept between calls: moved to the commit asked for and built
+    again only when its commit changed (a patch series' checks: base, head, the reverted head)."""
+
+    def __init__(self, worktrees, build_cmd: str, build_timeout: float | None = None):
+        self.worktrees, self.build_cmd, self.build_timeout = worktrees, build_cmd, build_timeout
+        self.built: dict[str, str] = {}   # slot -> commit built there
+
+    @contextmanager
+    def checkout(self, commit: str, slot: str = "") -> Iterator[Path]:
+        from perflab.core.git import git
+
+        slot = slot or "default"
+        if slot not in self.worktrees.paths:
+            self.worktrees.add(slot, commit)
+        path = self.worktrees.paths[slot]
+        if self.built.get(slot) != commit:
+            if git(path, "rev-parse", "HEAD").stdout.strip() != commit:
+                self.built.pop(slot, None)
+                # Only the files that differ are rewritten: the build remakes what they feed.
+                git(path, "checkout", "--quiet", "--force", "--detach", commit)
+            why = build(path, self.build_cmd, self.build_timeout)
+            if why is not None:
+                raise BuildFailed(f"--build failed: {why}", why)
+            self.built[slot] = commit
+        yield path
+
+
 def run_here(store, jobs: list[AtomicJob], *, box: str | None, path: Path | None) -> list[Measured]:
     """Run jobs through the one runner in `path` (stored with its commit), or here when None.
 
@@ -143,6 +171,28 @@ def run_here(store, jobs: list[AtomicJob], *, box: str | None, path: Path | None
     where = str(path) if path is not None else None
     return [Measured("failed" if o.error else "done", o.error, [o.run_id] if o.run_id else [], o.values, o.samples)
             for o in run_jobs(store, jobs, box=box, repo=where, cwd=where)]
+
+
+def measure_rounds(measurer: Measurer, job: AtomicJob, commits: dict[str, str], rounds: int, metric: str, *,
+                   seed: str, say: Callable[[str], None] = lambda _m: None) -> dict[str, list[float]]:
+    """`rounds` runs of each commit ({slot: commit}), one of each per round in an order drawn at
+    random per round (a slow stretch of the machine hits every side alike); each run's value of
+    `metric` (its mean when a run gives several). BuildFailed, or PerflabError when a run fails."""
+    import random
+
+    rng = random.Random(seed)
+    out: dict[str, list[float]] = {commit: [] for commit in commits.values()}
+    for _ in range(rounds):
+        order = list(commits.items())
+        rng.shuffle(order)
+        for slot, commit in order:
+            got = measurer.measure(commit, [job.with_(runs=1)], slot=slot)[0]
+            values = got.values.get(metric, [])
+            if not values:
+                raise PerflabError(f"{metric}: the job at {commit[:12]}{measurer.place} gave no value"
+                                   + (f" ({got.error})" if got.error else ""))
+            out[commit].append(sum(values) / len(values))
+    return out
 
 
 class LocalMeasurer:
@@ -172,6 +222,12 @@ class LocalMeasurer:
 
     def summary(self, measured: list[Measured]) -> str:
         return f"{sum(m.samples for m in measured)} samples"
+
+    def in_mode(self, vm_mode: str) -> "LocalMeasurer":
+        """The same commits' kernels (the same builds) booted in another mode: icount to count."""
+        assert self.kernel is not None
+        return LocalMeasurer(self.store, self.trees, box=self.box, builds=self.builds, say=self.say,
+                             kernel=KernelSpec(self.kernel.image, {**self.kernel.vm, "mode": vm_mode}))
 
     def close(self) -> None:
         if self.builds is not None:
@@ -377,6 +433,13 @@ class BoxMeasurer:
 
     def summary(self, measured: list[Measured]) -> str:
         return f"{sum(len(m.runs) for m in measured)} runs"
+
+    def in_mode(self, vm_mode: str) -> "BoxMeasurer":
+        """The same commits' kernels booted in another mode on the box: icount to count."""
+        assert self.kernel is not None
+        return BoxMeasurer(self.store, broker=self.broker, box=self.box, source_url=self.source_url,
+                           build_cmd=self.build_cmd, build_timeout=self.build_timeout, say=self.say,
+                           kernel=KernelSpec(self.kernel.image, {**self.kernel.vm, "mode": vm_mode}))
 
 
 # -- the one factory -------------------------------------------------------------------

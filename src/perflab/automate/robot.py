@@ -271,8 +271,8 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
-        culprit, base_op, head_op, also = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab,
-                                                   measurer, given, spec, build_timeout)
+        culprit, base_op, head_op, also, kind = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab,
+                                                         measurer, given, spec, build_timeout)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -280,6 +280,7 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
             continue
         report = regression.build(store, base_op, head_op, tag=subject_tag, metrics=[f.metric], repo=str(root),
                                   build_command=build_cmd or None)
+        report.change_kind = kind
         text = render(report)
         if also:
             # One line, at the end: the bisection named the first commit it could measure.
@@ -308,30 +309,32 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
 
 def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab, measurer,
              given: Measurer | None = None, spec: KernelSpec | None = None, build_timeout: float | None = None):
-    """(culprit sha, base operand, head operand, a line on untested commits that could also be the culprit)
-    of a finding: bisected unless good and bad are adjacent."""
+    """(culprit sha, base operand, head operand, a line on untested commits that could also be the culprit,
+    the kind of its change) of a finding: bisected unless good and bad are adjacent; a timed change's
+    kind labelled by counting the culprit and its parent (bisect's Settings.kind)."""
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
-        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}", ""
+        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}", "", ""
     job = next((j for j in jobs if j.benchmark == f.benchmark), None)
     if job is None:
         say(f"{f.metric}: no job of {f.benchmark} to bisect with")
-        return None, None, None, ""
+        return None, None, None, "", ""
     say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
                               build_timeout=build_timeout,
                               job=job.with_(runs=1), metric=f.metric, tag=None, box=box, say=say,
+                              settings=bisect.Settings(kind=True),
                               broker=lab["broker"] if lab else None, source_url=lab["source_url"] if lab else None,
                               measurer=given, kernel=spec.image if spec else None,
                               vm_mode=spec.vm.get("mode") if spec else None)
     except (bisect.BisectError, GitError, bisect.EndsDoNotDiffer) as e:
         say(f"not bisected: {e}")
-        return None, None, None, ""
+        return None, None, None, "", ""
     if result.culprit is None:
         say(f"bisection {result.record.id} ended without a single culprit "
             f"({len(result.candidates)} candidates left by skipped commits)")
-        return None, None, None, ""
+        return None, None, None, "", ""
     sha = result.culprit.sha
     btag = result.record.tag
     # The sequential test may call the culprit after 2 runs, against many of the good end; the
@@ -347,4 +350,4 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
                 f"(it did not build or run): the first bad commit could also be "
                 f"{'that one' if len(result.ambiguous_with) == 1 else 'one of those'}.")
         say(f"{sha[:12]}: {also}")
-    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}", also
+    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}", also, result.change_kind

@@ -14,10 +14,12 @@ measured, and on a change the patch that made it named, bisecting inside the ser
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
@@ -132,6 +134,89 @@ def apply(repo: str, series: Series, base: str | None = None, say: Callable[[str
     return clone, found
 
 
+REVERT_ROUNDS = 6      # rounds of (base, head, reverted head) for a timed metric; an exact one takes 2
+RESTORES, PARTLY, DOES_NOT, CANNOT = "restores", "partly", "does not", "cannot revert"
+
+
+@dataclass
+class RevertCheck:
+    """The culprit reverted on the head of the series, measured beside the base and the head."""
+
+    patch: str                         # "[PATCH 4/9] mm: ..."
+    verdict: str                       # RESTORES | PARTLY | DOES_NOT | CANNOT
+    metric: str
+    reverted: str = ""                 # the commit `git revert` made on the head
+    base: float = float("nan")         # each side's level in the rounds taken (an exact metric's figure)
+    head: float = float("nan")
+    level: float = float("nan")        # the reverted head's
+    undone: float = float("nan")       # (head - reverted) / (head - base): 1 is all of the change
+    rounds: int = 0
+    exact: bool = False
+    why: str = ""                      # CANNOT: git's words
+
+    @property
+    def sentence(self) -> str:
+        if self.verdict == CANNOT:
+            return f"{self.patch} cannot be reverted on the head: {self.why}"
+        figures = (f"{self.metric}: base {self.base:.6g}, head {self.head:.6g}, head with it reverted "
+                   f"{self.level:.6g} ({'exact, ' if self.exact else ''}{self.rounds} round"
+                   f"{'' if self.rounds == 1 else 's'})")
+        if self.verdict == RESTORES:
+            return f"reverting {self.patch} on the head restores {self.metric} ({self.undone * 100:.0f}% of the change undone); {figures}"
+        if self.verdict == PARTLY:
+            return (f"reverting {self.patch} on the head undoes {self.undone * 100:.0f}% of the change only: the "
+                    f"culprit is interacting with later patches; {figures}")
+        return (f"reverting {self.patch} on the head does not restore {self.metric}: the culprit is interacting "
+                f"with later patches; {figures}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def revert_on_head(clone: Path, head: str, culprit: Patch) -> tuple[str | None, str]:
+    """`git revert` of the culprit on the head, in perflab's clone: (the new commit, "") or (None, why)."""
+    git(clone, "revert", "--abort", check=False)
+    git(clone, "checkout", "-q", "--force", "--detach", head)
+    done = git(clone, *IDENT, "revert", "--no-edit", culprit.sha, check=False)
+    if done.returncode != 0:
+        conflicts = git(clone, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
+        git(clone, "revert", "--abort", check=False)
+        git(clone, "checkout", "-q", "--force", "--detach", head)
+        return None, (f"it conflicts with later patches in {', '.join(conflicts[:4])}" if conflicts else
+                      (done.stderr.strip() or done.stdout.strip() or "git revert failed").splitlines()[0])
+    sha = git(clone, "rev-parse", "HEAD").stdout.strip()
+    git(clone, "update-ref", "refs/heads/perflab-series-revert", sha)
+    return sha, ""
+
+
+def judge_revert(patch: str, metric: str, direction: int, reverted: str, values: dict[str, list[float]],
+                 base: str, head: str, exact_metric: bool, alpha: float = 0.05) -> RevertCheck:
+    """Whether the reverted head is back at the base: for an exact metric within its resolution
+    (perflab.stats.exact), else the reverted head differs from the head (Welch, one-sided towards
+    the base) and has undone at least half of the change."""
+    import numpy as np
+
+    from perflab.stats import exact
+    from perflab.stats.compare import compare_many
+
+    b, h, r = values[base], values[head], values[reverted]
+    rounds = min(len(b), len(h), len(r))
+    if exact_metric:
+        lb, lh, lr = (exact.exact_figure(v, direction) for v in (b, h, r))
+    else:
+        lb, lh, lr = (float(np.mean(v)) for v in (b, h, r))
+    undone = (lh - lr) / (lh - lb) if lh != lb else float("nan")
+    check = RevertCheck(patch, DOES_NOT, metric, reverted, lb, lh, lr, undone, rounds, exact_metric)
+    if exact_metric:
+        back = exact.compare_exact(b, r, resolution=exact.resolution(b, h, r))
+        check.verdict = RESTORES if not back.called else PARTLY if 0.1 <= undone else DOES_NOT
+        return check
+    away = compare_many([(h, r, direction)], alpha=alpha, threshold=0.0)[0]
+    moved_back = np.isfinite(away.p_value) and away.p_value < alpha and undone > 0
+    check.verdict = (RESTORES if moved_back and undone >= 0.5 else PARTLY if moved_back else DOES_NOT)
+    return check
+
+
 @dataclass
 class SeriesResult:
     series: Series
@@ -140,6 +225,10 @@ class SeriesResult:
     clone: Path
     bisection: object | None = None        # automate.bisect.Result, when base and head differ
     unchanged: str = ""                    # why there was nothing to bisect
+    revert: RevertCheck | None = None      # the culprit reverted on the head
+    kind: object | None = None             # stats.change_kind.ChangeKind of base -> head, or a str: why none
+    job: object | None = None              # the AtomicJob measured
+    series_path: str = ""                  # the mailbox or directory it was read from
 
     @property
     def culprit(self) -> Patch | None:
@@ -147,21 +236,132 @@ class SeriesResult:
         return next((p for p in self.series.patches if c is not None and p.sha == c.sha), None)
 
 
+SERIES_PREFIX = "perflab-series-"
+
+
 def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str | None = None,
         tag: str | None = None, kernel: str | None = None, vm_mode: str | None = None,
+        revert: bool = True, kind: bool = True, build_timeout: float | None = None,
         say: Callable[[str], None] = lambda _m: None) -> SeriesResult:
     """Apply, then bisect between the base and the head of the series (perflab bisect's measuring,
-    its checks and its confirmation of a culprit)."""
+    its checks and its confirmation of a culprit); then revert the culprit on the head and measure
+    it (`revert`), and label a timed change by counting base and head (`kind`).
+
+    One Measurer for all of it: the builds of the bisection (a kernel tree's images) serve the checks."""
+    import secrets
+
+    from perflab import jobs
     from perflab.automate import bisect
+    from perflab.automate.bisect.record import check_metric
+    from perflab.automate.bisect.trees import OWNER_FILE, _alive
+    from perflab.automate.measurer import Here, KeptTrees, KernelDirs, MeasurerSpec, kernel_spec, measurer_for
+    from perflab.core.git import Worktrees, prune_stale
+    from perflab.store.db import process_start_time
 
     series = read_series(mbox)
     clone, base_sha = apply(repo, series, base, say)
     head = series.patches[-1].sha
     say(f"{len(series.patches)} patches applied on {base_sha[:12]}: head {head[:12]}")
-    result = SeriesResult(series, base_sha, head, clone)
+    result = SeriesResult(series, base_sha, head, clone, series_path=str(mbox))
+    resolved = jobs.resolve(job)
+    result.job = resolved
+    spec = kernel_spec(kernel, vm_mode, resolved) if kernel else None
+    for left in prune_stale(clone, SERIES_PREFIX, OWNER_FILE, _alive):     # a killed run's
+        shutil.rmtree(Path(left).parent, ignore_errors=True)
+    trees = Worktrees(clone, SERIES_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
+                                                          "repo": str(clone)})
+    dirs = KernelDirs(clone, trees.base / "kernel-src", trees.base / "kernel-build", trees.base / "kernel-images",
+                      owned=False) if spec else None
+    measurer = measurer_for(store, MeasurerSpec(Here(lambda b, t: KeptTrees(trees, b, t), kernel_dirs=dirs),
+                                                build, build_timeout, spec), say)
+    seed = secrets.token_hex(4)
     try:
-        result.bisection = bisect.start(store, repo=str(clone), good=base_sha, bad=head, build_cmd=build, job=job,
-                                        metric=metric, tag=tag, say=say, kernel=kernel, vm_mode=vm_mode)
-    except bisect.EndsDoNotDiffer as e:
-        result.unchanged = str(e)
-    return result
+        try:
+            result.bisection = bisect.start(store, repo=str(clone), good=base_sha, bad=head, build_cmd=build, job=job,
+                                            metric=metric, tag=tag, say=say, kernel=kernel, vm_mode=vm_mode,
+                                            measurer=measurer, build_timeout=build_timeout)
+        except bisect.EndsDoNotDiffer as e:
+            result.unchanged = str(e)
+            return result
+        b = result.bisection
+        rec = b.record
+        job_run = rec.job      # for a kernel tree without its kernel: the Measurer boots each commit's
+        direction, _unit = check_metric(job_run, metric)
+        culprit = result.culprit
+        if revert and culprit is not None:
+            result.revert = _revert(clone, head, base_sha, culprit, measurer, job_run, metric, direction,
+                                    exact_metric=b.exact is not None, tag=rec.tag, seed=seed, say=say)
+            rec.result["revert"] = result.revert.to_dict()
+        if kind:
+            from perflab.automate import change_kind
+
+            if b.exact is not None:
+                result.kind = f"{metric} is exact here (counted): a change of it is in the code path"
+            else:
+                result.kind = change_kind.label(measurer, job_run, metric, direction, base_sha, head, b.ends.change,
+                                                tag=f"{rec.tag}-kind", seed=seed, say=say)
+            rec.result["kind"] = result.kind if isinstance(result.kind, str) else result.kind.to_dict()
+        rec.result["series"] = {"patches": [{"name": p.name, "sha": p.sha} for p in series.patches],
+                                "cover": series.cover, "base": base_sha, "head": head, "mbox": str(mbox)}
+        rec.save()
+        return result
+    finally:
+        if hasattr(measurer, "close"):
+            measurer.close()
+        if dirs is not None:
+            for path in (dirs.src,):
+                if path.exists():
+                    git(clone, "worktree", "remove", "--force", str(path), check=False)
+        trees.close()
+
+
+def _revert(clone: Path, head: str, base: str, culprit: Patch, measurer, job, metric: str, direction: int, *,
+            exact_metric: bool, tag: str, seed: str, say) -> RevertCheck:
+    from perflab.automate.measurer import measure_rounds
+    from perflab.core.git import BuildFailed
+
+    sha, why = revert_on_head(clone, head, culprit)
+    if sha is None:
+        say(f"revert check: {culprit.name} {why}")
+        return RevertCheck(culprit.name, CANNOT, metric, why=why)
+    rounds = 2 if exact_metric else REVERT_ROUNDS
+    say(f"revert check: {culprit.name} reverted on the head as {sha[:12]}; measuring base, head and the "
+        f"reverted head in {rounds} rounds")
+    try:
+        values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab series: revert check of {culprit.name}"),
+                                {"good": base, "bad": head, "revert": sha}, rounds, metric, seed=seed + "-revert",
+                                say=say)
+    except BuildFailed as e:
+        return RevertCheck(culprit.name, CANNOT, metric, sha, why=f"the reverted head does not build: {e.why}")
+    check = judge_revert(culprit.name, metric, direction, sha, values, base, head, exact_metric)
+    say(f"revert check: {check.sentence}")
+    return check
+
+
+def report(store, result: SeriesResult, *, subject_tag: str = "perflab", user_repo: str = "", build: str = "",
+           command: str = "", mail: dict | None = None):
+    """The series' mail (analysis.regression.RegressionReport with its SeriesFacts): base against head
+    in every metric of the job, the headline metric's patch named, the kind and the revert check."""
+    from perflab.analysis import regression
+
+    b = result.bisection
+    culprit = result.culprit
+    if b is None or culprit is None:
+        return None
+    tag = b.record.tag
+    rep = regression.build(store, f"tag={tag},commit={result.base}", f"tag={tag},commit={result.head}",
+                           tag=subject_tag, repo=str(result.clone), build_command=build or None, mail=mail,
+                           headline=b.metric)
+    kind = result.kind if isinstance(result.kind, str) or result.kind is None else result.kind.sentence
+    rep.series = regression.SeriesFacts(
+        patch=culprit.name, index=culprit.index, total=culprit.total,
+        culprit=regression.commit_info(str(result.clone), culprit.sha), cover=result.series.cover,
+        mbox=str(Path(result.series_path).resolve()) if result.series_path else "", user_repo=user_repo,
+        metric=b.metric, command=command, patches=[p.name for p in result.series.patches])
+    rep.change_kind = kind or ""
+    rep.revert_check = result.revert.sentence if result.revert else ""
+    if rep.where is None and result.kind is not None and not isinstance(result.kind, str):
+        # The counted runs of the kind's check, when they counted per function (valgrind; insn-profile).
+        rep.where = regression.where_view(store, f"tag={tag}-kind,commit={result.base}",
+                                          f"tag={tag}-kind,commit={result.head}", None)
+    return rep

@@ -47,6 +47,9 @@ def _say(message: str) -> None:
 @click.option("--runs", "runs", type=click.IntRange(2, 1000), metavar="N",
               help="Look at the ends first after N runs each, then 2N ... up to 20 (default: the fewest of 5/10/20 at "
                    "which the job's stored noise, `perflab noise`, sees --threshold; else 5).")
+@click.option("--kind", "kind", is_flag=True,
+              help="Label a timed culprit's change by counting it and its parent (valgrind instructions on the host, "
+                   "icount for a kernel): code path, timing only, or not reproduced.")
 @click.option("--resume", is_flag=True, help="Go on with an interrupted bisection from its stored runs.")
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
@@ -54,7 +57,7 @@ def _say(message: str) -> None:
 def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, tag, box, broker, source_url,
                build_timeout, alpha,
                threshold,
-               pairing, runs, resume,
+               pairing, runs, kind, resume,
                bisect_id, db, command) -> None:
     """Find the first commit at which a metric changed, with git bisect and a sequential test.
 
@@ -84,7 +87,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
 
     if resume:
         if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode \
-                or runs:
+                or runs or kind:
             raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
                                "--resume [--id ID] [--repo PATH] [--db URL]")
         store = get_store(db)
@@ -102,7 +105,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
             raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
         store = get_store(db)
-        settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing)
+        settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
                               tag=tag, box=box, build_timeout=build_timeout, settings=settings,
                               broker=_broker(broker) if box else None, source_url=source_url, say=_say,

@@ -104,6 +104,14 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
                      benchmark=benchmark, metrics=list(metrics) or None, primary=list(primary) or None,
                      monitors=monitors, fail_on=list(fail_on) or None)
     click.echo(show(result, style), nl=False)
+    if style not in ("json", "csv"):
+        from perflab.analysis.change_kinds import kinds
+
+        # A footnote: the kind of each timed change whose commits were also counted (docs/statistics.md).
+        for found in kinds(store, result):
+            runs = ", ".join(str(i) for i in found.runs[0] + found.runs[1])
+            click.echo(f"kind of change, {printable(found.metric)} ({printable(found.head)}): "
+                       f"{printable(found.kind.sentence, None)} [counted runs {runs}]")
     if plot:
         from perflab.report.plots import plot_comparison
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import click
 
-from perflab.cli.common import db_option, get_store
+from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.core.text import printable
 
 
 @click.command("series")
@@ -20,9 +24,18 @@ from perflab.cli.common import db_option, get_store
                                                 "(a path in the build output, e.g. arch/x86/boot/bzImage).")
 @click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")), help="With --kernel: the guest's mode.")
 @click.option("--tag", "-t", help="Tag of the series' runs (default bisect-ID).")
+@click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
+@click.option("--no-revert", is_flag=True, help="Do not check the culprit by reverting it on the head.")
+@click.option("--no-kind", is_flag=True, help="Do not label a timed change by counting base and head "
+                                              "(valgrind instructions; icount for a kernel).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the series' report mail here (git send-email reads it).")
+@click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail the report to ADDR (repeatable; config.toml [mail]).")
+@click.option("--subject-tag", default="perflab", show_default=True, help="The mail subject's [TAG].")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, tag, db, command) -> None:
+def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, tag, build_timeout, no_revert,
+               no_kind, out_file, to, subject_tag, db, command) -> None:
     """Apply a patch series on its base in perflab's own clone, measure base and head, and on a
     change name the patch that made it, bisecting inside the series (one patch a step).
 
@@ -36,15 +49,19 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, t
       perflab series --repo ~/src/proj --mbox series/ --build 'make' --metric valgrind.instructions --job bench.yaml
     """
     from perflab.automate import bisect, series
+    from perflab.core.errors import PerflabError
+    from perflab.stats.change_kind import ChangeKind
 
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
-    say = lambda line: click.echo(line, err=True)     # noqa: E731 (progress on stderr)
-    result = series.run(get_store(db), repo=repo, mbox=mbox, job=job, metric=metric, build=build_cmd, base=base,
-                        tag=tag, kernel=kernel, vm_mode=vm_mode, say=say)
+    say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
+    store = get_store(db)
+    result = series.run(store, repo=repo, mbox=mbox, job=job, metric=metric, build=build_cmd, base=base,
+                        tag=tag, kernel=kernel, vm_mode=vm_mode, revert=not no_revert, kind=not no_kind,
+                        build_timeout=build_timeout, say=say)
     s = result.series
-    click.echo(f"series: {len(s.patches)} patches" + (f" ({s.cover})" if s.cover else "")
+    click.echo(f"series: {len(s.patches)} patches" + (f" ({printable(s.cover, 200)})" if s.cover else "")
                + f", base {result.base[:12]}, head {result.head[:12]}")
     if result.bisection is None:
         click.echo(f"base and head do not differ in {metric}: {result.unchanged}")
@@ -52,10 +69,45 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, t
     from perflab.cli.bisect import _print, _where
 
     _print(result.bisection)
-    _where(get_store(db), result.bisection)
+    _where(store, result.bisection)
     culprit = result.culprit
     if culprit is not None:
-        click.echo(f"the patch: {culprit.name} ({culprit.index} of {culprit.total})")
+        click.echo(f"the patch: {printable(culprit.name, 300)} ({culprit.index} of {culprit.total})")
+    if result.revert is not None:
+        click.echo(f"revert check: {printable(result.revert.sentence, None)}")
+    if result.kind is not None:
+        kind = result.kind.sentence if isinstance(result.kind, ChangeKind) else result.kind
+        click.echo(f"kind of change: {printable(kind, None)}")
+    if not (out_file or to):
+        return
+    if culprit is None:
+        click.echo("no report: the series has no single culprit to name", err=True)
+        raise SystemExit(1)
+    words = ["perflab", "series", "--repo", str(Path(repo).resolve()), "--mbox", str(Path(mbox).resolve()),
+             "--metric", metric]
+    for flag, value in (("--base", base), ("--job", job_file and str(Path(job_file).resolve())),
+                        ("--build", build_cmd), ("--kernel", kernel), ("--vm", vm_mode)):
+        if value:
+            words += [flag, str(value)]
+    line = shlex.join(words) + (" -- " + shlex.join(command) if command else "")
+    try:
+        rep = series.report(store, result, subject_tag=subject_tag, user_repo=str(Path(repo).resolve()),
+                            build=build_cmd, command=line)
+    except PerflabError as e:
+        click.echo(f"no report: {e}", err=True)
+        raise SystemExit(1)
+    from perflab.analysis import regression
+    from perflab.core import config, output
+    from perflab.report.regression import render
+
+    text = render(rep)
+    if out_file:
+        output.write(out_file, text, "--out")
+        click.echo(f"report: {out_file} ({printable(rep.subject, 300)})")
+    if to:
+        mail = config.load().get("mail", {})
+        msg = regression.message(rep, text.split("\n", 2)[2], list(to), mail.get("from", regression.DEFAULT_SENDER))
+        click.echo(regression.send(msg, mail))
 
 
 COMMANDS = [series_cmd]

@@ -162,6 +162,8 @@ class BisectionResult:
     # The culprit is the first measured bad commit, and these untested commits before it could
     # also be the first bad one.
     ambiguous_with: list[UntestedCommit] = field(default_factory=list)
+    # The kind of the culprit's change (stats.change_kind.ChangeKind's sentence), or why it has none.
+    change_kind: str = ""
 
     @property
     def state(self) -> str:

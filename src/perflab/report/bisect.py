@@ -73,6 +73,8 @@ def render(result: BisectionResult) -> str:
         lines += _named(r, c)
         lines.append(f"  compare: perflab compare tag={printable(r.tag, None)},commit={r.good[:12]} "
                      f"tag={printable(r.tag, None)},commit={c.sha[:12]}")
+        if r.change_kind:
+            lines.append(f"  kind of change: {printable(r.change_kind, None)}")
     elif r.unconfirmed is not None:
         c = r.unconfirmed
         named = "the first measured bad commit is" if r.ambiguous_with else "git bisect named"

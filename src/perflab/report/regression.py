@@ -106,29 +106,85 @@ def _others(report: RegressionReport) -> list[str]:
     return [f"also {verb}: {named}{more}"]
 
 
+def _series_head(report: RegressionReport) -> list[str]:
+    """The patch and the series it is in, base and head, as the robot's series reports open."""
+    s = report.series
+    lines = [f"FYI, we noticed a {report.change * 100:+.1f}% {report.kind} of {shown(report.headline.metric)} "
+             "due to the patch:", "", f"patch: {shown(s.patch, 300)} ({s.index} of {s.total})"]
+    if s.culprit is not None:
+        lines.append(f"commit: {s.culprit.sha} (applied by git am in perflab's clone)")
+        if s.culprit.author:
+            lines.append(f"author: {shown(s.culprit.author, 120)}")
+    lines += ["", f"series: {shown(s.cover, 300) + ', ' if s.cover else ''}{s.total} patch{'' if s.total == 1 else 'es'}"
+              + (f" ({shown(s.mbox, 200)})" if s.mbox else ""),
+              f"base commit: {_commit_line(report.base, 'base')}",
+              f"head commit: {report.head.sha if report.head else shown(report.comparison.labels[1])} "
+              f"(the series applied)"]
+    if s.user_repo:
+        lines.append(f"in repository: {shown(s.user_repo, 200)}")
+    return lines
+
+
+def _checks(report: RegressionReport) -> list[str]:
+    """The kind of the change and the revert check, each a line, when they were made."""
+    out = []
+    if report.change_kind:
+        out.append(f"kind of change: {shown(report.change_kind, 400)}")
+    if report.revert_check:
+        out.append(f"revert check: {shown(report.revert_check, 400)}")
+    return out
+
+
+def _series_reproduce(report: RegressionReport) -> list[str]:
+    """The series applied by hand on its base, both ends built and measured, then compared; and the
+    one command that does all of it with the bisection and the checks."""
+    s = report.series
+    repo = shlex.quote(s.user_repo) if s.user_repo else "SUT"
+    mbox = shlex.quote(s.mbox) if s.mbox else "series.mbox"
+    job = {k: v for k, v in (report.job or {}).items() if k != "kernel"}
+    steps = ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF",
+             f"git clone -q {repo} series-test && cd series-test",
+             f"git checkout -q {report.base.sha if report.base else 'BASE'}"]
+    kernel = report.kernels[0] if report.kernels else None
+    run = "perflab run job.yaml --repo ."
+    if kernel:
+        steps.insert(3, "export KBUILD_OUTPUT=$PWD/kbuild   # kbuild's output directory, for the build below")
+        run += " --kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" + (f" --vm {kernel.mode}" if kernel.mode else "")
+    for name, step in (("base", None), ("head", f"git am {mbox}")):
+        if step:
+            steps.append(step)
+        if report.build:
+            steps.append(shown(report.build, 300))
+        steps.append(f"{run} --tag {name}")
+    steps.append("perflab compare base head")
+    out = ["To reproduce:", "", *(STEP + printable(x, None) for x in steps)]
+    if s.command:
+        out += ["", "or all of it, the bisection inside the series and the checks included:", "",
+                STEP + printable(s.command, None)]
+    return out
+
+
 def render(report: RegressionReport) -> str:
     row = report.headline
-    lines = [
-        f"Subject: {shown(report.subject, 400)}",
-        "",
-        "Greeting,",
-        "",
-        f"FYI, we noticed a {report.change * 100:+.1f}% {report.kind} of {shown(row.metric)} due to commit:",
-        "",
-        f"commit: {_commit_line(report.head, shown(report.comparison.labels[1]))}",
-    ]
-    if report.head and report.head.author:
+    lines = [f"Subject: {shown(report.subject, 400)}", "", "Greeting,", ""]
+    if report.series is not None:
+        lines += _series_head(report)
+    else:
+        lines += [f"FYI, we noticed a {report.change * 100:+.1f}% {report.kind} of {shown(row.metric)} due to commit:",
+                  "", f"commit: {_commit_line(report.head, shown(report.comparison.labels[1]))}"]
+    if report.series is None and report.head and report.head.author:
         lines.append(f"author: {shown(report.head.author, 120)}")
-    if report.repo or report.remote:
+    if report.series is None and (report.repo or report.remote):
         remote = f" ({shown(report.remote, 200)})" if report.repo and report.remote else ""
         lines.append(f"in repository: {shown(report.repo or report.remote, 200)}{remote}")
     lines += ["", f"in testcase: {shown(row.benchmark)}", f"on test machine: {shown(report.machine, 200)}"]
     params = _parameters(row)
     if params:
         lines += ["with following parameters:", "", *params]
-    lines += ["", f"significance: {_significance(report)}", *_others(report), *_where(report), *_trailer(report)]
+    lines += ["", f"significance: {_significance(report)}", *_others(report), *_checks(report),
+              *_where(report), *_trailer(report)]
     lines += ["", "Details are as below:", RULE, ""]
-    lines += _reproduce(report)
+    lines += _series_reproduce(report) if report.series is not None else _reproduce(report)
     lines += ["", lkp.render(report.comparison).rstrip("\n")]
     if report.secondary_left_out:
         n = len(report.secondary_left_out)

@@ -47,6 +47,8 @@ class Settings:
                                   # is bisected with one run per commit (exact.py); "off": never
     exact_threshold: float | None = None   # an exact metric's; None: as threshold when that was given,
                                            # else the exact rule's 0.1% (as compare's and check's)
+    kind: bool = False            # label the culprit's timed change by counting it and its parent
+                                  # (automate.change_kind): code path, timing only or not reproduced
 
     def __post_init__(self):
         if self.exact_threshold is None:
