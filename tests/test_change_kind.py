@@ -54,3 +54,10 @@ def test_the_revert_is_judged_against_the_base_exactly_and_statistically():
     assert judge_revert("p", "m", LOWER_IS_BETTER, "r", timed, "b", "h", False).verdict == RESTORES
     stuck = {**timed, "r": [20.1, 19.9, 20.0, 20.2, 19.8, 20.05]}
     assert judge_revert("p", "m", LOWER_IS_BETTER, "r", stuck, "b", "h", False).verdict == DOES_NOT
+
+
+def test_a_rate_counted_under_icount_is_a_cost_on_both_sides():
+    # per_process_ops -51% timed, -60% as instruction-time: a cost of +150% against +104%.
+    k = classify(metric="ops", direction=HIGHER_IS_BETTER, time_change=-0.51, counted_metric="ops",
+                 base_counts=[3.3e6, 3.3e6], head_counts=[1.32e6, 1.32e6], counted_direction=HIGHER_IS_BETTER)
+    assert k.label == CODE_PATH and 1.4 < k.share < 1.5

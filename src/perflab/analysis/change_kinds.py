@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from perflab.analysis.comparison import ComparisonResult
+from perflab.core.model import LOWER_IS_BETTER
 from perflab.stats.change_kind import ChangeKind, classify
 from perflab.stats.compare import IMPROVEMENT, PRIMARY, REGRESSION
 
@@ -63,7 +64,8 @@ def kinds(store, result: ComparisonResult) -> list[RowKind]:
                 continue
             metric, (base_values, base_ids), (head_values, head_ids), how = counted
             kind = classify(metric=row.metric, direction=row.direction, time_change=cmp.pct_change,
-                            counted_metric=metric, base_counts=base_values, head_counts=head_values, how=how)
+                            counted_metric=metric, base_counts=base_values, head_counts=head_values, how=how,
+                            counted_direction=row.direction if metric == row.metric else LOWER_IS_BETTER)
             out.append(RowKind(head_sel.label, row.metric, kind, (base_ids, head_ids)))
     return out
 

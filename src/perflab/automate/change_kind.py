@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perflab.automate.measurer import Measurer, measure_rounds
+from perflab.core.model import LOWER_IS_BETTER
 from perflab.jobs.job import AtomicJob
 from perflab.stats.change_kind import ChangeKind, classify, counted_verdict, explains
 
@@ -64,9 +65,11 @@ def label(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base:
     say(f"the kind of the change: counting {base[:12]} and {head[:12]} ({mode.how}, {COUNTED_RUNS} runs each)")
     counts = measure_rounds(mode.measurer, mode.job.with_(tag=tag, comment=f"perflab: counting {metric}'s change"),
                             ends, COUNTED_RUNS, mode.metric, seed=seed + "-count", say=say)
+    # A count of instructions is a cost; the metric itself under icount keeps its direction.
+    counted_direction = direction if mode.metric == metric else LOWER_IS_BETTER
     counted = counted_verdict(counts[base], counts[head])
     retimed = None
-    if not explains(time_change, direction, counted)[0]:
+    if not explains(time_change, direction, counted, counted_direction)[0]:
         from perflab.stats.compare import compare_many
 
         say(f"the count moved {counted.pct_change * 100:+.3f}% against {time_change * 100:+.1f}%: timing both "
@@ -75,4 +78,5 @@ def label(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base:
                                ends, RETIME_PAIRS, metric, seed=seed + "-time", say=say)
         retimed = compare_many([(timed[base], timed[head], direction)], threshold=0.0)[0]
     return classify(metric=metric, direction=direction, time_change=time_change, counted_metric=mode.metric,
-                    base_counts=counts[base], head_counts=counts[head], retimed=retimed, how=mode.how)
+                    base_counts=counts[base], head_counts=counts[head], retimed=retimed, how=mode.how,
+                    counted_direction=counted_direction)

@@ -50,7 +50,6 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, t
     """
     from perflab.automate import bisect, series
     from perflab.core.errors import PerflabError
-    from perflab.stats.change_kind import ChangeKind
 
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
@@ -76,7 +75,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, t
     if result.revert is not None:
         click.echo(f"revert check: {printable(result.revert.sentence, None)}")
     if result.kind is not None:
-        kind = result.kind.sentence if isinstance(result.kind, ChangeKind) else result.kind
+        kind = result.kind if isinstance(result.kind, str) else result.kind.sentence
         click.echo(f"kind of change: {printable(kind, None)}")
     if not (out_file or to):
         return

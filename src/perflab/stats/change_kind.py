@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from perflab.core.model import HIGHER_IS_BETTER
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.stats import exact
 
 CODE_PATH, TIMING_ONLY, NOT_REPRODUCED = "code path", "timing only", "not reproduced"
@@ -85,24 +85,31 @@ def counted_verdict(base_counts, head_counts) -> exact.ExactVerdict:
     return exact.compare_exact(base_counts, head_counts, resolution=exact.resolution(base_counts, head_counts))
 
 
-def explains(time_change: float, direction: int, counted: exact.ExactVerdict) -> tuple[bool, float]:
-    """Whether the count's change is the time's: (called the same way by a comparable share, the share)."""
+def explains(time_change: float, direction: int, counted: exact.ExactVerdict,
+             counted_direction: int = LOWER_IS_BETTER) -> tuple[bool, float]:
+    """Whether the count's change is the time's: (called the same way by a comparable share, the share).
+
+    Both are taken as costs: a count of instructions is one; the same rate under icount (its
+    `counted_direction` higher-is-better) is turned into one as the timed rate is."""
     time_cost = cost_change(time_change, direction)
-    if not (math.isfinite(time_cost) and time_cost != 0 and math.isfinite(counted.pct_change)):
+    counted_cost = cost_change(counted.pct_change, counted_direction) if math.isfinite(counted.pct_change) else math.nan
+    if not (math.isfinite(time_cost) and time_cost != 0 and math.isfinite(counted_cost)):
         return False, math.nan
-    share = counted.pct_change / time_cost
+    share = counted_cost / time_cost
     return counted.called and share >= COMPARABLE, share
 
 
 def classify(*, metric: str, direction: int, time_change: float, counted_metric: str, base_counts, head_counts,
-             retimed=None, how: str = "") -> ChangeKind:
+             retimed=None, how: str = "", counted_direction: int = LOWER_IS_BETTER) -> ChangeKind:
     """The label of a timed change of `time_change` (fraction, the metric's own direction).
 
-    `base_counts`/`head_counts`: the counted runs of each side. `retimed`: when the count does
-    not explain the change, a perflab.stats.compare.Comparison of the two sides timed again
-    (None: not timed again, and the label is timing only on the first verdict's word)."""
+    `base_counts`/`head_counts`: the counted runs of each side (`counted_direction`: the counted
+    metric's, LOWER_IS_BETTER for instructions; the metric's own when it is counted under icount).
+    `retimed`: when the count does not explain the change, a perflab.stats.compare.Comparison of
+    the two sides timed again (None: not timed again, and the label is timing only on the first
+    verdict's word)."""
     counted = counted_verdict(base_counts, head_counts)
-    ok, share = explains(time_change, direction, counted)
+    ok, share = explains(time_change, direction, counted, counted_direction)
     common = dict(metric=metric, time_change=time_change, counted_metric=counted_metric,
                   counted_change=counted.pct_change, resolution=counted.resolution, share=share, how=how)
     if ok:
