@@ -203,3 +203,32 @@ def test_kernel_build_prints_the_image_and_list_and_prune_show_the_builds(cli, t
     assert_one_line_error(cli("kernel", "build", recipe_file, check=False), f"{recipe_file}:3: expected")
     recipe_file.write_text(f"tree: {tmp_path}\n")
     assert_one_line_error(cli("kernel", "build", recipe_file, check=False), "is not a git repository")
+
+
+def test_a_series_recipe_is_one_build_command_run_at_each_commit(tmp_path):
+    """`perflab series --recipe`: the recipe's config, fragments, compiler and flags as the build
+    command of each commit, into the one $KBUILD_OUTPUT; the tree, commits and patches are the series'."""
+    import os
+    import subprocess
+
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.vm import recipe
+
+    tree = _tree(tmp_path / "linux")
+    spec = tmp_path / "recipe.yaml"
+    spec.write_text("config: defconfig\nfragments: [{CONFIG_PREEMPT: y}]\nkcflags: -Os\nname: -series\n")
+    command = recipe.build_command(recipe.series_recipe(str(spec), str(tree)), jobs=1)
+    out = tmp_path / "out"
+    env = dict(os.environ, KBUILD_OUTPUT=str(out))
+    for version in ("one", "two"):
+        (tree / "version.txt").write_text(version + "\n")
+        subprocess.run(["/bin/sh", "-c", command], cwd=tree, env=env, check=True, capture_output=True)
+        image = (out / "arch/x86/boot/bzImage").read_text()
+        assert f"image {version}" in image and "kcflags=-Os" in image and "CONFIG_PREEMPT=y" in image, image
+    # the config was made once (the second commit's build kept it), and named by LOCALVERSION
+    assert (out / ".config").read_text().count("CONFIG_PREEMPT=y") == 1
+    assert (out / "include/config/kernel.release").read_text().strip() == "6.1.0-series"
+    for text, key in (("tree: /x\n", "tree"), ("patches: [a.patch]\n", "patches"), ("cmdline: quiet\n", "cmdline")):
+        spec.write_text(text)
+        with pytest.raises(UsageProblem, match=f"key '{key}'"):
+            recipe.series_recipe(str(spec), str(tree))

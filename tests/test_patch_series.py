@@ -178,3 +178,15 @@ def test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_
     assert ("revert check: reverting [PATCH 3/5] lib: scale the work up (3) on the head does not restore "
             "valgrind.instructions: the culprit is interacting with later patches") in out, out
     assert "kind of change: valgrind.instructions is exact here (counted)" in out
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_bisect_kind_labels_the_culprit_against_its_parent(cli, tmp_path):
+    sleepy = TIMED % ("SCALE * 2000000L", 1, 60000)
+    repo, _mails, base = _project(tmp_path, [_notes(1), ("prog: wait for the device (2)", {"prog.c": sleepy}),
+                                             _notes(3)])
+    out = cli("bisect", "--repo", repo, "--good", base, "--bad", "topic", "--build", "cc -O1 -o prog prog.c",
+              "--metric", "time.elapsed_time", "--kind", "--", "./prog", timeout=900).stdout
+    assert "subject: prog: wait for the device (2)" in out, out
+    assert "  kind of change: timing only: valgrind.instructions" in out and "timed again in 6 pairs" in out, out
+    assert _record(cli.db)["result"]["kind"]["label"] == "timing only"

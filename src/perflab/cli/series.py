@@ -22,6 +22,9 @@ from perflab.core.text import printable
 @click.option("--build", "build_cmd", metavar="CMD", default="", help="Builds a commit (run in its checkout).")
 @click.option("--kernel", metavar="IMAGE", help="The repository is a kernel tree: the image the build makes "
                                                 "(a path in the build output, e.g. arch/x86/boot/bzImage).")
+@click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False), metavar="RECIPE.yaml",
+              help="The repository is a kernel tree built with this recipe's config, fragments, cc, kcflags and "
+                   "name (docs/vm.md), each commit in turn: instead of --build (the image: arch/x86/boot/bzImage).")
 @click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")), help="With --kernel: the guest's mode.")
 @click.option("--tag", "-t", help="Tag of the series' runs (default bisect-ID).")
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
@@ -34,19 +37,25 @@ from perflab.core.text import printable
 @click.option("--subject-tag", default="perflab", show_default=True, help="The mail subject's [TAG].")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, tag, build_timeout, no_revert,
+def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_file, vm_mode, tag, build_timeout, no_revert,
                no_kind, out_file, to, subject_tag, db, command) -> None:
     """Apply a patch series on its base in perflab's own clone, measure base and head, and on a
-    change name the patch that made it, bisecting inside the series (one patch a step).
+    change name the patch that made it, bisecting inside the series (one patch a step); then
+    revert that patch on the head and measure it (restores, or interacts with later patches),
+    and label a timed change by counting base and head (valgrind instructions; icount for a
+    kernel): code path, timing only, or not reproduced. --out/--to: the robot's mail for it.
 
     The base is the series' `base-commit:` trailer (`git format-patch --base`, b4) or --base. A
     patch that does not apply is one line naming it. The measuring, the stopping rules and the
-    culprit's confirmation are perflab bisect's (docs/bisect.md).
+    culprit's confirmation are perflab bisect's (docs/bisect.md, "A patch series").
 
     \b
     Example:
-      git format-patch --base=auto -o series/ origin/main..topic
-      perflab series --repo ~/src/proj --mbox series/ --build 'make' --metric valgrind.instructions --job bench.yaml
+      git format-patch --base=auto --cover-letter -o series/ origin/main..topic
+      perflab series --repo ~/src/proj --mbox series/ --build 'make' --metric time.elapsed_time \\
+          --job bench.yaml --out report.txt
+      perflab series --repo ~/linux --mbox v3.mbox --build 'make -j8 bzImage' \\
+          --kernel arch/x86/boot/bzImage --vm kvm --job getppid.yaml --metric will-it-scale.per_process_ops
     """
     from perflab.automate import bisect, series
     from perflab.core.errors import PerflabError
@@ -54,6 +63,17 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, t
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
+    if recipe_file:
+        from perflab.execution.vm import recipe
+
+        if build_cmd:
+            raise click.UsageError("--recipe builds each commit: give it or --build, not both")
+        build_cmd = recipe.build_command(recipe.series_recipe(recipe_file, repo))
+        kernel = kernel or "arch/x86/boot/bzImage"
+    if out_file:
+        from perflab.core import output
+
+        output.check(out_file, "--out")     # before any work: the mail is never lost at the end
     say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
     store = get_store(db)
     result = series.run(store, repo=repo, mbox=mbox, job=job, metric=metric, build=build_cmd, base=base,
@@ -85,7 +105,8 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, vm_mode, t
     words = ["perflab", "series", "--repo", str(Path(repo).resolve()), "--mbox", str(Path(mbox).resolve()),
              "--metric", metric]
     for flag, value in (("--base", base), ("--job", job_file and str(Path(job_file).resolve())),
-                        ("--build", build_cmd), ("--kernel", kernel), ("--vm", vm_mode)):
+                        ("--recipe", recipe_file and str(Path(recipe_file).resolve())),
+                        ("--build", None if recipe_file else build_cmd), ("--kernel", kernel), ("--vm", vm_mode)):
         if value:
             words += [flag, str(value)]
     line = shlex.join(words) + (" -- " + shlex.join(command) if command else "")

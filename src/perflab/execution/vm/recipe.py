@@ -141,9 +141,10 @@ def _target(config: str) -> bool:
     return "/" not in config and config.endswith("config")
 
 
-def read_recipe_file(path: str) -> dict:
+def read_recipe_file(path: str, need_tree: bool = True) -> dict:
     """A recipe written in a file of its own (`--kernel recipe.yaml`, `perflab kernel build`): its
-    mapping, or a job file's `kernel:` mapping; UsageProblem in one line naming the file (and line)."""
+    mapping, or a job file's `kernel:` mapping; UsageProblem in one line naming the file (and line).
+    `need_tree`: False for a series' recipe (the series gives the tree)."""
     import yaml
 
     from perflab.core import yamlsafe
@@ -156,8 +157,9 @@ def read_recipe_file(path: str) -> dict:
         raise UsageProblem(f"{where}: {getattr(e, 'problem', None) or getattr(e, 'strerror', None) or e}") from None
     if isinstance(doc, dict) and isinstance(doc.get("kernel"), dict):
         doc = doc["kernel"]          # a whole job file: its kernel
-    if not isinstance(doc, dict) or "tree" not in doc:
-        raise UsageProblem(f"{path}: expected a kernel recipe (a mapping with tree:, or a job file whose kernel: is one)")
+    if not isinstance(doc, dict) or (need_tree and "tree" not in doc):
+        raise UsageProblem(f"{path}: expected a kernel recipe (a mapping{' with tree:' if need_tree else ''}, "
+                           "or a job file whose kernel: is one)")
     return doc
 
 
@@ -327,6 +329,48 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
     os.replace(scratch, final)
     say(f"built {facts['kernel_build_release'] or key} in {facts['kernel_build_seconds']} s: {final / 'bzImage'}")
     return Built(final / "bzImage", key, facts)
+
+
+SERIES_KEYS = ("config", "fragments", "cc", "kcflags", "name")
+
+
+def build_command(recipe: Recipe, jobs: int | None = None) -> str:
+    """A recipe's config, compiler and flags as one shell command that builds the checkout it runs
+    in into $KBUILD_OUTPUT (the build of a bisection or a patch series: each commit in turn, one
+    output directory kept). The config is made once, when the output directory has none."""
+    import sys
+
+    q = shlex.quote
+    cc = f"CC={q(recipe.cc)}" + (f" LLVM={recipe.llvm}" if recipe.llvm else "")
+    make = f'make O="$KBUILD_OUTPUT" {cc} -j{jobs or os.cpu_count() or 2}'
+    config = '"$KBUILD_OUTPUT/.config"'
+    if recipe.config == PERFLAB_CONFIG:
+        perflab = shlex.join([sys.executable, "-c", "import sys; from perflab.cli import entry; "
+                              "sys.argv[0] = 'perflab'; sys.exit(entry())"])
+        first = [f"{perflab} kernel config --tree . -o {config}"]
+    elif _target(recipe.config):
+        first = [f"{make} {q(recipe.config)}"]
+    else:
+        first = [f"cp {q(recipe.config)} {config}"]
+    for f in recipe.fragments:
+        first.append(f"cat {q(f)} >> {config}" if isinstance(f, str) else
+                     "printf '%s\\n' " + " ".join(q(f"{k}={v}") for k, v in f) + f" >> {config}")
+    flags = f" KCFLAGS={q(recipe.kcflags)}" if recipe.kcflags else ""
+    return (f'set -e; mkdir -p "$KBUILD_OUTPUT"; test -f {config} || {{ {"; ".join(first)}; }}; '
+            f"{make} olddefconfig; {make}{flags} LOCALVERSION={q(recipe.name)} bzImage")
+
+
+def series_recipe(path: str, tree: str) -> Recipe:
+    """A recipe file for a patch series: its config, fragments, cc, kcflags and name; the tree, the
+    commits and the patches are the series'. UsageProblem in one line naming a key it cannot take."""
+    doc = read_recipe_file(path, need_tree=False)
+    given = [k for k in ("tree", "ref", "patches") if k in doc]
+    if given:
+        raise UsageProblem(f"--recipe {path}: key '{given[0]}': the series gives the tree, the commits and the "
+                           f"patches; a recipe for it takes {', '.join(SERIES_KEYS)}")
+    if "cmdline" in doc:
+        raise UsageProblem(f"--recipe {path}: key 'cmdline': a boot option is the job's (kernel: {{cmdline: ...}})")
+    return recipe_of({**doc, "tree": tree}, f"--recipe {path}")
 
 
 def reproducer(recipe: Recipe, commit: str) -> str:
