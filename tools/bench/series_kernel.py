@@ -158,8 +158,8 @@ def main() -> None:
     print(f"culprit: {'RIGHT' if named and named.group(1).startswith(want) else 'WRONG'} "
           f"({named.group(1) if named else 'none named'}; the culprit is {want})")
     for key in ("revert check:", "kind of change:"):
-        found = re.search(rf"^{key} (.*)$", out, re.M)
-        print(f"{key} {found.group(1) if found else 'not said'}")
+        found = re.findall(rf"^{key} (.*)$", out, re.M)     # the last: the result, after the progress lines
+        print(f"{key} {found[-1] if found else 'not said'}")
     if mail.is_file():
         print(f"mail: {mail}\n" + "".join(f"  > {line}\n" for line in mail.read_text().splitlines()[:40]))
 

@@ -43,14 +43,24 @@ def counting(measurer: Measurer, job: AtomicJob, metric: str) -> Counting | str:
     if kernel is not None:
         if kernel.vm.get("mode") == "icount":
             return f"{metric} is instruction-time under icount already: a change of it is in the code path"
-        return Counting(measurer.in_mode("icount"), job, metric, "QEMU icount")
+        return Counting(measurer.in_mode("icount"), _profiled(job, kernel.vm), metric, "QEMU icount")
     if job.in_guest:
         if job.vm.get("mode") == "icount":
             return f"{metric} is instruction-time under icount already: a change of it is in the code path"
-        return Counting(measurer, job.with_(vm={**job.vm, "mode": "icount"}), metric, "QEMU icount")
+        return Counting(measurer, _profiled(job, job.vm).with_(vm={**job.vm, "mode": "icount"}), metric, "QEMU icount")
     if job.measure or metric.startswith("valgrind."):
         return f"{metric} is counted by valgrind already: a change of it is in the code path"
     return Counting(measurer, job.with_(measure="instructions"), "valgrind.instructions", "valgrind")
+
+
+def _profiled(job: AtomicJob, vm: dict) -> AtomicJob:
+    """The job counted under icount with insn-profile too (it adds no guest instruction), so the
+    report can say where the instructions moved; one vCPU only, as insn-profile needs."""
+    from perflab import monitors
+
+    if int(vm.get("cpus") or 1) != 1 or "insn-profile" in (job.monitors or {}):
+        return job
+    return job.with_(monitors={**(job.monitors or {}), **monitors.validate({"insn-profile": {}})})
 
 
 def label(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base: str, head: str,

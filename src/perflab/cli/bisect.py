@@ -137,8 +137,11 @@ def _where(store, result) -> None:
     from perflab.report.profile import render_instructions
 
     parent = result.evidence.parent or result.good
-    view = where_view(store, f"tag={result.tag},commit={parent[:12]}",
-                      f"tag={result.tag},commit={result.culprit.sha[:12]}", None)
+    view = None
+    # The bisection's own runs, else those that counted the culprit's change for its kind (--kind).
+    for tag in (result.tag, f"{result.tag}-kind"):
+        view = view or where_view(store, f"tag={tag},commit={parent[:12]}",
+                                  f"tag={tag},commit={result.culprit.sha[:12]}", None)
     if view is not None:
         click.echo("where the first bad commit's instructions changed (against its parent):")
         click.echo(render_instructions(view, moved_only=True), nl=False)
