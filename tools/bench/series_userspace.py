@@ -8,8 +8,8 @@ WORK additions. Eight patches on its base, in two halves mailed separately (`git
 --base`), so each half has one culprit:
 
   first half (1-4):  notes, notes, **pad each item to a cache line** (`PAD 0` -> `PAD 56`: the
-                     same loops and instructions, 8 times the memory and the cache lines), notes
-  second half (5-8): notes, **20,000,000 more additions** (WORK 0 -> 20000000), notes, notes
+                     same loops and instructions at -O1, 8 times the memory and the cache lines), notes
+  second half (5-8): notes, **100,000,000 more additions** (WORK 0 -> 100000000), notes, notes
 
 `perflab series --metric time.elapsed_time` runs on each half: the patch named, the revert check,
 and the kind of the change, counted by valgrind. Expected: the padding "timing only", the work
@@ -60,7 +60,7 @@ def project(where: Path) -> tuple[Path, list[str]]:
     git(repo, "commit", "-qm", "base")
     shas = [git(repo, "rev-parse", "HEAD")]
     changes = {3: ("items: pad each item to a cache line", "layout.h", "#define PAD 56\n"),
-               6: ("work: 20,000,000 more additions", "work.h", "#define WORK 20000000L\n")}
+               6: ("work: 100,000,000 more additions", "work.h", "#define WORK 100000000L\n")}
     for i in range(1, 9):
         subject, name, text = changes.get(i, (f"notes: more notes ({i})", "NOTES", "notes\n" * (i + 1)))
         (repo / name).write_text(text)
@@ -80,7 +80,7 @@ def run_half(repo: Path, mbox: Path, work: Path, name: str) -> dict:
     job = work / "job.yaml"
     job.write_text("benchmark: cmd\ncommand: ./prog\n")
     db = work / f"{name}.db"
-    cmd = [*PERFLAB, "series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O2 -o prog prog.c",
+    cmd = [*PERFLAB, "series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O1 -o prog prog.c",
            "--metric", "time.elapsed_time", "--out", work / f"{name}-mail.txt", "--db", db]
     load = os.getloadavg()[0]
     started = time.monotonic()

@@ -66,8 +66,9 @@ class ChangeKind:
         again = (f"timed again in {self.retimed_n} pairs: {self.retimed_change * 100:+.1f}% "
                  f"(p={self.retimed_p:.2g})")
         if self.label == TIMING_ONLY:
-            extra = (f", a share of {self.share * 100:.0f}%" if math.isfinite(self.share) and
-                     exact.change_called(self.counted_change, self.resolution) else "")
+            moved = math.isfinite(self.share) and exact.change_called(self.counted_change, self.resolution)
+            extra = ("" if not moved else f", a share of {self.share * 100:.0f}%" if self.share > 0 else
+                     ", the other way")
             return (f"{self.label}: {counted}{extra} against {self.metric} {self.time_change * 100:+.1f}%, "
                     f"{again}: cache, layout, alignment, contention or I/O")
         return f"{self.label}: {counted}; {again}: the first verdict was noise"
