@@ -5,11 +5,11 @@
 
 The tree and its repository are tools/bench/kernel_bisect.py's (linux-source-6.1 with perflab's
 minimal config, tagged perflab-base; its cached build tree builds incrementally). On the base, a
-branch of 10 patches, written with git's plumbing:
+branch of 10 patches, written with git's plumbing (the defaults; --culprit and --broken move those):
 
   1  Documentation: a note (not built)          6  getppid: EXTRA reads of a volatile (the culprit)
   2  kernel/sys.c: a comment (neutral)          7  kernel/sys.c: a comment
-  3  kernel/sys.c: cosmetic (a local renamed)   8  Documentation: a note
+  3  kernel/sys.c: cosmetic (a blank line)      8  Documentation: a note
   4  kernel/sys.c: a syntax error (no build)    9  kernel/sys.c: a comment
   5  kernel/sys.c: the syntax error fixed      10  kernel/sys.c: a comment
 
@@ -45,16 +45,7 @@ def patches(base_text: str, args) -> list[tuple[str, dict[str, str]]]:
     text = base_text
     for i in range(1, 11):
         files: dict[str, str] = {}
-        if i in (1, 8):
-            files[NOTE] = f"perflab note {i}\n"
-            subject = f"Documentation: a note ({i})"
-        elif i == 3:
-            # A local renamed: the same code, a different source line.
-            text = text.replace("\tpid = task_tgid_vnr(rcu_dereference(current->real_parent));\n\trcu_read_unlock();"
-                                "\n\n\treturn pid;", "\tpid = task_tgid_vnr(rcu_dereference(current->real_parent));"
-                                "\n\trcu_read_unlock();\n\treturn pid;", 1)
-            subject = "kernel/sys.c: getppid without the blank line (cosmetic)"
-        elif i == args.broken:
+        if i == args.broken:
             text = text.replace(kb.GETPPID, kb.GETPPID + "\tthis does not build;\n", 1)
             subject = "kernel/sys.c: a half-done change (does not build)"
         elif i == args.broken + 1:
@@ -64,10 +55,19 @@ def patches(base_text: str, args) -> list[tuple[str, dict[str, str]]]:
             reads = "".join("\t(void)perflab_series;\n" for _ in range(args.extra))
             text = text.replace(kb.GETPPID, "static volatile int perflab_series;\n\n" + kb.GETPPID + reads, 1)
             subject = f"getppid: read a volatile {args.extra} times (adds instructions)"
+        elif i == 3:
+            # A local renamed: the same code, a different source line.
+            text = text.replace("\tpid = task_tgid_vnr(rcu_dereference(current->real_parent));\n\trcu_read_unlock();"
+                                "\n\n\treturn pid;", "\tpid = task_tgid_vnr(rcu_dereference(current->real_parent));"
+                                "\n\trcu_read_unlock();\n\treturn pid;", 1)
+            subject = "kernel/sys.c: getppid without the blank line (cosmetic)"
+        elif i in (1, 8):
+            files[NOTE] = f"perflab note {i}\n"
+            subject = f"Documentation: a note ({i})"
         else:
             text = text.replace("#include <linux/export.h>\n", f"#include <linux/export.h>\n/* series {i} */\n", 1)
             subject = f"kernel/sys.c: a comment ({i})"
-        if i not in (1, 8):
+        if not files:
             files["kernel/sys.c"] = text
         out.append((subject, files))
     return out
@@ -113,6 +113,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--db", default=None)
     args = ap.parse_args()
+    if not (1 <= args.broken < 10 and args.culprit not in (3, args.broken, args.broken + 1) and 1 <= args.culprit <= 10):
+        sys.exit("--broken 1..9, and --culprit 1..10 not 3 (the cosmetic patch), the broken patch or its fix")
     base = kb.base_repository()
     name = branch(base, args)
     kb.build_tree()

@@ -359,8 +359,10 @@ class KernelBuilds:
         self.seconds[commit] = time.monotonic() - started
         scratch = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}.", dir=self._images_dir()))
         shutil.copy2(made, scratch / kept.name)
-        if (self.out / ".config").is_file():
-            shutil.copy2(self.out / ".config", scratch / ".config")
+        # The config, and the symbols that name a kernel without kallsyms' counts (insn-profile).
+        for name in (".config", "System.map"):
+            if (self.out / name).is_file():
+                shutil.copy2(self.out / name, scratch / name)
         os.replace(scratch, kept.parent) if not kept.parent.exists() else shutil.rmtree(scratch)
         return kept
 

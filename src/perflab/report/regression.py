@@ -148,13 +148,13 @@ def _series_reproduce(report: RegressionReport) -> list[str]:
     kernel = report.kernels[0] if report.kernels else None
     run = "perflab run job.yaml --repo ."
     if kernel:
-        steps.insert(3, "export KBUILD_OUTPUT=$PWD/kbuild   # kbuild's output directory, for the build below")
+        steps.append("export KBUILD_OUTPUT=$PWD/kbuild   # kbuild's output directory, for the build below")
         run += " --kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" + (f" --vm {kernel.mode}" if kernel.mode else "")
     for name, step in (("base", None), ("head", f"git am {mbox}")):
         if step:
             steps.append(step)
         if report.build:
-            steps.append(shown(report.build, 300))
+            steps.append(report.build)      # whole: a reader runs it (printable below, not shortened)
         steps.append(f"{run} --tag {name}")
     steps.append("perflab compare base head")
     out = ["To reproduce:", "", *(STEP + printable(x, None) for x in steps)]

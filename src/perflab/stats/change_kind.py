@@ -56,8 +56,10 @@ class ChangeKind:
     @property
     def sentence(self) -> str:
         """One line for a report: the label and the figures it rests on."""
-        counted = (f"{self.counted_metric} {self.counted_change * 100:+.2f}% (resolution "
-                   f"{self.resolution * 100:.2g}%)") if math.isfinite(self.counted_change) else self.counted_metric
+        # The same metric counted (under icount) is told apart from the timed one by where it was counted.
+        name = self.counted_metric + (f" under {self.how}" if self.counted_metric == self.metric and self.how else "")
+        counted = (f"{name} {self.counted_change * 100:+.2f}% (resolution "
+                   f"{self.resolution * 100:.2g}%)") if math.isfinite(self.counted_change) else name
         if self.label == CODE_PATH:
             return (f"{self.label}: {counted} against {self.metric} {self.time_change * 100:+.1f}% "
                     f"(the count accounts for {self.share * 100:.0f}% of the change)")
