@@ -136,7 +136,7 @@ def test_the_robot_names_the_culprit_and_says_in_one_line_what_it_could_also_be(
     machine = Unbuildable(ExactMachine(shas, CULPRIT), {shas[BROKEN - 1]})
     finding = robot.Finding("cmd", METRIC, shas[0], shas[-1], 0.03, "change point")
     said: list[str] = []
-    sha, base, head, also, _kind = robot._culprit(store, tmp_path / "repo", finding, shas, [job], "", "robot-t", None,
+    sha, base, head, also, _kind, _exact = robot._culprit(store, tmp_path / "repo", finding, shas, [job], "", "robot-t", None,
                                            said.append, None, machine, given=machine)
     assert sha == shas[CULPRIT - 1] and base.endswith(f"commit={shas[0]}") and head.endswith(f"commit={sha}")
     assert also == (f"The bisection could not test {shas[BROKEN - 1][:12]} (it did not build or run): the first "

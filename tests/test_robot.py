@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,8 +24,11 @@ def make_repo(path: Path, commits: int = 8) -> list[str]:
         # start-up delay of that order can neither hide a change of 270 ms nor pass for one
         # (a run at 30 ms disturbed to 130 ms is still 2.3x below the slow level).
         pause = "0.3" if i >= SLOW_AT else "0.03"
-        (path / "prog.sh").write_text(f"#!/bin/sh\n# version {i}\nsleep {pause}\n")
-        subprocess.run(["git", "-C", str(path), "add", "prog.sh"], check=True, env=env)
+        # The version in a file of its own: the culprit's revert on the tip applies (issue 37).
+        (path / "prog.sh").write_text(f"#!/bin/sh\nsleep {pause}\n")
+        if i != SLOW_AT:
+            (path / "VERSION").write_text(f"{i}\n")
+        subprocess.run(["git", "-C", str(path), "add", "prog.sh", "VERSION"], check=True, env=env)
         subject = "prog: sleep longer" if i == SLOW_AT else f"prog: change {i}"
         subprocess.run(["git", "-C", str(path), "commit", "-q", "-m", subject], check=True, env=env)
         shas.append(subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -46,6 +50,12 @@ def test_robot_finds_bisects_and_reports_a_planted_regression_once(cli, tmp_path
     text = report.read_text()
     assert f"[perflab] {shas[SLOW_AT][:10]}: time.elapsed_time +" in text.splitlines()[0]
     assert f'commit: {shas[SLOW_AT]} ("prog: sleep longer")' in text
+    # The culprit reverted on the tip (a commit made without a checkout) gives back the fast level,
+    # and a sleep is no code path: valgrind counts the same instructions (issue 37).
+    assert (f'revert check: reverting {shas[SLOW_AT][:12]} ("prog: sleep longer") on the tip restores '
+            "time.elapsed_time") in text, text
+    if shutil.which("valgrind"):
+        assert "kind of change: timing only: valgrind.instructions" in text, text
     # Every measurement was stored with its commit; the user's checkout was never touched.
     assert subprocess.run(["git", "-C", repo, "status", "--porcelain"], capture_output=True, text=True).stdout == ""
     assert subprocess.run(["git", "-C", repo, "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True,

@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perflab.automate import bisect
@@ -196,7 +196,8 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
              out_dir: str | None = None, to: tuple[str, ...] = (), subject_tag: str = "perflab",
              broker: str | None = None, source_url: str | None = None,
              say: Callable[[str], None] = lambda m: None, measurer: Measurer | None = None,
-             kernel: str | None = None, vm_mode: str | None = None, build_timeout: float | None = None) -> Pass:
+             kernel: str | None = None, vm_mode: str | None = None, build_timeout: float | None = None,
+             revert: bool = True) -> Pass:
     """One pass. `measurer`: how commits are measured (default: here, or on the lab box with --box/--broker).
 
     `kernel`: the repository is a kernel tree whose build makes this image (relative to the build
@@ -211,7 +212,7 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
         return _pass(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name, start=start,
                      metrics=metrics, box=box, out_dir=out_dir, to=to, subject_tag=subject_tag, broker=broker,
                      source_url=source_url, say=say, measurer=measurer, given=given, spec=spec,
-                     build_timeout=build_timeout)
+                     build_timeout=build_timeout, revert=revert)
     finally:
         if given is None and hasattr(measurer, "close"):
             measurer.close()
@@ -230,7 +231,7 @@ def _kernel(kernel: str | None, vm_mode: str | None, jobs: list[AtomicJob]) -> K
 
 
 def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, out_dir, to, subject_tag, broker,
-          source_url, say, measurer, given, spec, build_timeout=None) -> Pass:
+          source_url, say, measurer, given, spec, build_timeout=None, revert=True) -> Pass:
     from perflab.analysis import regression
     from perflab.report.regression import render
 
@@ -271,8 +272,8 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         if any(m == f.metric and order.index(g) <= order.index(f.good) and order.index(f.bad) <= order.index(b)
                for g, b, m in ranges if g in order and b in order):
             continue   # a regression already bisected and reported
-        culprit, base_op, head_op, also, kind = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say, lab,
-                                                         measurer, given, spec, build_timeout)
+        culprit, base_op, head_op, also, kind, exact = _culprit(store, root, f, order, jobs, build_cmd, tag, box, say,
+                                                                lab, measurer, given, spec, build_timeout)
         if culprit is None:
             done.skipped.append(f"{f.metric} {f.good[:12]}..{f.bad[:12]}")
             continue
@@ -281,6 +282,9 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         report = regression.build(store, base_op, head_op, tag=subject_tag, metrics=[f.metric], repo=str(root),
                                   build_command=build_cmd or None)
         report.change_kind = kind
+        if revert and culprit != order[-1]:
+            report.revert_check = _revert_on_tip(store, root, f, culprit, order[-1], jobs, measurer, exact,
+                                                 head_op.split(",", 1)[0].removeprefix("tag="), say)
         text = render(report)
         if also:
             # One line, at the end: the bisection named the first commit it could measure.
@@ -310,15 +314,15 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
 def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, tag, box, say, lab, measurer,
              given: Measurer | None = None, spec: KernelSpec | None = None, build_timeout: float | None = None):
     """(culprit sha, base operand, head operand, a line on untested commits that could also be the culprit,
-    the kind of its change) of a finding: bisected unless good and bad are adjacent; a timed change's
+    the kind of its change, whether the metric was exact) of a finding: bisected unless good and bad are adjacent; a timed change's
     kind labelled by counting the culprit and its parent (bisect's Settings.kind)."""
     gi, bi = order.index(f.good), order.index(f.bad)
     if bi == gi + 1:
-        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}", "", ""
+        return f.bad, f"tag={tag},commit={f.good}", f"tag={tag},commit={f.bad}", "", "", f.metric.startswith("valgrind.")
     job = next((j for j in jobs if j.benchmark == f.benchmark), None)
     if job is None:
         say(f"{f.metric}: no job of {f.benchmark} to bisect with")
-        return None, None, None, "", ""
+        return None, None, None, "", "", False
     say(f"bisecting {f.metric} {f.how}: {f.good[:12]}..{f.bad[:12]} ({f.change * 100:+.1f}%)")
     try:
         result = bisect.start(store, repo=str(root), good=f.good, bad=f.bad, build_cmd=build_cmd,
@@ -330,11 +334,11 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
                               vm_mode=spec.vm.get("mode") if spec else None)
     except (bisect.BisectError, GitError, bisect.EndsDoNotDiffer) as e:
         say(f"not bisected: {e}")
-        return None, None, None, "", ""
+        return None, None, None, "", "", False
     if result.culprit is None:
         say(f"bisection {result.record.id} ended without a single culprit "
             f"({len(result.candidates)} candidates left by skipped commits)")
-        return None, None, None, "", ""
+        return None, None, None, "", "", False
     sha = result.culprit.sha
     btag = result.record.tag
     # The sequential test may call the culprit after 2 runs, against many of the good end; the
@@ -350,4 +354,37 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
                 f"(it did not build or run): the first bad commit could also be "
                 f"{'that one' if len(result.ambiguous_with) == 1 else 'one of those'}.")
         say(f"{sha[:12]}: {also}")
-    return sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}", also, result.change_kind
+    return (sha, f"tag={btag},commit={result.record.good}", f"tag={btag},commit={sha}", also, result.change_kind,
+            result.exact is not None)
+
+
+def _revert_on_tip(store, root: Path, f: Finding, culprit: str, tip: str, jobs, measurer: Measurer, exact: bool,
+                   tag: str, say) -> str:
+    """The culprit reverted on the branch's tip (automate.series: a commit made without a checkout,
+    only objects added to the repository), measured beside the last good commit and the tip; one line."""
+    from perflab.automate.bisect.record import check_metric
+    from perflab.automate.measurer import measure_rounds
+    from perflab.automate.series import CANNOT, REVERT_ROUNDS, RevertCheck, judge_revert, revert_on_head
+    from perflab.core.git import commit_info
+
+    job = next((j for j in jobs if j.benchmark == f.benchmark), None)
+    if job is None:
+        return ""
+    info = commit_info(root, culprit)
+    name = f"{culprit[:12]} (\"{info['subject']}\")"
+    sha, why = revert_on_head(root, tip, culprit, info["subject"])
+    words = dict(on="tip", base_name="last good", later="later commits")
+    if sha is None:
+        return RevertCheck(name, CANNOT, f.metric, why=why, **words).sentence
+    rounds = 2 if exact else REVERT_ROUNDS
+    say(f"revert check: {culprit[:12]} reverted on the tip {tip[:12]} as {sha[:12]}; measuring the last good "
+        f"commit, the tip and the reverted tip in {rounds} rounds")
+    direction, _unit = check_metric(job, f.metric)
+    try:
+        values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab robot: revert check of {culprit[:12]}"),
+                                {"good": f.good, "bad": tip, "revert": sha}, rounds, f.metric, seed=sha, say=say)
+    except (BuildFailed, PerflabError) as e:
+        return f"reverting {name} on the tip could not be measured: {e}"
+    check = replace(judge_revert(name, f.metric, direction, sha, values, f.good, tip, exact), **words)
+    say(f"revert check: {check.sentence}")
+    return check.sentence

@@ -153,40 +153,57 @@ class RevertCheck:
     rounds: int = 0
     exact: bool = False
     why: str = ""                      # CANNOT: git's words
+    on: str = "head"                   # what it was reverted on: a series' head, the robot's branch tip
+    base_name: str = "base"            # what the reverted one is set against: the base, the last good commit
+    later: str = "later patches"       # what the culprit can interact with
 
     @property
     def sentence(self) -> str:
         if self.verdict == CANNOT:
-            return f"{self.patch} cannot be reverted on the head: {self.why}"
-        figures = (f"{self.metric}: base {self.base:.6g}, head {self.head:.6g}, head with it reverted "
-                   f"{self.level:.6g} ({'exact, ' if self.exact else ''}{self.rounds} round"
+            if self.why.startswith("conflicts in "):
+                return f"{self.patch} cannot be reverted on the {self.on}: it {self.why[:9]} with {self.later}{self.why[9:]}"
+            return f"{self.patch} cannot be reverted on the {self.on}: {self.why}"
+        figures = (f"{self.metric}: {self.base_name} {self.base:.6g}, {self.on} {self.head:.6g}, {self.on} with it "
+                   f"reverted {self.level:.6g} ({'exact, ' if self.exact else ''}{self.rounds} round"
                    f"{'' if self.rounds == 1 else 's'})")
         if self.verdict == RESTORES:
-            return f"reverting {self.patch} on the head restores {self.metric} ({self.undone * 100:.0f}% of the change undone); {figures}"
+            return (f"reverting {self.patch} on the {self.on} restores {self.metric} ({self.undone * 100:.0f}% of "
+                    f"the change undone); {figures}")
         if self.verdict == PARTLY:
-            return (f"reverting {self.patch} on the head undoes {self.undone * 100:.0f}% of the change only: the "
-                    f"culprit is interacting with later patches; {figures}")
-        return (f"reverting {self.patch} on the head does not restore {self.metric}: the culprit is interacting "
-                f"with later patches; {figures}")
+            return (f"reverting {self.patch} on the {self.on} undoes {self.undone * 100:.0f}% of the change only: "
+                    f"the culprit is interacting with {self.later}; {figures}")
+        return (f"reverting {self.patch} on the {self.on} does not restore {self.metric}: the culprit is "
+                f"interacting with {self.later}; {figures}")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def revert_on_head(clone: Path, head: str, culprit: Patch) -> tuple[str | None, str]:
-    """`git revert` of the culprit on the head, in perflab's clone: (the new commit, "") or (None, why)."""
-    git(clone, "revert", "--abort", check=False)
-    git(clone, "checkout", "-q", "--force", "--detach", head)
-    done = git(clone, *IDENT, "revert", "--no-edit", culprit.sha, check=False)
-    if done.returncode != 0:
-        conflicts = git(clone, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
-        git(clone, "revert", "--abort", check=False)
-        git(clone, "checkout", "-q", "--force", "--detach", head)
-        return None, (f"it conflicts with later patches in {', '.join(conflicts[:4])}" if conflicts else
-                      (done.stderr.strip() or done.stdout.strip() or "git revert failed").splitlines()[0])
-    sha = git(clone, "rev-parse", "HEAD").stdout.strip()
-    git(clone, "update-ref", "refs/heads/perflab-series-revert", sha)
-    return sha, ""
+def revert_on_head(repo: Path, head: str, culprit: str, subject: str) -> tuple[str | None, str]:
+    """The commit that reverts `culprit` on `head`, made without a checkout: the culprit's diff
+    applied in reverse to an index of the head's tree (three-way where the context moved), then
+    committed on the head. Only objects are added to `repo`: no branch, index or file of it
+    changes. (the new commit, "") or (None, git's words on what conflicts)."""
+    fd, index = tempfile.mkstemp(prefix="perflab-revert-", suffix=".index")
+    os.close(fd)
+    os.unlink(index)           # git makes it: an empty file is not an index
+    env = {"GIT_INDEX_FILE": index}
+    try:
+        git(repo, "read-tree", head, env=env)
+        diff = git(repo, "diff", "--binary", "--full-index", culprit, f"{culprit}^").stdout
+        if diff.strip():
+            done = git(repo, "apply", "--cached", "--3way", "-", input=diff, env=env, check=False)
+            if done.returncode != 0:
+                files = [line[2:].strip() for line in (done.stderr + done.stdout).splitlines() if line.startswith("U ")]
+                if files:
+                    return None, f"conflicts in {', '.join(files[:4])}"
+                return None, (done.stderr.strip() or "git apply failed").splitlines()[0]
+        tree = git(repo, "write-tree", env=env).stdout.strip()
+        message = f'Revert "{subject}"\n\nThis reverts commit {culprit} (perflab\'s revert check).\n'
+        sha = git(repo, *IDENT, "commit-tree", tree, "-p", head, "-m", message).stdout.strip()
+        return sha, ""
+    finally:
+        Path(index).unlink(missing_ok=True)
 
 
 def judge_revert(patch: str, metric: str, direction: int, reverted: str, values: dict[str, list[float]],
@@ -315,12 +332,17 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
         trees.close()
 
 
+def _subject_of(patch: Patch) -> str:
+    """The commit's subject as git am wrote it: the mail's, without its [PATCH n/m] tag."""
+    return re.sub(r"^\[[^\]]*\]\s*", "", patch.subject)
+
+
 def _revert(clone: Path, head: str, base: str, culprit: Patch, measurer, job, metric: str, direction: int, *,
             exact_metric: bool, tag: str, seed: str, say) -> RevertCheck:
     from perflab.automate.measurer import measure_rounds
     from perflab.core.git import BuildFailed
 
-    sha, why = revert_on_head(clone, head, culprit)
+    sha, why = revert_on_head(clone, head, culprit.sha, _subject_of(culprit))
     if sha is None:
         say(f"revert check: {culprit.name} {why}")
         return RevertCheck(culprit.name, CANNOT, metric, why=why)

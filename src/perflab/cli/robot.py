@@ -219,6 +219,7 @@ def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write each report to DIR/SHA-METRIC.txt.")
 @click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail each report (see `report regression --to`).")
 @click.option("--subject-tag", default="perflab", show_default=True)
+@click.option("--no-revert", is_flag=True, help="Do not check a bisected culprit by reverting it on the branch tip.")
 @click.option("--once", is_flag=True, help="One pass, then exit (for cron); default: poll every --interval.")
 @click.option("--interval", type=FiniteFloat(1), default=300.0, show_default=True, metavar="S",
               help="Seconds between passes.")
@@ -226,7 +227,7 @@ def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
               help="Runs per tested commit (default: chosen from the jobs' stored noise, `perflab noise`, else the jobs').")
 @db_option
 def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, metrics, kernel, vm_mode, box, broker, source_url,
-              out_dir, to, subject_tag, once, interval, runs, db) -> None:
+              out_dir, to, subject_tag, no_revert, once, interval, runs, db) -> None:
     """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
 
     Its state (commits tested, culprits reported) lives in the store, so it
@@ -264,7 +265,7 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
                               subject_tag=subject_tag, broker=broker if box else None, source_url=source_url,
                               say=lambda m: click.echo(f"robot: {printable(m, 300)}"), kernel=kernel,
-                              vm_mode=vm_mode, build_timeout=build_timeout)
+                              vm_mode=vm_mode, build_timeout=build_timeout, revert=not no_revert)
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")
         if done.untested and not done.tested:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import os
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -36,11 +37,15 @@ class BuildFailed(PerflabError):
         self.why = message if why is None else why
 
 
-def git(repo: str | Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run git in `repo`; GitError with git's last line when it fails and `check`."""
+def git(repo: str | Path, *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None,
+        input: str | None = None) -> subprocess.CompletedProcess:
+    """Run git in `repo`; GitError with git's last line when it fails and `check`.
+
+    `env`: variables added to the environment (GIT_INDEX_FILE); `input`: its standard input."""
     try:
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              input=input, stdin=None if input is not None else subprocess.DEVNULL,
+                              env={**os.environ, **env} if env else None)
     except FileNotFoundError:
         raise GitError("git is not installed (Debian package git)") from None
     except subprocess.TimeoutExpired:
