@@ -100,8 +100,10 @@ def branch(base: str, args) -> str:
 def build_command(jobs: int) -> str:
     """kernel_bisect's cached build, the commit fetched first from perflab's clone (the series' commits
     are there, not in the bench's repository)."""
+    # System.map too: the minimal config has no kallsyms, and insn-profile names the counts by it.
     return (f'git -C {shlex.quote(str(kb.BUILD_SRC))} fetch -q "$(git rev-parse --show-toplevel)" '
-            f'"$(git rev-parse HEAD)"; ' + kb.cached_build(jobs))
+            f'"$(git rev-parse HEAD)"; ' + kb.cached_build(jobs)
+            + f'; cp {shlex.quote(str(kb.BUILD_OUT))}/System.map "$KBUILD_OUTPUT/"')
 
 
 def main() -> None:
