@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
-from perflab.core.git import git, repo_root
+from perflab.core.git import BuildFailed, git, repo_root
 from perflab.core.errors import PerflabError, UsageProblem
 
 _FROM = re.compile(r"^From [0-9a-f]{40} ", re.MULTILINE)
@@ -244,7 +244,6 @@ class SeriesResult:
     unchanged: str = ""                    # why there was nothing to bisect
     revert: RevertCheck | None = None      # the culprit reverted on the head
     kind: object | None = None             # stats.change_kind.ChangeKind of base -> head, or a str: why none
-    job: object | None = None              # the AtomicJob measured
     series_path: str = ""                  # the mailbox or directory it was read from
 
     @property
@@ -280,9 +279,7 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     head = series.patches[-1].sha
     say(f"{len(series.patches)} patches applied on {base_sha[:12]}: head {head[:12]}")
     result = SeriesResult(series, base_sha, head, clone, series_path=str(mbox))
-    resolved = jobs.resolve(job)
-    result.job = resolved
-    spec = kernel_spec(kernel, vm_mode, resolved) if kernel else None
+    spec = kernel_spec(kernel, vm_mode, jobs.resolve(job)) if kernel else None
     for left in prune_stale(clone, SERIES_PREFIX, OWNER_FILE, _alive):     # a killed run's
         shutil.rmtree(Path(left).parent, ignore_errors=True)
     trees = Worktrees(clone, SERIES_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
@@ -302,11 +299,11 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
             return result
         b = result.bisection
         rec = b.record
-        job_run = rec.job      # for a kernel tree without its kernel: the Measurer boots each commit's
-        direction, _unit = check_metric(job_run, metric)
+        # The record's job: for a kernel tree, without a kernel (the Measurer boots each commit's).
+        direction, _unit = check_metric(rec.job, metric)
         culprit = result.culprit
         if revert and culprit is not None:
-            result.revert = _revert(clone, head, base_sha, culprit, measurer, job_run, metric, direction,
+            result.revert = _revert(clone, head, base_sha, culprit, measurer, rec.job, metric, direction,
                                     exact_metric=b.exact is not None, tag=rec.tag, seed=seed, say=say)
             rec.result["revert"] = result.revert.to_dict()
         if kind:
@@ -315,8 +312,11 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
             if b.exact is not None:
                 result.kind = f"{metric} is exact here (counted): a change of it is in the code path"
             else:
-                result.kind = change_kind.label(measurer, job_run, metric, direction, base_sha, head, b.ends.change,
-                                                tag=f"{rec.tag}-kind", seed=seed, say=say)
+                try:
+                    result.kind = change_kind.label(measurer, rec.job, metric, direction, base_sha, head,
+                                                    b.ends.change, tag=f"{rec.tag}-kind", seed=seed, say=say)
+                except (BuildFailed, PerflabError) as e:
+                    result.kind = f"not labelled: {e}"
             rec.result["kind"] = result.kind if isinstance(result.kind, str) else result.kind.to_dict()
         rec.result["series"] = {"patches": [{"name": p.name, "sha": p.sha} for p in series.patches],
                                 "cover": series.cover, "base": base_sha, "head": head, "mbox": str(mbox)}
@@ -325,10 +325,8 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     finally:
         if hasattr(measurer, "close"):
             measurer.close()
-        if dirs is not None:
-            for path in (dirs.src,):
-                if path.exists():
-                    git(clone, "worktree", "remove", "--force", str(path), check=False)
+        if dirs is not None and dirs.src.exists():      # KernelBuilds' worktree of the clone (not owned)
+            git(clone, "worktree", "remove", "--force", str(dirs.src), check=False)
         trees.close()
 
 
@@ -340,7 +338,6 @@ def _subject_of(patch: Patch) -> str:
 def _revert(clone: Path, head: str, base: str, culprit: Patch, measurer, job, metric: str, direction: int, *,
             exact_metric: bool, tag: str, seed: str, say) -> RevertCheck:
     from perflab.automate.measurer import measure_rounds
-    from perflab.core.git import BuildFailed
 
     sha, why = revert_on_head(clone, head, culprit.sha, _subject_of(culprit))
     if sha is None:
@@ -355,6 +352,8 @@ def _revert(clone: Path, head: str, base: str, culprit: Patch, measurer, job, me
                                 say=say)
     except BuildFailed as e:
         return RevertCheck(culprit.name, CANNOT, metric, sha, why=f"the reverted head does not build: {e.why}")
+    except PerflabError as e:
+        return RevertCheck(culprit.name, CANNOT, metric, sha, why=f"it could not be measured: {e}")
     check = judge_revert(culprit.name, metric, direction, sha, values, base, head, exact_metric)
     say(f"revert check: {check.sentence}")
     return check
