@@ -41,6 +41,16 @@ def _significance(sym) -> str:
     return ("changed" if verdict == CHANGED else "~") + ptext
 
 
+def _columns(base: str, head: str, width: int) -> tuple[str, str]:
+    """Two column headings of at most `width`: their starts, or where both start alike (one tag,
+    two commits: "bisect-1a2b,SHA"), from the part where they differ (the commits)."""
+    if base[:width] != head[:width]:
+        return base[:width], head[:width]
+    first = next((i for i, (a, b) in enumerate(zip(base, head)) if a != b), min(len(base), len(head)))
+    start = max(base.rfind(",", 0, first), base.rfind("=", 0, first)) + 1
+    return base[start:start + width], head[start:start + width]
+
+
 def render_profile(result: ProfileComparison, base_label: str, head_label: str, facts: dict[str, tuple[str, str]],
                    header: list[str] | None = None) -> str:
     """facts: {symbol: (comm, "[k]"|"[.]")} as the monitor recorded them; "?" where unknown."""
@@ -64,7 +74,8 @@ def render_profile(result: ProfileComparison, base_label: str, head_label: str, 
     sw = max(len("significance"), *(len(x) for x in sig))
     cw = max(len("comm"), *(len(c) for c in comms))
     lines.append("")
-    lines.append(f"{base_label[:18]:^19}{head_label[:18]:^19}{'change':^18}".rstrip())
+    base_short, head_short = _columns(base_label, head_label, 18)
+    lines.append(f"{base_short:^19}{head_short:^19}{'change':^18}".rstrip())
     lines.append(f"{'children':>10}{'self':>9}{'children':>10}{'self':>9}{'children':>10}{'self':>8}  "
                  f"{'significance':<{sw}}  {'comm':<{cw}}  symbol")
     for s, sg, comm, kind in zip(result.symbols, sig, comms, kinds):
@@ -132,7 +143,8 @@ def render_instructions(view, single: bool = False, moved_only: bool = False) ->
         lines.append(f"# the {len(result.symbols)} largest of {result.compared} rows ({rows_note})")
         return "\n".join(lines) + "\n"
     lines.append("")
-    lines.append(f"{view.base_label[:15]:>16}{view.head_label[:15]:>16}{'change':>14}{'of change':>11}  function")
+    base_short, head_short = _columns(view.base_label, view.head_label, 15)
+    lines.append(f"{base_short:>16}{head_short:>16}{'change':>14}{'of change':>11}  function")
     total = result.total_change
 
     def part(change: float) -> str:
