@@ -136,10 +136,13 @@ class ScratchTree:
 
 class KeptTrees:
     """One worktree of `repo` per slot, kept between calls: moved to the commit asked for and built
-    again only when its commit changed (a patch series' checks: base, head, the reverted head)."""
+    again only when its commit changed (a patch series' checks: base, head, the reverted head).
 
-    def __init__(self, worktrees, build_cmd: str, build_timeout: float | None = None):
-        self.worktrees, self.build_cmd, self.build_timeout = worktrees, build_cmd, build_timeout
+    `files=False`: the worktrees hold HEAD only (a kernel tree's commits are built by KernelBuilds;
+    the runs need only the commit recorded): no 25-second checkout of a kernel tree per slot."""
+
+    def __init__(self, worktrees, build_cmd: str, build_timeout: float | None = None, files: bool = True):
+        self.worktrees, self.build_cmd, self.build_timeout, self.files = worktrees, build_cmd, build_timeout, files
         self.built: dict[str, str] = {}   # slot -> commit built there
 
     @contextmanager
@@ -148,12 +151,13 @@ class KeptTrees:
 
         slot = slot or "default"
         if slot not in self.worktrees.paths:
-            self.worktrees.add(slot, commit)
+            self.worktrees.add(slot, commit, files=self.files)
         path = self.worktrees.paths[slot]
         if self.built.get(slot) != commit:
             if git(path, "rev-parse", "HEAD").stdout.strip() != commit:
                 self.built.pop(slot, None)
-                # Only the files that differ are rewritten: the build remakes what they feed.
+                # Only the files that differ are rewritten (none without files): the build remakes
+                # what they feed.
                 git(path, "checkout", "--quiet", "--force", "--detach", commit)
             why = build(path, self.build_cmd, self.build_timeout)
             if why is not None:

@@ -286,7 +286,9 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
                                                           "repo": str(clone)})
     dirs = KernelDirs(clone, trees.base / "kernel-src", trees.base / "kernel-build", trees.base / "kernel-images",
                       owned=False) if spec else None
-    measurer = measurer_for(store, MeasurerSpec(Here(lambda b, t: KeptTrees(trees, b, t), kernel_dirs=dirs),
+    # A kernel tree's slots hold only HEAD (its commits are built by the Measurer's KernelBuilds).
+    measurer = measurer_for(store, MeasurerSpec(Here(lambda b, t: KeptTrees(trees, b, t, files=spec is None),
+                                                     kernel_dirs=dirs),
                                                 build, build_timeout, spec), say)
     seed = secrets.token_hex(4)
     try:

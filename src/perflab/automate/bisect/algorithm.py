@@ -319,7 +319,9 @@ class Bisection:
 
     def _bisect(self) -> list[StepRecord]:
         rec = self.rec
-        path = self.worktrees.add("step", rec.good)
+        # git bisect checks the steps out here; a kernel tree's files are not needed (the Measurer
+        # builds each commit in a worktree of its own): a sparse checkout of none of them.
+        path = self.worktrees.add("step", rec.good, files=not rec.kernel)
         out = git(path, "bisect", "start", rec.bad, rec.good)
         text = out.stdout + out.stderr
         steps: list[StepRecord] = []

@@ -56,14 +56,16 @@ def new_worktrees(repo: Path, bisect_id: str) -> Worktrees:
 class SlotTrees:
     """Trees for a LocalMeasurer: the bisection's worktrees by slot, each built once per commit."""
 
-    def __init__(self, worktrees: Worktrees, build_cmd: str, build_timeout: float | None):
+    def __init__(self, worktrees: Worktrees, build_cmd: str, build_timeout: float | None, files: bool = True):
         self.worktrees, self.build_cmd, self.build_timeout = worktrees, build_cmd, build_timeout
+        self.files = files                # False: a kernel tree's, built elsewhere (core.git.add_worktree)
         self.built: dict[str, str] = {}   # slot -> commit built there
 
     @contextmanager
     def checkout(self, commit: str, slot: str) -> Iterator[Path]:
         if slot not in self.worktrees.paths:
-            self.worktrees.add(slot, commit)   # an end's, at its first run ("step" is made by the bisection)
+            # an end's, at its first run ("step" is made by the bisection)
+            self.worktrees.add(slot, commit, files=self.files)
         path = self.worktrees.paths[slot]
         head = git(path, "rev-parse", "HEAD").stdout.strip()
         if head != commit:
@@ -90,6 +92,7 @@ def measurer_spec(rec: Record, worktrees: Worktrees) -> MeasurerSpec:
         base = worktrees.base
         # Removed with the worktrees' base directory (Worktrees.close), not by the Measurer.
         dirs = KernelDirs(Path(rec.repo), base / KERNEL_SRC, base / KERNEL_OUT, base / KERNEL_IMAGES)
-        where = Here(lambda build, timeout: SlotTrees(worktrees, build, timeout), box=rec.box,
+        # A kernel's worktrees only record the commit: no file of the tree is written in them.
+        where = Here(lambda build, timeout: SlotTrees(worktrees, build, timeout, files=kernel is None), box=rec.box,
                      kernel_dirs=dirs if kernel else None)
     return MeasurerSpec(where, rec.build, rec.build_timeout, kernel)
