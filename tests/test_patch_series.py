@@ -185,8 +185,16 @@ def test_bisect_kind_labels_the_culprit_against_its_parent(cli, tmp_path):
     sleepy = TIMED % ("SCALE * 2000000L", 1, 60000)
     repo, _mails, base = _project(tmp_path, [_notes(1), ("prog: wait for the device (2)", {"prog.c": sleepy}),
                                              _notes(3)])
+    head_before = _git(repo, "rev-parse", "HEAD")
     out = cli("bisect", "--repo", repo, "--good", base, "--bad", "topic", "--build", "cc -O1 -o prog prog.c",
-              "--metric", "time.elapsed_time", "--kind", "--", "./prog", timeout=900).stdout
+              "--metric", "time.elapsed_time", "--kind", "--revert", "--", "./prog", timeout=900).stdout
     assert "subject: prog: wait for the device (2)" in out, out
     assert "  kind of change: timing only: valgrind.instructions" in out and "timed again in 6 pairs" in out, out
-    assert _record(cli.db)["result"]["kind"]["label"] == "timing only"
+    assert "  revert check: reverting " in out and "(\"prog: wait for the device (2)\") on the bad end restores " \
+        "time.elapsed_time" in out, out
+    result = _record(cli.db)["result"]
+    assert result["kind"]["label"] == "timing only" and result["revert"]["verdict"] == "restores"
+    # the revert is a commit object only: the user's branches, checkout and worktrees are as they were
+    assert _git(repo, "rev-parse", "HEAD") == head_before and _git(repo, "status", "--porcelain") == ""
+    assert _git(repo, "branch", "--format=%(refname:short)").split() == ["main", "topic"]
+    assert len(_git(repo, "worktree", "list").splitlines()) == 1

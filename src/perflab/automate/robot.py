@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.automate import bisect
@@ -360,31 +360,17 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
 
 def _revert_on_tip(store, root: Path, f: Finding, culprit: str, tip: str, jobs, measurer: Measurer, exact: bool,
                    tag: str, say) -> str:
-    """The culprit reverted on the branch's tip (automate.series: a commit made without a checkout,
-    only objects added to the repository), measured beside the last good commit and the tip; one line."""
+    """The culprit reverted on the branch's tip and measured beside the last good commit and the tip
+    (automate.series.revert_check: a commit made without a checkout); one line."""
     from perflab.automate.bisect.record import check_metric
-    from perflab.automate.measurer import measure_rounds
-    from perflab.automate.series import CANNOT, REVERT_ROUNDS, RevertCheck, judge_revert, revert_on_head
+    from perflab.automate.series import revert_check
     from perflab.core.git import commit_info
 
     job = next((j for j in jobs if j.benchmark == f.benchmark), None)
     if job is None:
         return ""
-    info = commit_info(root, culprit)
-    name = f"{culprit[:12]} (\"{info['subject']}\")"
-    sha, why = revert_on_head(root, tip, culprit, info["subject"])
-    words = dict(on="tip", base_name="last good", later="later commits")
-    if sha is None:
-        return RevertCheck(name, CANNOT, f.metric, why=why, **words).sentence
-    rounds = 2 if exact else REVERT_ROUNDS
-    say(f"revert check: {culprit[:12]} reverted on the tip {tip[:12]} as {sha[:12]}; measuring the last good "
-        f"commit, the tip and the reverted tip in {rounds} rounds")
+    subject = commit_info(root, culprit)["subject"]
     direction, _unit = check_metric(job, f.metric)
-    try:
-        values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab robot: revert check of {culprit[:12]}"),
-                                {"good": f.good, "bad": tip, "revert": sha}, rounds, f.metric, seed=sha, say=say)
-    except (BuildFailed, PerflabError) as e:
-        return f"reverting {name} on the tip could not be measured: {e}"
-    check = replace(judge_revert(name, f.metric, direction, sha, values, f.good, tip, exact), **words)
-    say(f"revert check: {check.sentence}")
-    return check.sentence
+    return revert_check(root, tip, f.good, culprit, subject, f"{culprit[:12]} (\"{subject}\")", measurer, job,
+                        f.metric, direction, exact_metric=exact, tag=tag, seed=culprit, say=say,
+                        words=dict(on="tip", base_name="last good", later="later commits")).sentence

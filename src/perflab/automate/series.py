@@ -305,8 +305,9 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
         direction, _unit = check_metric(rec.job, metric)
         culprit = result.culprit
         if revert and culprit is not None:
-            result.revert = _revert(clone, head, base_sha, culprit, measurer, rec.job, metric, direction,
-                                    exact_metric=b.exact is not None, tag=rec.tag, seed=seed, say=say)
+            result.revert = revert_check(clone, head, base_sha, culprit.sha, _subject_of(culprit), culprit.name,
+                                         measurer, rec.job, metric, direction, exact_metric=b.exact is not None,
+                                         tag=rec.tag, seed=seed, say=say)
             rec.result["revert"] = result.revert.to_dict()
         if kind:
             from perflab.automate import change_kind
@@ -337,26 +338,36 @@ def _subject_of(patch: Patch) -> str:
     return re.sub(r"^\[[^\]]*\]\s*", "", patch.subject)
 
 
-def _revert(clone: Path, head: str, base: str, culprit: Patch, measurer, job, metric: str, direction: int, *,
-            exact_metric: bool, tag: str, seed: str, say) -> RevertCheck:
+def revert_check(repo: Path, head: str, base: str, culprit: str, subject: str, name: str, measurer, job,
+                 metric: str, direction: int, *, exact_metric: bool, tag: str, seed: str, say,
+                 words: dict | None = None) -> RevertCheck:
+    """The culprit reverted on `head` (revert_on_head: no checkout) and measured beside `base` and
+    `head` in rounds (2 for an exact metric, REVERT_ROUNDS for a timed one), judged by judge_revert.
+    The series' check, the robot's on its branch tip and `bisect --revert` on the bad end; `words`:
+    RevertCheck's names of the sides (on, base_name, later)."""
+    from dataclasses import replace
+
     from perflab.automate.measurer import measure_rounds
 
-    sha, why = revert_on_head(clone, head, culprit.sha, _subject_of(culprit))
+    words = words or {}
+    sha, why = revert_on_head(repo, head, culprit, subject)
     if sha is None:
-        say(f"revert check: {culprit.name} {why}")
-        return RevertCheck(culprit.name, CANNOT, metric, why=why)
+        check = RevertCheck(name, CANNOT, metric, why=why, **words)
+        say(f"revert check: {check.sentence}")
+        return check
     rounds = 2 if exact_metric else REVERT_ROUNDS
-    say(f"revert check: {culprit.name} reverted on the head as {sha[:12]}; measuring base, head and the "
-        f"reverted head in {rounds} rounds")
+    on = words.get("on", "head")
+    say(f"revert check: {name} reverted on the {on} {head[:12]} as {sha[:12]}; measuring "
+        f"{words.get('base_name', 'base')}, {on} and the reverted {on} in {rounds} rounds")
     try:
-        values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab series: revert check of {culprit.name}"),
+        values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab: revert check of {culprit[:12]}"),
                                 {"good": base, "bad": head, "revert": sha}, rounds, metric, seed=seed + "-revert",
                                 say=say)
     except BuildFailed as e:
-        return RevertCheck(culprit.name, CANNOT, metric, sha, why=f"the reverted head does not build: {e.why}")
+        return RevertCheck(name, CANNOT, metric, sha, why=f"the reverted {on} does not build: {e.why}", **words)
     except PerflabError as e:
-        return RevertCheck(culprit.name, CANNOT, metric, sha, why=f"it could not be measured: {e}")
-    check = judge_revert(culprit.name, metric, direction, sha, values, base, head, exact_metric)
+        return RevertCheck(name, CANNOT, metric, sha, why=f"it could not be measured: {e}", **words)
+    check = replace(judge_revert(name, metric, direction, sha, values, base, head, exact_metric), **words)
     say(f"revert check: {check.sentence}")
     return check
 

@@ -50,6 +50,9 @@ def _say(message: str) -> None:
 @click.option("--kind", "kind", is_flag=True,
               help="Label a timed culprit's change by counting it and its parent (valgrind instructions on the host, "
                    "icount for a kernel): code path, timing only, or not reproduced.")
+@click.option("--revert", "revert", is_flag=True,
+              help="Check a culprit by reverting it on the bad end (no checkout: a commit object only) and measuring "
+                   "it beside both ends: restores, undoes x% only, does not, or cannot be reverted.")
 @click.option("--resume", is_flag=True, help="Go on with an interrupted bisection from its stored runs.")
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
@@ -57,7 +60,7 @@ def _say(message: str) -> None:
 def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, tag, box, broker, source_url,
                build_timeout, alpha,
                threshold,
-               pairing, runs, kind, resume,
+               pairing, runs, kind, revert, resume,
                bisect_id, db, command) -> None:
     """Find the first commit at which a metric changed, with git bisect and a sequential test.
 
@@ -87,7 +90,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
 
     if resume:
         if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode \
-                or runs or kind:
+                or runs or kind or revert:
             raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
                                "--resume [--id ID] [--repo PATH] [--db URL]")
         store = get_store(db)
@@ -105,7 +108,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
             raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
         store = get_store(db)
-        settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind)
+        settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind, revert=revert)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
                               tag=tag, box=box, build_timeout=build_timeout, settings=settings,
                               broker=_broker(broker) if box else None, source_url=source_url, say=_say,

@@ -75,6 +75,8 @@ def render(result: BisectionResult) -> str:
                      f"tag={printable(r.tag, None)},commit={c.sha[:12]}")
         if r.change_kind:
             lines.append(f"  kind of change: {printable(r.change_kind, None)}")
+        if r.revert_check:
+            lines.append(f"  revert check: {printable(r.revert_check, None)}")
     elif r.unconfirmed is not None:
         c = r.unconfirmed
         named = "the first measured bad commit is" if r.ambiguous_with else "git bisect named"

@@ -295,6 +295,8 @@ class Bisection:
                 result = self._result(ends, steps)
                 if self.settings.kind:
                     self._kind(result)
+                if self.settings.revert:
+                    self._revert(result)
                 return result
         except EndsDoNotDiffer as e:
             rec.status = "refused"
@@ -427,6 +429,22 @@ class Bisection:
                 rec.result["kind"] = got.to_dict()
         self.say(f"kind of change: {result.change_kind}")
         rec.result["change_kind"] = result.change_kind
+        rec.save()
+
+    def _revert(self, result: Result) -> None:
+        """The culprit reverted on the bad end, measured beside both ends (automate.series.revert_check)."""
+        from perflab.automate.series import revert_check
+
+        rec = self.rec
+        c = result.culprit
+        if c is None or c.sha == rec.bad:
+            return     # the bad end's own revert is its parent, which the confirmation measured
+        check = revert_check(self.repo, rec.bad, rec.good, c.sha, c.subject, f'{c.sha[:12]} ("{c.subject}")',
+                             self.measurer, rec.job, rec.metric, rec.direction, exact_metric=bool(self.exact),
+                             tag=rec.tag, seed=rec.id, say=self.say,
+                             words=dict(on="bad end", base_name="good end", later="later commits"))
+        result.revert_check = check.sentence
+        rec.result["revert"] = check.to_dict()
         rec.save()
 
     def _commit(self, sha: str) -> Commit:
