@@ -1,11 +1,11 @@
 """The kind of a timed change (perflab.stats.change_kind) and the revert check's judgement
-(perflab.automate.series.judge_revert): the rules on given figures."""
+(perflab.automate.revert.judge_revert): the rules on given figures."""
 
 from __future__ import annotations
 
 import math
 
-from perflab.automate.series import DOES_NOT, PARTLY, RESTORES, judge_revert
+from perflab.automate.revert import DOES_NOT, PARTLY, RESTORES, judge_revert
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.stats.change_kind import CODE_PATH, NOT_REPRODUCED, TIMING_ONLY, classify, cost_change
 from perflab.stats.compare import compare_many

@@ -92,7 +92,9 @@ def _project(tmp_path: Path, patches: list[tuple[str, dict[str, str]]]) -> tuple
     repo = tmp_path / "proj"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
-    files = {"prog.c": TIMED % ("SCALE * 2000000L", 0, 0), "scale.h": "#define SCALE 1\n", "README": "notes\n"}
+    # The base waits 30 ms, so a start-up delay of a loaded machine is small against it (as in
+    # tests/test_robot.py); the planted changes add hundreds of milliseconds.
+    files = {"prog.c": TIMED % ("SCALE * 2000000L", 1, 30000), "scale.h": "#define SCALE 1\n", "README": "notes\n"}
     for name, text in files.items():
         (repo / name).write_text(text)
     _git(repo, "add", ".")
@@ -122,8 +124,9 @@ def _record(db: Path) -> dict:
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_a_timed_regression_is_named_checked_by_revert_labelled_code_path_and_mailed(cli, tmp_path):
-    # Patch 3 multiplies the program's work by 12 (~4 ms -> ~50 ms): far beyond what load fakes.
-    patches = [_notes(1), _notes(2), ("lib: scale the work up (3)", {"scale.h": "#define SCALE 12\n"}),
+    # Patch 3 multiplies the program's work by 64 (~35 ms -> ~200 ms): far beyond what load fakes,
+    # and the count (instructions x40) explains it.
+    patches = [_notes(1), _notes(2), ("lib: scale the work up (3)", {"scale.h": "#define SCALE 64\n"}),
                _notes(4), _notes(5), _notes(6)]
     repo, mails, base = _project(tmp_path, patches)
     job = tmp_path / "job.yaml"
@@ -151,8 +154,8 @@ def test_a_timed_regression_is_named_checked_by_revert_labelled_code_path_and_ma
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_revert(cli, tmp_path):
-    # Patch 2 sleeps 60 ms: the time grows ~15 times, the instructions do not move.
-    sleepy = TIMED % ("SCALE * 2000000L", 1, 60000)
+    # Patch 2 waits 300 ms instead of 30: the time grows ~9 times, the instructions do not move.
+    sleepy = TIMED % ("SCALE * 2000000L", 1, 300000)
     repo, mails, _base = _project(tmp_path, [_notes(1), ("prog: wait for the device (2)", {"prog.c": sleepy}),
                                              _notes(3)])
     job = tmp_path / "job.yaml"
@@ -164,7 +167,7 @@ def test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_
     assert "revert check" not in out
     # Counted, and patch 5 hard-codes what patch 3 made the scale: reverting patch 3 on the head
     # leaves the work as it is.
-    hard = TIMED % ("12 * 2000000L", 0, 0)
+    hard = TIMED % ("12 * 2000000L", 1, 30000)
     repo2 = tmp_path / "two"
     repo2.mkdir()
     repo, mails, _base = _project(repo2, [_notes(1), _notes(2), ("lib: scale the work up (3)",
@@ -182,7 +185,7 @@ def test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_bisect_kind_labels_the_culprit_against_its_parent(cli, tmp_path):
-    sleepy = TIMED % ("SCALE * 2000000L", 1, 60000)
+    sleepy = TIMED % ("SCALE * 2000000L", 1, 300000)
     repo, _mails, base = _project(tmp_path, [_notes(1), ("prog: wait for the device (2)", {"prog.c": sleepy}),
                                              _notes(3)])
     head_before = _git(repo, "rev-parse", "HEAD")

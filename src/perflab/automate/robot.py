@@ -361,9 +361,9 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
 def _revert_on_tip(store, root: Path, f: Finding, culprit: str, tip: str, jobs, measurer: Measurer, exact: bool,
                    tag: str, say) -> str:
     """The culprit reverted on the branch's tip and measured beside the last good commit and the tip
-    (automate.series.revert_check: a commit made without a checkout); one line."""
+    (automate.revert.revert_check: a commit made without a checkout); one line."""
     from perflab.automate.bisect.record import check_metric
-    from perflab.automate.series import revert_check
+    from perflab.automate.revert import revert_check
     from perflab.core.git import commit_info
 
     job = next((j for j in jobs if j.benchmark == f.benchmark), None)

@@ -164,7 +164,7 @@ class BisectionResult:
     ambiguous_with: list[UntestedCommit] = field(default_factory=list)
     # The kind of the culprit's change (stats.change_kind.ChangeKind's sentence), or why it has none.
     change_kind: str = ""
-    # The culprit reverted on the bad end and measured beside the ends (automate.series.revert_check), one line.
+    # The culprit reverted on the bad end and measured beside the ends (automate.revert.revert_check), one line.
     revert_check: str = ""
 
     @property

@@ -432,8 +432,8 @@ class Bisection:
         rec.save()
 
     def _revert(self, result: Result) -> None:
-        """The culprit reverted on the bad end, measured beside both ends (automate.series.revert_check)."""
-        from perflab.automate.series import revert_check
+        """The culprit reverted on the bad end, measured beside both ends (automate.revert.revert_check)."""
+        from perflab.automate.revert import revert_check
 
         rec = self.rec
         c = result.culprit

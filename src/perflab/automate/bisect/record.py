@@ -49,7 +49,7 @@ class Settings:
                                            # else the exact rule's 0.1% (as compare's and check's)
     kind: bool = False            # label the culprit's timed change by counting it and its parent
                                   # (automate.change_kind): code path, timing only or not reproduced
-    revert: bool = False          # revert the culprit on the bad end and measure it (automate.series.revert_check)
+    revert: bool = False          # revert the culprit on the bad end and measure it (automate.revert.revert_check)
 
     def __post_init__(self):
         if self.exact_threshold is None:
