@@ -73,9 +73,7 @@ class SeriesFacts:
     cover: str = ""                # the cover letter's subject
     mbox: str = ""                 # the mailbox or directory the series was read from
     user_repo: str = ""            # the repository it was applied to (left untouched)
-    metric: str = ""               # the metric the series was bisected by
     command: str = ""              # the `perflab series` command line that gives these figures
-    patches: list[str] = field(default_factory=list)   # every patch's name, in order
 
 
 @dataclass

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perflab.automate.measurer import Measurer, measure_rounds
+from perflab.core.errors import PerflabError
+from perflab.core.git import BuildFailed
 from perflab.core.model import LOWER_IS_BETTER
 from perflab.jobs.job import AtomicJob
 from perflab.stats.change_kind import ChangeKind, classify, counted_verdict, explains
@@ -39,15 +41,15 @@ class Counting:
 
 def counting(measurer: Measurer, job: AtomicJob, metric: str) -> Counting | str:
     """The counting mode of a timed job, or why there is none (one line: the metric counts already)."""
+    # A guest: the Measurer's kernel (a kernel tree's commits), else the job's own.
     kernel = getattr(measurer, "kernel", None)
-    if kernel is not None:
-        if kernel.vm.get("mode") == "icount":
+    vm = kernel.vm if kernel is not None else job.vm if job.in_guest else None
+    if vm is not None:
+        if vm.get("mode") == "icount":
             return f"{metric} is instruction-time under icount already: a change of it is in the code path"
-        return Counting(measurer.in_mode("icount"), _profiled(job, kernel.vm), metric, "QEMU icount")
-    if job.in_guest:
-        if job.vm.get("mode") == "icount":
-            return f"{metric} is instruction-time under icount already: a change of it is in the code path"
-        return Counting(measurer, _profiled(job, job.vm).with_(vm={**job.vm, "mode": "icount"}), metric, "QEMU icount")
+        if kernel is not None:
+            return Counting(measurer.in_mode("icount"), _profiled(job, vm), metric, "QEMU icount")
+        return Counting(measurer, _profiled(job, vm).with_(vm={**vm, "mode": "icount"}), metric, "QEMU icount")
     if job.measure or metric.startswith("valgrind."):
         return f"{metric} is counted by valgrind already: a change of it is in the code path"
     return Counting(measurer, job.with_(measure="instructions"), "valgrind.instructions", "valgrind")
@@ -90,3 +92,28 @@ def label(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base:
     return classify(metric=metric, direction=direction, time_change=time_change, counted_metric=mode.metric,
                     base_counts=counts[base], head_counts=counts[head], retimed=retimed, how=mode.how,
                     counted_direction=counted_direction)
+
+
+def label_or_why(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base: str, head: str,
+                 time_change: float, *, exact: bool, tag: str, seed: str, say: Callable[[str], None] = lambda _m: None,
+                 slots: tuple[str, str] = ("good", "bad")) -> ChangeKind | str:
+    """label(), or in one line why there is no label: the metric was exact in the bisection (it
+    counted already), or the counting could not be built or run. The series' ends and a
+    bisection's culprit (`bisect --kind`) are labelled here."""
+    if exact:
+        return f"{metric} is exact here (counted): a change of it is in the code path"
+    try:
+        return label(measurer, job, metric, direction, base, head, time_change, tag=tag, seed=seed, say=say,
+                     slots=slots)
+    except (BuildFailed, PerflabError) as e:
+        return f"not labelled: {e}"
+
+
+def sentence_of(kind: ChangeKind | str | None) -> str:
+    """The one line a report prints: the label's sentence, or why there is none."""
+    return "" if kind is None else kind if isinstance(kind, str) else kind.sentence
+
+
+def stored(kind: ChangeKind | str) -> dict | str:
+    """The form kept in a bisection's record (`result.kind`): the label's fields, or why there is none."""
+    return kind if isinstance(kind, str) else kind.to_dict()

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Protocol
 
 from perflab.core.errors import PerflabError
-from perflab.core.git import BuildFailed, add_worktree, prune_worktrees, remove_worktree
+from perflab.core.git import BuildFailed, add_worktree, git, prune_worktrees, remove_worktree
 from perflab.execution.targets import BootFailure
 from perflab.execution.targets.qemu import Qemu
 from perflab.jobs.job import AtomicJob
@@ -147,23 +147,26 @@ class KeptTrees:
 
     @contextmanager
     def checkout(self, commit: str, slot: str = "") -> Iterator[Path]:
-        from perflab.core.git import git
-
         slot = slot or "default"
         if slot not in self.worktrees.paths:
             self.worktrees.add(slot, commit, files=self.files)
         path = self.worktrees.paths[slot]
+        if self.move(path, commit):
+            self.built.pop(slot, None)      # what was built there is of another commit
         if self.built.get(slot) != commit:
-            if git(path, "rev-parse", "HEAD").stdout.strip() != commit:
-                self.built.pop(slot, None)
-                # Only the files that differ are rewritten (none without files): the build remakes
-                # what they feed.
-                git(path, "checkout", "--quiet", "--force", "--detach", commit)
             why = build(path, self.build_cmd, self.build_timeout)
             if why is not None:
                 raise BuildFailed(f"--build failed: {why}", why)
             self.built[slot] = commit
         yield path
+
+    def move(self, path: Path, commit: str) -> bool:
+        """The slot's worktree at `commit`; whether it moved. Only the files that differ are
+        rewritten (none without files), so the build remakes what they feed."""
+        if git(path, "rev-parse", "HEAD").stdout.strip() == commit:
+            return False
+        git(path, "checkout", "--quiet", "--force", "--detach", commit)
+        return True
 
 
 def run_here(store, jobs: list[AtomicJob], *, box: str | None, path: Path | None) -> list[Measured]:
@@ -231,7 +234,7 @@ class LocalMeasurer:
         """The same commits' kernels (the same builds) booted in another mode: icount to count."""
         assert self.kernel is not None
         return LocalMeasurer(self.store, self.trees, box=self.box, builds=self.builds, say=self.say,
-                             kernel=KernelSpec(self.kernel.image, {**self.kernel.vm, "mode": vm_mode}))
+                             kernel=self.kernel.in_mode(vm_mode))
 
     def close(self) -> None:
         if self.builds is not None:
@@ -272,6 +275,10 @@ class KernelSpec:
     def target(self, image: Path | str) -> Qemu:
         """Where a commit's jobs run: its built image, booted in this guest."""
         return Qemu(kernel=str(image), vm=dict(self.vm))
+
+    def in_mode(self, vm_mode: str) -> "KernelSpec":
+        """The same kernel booted in another mode (icount, to count)."""
+        return KernelSpec(self.image, {**self.vm, "mode": vm_mode})
 
 
 def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
@@ -375,8 +382,6 @@ class KernelBuilds:
         return self.images
 
     def _checkout(self, commit: str) -> None:
-        from perflab.core.git import git
-
         if not (self.src / ".git").exists():
             add_worktree(self.repo, self.src, commit, force=True)
         elif git(self.src, "rev-parse", "HEAD").stdout.strip() != commit:
@@ -445,7 +450,7 @@ class BoxMeasurer:
         assert self.kernel is not None
         return BoxMeasurer(self.store, broker=self.broker, box=self.box, source_url=self.source_url,
                            build_cmd=self.build_cmd, build_timeout=self.build_timeout, say=self.say,
-                           kernel=KernelSpec(self.kernel.image, {**self.kernel.vm, "mode": vm_mode}))
+                           kernel=self.kernel.in_mode(vm_mode))
 
 
 # -- the one factory -------------------------------------------------------------------

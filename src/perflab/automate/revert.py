@@ -10,15 +10,12 @@ judge_revert: for an exact metric within its resolution, else statistically (doc
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from perflab.core.errors import PerflabError
-from perflab.core.git import BuildFailed, git
-
-IDENT = ["-c", "user.name=perflab", "-c", "user.email=perflab@localhost"]
+from perflab.core.git import IDENT, BuildFailed, git
 
 REVERT_ROUNDS = 6      # rounds of (base, head, reverted head) for a timed metric; an exact one takes 2
 RESTORES, PARTLY, DOES_NOT, CANNOT = "restores", "partly", "does not", "cannot revert"
@@ -70,11 +67,8 @@ def revert_on_head(repo: Path, head: str, culprit: str, subject: str) -> tuple[s
     applied in reverse to an index of the head's tree (three-way where the context moved), then
     committed on the head. Only objects are added to `repo`: no branch, index or file of it
     changes. (the new commit, "") or (None, git's words on what conflicts)."""
-    fd, index = tempfile.mkstemp(prefix="perflab-revert-", suffix=".index")
-    os.close(fd)
-    os.unlink(index)           # git makes it: an empty file is not an index
-    env = {"GIT_INDEX_FILE": index}
-    try:
+    with tempfile.TemporaryDirectory(prefix="perflab-revert-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}     # made by read-tree: the repo's stays as it is
         git(repo, "read-tree", head, env=env)
         diff = git(repo, "diff", "--binary", "--full-index", culprit, f"{culprit}^").stdout
         if diff.strip():
@@ -85,11 +79,8 @@ def revert_on_head(repo: Path, head: str, culprit: str, subject: str) -> tuple[s
                     return None, f"conflicts in {', '.join(files[:4])}"
                 return None, (done.stderr.strip() or "git apply failed").splitlines()[0]
         tree = git(repo, "write-tree", env=env).stdout.strip()
-        message = f'Revert "{subject}"\n\nThis reverts commit {culprit} (perflab\'s revert check).\n'
-        sha = git(repo, *IDENT, "commit-tree", tree, "-p", head, "-m", message).stdout.strip()
-        return sha, ""
-    finally:
-        Path(index).unlink(missing_ok=True)
+    message = f'Revert "{subject}"\n\nThis reverts commit {culprit} (perflab\'s revert check).\n'
+    return git(repo, *IDENT, "commit-tree", tree, "-p", head, "-m", message).stdout.strip(), ""
 
 
 def judge_revert(patch: str, metric: str, direction: int, reverted: str, values: dict[str, list[float]],

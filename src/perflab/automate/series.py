@@ -19,18 +19,17 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.automate.revert import RevertCheck, revert_check
 from perflab.core import paths
-from perflab.core.git import BuildFailed, git, repo_root
+from perflab.core.git import IDENT, git, repo_root
 from perflab.core.errors import PerflabError, UsageProblem
 
 _FROM = re.compile(r"^From [0-9a-f]{40} ", re.MULTILINE)
 _BASE = re.compile(r"^base-commit: ([0-9a-f]{7,40})\s*$", re.MULTILINE)
 _NUMBER = re.compile(r"\[[^\]]*?(\d+)/(\d+)\]")
-IDENT = ["-c", "user.name=perflab", "-c", "user.email=perflab@localhost"]
 
 
 @dataclass
@@ -52,7 +51,6 @@ class Series:
     patches: list[Patch]
     base: str | None                       # from the base-commit: trailer
     cover: str = ""                        # the cover letter's subject ([PATCH 0/N]), if any
-    skipped: list[str] = field(default_factory=list)
 
 
 def _subject(mail: str) -> str:
@@ -99,7 +97,7 @@ def read_series(path: str) -> Series:
     return Series(patches, base, cover)
 
 
-def apply(repo: str, series: Series, base: str | None = None, say: Callable[[str], None] = lambda _m: None) -> tuple[Path, str]:
+def apply(repo: str, series: Series, base: str | None = None) -> tuple[Path, str]:
     """The series applied on its base in perflab's clone of `repo`: (the clone, the base commit).
     Each patch gets its commit (Patch.sha). PerflabError in one line naming the patch that fails."""
     root = repo_root(repo)
@@ -165,8 +163,6 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     it (`revert`), and label a timed change by counting base and head (`kind`).
 
     One Measurer for all of it: the builds of the bisection (a kernel tree's images) serve the checks."""
-    import secrets
-
     from perflab import jobs
     from perflab.automate import bisect
     from perflab.automate.bisect.record import check_metric
@@ -176,7 +172,7 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     from perflab.store.db import process_start_time
 
     series = read_series(mbox)
-    clone, base_sha = apply(repo, series, base, say)
+    clone, base_sha = apply(repo, series, base)
     head = series.patches[-1].sha
     say(f"{len(series.patches)} patches applied on {base_sha[:12]}: head {head[:12]}")
     result = SeriesResult(series, base_sha, head, clone, series_path=str(mbox))
@@ -191,7 +187,6 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     measurer = measurer_for(store, MeasurerSpec(Here(lambda b, t: KeptTrees(trees, b, t, files=spec is None),
                                                      kernel_dirs=dirs),
                                                 build, build_timeout, spec), say)
-    seed = secrets.token_hex(4)
     try:
         try:
             result.bisection = bisect.start(store, repo=str(clone), good=base_sha, bad=head, build_cmd=build, job=job,
@@ -208,20 +203,15 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
         if revert and culprit is not None:
             result.revert = revert_check(clone, head, base_sha, culprit.sha, _subject_of(culprit), culprit.name,
                                          measurer, rec.job, metric, direction, exact_metric=b.exact is not None,
-                                         tag=rec.tag, seed=seed, say=say)
+                                         tag=rec.tag, seed=rec.id, say=say)
             rec.result["revert"] = result.revert.to_dict()
         if kind:
             from perflab.automate import change_kind
 
-            if b.exact is not None:
-                result.kind = f"{metric} is exact here (counted): a change of it is in the code path"
-            else:
-                try:
-                    result.kind = change_kind.label(measurer, rec.job, metric, direction, base_sha, head,
-                                                    b.ends.change, tag=f"{rec.tag}-kind", seed=seed, say=say)
-                except (BuildFailed, PerflabError) as e:
-                    result.kind = f"not labelled: {e}"
-            rec.result["kind"] = result.kind if isinstance(result.kind, str) else result.kind.to_dict()
+            result.kind = change_kind.label_or_why(measurer, rec.job, metric, direction, base_sha, head, b.ends.change,
+                                                   exact=b.exact is not None, tag=f"{rec.tag}-kind", seed=rec.id,
+                                                   say=say)
+            rec.result["kind"] = change_kind.stored(result.kind)
         rec.result["series"] = {"patches": [{"name": p.name, "sha": p.sha} for p in series.patches],
                                 "cover": series.cover, "base": base_sha, "head": head, "mbox": str(mbox)}
         rec.save()
@@ -244,6 +234,7 @@ def report(store, result: SeriesResult, *, subject_tag: str = "perflab", user_re
     """The series' mail (analysis.regression.RegressionReport with its SeriesFacts): base against head
     in every metric of the job, the headline metric's patch named, the kind and the revert check."""
     from perflab.analysis import regression
+    from perflab.automate import change_kind
 
     b = result.bisection
     culprit = result.culprit
@@ -253,13 +244,12 @@ def report(store, result: SeriesResult, *, subject_tag: str = "perflab", user_re
     rep = regression.build(store, f"tag={tag},commit={result.base}", f"tag={tag},commit={result.head}",
                            tag=subject_tag, repo=str(result.clone), build_command=build or None, mail=mail,
                            headline=b.metric)
-    kind = result.kind if isinstance(result.kind, str) or result.kind is None else result.kind.sentence
     rep.series = regression.SeriesFacts(
         patch=culprit.name, index=culprit.index, total=culprit.total,
         culprit=regression.commit_info(str(result.clone), culprit.sha), cover=result.series.cover,
         mbox=str(Path(result.series_path).resolve()) if result.series_path else "", user_repo=user_repo,
-        metric=b.metric, command=command, patches=[p.name for p in result.series.patches])
-    rep.change_kind = kind or ""
+        command=command)
+    rep.change_kind = change_kind.sentence_of(result.kind)
     rep.revert_check = result.revert.sentence if result.revert else ""
     if rep.where is None and result.kind is not None and not isinstance(result.kind, str):
         # The counted runs of the kind's check, when they counted per function (valgrind; insn-profile).

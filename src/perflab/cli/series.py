@@ -57,7 +57,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
       perflab series --repo ~/linux --mbox v3.mbox --build 'make -j8 bzImage' \\
           --kernel arch/x86/boot/bzImage --vm kvm --job getppid.yaml --metric will-it-scale.per_process_ops
     """
-    from perflab.automate import bisect, series
+    from perflab.automate import bisect, change_kind, series
     from perflab.core.errors import PerflabError
 
     if bool(job_file) == bool(command):
@@ -95,8 +95,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
     if result.revert is not None:
         click.echo(f"revert check: {printable(result.revert.sentence, None)}")
     if result.kind is not None:
-        kind = result.kind if isinstance(result.kind, str) else result.kind.sentence
-        click.echo(f"kind of change: {printable(kind, None)}")
+        click.echo(f"kind of change: {printable(change_kind.sentence_of(result.kind), None)}")
     if not (out_file or to):
         return
     if culprit is None:

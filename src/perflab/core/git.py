@@ -37,6 +37,11 @@ class BuildFailed(PerflabError):
         self.why = message if why is None else why
 
 
+# Who perflab's own commits are by (a series' `git am`, a revert check's commit, a recipe's patches):
+# `git -C REPO *IDENT am ...` needs no user configuration on the machine.
+IDENT = ("-c", "user.name=perflab", "-c", "user.email=perflab@localhost")
+
+
 def git(repo: str | Path, *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None,
         input: str | None = None) -> subprocess.CompletedProcess:
     """Run git in `repo`; GitError with git's last line when it fails and `check`.

@@ -106,6 +106,18 @@ def _others(report: RegressionReport) -> list[str]:
     return [f"also {verb}: {named}{more}"]
 
 
+def _commit_head(report: RegressionReport) -> list[str]:
+    """The commit the change is due to, its author and repository, as the robot's mail opens."""
+    lines = [f"FYI, we noticed a {report.change * 100:+.1f}% {report.kind} of {shown(report.headline.metric)} "
+             "due to commit:", "", f"commit: {_commit_line(report.head, shown(report.comparison.labels[1]))}"]
+    if report.head and report.head.author:
+        lines.append(f"author: {shown(report.head.author, 120)}")
+    if report.repo or report.remote:
+        remote = f" ({shown(report.remote, 200)})" if report.repo and report.remote else ""
+        lines.append(f"in repository: {shown(report.repo or report.remote, 200)}{remote}")
+    return lines
+
+
 def _series_head(report: RegressionReport) -> list[str]:
     """The patch and the series it is in, base and head, as the robot's series reports open."""
     s = report.series
@@ -167,16 +179,7 @@ def _series_reproduce(report: RegressionReport) -> list[str]:
 def render(report: RegressionReport) -> str:
     row = report.headline
     lines = [f"Subject: {shown(report.subject, 400)}", "", "Greeting,", ""]
-    if report.series is not None:
-        lines += _series_head(report)
-    else:
-        lines += [f"FYI, we noticed a {report.change * 100:+.1f}% {report.kind} of {shown(row.metric)} due to commit:",
-                  "", f"commit: {_commit_line(report.head, shown(report.comparison.labels[1]))}"]
-    if report.series is None and report.head and report.head.author:
-        lines.append(f"author: {shown(report.head.author, 120)}")
-    if report.series is None and (report.repo or report.remote):
-        remote = f" ({shown(report.remote, 200)})" if report.repo and report.remote else ""
-        lines.append(f"in repository: {shown(report.repo or report.remote, 200)}{remote}")
+    lines += _series_head(report) if report.series is not None else _commit_head(report)
     lines += ["", f"in testcase: {shown(row.benchmark)}", f"on test machine: {shown(report.machine, 200)}"]
     params = _parameters(row)
     if params:

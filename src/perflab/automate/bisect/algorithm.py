@@ -36,7 +36,6 @@ from perflab.core.bisection import (
     StepRecord,
     UntestedCommit,
 )
-from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, GitError, Worktrees, commit_info, git
 from perflab.report.bisect import size_in_words, step_line
 from perflab.stats import sequential
@@ -409,26 +408,17 @@ class Bisection:
     def _kind(self, result: Result) -> None:
         """The culprit's change against its parent labelled by counting both (automate.change_kind)."""
         from perflab.automate import change_kind
-        from perflab.stats.change_kind import ChangeKind
 
         rec = self.rec
         if result.culprit is None or result.evidence is None:
             return
-        if self.exact:
-            result.change_kind = f"{rec.metric} is exact here (counted): a change of it is in the code path"
-        else:
-            parent = result.evidence.parent or rec.good
-            try:
-                got = change_kind.label(self.measurer, rec.job, rec.metric, rec.direction, parent, result.culprit.sha,
-                                        result.evidence.change, tag=f"{rec.tag}-kind", seed=rec.id, say=self.say,
-                                        slots=("parent", "culprit"))
-            except (BuildFailed, PerflabError) as e:
-                got = f"not labelled: {e}"
-            result.change_kind = got.sentence if isinstance(got, ChangeKind) else got
-            if isinstance(got, ChangeKind):
-                rec.result["kind"] = got.to_dict()
+        got = change_kind.label_or_why(self.measurer, rec.job, rec.metric, rec.direction,
+                                       result.evidence.parent or rec.good, result.culprit.sha, result.evidence.change,
+                                       exact=bool(self.exact), tag=f"{rec.tag}-kind", seed=rec.id, say=self.say,
+                                       slots=("parent", "culprit"))
+        result.change_kind = change_kind.sentence_of(got)
         self.say(f"kind of change: {result.change_kind}")
-        rec.result["change_kind"] = result.change_kind
+        rec.result["kind"] = change_kind.stored(got)
         rec.save()
 
     def _revert(self, result: Result) -> None:

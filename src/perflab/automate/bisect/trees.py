@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from perflab.automate.bisect.record import BisectError, Record
-from perflab.automate.measurer import Here, KernelDirs, KernelSpec, MeasurerSpec, OnBox, build
-from perflab.core.git import BuildFailed, Worktrees, git
+from perflab.automate.measurer import Here, KeptTrees, KernelDirs, KernelSpec, MeasurerSpec, OnBox
+from perflab.core.git import Worktrees, git
 from perflab.core.git import prune_stale as _prune_stale
 
 OWNER_FILE = "perflab-bisect.owner"
@@ -53,29 +51,17 @@ def new_worktrees(repo: Path, bisect_id: str) -> Worktrees:
                      {"pid": os.getpid(), "start": process_start_time(os.getpid()), "repo": str(repo)})
 
 
-class SlotTrees:
-    """Trees for a LocalMeasurer: the bisection's worktrees by slot, each built once per commit."""
+class SlotTrees(KeptTrees):
+    """Trees for a LocalMeasurer: the bisection's worktrees by slot, each built once per commit.
 
-    def __init__(self, worktrees: Worktrees, build_cmd: str, build_timeout: float | None, files: bool = True):
-        self.worktrees, self.build_cmd, self.build_timeout = worktrees, build_cmd, build_timeout
-        self.files = files                # False: a kernel tree's, built elsewhere (core.git.add_worktree)
-        self.built: dict[str, str] = {}   # slot -> commit built there
+    A slot's worktree is never moved here: an end's stays at its commit, and `git bisect` moves the
+    "step" one; a slot found elsewhere than the commit asked for is a bug, said as such."""
 
-    @contextmanager
-    def checkout(self, commit: str, slot: str) -> Iterator[Path]:
-        if slot not in self.worktrees.paths:
-            # an end's, at its first run ("step" is made by the bisection)
-            self.worktrees.add(slot, commit, files=self.files)
-        path = self.worktrees.paths[slot]
+    def move(self, path: Path, commit: str) -> bool:
         head = git(path, "rev-parse", "HEAD").stdout.strip()
         if head != commit:
             raise BisectError(f"internal: worktree {path} is at {head[:12]}, expected {commit[:12]}")
-        if self.built.get(slot) != commit:
-            why = build(path, self.build_cmd, self.build_timeout)
-            if why is not None:
-                raise BuildFailed(f"--build failed: {why}", why)
-            self.built[slot] = commit
-        yield path
+        return False
 
 
 def measurer_spec(rec: Record, worktrees: Worktrees) -> MeasurerSpec:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
-from perflab.core.git import git
+from perflab.core.git import IDENT, git
 from perflab.core.errors import PerflabError, UsageProblem
 
 RECIPE_KEYS = ("tree", "ref", "patches", "config", "fragments", "cc", "kcflags", "name", "cmdline")
@@ -258,7 +258,7 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
     git(src, "checkout", "-q", "--force", "--detach", commit)
     for patch in recipe.patches:
         mail = _read(patch)[:5] == b"From "
-        args = (["-c", "user.name=perflab", "-c", "user.email=perflab@localhost", "am", "-q", "--keep-cr"] if mail
+        args = ([*IDENT, "am", "-q", "--keep-cr"] if mail
                 else ["apply", "--index"])
         done = git(src, *args, patch, check=False)
         if done.returncode != 0:
