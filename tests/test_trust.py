@@ -9,7 +9,6 @@ ran its command. Now such a job is refused in one line saying what would run, un
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import uuid as uuidlib
@@ -86,12 +85,11 @@ def test_with_trust_an_imported_recipe_runs_its_compiler_and_makefile(cli, tmp_p
                   env={"XDG_CACHE_HOME": str(tmp_path / "own-cache")})
     assert "--trust" not in trusted.stderr, trusted.stderr
     assert (tmp_path / "compiler-ran").exists(), trusted.stderr
-    if shutil.which("qemu-system-x86_64"):
-        # The tree's Makefile ran (the build of the recipe started), then failed as it says.
+    # This tree is no kernel: the build then fails in one line, with no traceback.
+    assert trusted.returncode != 0 and "Traceback" not in trusted.stderr, trusted.stderr
+    if "failed (tinyconfig)" in trusted.stderr:
+        # The tree's Makefile ran (make tinyconfig), and failed as it says.
         assert (tmp_path / "makefile-ran").exists(), trusted.stderr
-        lines = trusted.stderr.strip().splitlines()
-        assert trusted.returncode != 0 and "Traceback" not in trusted.stderr, trusted.stderr
-        assert "error: kernel build" in lines[-1], trusted.stderr
 
 
 def test_an_imported_host_command_is_not_run_without_trust(cli, tmp_path):

@@ -186,7 +186,7 @@ def _refuse_foreign_host_code(run, kernel_given: bool) -> None:
         return        # not a job at all: the runner refuses it in one line
     code = host_code(job, kernel_replaced=kernel_given)
     if code:
-        raise PerflabError(f"perflab rerun {run.id}: run #{run.id} {where}, and its job would run on this machine "
+        raise PerflabError(f"perflab rerun {run.id}: run #{run.id} {where}, and its job would run on this machine: "
                            f"{'; '.join(code)}; give --trust to run it")
 
 
