@@ -191,14 +191,34 @@ def bzimage_damage(path: Path) -> str | None:
     return None
 
 
+# damage() of an image already read in this process, by (path, size, mtime): a job asks for its
+# image several times (its checks, its share key, its boot).
+_JUDGED: dict[tuple, str | None] = {}
+
+
 def damage(package: str) -> str | None:
     """Why the cached image of `package` is not the package's (cut short, changed), or None.
 
     Checked against the package's own md5sums kept at fetch (or, for a pinned upload fetched
-    before they were kept, PINNED_IMAGE_MD5), and the bzImage's header; about 20 ms."""
+    before they were kept, PINNED_IMAGE_MD5), and the bzImage's header; about 20 ms, once per
+    process and state of the file."""
     path = cache_dir() / package / "boot" / f"vmlinuz-{_release(package)}"
-    if not path.is_file():
+    try:
+        st = path.stat()
+    except OSError:
         return f"{path.name} is missing"
+    try:
+        sums = (cache_dir() / package / MD5SUMS).stat()
+        listed = (sums.st_size, sums.st_mtime_ns)
+    except OSError:
+        listed = None
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, listed)
+    if key not in _JUDGED:
+        _JUDGED[key] = _damage(package, path)
+    return _JUDGED[key]
+
+
+def _damage(package: str, path: Path) -> str | None:
     cut = bzimage_damage(path)
     if cut:
         return cut
