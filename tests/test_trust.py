@@ -137,6 +137,8 @@ def test_a_run_recorded_here_reruns_as_before_and_one_from_another_machine_does_
     ({"benchmark": "cmd", "params": {"command": "true"},
       "kernel": {"tree": "/t", "kcflags": "-O2 $(shell touch X)", "config": "--eval=$(shell id>X)config"}},
      ["KCFLAGS='-O2 $(shell touch X)'", "--eval=$(shell id>X)config olddefconfig bzImage"]),
+    ({"benchmark": "cmd", "params": {"command": "true"}, "kernel": "/home/u/recipe.yaml"},
+     ["the build of the kernel recipe in /home/u/recipe.yaml"]),
 ])
 def test_what_would_run_here_is_named(job, needles):
     said = "; ".join(host_code(AtomicJob.from_dict(job)))

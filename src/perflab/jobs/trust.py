@@ -47,6 +47,9 @@ def host_code(job: AtomicJob, kernel_replaced: bool = False) -> list[str]:
     in_guest = kernel_replaced or isinstance(target, Qemu)
     if isinstance(target, Qemu) and target.recipe and not kernel_replaced:
         out.append(_recipe_code(target.recipe))
+    elif isinstance(target, Qemu) and str(target.kernel).endswith((".yaml", ".yml")) and not kernel_replaced:
+        # A recipe written in a file of this machine (`--kernel recipe.yaml`): read, then built.
+        out.append(f"the build of the kernel recipe in {_shown(target.kernel)}")
     params = _params(job)
     if not in_guest and job.benchmark == "cmd":
         words = params.get("argv")
