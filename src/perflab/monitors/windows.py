@@ -55,10 +55,10 @@ class Window:
         return any(field.startswith(p) for p in self.tick_sampled)
 
     def describe(self, metrics: list[str] | None = None) -> str:
-        """"over the benchmark process's life; cpu.* tick-sampled in a guest: ..." — the window, and the
-        tick note when any of `metrics` (None: any of the monitor's) is tick-sampled."""
+        """"over the benchmark process's life; cpu.* tick-sampled in a guest: ..." — the window, and, read in
+        a guest, the tick note when any of `metrics` (None: any of the monitor's) is tick-sampled."""
         text = f"over {self.text}"
-        ticked = self.tick_sampled and (metrics is None or any(self.is_tick_sampled(m) for m in metrics))
+        ticked = self.guest and self.tick_sampled and (metrics is None or any(self.is_tick_sampled(m) for m in metrics))
         if ticked:
             text += f"; {', '.join(p + '*' for p in self.tick_sampled)} {self.tick_note}"
         return text
@@ -109,3 +109,66 @@ def notes_without_window(notes) -> list[str]:
         if text:
             out.append(text)
     return out
+
+
+def side_windows(runs) -> dict[str, Window | None]:
+    """Each monitor's window over some runs; None where they counted over several."""
+    out: dict[str, Window | None] = {}
+    for run in runs:
+        for name, w in run_windows(run).items():
+            if name not in out:
+                out[name] = w
+            elif out[name] is not None and out[name].window != w.window:
+                out[name] = None
+    return out
+
+
+def apart(sides: list[dict]) -> tuple[set[tuple], list[str]]:
+    """(key, monitor) pairs whose figures cover different windows on different sides (or within one),
+    and a line each saying so: such figures are not compared. `sides`: per side, {key: its runs},
+    the key saying what is compared with what (a testcase)."""
+    keys = sorted({k for side in sides for k in side}, key=repr)
+    out, lines = set(), []
+    for key in keys:
+        per_side = [side_windows(side[key]) for side in sides if key in side]
+        if len(per_side) < 2:
+            continue
+        for name in sorted({n for w in per_side for n in w}):
+            present = [w[name] for w in per_side if name in w]
+            if len(present) < 2:
+                continue
+            if any(w is None for w in present) or len({w.window for w in present}) > 1:
+                said = ", ".join("several" if w is None else w.text for w in present)
+                out.add((key, name))
+                lines.append(f"{name}: not compared, its figures cover different windows on the sides ({said})")
+    return out, list(dict.fromkeys(lines))
+
+
+def summary(sides: list[list], shown: list[str]) -> str:
+    """The windows of the monitors `shown`, once: "window: X" when they share one, else "windows: a, b
+    over X; c over Y"; and which of their figures are tick-sampled in a guest."""
+    texts: dict[str, list[str]] = {}
+    guest: dict[str, Window] = {}
+    for runs in sides:
+        for run in runs:
+            for name, w in run_windows(run).items():
+                if name in shown:
+                    if w.text not in texts.setdefault(name, []):
+                        texts[name].append(w.text)
+                    if w.guest and w.tick_sampled:
+                        guest[name] = w
+    if not texts:
+        return ""
+    by: dict[str, list[str]] = {}
+    for name in shown:
+        if name in texts:
+            # one monitor over several windows: each testcase's own (insn-profile's auto)
+            by.setdefault(" or ".join(texts[name]) + (", by testcase" if len(texts[name]) > 1 else ""), []).append(name)
+    if len(by) == 1:
+        text = f"window: {next(iter(by))}"
+    else:
+        text = "windows: " + "; ".join(f"{', '.join(names)} over {t}" for t, names in by.items())
+    ticked = [n for n in shown if n in guest]
+    if ticked:
+        text += "; " + ", ".join(f"{n}.{p}*" for n in ticked for p in guest[n].tick_sampled) + " " + TICK_NOTE["qemu"]
+    return text

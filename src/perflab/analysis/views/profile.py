@@ -499,6 +499,8 @@ def instruction_view(store, base: str, head: str | None, benchmark: str | None, 
         what = f"instructions per operation (from {', '.join(sorted(m for m in metrics if m))})"
     elif pers == {"window"}:
         what = "instructions per window"
+    elif not pers:
+        what = "instructions"
     else:
         what = "instructions per operation where the benchmark's figure says what one took, else per window"
     cases = [c for _, b, h in pairs for c in (b, h)]
