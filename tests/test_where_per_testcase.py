@@ -133,3 +133,35 @@ def test_the_mails_where_leads_with_the_headlines_testcase(planted):
     assert len(heads) == 2 and "signal1" in heads[0] and "page_fault1" in heads[1], where
     first = where[where.index(heads[0]):where.index(heads[1])]
     assert "clear_page_erms" not in first and "do_syscall_64" in first
+
+
+def test_perf_profile_sections_per_testcase(cli):
+    """Sampled shares alike: each testcase its own comparison, never one pooled over both."""
+    import json
+
+    from perflab.store import open_store
+
+    store = open_store(str(cli.db))
+    shares = {"signal1": {"__send_signal_locked": 40.0, "do_syscall_64": 30.0},
+              "page_fault1": {"clear_page_erms": 60.0, "handle_mm_fault": 10.0}}
+    for tag, extra in (("v1", 0.0), ("v2", 5.0)):
+        for test, symbols in shares.items():
+            run = store.create_run(box="box", environment={"testbox": "box"}, benchmark="will-it-scale",
+                                   name="will-it-scale", params={"test": test, "mode": "process", "nr_task": 1}, tag=tag)
+            for rep in range(3):
+                store.add_samples(run, rep, [Sample(f"perf-profile.{kind}.cycles-pp.{sym}", value + extra + rep * 0.1,
+                                                    "%", INFORMATIONAL)
+                                             for sym, value in symbols.items() for kind in ("children", "self")])
+                store.add_monitor_series(run, "perf-profile", rep, [(None, 1.0, {
+                    json.dumps(["symbol", "[k]", "will-it-scale", sym]): value for sym, value in symbols.items()})])
+            store.finish_run(run, "finished")
+    out = cli("report", "profile", "v1", "v2").stdout
+    sections = _sections(out)
+    assert [h.split(":")[0] for h in sections] == ["will-it-scale test=signal1", "will-it-scale test=page_fault1"]
+    for head, body in sections.items():
+        assert "base 1 run, 3 repetitions, head 1 run, 3 repetitions; sampled over the benchmark process's life" in head
+        mine = shares[head.split("test=")[1].split(":")[0]]
+        listed = {l.split()[-1] for l in body.splitlines() if "[k]" in l}
+        assert listed == set(mine), body
+    side = cli("report", "profile", "v1").stdout
+    assert len(_sections(side)) == 2 and "3 repetitions" in side and "6 repetitions" not in side
