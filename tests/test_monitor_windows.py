@@ -31,6 +31,13 @@ def test_every_monitor_declares_its_window():
     assert monitor_class("meminfo").tick_sampled == ()
 
 
+def test_perflab_monitors_lists_each_window(cli):
+    out = cli("monitors").stdout
+    assert out.count("\n    window: ") == len(MONITORS)
+    assert "    window: the benchmark's measured part (by default; see its option window)" in out
+    assert "    window: the benchmark process's life (its warm-up included); cpu.* tick-sampled" in out
+
+
 def test_a_run_records_the_window_its_monitors_counted():
     monitors = MonitorSet({"meminfo": {}, "proc-stat": {}})
     monitors.begin()
