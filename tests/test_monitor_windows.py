@@ -11,6 +11,8 @@ figures; no guest boots.
 
 from __future__ import annotations
 
+import json
+
 from perflab.core.model import INFORMATIONAL, Sample
 from perflab.monitors import MONITORS, MonitorSet, monitor_class
 
@@ -98,6 +100,10 @@ def test_compare_says_the_window_and_leaves_out_figures_over_different_windows(c
     assert "window: the benchmark process's life (its warm-up included)" in summary
     assert "proc-stat.cpu.* tick-sampled in a guest" in summary
     assert "proc-stat.cpu.user" in out and "perf-stat.cpu-clock.total" in out
+    doc = json.loads(cli("compare", f"kernel={RELEASES[0]}", f"kernel={RELEASES[1]}", "--monitors", "all",
+                         "--style", "json").stdout)
+    assert doc["monitor_windows"] == summary.split("; ", 1)[1].removesuffix(" --")
+    assert not any(r["metric"].startswith("insn-profile.") for r in doc["metrics"])
 
 
 def test_report_profile_does_not_diff_counts_over_different_windows(cli):
