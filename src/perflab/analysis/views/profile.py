@@ -13,6 +13,7 @@ rows moved. Everything is computed here; report.profile formats.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -55,8 +56,6 @@ def _testcase_key(run) -> tuple[str, str]:
 
 def _split(sel, rows_of: dict[tuple[int, int], dict]) -> dict[tuple[str, str], Testcase]:
     """The selection's rows (per (run, repetition)) by testcase."""
-    import json
-
     run_of = {r.id: r for r in sel.runs}
     out: dict[tuple[str, str], Testcase] = {}
     for (rid, rep), row in sorted(rows_of.items()):
