@@ -157,11 +157,6 @@ class ProfileView:
     sections: list[ProfileSection]
     only: list[str] = field(default_factory=list)   # testcases on one side only
 
-    @property
-    def result(self):
-        """The first section's comparison (the only one with one testcase)."""
-        return self.sections[0].result if self.sections else None
-
 
 # One side's profile has the same shape; `shares` is set on its sections.
 ProfileSideView = ProfileView
