@@ -93,7 +93,7 @@ def _where(report: RegressionReport) -> list[str]:
     from perflab.report.profile import render_instructions
 
     return ["", "where (instructions counted per function, base and head; one section per testcase, "
-                "this mail's first):", "",
+                "the headline's first):", "",
             *(("    " + line).rstrip() for line in render_instructions(report.where, moved_only=True).rstrip("\n").splitlines())]
 
 
