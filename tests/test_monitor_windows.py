@@ -118,3 +118,17 @@ def test_report_profile_says_the_window_counted_once(cli):
     _plant(cli, (MEASURED, MEASURED))
     out = cli("report", "profile", f"kernel={RELEASES[0]}", f"kernel={RELEASES[1]}").stdout
     assert out.count("counted over the benchmark's measured part") == 1 and "do_syscall_64" in out
+
+
+def test_a_malformed_monitor_record_is_read_as_the_declared_window(cli):
+    """An imported or hand-edited record (a string, notes not a list, an unknown window) is no traceback."""
+    from perflab.store import open_store
+
+    _plant(cli, (MEASURED, MEASURED))
+    store = open_store(str(cli.db))
+    store.set_run_monitors(1, {"insn-profile": "junk", "proc-stat": {"status": "ran", "notes": "x", "window": 7}})
+    shown = cli("show", "1", "--monitors").stdout
+    assert "monitor figures over the benchmark process's life (its warm-up included): proc-stat, perf-stat" in shown
+    assert "counted over the benchmark's measured part" in cli("report", "profile", f"kernel={RELEASES[0]}",
+                                                               f"kernel={RELEASES[1]}").stdout
+    assert "-- monitors:" in cli("compare", f"kernel={RELEASES[0]}", f"kernel={RELEASES[1]}", "--monitors", "all").stdout

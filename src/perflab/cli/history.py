@@ -318,7 +318,10 @@ def show_cmd(run_id, with_monitors, db) -> None:
             continue
         by_metric.setdefault(smp.metric, []).append(smp)
     windows = run_windows(run)
-    for name, entry in (run.monitors or {}).items():
+    for name, entry in (run.monitors if isinstance(run.monitors, dict) else {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("options", {}), dict):
+            lines.append(f"  monitor   {shown(name)}: its record is not readable ({shown(entry)})")
+            continue
         options = ", ".join(f"{k}={v}" for k, v in entry.get("options", {}).items())
         text = f"  monitor   {shown(name)} ({shown(options)}): {entry.get('status')}"
         if name in windows and entry.get("status") == "ran":

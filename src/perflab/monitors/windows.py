@@ -76,13 +76,14 @@ def window_of(name: str, record: dict | None) -> Window:
     """The window of monitor NAME in a run whose monitor record is `record` (run.monitors[NAME]):
     the recorded one, else the one its class declares (runs stored before windows were recorded;
     insn-profile's older note says which it counted)."""
-    record = record or {}
+    record = record if isinstance(record, dict) else {}
     window, ticks = declared(name)
     recorded = record.get("window")
     if recorded in TEXT:
         window = recorded
     else:
-        for note in record.get("notes", []) or []:
+        notes = record.get("notes")
+        for note in notes if isinstance(notes, list) else []:
             m = _OLD_NOTE.match(str(note))
             if m:
                 window = MEASURED if "measured" in m.group(1) else PROCESS
@@ -94,9 +95,10 @@ def run_windows(run) -> dict[str, Window]:
     from perflab.monitors import MONITORS
 
     out = {}
-    for name, record in (getattr(run, "monitors", None) or {}).items():
-        if name in MONITORS and isinstance(record, dict):
-            out[name] = window_of(name, record)
+    records = getattr(run, "monitors", None)
+    for name, record in (records if isinstance(records, dict) else {}).items():
+        if name in MONITORS:
+            out[name] = window_of(name, record)     # a record not readable: the declared window
     return out
 
 

@@ -101,21 +101,23 @@ def _record_notes(runs, monitor: str) -> list[str]:
 
     notes: list[str] = []
     for r in runs:
-        record = (getattr(r, "monitors", None) or {}).get(monitor) or {}
-        notes.extend(n for n in notes_without_window(record.get("notes", [])) if n not in notes)
+        records = getattr(r, "monitors", None)
+        record = records.get(monitor) if isinstance(records, dict) else None
+        said = record.get("notes") if isinstance(record, dict) else None
+        notes.extend(n for n in notes_without_window(said if isinstance(said, list) else []) if n not in notes)
     return notes
 
 
 def _window(runs, monitor: str, default: str | None = None) -> str | None:
     """The window the runs' `monitor` figures cover, as said (one text; several joined with " and ")."""
-    from perflab.monitors.windows import TEXT, window_of
+    from perflab.monitors.windows import TEXT, run_windows
 
     texts = []
     for r in runs:
-        record = (getattr(r, "monitors", None) or {}).get(monitor)
-        if record is None:
+        window = run_windows(r).get(monitor)
+        if window is None:
             continue
-        text = window_of(monitor, record).text
+        text = window.text
         if text not in texts:
             texts.append(text)
     if not texts:
@@ -447,11 +449,13 @@ def _one_section(name: str, case: Testcase, metric: str | None, top: int | None)
 
 
 def _how_counted(runs) -> str:
+    from perflab.monitors.windows import run_windows
+
     counted = []
     def in_guest(r) -> bool:
-        record = (getattr(r, "monitors", None) or {}).get(INSN) or {}
+        window = run_windows(r).get(INSN)
         return bool((getattr(r, "params", None) or {}).get("vm") or (getattr(r, "job", None) or {}).get("kernel")
-                    or "guest" in str(record.get("where", "")))
+                    or (window is not None and window.guest))
 
     if any(in_guest(r) for r in runs):
         counted.append("by QEMU in the guest (kernel functions, [user] the whole of user space)")
