@@ -92,7 +92,8 @@ def test_guest_monitors_reduce_the_guests_readings_to_the_hosts_names():
     assert insns == {"insn-profile.instructions": 1000, "insn-profile.user": 100, "insn-profile.kernel": 900,
                      "insn-profile.self.do_syscall_64": 850, "insn-profile.self.[other]": 50}
     assert all(s.exact and s.unit == "instructions" for s in collected["insn-profile"].samples)
-    assert "the benchmark's measured part" in monitors.record["insn-profile"]["notes"][0]
+    assert monitors.record["insn-profile"]["window"] == "measured"     # the window apart (issue 44)
+    assert monitors.record["vmstat"]["window"] == "process"
     assert monitors.record["vmstat"]["where"] == "in the VM guest"
 
 
@@ -164,7 +165,7 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     (record,) = cli.sql("SELECT monitors FROM run WHERE id = 1")[0]
     assert json.loads(record)["perf-stat"]["unsupported"] == ["cycles"]       # TCG has no hardware counters
     notes = json.loads(record)["insn-profile"]["notes"][0]
-    assert "the benchmark's measured part" in notes and "the guest's /proc/kallsyms" in notes
+    assert json.loads(record)["insn-profile"]["window"] == "measured" and "the guest's /proc/kallsyms" in notes
     shown = cli("report", "profile", "1").stdout
     assert "instructions per operation (from will-it-scale.workload)" in shown and "__x64_sys_getppid" in shown
 

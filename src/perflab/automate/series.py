@@ -254,5 +254,6 @@ def report(store, result: SeriesResult, *, subject_tag: str = "perflab", user_re
     if rep.where is None and result.kind is not None and not isinstance(result.kind, str):
         # The counted runs of the kind's check, when they counted per function (valgrind; insn-profile).
         rep.where = regression.where_view(store, f"tag={tag}-kind,commit={result.base}",
-                                          f"tag={tag}-kind,commit={result.head}", None)
+                                          f"tag={tag}-kind,commit={result.head}", None,
+                                          first=(rep.headline.benchmark, rep.headline.params))
     return rep
