@@ -203,12 +203,21 @@ class _Late(Exception):
     """No frame before the deadline."""
 
 
+# The longest frame the host takes from the guest. The agent's largest is a RESULT: the result
+# text (64 KiB), stdout (STDOUT_LIMIT, 64 MiB), stderr's tail and the readings (READINGS_LIMIT,
+# 128 MiB); a FILE is at most READ_LIMIT (64 MiB): agent.c. A header that says more is refused
+# before a byte of its payload is kept: a guest that floods the port cannot make the host buffer
+# more than this (issue 45, G9).
+FRAME_LIMIT = 256 << 20
+HEADER_LIMIT = 96     # "@PL TYPE LENGTH FNV1A32\n": a header not ended by then is garbled
+
+
 class Channel:
     """The host's end of the agent's UART: frames out to QEMU's stdin, in from its stdout."""
 
     def __init__(self, write_fd: int, read_fd: int):
         self.write_fd, self.read_fd = write_fd, read_fd
-        self.buffer = b""
+        self.buffer = bytearray()
 
     def send(self, kind: str, payload: bytes = b"") -> None:
         data = frame(kind, payload)
@@ -218,24 +227,39 @@ class Channel:
         except (BrokenPipeError, OSError):
             raise _Dead() from None
 
+    def _whole_frame(self) -> tuple[str, bytes] | None:
+        """The frame at the start of the buffer when it is all there; None while it is not.
+        What the guest sent that cannot be a frame raises VmError at once, nothing buffered."""
+        start = self.buffer.find(b"@PL ")
+        if start < 0:
+            del self.buffer[:-3]         # nothing but frames is written here; keep a cut-off "@PL"
+            return None
+        del self.buffer[:start]
+        end = self.buffer.find(b"\n", 0, HEADER_LIMIT)
+        if end < 0:
+            if len(self.buffer) >= HEADER_LIMIT:
+                raise VmError(f"garbled frame header from the guest agent: {bytes(self.buffer[:48])!r}...")
+            return None
+        words = bytes(self.buffer[:end]).split()
+        if len(words) != 4 or not words[2].isdigit() or not re.fullmatch(rb"[0-9a-fA-F]{1,8}", words[3]):
+            raise VmError(f"garbled frame header from the guest agent: {bytes(self.buffer[:end])[:80]!r}")
+        length = int(words[2])
+        if length > FRAME_LIMIT:
+            raise VmError(f"guest sent a frame of {length} bytes, over the {FRAME_LIMIT} limit")
+        if len(self.buffer) < end + 1 + length + 1:
+            return None
+        payload = bytes(self.buffer[end + 1:end + 1 + length])
+        del self.buffer[:end + 2 + length]
+        if fnv1a(payload) != int(words[3], 16):
+            raise VmError(f"frame {words[1].decode(errors='replace')} from the guest agent failed its checksum")
+        return words[1].decode(errors="replace"), payload
+
     def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
         """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
         while True:
-            start = self.buffer.find(b"@PL ")
-            if start > 0:
-                self.buffer = self.buffer[start:]     # nothing but frames is written here; be lenient
-            end = self.buffer.find(b"\n") if start >= 0 else -1
-            if end >= 0:
-                words = self.buffer[:end].split()
-                if len(words) != 4 or not words[2].isdigit():
-                    raise VmError(f"garbled frame header from the guest agent: {self.buffer[:end][:80]!r}")
-                length = int(words[2])
-                if len(self.buffer) >= end + 1 + length + 1:
-                    payload = self.buffer[end + 1:end + 1 + length]
-                    self.buffer = self.buffer[end + 2 + length:]
-                    if fnv1a(payload) != int(words[3], 16):
-                        raise VmError(f"frame {words[1].decode()} from the guest agent failed its checksum")
-                    return words[1].decode(), payload
+            whole = self._whole_frame()
+            if whole is not None:
+                return whole
             wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
             ready, _, _ = select.select([self.read_fd], [], [], wait)
             if ready:
