@@ -8,6 +8,7 @@ is absent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -201,3 +202,76 @@ def test_perf_profile_samples_the_guest_kernel_with_its_own_symbols(cli, tmp_pat
     assert "perf-profile.children.cycles-pp.do_syscall_64" in metrics, sorted(metrics)[:20]
     shown = cli("report", "profile", "1").stdout
     assert "[k] do_syscall_64" in shown and "run in the guest over 9p" in shown
+
+
+# A guest program that runs the agent's process markers itself (vm/c/insns.c): N times the end
+# of the window, a new start and a getppid (a few kernel blocks in each window).
+FLOOD_C = r"""
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 300000;
+	for (long i = 0; i < n; i++) {
+		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory");
+		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory");
+		syscall(SYS_getppid);
+	}
+	return 0;
+}
+"""
+
+
+def flood_program(where: Path) -> Path:
+    from perflab.core import cbuild
+
+    (where / "marker_flood.c").write_text(FLOOD_C)
+    return cbuild.build("marker_flood", where, cc="cc", flags=("-O2", "-static"))
+
+
+@pytest.mark.vm
+@needs_vm
+def test_a_marker_flood_is_capped_in_the_hosts_disk_and_memory_and_said(tmp_path):
+    """Issue 45, G8: a guest program repeating the end/start marker makes the plugin write a window
+    each time. The file it writes in the host's TMPDIR stays under its limit (plus a window), the
+    host reads it in bounded memory, and the counts carry a note; the next request is whole again."""
+    import threading
+    import tracemalloc
+
+    from perflab.core.process import ProcessSpec
+    from perflab.execution.vm import VmSpec, boot
+    from perflab.execution.vm.counting import COUNTS_FILE, WINDOW_FILE_LIMIT
+
+    flood = flood_program(tmp_path)
+    with boot(VmSpec(kernel=KERNEL, mode="icount", count_instructions=True, boot_timeout=300),
+              files={"/usr/bin/marker_flood": flood}) as guest:
+        largest, done = [0], threading.Event()
+
+        def watch():      # the largest the file got, seen now and then (a bound: missing a peak only lowers it)
+            while not done.wait(0.05):
+                with contextlib.suppress(OSError):
+                    largest[0] = max(largest[0], (guest.workdir / COUNTS_FILE).stat().st_size)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        counts = InstructionCounts()
+        tracemalloc.start()
+        try:
+            result = guest.execute(ProcessSpec(["/usr/bin/marker_flood", "40000"], timeout=900),
+                                   hooks=Hooks(inside=[counts]))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            done.set()
+            watcher.join()
+        assert result.ok, result.stderr_tail
+        assert counts.note.startswith("the guest reported 40,001 instruction-counting windows for one process")
+        assert "capped" in counts.note and counts.windows[0], largest
+        assert 0 < largest[0] <= WINDOW_FILE_LIMIT + (1 << 20), largest
+        assert peak < 4 << 20, peak         # reading the windows: one at a time
+        # The next process is counted whole again, with nothing of the flood's.
+        again = InstructionCounts()
+        assert guest.execute(ProcessSpec(["/usr/bin/marker_flood", "0"]), hooks=Hooks(inside=[again])).ok
+        assert again.note == "" and again.windows[0][0] > 0

@@ -118,6 +118,10 @@ class GuestMonitorSet:
             if isinstance(mon, InsnProfile) and mon.windows:
                 self.record[mon.name]["notes"] = [f"counted over {' and '.join(sorted(mon.windows))}; functions "
                                                   f"named by {', '.join(sorted(mon.sources))}"]
+                self.record[mon.name]["notes"] += sorted(mon.notes)
+                for note in sorted(mon.notes - mon.said):
+                    self.warn(f"monitor {mon.name}: {note}")
+                mon.said |= mon.notes
         return out
 
     def _perf_stat(self, mon: PerfStat, process: int | None, helper: Helper) -> None:

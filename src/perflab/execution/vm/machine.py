@@ -164,7 +164,8 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
         *device_args(spec),
-        *(["-plugin", f"file={counting.plugin()},out={counts}"] if spec.count_instructions and counts else []),
+        *(["-plugin", f"file={counting.plugin()},out={counts},limit={counting.WINDOW_FILE_LIMIT}"]
+          if spec.count_instructions and counts else []),
         *spec.qemu_args,
     ]
 
@@ -318,7 +319,7 @@ class Guest:
     workdir: Path
     facts: dict[str, str] = field(default_factory=dict)
     _kallsyms: tuple[str, str] | None = field(default=None, repr=False)
-    _counts_read: int = field(default=0, repr=False)
+    _counts_seq: int = field(default=0, repr=False)      # the last window the plugin ended (counting.Windows)
 
     @property
     def console(self) -> Path:
@@ -398,14 +399,16 @@ class Guest:
             for h in helpers:
                 said = next((texts for _, texts in taken if h.out in texts), {})
                 h.output, h.stderr = said.get(h.out, ""), said.get(HELPER_ERR, "")
-        if counts_asked:
-            windows, self._counts_read = counting.last_window(self.workdir / counting.COUNTS_FILE, self._counts_read)
-            if windows is None:
+        if self.spec.count_instructions:
+            # After every request, asked or not: the file is emptied for the next one.
+            windows = counting.take_windows(self.workdir / counting.COUNTS_FILE, self._counts_seq)
+            self._counts_seq = windows.seq
+            if counts_asked and windows.last is None:
                 raise self._failure("the instruction-counting plugin wrote no window for the process "
                                     "(did the guest's agent run its markers?)")
             symbols, source = self.kallsyms()
             for c in counts_asked:
-                c.windows, c.symbols, c.symbols_from = windows, symbols, source
+                c.windows, c.symbols, c.symbols_from, c.note = windows.last, symbols, source, windows.note()
         if stop_sent and "exit=" not in text and "execerror=" not in text:
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
         fields = executor.parse_result(text, display)   # the launcher's own words, read the host's way
@@ -434,9 +437,10 @@ class Guest:
         return body
 
     def kallsyms(self) -> tuple[str, str]:
-        """The guest kernel's symbols and where they came from, once per boot (counting.symbols)."""
+        """The guest kernel's symbols and where they came from, read at boot before any request
+        (counting.symbols): never from a guest a job may have changed."""
         if self._kallsyms is None:
-            self._kallsyms = counting.symbols(self)
+            raise PerflabError("the guest's kernel symbols are read at boot, for a guest that counts instructions")
         return self._kallsyms
 
     def shutdown(self) -> None:
@@ -578,6 +582,8 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
             facts.update(settle_facts(guest_facts))
         guest = Guest(spec, process, channel, workdir, facts)
         try:
+            if spec.count_instructions:
+                guest._kallsyms = counting.symbols(guest)      # before any job could change the guest
             yield guest
         finally:
             guest.shutdown()
