@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,8 @@ def main() -> None:
     parser.add_argument("--against", help="an earlier tree's commit to measure first")
     args = parser.parse_args()
     kernel = str(kernels.cached())
-    work = Path(tempfile.mkdtemp(prefix="perflab-marker-flood-"))
+    # Not under /tmp: the guest mounts its own /tmp over the host's, where the program would be hidden.
+    work = Path(tempfile.mkdtemp(prefix=".perflab-marker-flood-", dir=Path.home()))
     (work / "marker_flood.c").write_text(FLOOD_C)
     flood = work / "marker_flood"
     subprocess.run(["cc", "-O2", "-static", "-o", str(flood), str(work / "marker_flood.c")], check=True)
@@ -127,6 +129,7 @@ def main() -> None:
         if args.against:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(work / "before")],
                            capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
  * host -> guest: RUN, STOP (ask the running launcher to stop), READ, OFF.
  * READ's payload is a path; the answer is FILE, the file's content (at most
  * READ_LIMIT bytes; empty when it cannot be read), e.g. the guest's
- * /proc/kallsyms for the host to name kernel addresses.
+ * /proc/kallsyms for the host to name kernel addresses (read right after
+ * HELLO, before any RUN: a job could mount a forged one).
  * RUN's payload is NUL-terminated strings: N, then N launcher arguments
  * (options, "--", the program's argv), then M, then M environment entries,
  * then "1"/"0" (capture stdout), then the root to run in ("" for the
