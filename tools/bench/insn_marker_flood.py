@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """insn-profile under a marker flood (issue 45, G8): the host's memory and TMPDIR use.
 
-    tools/bench/insn_marker_flood.py [--windows 300000] [--against COMMIT]
+    tools/bench/insn_marker_flood.py [--windows 300000] [--runs 1] [--against COMMIT]
 
 Runs, from this tree (and from COMMIT's, in a temporary worktree, when given):
 
-    perflab run cmd --kernel K --vm icount --monitor insn-profile -- marker_flood 300000
+    perflab run cmd --runs 1 --kernel K --vm icount --monitor insn-profile -- marker_flood 300000
 
 where marker_flood is a static C program that runs the end and start markers of perflab's
 instruction-counting plugin (vm/c/insns.c) N times, a getppid in each window, and K the
@@ -63,13 +63,14 @@ def disk_use(top: Path) -> int:
     return total
 
 
-def measure(tree: Path, work: Path, kernel: str, flood: Path, windows: int) -> dict:
+def measure(tree: Path, work: Path, kernel: str, flood: Path, windows: int, runs: int) -> dict:
     tmp = work / f"tmp-{tree.name}"
     tmp.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_") and k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(tree / "src"), TMPDIR=str(tmp), PERFLAB_DB=str(work / f"{tree.name}.db"),
                PERFLAB_VM_BOOT_TIMEOUT="600")
-    argv = [sys.executable, "-c", "from perflab.cli import entry; entry()", "run", "cmd", "--kernel", kernel,
+    argv = [sys.executable, "-c", "from perflab.cli import entry; entry()", "run", "cmd", "--runs", str(runs),
+            "--kernel", kernel,
             "--vm", "icount", "--monitor", "insn-profile", "--", str(flood), str(windows)]
     started = time.monotonic()
     err_file = work / f"{tree.name}.err"
@@ -102,6 +103,7 @@ def measure(tree: Path, work: Path, kernel: str, flood: Path, windows: int) -> d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--windows", type=int, default=300000)
+    parser.add_argument("--runs", type=int, default=1, help="repetitions (one flood each)")
     parser.add_argument("--against", help="an earlier tree's commit to measure first")
     args = parser.parse_args()
     kernel = str(kernels.cached())
@@ -119,8 +121,8 @@ def main() -> None:
     try:
         for tree in trees:
             load = os.getloadavg()[0]
-            r = measure(tree, work, kernel, flood, args.windows)
-            print(f"{tree}: {args.windows:,} windows: exit {r['rc']}, perflab VmHWM {r['hwm_mib']:.0f} MiB, "
+            r = measure(tree, work, kernel, flood, args.windows, args.runs)
+            print(f"{tree}: {args.windows:,} windows x {args.runs} run(s): exit {r['rc']}, perflab VmHWM {r['hwm_mib']:.0f} MiB, "
                   f"wait4 maxrss {r['maxrss_mib']:.0f} MiB, TMPDIR peak {r['tmp_mib']:.1f} MiB, {r['wall']:.0f} s wall "
                   f"(load {load:.1f})")
             for line in r["stderr"]:
