@@ -1,9 +1,10 @@
 """Where, inside the kernel under test (issue 35): monitors in a VM guest and insn-profile.
 
 The pure parts (the plugin's and the agent's formats, naming blocks with kallsyms, the
-guest monitor set's reductions, the exact diff) without a guest; then one real icount guest
-of a Debian kernel with the plugin loaded, skipped with the reason when QEMU or the kernel
-is absent.
+guest monitor set's reductions, the exact diff) without a guest; then real icount guests
+of a Debian kernel with the plugin loaded (one boot per test: a profile; a guest program's
+marker flood; a job forging /proc/kallsyms, issue 45), skipped with the reason when QEMU or
+the kernel is absent.
 """
 
 from __future__ import annotations
