@@ -72,3 +72,16 @@ def test_frames_still_come_through_whole_after_junk_and_in_pieces():
     finally:
         writer.join()
         os.close(read_fd)
+
+
+def test_readings_with_a_negative_length_are_garbled_not_a_loop():
+    """A RESULT's readings come from the guest too: a negative length used to send the reader
+    back to the same line for ever; now it is a ValueError, which execute() turns into a
+    one-line VmError ("garbled RESULT frame from the guest agent")."""
+    from perflab.execution.vm.machine import parse_readings
+
+    with pytest.raises(ValueError, match="negative length"):
+        parse_readings(b"1 -5 3\nabc")
+    with pytest.raises(ValueError):
+        parse_readings(b"1 2\nab")
+    assert parse_readings(b"1000000000 2 3\nabxyz") == [(1.0, {"ab": "xyz"})]

@@ -281,6 +281,8 @@ def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
     while at < len(data):
         end = data.index(b"\n", at)
         t_ns, n_path, n_text = map(int, data[at:end].split())
+        if n_path < 0 or n_text < 0:
+            raise ValueError(f"a reading of negative length at byte {at}")
         path = data[end + 1:end + 1 + n_path].decode(errors="replace")
         text = data[end + 1 + n_path:end + 1 + n_path + n_text].decode(errors="replace")
         at = end + 1 + n_path + n_text
@@ -388,12 +390,19 @@ class Guest:
         if kind != "RESULT":
             raise self._failure(f"unexpected {kind} frame from the guest agent")
         head, _, rest = body.partition(b"\n")
-        n_res, n_out, n_err, n_read = map(int, head.split())
+        try:
+            # A job runs as root in the guest and may write the agent's port itself: its frames are input.
+            n_res, n_out, n_err, n_read = lengths = [int(w) for w in head.split()]
+            if min(lengths) < 0:
+                raise ValueError("a negative length")
+            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read]) \
+                if readings or helpers else []
+        except ValueError:
+            raise self._failure(f"garbled RESULT frame from the guest agent for {display!r}") from None
         text = rest[:n_res].decode(errors="replace")
         out = rest[n_res:n_res + n_out][:executor.STDOUT_LIMIT_BYTES]
         err = rest[n_res + n_out:n_res + n_out + n_err][-executor.STDERR_TAIL_BYTES:]
         if readings or helpers:
-            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read])
             for r in readings:
                 r.taken += [(t, mine) for t, texts in taken if (mine := {p: texts[p] for p in r.paths if p in texts})]
             for h in helpers:
