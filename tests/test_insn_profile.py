@@ -98,6 +98,26 @@ def test_guest_monitors_reduce_the_guests_readings_to_the_hosts_names():
     assert monitors.record["vmstat"]["where"] == "in the VM guest"
 
 
+def test_a_window_split_by_the_guests_own_markers_is_noted_stored_and_not_exact():
+    """Issue 45, G8: the note the guest's counts carry goes into the run's monitor record, is
+    printed once however many repetitions carry it, and those counts are not called exact."""
+    from perflab.execution.vm.counting import Windows
+
+    warnings = []
+    monitors = GuestMonitorSet({"insn-profile": {}}, warn=warnings.append, exact=True)
+    note = Windows({}, 300001, True, 300001).note()
+    for _ in range(2):
+        (counts,) = monitors.hooks(0).inside
+        counts.windows = {0: {0: 1000, 0xffffffff81001000: 9000}}
+        counts.symbols, counts.symbols_from, counts.note = KALLSYMS, "a test's kallsyms", note
+        samples = monitors.collect()["insn-profile"].samples
+        assert samples and not any(s.exact for s in samples)
+    assert note.startswith("the guest reported 300,001 instruction-counting windows for one process")
+    assert note in monitors.record["insn-profile"]["notes"] and "capped" in note
+    assert warnings == [f"monitor insn-profile: {note}"]
+    assert Windows({}, 1, False, 7).note() == ""
+
+
 def test_a_guest_file_that_cannot_be_read_drops_only_its_monitor():
     warnings = []
     monitors = GuestMonitorSet({"meminfo": {}, "proc-stat": {}}, warn=warnings.append)
