@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from perflab.execution.vm.machine import FRAME_LIMIT, Channel, VmError, _Dead, frame
+from perflab.execution.vm.channel import FRAME_LIMIT, Channel, VmError, _Dead, frame
 
 
 def _flooded(head: bytes, flood: int, tail: bytes = b""):

@@ -10,7 +10,8 @@ off, and QEMU's process group is killed whatever happened.
 
 Channels: the kernel console is the first UART, written by QEMU to a file (its tail is
 what a fault shows); the agent speaks on the second UART, which QEMU connects to its
-stdin/stdout pipes. Frames both ways: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes, "\\n".
+stdin/stdout pipes. Frames both ways: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes, "\\n"
+(execution/vm/channel.py, which bounds what the guest may send).
 """
 
 from __future__ import annotations
@@ -19,20 +20,20 @@ import contextlib
 import ctypes
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflab.core.errors import PerflabError, TargetDown
+from perflab.core.errors import PerflabError
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor, interrupt
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
+from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
 
 QEMU = "qemu-system-x86_64"
 MODES = ("tcg", "icount", "kvm")
@@ -45,10 +46,6 @@ SHUTDOWN_SECONDS = 10.0
 SLOWDOWN = {"tcg": 1.0, "kvm": 1.0, "icount": 30.0}
 REQUEST_MARGIN = 60.0
 HELPER_ERR = "/run/perflab/helper.err"     # where the agent puts its helpers' stderr (agent.c)
-
-
-class VmError(TargetDown):
-    """The guest could not be booted or stopped answering; `console_tail` holds the kernel's last words."""
 
 
 @dataclass
@@ -183,95 +180,6 @@ def device_args(spec: VmSpec) -> list[str]:
         # writeback through the host's page cache of a RAM file is RAM either way.
         out += ["-drive", f"file={drive},if=virtio,format=raw,cache=writeback"]
     return out
-
-
-def fnv1a(data: bytes) -> int:
-    h = 2166136261
-    for b in data:
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return h
-
-
-def frame(kind: str, payload: bytes) -> bytes:
-    return b"@PL %s %d %08x\n" % (kind.encode(), len(payload), fnv1a(payload)) + payload + b"\n"
-
-
-class _Dead(Exception):
-    """QEMU closed the agent's channel (it exited)."""
-
-
-class _Late(Exception):
-    """No frame before the deadline."""
-
-
-# The longest frame the host takes from the guest. The agent's largest is a RESULT: the result
-# text (64 KiB), stdout (STDOUT_LIMIT, 64 MiB), stderr's tail and the readings (READINGS_LIMIT,
-# 128 MiB); a FILE is at most READ_LIMIT (64 MiB): agent.c. A header that says more is refused
-# before a byte of its payload is kept: a guest that floods the port cannot make the host buffer
-# more than this (issue 45, G9).
-FRAME_LIMIT = 256 << 20
-HEADER_LIMIT = 96     # "@PL TYPE LENGTH FNV1A32\n": a header not ended by then is garbled
-
-
-class Channel:
-    """The host's end of the agent's UART: frames out to QEMU's stdin, in from its stdout."""
-
-    def __init__(self, write_fd: int, read_fd: int):
-        self.write_fd, self.read_fd = write_fd, read_fd
-        self.buffer = bytearray()
-
-    def send(self, kind: str, payload: bytes = b"") -> None:
-        data = frame(kind, payload)
-        try:
-            while data:
-                data = data[os.write(self.write_fd, data):]
-        except (BrokenPipeError, OSError):
-            raise _Dead() from None
-
-    def _whole_frame(self) -> tuple[str, bytes] | None:
-        """The frame at the start of the buffer when it is all there; None while it is not.
-        What the guest sent that cannot be a frame raises VmError at once, nothing buffered."""
-        start = self.buffer.find(b"@PL ")
-        if start < 0:
-            del self.buffer[:-3]         # nothing but frames is written here; keep a cut-off "@PL"
-            return None
-        del self.buffer[:start]
-        end = self.buffer.find(b"\n", 0, HEADER_LIMIT)
-        if end < 0:
-            if len(self.buffer) >= HEADER_LIMIT:
-                raise VmError(f"garbled frame header from the guest agent: {bytes(self.buffer[:48])!r}...")
-            return None
-        words = bytes(self.buffer[:end]).split()
-        if len(words) != 4 or not words[2].isdigit() or not re.fullmatch(rb"[0-9a-fA-F]{1,8}", words[3]):
-            raise VmError(f"garbled frame header from the guest agent: {bytes(self.buffer[:end])[:80]!r}")
-        length = int(words[2])
-        if length > FRAME_LIMIT:
-            raise VmError(f"guest sent a frame of {length} bytes, over the {FRAME_LIMIT} limit")
-        if len(self.buffer) < end + 1 + length + 1:
-            return None
-        payload = bytes(self.buffer[end + 1:end + 1 + length])
-        del self.buffer[:end + 2 + length]
-        if fnv1a(payload) != int(words[3], 16):
-            raise VmError(f"frame {words[1].decode(errors='replace')} from the guest agent failed its checksum")
-        return words[1].decode(errors="replace"), payload
-
-    def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
-        """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
-        while True:
-            whole = self._whole_frame()
-            if whole is not None:
-                return whole
-            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
-            ready, _, _ = select.select([self.read_fd], [], [], wait)
-            if ready:
-                chunk = os.read(self.read_fd, 1 << 20)
-                if not chunk:
-                    raise _Dead()
-                self.buffer += chunk
-            elif deadline is not None and time.monotonic() >= deadline:
-                raise _Late()
-            elif poll:
-                poll()
 
 
 def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
