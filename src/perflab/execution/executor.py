@@ -102,6 +102,7 @@ class InstructionCounts:
     windows: dict[int, dict[int, int]] = field(default_factory=dict)
     symbols: str = ""
     symbols_from: str = ""      # where `symbols` came from (the guest's /proc/kallsyms, a System.map)
+    note: str = ""              # what was odd about the window (a guest that ran the markers itself)
 
 
 @dataclass

@@ -119,6 +119,10 @@ class GuestMonitorSet:
             self.record[mon.name]["window"] = mon.counted_window
             if isinstance(mon, InsnProfile) and mon.windows:
                 self.record[mon.name]["notes"] = [f"functions named by {', '.join(sorted(mon.sources))}"]
+                self.record[mon.name]["notes"] += sorted(mon.notes)
+                for note in sorted(mon.notes - mon.said):
+                    self.warn(f"monitor {mon.name}: {note}")
+                mon.said |= mon.notes
         return out
 
     def _perf_stat(self, mon: PerfStat, process: int | None, helper: Helper) -> None:

@@ -103,6 +103,8 @@ class InsnProfile(Monitor):
         self.functions: dict[str, int] = {}
         self.windows: set[str] = set()
         self.sources: set[str] = set()
+        self.notes: set[str] = set()     # what was odd about a window (counting.Windows.note)
+        self.said: set[str] = set()      # ... of those, the ones already printed
         self.repeatable = True
 
     def check(self) -> None:
@@ -116,6 +118,10 @@ class InsnProfile(Monitor):
         if not symbols:
             raise RuntimeError(f"no kernel symbols to name the counts with: {counts.symbols_from or 'none read'}")
         self.sources.add(counts.symbols_from)
+        if counts.note:
+            # The process split its window with markers of its own: the counts are not the whole process.
+            self.notes.add(counts.note)
+            repeatable = False
         channel = MEASURED_PART if self.options.window == "auto" and counts.windows.get(MEASURED_PART) else PROCESS
         self.windows.add(windows.MEASURED if channel == MEASURED_PART else windows.PROCESS)
         user, functions = by_function(counts.windows.get(channel, {}), symbols)
