@@ -201,7 +201,7 @@ class Running:
     timeout: float | None = None          # for the whole build
     locks: tuple[int, ...] = ()
     started: float = field(default_factory=time.monotonic)
-    orderly: bool = True                  # every step ended by itself (no SIGKILL that could leave half a file)
+    orderly: bool = True                  # no step was SIGKILLed (which could leave half a file)
 
     def note(self, line: str) -> None:
         with open(self.log, "a") as f:
@@ -235,7 +235,8 @@ class Running:
         finally:
             for fd in self.locks:
                 os.set_inheritable(fd, False)
-        if result.timed_out or result.interrupted or result.signal == signal.SIGKILL:
+        if result.signal == signal.SIGKILL:
+            # It did not stop within the launcher's grace time: make could not remove what it was writing.
             self.orderly = False
         if not result.ok:
             why = failure(result, timeout, self.log)
