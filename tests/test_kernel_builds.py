@@ -187,6 +187,7 @@ def test_a_broken_cache_entry_is_rebuilt_never_an_internal_error_or_a_hang(cli, 
     def fifo():
         (entry / "facts.json").unlink()
         os.mkfifo(entry / "facts.json")
+        assert "6.1.0" not in cli("kernel", "list", timeout=WAIT).stdout      # listed without its facts; no hang
 
     def truncated():
         image.write_text("image")

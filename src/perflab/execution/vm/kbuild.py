@@ -269,10 +269,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def published(entry: Path, image: str, expect: dict) -> dict | None:
-    """The facts of a published entry (`entry/image` and its facts.json) when it checks out: the image
-    a regular file of the size and hash recorded, facts.json a JSON object holding `expect`'s items.
-    None otherwise: not there, or broken (rebuilt)."""
+def facts_of(entry: Path) -> dict | None:
+    """An entry's facts.json when it is a regular file holding a JSON object; None otherwise (never blocks)."""
     raw = _read_regular(entry / FACTS, FACTS_LIMIT)
     if raw is None:
         return None
@@ -280,7 +278,15 @@ def published(entry: Path, image: str, expect: dict) -> dict | None:
         facts = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(facts, dict) or any(facts.get(k) != v for k, v in expect.items()):
+    return facts if isinstance(facts, dict) else None
+
+
+def published(entry: Path, image: str, expect: dict) -> dict | None:
+    """The facts of a published entry (`entry/image` and its facts.json) when it checks out: the image
+    a regular file of the size and hash recorded, facts.json a JSON object holding `expect`'s items.
+    None otherwise: not there, or broken (rebuilt)."""
+    facts = facts_of(entry)
+    if facts is None or any(facts.get(k) != v for k, v in expect.items()):
         return None
     try:
         st = os.lstat(entry / image)
