@@ -274,3 +274,26 @@ def test_a_bisection_s_kernel_builds_take_the_same_path(tmp_path):
     finally:
         builds.close()
     assert _git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_a_series_clone_stays_whole_after_a_gc_in_the_users_repository(tmp_path, monkeypatch):
+    """R9 for `perflab series`: its clone (the same kbuild.Clone) owns its objects; the `--shared` one
+    of before kept refs to commits a rewrite and `git gc --prune=now` in the repository took (git fsck
+    failed in it)."""
+    from test_patch_series import _git as dev_git, _series
+
+    from perflab.automate import series
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo, mbox, _base = _series(tmp_path)
+    series.apply(str(repo), series.read_series(str(mbox)))
+    (repo / "extra.txt").write_text("x\n")
+    dev_git(repo, "add", "extra.txt")
+    dev_git(repo, "commit", "-q", "--amend", "-m", "base, amended")
+    dev_git(repo, "branch", "-D", "topic")
+    dev_git(repo, "reflog", "expire", "--expire=now", "--all")
+    dev_git(repo, "gc", "-q", "--prune=now")
+    clone, base = series.apply(str(repo), series.read_series(str(mbox)), base="main")
+    assert base == dev_git(repo, "rev-parse", "main")
+    fsck = subprocess.run(["git", "-C", str(clone), "fsck", "--connectivity-only"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
