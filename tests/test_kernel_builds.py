@@ -297,3 +297,45 @@ def test_a_series_clone_stays_whole_after_a_gc_in_the_users_repository(tmp_path,
     assert base == dev_git(repo, "rev-parse", "main")
     fsck = subprocess.run(["git", "-C", str(clone), "fsck", "--connectivity-only"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
+
+
+def test_two_measurers_on_one_build_directory_take_turns(tmp_path):
+    """R8 for KernelBuilds (a lab box's kernel builds are kept per repository and shared by its
+    workers): two builds of different commits in the same worktree and output directory at once;
+    the second waits for the first, and each image holds its own commit."""
+    import threading
+
+    from perflab.automate.measurer import KernelBuilds
+
+    repo, gates = tmp_path / "repo", tmp_path / "gates"
+    repo.mkdir()
+    gates.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for v in ("v0", "v1"):
+        (repo / "v.txt").write_text(v + "\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", v)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    command = (f'touch {gates}/started-$(cat v.txt); while [ ! -e {gates}/open-$(cat v.txt) ]; do sleep 0.05; done; '
+               'mkdir -p "$KBUILD_OUTPUT/arch/x86/boot"; cat v.txt > "$KBUILD_OUTPUT/arch/x86/boot/bzImage"')
+    said: list[str] = []
+    images: dict[int, str] = {}
+
+    def measurer(i: int) -> None:
+        builds = KernelBuilds(repo, tmp_path / "src", tmp_path / "out", tmp_path / "images", command,
+                              "arch/x86/boot/bzImage", owned=False, say=said.append)
+        images[i] = builds.image_of(shas[i]).read_text()
+
+    (gates / "open-v1").touch()
+    first = threading.Thread(target=measurer, args=(0,))
+    first.start()
+    _until(lambda: (gates / "started-v0").exists(), "started")
+    second = threading.Thread(target=measurer, args=(1,))
+    second.start()
+    _until(lambda: any("waiting for the build" in line for line in said) or (gates / "started-v1").exists()
+           or not second.is_alive(), "waiting or started")
+    (gates / "open-v0").touch()
+    first.join(WAIT)
+    second.join(WAIT)
+    assert images == {0: "v0\n", 1: "v1\n"}

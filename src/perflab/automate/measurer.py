@@ -345,8 +345,10 @@ class KernelBuilds:
     commit again needs no build. The user's checkout is never touched."""
 
     def __init__(self, repo: Path, src: Path, out: Path, images: Path, build_cmd: str, image: str,
-                 build_timeout: float | None = None, owned: bool = True, base: Path | None = None):
+                 build_timeout: float | None = None, owned: bool = True, base: Path | None = None,
+                 say: Callable[[str], None] = lambda _m: None):
         self.repo, self.src, self.out, self.images, self.base = repo, src, out, images, base
+        self.say = say                            # progress: a wait for another build of the same directories
         self.build_cmd, self.image, self.build_timeout, self.owned = build_cmd, image, build_timeout, owned
         self.seconds: dict[str, float] = {}      # commit -> seconds its build took here
 
@@ -376,7 +378,8 @@ class KernelBuilds:
         started = time.monotonic()
         try:
             kbuild.build(kbuild.Worktree(self.repo, self.src), commit, self.out, steps, image=self.image, entry=entry,
-                         facts=lambda _out: {"build": self.build_cmd}, expect=expect, timeout=self.build_timeout)
+                         facts=lambda _out: {"build": self.build_cmd}, expect=expect, timeout=self.build_timeout,
+                         say=self.say)
         except kbuild.NoImage:
             why = f"the build made no kernel at $KBUILD_OUTPUT/{self.image}"
             raise BuildFailed(f"--build: {why} (--kernel is relative to the build output directory)", why) from None
@@ -507,6 +510,6 @@ def measurer_for(store, spec: MeasurerSpec, say: Callable[[str], None] = lambda 
     if dirs is None:
         raise ValueError("measurer_for: a kernel measured here needs the directories its builds are kept in")
     builds = KernelBuilds(dirs.repo, dirs.src, dirs.out, dirs.images, spec.build, spec.kernel.image,
-                          spec.build_timeout, owned=dirs.owned, base=dirs.base)
+                          spec.build_timeout, owned=dirs.owned, base=dirs.base, say=say)
     # The build command makes the kernel, in `builds`: the worktree at the commit only records the runs.
     return LocalMeasurer(store, where.trees("", None), box=where.box, kernel=spec.kernel, builds=builds, say=say)
