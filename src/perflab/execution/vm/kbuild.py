@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, GitError, add_worktree, git
 from perflab.core.process import ProcessResult, ProcessSpec
 

@@ -51,7 +51,6 @@ PERFLAB_CONFIG = "perflab"
 TARGET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*config")
 COMPILER = re.compile(r"[A-Za-z0-9_./+][A-Za-z0-9_./+-]*")
 FLAG = re.compile(r"[A-Za-z0-9_=.,+:/@%-]+")
-LOG_TAIL = 12
 
 
 @dataclass(frozen=True)
