@@ -63,12 +63,15 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
+    typed_build = build_cmd
     if recipe_file:
         from perflab.execution.vm import recipe
 
         if build_cmd:
             raise click.UsageError("--recipe builds each commit: give it or --build, not both")
-        build_cmd = recipe.build_command(recipe.series_recipe(recipe_file, repo))
+        series_recipe = recipe.series_recipe(recipe_file, repo)
+        build_cmd = recipe.build_command(series_recipe)
+        typed_build = recipe.build_command(series_recipe, typed=True)     # the mail's, as a reader types it
         kernel = kernel or "arch/x86/boot/bzImage"
     if out_file:
         from perflab.core import output
@@ -111,7 +114,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
     line = shlex.join(words) + (" -- " + shlex.join(command) if command else "")
     try:
         rep = series.report(store, result, subject_tag=subject_tag, user_repo=str(Path(repo).resolve()),
-                            build=build_cmd, command=line)
+                            build=typed_build, command=line)
     except PerflabError as e:
         click.echo(f"no report: {e}", err=True)
         raise SystemExit(1)

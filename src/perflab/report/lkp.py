@@ -101,8 +101,9 @@ def _header(result: ComparisonResult) -> list[str]:
     kinds = {"commit" if any(r.commit and r.commit.startswith(sel.operand.lower()) for r in sel.runs) else "tag"
              for sel in result.selections}
     lines.append(("commit" if kinds == {"commit"} else "variant") + ":")
-    for sel in result.selections:
-        lines.append(f"  {shown(sel.label)}")
+    for label, sel in zip(result.labels, result.selections):
+        # A column named for its side (the series mail's base / head) says what it selected.
+        lines.append(f"  {shown(label)}: {shown(sel.label)}" if label != sel.label else f"  {shown(sel.label)}")
     lines.append("")
     if result.env_diff:
         lines.append("environment differences (--cross-box):")

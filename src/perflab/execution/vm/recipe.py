@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
+from perflab.core.buildlog import first_errors
 from perflab.core.git import IDENT, git
 from perflab.core.errors import PerflabError, UsageProblem
 
@@ -282,9 +283,8 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
                 raise PerflabError(f"kernel build: cannot run make: {e.strerror} (Debian package make)") from None
             if done.returncode != 0:
                 logf.flush()
-                tail = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
                 raise PerflabError(f"kernel build of {recipe.name or key} failed ({' '.join(targets)}): "
-                                   + " | ".join(tail[-3:]))
+                                   + " | ".join(first_errors(log.read_text(errors="replace"))))
 
         if recipe.config == PERFLAB_CONFIG:
             from perflab.execution.vm import kconfig
@@ -334,7 +334,7 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
 SERIES_KEYS = ("config", "fragments", "cc", "kcflags", "name")
 
 
-def build_command(recipe: Recipe, jobs: int | None = None) -> str:
+def build_command(recipe: Recipe, jobs: int | None = None, *, typed: bool = False) -> str:
     """A recipe's config, compiler and flags as one shell command that builds the checkout it runs
     in into $KBUILD_OUTPUT (the build of a bisection or a patch series: each commit in turn, one
     output directory kept). The config is made once, when the output directory has none."""
@@ -345,7 +345,8 @@ def build_command(recipe: Recipe, jobs: int | None = None) -> str:
     make = f'make O="$KBUILD_OUTPUT" {cc} -j{jobs or os.cpu_count() or 2}'
     config = '"$KBUILD_OUTPUT/.config"'
     if recipe.config == PERFLAB_CONFIG:
-        perflab = shlex.join([sys.executable, "-c", "import sys; from perflab.cli import entry; "
+        # `typed`: as a person types it (a mail's reproduce steps); else this very perflab, on PATH or not.
+        perflab = "perflab" if typed else shlex.join([sys.executable, "-c", "import sys; from perflab.cli import entry; "
                               "sys.argv[0] = 'perflab'; sys.exit(entry())"])
         first = [f"{perflab} kernel config --tree . -o {config}"]
     elif _target(recipe.config):
