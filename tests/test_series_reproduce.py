@@ -85,8 +85,11 @@ def test_the_series_mails_reproduce_section_run_in_a_fresh_directory_measures_ba
     job = tmp_path / "job.yaml"
     job.write_text("benchmark: cmd\ncommand: ./prog\nmeasure: instructions\nruns: 2\n")
     mail = tmp_path / "report.txt"
-    cli("series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O1 -o prog prog.c",
-        "--metric", "valgrind.instructions", "--out", mail, "--no-kind", "--no-revert", timeout=900)
+    # Without --metric (the directory's run), the job's one headline metric: its count (finding 10).
+    metric = ["--metric", "valgrind.instructions"] if given == "file" else []
+    done = cli("series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O1 -o prog prog.c",
+               *metric, "--out", mail, "--no-kind", "--no-revert", timeout=900)
+    assert given == "file" or "metric: valgrind.instructions (the job's headline metric)" in done.stderr
     text = mail.read_text()
     steps = _section(text)
     script = "\n".join(steps)
@@ -136,3 +139,24 @@ def test_a_recipes_build_in_the_mail_is_typed_as_a_user_types_it(tmp_path):
     assert "from perflab.cli import entry" in recipe.build_command(one)
     typed = recipe.build_command(one, typed=True)
     assert "perflab kernel config --tree . -o" in typed and "python" not in typed and "import" not in typed, typed
+
+
+def test_the_headline_metric_is_the_jobs_one_or_the_choice_is_asked_for(cli, tmp_path):
+    """Issue 44, finding 10: --metric may be left out when the job has one headline metric."""
+    from perflab.automate import bisect, series
+    from perflab.core.errors import UsageProblem
+
+    job = tmp_path / "job.yaml"
+    for text, metric in (("benchmark: cmd\ncommand: ./prog\n", "time.elapsed_time"),
+                         ("benchmark: cmd\ncommand: ./prog\nmeasure: instructions\n", "valgrind.instructions")):
+        job.write_text(text)
+        assert series.headline_metric(bisect.file_job(str(job))) == metric
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\n")
+    with pytest.raises(UsageProblem, match="give --metric: the will-it-scale job has 3 headline metrics "
+                                           r"\(will-it-scale.per_process_ops, "):
+        series.headline_metric(bisect.file_job(str(job)))
+    repo, mails, _base = _project(tmp_path)
+    from conftest import assert_one_line_error
+
+    assert_one_line_error(cli("series", "--repo", repo, "--mbox", mails, "--job", job, check=False),
+                          "give --metric", "will-it-scale.scalability")

@@ -168,6 +168,31 @@ class SeriesResult:
 SERIES_PREFIX = "perflab-series-"
 
 
+def headline_metric(job) -> str:
+    """The metric a series is judged by when --metric is not given: the job's one headline metric.
+
+    The headline metrics are the catalog's primary ones that have a direction (not the
+    secondary resource figures, not an informational count); when the job is counted
+    (`measure:`), the instrument's (the count is why it was asked for). UsageProblem listing
+    them when there is not exactly one."""
+    from perflab import jobs
+    from perflab.analysis.comparison.fdr import is_primary
+    from perflab.core.model import INFORMATIONAL
+
+    job = jobs.resolve(job)
+    catalog = {}
+    for instrument in job.instruments:
+        catalog.update(instrument.metrics())
+    if not catalog:
+        catalog = dict(job.family.metrics(job.parsed))
+    named = sorted(name for name, m in catalog.items()
+                   if m.direction != INFORMATIONAL and is_primary(name, None, job.benchmark))
+    if len(named) != 1:
+        raise UsageProblem(f"give --metric: the {job.benchmark} job has {len(named)} headline metrics "
+                           f"({', '.join(named) or 'none'})")
+    return named[0]
+
+
 def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str | None = None,
         tag: str | None = None, kernel: str | None = None, vm_mode: str | None = None,
         revert: bool = True, kind: bool = True, build_timeout: float | None = None,

@@ -18,7 +18,8 @@ from perflab.core.text import printable
 @click.option("--base", metavar="REV", help="The base to apply on (default: the series' base-commit: trailer).")
 @click.option("--job", "job_file", type=click.Path(dir_okay=False), metavar="JOB.yaml",
               help="The benchmark (else a command after --).")
-@click.option("--metric", required=True, metavar="NAME", help="The metric to judge the series by.")
+@click.option("--metric", metavar="NAME", help="The metric to judge the series by (default: the job's one headline "
+                                                "metric: its counted one with measure:, else its one primary metric).")
 @click.option("--build", "build_cmd", metavar="CMD", default="", help="Builds a commit (run in its checkout).")
 @click.option("--kernel", metavar="IMAGE", help="The repository is a kernel tree: the image the build makes "
                                                 "(a path in the build output, e.g. arch/x86/boot/bzImage).")
@@ -78,6 +79,9 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
 
         output.check(out_file, "--out")     # before any work: the mail is never lost at the end
     say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
+    if not metric:
+        metric = series.headline_metric(job)
+        say(f"metric: {metric} (the job's headline metric)")
     store = get_store(db)
     result = series.run(store, repo=repo, mbox=mbox, job=job, metric=metric, build=build_cmd, base=base,
                         tag=tag, kernel=kernel, vm_mode=vm_mode, revert=not no_revert, kind=not no_kind,

@@ -211,8 +211,10 @@ def _read(path: str) -> bytes:
 def identity(recipe: Recipe) -> tuple[str, str, str]:
     """(commit, compiler version, key): what decides the build, hashed."""
     if not Path(recipe.tree, ".git").exists():
+        # -f: Debian's linux-source tree ships a .gitignore that ignores its own top level.
         raise PerflabError(f"kernel recipe: tree {recipe.tree} is not a git repository (commit an unpacked "
-                           "source first: git init && git add -A && git commit)")
+                           f"source first: cd {shlex.quote(recipe.tree)} && git init -q && git add -A -f && "
+                           "git commit -q -m source)")
     commit = git(recipe.tree, "rev-parse", "--verify", "--quiet", f"{recipe.ref}^{{commit}}", check=False).stdout.strip()
     if not commit:
         raise PerflabError(f"kernel recipe: ref {recipe.ref!r} is not a commit of {recipe.tree}")
