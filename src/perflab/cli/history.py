@@ -262,7 +262,10 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
 @click.option("--monitors", "with_monitors", is_flag=True, help="Also list every monitor metric's samples.")
 @db_option
 def show_cmd(run_id, with_monitors, db) -> None:
-    """Every sample of a run and its summary (n, mean, median, stddev, CoV, min, max).
+    """Every sample of a run and its summary (n, figure, median, stddev, CoV, min, max).
+
+    The figure is the one compare and the reports print: the harmonic mean (hmean) of a
+    higher-is-better rate, else the arithmetic mean (mean); its column `of` names which.
 
     The monitors that ran are listed with their status; their metrics only with --monitors.
 
@@ -328,14 +331,18 @@ def show_cmd(run_id, with_monitors, db) -> None:
         lines.append(text)
     if not by_metric:
         lines.append("  (no samples)")
-    header = f"  {'metric':40} {'unit':6} {'n':>4} {'mean':>11} {'median':>11} {'stddev':>11} {'CoV':>7} {'min':>11} {'max':>11}"
+    # The run's figure is the one compare, the mail and the HTML print (stats.descriptive.estimator),
+    # named in its own column; the median beside it.
+    header = (f"  {'metric':40} {'unit':6} {'n':>4} {'figure':>11} {'of':<5} {'median':>11} {'stddev':>11} {'CoV':>7} "
+              f"{'min':>11} {'max':>11}")
     if by_metric:
         lines += ["", header]
     for metric, s in metric_summaries(by_metric).items():
         items = by_metric[metric]
         cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
         lines.append(
-            f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.mean, 11)} {fmt_num(s.median, 11)} "
+            f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.center, 11)} {s.estimator:<5} "
+            f"{fmt_num(s.median, 11)} "
             f"{fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} {fmt_num(s.min, 11)} {fmt_num(s.max, 11)}"
         )
     lines += ["", "  samples (repetition: value per metric)"]
