@@ -54,3 +54,28 @@ def test_the_lmbench_summary_names_its_median(cli, tmp_path):
     assert out.rstrip().splitlines()[-1].startswith("figures: median of the samples"), out
     assert "median" in cli("report", "lmbench", "--help").stdout and "averaged" not in cli(
         "report", "lmbench", "--help").stdout
+
+
+def test_an_exact_figure_is_its_least_disturbed_sample_in_show_and_compare(cli, tmp_path):
+    """Under icount a rate is exact: its figure is the least disturbed sample (as detect's points
+    and the HTML trends take it), the same in show and compare, and named so."""
+    runs = []
+    for tag, values in (("a", [200.0, 200.0, 199.99]), ("b", [220.0, 220.0, 219.99])):
+        runs.append({
+            "uuid": str(uuid.uuid4()), "testbox": "box", "benchmark": "fio", "name": "fio", "params": {},
+            "tag": tag, "commit": None, "dirty": None, "started": "2026-01-01T10:00:00",
+            "finished": "2026-01-01T10:01:00", "status": "finished", "comment": None, "error": None,
+            "environment": {"testbox": "box"}, "failures": [],
+            "samples": [["fio.read_bw_MBps", v, "MB/s (icount)", 1, rep] for rep, v in enumerate(values)]})
+    path = tmp_path / "fio.json"
+    path.write_text(json.dumps({"format": "perflab-export", "version": 1, "runs": runs}))
+    cli("import", path)
+    (run_id,), = cli.sql("select id from run where tag = 'a'")
+    row = next(l for l in cli("show", run_id).stdout.splitlines() if l.strip().startswith("fio.read_bw_MBps "))
+    assert row.split()[4:6] == ["200", "exact"], row     # the unit is two words
+    lkp = cli("compare", "a", "b", "--style", "lkp").stdout
+    line = next(l for l in lkp.splitlines() if "fio.read_bw_MBps" in l and "%" in l)
+    assert float(line.split()[0]) == 200 and "+10.0%" in line and "220" in line, line
+    assert "figures: least disturbed sample of the samples" in lkp or "least disturbed sample" in lkp, lkp
+    mm = cli("compare", "a", "b", "--style", "mmtests").stdout
+    assert re.search(r"Exact\S*\s+.*200", mm), mm

@@ -7,5 +7,7 @@ from perflab.stats.descriptive import Summary, summarize
 
 def metric_summaries(samples_by_metric: dict[str, list]) -> dict[str, Summary]:
     """metric -> the summary of its samples (store rows with `value` and `direction`), in the given order."""
-    return {metric: summarize([s.value for s in samples], samples[0].direction)
+    # An exact metric's figure is its least disturbed sample, as compare and detect take it.
+    return {metric: summarize([s.value for s in samples], samples[0].direction,
+                              exact=all(getattr(s, "exact", False) for s in samples))
             for metric, samples in samples_by_metric.items()}

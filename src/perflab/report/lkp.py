@@ -34,10 +34,9 @@ import os
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
-from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import Footnotes, estimator_legend, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
-from perflab.stats.descriptive import legend
 
 STDDEV_SHOWN_ABOVE = 0.02
 HEADER_KEYS = ("cc_version", "kernel_release", "cpufreq_governor", "thp_enabled", "testbox")
@@ -201,7 +200,7 @@ def render(result: ComparisonResult) -> str:
             lines += [line(r, implied) for r in rows]
     lines += notes.lines("  ")
     # What the figures are (stats.descriptive.estimator): one line, as the mail and the HTML say it.
-    lines.append("  " + legend(r.base.estimator for r in result.rows if r.direction != 0) + "; %stddev of the samples")
+    lines.append("  " + estimator_legend(r.base.estimator for r in [*result.rows, *result.monitor_rows]) + "; %stddev of the samples")
     lines += ["  " + l for l in fdr_group_lines(result)]
     lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"

@@ -14,7 +14,8 @@ import math
 
 from perflab.benchmarks.lmbench.catalog import TABLES, THIRD_HEADING, Table
 from perflab.core.text import printable
-from perflab.stats.descriptive import LMBENCH_SUMMARY, legend
+from perflab.report.notes import estimator_legend
+from perflab.stats.descriptive import LMBENCH_SUMMARY
 
 BANNER = "L M B E N C H  2 . 0   S U M M A R Y"
 WALL_TIME = "times in microseconds"
@@ -97,5 +98,5 @@ def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = Fals
     if not shown:
         out.append("(no LMbench figures in the selected runs)")
     else:
-        out.append(legend([LMBENCH_SUMMARY]) + " of each row's runs")
+        out.append(estimator_legend([LMBENCH_SUMMARY]) + " of each row's runs")
     return "\n".join(out).rstrip() + "\n"

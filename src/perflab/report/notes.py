@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.stats.compare import BLIND, EXACT, MONITOR, NOISY, NOISY_COV, NOT_EXACT, SECONDARY, Comparison
+from perflab.stats.descriptive import ESTIMATOR_WORDS, HMEAN, MEAN, MEDIAN
+from perflab.stats.descriptive import EXACT as EXACT_FIGURE
 from perflab.stats.exact import EXACT_LIMIT
 from perflab.core.text import printable
 
@@ -202,3 +204,19 @@ def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:
                      "(not compared; json lists them in monitor_only_in)")
     lines += [f"{indent}note: {shown(w, NOTE_LIMIT)}" for w in result.warnings]
     return lines
+
+
+def estimator_legend(names) -> str:
+    """One line naming the estimators behind a table's figures (stats.descriptive: Summary.estimator)."""
+    names = set(names)
+    parts = []
+    if HMEAN in names and MEAN in names:
+        parts.append("harmonic mean for higher-is-better rates, arithmetic mean otherwise")
+    else:
+        parts += [ESTIMATOR_WORDS[n] for n in (HMEAN, MEAN) if n in names]
+    if MEDIAN in names:
+        parts.append(ESTIMATOR_WORDS[MEDIAN])
+    if EXACT_FIGURE in names:
+        parts.append(ESTIMATOR_WORDS[EXACT_FIGURE] + (" of exact metrics" if parts else ""))
+    return "figures: " + ("; ".join(parts) or "none") + ("" if len(parts) > 1 or HMEAN in names and MEAN in names
+                                                         else " of the samples")

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from perflab.core.model import HIGHER_IS_BETTER
+from perflab.stats.exact import exact_figure
 from perflab.stats.median import median_ci_rows
 
 BAMEAN_PCT = 95  # mmtests' BAmean-95
 
 # The one figure a view prints for a group of samples, by the metric's kind (docs/statistics.md,
 # "One figure per run"): every view takes Summary.center and prints the name beside it.
-HMEAN, MEAN, MEDIAN = "hmean", "mean", "median"
-ESTIMATOR_WORDS = {HMEAN: "harmonic mean", MEAN: "arithmetic mean", MEDIAN: "median"}
+HMEAN, MEAN, MEDIAN, EXACT = "hmean", "mean", "median", "exact"
+ESTIMATOR_WORDS = {HMEAN: "harmonic mean", MEAN: "arithmetic mean", MEDIAN: "median",
+                   EXACT: "least disturbed sample"}
 # The LMbench summary prints the median of each figure's samples, as LMbench prints the median
 # of its tries: one row of a table of kernels, a figure a slow try must not move.
 LMBENCH_SUMMARY = MEDIAN
@@ -24,15 +26,6 @@ def estimator(direction: int, all_positive: bool = True) -> str:
     """The estimator of a metric kind: higher-is-better rates average harmonically (the mean of
     the times behind them, as mmtests' Hmean); every other metric by its arithmetic mean."""
     return HMEAN if direction == HIGHER_IS_BETTER and all_positive else MEAN
-
-
-def legend(names) -> str:
-    """One line naming the estimators behind a table's figures, medians beside where shown."""
-    names = set(names)
-    used = [n for n in (HMEAN, MEAN, MEDIAN) if n in names]
-    if used == [HMEAN, MEAN]:
-        return "figures: harmonic mean for higher-is-better rates, arithmetic mean otherwise"
-    return "figures: " + (", ".join(ESTIMATOR_WORDS[n] for n in used) or "none") + " of the samples"
 
 
 @dataclass(frozen=True)
@@ -56,9 +49,15 @@ class Summary:
         return asdict(self)
 
 
-def summarize(values, direction: int = 0) -> Summary:
+def summarize(values, direction: int = 0, exact: bool = False) -> Summary:
+    """The summary of one group; `exact` (an exact metric: counts, icount instruction-time):
+    its figure is its least disturbed sample (stats.exact.exact_figure), as detect's points and
+    compare's exact ratio take it, and Summary.estimator says EXACT."""
     x = np.asarray(values, dtype=float).ravel()
-    return summarize_rows(x.reshape(1, x.size), np.array([direction]))[0]
+    s = summarize_rows(x.reshape(1, x.size), np.array([direction]))[0]
+    if exact and x.size:
+        s = replace(s, center=exact_figure(x.tolist(), direction), estimator=EXACT)
+    return s
 
 
 def summarize_many(groups, directions) -> list[Summary]:
