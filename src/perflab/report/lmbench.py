@@ -82,10 +82,12 @@ def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_w
     return lines
 
 
-def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = False) -> str:
+def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = False,
+                   estimators=(LMBENCH_SUMMARY,)) -> str:
     """rows: (label, {metric: the median of its samples}) per kernel, in display order; `icount`:
     the figures are instruction-time of a guest under QEMU icount (runs with vm=icount, or
-    samples whose unit says "(icount)"), said in the titles and printed exactly."""
+    samples whose unit says "(icount)"), said in the titles and printed exactly; `estimators`: what
+    the figures are (stats.descriptive names), said in the last line."""
     rows = [(printable(label), values) for label, values in rows]  # tags and releases come from users
     label_width = max([29] + [len(label) for label, _ in rows])
     out = [BANNER, "-" * len(BANNER), ""]
@@ -98,5 +100,5 @@ def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = Fals
     if not shown:
         out.append("(no LMbench figures in the selected runs)")
     else:
-        out.append(estimator_legend([LMBENCH_SUMMARY]) + " of each row's runs")
+        out.append(estimator_legend(estimators, of="every sample of each row's runs"))
     return "\n".join(out).rstrip() + "\n"

@@ -206,17 +206,15 @@ def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:
     return lines
 
 
-def estimator_legend(names) -> str:
+def estimator_legend(names, of: str = "the samples") -> str:
     """One line naming the estimators behind a table's figures (stats.descriptive: Summary.estimator)."""
     names = set(names)
-    parts = []
     if HMEAN in names and MEAN in names:
-        parts.append("harmonic mean for higher-is-better rates, arithmetic mean otherwise")
+        parts = [f"harmonic mean of {of} for higher-is-better rates, arithmetic mean otherwise"]
     else:
-        parts += [ESTIMATOR_WORDS[n] for n in (HMEAN, MEAN) if n in names]
+        parts = [f"{ESTIMATOR_WORDS[n]} of {of}" for n in (HMEAN, MEAN) if n in names]
     if MEDIAN in names:
-        parts.append(ESTIMATOR_WORDS[MEDIAN])
+        parts.append(f"{ESTIMATOR_WORDS[MEDIAN]} of {of}")
     if EXACT_FIGURE in names:
-        parts.append(ESTIMATOR_WORDS[EXACT_FIGURE] + (" of exact metrics" if parts else ""))
-    return "figures: " + ("; ".join(parts) or "none") + ("" if len(parts) > 1 or HMEAN in names and MEAN in names
-                                                         else " of the samples")
+        parts.append(ESTIMATOR_WORDS[EXACT_FIGURE] + (" of exact metrics" if parts else f" of {of}"))
+    return "figures: " + ("; ".join(parts) or "none")
