@@ -79,3 +79,10 @@ def test_an_exact_figure_is_its_least_disturbed_sample_in_show_and_compare(cli, 
     assert "figures: least disturbed sample of the samples" in lkp, lkp
     mm = cli("compare", "a", "b", "--style", "mmtests").stdout
     assert re.search(r"Exact\S*\s+.*200", mm), mm
+
+
+def test_log_shows_a_rates_figure_as_show_does(cli, tmp_path):
+    _store(cli, tmp_path)
+    out = cli("log", "fio").stdout
+    row = next(l for l in out.splitlines() if " a " in f" {l} " and "fio.read_bw_MBps" in l)
+    assert "163.6" in row and "200" not in row.split("fio.read_bw_MBps")[0], out
