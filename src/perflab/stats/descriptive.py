@@ -43,7 +43,7 @@ class Summary:
     median_low: float = math.nan    # distribution-free 95% interval of the median (±inf below 6 samples)
     median_high: float = math.nan
     median_pm: float = math.nan     # benchstat's "± x%": the interval's larger half-width / |median|
-    estimator: str = MEAN           # what `center` is (HMEAN or MEAN): the name a view prints beside it
+    estimator: str = MEAN           # what `center` is (HMEAN, MEAN or EXACT): the name a view prints beside it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -101,7 +101,7 @@ def summarize_rows(x: np.ndarray, directions: np.ndarray) -> list[Summary]:
     median = np.median(x, axis=1)
     lo, hi = x.min(axis=1), x.max(axis=1)
     # Rates (ops/s, MB/s) average harmonically: the mean of the times behind them (estimator()).
-    harmonic = (directions == HIGHER_IS_BETTER) & positive
+    harmonic = np.array([estimator(int(d), bool(p)) == HMEAN for d, p in zip(directions, positive)], dtype=bool)
     center = np.where(harmonic, hmean, mean)
     ba = _bamean_rows(x, directions)
     mlo, mhi = median_ci_rows(x)
