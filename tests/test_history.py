@@ -56,13 +56,14 @@ def test_show_prints_summary_and_samples(cli):
     cli("run", "cmd", "--runs", "5", "--", "sleep", "0.01")
     out = cli("show", "1").stdout
     assert "run #1" in out and "finished" in out
-    assert re.search(r"metric\s+unit\s+n\s+mean\s+median\s+stddev\s+CoV\s+min\s+max", out)
+    assert re.search(r"metric\s+unit\s+n\s+figure\s+of\s+median\s+stddev\s+CoV\s+min\s+max", out)
     row = next(l for l in out.splitlines() if l.strip().startswith("time.elapsed_time "))
     fields = row.split()
     assert fields[1] == "s" and fields[2] == "5"
-    mean, median, mn, mx = float(fields[3]), float(fields[4]), float(fields[7]), float(fields[8])
+    mean, median, mn, mx = float(fields[3]), float(fields[5]), float(fields[8]), float(fields[9])
+    assert fields[4] == "mean"      # a lower-is-better time: its arithmetic mean
     assert 0.01 <= mn <= median <= mx and mn <= mean <= mx
-    assert fields[6].endswith("%")
+    assert fields[7].endswith("%")
     samples_line = next(l for l in out.splitlines() if l.strip().startswith("time.elapsed_time:"))
     assert len(samples_line.split()) == 6  # the name and five repetitions
 

@@ -40,5 +40,5 @@ def test_report_regression_on_worktree_runs_names_the_users_repository(cli, tmp_
     assert f'commit: {head} ("prog: sleep longer")' in text
     assert "author: Ada Author <ada@example.org>" in text
     assert f"git -C {repo.resolve()} checkout {head}" in text
-    assert f"perflab run job.yaml --repo {repo.resolve()}" in text
+    assert f"(cd {repo.resolve()} && perflab run \"$OLDPWD/job.yaml\" --repo ." in text
     assert "perflab-robot-" not in text and "s3cret" not in text

@@ -232,3 +232,27 @@ def test_a_series_recipe_is_one_build_command_run_at_each_commit(tmp_path):
         spec.write_text(text)
         with pytest.raises(UsageProblem, match=f"key '{key}'"):
             recipe.series_recipe(str(spec), str(tree))
+
+
+def test_the_not_a_git_tree_message_gives_commands_that_commit_an_ignored_top_level(tmp_path):
+    """Issue 44, finding 10: Debian's linux-source tree ignores its own top level in .gitignore;
+    the commands the message gives commit it all the same (`git add -A -f`)."""
+    import os
+    import subprocess
+
+    from perflab.core.errors import PerflabError
+    from perflab.execution.vm import recipe
+
+    tree = tmp_path / "linux source"
+    tree.mkdir()
+    (tree / ".gitignore").write_text(".*\n*\n")
+    (tree / "Makefile").write_text("all:\n")
+    one = recipe.recipe_of({"tree": str(tree)})
+    with pytest.raises(PerflabError) as e:
+        recipe.identity(one)
+    commands = str(e.value).split("commit an unpacked source first: ", 1)[1].removesuffix(")")
+    env = dict(os.environ, GIT_AUTHOR_NAME="A", GIT_AUTHOR_EMAIL="a@example.org", GIT_COMMITTER_NAME="A",
+               GIT_COMMITTER_EMAIL="a@example.org")
+    subprocess.run(["sh", "-ec", commands], cwd=tmp_path, env=env, check=True, capture_output=True)
+    assert "Makefile" in subprocess.run(["git", "-C", str(tree), "ls-files"], capture_output=True, text=True).stdout
+    assert recipe.identity(one)[0]          # a commit now

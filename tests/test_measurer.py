@@ -130,3 +130,30 @@ def test_local_measurer_runs_the_job_in_the_worktree_without_changing_directory(
     assert got.status == "done", got.error
     assert (tree / "ran-here").read_text() == "42\n"
     assert got.runs and got.values["time.elapsed_time"]
+
+
+def test_a_failed_parallel_build_says_the_compilers_error_not_makes_last_words(tmp_path):
+    """Issue 44, finding 9: `make -j` ends with "Waiting for unfinished jobs" and the other jobs'
+    output; the message keeps the compiler's first error and its source line."""
+    import shutil
+
+    from perflab.automate import measurer
+    from perflab.core.buildlog import first_errors
+
+    if not (shutil.which("make") and shutil.which("cc")):
+        pytest.skip("needs make and cc")
+    (tmp_path / "bad.c").write_text("int main(void) { return undeclared_thing; }\n")
+    # The other job prints after the error: the build's last lines are make's and its.
+    (tmp_path / "Makefile").write_text("all: bad.o slow\nbad.o: bad.c\n\tcc -c bad.c -o bad.o\n"
+                                       "slow:\n\tsleep 1; echo '  CC      other/file.o' >&2\n")
+    why = measurer.build(tmp_path, "make -j2", None)
+    assert why is not None and why.startswith("exited with status 2: "), why
+    assert "bad.c:1:" in why and "error:" in why and "undeclared_thing" in why, why
+    assert "Waiting for unfinished jobs" not in why and "other/file.o" not in why, why
+    # A link error is the linker's line; a log with no diagnostic keeps its last lines but make's.
+    link = ("  LD      vmlinux.o\nld: fs/x.o: in function `f':\nx.c:(.text+0x5): undefined reference to `g'\n"
+            "make[2]: *** [scripts/Makefile.vmlinux_o:61: vmlinux.o] Error 1\n"
+            "make[1]: *** Waiting for unfinished jobs....\n")
+    assert first_errors(link)[0] == "ld: fs/x.o: in function `f':", first_errors(link)
+    assert "undefined reference to `g'" in " ".join(first_errors(link)), first_errors(link)
+    assert first_errors("  CC a.o\nsegfault in script\nmake: *** [all] Error 2\n") == ["CC a.o", "segfault in script"]

@@ -224,3 +224,21 @@ def test_warm_up_processes_are_not_monitored(cli, tmp_path):
     ts = [t for (t,) in cli.sql("select t from monitor_series")]
     assert elapsed >= 0.1 and max(ts) < elapsed + 0.4
     assert len(ts) <= max(ts) / 0.02 + 2
+
+
+def test_a_job_file_takes_the_default_set_as_the_command_line_does(tmp_path):
+    """Issue 44, finding 10: `monitors: [default]` is `--monitor default`'s set; named ones beside it."""
+    from perflab import jobs
+
+    default = {name: monitors.parse_options(name, {}).model_dump(mode="json") for name in monitors.DEFAULT_SET}
+    job = tmp_path / "job.yaml"
+    for text in ("monitors: [default]\n", "monitors: default\n", "monitors:\n  default:\n"):
+        job.write_text("benchmark: cmd\nargv: [/bin/true]\n" + text)
+        (atomic,) = jobs.load_atomic(str(job), [])
+        assert atomic.monitors == default, (text, atomic.monitors)
+    job.write_text("benchmark: cmd\nargv: [/bin/true]\nmonitors:\n  default:\n  vmstat: {interval: 0.5}\n  softirqs:\n")
+    (atomic,) = jobs.load_atomic(str(job), [])
+    assert set(atomic.monitors) == set(monitors.DEFAULT_SET) | {"softirqs"}
+    assert atomic.monitors["vmstat"]["interval"] == 0.5
+    with pytest.raises(monitors.MonitorError, match="'default' is the default set"):
+        monitors.validate({"default": {"interval": 2}})

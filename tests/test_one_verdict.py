@@ -67,7 +67,7 @@ def _calls(layout: str, text: str) -> dict[str, str]:
                 section = {"regressions": "regression", "improvements": "improvement"}.get(words[1], "no change")
             elif words and words[-1] in CALLS or len(words) > 1 and words[-2] in CALLS:
                 calls[words[-1] if words[-1] in CALLS else words[-2]] = section
-        elif layout == "mmtests" and words[:1] == ["Amean"]:
+        elif layout == "mmtests" and words[:1] in (["Amean"], ["Exact"]):    # the figure's line, named by its estimator
             calls[words[1]] = ("improvement" if "(   0.60%)" in line else "regression") if line.endswith("*") else "no change"
         elif layout == "kernbench" and "[" in line and words[0] in CALLS and "%" in line:
             calls[words[0]] = next(w for w in WORDS if f"% {w}" in line)

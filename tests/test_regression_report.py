@@ -90,7 +90,7 @@ def test_report_names_commit_author_machine_parameters_and_reproduce_steps(cli, 
     # The monitors that changed are in the table, the unchanged one is not.
     assert "proc-vmstat.pgfault" in out and "vmstat.cpu.id" not in out
     assert f"git -C {repo} checkout {shas[1]}" in out and "make -j8" in out
-    assert "perflab run job.yaml" in out and "will-it-scale:" in out and "test: page_fault2" in out
+    assert "perflab run \"$OLDPWD/job.yaml\"" in out and "will-it-scale:" in out and "test: page_fault2" in out
 
 
 def test_unknown_revisions_are_one_line_errors(cli, tmp_path):

@@ -105,3 +105,26 @@ def test_each_figure_is_the_median_of_its_samples_not_the_mean(cli, tmp_path):
     cli("import", path)
     row = table(cli("report", "lmbench", "--box", "k6-2").stdout, "Processor, Processes")[-1]
     assert row.split()[1] == "0.17"   # median 0.166; the mean, 0.188, would print 0.19
+
+
+def test_six_digit_figures_widen_their_column_and_never_overflow():
+    """Issue 44, finding 10: a figure wider than LMbench's column widens it (no 1.2e+05, no two
+    figures run together); the headings and dashes follow."""
+    from perflab.report.lmbench import render_summary
+
+    # Six significant digits under icount (0.323028: 8 characters in a column of 7), a long
+    # fork+/bin/sh in wall time.
+    rows = [("6.1.0-56-amd64", {"proc.fork": 123456.0, "proc.exec": 1234567.0, "proc.sh": 123456789.0,
+                                "syscall.null": 0.323028, "syscall.stat": 0.325029}),
+            ("6.1.0-56-rt-amd64", {"proc.fork": 99.5, "proc.exec": 234567.0, "proc.sh": 12.0, "syscall.null": 0.26,
+                                   "syscall.stat": 1.5})]
+    for icount in (False, True):
+        block = table(render_summary(rows, icount=icount), "Processor, Processes")
+        assert "e+" not in "\n".join(block), block
+        spans = columns(block[next(i for i, l in enumerate(block) if l.startswith("-----") and i > 1)])
+        for row in block[-2:]:
+            cells = re.finditer(r"\S+", row[spans[0][1]:])
+            for m in cells:
+                start, end = m.start() + spans[0][1], m.end() + spans[0][1]
+                assert any(s <= start and end == e for s, e in spans[1:]), (row, m.group(), block)
+        assert "1234567" in block[-2] and "123456789" in block[-2], block

@@ -70,6 +70,24 @@ def test_robot_finds_bisects_and_reports_a_planted_regression_once(cli, tmp_path
     assert len(list(out.iterdir())) == 1
     assert cli.sql("select culprit, metric from robot_report") == [(shas[SLOW_AT], "time.elapsed_time")]
 
+    # The mail's reproduce section, run as a shell script in a fresh directory on a fresh store,
+    # measures the culprit's parent and the culprit, each at its commit (issue 44, finding 8).
+    from test_mail import _shell, _steps
+
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    script = _steps(text, "To reproduce:")
+    assert not any("python" in step for step in script), script
+    shown = _shell(script, reader, tmp_path / "reader.db")
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "reader.db")
+    ran = con.execute('select distinct tag, "commit" from run order by started').fetchall()
+    con.close()
+    base = next(line.split()[-1] for line in script if " checkout " in line)
+    assert ran == [(base[:10], base), (shas[SLOW_AT][:10], shas[SLOW_AT])], ran
+    assert "time.elapsed_time" in shown.split("-- regressions --")[1], shown
+
 
 def test_robot_refuses_bad_input_in_one_line(cli, tmp_path):
     job = tmp_path / "job.yaml"

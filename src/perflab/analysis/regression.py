@@ -74,6 +74,8 @@ class SeriesFacts:
     mbox: str = ""                 # the mailbox or directory the series was read from
     user_repo: str = ""            # the repository it was applied to (left untouched)
     command: str = ""              # the `perflab series` command line that gives these figures
+    am: tuple[str, ...] = ()       # what `git am` takes to apply it: the mailbox file (with --empty=drop
+                                   # when a cover letter leads), or a directory's patch files in order
 
 
 @dataclass

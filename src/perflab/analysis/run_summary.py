@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from perflab.stats.descriptive import Summary, summarize
+from perflab.store.exactness import exact_as_stored
 
 
 def metric_summaries(samples_by_metric: dict[str, list]) -> dict[str, Summary]:
     """metric -> the summary of its samples (store rows with `value` and `direction`), in the given order."""
-    return {metric: summarize([s.value for s in samples], samples[0].direction)
+    # An exact metric's figure is its least disturbed sample, as compare and detect take it.
+    return {metric: summarize([s.value for s in samples], samples[0].direction,
+                              exact=all(getattr(s, "exact", False) for s in samples))
             for metric, samples in samples_by_metric.items()}
+
+
+def figure_of(values: list[float], direction: int, metric: str, unit: str) -> float:
+    """A run's one figure of a metric (Summary.center), exact when its stored form says so."""
+    return summarize(values, direction, exact=exact_as_stored(metric, unit)).center

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from perflab.core.buildlog import first_errors
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, add_worktree, git, prune_worktrees, remove_worktree
 from perflab.execution.targets import BootFailure
@@ -109,7 +110,11 @@ def build(path: Path, command: str, timeout: float | None, env: dict[str, str] |
         interrupt.check()
     if result.ok:
         return None
-    return result.describe_failure(timeout, tail_lines=3)
+    if result.timed_out or result.signal:
+        return result.describe_failure(timeout, tail_lines=3)
+    # The compiler's first error, not make's "Waiting for unfinished jobs" after it.
+    said = first_errors(result.stderr_tail)
+    return f"exited with status {result.exit_status}" + (": " + " | ".join(said) if said else "")
 
 
 class ScratchTree:

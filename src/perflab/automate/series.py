@@ -20,7 +20,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perflab.automate.revert import RevertCheck, revert_check
@@ -41,6 +41,7 @@ class Patch:
     subject: str        # as the mail says it, "[PATCH 4/9] mm: ..."
     mail: str
     sha: str = ""       # the commit `git am` made of it
+    file: str = ""      # the file it was read from, when the series is a directory of *.patch
 
     @property
     def name(self) -> str:
@@ -53,6 +54,16 @@ class Series:
     patches: list[Patch]
     base: str | None                       # from the base-commit: trailer
     cover: str = ""                        # the cover letter's subject ([PATCH 0/N]), if any
+    without_diff: int = 0                  # mails that hold no diff (the cover letter): git am stops at them
+
+    def am_args(self, path: str) -> tuple[str, ...]:
+        """What `git am` takes to apply the series read from `path` as perflab applied it: a
+        directory's patch files in order (`git am DIR` reads a maildir, and applies nothing from
+        a directory of *.patch), or the mailbox file, its cover letter dropped."""
+        if self.patches and all(p.file for p in self.patches):
+            return tuple(p.file for p in self.patches)
+        mbox = str(Path(path).expanduser().resolve())
+        return ("--empty=drop", mbox) if self.without_diff else (mbox,)
 
 
 def _subject(mail: str) -> str:
@@ -75,8 +86,10 @@ def read_series(path: str) -> Series:
     p = Path(path).expanduser()
     try:
         if p.is_dir():
-            mails = [f.read_text(errors="replace") for f in sorted(p.glob("*.patch"))]
+            files = sorted(p.glob("*.patch"))
+            mails = [f.read_text(errors="replace") for f in files]
         else:
+            files = []
             text = p.read_text(errors="replace")
             starts = [m.start() for m in _FROM.finditer(text)]
             mails = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
@@ -85,18 +98,19 @@ def read_series(path: str) -> Series:
     if not mails:
         raise UsageProblem(f"--mbox {path}: no patch mail in it (git format-patch writes 'From SHA ...' first)")
     base = next((m.group(1) for mail in mails for m in [_BASE.search(mail)] if m), None)
-    cover, patches = "", []
-    for mail in mails:
+    cover, patches, without_diff = "", [], 0
+    for at, mail in enumerate(mails):
         subject = _subject(mail)
         if "\ndiff --git " not in mail and "\n--- " not in mail:
             cover = cover or subject            # the cover letter (0/N) holds no diff
+            without_diff += 1
             continue
-        patches.append(Patch(0, 0, subject, mail))
+        patches.append(Patch(0, 0, subject, mail, file=str(files[at].resolve()) if files else ""))
     if not patches:
         raise UsageProblem(f"--mbox {path}: its mails hold no diff")
     for i, patch in enumerate(patches, 1):
         patch.index, patch.total = i, len(patches)
-    return Series(patches, base, cover)
+    return Series(patches, base, cover, without_diff)
 
 
 def apply(repo: str, series: Series, base: str | None = None) -> tuple[Path, str]:
@@ -152,6 +166,31 @@ class SeriesResult:
 
 
 SERIES_PREFIX = "perflab-series-"
+
+
+def headline_metric(job) -> str:
+    """The metric a series is judged by when --metric is not given: the job's one headline metric.
+
+    The headline metrics are the catalog's primary ones that have a direction (not the
+    secondary resource figures, not an informational count); when the job is counted
+    (`measure:`), the instrument's (the count is why it was asked for). UsageProblem listing
+    them when there is not exactly one."""
+    from perflab import jobs
+    from perflab.analysis.comparison.fdr import is_primary
+    from perflab.core.model import INFORMATIONAL
+
+    job = jobs.resolve(job)
+    catalog = {}
+    for instrument in job.instruments:
+        catalog.update(instrument.metrics())
+    if not catalog:
+        catalog = dict(job.family.metrics(job.parsed))
+    named = sorted(name for name, m in catalog.items()
+                   if m.direction != INFORMATIONAL and is_primary(name, None, job.benchmark))
+    if len(named) != 1:
+        raise UsageProblem(f"give --metric: the {job.benchmark} job has {len(named)} headline metrics "
+                           f"({', '.join(named) or 'none'})")
+    return named[0]
 
 
 def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str | None = None,
@@ -248,7 +287,10 @@ def report(store, result: SeriesResult, *, subject_tag: str = "perflab", user_re
         patch=culprit.name, index=culprit.index, total=culprit.total,
         culprit=regression.commit_info(str(result.clone), culprit.sha), cover=result.series.cover,
         mbox=str(Path(result.series_path).resolve()) if result.series_path else "", user_repo=user_repo,
-        command=command)
+        command=command, am=result.series.am_args(result.series_path) if result.series_path else ())
+    # The table's columns: which side is which, not two labels that differ past their 16th character
+    # (the operands stay in the table's header, after these names).
+    rep.comparison = replace(rep.comparison, labels=["base", "head"])
     rep.change_kind = change_kind.sentence_of(result.kind)
     rep.revert_check = result.revert.sentence if result.revert else ""
     if rep.where is None and result.kind is not None and not isinstance(result.kind, str):

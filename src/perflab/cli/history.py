@@ -74,7 +74,8 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
     """One line per run, oldest first: date, real, user, sys, status, kernel, tag, commit, comment.
 
     Times are the mean of the run's repetitions in seconds (per unit of work with --per).
-    A run that records no times shows its family's primary metric in the first column,
+    A run that records no times shows its family's primary metric in the first column (its
+    figure as show and compare print it: a rate's harmonic mean),
     named in brackets before the comment; the header's unit line says what the column holds.
     BENCHMARK filters by benchmark family or run name.
 
@@ -165,7 +166,7 @@ def _first_column(rows, headline: dict, unit: str) -> tuple[str, str]:
 
 
 def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str, float]]:
-    """run id -> (metric, unit, mean) of its family's primary metric, for runs that record no times.
+    """run id -> (metric, unit, figure) of its family's primary metric, for runs that record no times.
 
     The primary metric is the first of the family's catalog for the run's stored job (what
     `perflab run` prints on the run's line); two queries whatever the number of runs.
@@ -173,7 +174,7 @@ def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str
     timeless = {r.id for r in rows if r.m0 is None and r.m1 is None and r.m2 is None}
     if not timeless:
         return {}
-    primary: dict[int, tuple[str, str]] = {}
+    primary: dict[int, tuple[str, str, int]] = {}
     for run in listed.values():
         if run.id in timeless:
             found = _primary_metric(run.benchmark, run.job)
@@ -187,24 +188,28 @@ def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str
 
         for smp in store.samples(unknown):
             if smp.run_id not in primary and monitor_of(smp.metric) is None:
-                primary[smp.run_id] = (smp.metric, smp.unit)
-    metrics = tuple(dict.fromkeys(m for m, _ in primary.values()))
+                primary[smp.run_id] = (smp.metric, smp.unit, smp.direction)
+    metrics = tuple(dict.fromkeys(m for m, _u, _d in primary.values()))
     if not metrics:
         return {}
-    values = {r.id: r for r in store.log_rows(metrics=metrics, **filters)}
+    # The run's figure as show and compare print it (stats.descriptive: a rate's harmonic mean,
+    # an exact metric's least disturbed sample), not the database's average.
+    from perflab.analysis.run_summary import figure_of
+
+    values = store.metric_values(list(primary), metrics)
     out = {}
-    for run_id, (metric, unit) in primary.items():
-        value = getattr(values.get(run_id), f"m{metrics.index(metric)}", None)
-        if value is not None:
-            out[run_id] = (metric, unit, value)
+    for run_id, (metric, unit, direction) in primary.items():
+        found = values.get((run_id, metric))
+        if found:
+            out[run_id] = (metric, unit, figure_of(found, direction, metric, unit))
     return out
 
 
-_PRIMARY_CACHE: dict[str, tuple[str, str] | None] = {}
+_PRIMARY_CACHE: dict[str, tuple[str, str, int] | None] = {}
 
 
-def _primary_metric(benchmark: str, job: dict | None) -> tuple[str, str] | None:
-    """(name, unit) of the first metric a family's job records; None when it cannot be told."""
+def _primary_metric(benchmark: str, job: dict | None) -> tuple[str, str, int] | None:
+    """(name, unit, direction) of the first metric a family's job records; None when it cannot be told."""
     import json
 
     from perflab import benchmarks, jobs
@@ -216,7 +221,7 @@ def _primary_metric(benchmark: str, job: dict | None) -> tuple[str, str] | None:
         try:
             atomic = jobs.resolve(job)
             first = next(iter(atomic.family.metrics(atomic.parsed).values()), None)
-            _PRIMARY_CACHE[key] = (first.name, first.unit) if first is not None else None
+            _PRIMARY_CACHE[key] = (first.name, first.unit, first.direction) if first is not None else None
         except (PerflabError, ValueError):
             _PRIMARY_CACHE[key] = None    # a job stored by an older perflab that no longer validates
     return _PRIMARY_CACHE[key]
@@ -262,7 +267,10 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
 @click.option("--monitors", "with_monitors", is_flag=True, help="Also list every monitor metric's samples.")
 @db_option
 def show_cmd(run_id, with_monitors, db) -> None:
-    """Every sample of a run and its summary (n, mean, median, stddev, CoV, min, max).
+    """Every sample of a run and its summary (n, figure, median, stddev, CoV, min, max).
+
+    The figure is the one compare and the reports print: the harmonic mean (hmean) of a
+    higher-is-better rate, else the arithmetic mean (mean); its column `of` names which.
 
     The monitors that ran are listed with their status; their metrics only with --monitors.
 
@@ -335,7 +343,10 @@ def show_cmd(run_id, with_monitors, db) -> None:
         lines.append(text)
     if not by_metric:
         lines.append("  (no samples)")
-    header = f"  {'metric':40} {'unit':6} {'n':>4} {'mean':>11} {'median':>11} {'stddev':>11} {'CoV':>7} {'min':>11} {'max':>11}"
+    # The run's figure is the one compare, the mail and the HTML print (stats.descriptive.estimator),
+    # named in its own column; the median beside it.
+    header = (f"  {'metric':40} {'unit':6} {'n':>4} {'figure':>11} {'of':<5} {'median':>11} {'stddev':>11} {'CoV':>7} "
+              f"{'min':>11} {'max':>11}")
     summaries = metric_summaries(by_metric)
     # The monitors' figures apart from the benchmark's own, one table per window they cover (issue 44):
     # figures over different windows are not set side by side.
@@ -358,9 +369,9 @@ def show_cmd(run_id, with_monitors, db) -> None:
             s, items = summaries[metric], by_metric[metric]
             cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
             lines.append(
-                f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.mean, 11)} "
-                f"{fmt_num(s.median, 11)} {fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} {fmt_num(s.min, 11)} "
-                f"{fmt_num(s.max, 11)}"
+                f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.center, 11)} "
+                f"{s.estimator:<5} {fmt_num(s.median, 11)} {fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} "
+                f"{fmt_num(s.min, 11)} {fmt_num(s.max, 11)}"
             )
     lines += ["", "  samples (repetition: value per metric)"]
     for metric, items in by_metric.items():

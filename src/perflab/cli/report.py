@@ -29,8 +29,8 @@ def report_lmbench(operands, box, all_boxes, db) -> None:
     """The LMbench 2.0 summary: one row per run or tag, tables by category.
 
     Each OPERAND (run id, tag, commit prefix, kernel release or key=value)
-    becomes one row, labelled by kernel release plus tag, its figures averaged
-    over every sample of its runs; an operand whose runs come from several
+    becomes one row, labelled by kernel release plus tag, each figure the median
+    of every sample of its runs (as LMbench prints the median of its tries); an operand whose runs come from several
     testboxes gives one row per box (boxes are never pooled). With no operand:
     every LMbench run of this testbox, oldest first (--all-boxes: of every box).
 

@@ -18,7 +18,8 @@ from perflab.core.text import printable
 @click.option("--base", metavar="REV", help="The base to apply on (default: the series' base-commit: trailer).")
 @click.option("--job", "job_file", type=click.Path(dir_okay=False), metavar="JOB.yaml",
               help="The benchmark (else a command after --).")
-@click.option("--metric", required=True, metavar="NAME", help="The metric to judge the series by.")
+@click.option("--metric", metavar="NAME", help="The metric to judge the series by (default: the job's one headline "
+                                                "metric: its counted one with measure:, else its one primary metric).")
 @click.option("--build", "build_cmd", metavar="CMD", default="", help="Builds a commit (run in its checkout).")
 @click.option("--kernel", metavar="IMAGE", help="The repository is a kernel tree: the image the build makes "
                                                 "(a path in the build output, e.g. arch/x86/boot/bzImage).")
@@ -63,12 +64,15 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
+    typed_build = build_cmd
     if recipe_file:
         from perflab.execution.vm import recipe
 
         if build_cmd:
             raise click.UsageError("--recipe builds each commit: give it or --build, not both")
-        build_cmd = recipe.build_command(recipe.series_recipe(recipe_file, repo))
+        series_recipe = recipe.series_recipe(recipe_file, repo)
+        build_cmd = recipe.build_command(series_recipe)
+        typed_build = recipe.build_command(series_recipe, typed=True)     # the mail's, as a reader types it
         kernel = kernel or "arch/x86/boot/bzImage"
     if out_file:
         from perflab.core import output
@@ -81,6 +85,9 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
         check_recipients(to)                 # before any work, too: not after hours of measuring
         config.load()                        # and the [mail] section the sending reads
     say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
+    if not metric:
+        metric = series.headline_metric(job)
+        say(f"metric: {metric} (the job's headline metric)")
     store = get_store(db)
     result = series.run(store, repo=repo, mbox=mbox, job=job, metric=metric, build=build_cmd, base=base,
                         tag=tag, kernel=kernel, vm_mode=vm_mode, revert=not no_revert, kind=not no_kind,
@@ -117,7 +124,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
     line = shlex.join(words) + (" -- " + shlex.join(command) if command else "")
     try:
         rep = series.report(store, result, subject_tag=subject_tag, user_repo=str(Path(repo).resolve()),
-                            build=build_cmd, command=line)
+                            build=typed_build, command=line)
     except PerflabError as e:
         click.echo(f"no report: {e}", err=True)
         raise SystemExit(1)

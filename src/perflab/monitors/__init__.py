@@ -84,10 +84,18 @@ def validate(monitors: object, where: str = "") -> dict[str, dict]:
     prefix = f"{where}: " if where else ""
     if monitors in (None, {}):
         return {}
+    if monitors == "default":
+        monitors = ["default"]
     if isinstance(monitors, list):   # `monitors: [vmstat, meminfo]` is accepted too
         monitors = {m: None for m in monitors}
     if not isinstance(monitors, dict):
         raise MonitorError(f"{prefix}key 'monitors': expected a mapping of monitor names to options")
+    if "default" in monitors:        # the default set, as `--monitor default` gives it; named ones beside it
+        if monitors["default"] not in (None, {}):
+            raise MonitorError(f"{prefix}monitor 'default' is the default set ({', '.join(DEFAULT_SET)}): "
+                               "it takes no options (give them to a monitor by its name)")
+        named = {k: v for k, v in monitors.items() if k != "default"}
+        monitors = {**{m: None for m in DEFAULT_SET if m not in named}, **named}
     return {str(name): parse_options(str(name), raw, where).model_dump(mode="json") for name, raw in monitors.items()}
 
 

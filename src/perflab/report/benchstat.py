@@ -21,9 +21,10 @@ import math
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
-from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import Footnotes, estimator_legend, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, with_unit
 from perflab.stats.compare import CHANGED, IMPROVEMENT, INSUFFICIENT, REGRESSION, SECONDARY
+from perflab.stats.descriptive import MEDIAN
 from perflab.stats.median import CONFIDENCE
 
 UNIT_HEADINGS = {"s": "sec/op", "us": "µs", "ns": "ns", "KiB": "KiB", "MB/s": "MB/s", "": "value"}
@@ -127,6 +128,8 @@ def render(view: ComparisonView) -> str:
             lines += _table(result, "", rows, notes, need, monitor=monitor, one_testcase=one)
     lines += notes.lines()
     lines.append("")
+    # benchstat's columns are medians (its format); the other styles print stats.descriptive's figure.
+    lines.append(estimator_legend([MEDIAN]) + " (benchstat's; the other styles: harmonic mean of rates, else mean)")
     lines += fdr_group_lines(result)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"

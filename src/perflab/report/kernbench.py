@@ -2,7 +2,8 @@
 
 kernbench runs (benchmark `kernbench`) print as the seed report does: one
 block per load ("Average Half load -j 8 Run (std deviation):"), a column per
-operand (BASE, HEAD ...) with each figure's mean and, in parentheses, its
+operand (BASE, HEAD ...) with each figure (compare's: a time's mean, a rate's harmonic
+mean, an exact metric's least disturbed sample; the last line names it) and, in parentheses, its
 standard deviation, then the head's %change against the base. In `compare`,
 each head's line carries, in brackets, the verdict, the adjusted p-value and
 the interval of the change at the level the FDR family was tested at (so an
@@ -28,7 +29,7 @@ from perflab.analysis.comparison import ComparisonResult
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.benchmarks.kernbench.view import KERNBENCH, KERNBENCH_NAMES, KernbenchView
 from perflab.core.text import printable
-from perflab.report.notes import caveats, fdr_group_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import caveats, estimator_legend, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import ci_percent, percent, value
 from perflab.stats.compare import INSUFFICIENT, SECONDARY
 
@@ -100,14 +101,14 @@ def _compared_table(result: ComparisonResult, rows: list, name_of) -> list[str]:
     header = ["", shown(result.labels[0])] + [x for label in result.labels[1:] for x in (shown(label), "")]
     body, notes = [], []
     for r in rows:
-        cells = [printable(name_of(r), None), _cell(r.base.mean, r.base.stddev)]
+        cells = [printable(name_of(r), None), _cell(r.base.center, r.base.stddev)]
         words = []
         for label, cmp in zip(result.labels[1:], r.heads):
             if cmp is None:
                 cells += ["-", ""]
                 words.append((f"{shown(label)}: " if several else "") + "not measured")
                 continue
-            cells += [_cell(cmp.head.mean, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
+            cells += [_cell(cmp.head.center, cmp.head.stddev), percent(cmp.pct_change, decimals=2)]
             words.append((f"{shown(label)}: " if several else "") + _verdict(cmp, r.fdr_group, change=False))
         body.append(cells)
         notes.append("[" + "] [".join(words) + "]" if words else "")
@@ -129,13 +130,13 @@ def _generic_blocks(result: ComparisonResult, rows: list) -> list[str]:
                 name = f"{r.testcase}: {name}"
             name = printable(name, None)
             if i == 0:
-                lines.append(f"{name:<{width}} {value(r.base.mean)} ({value(r.base.stddev)})")
+                lines.append(f"{name:<{width}} {value(r.base.center)} ({value(r.base.stddev)})")
                 continue
             cmp = r.heads[i - 1]
             if cmp is None:
                 lines.append(f"{name:<{width}} -   [not measured]")
                 continue
-            lines.append(f"{name:<{width}} {value(cmp.head.mean)} ({value(cmp.head.stddev)})   "
+            lines.append(f"{name:<{width}} {value(cmp.head.center)} ({value(cmp.head.stddev)})   "
                          f"[{_verdict(cmp, r.fdr_group)}]")
         lines.append("")
     return lines
@@ -160,6 +161,9 @@ def render(view: ComparisonView) -> str:
         lines += _generic_blocks(result, others)
     if result.monitor_rows:
         lines += _monitor_blocks(result)
+    # "Average" is kernbench's word; the figure is compare's (a time's mean, a rate's harmonic mean).
+    lines.append(estimator_legend(r.base.estimator for r in [*result.rows, *result.monitor_rows])
+                 + " (std deviation)")
     lines += fdr_group_lines(result)
     lines += tail_lines(result)
     return "\n".join(lines) + "\n"

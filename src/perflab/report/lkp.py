@@ -34,7 +34,7 @@ import os
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
-from perflab.report.notes import Footnotes, fdr_group_lines, monitor_summary, shown, tail_lines
+from perflab.report.notes import Footnotes, estimator_legend, fdr_group_lines, monitor_summary, shown, tail_lines
 from perflab.report.numbers import percent, value
 from perflab.stats.compare import CHANGED, IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
 
@@ -101,8 +101,9 @@ def _header(result: ComparisonResult) -> list[str]:
     kinds = {"commit" if any(r.commit and r.commit.startswith(sel.operand.lower()) for r in sel.runs) else "tag"
              for sel in result.selections}
     lines.append(("commit" if kinds == {"commit"} else "variant") + ":")
-    for sel in result.selections:
-        lines.append(f"  {shown(sel.label)}")
+    for label, sel in zip(result.labels, result.selections):
+        # A column named for its side (the series mail's base / head) says what it selected.
+        lines.append(f"  {shown(label)}: {shown(sel.label)}" if label != sel.label else f"  {shown(sel.label)}")
     lines.append("")
     if result.env_diff:
         lines.append("environment differences (--cross-box):")
@@ -198,6 +199,8 @@ def render(result: ComparisonResult) -> str:
             lines.append(f"  -- {shown(monitor)} --")
             lines += [line(r, implied) for r in rows]
     lines += notes.lines("  ")
+    # What the figures are (stats.descriptive.estimator): one line, as the mail and the HTML say it.
+    lines.append("  " + estimator_legend(r.base.estimator for r in [*result.rows, *result.monitor_rows]) + "; %stddev of the samples")
     lines += ["  " + l for l in fdr_group_lines(result)]
     lines += tail_lines(result, "  ")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,8 @@ import math
 
 from perflab.benchmarks.lmbench.catalog import TABLES, THIRD_HEADING, Table
 from perflab.core.text import printable
+from perflab.report.notes import estimator_legend
+from perflab.stats.descriptive import LMBENCH_SUMMARY
 
 BANNER = "L M B E N C H  2 . 0   S U M M A R Y"
 WALL_TIME = "times in microseconds"
@@ -63,23 +65,29 @@ def render_table(table: Table, rows: list[tuple[str, dict[str, float]]], label_w
     heads = _headings(table)
     depth = len(heads[0])
     title = table.title.replace(WALL_TIME, ICOUNT_TIME) if icount else table.title
+    # Each figure as LMbench prints it, whole: a column is as wide as its widest figure (a
+    # six-digit figure widens its column, never runs into the next one or turns into 1.2e+05).
+    texts = [[format_value(values.get(f.metric), len(str(2 ** 62)), f.metric, f.unit, icount) for f in table.figures]
+             for _label, values in rows]
+    widths = [max([f.width] + [len(row[i]) for row in texts]) for i, f in enumerate(table.figures)]
     lines = [title, "-" * len(title)]
     for level in range(depth):
         first = "kernel" if level == depth - 1 else ""
-        cells = [f"{h[level]:<{f.width}}" for h, f in zip(heads, table.figures)]
+        cells = [f"{h[level]:<{w}}" for h, w in zip(heads, widths)]
         lines.append(f"{first:<{label_width}} " + " ".join(cells).rstrip())
-    lines.append("-" * label_width + " " + " ".join("-" * f.width for f in table.figures))
-    for label, values in rows:
-        cells = [f"{format_value(values.get(f.metric), f.width, f.metric, f.unit, icount):>{f.width}}"
-                 for f in table.figures]
+    lines.append("-" * label_width + " " + " ".join("-" * w for w in widths))
+    for (label, _values), row in zip(rows, texts):
+        cells = [f"{text:>{w}}" for text, w in zip(row, widths)]
         lines.append((f"{label:<{label_width}} " + " ".join(cells)).rstrip())
     return lines
 
 
-def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = False) -> str:
+def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = False,
+                   estimators=(LMBENCH_SUMMARY,)) -> str:
     """rows: (label, {metric: the median of its samples}) per kernel, in display order; `icount`:
     the figures are instruction-time of a guest under QEMU icount (runs with vm=icount, or
-    samples whose unit says "(icount)"), said in the titles and printed exactly."""
+    samples whose unit says "(icount)"), said in the titles and printed exactly; `estimators`: what
+    the figures are (stats.descriptive names), said in the last line."""
     rows = [(printable(label), values) for label, values in rows]  # tags and releases come from users
     label_width = max([29] + [len(label) for label, _ in rows])
     out = [BANNER, "-" * len(BANNER), ""]
@@ -91,4 +99,6 @@ def render_summary(rows: list[tuple[str, dict[str, float]]], icount: bool = Fals
         shown += 1
     if not shown:
         out.append("(no LMbench figures in the selected runs)")
+    else:
+        out.append(estimator_legend(estimators, of="every sample of each row's runs"))
     return "\n".join(out).rstrip() + "\n"

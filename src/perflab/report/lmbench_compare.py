@@ -30,7 +30,10 @@ def render(view: ComparisonView) -> str:
                                  f"{cmp.verdict}{secondary} (p={cmp.p_adjusted:.2g})")
     # Instruction-time when every LMbench figure compared was measured under icount (its unit says so).
     units = [r.unit for r in result.rows if r.metric in FIGURES]
-    text = render_summary(rows, icount=bool(units) and all("(icount)" in (u or "") for u in units))
+    # compare's figure of each side (Summary.center), named as every compare layout names it.
+    named = {r.base.estimator for r in result.rows if r.metric in FIGURES}
+    text = render_summary(rows, icount=bool(units) and all("(icount)" in (u or "") for u in units),
+                          estimators=named)
     base = shown(result.labels[0])
     if calls:
         text += "\nSignificant changes against " + base + ":\n" + "\n".join(calls) + "\n"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.stats.compare import BLIND, EXACT, MONITOR, NOISY, NOISY_COV, NOT_EXACT, SECONDARY, Comparison
+from perflab.stats.descriptive import ESTIMATOR_WORDS, HMEAN, MEAN, MEDIAN
+from perflab.stats.descriptive import EXACT as EXACT_FIGURE
 from perflab.stats.exact import EXACT_LIMIT
 from perflab.core.text import printable
 
@@ -205,3 +207,17 @@ def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:
                      "(not compared; json lists them in monitor_only_in)")
     lines += [f"{indent}note: {shown(w, NOTE_LIMIT)}" for w in result.warnings]
     return lines
+
+
+def estimator_legend(names, of: str = "the samples") -> str:
+    """One line naming the estimators behind a table's figures (stats.descriptive: Summary.estimator)."""
+    names = set(names)
+    if HMEAN in names and MEAN in names:
+        parts = [f"harmonic mean of {of} for higher-is-better rates, arithmetic mean otherwise"]
+    else:
+        parts = [f"{ESTIMATOR_WORDS[n]} of {of}" for n in (HMEAN, MEAN) if n in names]
+    if MEDIAN in names:
+        parts.append(f"{ESTIMATOR_WORDS[MEDIAN]} of {of}")
+    if EXACT_FIGURE in names:
+        parts.append(ESTIMATOR_WORDS[EXACT_FIGURE] + (" of exact metrics" if parts else f" of {of}"))
+    return "figures: " + ("; ".join(parts) or "none")

@@ -150,20 +150,22 @@ def _checks(report: RegressionReport) -> list[str]:
 
 def _series_reproduce(report: RegressionReport) -> list[str]:
     """The series applied by hand on its base, both ends built and measured, then compared; and the
-    one command that does all of it with the bisection and the checks."""
+    one command that does all of it with the bisection and the checks. Pasted into an empty
+    directory it runs as it stands (tests/test_series_reproduce.py)."""
     s = report.series
     repo = shlex.quote(s.user_repo) if s.user_repo else "SUT"
-    mbox = shlex.quote(s.mbox) if s.mbox else "series.mbox"
+    # `git am` on the mailbox file (or the directory's patch files): on a directory it applies nothing.
+    am = shlex.join(s.am) if s.am else (shlex.quote(s.mbox) if s.mbox else "series.mbox")
     job = {k: v for k, v in (report.job or {}).items() if k != "kernel"}
     steps = ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF",
              f"git clone -q {repo} series-test && cd series-test",
              f"git checkout -q {report.base.sha if report.base else 'BASE'}"]
     kernel = report.kernels[0] if report.kernels else None
-    run = "perflab run job.yaml --repo ."
+    run = "perflab run ../job.yaml --repo ."     # the job file stays out of the checkout git am patches
     if kernel:
-        steps.append("export KBUILD_OUTPUT=$PWD/kbuild   # kbuild's output directory, for the build below")
+        steps.append("export KBUILD_OUTPUT=$PWD/../kbuild   # kbuild's output directory, for the build below")
         run += " --kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" + (f" --vm {kernel.mode}" if kernel.mode else "")
-    for name, step in (("base", None), ("head", f"git am {mbox}")):
+    for name, step in (("base", None), ("head", f"git am {am}")):
         if step:
             steps.append(step)
         if report.build:
@@ -240,8 +242,11 @@ def _run_side(report: RegressionReport, which: int, repo: str) -> list[str]:
     if kernel:
         run += f" --kernel {shlex.quote(kernel.image)}"
     if commit:
-        run += f" --repo {repo}"
-    out.append(f"{run} --tag {tag}")
+        # In the checkout, as the robot ran it: a job's relative paths (./prog) are the commit's files.
+        run = f'(cd {repo} && perflab run "$OLDPWD/job.yaml"' + run.removeprefix("perflab run job.yaml") + " --repo ."
+        out.append(f"{run} --tag {tag})")
+    else:
+        out.append(f"{run} --tag {tag}")
     return out
 
 

@@ -235,7 +235,8 @@ def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_gro
     """An exact metric's verdict: the ratio against its resolution (perflab.stats.exact), no test."""
     res = _exact.resolution(a, b)
     v = _exact.compare_exact(a, b, resolution=res, threshold=threshold, direction=d)
-    b0, h0 = summarize(a, d), summarize(b, d)
+    # Each side's figure is the one the ratio is of: its least disturbed sample (named EXACT).
+    b0, h0 = summarize(a, d, exact=True), summarize(b, d, exact=True)
     med = h0.median / b0.median - 1 if b0.median != 0 else math.nan
     r = v.resolution
     shown = f"{r * 100:.2g}%"

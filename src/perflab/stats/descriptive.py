@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from perflab.core.model import HIGHER_IS_BETTER
+from perflab.stats.exact import exact_figure
 from perflab.stats.median import median_ci_rows
 
 BAMEAN_PCT = 95  # mmtests' BAmean-95
+
+# The one figure a view prints for a group of samples, by the metric's kind (docs/statistics.md,
+# "One figure per run"): every view takes Summary.center and prints the name beside it.
+HMEAN, MEAN, MEDIAN, EXACT = "hmean", "mean", "median", "exact"
+ESTIMATOR_WORDS = {HMEAN: "harmonic mean", MEAN: "arithmetic mean", MEDIAN: "median",
+                   EXACT: "least disturbed sample"}
+# The LMbench summary prints the median of each figure's samples, as LMbench prints the median
+# of its tries: one row of a table of kernels, a figure a slow try must not move.
+LMBENCH_SUMMARY = MEDIAN
+
+
+def estimator(direction: int, all_positive: bool = True) -> str:
+    """The estimator of a metric kind: higher-is-better rates average harmonically (the mean of
+    the times behind them, as mmtests' Hmean); every other metric by its arithmetic mean."""
+    return HMEAN if direction == HIGHER_IS_BETTER and all_positive else MEAN
 
 
 @dataclass(frozen=True)
@@ -27,14 +43,21 @@ class Summary:
     median_low: float = math.nan    # distribution-free 95% interval of the median (±inf below 6 samples)
     median_high: float = math.nan
     median_pm: float = math.nan     # benchstat's "± x%": the interval's larger half-width / |median|
+    estimator: str = MEAN           # what `center` is (HMEAN, MEAN or EXACT): the name a view prints beside it
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(values, direction: int = 0) -> Summary:
+def summarize(values, direction: int = 0, exact: bool = False) -> Summary:
+    """The summary of one group; `exact` (an exact metric: counts, icount instruction-time):
+    its figure is its least disturbed sample (stats.exact.exact_figure), as detect's points and
+    compare's exact ratio take it, and Summary.estimator says EXACT."""
     x = np.asarray(values, dtype=float).ravel()
-    return summarize_rows(x.reshape(1, x.size), np.array([direction]))[0]
+    s = summarize_rows(x.reshape(1, x.size), np.array([direction]))[0]
+    if exact and x.size:
+        s = replace(s, center=exact_figure(x.tolist(), direction), estimator=EXACT)
+    return s
 
 
 def summarize_many(groups, directions) -> list[Summary]:
@@ -77,15 +100,16 @@ def summarize_rows(x: np.ndarray, directions: np.ndarray) -> list[Summary]:
         cov = np.where(mean != 0, sd / mean, np.nan)
     median = np.median(x, axis=1)
     lo, hi = x.min(axis=1), x.max(axis=1)
-    # Rates (ops/s, MB/s) average harmonically: the mean of the times behind them.
-    center = np.where((directions == HIGHER_IS_BETTER) & positive, hmean, mean)
+    # Rates (ops/s, MB/s) average harmonically: the mean of the times behind them (estimator()).
+    harmonic = np.array([estimator(int(d), bool(p)) == HMEAN for d, p in zip(directions, positive)], dtype=bool)
+    center = np.where(harmonic, hmean, mean)
     ba = _bamean_rows(x, directions)
     mlo, mhi = median_ci_rows(x)
     with np.errstate(divide="ignore", invalid="ignore"):
         pm = np.where(median != 0, np.maximum(median - mlo, mhi - median) / np.abs(median), np.nan)
     return [Summary(n, float(mean[i]), float(hmean[i]), float(median[i]), float(sd[i]), float(cov[i]),
                     float(lo[i]), float(hi[i]), float(center[i]), float(ba[i]), float(mlo[i]), float(mhi[i]),
-                    float(pm[i])) for i in range(rows)]
+                    float(pm[i]), HMEAN if harmonic[i] else MEAN) for i in range(rows)]
 
 
 def bamean(values, direction: int, pct: float = BAMEAN_PCT) -> float:

@@ -150,7 +150,10 @@ def _rows(matched: Matched, keys: list[tuple], group_of: dict[tuple, str],
             params = params_of[g.params] = json.loads(g.params)
         rows.append(MetricRow(
             box=g.box, benchmark=g.benchmark, params=params, metric=g.metric,
-            unit=g.unit, direction=g.direction, base=summary, base_values=list(g.values),
+            # The comparison's own summary of the base when it has one: an exact row's figure is
+            # its least disturbed sample there (stats.descriptive.summarize, exact=True).
+            unit=g.unit, direction=g.direction, base=next((ph[key].base for ph in per_head if ph.get(key) is not None),
+                                                          summary), base_values=list(g.values),
             heads=[ph.get(key) for ph in per_head],
             head_values=[list(groups[key].values) if key in groups else None for groups in matched.heads],
             fdr_group=group_of[key], monitor=monitor_of(g.metric),

@@ -72,7 +72,7 @@ def summary_lines(row: MetricRow) -> list[SummaryLine]:
 
     direction = row.direction if row.direction != 0 else -1
     summaries = [row.base] + [c.head if c is not None else None for c in row.heads]
-    mean_name = "Hmean" if direction > 0 else "Amean"
+    mean_name = "Exact" if row.base.estimator == "exact" else "Hmean" if direction > 0 else "Amean"   # Summary.estimator
     stats = [
         ("Min", lambda s: s.min, direction),
         (mean_name, lambda s: s.center, direction),

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from perflab.core.buildlog import first_errors
 from perflab.core.git import BuildFailed, GitError, add_worktree, git
 from perflab.core.process import ProcessResult, ProcessSpec
 
@@ -182,11 +183,18 @@ def clean_checkout(path: Path, commit: str) -> None:
 
 # -- running a build ------------------------------------------------------------------------
 
-def failure(result: ProcessResult, timeout: float | None, log: Path) -> str:
+def failure(result: ProcessResult, timeout: float | None, log: Path, offset: int = 0) -> str:
     """Why a build step failed, in one line: how it ended, and its log's last lines.
 
-    The one place a failed build's log becomes its error message (a recipe's, a commit's)."""
-    return result.describe_failure(timeout, tail_lines=3)
+    The one place a failed build's log becomes its error message (a recipe's, a commit's): a
+    step that exited is said by the compiler's first error (core.buildlog), not make's
+    "Waiting for unfinished jobs" after it; a step killed or timed out by how it ended."""
+    if result.timed_out or result.signal or not log.is_file():
+        return result.describe_failure(timeout, tail_lines=3)
+    with open(log, "rb") as f:       # this step's output only: `offset` is where it began
+        f.seek(offset)
+        said = first_errors(f.read().decode(errors="replace"))
+    return f"exited with status {result.exit_status}" + (": " + " | ".join(said) if said else "")
 
 
 @dataclass
@@ -220,6 +228,7 @@ class Running:
         if self.timeout:
             timeout = max(1.0, self.timeout - (time.monotonic() - self.started))
         self.note("$ " + " ".join(argv))
+        offset = self.log.stat().st_size
         spec = ProcessSpec([program, *argv[1:]], item=what, cwd=str(self.src), timeout=timeout,
                            env={**os.environ, **(env or {})}, capture_stdout=False, output=str(self.log))
         for fd in self.locks:
@@ -238,7 +247,7 @@ class Running:
             # It did not stop within the launcher's grace time: make could not remove what it was writing.
             self.orderly = False
         if not result.ok:
-            why = failure(result, timeout, self.log)
+            why = failure(result, timeout, self.log, offset)
             raise BuildFailed(f"{what} failed: {why}", why)
 
 

@@ -231,8 +231,10 @@ def _read(path: str) -> bytes:
 def identity(recipe: Recipe) -> tuple[str, str, str]:
     """(commit, compiler version, key): what decides the build, hashed."""
     if not Path(recipe.tree, ".git").exists():
+        # -f: Debian's linux-source tree ships a .gitignore that ignores its own top level.
         raise PerflabError(f"kernel recipe: tree {recipe.tree} is not a git repository (commit an unpacked "
-                           "source first: git init && git add -A && git commit)")
+                           f"source first: cd {shlex.quote(recipe.tree)} && git init -q && git add -A -f && "
+                           "git commit -q -m source)")
     commit = git(recipe.tree, "rev-parse", "--verify", "--quiet", f"{recipe.ref}^{{commit}}", check=False).stdout.strip()
     if not commit:
         raise PerflabError(f"kernel recipe: ref {recipe.ref!r} is not a commit of {recipe.tree}")
@@ -347,7 +349,7 @@ def make_argv(recipe: Recipe, src: Path, out: Path, jobs: int | None) -> list[st
 SERIES_KEYS = ("config", "fragments", "cc", "kcflags", "name")
 
 
-def build_command(recipe: Recipe, jobs: int | None = None) -> str:
+def build_command(recipe: Recipe, jobs: int | None = None, *, typed: bool = False) -> str:
     """A recipe's config, compiler and flags as one shell command that builds the checkout it runs
     in into $KBUILD_OUTPUT (the build of a bisection or a patch series: each commit in turn, one
     output directory kept). The config is made once, when the output directory has none."""
@@ -358,7 +360,8 @@ def build_command(recipe: Recipe, jobs: int | None = None) -> str:
     make = f'make O="$KBUILD_OUTPUT" {cc} -j{jobs or os.cpu_count() or 2}'
     config = '"$KBUILD_OUTPUT/.config"'
     if recipe.config == PERFLAB_CONFIG:
-        perflab = shlex.join([sys.executable, "-c", "import sys; from perflab.cli import entry; "
+        # `typed`: as a person types it (a mail's reproduce steps); else this very perflab, on PATH or not.
+        perflab = "perflab" if typed else shlex.join([sys.executable, "-c", "import sys; from perflab.cli import entry; "
                               "sys.argv[0] = 'perflab'; sys.exit(entry())"])
         first = [f"{perflab} kernel config --tree . -o {config}"]
     elif _target(recipe.config):

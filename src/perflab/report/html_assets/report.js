@@ -141,7 +141,7 @@
       { title: "testcase", cls: "name", text: r => r.testcase },
       { title: "metric", cls: "text", text: r => r.metric },
       { title: "unit", cls: "text", fold: true, text: r => r.unit },
-      { title: cmp.labels[0], help: "the base's center (harmonic mean for higher-is-better rates, else mean)",
+      { title: cmp.labels[0], help: "the base's figure (stats.descriptive): harmonic mean for higher-is-better rates, else mean; an exact metric's least disturbed sample",
         value: r => r.base_stats && r.base_stats.center, text: r => num(r.base_stats && r.base_stats.center) },
       { title: "±", help: "coefficient of variation of the base", value: r => r.base_stats && r.base_stats.cov, text: r => pct(r.base_stats && r.base_stats.cov, false) },
       { title: "%change", value: r => r.pct_change, text: r => pct(r.pct_change) },
@@ -165,7 +165,8 @@
     const unfold = document.getElementById("all-columns");
     unfold.addEventListener("change", () => table.classList.toggle("unfolded", unfold.checked));
     document.getElementById("comparison-legend").textContent =
-      "Values are each side's centre: the harmonic mean of the samples for higher-is-better rates, else the mean; " +
+      "Values are each side's figure, as show, compare and the mail print it: the harmonic mean of the samples for " +
+      "higher-is-better rates, else the mean; an exact metric's (a count, icount time) its least disturbed sample; " +
       "± is their coefficient of variation. interval: the confidence interval of the %change; the figure after @ is " +
       "its confidence level, raised above " + pct(1 - cmp.alpha, false) + " by the false-discovery-rate adjustment over " +
       "the metrics tested together (Benjamini-Hochberg), so \"[-3.0%, -1.0%] @96.7%\" is a 96.7% interval. " +
