@@ -155,19 +155,39 @@ def common(params_list: Sequence[Mapping | str | None]) -> str:
     return " ".join(f"{printable(k, None)}={printable(_text(dicts[0][k]), VALUE_LIMIT * 2)}" for k in keys)
 
 
+def _without_target(params) -> dict:
+    from perflab.analysis.variant import TARGET_PARAMS
+
+    return {k: v for k, v in _params(params).items() if k not in TARGET_PARAMS}
+
+
 def name_series(series_list) -> None:
-    """Name each series (analysis.series.Series: benchmark, params) among the others shown."""
-    for s, text in zip(series_list, names([(s.benchmark, s.params) for s in series_list])):
+    """Name each series (analysis.series.Series: benchmark, params) among the others shown; series
+    of different lines (flavours, recipes, boot options, targets) also by what tells their lines
+    apart, without the history dimension (`will-it-scale rt`, not one kernel release of it)."""
+    variants = [getattr(s, "variant", None) for s in series_list]
+    lines = {v.line for v in variants if v is not None}
+    several = len(lines) > 1 and None not in variants
+    # The variant's label says the target's parameters (vm, cmdline, kernel_build) in its words.
+    texts = names([(s.benchmark, _without_target(s.params) if several else s.params) for s in series_list])
+    if several:
+        for i, label in enumerate(variant_labels(variants, anchor=False)):
+            if label:
+                texts[i] = f"{texts[i]} {label}"
+    for s, text in zip(series_list, texts):
         s.name = text
 
 
 # -- variants (issue 44): the shortest part of a run's identity that tells it from the others ---
 
-def _facets(v, history: bool) -> list[tuple[str, tuple[str, ...]]]:
+def _facets(v, history: bool, anchor: bool = True) -> list[tuple[str, tuple[str, ...]]]:
     """A variant's facets in label order: (name, words). A facet is printed when its words differ
     between the variants shown (analysis.variant.Variant)."""
     k, t = v.kernel, v.target
-    out = [("flavour", (k.short_flavour,) if k.origin != "recipe" else ()),
+    out = [("flavour", (k.short_flavour,) if k.origin not in ("recipe", "image") else ()),
+           # A kernel of no known line (a bisection's, a series' image) is its runs' own series.
+           ("image", (f"{k.release or 'kernel'} ({v.tag})" if v.tag else k.release or "kernel",)
+            if k.origin == "image" and not anchor else ()),
            ("compiler", (k.compiler,) if k.compiler else ()),
            ("kcflags", (k.kcflags,) if k.kcflags else ()),
            ("config", (k.config,) if k.config else ()),
@@ -194,23 +214,26 @@ _LAST_RESORT = (("build", lambda v: v.kernel.build), ("image", lambda v: v.kerne
                 ("params", lambda v: v.params))
 
 
-def variant_labels(variants: Sequence, *, history: bool = False, without: tuple[str, ...] = ()) -> list[str]:
+def variant_labels(variants: Sequence, *, history: bool = False, without: tuple[str, ...] = (),
+                   anchor: bool = True) -> list[str]:
     """A label per variant (analysis.variant.Variant): its kernel's version, then the facets that
     differ between the variants given (`6.1.0-56 rt`, `6.1.0-56 amd64 mitigations=off`,
     `6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE`, `6.1.0-56 host`). One variant alone, or
     variants that differ in nothing said, are named by their kernel's release. `history=True`
     also tells the commit, the recipe's ref and the tag (where the history dimension is shown).
     Distinct identities never share a label: a last resort (build key, image, box) is added.
-    `without` names facets a view says otherwise (lmbench names the compiler its own way)."""
+    `without` names facets a view says otherwise (lmbench names the compiler its own way).
+    `anchor=False` leaves the kernel's version out (a series' name: its points are the versions),
+    and names a kernel of no known line (a bisection's image) by its release and tag."""
     variants = list(variants)
     if not variants:
         return []
-    facets = [[f for f in _facets(v, history) if f[0] not in without] for v in variants]
+    facets = [[f for f in _facets(v, history, anchor) if f[0] not in without] for v in variants]
     differ = {name for i, (name, _) in enumerate(facets[0])
               if len({f[i][1] for f in facets}) > 1}
     labels = []
     for v, fs in zip(variants, facets):
-        words = [v.kernel.version or v.kernel.release] if (v.kernel.release and differ) \
+        words = [] if not anchor else [v.kernel.version or v.kernel.release] if (v.kernel.release and differ) \
             else [v.kernel.release] if v.kernel.release else []
         for name, value in fs:
             if name in differ or (name in _ALWAYS and value):
@@ -219,7 +242,7 @@ def variant_labels(variants: Sequence, *, history: bool = False, without: tuple[
                     shared = set.intersection(*(set(dict(f)[name]) for f in facets))
                     value = tuple(w for w in value if w not in shared)
                 words += [printable(w, None) for w in value if w]
-        labels.append(" ".join(words) or printable(v.benchmark, None))
+        labels.append(" ".join(words) or (printable(v.benchmark, None) if anchor else ""))
     seen: dict[str, list[int]] = {}
     for i, text in enumerate(labels):
         seen.setdefault(text, []).append(i)
