@@ -177,9 +177,41 @@ class Group:
         return (self.box, self.benchmark, self.params, self.metric)
 
 
+VARIANT_KEY = "variant"   # the key a group's parameters gain when its operand's runs are of several variants
+
+
+def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, str, str]]:
+    """run id -> its group's (box, benchmark, params_key). Runs of one operand that share those
+    but differ in variant (analysis.variant: a flavour, a kernel, a build, the file system, the
+    compiler) are never pooled: each variant's parameters gain `variant` = its label among them,
+    without the kernel's version where that alone does not tell them apart (`rt`, `cloud`), so
+    that the same flavours of two operands are matched."""
+    from perflab.analysis import naming, variant
+
+    keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in runs}
+    by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
+    variant_of = {}
+    for r in runs:
+        v = variant_of[r.id] = variant.of(r)
+        by_key[keys[r.id]].setdefault(v.measured, v)
+    for key, kinds in by_key.items():
+        if len(kinds) < 2:
+            continue
+        labels = naming.variant_labels(list(kinds.values()), anchor=False)
+        if len(set(labels)) < len(labels) or not all(labels):
+            labels = naming.variant_labels(list(kinds.values()))
+        label_of = dict(zip(kinds, labels))
+        params = json.loads(key[2])
+        for r in runs:
+            if keys[r.id] == key:
+                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[variant_of[r.id].measured]},
+                                                   sort_keys=True, default=str))
+    return keys
+
+
 def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in selection.runs}
+    run_keys = variant_keys(selection.runs, cross_box)
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)

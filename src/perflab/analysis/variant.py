@@ -259,3 +259,18 @@ def measured_differently(base: Variant, head: Variant) -> list[str]:
 
 def _where(t: Target) -> str:
     return f"a {t.mode} guest" if t.guest else "the host"
+
+
+def sides_differ(selections) -> list[str]:
+    """What each head measured differently from the base (`measured_differently` of the sides'
+    last runs), one line per head and fact, the head named: a comparison's headline says these
+    first, since they change what its figures mean (a tmpfs against ext4, a guest against the host)."""
+    if len(selections) < 2 or not selections[0].runs:
+        return []
+    base = of(selections[0].runs[-1])
+    out = []
+    for sel in selections[1:]:
+        if sel.runs:
+            out += [f"{sel.label} against {selections[0].label}: {line}"
+                    for line in measured_differently(base, of(sel.runs[-1]))]
+    return out
