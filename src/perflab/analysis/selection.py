@@ -21,18 +21,7 @@ from perflab.store import Store
 # Runs whose samples are real measurements (an interrupted run's completed
 # repetitions are; a failed run may hold only the repetition that failed).
 USABLE_STATUSES = ("finished", "partial", "interrupted")
-# Parameters that only change how long a run takes, for runs of benchmarks that are not
-# one of perflab's families (imported from other tools); a family declares its own.
-EXECUTION_PARAMS = frozenset({"runs", "warmup", "timeout", "quick", "repeat", "repetitions", "only", "prepare"})
-
-
-def duration_params(benchmark: str) -> frozenset[str]:
-    """The parameters `compare` ignores when it matches groups of this benchmark."""
-    from perflab import benchmarks
-
-    if benchmark in benchmarks.FAMILIES:
-        return benchmarks.family(benchmark).duration_params
-    return EXECUTION_PARAMS
+from perflab.analysis.variant import EXECUTION_PARAMS, duration_params  # noqa: F401 (re-exported)
 RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "box", "testbox": "box",
               "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
 # `kernel=RELEASE`: the environment fact it reads. A guest run records the guest's release

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 _DEBIAN = re.compile(r"^(\d+\.\d+(?:\.\d+)?-\d+|\d+\.\d+\.\d+\+deb\d+(?:u\d+)?(?:\.\d+)?)-([a-z][a-z0-9-]*)$")
 # The architecture a Debian flavour ends in: said once, not on every label ("rt", "cloud").
 _ARCH_SUFFIXES = ("-amd64", "-arm64", "-686-pae", "-686")
+# Parameters that only change how long a run takes, for runs of benchmarks that are not
+# one of perflab's families (imported from other tools); a family declares its own.
+EXECUTION_PARAMS = frozenset({"runs", "warmup", "timeout", "quick", "repeat", "repetitions", "only", "prepare"})
 HOST, GUEST = "host", "guest"
 DEBIAN, RECIPE, IMAGE = "debian", "recipe", "image"
 # The parameters a guest run stores about where it ran (execution.targets.qemu): part of the
@@ -202,10 +205,17 @@ def _kernel(job_kernel, params: dict, env: dict, guest: bool) -> Kernel:
                   build=build)
 
 
+def duration_params(benchmark: str) -> frozenset[str]:
+    """The parameters `compare` ignores when it matches groups of this benchmark."""
+    from perflab import benchmarks
+
+    if benchmark in benchmarks.FAMILIES:
+        return benchmarks.family(benchmark).duration_params
+    return EXECUTION_PARAMS
+
+
 def of(run) -> Variant:
     """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag)."""
-    from perflab.analysis.selection import duration_params
-
     params = dict(getattr(run, "params", None) or {})
     env = dict(getattr(run, "environment", None) or {})
     job = getattr(run, "job", None) or {}

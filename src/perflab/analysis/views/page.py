@@ -222,7 +222,12 @@ def build_page(store, f: Filters) -> PageView:
             for r in sel.runs:
                 page_runs[r.id] = r
         comparison = sections.comparison(store, result, MAX_MONITOR_CHARTS, MAX_MONITOR_LINES)
-        keys = {(row.box, row.benchmark, json.dumps(row.params, sort_keys=True, default=str), row.metric)
+        from perflab.analysis.selection import VARIANT_KEY
+
+        # A row of one of an operand's variants (its parameters gain `variant`) is of the series
+        # of its parameters; the series are of one line each (analysis.series).
+        keys = {(row.box, row.benchmark, json.dumps({k: v for k, v in row.params.items() if k != VARIANT_KEY},
+                                                    sort_keys=True, default=str), row.metric)
                 for row in result.own_rows}
         # The trends of what was compared (a cross-box comparison pools boxes: match without them).
         loose = {k[1:] for k in keys}
