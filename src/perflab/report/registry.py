@@ -72,6 +72,6 @@ def render_comparison(view, name: str) -> str:
         # Before anything else: the sides did not measure the same thing (issue 44).
         from perflab.core.text import printable
 
-        head = ["measured differently:"] + [f"  {printable(line)}" for line in result.measured_differently]
+        head = ["measured differently:"] + [f"  {printable(line, None)}" for line in result.measured_differently]
         text = "\n".join(head) + "\n\n" + text
     return text
