@@ -139,8 +139,9 @@ def test_compare_matches_two_tags_variant_by_variant(cli, tmp_path):
     assert "only in" not in out
 
 
-def _fio(store, tag: str, fs: str, vm: str | None, value: float) -> None:
-    env = {"testbox": "lab1", "kernel_release": "6.1.0-56-amd64", "workdir_fs": fs}
+def _fio(store, tag: str, fs: str, vm: str | None, value: float) -> int:
+    env = {"testbox": "lab1", "kernel_release": "6.1.0-56-amd64", "workdir_fs": fs,
+           "workdir": "/tmp" if fs == "tmpfs" else "/var/tmp"}
     params = {"rw": "randread", "bs": "4k", **({"vm": vm} if vm else {})}
     job = {"benchmark": "fio", **params, **({"kernel": "debian:6.1.0-56-amd64", "vm": {**fv.VM, "mode": vm}} if vm else {})}
     job.pop("vm", None) if not vm else None
@@ -148,6 +149,7 @@ def _fio(store, tag: str, fs: str, vm: str | None, value: float) -> None:
     for rep, jitter in enumerate((0.99, 1.0, 1.01)):
         store.add_samples(run, rep, [Sample("fio.read.clat_p99_ns", value * jitter, "ns", LOWER_IS_BETTER)])
     store.finish_run(run, "finished")
+    return run
 
 
 def test_a_comparison_of_sides_that_measured_different_things_says_so_first(cli):
@@ -155,7 +157,9 @@ def test_a_comparison_of_sides_that_measured_different_things_says_so_first(cli)
     improvement, and only `env --diff` said why."""
     store = open_store(str(cli.db))
     _fio(store, "host", "ext4", None, 100000.0)
-    _fio(store, "guest", "tmpfs", "tcg", 19000.0)
+    guest = _fio(store, "guest", "tmpfs", "tcg", 19000.0)
+    # a run's own view says where its files were
+    assert "  workdir   tmpfs at /tmp" in cli("show", str(guest)).stdout
     from perflab.report.registry import LAYOUTS
 
     for layout in LAYOUTS:
@@ -168,6 +172,16 @@ def test_a_comparison_of_sides_that_measured_different_things_says_so_first(cli)
         assert first[0] == "measured differently:", (layout.name, out)
         assert "ran on the host (base) against a tcg guest" in first[1]
         assert "work directory's file system ext4 (base) against tmpfs" in first[2]
+    # the regression mail says it before its significance line (here -81% p99 reads as an improvement
+    # of the head, so the mail is of the head as base: a +426% "regression")
+    from perflab.analysis import regression
+    from perflab.report.regression import render
+
+    mail = render(regression.build(store, "guest", "host", mail={}))
+    said = [line for line in mail.splitlines() if line.startswith("measured differently: ")]
+    assert said == ["measured differently: host against guest: ran on a tcg guest (base) against the host",
+                    "measured differently: host against guest: work directory's file system tmpfs (base) against ext4"]
+    assert mail.index(said[-1]) < mail.index("significance:")
     # one side alike: nothing said
     _fio(store, "host2", "ext4", None, 101000.0)
     assert "measured differently" not in cli("compare", "host", "host2").stdout

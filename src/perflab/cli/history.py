@@ -311,6 +311,9 @@ def show_cmd(run_id, with_monitors, db) -> None:
         f"  testbox   {shown(run.box)}   kernel {shown(run.environment.get('kernel_release', 'n/a'))}",
         f"  tag       {shown(run.tag)}   commit {_commit(run)}",
     ]
+    if run.environment.get("workdir_fs"):
+        # Where the files were read and written: the host's default is not a guest's (issue 44).
+        lines.append(f"  workdir   {shown(run.environment['workdir_fs'])} at {shown(run.environment.get('workdir', '?'))}")
     if run.comment:
         lines.append(f"  comment   {shown(run.comment)}")
     if run.params:
