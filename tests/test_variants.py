@@ -215,3 +215,24 @@ def test_html_trend_axis_makes_room_for_rotated_kernel_labels():
     trend = js[js.index("function drawTrend"):js.index("function runDetail")]
     axis = trend[trend.index("xaxis:"):trend.index("yaxis:")]
     assert "automargin: true" in axis and "standoff" in axis and "tickangle" in axis
+
+
+def test_runs_of_other_commits_on_a_debian_kernel_are_a_series_of_their_own(tmp_path):
+    """Finding 3: a patch series' runs (other commits) on Debian's 6.1.0-56 were pooled into that
+    kernel's point of the history."""
+    path = str(tmp_path / "s.db")
+    fv.plant(path)
+    store = open_store(path)
+    wis = {"test": "getppid1", "mode": "process", "nr_task": 1}
+    mine = set()
+    for commit, figure in (("a" * 40, 2500000.0), ("b" * 40, 2400000.0)):
+        mine.add(fv._run(store, "will-it-scale", "debian:6.1.0-56-amd64", dict(wis), "6.1.0-56-amd64",
+                         fv._wis(figure), tag="series-7", commit=commit))
+    history = series.build(store, benchmark="will-it-scale")
+    naming.name_series(history.series)
+    debian = [s for s in history.series if s.order == series.BY_KERNEL]
+    pooled = [s for s in debian if mine & {rid for p in s.points for rid in p.run_ids}]
+    assert len(pooled) == 2 and all(len(s.points) == 1 for s in pooled)
+    (sweep,) = [s for s in debian if s not in pooled]
+    assert [p.kernel for p in sweep.points] == [*(r for r, _ in fv.HISTORY), "6.1.0-56-amd64"]
+    assert sorted(s.name.rsplit(" ", 1)[-1] for s in pooled) == ["commit=aaaaaaaaaaaa", "commit=bbbbbbbbbbbb"]

@@ -174,6 +174,19 @@ def name_series(series_list) -> None:
         for i, label in enumerate(variant_labels(variants, anchor=False)):
             if label:
                 texts[i] = f"{texts[i]} {label}"
+    # Series of one line split by what they measured beside the history (the commits of a series
+    # in kernel order): their commit, else their tag, tells them apart.
+    seen: dict[tuple, list[int]] = {}
+    for i, (text, s) in enumerate(zip(texts, series_list)):
+        seen.setdefault((text, getattr(s, "box", None), getattr(s, "metric", None)), []).append(i)
+    for indices in seen.values():
+        if len(indices) > 1 and all(variants[i] is not None for i in indices):
+            for field, width in (("commit", 12), ("tag", 40)):
+                values = [getattr(variants[i], field) for i in indices]
+                if len(set(values)) == len(values):
+                    for i, value in zip(indices, values):
+                        texts[i] += f" {field}={printable(value[:width] or '-', None)}"
+                    break
     for s, text in zip(series_list, texts):
         s.name = text
 
@@ -247,8 +260,9 @@ def variant_labels(variants: Sequence, *, history: bool = False, without: tuple[
     for i, text in enumerate(labels):
         seen.setdefault(text, []).append(i)
     for indices in seen.values():
-        if len({variants[i].identity if not history else (variants[i].identity, variants[i].commit, variants[i].tag)
-                for i in indices}) < 2:
+        # Without the version (a series' name) the line is what must differ, not the release.
+        if len({(variants[i].identity if anchor else variants[i].line,
+                 *((variants[i].commit, variants[i].tag) if history else ())) for i in indices}) < 2:
             continue
         for name, read in _LAST_RESORT:
             values = {read(variants[i]) for i in indices}

@@ -228,20 +228,31 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
             entries = [(kernel_slot[e[1]], *e[1:]) for e in entries if kernel_slot.get(e[1]) is not None]
             if not entries:
                 continue
-        points = _points(entries, placed)
-        for p in points:
-            p.kernel = kernel_of.get(p.run_ids[0])
-            p.tag = run_of[p.run_ids[0]].tag or None
-            if assumed_exact:
-                p.figure = exact.exact_figure(p.samples, direction)
-        history.series.append(Series(box_, bench_, params_, metric_, unit=unit, direction=direction, points=points,
-                                     exact=assumed_exact, order=series_order,
-                                     variant=variant_of[points[0].run_ids[0]] if points else None))
+        for part in _by_commit(entries, run_of) if series_order == BY_KERNEL else [entries]:
+            points = _points(part, placed)
+            for p in points:
+                p.kernel = kernel_of.get(p.run_ids[0])
+                p.tag = run_of[p.run_ids[0]].tag or None
+                if assumed_exact:
+                    p.figure = exact.exact_figure(p.samples, direction)
+            history.series.append(Series(box_, bench_, params_, metric_, unit=unit, direction=direction,
+                                         points=points, exact=assumed_exact, order=series_order,
+                                         variant=variant_of[points[0].run_ids[0]] if points else None))
     history.skipped += sorted(skipped.items())
     if history.series and all(s.order == BY_KERNEL for s in history.series):
         history.order = BY_KERNEL
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history
+
+
+def _by_commit(entries: list[tuple], run_of: dict) -> list[list[tuple]]:
+    """A series in kernel order, split by the commit its runs measured: along the kernels the
+    commit is not history, and runs of other commits (a series', a bisection's on one kernel)
+    pooled into a kernel's point would be a spike of it. In the order the commits first appear."""
+    parts: dict[str, list[tuple]] = {}
+    for e in entries:
+        parts.setdefault(run_of[e[1]].commit or "", []).append(e)
+    return list(parts.values())
 
 
 def _kernel_slots(run_of: dict, kernel_of: dict[int, str | None]) -> dict[int, tuple | None]:
