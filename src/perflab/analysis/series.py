@@ -11,6 +11,11 @@ pooled as those of one commit are. Without a repository a series of guest runs
 commit not on the branch, no kernel release) are skipped and listed, never
 silently dropped.
 
+A series holds the runs of one variant line (analysis.variant.Variant.line): Debian's kernels of
+one flavour and command line, one recipe apart from its commit, one target, file system and
+compiler. Flavours, recipes, boot options and targets are separate series, never steps; in
+kernel order, so are the runs of each commit (docs/views.md, "Variants").
+
 The figure of a point of an exact series (instruction counts, icount
 instruction-time) is its least disturbed sample, not the mean: the value most of
 its samples share, else the smallest time or the largest rate (a timer tick adds
