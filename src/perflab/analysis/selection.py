@@ -180,9 +180,14 @@ def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, s
     keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in runs}
     by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
     variant_of = {}
+    def kind(v):
+        # A guest's kernel is what is under test: its release is the variant. The host's kernel
+        # upgrades are its history, pooled in a side as its commits are (docs/views.md).
+        return v.measured if v.target.guest else v.line
+
     for r in runs:
         v = variant_of[r.id] = variant.of(r)
-        by_key[keys[r.id]].setdefault(v.measured, v)
+        by_key[keys[r.id]].setdefault(kind(v), v)
     for key, kinds in by_key.items():
         if len(kinds) < 2:
             continue
@@ -193,7 +198,7 @@ def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, s
         params = json.loads(key[2])
         for r in runs:
             if keys[r.id] == key:
-                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[variant_of[r.id].measured]},
+                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[kind(variant_of[r.id])]},
                                                    sort_keys=True, default=str))
     return keys
 
