@@ -7,6 +7,9 @@ seconds at a time (a busy sibling hyperthread: `syscall.null` 0.165 or 0.222 µs
 and the mean of a run follows how many of its processes drew it (docs/lmbench.md, "Which
 figure the summary prints").
 
+An operand's runs of several variants (flavours, boot options, builds: analysis.variant) are
+a row each, labelled by what tells them apart (`6.1.0-56 rt (e1)`), never one pooled row.
+
 Part of the read side (perflab.analysis.views finds it by the family's name); report.lmbench
 formats it.
 """
