@@ -137,6 +137,7 @@ def test_compare_matches_two_tags_variant_by_variant(cli, tmp_path):
     for flavour in ("amd64", "cloud", "rt"):
         assert re.search(rf"^variant={flavour}\s.*\+5\.0%", out, re.MULTILINE), out
     assert "only in" not in out
+    assert "e1: its runs are of 3 variants (amd64, cloud, rt), compared variant by variant" in out
 
 
 def _fio(store, tag: str, fs: str, vm: str | None, value: float) -> int:
