@@ -137,7 +137,20 @@ def test_compare_matches_two_tags_variant_by_variant(cli, tmp_path):
     for flavour in ("amd64", "cloud", "rt"):
         assert re.search(rf"^variant={flavour}\s.*\+5\.0%", out, re.MULTILINE), out
     assert "only in" not in out
-    assert "e1: its runs are of 3 variants (amd64, cloud, rt), compared variant by variant" in out
+    assert "e1: its runs are of 3 variants (6.1.0-56 amd64, 6.1.0-56 cloud, 6.1.0-56 rt), compared variant by " \
+        "variant, never pooled" in out
+
+
+def test_the_plain_kernel_is_selected_apart_from_its_boot_options(cli, db):
+    """`kernel=6.1.0-56-amd64` also selects the mitigations=off runs: the comparison says so, and
+    `cmdline=` (no value) selects the kernel without boot options."""
+    out = cli("compare", "tag=e1,kernel=6.1.0-56-amd64", "tag=e1,cmdline=mitigations=off", "--metric",
+              "syscall.null").stdout
+    assert "its runs are of 2 variants (6.1.0-56, 6.1.0-56 mitigations=off)" in out, out
+    out = cli("compare", "tag=e1,kernel=6.1.0-56-amd64,cmdline=", "tag=e1,cmdline=mitigations=off", "--metric",
+              "syscall.null").stdout
+    assert "its runs are of" not in out and re.search(r"^\s+0\.1000\s+-40\.0%\s+0\.06000\s+syscall\.null", out,
+                                                      re.MULTILINE), out
 
 
 def _fio(store, tag: str, fs: str, vm: str | None, value: float) -> int:

@@ -102,7 +102,7 @@ def views_of_one_tag(db: Path, tag: str, work: Path) -> None:
     with_cmdline = [v for v in decoded if v.kernel.cmdline]
     plain = [v for v in decoded if not v.kernel.cmdline]
     if with_cmdline and plain:
-        base = f"tag={tag},kernel={plain[0].kernel.release}"
+        base = f"tag={tag},kernel={plain[0].kernel.release},cmdline="      # the kernel without boot options
         head = f"tag={tag},cmdline={with_cmdline[0].kernel.cmdline}"
         print(f"== compare {base} {head}")
         print(perflab(db, "compare", base, head, check=False).stdout)
@@ -143,7 +143,8 @@ def main() -> None:
                                    "monitors": {"insn-profile": {}} if args.mode == "icount" else {}}))
         started = time.monotonic()
         done = perflab(db, "run", job, check=False)
-        status = sqlite3.connect(db).execute("SELECT status FROM run WHERE tag = ? ORDER BY id DESC", (tag,)).fetchone()
+        status = sqlite3.connect(db).execute("SELECT status FROM run WHERE tag = ? ORDER BY id DESC",
+                                             (args.one_tag or tag,)).fetchone()
         said = "" if done.returncode == 0 else ": " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
         print(f"{tag:<16} {json.dumps(kernel):<60} {time.monotonic() - started:6.1f} s  "
               f"{status[0] if status else 'not recorded'}{said}  (load average {os.getloadavg()[0]:.1f})")

@@ -3,7 +3,8 @@
 An operand is a run id (`12`, `#12`), a tag, a commit prefix, a kernel release,
 or `key=value[,key=value...]` on the run's fields (tag, commit, box, benchmark,
 name, status), `kernel` (the recorded kernel release: a guest's for a run in a VM,
-the host's otherwise), its parameters or its environment facts. Groups of samples are
+the host's otherwise), its parameters or its environment facts; `key=` (no value)
+also selects the runs without that key (`cmdline=`: the kernel without boot options). Groups of samples are
 matched across operands on (box, benchmark, params, metric).
 """
 
@@ -53,7 +54,8 @@ def _matches_kv(run, key: str, value: str) -> bool:
     for source in (run.params or {}, run.environment or {}):
         if key in source:
             return str(source[key]) == value
-    return False
+    # `cmdline=` (nothing after the =): the runs without it, the plain kernel beside its boot options.
+    return value == ""
 
 
 def _parse_kv(operand: str) -> list[tuple[str, str]]:

@@ -80,15 +80,20 @@ def match_groups(store: Store, selections: list[Selection], *, cross_box: bool, 
 
 
 def _variants_note(sel: Selection, groups: dict[tuple, Group]) -> str:
-    """What the comparison chose for an operand whose runs are of several variants (analysis.variant):
-    a group per variant, never pooled; said once, with how to select one."""
-    from perflab.analysis.selection import VARIANT_KEY
+    """What the comparison chose for an operand whose runs are of several variants (analysis.variant:
+    flavours, boot options, builds, targets): a group per variant, never pooled; said once, with
+    how to select one."""
+    from perflab.analysis import naming, variant
 
-    found = sorted({json.loads(g.params).get(VARIANT_KEY) for g in groups.values()} - {None})
-    if not found:
+    kinds: dict[tuple, object] = {}
+    for r in sel.runs:
+        v = variant.of(r)
+        kinds.setdefault(v.measured if v.target.guest else v.line, v)
+    if len(kinds) < 2:
         return ""
-    return (f"{sel.label}: its runs are of {len(found)} variants ({', '.join(found)}), compared variant by "
-            f"variant (variant=...); select one with key=value (kernel=, cmdline=)")
+    labels = naming.variant_labels(list(kinds.values()))
+    return (f"{sel.label}: its runs are of {len(kinds)} variants ({', '.join(labels)}), compared variant by "
+            f"variant, never pooled; select one with key=value (kernel=RELEASE, cmdline=OPTIONS, cmdline= for none)")
 
 
 def _list_one_sided(matched: Matched, selections: list[Selection]) -> None:
