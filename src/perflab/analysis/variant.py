@@ -31,6 +31,7 @@ _ARCH_SUFFIXES = ("-amd64", "-arm64", "-686-pae", "-686")
 # one of perflab's families (imported from other tools); a family declares its own.
 EXECUTION_PARAMS = frozenset({"runs", "warmup", "timeout", "quick", "repeat", "repetitions", "only", "prepare"})
 HOST, GUEST = "host", "guest"
+_SHA_PART = re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
 DEBIAN, RECIPE, IMAGE = "debian", "recipe", "image"
 # The parameters a guest run stores about where it ran (execution.targets.qemu): part of the
 # variant's target and kernel, not of what the benchmark measured.
@@ -115,14 +116,15 @@ class Variant:
     def line(self) -> tuple:
         """The identity without its history dimension: a kernel's release within one line of
         releases (Debian's of one flavour), a recipe's commit. A kernel of no known line (an image
-        file: a bisection's, a series' build) keeps to the runs of its tag."""
+        file: a bisection's, a series' build) is the line of its image's path, a commit's
+        directory in it (`images/SHA/bzImage`, automate.measurer.KernelBuilds) made any commit."""
         k = self.kernel
         if k.origin == DEBIAN or (k.origin == "" and not self.target.guest):
             kernel_line: tuple = (k.origin, k.flavour, k.cmdline)
         elif k.origin == RECIPE:
             kernel_line = (k.origin, k.recipe, k.cmdline)
         else:
-            kernel_line = (k.origin, self.tag, k.cmdline)
+            kernel_line = (k.origin, _SHA_PART.sub("<commit>", k.image), k.cmdline)
         return (self.target, kernel_line, self.workdir_fs, self.cc)
 
 
