@@ -268,3 +268,14 @@ def test_runs_of_other_commits_on_a_debian_kernel_are_a_series_of_their_own(tmp_
     (sweep,) = [s for s in debian if s not in pooled]
     assert [p.kernel for p in sweep.points] == [*(r for r, _ in fv.HISTORY), "6.1.0-56-amd64"]
     assert sorted(s.name.rsplit(" ", 1)[-1] for s in pooled) == ["commit=aaaaaaaaaaaa", "commit=bbbbbbbbbbbb"]
+
+
+def test_html_of_two_flavours_draws_their_lines_only(planted):
+    """The page of `kernel=A kernel=B` draws the trends of the lines compared, not every flavour's."""
+    store = open_store(planted[0])
+    page = build_page(store, Filters(operands=("kernel=6.1.0-56-cloud", "kernel=6.1.0-56-rt"),
+                                     benchmark="will-it-scale"))
+    names = sorted(t.series.name.rsplit(" ", 1)[-1] for t in page.trends.results)
+    assert names == ["cloud", "rt"]
+    doc = html_doc.document(page)
+    assert doc["comparison"]["measured_differently"] == []

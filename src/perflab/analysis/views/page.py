@@ -233,6 +233,10 @@ def build_page(store, f: Filters) -> PageView:
         loose = {k[1:] for k in keys}
         history.series = [s for s in history.series if (s.box, s.benchmark, s.params, s.metric) in keys
                           or (s.benchmark, s.params, s.metric) in loose]
+        # Of those, the lines the compared runs are on (not every flavour's of the same parameters).
+        compared = {r.id for sel in result.selections for r in sel.runs}
+        on_line = [s for s in history.series if any(rid in compared for p in s.points for rid in p.run_ids)]
+        history.series = on_line or history.series
     if not history.series and result is None:
         raise PerflabError(f"report html: {len(runs)} run(s) match {f.describe() or '(no filter)'} but no metric"
                            + (f" matches --metric {', '.join(f.metrics)}" if f.metrics else " holds samples")
