@@ -279,3 +279,10 @@ def test_html_of_two_flavours_draws_their_lines_only(planted):
     assert names == ["cloud", "rt"]
     doc = html_doc.document(page)
     assert doc["comparison"]["measured_differently"] == []
+
+
+def test_report_table_rows_by_variant(cli, db):
+    out = cli("report", "table", METRIC, "--rows", "variant", "--cols", "tag", "--tag", fv.TAG).stdout
+    rows = {line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1])
+            for line in out.splitlines()[3:] if line.strip()}
+    assert rows == {label: figure for label, (*_, figure) in zip(LABELS, fv.VARIANTS)}, out
