@@ -222,7 +222,7 @@ def _facets(v, history: bool, anchor: bool = True) -> list[tuple[str, tuple[str,
 # Said of a self-built kernel whenever it is shown: the compiler is what a reader asks first.
 _ALWAYS = frozenset({"compiler"})
 # Told only when nothing else tells two variants apart.
-_LAST_RESORT = (("build", lambda v: v.kernel.build), ("image", lambda v: v.kernel.image),
+_LAST_RESORT = (("ref", lambda v: v.kernel.ref[:12]), ("build", lambda v: v.kernel.build), ("image", lambda v: v.kernel.image),
                 ("config_hash", lambda v: v.kernel.config_hash), ("box", lambda v: v.box),
                 ("params", lambda v: v.params))
 
