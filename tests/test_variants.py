@@ -286,3 +286,17 @@ def test_report_table_rows_by_variant(cli, db):
     rows = {line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1])
             for line in out.splitlines()[3:] if line.strip()}
     assert rows == {label: figure for label, (*_, figure) in zip(LABELS, fv.VARIANTS)}, out
+
+
+def test_guest_memory_and_mode_are_said_of_two_sides():
+    from types import SimpleNamespace
+
+    def run(**params):
+        return SimpleNamespace(id=1, box="b", benchmark="fio", tag="t", commit=None, job=None,
+                               params={"rw": "read", **params}, environment='{"workdir_fs": "ext4"}')
+
+    base, head = variant.of(run(vm="tcg")), variant.of(run(vm="icount", vm_memory_mib=1024))
+    assert base.workdir_fs == "ext4" and base.target.memory_mib == 512     # QEMU's default, not stored
+    assert variant.measured_differently(base, head) == ["VM mode tcg (base) against icount",
+                                                       "guest memory 512 MiB (base) against 1024 MiB"]
+    assert variant.measured_differently(base, base) == []

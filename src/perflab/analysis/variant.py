@@ -216,12 +216,19 @@ def duration_params(benchmark: str) -> frozenset[str]:
     return EXECUTION_PARAMS
 
 
+def _mapping(value) -> dict:
+    """A stored mapping (params, environment, job), also when a store hands it over as JSON text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def of(run) -> Variant:
     """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag)."""
-    params = dict(getattr(run, "params", None) or {})
-    env = dict(getattr(run, "environment", None) or {})
-    job = getattr(run, "job", None) or {}
-    job = job if isinstance(job, dict) else {}
+    params, env, job = (_mapping(getattr(run, name, None)) for name in ("params", "environment", "job"))
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
     guest = "vm" in params or bool(job.get("kernel"))
     if guest:
