@@ -232,6 +232,8 @@ def of(run) -> Variant:
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
     guest = "vm" in params or bool(job.get("kernel"))
     if guest:
+        # A guest run stores vCPUs and memory only when not the defaults (execution.targets.qemu:
+        # MACHINE_PARAMS, DEFAULT_VM: tcg, 1 vCPU, 512 MiB).
         target = Target(GUEST, str(params.get("vm") or vm.get("mode") or "tcg"),
                         _int(params.get("vm_cpus") or vm.get("cpus")) or 1,
                         _int(params.get("vm_memory_mib") or vm.get("memory")) or 512,
