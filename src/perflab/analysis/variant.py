@@ -203,7 +203,7 @@ def _kernel(job_kernel, params: dict, env: dict, guest: bool) -> Kernel:
     # /boot, a run stored before jobs recorded their kernel): one line per flavour.
     origin = DEBIAN if image.startswith("debian:") or (not image and flavour) or (flavour and "/boot/" in image) \
         else IMAGE
-    return Kernel(release, version, flavour if origin == DEBIAN else flavour, origin, image, cmdline=cmdline,
+    return Kernel(release, version, flavour, origin, image, cmdline=cmdline,
                   build=build)
 
 
