@@ -7,7 +7,6 @@ self-built kernel. No guest boots."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
