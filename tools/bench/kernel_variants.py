@@ -12,6 +12,13 @@ insn-profile under icount, so each figure is exact and each difference says wher
 `report profile` of the default against mitigations=off. A variant that does not finish is said
 so, with its run's error.
 
+--one-tag TAG (issue 44): every variant under one tag, then every view read of that tag: `log`,
+`report lmbench TAG` (a row per variant), `detect --tag TAG` (a series per variant line),
+`compare` of two variants selected by `kernel=`/`cmdline=`, `report html` (its distributions'
+boxes and its trends' names), with what each variant was decoded as (analysis.variant).
+`--release` picks the Debian release (6.1.0-47 and 6.1.0-50 are cached on the shared machine:
+`--release 6.1.0-47 --variants default mitigations-off` needs no download).
+
 --builds: the LMbench thread's experiment (one tree, four builds) on the tree of
 tools/bench/kernel_bisect.py (linux-source-6.1 committed, its build directory's config):
 gcc -O2, gcc -Os (CONFIG_CC_OPTIMIZE_FOR_SIZE), gcc -Os -falign-functions=2 and clang-14, each
@@ -66,14 +73,63 @@ def _text_size(system_map: Path) -> int:
     return marks.get("_etext", 0) - marks.get("_text", 0)
 
 
+def _released(kernel, release: str):
+    """A variant's kernel key at another Debian release."""
+    if isinstance(kernel, dict):
+        return {**kernel, "image": kernel["image"].replace(RELEASE, release)}
+    return kernel.replace(RELEASE, release)
+
+
+def views_of_one_tag(db: Path, tag: str, work: Path) -> None:
+    """Every view of one tag of variants, as a user reads them (issue 44)."""
+    import json
+
+    from perflab.analysis import naming, variant
+    from perflab.store import open_store
+
+    store = open_store(str(db))
+    runs = [r for r in store.find_runs(tag=tag) if r.status in ("finished", "partial")]
+    decoded = [variant.of(r) for r in runs]
+    print("== what each run was decoded as (analysis.variant)")
+    for r, v, label in zip(runs, decoded, naming.variant_labels(decoded)):
+        print(f"#{r.id} {label:<40} target={v.target.kind}/{v.target.mode} release={v.kernel.release} "
+              f"flavour={v.kernel.flavour} origin={v.kernel.origin} cmdline={v.kernel.cmdline or '-'} "
+              f"fs={v.workdir_fs or '-'}")
+    for title, args in (("log", ("log", "--tag", tag)), ("report lmbench", ("report", "lmbench", tag)),
+                        ("detect", ("detect", "--tag", tag, "--verbose"))):
+        print(f"== {title}")
+        print(perflab(db, *args, check=False).stdout)
+    with_cmdline = [v for v in decoded if v.kernel.cmdline]
+    plain = [v for v in decoded if not v.kernel.cmdline]
+    if with_cmdline and plain:
+        base = f"tag={tag},kernel={plain[0].kernel.release},cmdline="      # the kernel without boot options
+        head = f"tag={tag},cmdline={with_cmdline[0].kernel.cmdline}"
+        print(f"== compare {base} {head}")
+        print(perflab(db, "compare", base, head, check=False).stdout)
+    page = work / "page.html"
+    done = perflab(db, "report", "html", "--tag", tag, "-o", page, check=False)
+    if done.returncode != 0:
+        print(f"report html failed: {done.stderr.strip()[-300:]}")
+        return
+    from perflab.analysis.views.page import Filters, build_page
+    from perflab.report import html_doc
+
+    doc = html_doc.document(build_page(store, Filters(tag=tag)))
+    print("== report html: trends", json.dumps([t["name"] for t in doc["trends"]])[:2000])
+    print("== report html: distributions", json.dumps([[v["label"] for v in d.get("variants", [])]
+                                                        for d in doc["distributions"]])[:2000])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="icount", choices=("icount", "tcg"))
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--variants", nargs="+", help="which of them (default: all)")
     ap.add_argument("--builds", action="store_true", help="the four builds of linux-source-6.1 instead")
+    ap.add_argument("--one-tag", metavar="TAG", help="every variant under one tag, then every view of it")
+    ap.add_argument("--release", default=RELEASE, help=f"the Debian release (default {RELEASE})")
     args = ap.parse_args()
-    variants = build_variants() if args.builds else VARIANTS
+    variants = build_variants() if args.builds else [(t, _released(k, args.release)) for t, k in VARIANTS]
     args.variants = args.variants or [t for t, _ in variants]
     work = Path(tempfile.mkdtemp(prefix="perflab-kernel-variants-"))
     db = work / "db.sqlite"
@@ -82,15 +138,22 @@ def main() -> None:
     for tag, kernel in [(t, k) for t, k in variants if t in args.variants]:
         # One job per variant: a variant that does not finish leaves the others' figures.
         job = work / f"{tag}.yaml"
-        job.write_text(json.dumps({"benchmark": "lmbench", "only": "processes", "runs": 2, "tag": tag,
+        job.write_text(json.dumps({"benchmark": "lmbench", "only": "processes", "runs": 2, "tag": args.one_tag or tag,
                                    "vm": {"mode": args.mode}, "kernel": kernel,
                                    "monitors": {"insn-profile": {}} if args.mode == "icount" else {}}))
         started = time.monotonic()
         done = perflab(db, "run", job, check=False)
-        status = sqlite3.connect(db).execute("SELECT status FROM run WHERE tag = ? ORDER BY id DESC", (tag,)).fetchone()
+        status = sqlite3.connect(db).execute("SELECT status FROM run WHERE tag = ? ORDER BY id DESC",
+                                             (args.one_tag or tag,)).fetchone()
         said = "" if done.returncode == 0 else ": " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
         print(f"{tag:<16} {json.dumps(kernel):<60} {time.monotonic() - started:6.1f} s  "
               f"{status[0] if status else 'not recorded'}{said}  (load average {os.getloadavg()[0]:.1f})")
+    if args.one_tag:
+        views_of_one_tag(db, args.one_tag, work)
+        print(f"store: {db}" if args.keep else "")
+        if not args.keep:
+            shutil.rmtree(work)
+        return
     finished = [tag for tag, _ in variants if tag in args.variants and sqlite3.connect(db).execute("SELECT 1 FROM run WHERE tag = ? AND status = 'finished'", (tag,)).fetchone()]
     print()
     print(perflab(db, "report", "lmbench", *finished, check=False).stdout)

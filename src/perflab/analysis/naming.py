@@ -155,7 +155,119 @@ def common(params_list: Sequence[Mapping | str | None]) -> str:
     return " ".join(f"{printable(k, None)}={printable(_text(dicts[0][k]), VALUE_LIMIT * 2)}" for k in keys)
 
 
+def _without_target(params) -> dict:
+    from perflab.analysis.variant import TARGET_PARAMS
+
+    return {k: v for k, v in _params(params).items() if k not in TARGET_PARAMS}
+
+
 def name_series(series_list) -> None:
-    """Name each series (analysis.series.Series: benchmark, params) among the others shown."""
-    for s, text in zip(series_list, names([(s.benchmark, s.params) for s in series_list])):
+    """Name each series (analysis.series.Series: benchmark, params) among the others shown; series
+    of different lines (flavours, recipes, boot options, targets) also by what tells their lines
+    apart, without the history dimension (`will-it-scale rt`, not one kernel release of it)."""
+    variants = [getattr(s, "variant", None) for s in series_list]
+    lines = {v.line for v in variants if v is not None}
+    several = len(lines) > 1 and None not in variants
+    # The variant's label says the target's parameters (vm, cmdline, kernel_build) in its words.
+    texts = names([(s.benchmark, _without_target(s.params) if several else s.params) for s in series_list])
+    if several:
+        for i, label in enumerate(variant_labels(variants, anchor=False)):
+            if label:
+                texts[i] = f"{texts[i]} {label}"
+    # Series of one line split by what they measured beside the history (the commits of a series
+    # in kernel order): their commit, else their tag, tells them apart.
+    seen: dict[tuple, list[int]] = {}
+    for i, (text, s) in enumerate(zip(texts, series_list)):
+        seen.setdefault((text, getattr(s, "box", None), getattr(s, "metric", None)), []).append(i)
+    for indices in seen.values():
+        if len(indices) > 1 and all(variants[i] is not None for i in indices):
+            for field, width in (("commit", 12), ("tag", 40)):
+                values = [getattr(variants[i], field) for i in indices]
+                if len(set(values)) == len(values):
+                    for i, value in zip(indices, values):
+                        texts[i] += f" {field}={printable(value[:width] or '-', None)}"
+                    break
+    for s, text in zip(series_list, texts):
         s.name = text
+
+
+# -- variants (issue 44): the shortest part of a run's identity that tells it from the others ---
+
+def _facets(v, history: bool, anchor: bool = True) -> list[tuple[str, tuple[str, ...]]]:
+    """A variant's facets in label order: (name, words). A facet is printed when its words differ
+    between the variants shown (analysis.variant.Variant)."""
+    k, t = v.kernel, v.target
+    out = [("flavour", (k.short_flavour,) if k.origin not in ("recipe", "image") else ()),
+           # A kernel of no known line (a bisection's, a series' image) is its runs' own series.
+           ("image", (f"{k.release or 'kernel'} ({v.tag})" if v.tag else k.release or "kernel",)
+            if k.origin == "image" and not anchor else ()),
+           ("compiler", (k.compiler,) if k.compiler else ()),
+           ("kcflags", (k.kcflags,) if k.kcflags else ()),
+           ("config", (k.config,) if k.config else ()),
+           ("fragments", k.fragments),
+           ("patches", k.patches),
+           ("cmdline", (k.cmdline,) if k.cmdline else ()),
+           ("where", (t.mode if t.guest else "host",)),
+           ("cpus", (f"{t.cpus} vCPUs",) if t.guest else ()),
+           ("memory", (f"{t.memory_mib} MiB",) if t.guest else ()),
+           ("qemu_args", (t.qemu_args,) if t.qemu_args else ()),
+           ("fs", (v.workdir_fs,) if v.workdir_fs else ()),
+           ("cc", (v.cc,) if v.cc else ())]
+    if history:
+        out += [("ref", (k.ref[:12],) if k.ref else ()), ("tag", (v.tag,) if v.tag else ()),
+                ("commit", (v.commit[:12],) if v.commit else ())]
+    return out
+
+
+# Said of a self-built kernel whenever it is shown: the compiler is what a reader asks first.
+_ALWAYS = frozenset({"compiler"})
+# Told only when nothing else tells two variants apart.
+_LAST_RESORT = (("ref", lambda v: v.kernel.ref[:12]), ("build", lambda v: v.kernel.build), ("image", lambda v: v.kernel.image),
+                ("config_hash", lambda v: v.kernel.config_hash), ("box", lambda v: v.box),
+                ("params", lambda v: v.params))
+
+
+def variant_labels(variants: Sequence, *, history: bool = False, without: tuple[str, ...] = (),
+                   anchor: bool = True) -> list[str]:
+    """A label per variant (analysis.variant.Variant): its kernel's version, then the facets that
+    differ between the variants given (`6.1.0-56 rt`, `6.1.0-56 amd64 mitigations=off`,
+    `6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE`, `6.1.0-56 host`). One variant alone, or
+    variants that differ in nothing said, are named by their kernel's release. `history=True`
+    also tells the commit, the recipe's ref and the tag (where the history dimension is shown).
+    Distinct identities never share a label: a last resort (build key, image, box) is added.
+    `without` names facets a view says otherwise (lmbench names the compiler its own way).
+    `anchor=False` leaves the kernel's version out (a series' name: its points are the versions),
+    and names a kernel of no known line (a bisection's image) by its release and tag."""
+    variants = list(variants)
+    if not variants:
+        return []
+    facets = [[f for f in _facets(v, history, anchor) if f[0] not in without] for v in variants]
+    differ = {name for i, (name, _) in enumerate(facets[0])
+              if len({f[i][1] for f in facets}) > 1}
+    labels = []
+    for v, fs in zip(variants, facets):
+        words = [] if not anchor else [v.kernel.version or v.kernel.release] if (v.kernel.release and differ) \
+            else [v.kernel.release] if v.kernel.release else []
+        for name, value in fs:
+            if name in differ or (name in _ALWAYS and value):
+                # A fragment (a patch) shared by every variant shown is not what tells them apart.
+                if name in ("fragments", "patches"):
+                    shared = set.intersection(*(set(dict(f)[name]) for f in facets))
+                    value = tuple(w for w in value if w not in shared)
+                words += [printable(w, None) for w in value if w]
+        labels.append(" ".join(words) or (printable(v.benchmark, None) if anchor else ""))
+    seen: dict[str, list[int]] = {}
+    for i, text in enumerate(labels):
+        seen.setdefault(text, []).append(i)
+    for indices in seen.values():
+        # Without the version (a series' name) the line is what must differ, not the release.
+        if len({(variants[i].identity if anchor else variants[i].line,
+                 *((variants[i].commit, variants[i].tag) if history else ())) for i in indices}) < 2:
+            continue
+        for name, read in _LAST_RESORT:
+            values = {read(variants[i]) for i in indices}
+            if len(values) > 1:
+                for i in indices:
+                    labels[i] += f" {name}={_shorten(printable(read(variants[i]) or '-', None), sorted(values))}"
+                break
+    return labels

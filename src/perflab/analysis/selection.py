@@ -3,7 +3,8 @@
 An operand is a run id (`12`, `#12`), a tag, a commit prefix, a kernel release,
 or `key=value[,key=value...]` on the run's fields (tag, commit, box, benchmark,
 name, status), `kernel` (the recorded kernel release: a guest's for a run in a VM,
-the host's otherwise), its parameters or its environment facts. Groups of samples are
+the host's otherwise), its parameters or its environment facts; `key=` (no value)
+also selects the runs without that key (`cmdline=`: the kernel without boot options). Groups of samples are
 matched across operands on (box, benchmark, params, metric).
 """
 
@@ -21,18 +22,7 @@ from perflab.store import Store
 # Runs whose samples are real measurements (an interrupted run's completed
 # repetitions are; a failed run may hold only the repetition that failed).
 USABLE_STATUSES = ("finished", "partial", "interrupted")
-# Parameters that only change how long a run takes, for runs of benchmarks that are not
-# one of perflab's families (imported from other tools); a family declares its own.
-EXECUTION_PARAMS = frozenset({"runs", "warmup", "timeout", "quick", "repeat", "repetitions", "only", "prepare"})
-
-
-def duration_params(benchmark: str) -> frozenset[str]:
-    """The parameters `compare` ignores when it matches groups of this benchmark."""
-    from perflab import benchmarks
-
-    if benchmark in benchmarks.FAMILIES:
-        return benchmarks.family(benchmark).duration_params
-    return EXECUTION_PARAMS
+from perflab.analysis.variant import EXECUTION_PARAMS, duration_params  # noqa: F401 (re-exported)
 RUN_FIELDS = {"tag": "tag", "commit": "commit", "box": "box", "testbox": "box",
               "benchmark": "benchmark", "name": "name", "status": "status", "id": "id"}
 # `kernel=RELEASE`: the environment fact it reads. A guest run records the guest's release
@@ -64,7 +54,8 @@ def _matches_kv(run, key: str, value: str) -> bool:
     for source in (run.params or {}, run.environment or {}):
         if key in source:
             return str(source[key]) == value
-    return False
+    # `cmdline=` (nothing after the =): the runs without it, the plain kernel beside its boot options.
+    return value == ""
 
 
 def _parse_kv(operand: str) -> list[tuple[str, str]]:
@@ -177,9 +168,46 @@ class Group:
         return (self.box, self.benchmark, self.params, self.metric)
 
 
+VARIANT_KEY = "variant"   # the key a group's parameters gain when its operand's runs are of several variants
+
+
+def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, str, str]]:
+    """run id -> its group's (box, benchmark, params_key). Runs of one operand that share those
+    but differ in variant (analysis.variant: a flavour, a kernel, a build, the file system, the
+    compiler) are never pooled: each variant's parameters gain `variant` = its label among them,
+    without the kernel's version where that alone does not tell them apart (`rt`, `cloud`), so
+    that the same flavours of two operands are matched."""
+    from perflab.analysis import naming, variant
+
+    keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in runs}
+    by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
+    variant_of = {}
+    def kind(v):
+        # A guest's kernel is what is under test: its release is the variant. The host's kernel
+        # upgrades are its history, pooled in a side as its commits are (docs/views.md).
+        return v.measured if v.target.guest else v.line
+
+    for r in runs:
+        v = variant_of[r.id] = variant.of(r)
+        by_key[keys[r.id]].setdefault(kind(v), v)
+    for key, kinds in by_key.items():
+        if len(kinds) < 2:
+            continue
+        labels = naming.variant_labels(list(kinds.values()), anchor=False)
+        if len(set(labels)) < len(labels) or not all(labels):
+            labels = naming.variant_labels(list(kinds.values()))
+        label_of = dict(zip(kinds, labels))
+        params = json.loads(key[2])
+        for r in runs:
+            if keys[r.id] == key:
+                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[kind(variant_of[r.id])]},
+                                                   sort_keys=True, default=str))
+    return keys
+
+
 def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in selection.runs}
+    run_keys = variant_keys(selection.runs, cross_box)
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)

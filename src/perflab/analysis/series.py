@@ -11,6 +11,11 @@ pooled as those of one commit are. Without a repository a series of guest runs
 commit not on the branch, no kernel release) are skipped and listed, never
 silently dropped.
 
+A series holds the runs of one variant line (analysis.variant.Variant.line): Debian's kernels of
+one flavour and command line, one recipe apart from its commit, one target, file system and
+compiler. Flavours, recipes, boot options and targets are separate series, never steps; in
+kernel order, so are the runs of each commit (docs/views.md, "Variants").
+
 The figure of a point of an exact series (instruction counts, icount
 instruction-time) is its least disturbed sample, not the mean: the value most of
 its samples share, else the smallest time or the largest rate (a timer tick adds
@@ -36,6 +41,7 @@ from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.kernel_version import order_key as kernel_order_key
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.monitors import monitor_of
+from perflab.analysis import variant
 from perflab.analysis.selection import USABLE_STATUSES, params_key
 from perflab.stats import changepoints, exact, exact_series
 from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
@@ -77,6 +83,9 @@ class Series:
     name: str = ""    # among the series shown (analysis.naming.name_series); "" until named
     exact: bool = False  # exact by construction (its samples': perflab.store.exactness)
     order: str = BY_TIME  # what orders its points: BY_COMMIT, BY_KERNEL or BY_TIME
+    # The variant of its first run (analysis.variant): every point's runs share its line, the
+    # variant without the history dimension (a flavour, a recipe, boot options, a target).
+    variant: object = None
 
     @property
     def values(self) -> np.ndarray:
@@ -200,7 +209,13 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
     runs = [r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since) if r.status in USABLE_STATUSES]
     slot, full_sha = _slots(runs, history)
     run_of = {r.id: r for r in runs if r.id in slot}
-    keys = {rid: (r.box, r.benchmark, params_key(r.params, r.benchmark)) for rid, r in run_of.items()}
+    # History only along a history (docs/views.md, "Variants"): runs of different lines (a
+    # flavour, a recipe, boot options, a target, a file system) are different series.
+    variant_of = {rid: variant.of(r) for rid, r in run_of.items()}
+    line_of: dict[tuple, str] = {}
+    keys = {rid: (r.box, r.benchmark, params_key(r.params, r.benchmark),
+                  line_of.setdefault(variant_of[rid].line, f"{len(line_of):06d}"))
+            for rid, r in run_of.items()}
     runs_of_series, meta = _run_means(store, run_of, keys, slot, metrics)
     placed = {rid: (r.started, full_sha.get(rid, r.commit)) for rid, r in run_of.items()}
     kernel_of = {rid: (r.environment or {}).get("kernel_release") or None for rid, r in run_of.items()}
@@ -208,8 +223,9 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
     skipped: dict[int, str] = {}
     for key in sorted(runs_of_series):
         unit, direction, assumed_exact = meta[key]
+        box_, bench_, params_, _line, metric_ = key
         entries, series_order = runs_of_series[key], BY_COMMIT if repo else BY_TIME
-        if not repo and (order == BY_KERNEL or (order is None and _measured_kernels(entries, kernel_of, run_of))):
+        if not repo and (order == BY_KERNEL or (order is None and _measured_kernels(entries, kernel_of, variant_of))):
             series_order = BY_KERNEL
             for entry in entries:
                 if kernel_slot.get(entry[1]) is None:
@@ -217,19 +233,31 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
             entries = [(kernel_slot[e[1]], *e[1:]) for e in entries if kernel_slot.get(e[1]) is not None]
             if not entries:
                 continue
-        points = _points(entries, placed)
-        for p in points:
-            p.kernel = kernel_of.get(p.run_ids[0])
-            p.tag = run_of[p.run_ids[0]].tag or None
-            if assumed_exact:
-                p.figure = exact.exact_figure(p.samples, direction)
-        history.series.append(Series(*key, unit=unit, direction=direction, points=points, exact=assumed_exact,
-                                     order=series_order))
+        for part in _by_commit(entries, run_of) if series_order == BY_KERNEL else [entries]:
+            points = _points(part, placed)
+            for p in points:
+                p.kernel = kernel_of.get(p.run_ids[0])
+                p.tag = run_of[p.run_ids[0]].tag or None
+                if assumed_exact:
+                    p.figure = exact.exact_figure(p.samples, direction)
+            history.series.append(Series(box_, bench_, params_, metric_, unit=unit, direction=direction,
+                                         points=points, exact=assumed_exact, order=series_order,
+                                         variant=variant_of[points[0].run_ids[0]] if points else None))
     history.skipped += sorted(skipped.items())
     if history.series and all(s.order == BY_KERNEL for s in history.series):
         history.order = BY_KERNEL
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history
+
+
+def _by_commit(entries: list[tuple], run_of: dict) -> list[list[tuple]]:
+    """A series in kernel order, split by the commit its runs measured: along the kernels the
+    commit is not history, and runs of other commits (a series', a bisection's on one kernel)
+    pooled into a kernel's point would be a spike of it. In the order the commits first appear."""
+    parts: dict[str, list[tuple]] = {}
+    for e in entries:
+        parts.setdefault(run_of[e[1]].commit or "", []).append(e)
+    return list(parts.values())
 
 
 def _kernel_slots(run_of: dict, kernel_of: dict[int, str | None]) -> dict[int, tuple | None]:
@@ -244,13 +272,13 @@ def _kernel_slots(run_of: dict, kernel_of: dict[int, str | None]) -> dict[int, t
             for rid, release in kernel_of.items()}
 
 
-def _measured_kernels(entries: list[tuple], kernel_of: dict[int, str | None], run_of: dict) -> bool:
+def _measured_kernels(entries: list[tuple], kernel_of: dict[int, str | None], variant_of: dict) -> bool:
     """Whether a series is of guest runs (parameter `vm`) that measured more than one kernel
     release, each run knowing its own: then the kernel under test is what changed along it.
     A series of one kernel keeps its history in time (pooled by kernel it would be one point);
     so does a host's series across kernel upgrades, whose runs may also differ in the code
     they ran (`--order kernel` orders it by kernel)."""
-    if not all("vm" in (run_of[e[1]].params or {}) for e in entries):
+    if not all(variant_of[e[1]].target.guest for e in entries):
         return False
     releases = {kernel_of.get(e[1]) for e in entries}
     return None not in releases and len(releases) > 1

@@ -98,9 +98,9 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
     unit = f"s/{per:g}" if per else "s"
     listed = {r.id: r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time)} if rows else {}
     headline = _headlines(listed, rows, store, benchmark=benchmark, tag=tag, box=box, since=since_time)
-    kernel = {rid: (r.environment or {}).get("kernel_release") for rid, r in listed.items()}
+    kernel = _kernel_labels(listed)
     rows = _ordered(rows, listed, order)
-    kernel_width = max([6, *(len(printable(kernel.get(r.id), 30)) for r in rows)])
+    kernel_width = max([6, *(len(printable(kernel.get(r.id), 44)) for r in rows)])
     first, first_unit = _first_column(rows, headline, unit)
     out = [f"{'run':>5}  {'date':16}  {first:>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'kernel':{kernel_width}}  "
            f"{'tag':14}  {'commit':18}  comment"]
@@ -117,7 +117,7 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
             comment = f"[{printable(metric, 60)}{' ' + printable(metric_unit, 20) if metric_unit else ''}] {comment}"
         out.append(
             f"{r.id:>5}  {local_time(r.started):16}  {fmt_num(real, 9)}  {fmt_num(user, 9)}  {fmt_num(sys_, 9)}  "
-            f"{_MARK.get(r.status, r.status):11}  {printable(kernel.get(r.id), 30):{kernel_width}}  "
+            f"{_MARK.get(r.status, r.status):11}  {printable(kernel.get(r.id), 44):{kernel_width}}  "
             f"{printable(r.tag):14}  {_commit(r):18}  {comment}"
         )
     click.echo("\n".join(out))
@@ -132,6 +132,20 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
         click.echo(f"plot: nothing to draw, {plot} not written", err=True)
 
 
+def _kernel_labels(listed: dict) -> dict[int, str | None]:
+    """run id -> its kernel as the log shows it: the release, or, where the runs listed differ in
+    more than the release (a flavour, boot options, a build, the target), their variants' labels
+    (analysis.naming.variant_labels: `6.1.0-56 amd64 mitigations=off`)."""
+    from perflab.analysis import naming, variant
+
+    variants = {rid: variant.of(run) for rid, run in listed.items()}
+    kinds = {v.identity[3:]: v for v in variants.values()}   # target, kernel, file system, compiler
+    if len(kinds) < 2:
+        return {rid: (run.environment or {}).get("kernel_release") for rid, run in listed.items()}
+    label = dict(zip(kinds, naming.variant_labels(list(kinds.values()))))
+    return {rid: label[v.identity[3:]] for rid, v in variants.items()}
+
+
 def _ordered(rows, listed: dict, order: str | None) -> list:
     """The log's rows oldest first, or by kernel release in version order (oldest first within one)."""
     from perflab.core.kernel_version import order_key
@@ -139,18 +153,28 @@ def _ordered(rows, listed: dict, order: str | None) -> list:
     def env(rid) -> dict:
         return getattr(listed.get(rid), "environment", None) or {}
 
+    from perflab.analysis import variant
+
+    variants = {rid: variant.of(run) for rid, run in listed.items()}
     if order is None:
-        guests = all("vm" in (getattr(listed.get(r.id), "params", None) or {}) for r in rows)
+        guests = all(rid in variants and variants[rid].target.guest for rid in (r.id for r in rows))
         order = "kernel" if rows and guests and len({env(r.id).get("kernel_release") for r in rows}) > 1 else "time"
     if order == "time":
         return list(rows)
+    # A line of kernels (a flavour, a build, boot options) after another, each in version order:
+    # releases of different lines are not one history (docs/views.md, "Variants").
+    lines: dict = {}
+    for r in rows:
+        if r.id in variants:
+            lines.setdefault(variants[r.id].line, len(lines))
     versions = {}
     for rid in listed:
         if env(rid).get("kernel_release") and isinstance(env(rid).get("kernel_version"), str):
             versions.setdefault(env(rid)["kernel_release"], env(rid)["kernel_version"])
     place = {r.id: order_key(env(r.id).get("kernel_release"), versions.get(env(r.id).get("kernel_release")))
              for r in rows}
-    return sorted(rows, key=lambda r: place[r.id])   # stable: oldest first within a kernel
+    return sorted(rows, key=lambda r: (lines.get(variants[r.id].line, -1) if r.id in variants else -1,
+                                       place[r.id]))   # stable: oldest first within a kernel
 
 
 def _first_column(rows, headline: dict, unit: str) -> tuple[str, str]:
@@ -296,6 +320,9 @@ def show_cmd(run_id, with_monitors, db) -> None:
         f"  testbox   {shown(run.box)}   kernel {shown(run.environment.get('kernel_release', 'n/a'))}",
         f"  tag       {shown(run.tag)}   commit {_commit(run)}",
     ]
+    if run.environment.get("workdir_fs"):
+        # Where the files were read and written: the host's default is not a guest's (issue 44).
+        lines.append(f"  workdir   {shown(run.environment['workdir_fs'])} at {shown(run.environment.get('workdir', '?'))}")
     if run.comment:
         lines.append(f"  comment   {shown(run.comment)}")
     if run.params:

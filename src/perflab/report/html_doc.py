@@ -90,6 +90,7 @@ def comparison(section: ComparisonSection, side: SideBySide | None = None) -> di
                        "untested": group.untested} for group in groups] for groups in result.fdr_groups],
         "geomeans": [{u: num(v) for u, v in g.items()} for g in result.median_geomeans],
         "warnings": list(result.warnings),
+        "measured_differently": list(result.measured_differently),
         "only_in": [[a, b] for a, b in result.one_sided],
         "monitor_only_in": len(result.one_sided_monitors),
         "common": {k: str(v) for k, v in (result.common or {}).items()},
@@ -272,6 +273,8 @@ def scaling(view) -> list[dict]:
     by_test: dict[str, list] = {}
     variants = view.variants if len(view.variants) == len(view.curves) else [""] * len(view.curves)
     for v, c in zip(variants, view.curves):
+        if len({p.tasks for p in c.points}) < 2:
+            continue     # one task count is no curve: its figure is in the trends and the distributions
         by_test.setdefault(c.testcase, []).append({
             "variant": v, "stddev": [num(p.summary.stddev) for p in c.points],
             "mode": c.mode, "tasks": [p.tasks for p in c.points], "ops": [num(p.summary.center) for p in c.points],

@@ -13,13 +13,13 @@ def render_pivot(metric: str, unit: str, row_key: str, col_keys: list[str], row_
     row_key, each cell the mean computed by the caller; '-' where no run holds the metric."""
     texts = {k: fmt_value(v) for k, v in cells.items()}
     names = [key for key in col_keys[:-1]] + [f"{row_key} \\ {col_keys[-1]}"]
-    label_width = max([*(len(n) for n in names), *(len(printable(v, 40)) for v in row_values)])
+    label_width = max([*(len(n) for n in names), *(len(printable(v, 64)) for v in row_values)])
     width = max([8, *(len(t) for t in texts.values()), *(len(printable(c, 24)) for col in col_values for c in col)])
     lines = [printable(f"{metric} ({unit})" if unit else metric, 80)]
     for level, name in enumerate(names):
         lines.append(name.ljust(label_width) + "  " + "  ".join(printable(col[level], 24).rjust(width) for col in col_values))
     lines.append("-" * (label_width + len(col_values) * (width + 2)))
     for row in row_values:
-        lines.append(printable(row, 40).ljust(label_width) + "  "
+        lines.append(printable(row, 64).ljust(label_width) + "  "
                      + "  ".join(texts.get((row, col), "-").rjust(width) for col in col_values))
     return "\n".join(lines) + "\n"

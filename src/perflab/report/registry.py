@@ -68,4 +68,10 @@ def render_comparison(view, name: str) -> str:
         head = ["environment differences (--cross-box):"]
         head += [f"  {printable(key)}: {printable(a)} -> {printable(b)}" for key, a, b in result.env_diff]
         text = "\n".join(head) + "\n\n" + text
+    if result.measured_differently and not chosen.data:
+        # Before anything else: the sides did not measure the same thing (issue 44).
+        from perflab.core.text import printable
+
+        head = ["measured differently:"] + [f"  {printable(line, None)}" for line in result.measured_differently]
+        text = "\n".join(head) + "\n\n" + text
     return text

@@ -187,6 +187,8 @@ def render(report: RegressionReport) -> str:
     params = _parameters(row)
     if params:
         lines += ["with following parameters:", "", *params]
+    # The sides measured different things (a file system, host against guest): said before the figures.
+    lines += [f"measured differently: {shown(d, 300)}" for d in report.comparison.measured_differently]
     lines += ["", f"significance: {_significance(report)}", *_others(report), *_checks(report),
               *_where(report), *_trailer(report)]
     lines += ["", "Details are as below:", RULE, ""]

@@ -22,6 +22,7 @@ from perflab.analysis.comparison.result import (COUNT_FLOOR, MONITOR_MIN_EFFECT,
                                                 PERF_PROFILE_SHARE, PROFILE_KINDS, RATE, RATE_FLOOR, TOTAL,
                                                 ComparisonResult, FdrGroup, MetricRow, pair_counters)
 from perflab.analysis.selection import common_facts
+from perflab.analysis.variant import sides_differ
 from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
                                    geomean_ratio, minimum_effects)
 from perflab.stats.descriptive import summarize_many
@@ -89,7 +90,7 @@ def compare(
         exact_threshold=exact_threshold,
         fdr_groups=fdr_groups, median_geomeans=[_median_geomeans(rows, i) for i in range(len(per_head))],
         primary=list(primary) if primary else None, monitors=monitors, monitors_dropped=matched.monitors_dropped,
-        one_sided_monitors=matched.one_sided_monitors,
+        one_sided_monitors=matched.one_sided_monitors, measured_differently=sides_differ(selections),
     )
 
 

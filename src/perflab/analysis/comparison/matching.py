@@ -61,11 +61,12 @@ def match_groups(store: Store, selections: list[Selection], *, cross_box: bool, 
                  drop_monitors: bool) -> Matched:
     """The groups of each selection, narrowed to `metrics`, heads paired with the base, one-sided ones listed."""
     side_groups = [groups_of(store, sel, cross_box=cross_box) for sel in selections]
+    notes = [_variants_note(sel, groups) for sel, groups in zip(selections, side_groups)]
     if metrics:
         # --metric NAME: that metric alone when it exists (syscall.null is not syscall.null_io), else a substring.
         wanted = metric_wanted({g.metric for groups in side_groups for g in groups.values()}, metrics)
         side_groups = [{k: g for k, g in groups.items() if g.metric in wanted} for groups in side_groups]
-    matched = Matched(side_groups)
+    matched = Matched(side_groups, notes=[n for n in notes if n])
     if drop_monitors:
         # Before any statistics: dropped monitor metrics do not even count in an FDR group.
         dropped = {k for groups in side_groups for k, g in groups.items() if monitor_of(g.metric)}
@@ -76,6 +77,23 @@ def match_groups(store: Store, selections: list[Selection], *, cross_box: bool, 
                                                       matched.notes)
     _list_one_sided(matched, selections)
     return matched
+
+
+def _variants_note(sel: Selection, groups: dict[tuple, Group]) -> str:
+    """What the comparison chose for an operand whose runs are of several variants (analysis.variant:
+    flavours, boot options, builds, targets): a group per variant, never pooled; said once, with
+    how to select one."""
+    from perflab.analysis import naming, variant
+
+    kinds: dict[tuple, object] = {}
+    for r in sel.runs:
+        v = variant.of(r)
+        kinds.setdefault(v.measured if v.target.guest else v.line, v)
+    if len(kinds) < 2:
+        return ""
+    labels = naming.variant_labels(list(kinds.values()))
+    return (f"{sel.label}: its runs are of {len(kinds)} variants ({', '.join(labels)}), compared variant by "
+            f"variant, never pooled; select one with key=value (kernel=RELEASE, cmdline=OPTIONS, cmdline= for none)")
 
 
 def _list_one_sided(matched: Matched, selections: list[Selection]) -> None:

@@ -159,6 +159,9 @@ class ComparisonResult:
     # the head it is absent from when the operand is the base); the layouts count them per
     # monitor instead of listing hundreds of perf-profile symbols.
     one_sided_monitors: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    # What a head measured differently from the base (a work directory's file system, host
+    # against guest, guest memory: analysis.variant.sides_differ), said before any figure.
+    measured_differently: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         # One name per row, the same in every layout: what tells the rows apart (analysis.naming).

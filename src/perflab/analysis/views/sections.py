@@ -74,7 +74,7 @@ class DistributionSeries:
     box: str
     metric: str
     unit: str
-    variants: list[tuple[str, list[int]]]    # (tag, run ids)
+    variants: list[tuple[str, list[int]]]    # (tag, or variant and tag: analysis.variant; run ids)
     omitted_tags: int
 
 
@@ -156,19 +156,27 @@ def distributions(result, history, runs, notes: list[str], max_shown: int, max_v
                          "(significant first) are drawn")
         heads = len(result.labels) - 1
         return [DistributionRow(order[id(r)] * heads) for r in rows[:max_shown]]
-    from perflab.analysis import naming
+    from perflab.analysis import naming, variant
 
     out: list = []
     naming.name_series(history.series)
     for s in history.series[:max_shown]:
         by_tag: dict[str, list] = {}
         latest: dict[str, dt.datetime] = {}
-        for p in s.points:
-            for rid in p.run_ids:
-                r = runs[rid]
-                label = r.tag if r.tag else "(untagged)"
-                by_tag.setdefault(label, []).append(rid)
-                latest[label] = max(latest.get(label, r.started), r.started)
+        # A box per tag and variant: eleven kernels under one tag are eleven boxes, not one.
+        ids = [rid for p in s.points for rid in p.run_ids]
+        variants = {rid: variant.of(runs[rid]) for rid in ids}
+        kinds = {v.identity: v for v in variants.values()}
+        vlabel = dict(zip(kinds, naming.variant_labels(list(kinds.values())))) if len(kinds) > 1 else {}
+        tags = {runs[rid].tag for rid in ids}
+        for rid in ids:
+            r = runs[rid]
+            label = r.tag if r.tag else "(untagged)"
+            if vlabel:
+                kind = vlabel[variants[rid].identity]
+                label = kind if len(tags) == 1 else f"{kind} ({label})"
+            by_tag.setdefault(label, []).append(rid)
+            latest[label] = max(latest.get(label, r.started), r.started)
         tags = sorted(by_tag, key=lambda t: latest[t])[-max_variants:]
         out.append(DistributionSeries(s.name, s.box, s.metric, s.unit, [(t, by_tag[t]) for t in tags],
                                       len(by_tag) - len(tags)))

@@ -34,8 +34,24 @@ def key_value(run, key: str) -> str | None:
         return _RUN_KEYS[key](run)
     params = run.params or {}
     if key == "vm" and key not in params:
-        return "host"   # the host is where a run without a guest ran: a column of its own
+        from perflab.analysis import variant
+
+        target = variant.of(run).target    # the host is where a run without a guest ran: a column of its own
+        return target.mode if target.guest else "host"
     return None if key not in params else str(params[key])
+
+
+VARIANT_KEY = "variant"   # --rows/--cols variant: each run's variant, labelled among the runs shown
+
+
+def _variant_values(runs) -> dict[int, str]:
+    """run id -> its variant's label among the runs' variants (analysis.naming.variant_labels)."""
+    from perflab.analysis import naming, variant
+
+    variants = {r.id: variant.of(r) for r in runs}
+    kinds = {v.measured: v for v in variants.values()}
+    label = dict(zip(kinds, naming.variant_labels(list(kinds.values()))))
+    return {rid: label[v.measured] for rid, v in variants.items()}
 
 
 def _kernel_order(placed, releases) -> dict[str, tuple]:
@@ -77,13 +93,18 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
     runs = [r for r in store.find_runs(benchmark=benchmark) if r.status in USABLE_STATUSES
             and (not boxes or r.box in boxes) and (not tags or (r.tag or "") in tags)]
     placed = []
+    variant_of = _variant_values(runs) if VARIANT_KEY in (row_key, *cols) else {}
+
+    def value(r, key):
+        return variant_of.get(r.id) if key == VARIANT_KEY else key_value(r, key)
+
     for r in runs:
-        row, col = key_value(r, row_key), tuple(key_value(r, k) for k in cols)
+        row, col = value(r, row_key), tuple(value(r, k) for k in cols)
         if row is not None and None not in col:
             placed.append((r, row, col))
     if not placed:
         raise PerflabError(f"no runs{' of ' + benchmark if benchmark else ''} have both --rows {row_key} and "
-                           f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit, kernel or a parameter)")
+                           f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit, kernel, variant or a parameter)")
     row_values = list(dict.fromkeys(row for _, row, _ in placed))
     if row_key == "kernel":   # kernels in version order, whatever order they were run in
         row_values.sort(key=_kernel_order(placed, row_values).__getitem__)

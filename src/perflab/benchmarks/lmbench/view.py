@@ -7,6 +7,9 @@ seconds at a time (a busy sibling hyperthread: `syscall.null` 0.165 or 0.222 µs
 and the mean of a run follows how many of its processes drew it (docs/lmbench.md, "Which
 figure the summary prints").
 
+An operand's runs of several variants (flavours, boot options, builds: analysis.variant) are
+a row each, labelled by what tells them apart (`6.1.0-56 rt (e1)`), never one pooled row.
+
 Part of the read side (perflab.analysis.views finds it by the family's name); report.lmbench
 formats it.
 """
@@ -35,6 +38,41 @@ def run_label(run) -> str:
     """A run's row label: its kernel release, with its tag."""
     release = (run.environment or {}).get("kernel_release") or "?"
     return f"{release}-{run.tag}" if run.tag else release
+
+
+def variant_rows(runs) -> list[tuple[str | None, list]]:
+    """The runs split by variant (analysis.variant: kernel, flavour, build, boot options, target,
+    compiler), in the order first seen, each with its label among them (None when the runs are
+    of one variant: the caller's label stands). Variants are never pooled into one row."""
+    from perflab.analysis import naming, variant
+
+    by_identity: dict[tuple, list] = {}
+    first: dict[tuple, object] = {}
+    for r in runs:
+        v = variant.of(r)
+        key = (v.target, v.kernel, v.workdir_fs)   # the box is split by the callers; the compiler by by_compiler
+        by_identity.setdefault(key, []).append(r)
+        first.setdefault(key, v)
+    if len(by_identity) < 2:
+        return [(None, list(runs))]
+    labels = naming.variant_labels(list(first.values()), without=("cc",))
+    return [(label, rs) for label, rs in zip(labels, by_identity.values())]
+
+
+def _run_labels(runs) -> dict[int, str]:
+    """Each run's label when every run is a row: its release and tag, or, where runs of one release
+    differ in variant (a flavour, a boot option, a build), the variant's label and its tag."""
+    from perflab.analysis import naming, variant
+
+    variants = [variant.of(r) for r in runs]
+    kinds = {(v.target, v.kernel, v.workdir_fs): v for v in variants}
+    labels = dict(zip(kinds, naming.variant_labels(list(kinds.values()), without=("cc",))))
+    out = {}
+    for r, v in zip(runs, variants):
+        label = labels[(v.target, v.kernel, v.workdir_fs)]
+        plain = len(kinds) < 2 or label == (r.environment or {}).get("kernel_release")
+        out[r.id] = run_label(r) if plain else (f"{label} ({r.tag})" if r.tag else label)
+    return out
 
 
 def compiler_of(run) -> str:
@@ -72,7 +110,9 @@ def pooled(store, groups: list[tuple[str, list]]) -> LmbenchSummary:
             rows_of.setdefault(r.id, []).append(i)
     medians = pooled_medians(values, rows_of, len(groups))
     runs = [r for _, rs in groups for r in rs]
-    icount = bool(runs) and all((r.params or {}).get("vm") == "icount" for r in runs)
+    from perflab.analysis import variant
+
+    icount = bool(runs) and all(variant.of(r).target.icount for r in runs)
     return LmbenchSummary([(label, row) for (label, _), row in zip(groups, medians)], icount)
 
 
@@ -94,16 +134,19 @@ def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> Lmbe
             by_box: dict[str, list] = {}
             for r in sel.runs:
                 by_box.setdefault(r.box, []).append(r)
-            if len(by_box) == 1:
-                groups.append((label, sel.runs))
-            else:
-                # Boxes are never pooled: one row per box, as the LMbench summaries of a lab show them.
-                groups += [(f"{b}: {label}", rs) for b, rs in by_box.items()]
+            for b, box_runs in by_box.items():
+                # Boxes are never pooled: one row per box, as the LMbench summaries of a lab show them;
+                # nor variants of one box (an operand's flavours, boot options, builds): a row each.
+                for vlabel, rs in variant_rows(box_runs):
+                    row = label if vlabel is None else f"{vlabel} ({operand})"
+                    groups.append((row if len(by_box) == 1 else f"{b}: {row}", rs))
     elif all_boxes:
         usable = [r for r in runs if r.status in USABLE_STATUSES]
         if not usable:
             raise PerflabError("no LMbench runs in the store; run `perflab run lmbench --quick` first")
-        groups = [(f"{r.box}: {run_label(r)}", [r]) for r in sorted(usable, key=lambda r: (r.box, r.started, r.id))]
+        usable = sorted(usable, key=lambda r: (r.box, r.started, r.id))
+        labels = _run_labels(usable)
+        groups = [(f"{r.box}: {labels[r.id]}", [r]) for r in usable]
     else:
         mine = [r for r in runs if r.box == box and r.status in USABLE_STATUSES]
         if not mine:
@@ -111,20 +154,24 @@ def summary(store, operands: tuple[str, ...], box: str, all_boxes: bool) -> Lmbe
             hint = f"; boxes with LMbench runs: {', '.join(others)} (use --box)" if others else \
                 "; run `perflab run lmbench --quick` first"
             raise PerflabError(f"no LMbench runs of testbox {box!r}{hint}")
-        groups = [(run_label(r), [r]) for r in mine]
+        labels = _run_labels(mine)
+        groups = [(labels[r.id], [r]) for r in mine]
     return pooled(store, by_compiler(groups))
 
 
 def page_section(store, chosen, runs, notes: list[str]) -> LmbenchSummary | None:
     """report html's LMbench summary: a row per operand (chosen: (label, runs)), or per run."""
     if chosen is not None:
-        groups = [(label, [r for r in rs if r.benchmark == "lmbench"]) for label, rs in chosen]
-        groups = [(label, rs) for label, rs in groups if rs]
+        groups = []
+        for label, rs in chosen:
+            for vlabel, part in variant_rows([r for r in rs if r.benchmark == "lmbench"]):
+                if part:
+                    groups.append((label if vlabel is None else f"{vlabel} ({label})", part))
     else:
         mine = [r for r in runs if r.benchmark == "lmbench"]
         if len(mine) > MAX_PAGE_ROWS:
             notes.append(f"LMbench summary: the last {MAX_PAGE_ROWS} of {len(mine)} runs")
             mine = mine[-MAX_PAGE_ROWS:]
-        groups = [(f"{(r.environment or {}).get('kernel_release', '?')}{'-' + r.tag if r.tag else ''} #{r.id}", [r])
-                  for r in mine]
+        labels = _run_labels(mine)
+        groups = [(f"{labels[r.id]} #{r.id}", [r]) for r in mine]
     return pooled(store, by_compiler(groups)) if groups else None

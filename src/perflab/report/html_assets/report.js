@@ -127,6 +127,8 @@
       const geo = Object.entries(cmp.geomeans[i] || {}).map(([u, g]) => "geomean of median ratios (" + (u || "no unit") + ") " + num(g)).join("; ");
       head.appendChild(el("p", { class: "note" }, cmp.labels[i + 1] + " vs " + cmp.labels[0] + " — FDR families: " + text + (geo ? "; " + geo : "")));
     });
+    // The sides measured different things (a file system, host against guest): said before any figure.
+    for (const d of cmp.measured_differently || []) head.insertBefore(el("p", { class: "warn" }, "measured differently: " + d), head.firstChild);
     for (const w of cmp.warnings) head.appendChild(el("p", { class: "warn" }, "warning: " + w));
     if (cmp.grid) sideBySide(cmp);
     // Beside the grid, what a head did not measure is said once there, not as a row per metric.
@@ -425,9 +427,11 @@
                    text: plotlyText(c.kind + " " + pct(c.change) + " (p " + pval(c.p) + ")"),
                    font: { size: 10, color: COLORS[c.kind] || "#333" } });
     }
+    // Rotated labels (kernel releases) take the room they need, and the axis title sits below them
+    // (automargin with a standoff), never across them.
     const layout = { margin: { l: 60, r: 20, t: 30, b: 50 }, height: 320, shapes: shapes, annotations: notes,
                      showlegend: false, hovermode: "closest",
-                     xaxis: { title: { text: AXIS_TITLES[t.order] || "run (by start time)" },
+                     xaxis: { title: { text: AXIS_TITLES[t.order] || "run (by start time)", standoff: 12 }, automargin: true,
                               tickvals: ticks, ticktext: ticks.map(k => plotlyText(pointLabel(t, k))), tickangle: ticks.length > 6 ? -30 : 0 },
                      yaxis: { title: { text: plotlyText(t.unit || "") }, tickformat: yFormat(ys) } };
     Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
@@ -532,6 +536,7 @@
         const traces = variants().map(v => ({ y: v.values, type: "box", name: plotlyText(v.label), boxpoints: "all",
                                              jitter: 0.4, pointpos: -1.7, marker: { size: 5, opacity: 0.75 }, boxmean: true }));
         Plotly.newPlot(plot, traces, { margin: { l: 60, r: 20, t: 20, b: 60 }, height: 320, showlegend: false,
+                                       xaxis: { automargin: true },
                                        yaxis: { title: { text: plotlyText(unit || "") } } }, PLOT_CONFIG);
       });
     });

@@ -1,0 +1,301 @@
+"""What was run is what is shown (issue 44): one variant identity through every view.
+
+Stores are planted as the runner stores guest runs (tests/fixtures_variants.py): three Debian
+flavours, a boot option and two recipes under one tag, Debian's amd64 history and a bisection's
+self-built kernel. No guest boots."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from perflab.analysis import naming, series, variant
+from perflab.analysis.views.page import Filters, build_page
+from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER, Sample
+from perflab.report import html_doc
+from perflab.store import open_store
+
+import fixtures_variants as fv
+from fixtures_kernels import KERNELS, METRIC, environment
+from test_html import _charts, _no_errors, _open, _settle, browser  # noqa: F401 (browser: the Chromium fixture)
+
+LABELS = ["6.1.0-56 amd64", "6.1.0-56 cloud", "6.1.0-56 rt", "6.1.0-56 amd64 mitigations=off", "6.1.192 gcc-12",
+          "6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE"]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("variants") / "perflab.db"
+    ids = fv.plant(str(path))
+    return str(path), ids
+
+
+@pytest.fixture
+def db(cli):
+    """The planted store where the `cli` fixture looks for it."""
+    return fv.plant(str(cli.db))
+
+
+def test_a_run_decodes_into_one_variant(planted):
+    store = open_store(planted[0])
+    runs = {r.id: r for r in store.find_runs()}
+    ids = planted[1]
+    rt = variant.of(runs[ids["lmbench 6.1.0-56-rt-amd64"]])
+    assert (rt.target.kind, rt.target.mode, rt.target.cpus, rt.target.memory_mib) == ("guest", "icount", 1, 512)
+    assert (rt.kernel.version, rt.kernel.flavour, rt.kernel.short_flavour, rt.kernel.origin) == \
+        ("6.1.0-56", "rt-amd64", "rt", "debian")
+    off = variant.of(runs[ids["lmbench 6.1.0-56-amd64 mitigations=off"]])
+    assert off.kernel.cmdline == "mitigations=off" and off.line != variant.of(runs[ids["lmbench 6.1.0-56-amd64"]]).line
+    fast = variant.of(runs[ids["lmbench 6.1.192 fast"]])
+    assert (fast.kernel.origin, fast.kernel.compiler, fast.kernel.fragments) == \
+        ("recipe", "gcc-12", ("+CC_OPTIMIZE_FOR_PERFORMANCE",))
+    # the benchmark's parameters leave the target's out: those are the variant's target and kernel
+    assert "kernel_build" not in fast.params and "vm" not in fast.params
+    walk = variant.of(runs[ids["walk 0"]])
+    assert walk.kernel.origin == "image" and walk.line != variant.of(runs[ids["wis 6.1.0-55-amd64"]]).line
+    # the releases of one flavour are one line; the commit of a recipe's tree is history too
+    assert variant.of(runs[ids["wis 6.1.0-47-amd64"]]).line == variant.of(runs[ids["wis 6.1.0-56-amd64"]]).line
+
+
+def test_labels_are_the_shortest_part_that_tells_variants_apart(planted):
+    store = open_store(planted[0])
+    runs = sorted(store.find_runs(tag=fv.TAG, benchmark="lmbench"), key=lambda r: r.id)
+    assert naming.variant_labels([variant.of(r) for r in runs]) == LABELS
+    # among kernels that differ only in release, the release alone; one variant: its release
+    history = [r for r in store.find_runs(benchmark="will-it-scale") if (r.tag or "").startswith("h-")]
+    assert naming.variant_labels([variant.of(r) for r in history]) == [r.environment["kernel_release"] for r in history]
+    # a series' name leaves the version out: the points are the versions
+    assert naming.variant_labels([variant.of(r) for r in runs[:3]], anchor=False) == ["amd64", "cloud", "rt"]
+
+
+def test_report_lmbench_prints_a_row_per_variant_never_pooled(cli, db):
+    """Finding 1: one tag of six kernels was one row `6.1.192-e1` of pooled medians."""
+    out = cli("report", "lmbench", fv.TAG).stdout
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^(\S.*?\(e1\))\s+([\d.]+)$", line)
+        if m:
+            rows[m.group(1)] = float(m.group(2))
+    assert rows == {f"{label} (e1)": null for label, (*_, null, _) in zip(LABELS, fv.VARIANTS)}, out
+
+
+def test_log_labels_a_boot_option_and_two_recipes_apart(cli, db):
+    """Finding 1: `log` printed mitigations=off as 6.1.0-56-amd64 and both recipes as 6.1.192."""
+    out = cli("log", "--tag", fv.TAG, "lmbench").stdout
+    kernels = [m.group(1).strip() for m in re.finditer(r"done\s+(.+?)\s{2,}e1\s", out)]
+    assert kernels == LABELS, out
+
+
+def test_flavours_boot_options_and_recipes_are_separate_series(planted):
+    """Finding 2: detect called rt a +19% step after cloud on one line across flavours."""
+    store = open_store(planted[0])
+    history = series.build(store, benchmark="will-it-scale")
+    naming.name_series(history.series)
+    for s in history.series:
+        lines = {variant.of(r).line for p in s.points for r in store.find_runs(ids=p.run_ids)}
+        assert len(lines) == 1, s.name
+    debian = [s for s in history.series if s.order == series.BY_KERNEL]
+    assert len(debian) == 1 and [p.kernel for p in debian[0].points] == \
+        [*(r for r, _ in fv.HISTORY), "6.1.0-56-amd64"]
+    names = sorted(s.name.removeprefix("will-it-scale test=getppid1 mode=process nr_task=1 ") for s in history.series)
+    assert names == sorted(["amd64", "cloud", "rt", "amd64 mitigations=off", "gcc-12",
+                            "gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE", "6.1.192-walk (bisect-125)"])
+
+
+def test_detect_steps_only_along_one_flavours_releases(cli, db):
+    out = cli("detect", "--benchmark", "will-it-scale").stdout
+    assert "6.1.0-56-rt-amd64 (run" not in out and "previous kernel 6.1.0-56-cloud-amd64" not in out, out
+    assert re.search(r"REGRESSION\s+-0\.61%.*at kernel 6\.1\.0-50-amd64", out), out
+    assert "6.1.192-walk" not in out.split("series without a change")[0], out
+
+
+def test_a_bisections_runs_are_their_own_series(planted):
+    """Finding 3: a self-built 6.1.192-walk was one point (a spike) of Debian's history."""
+    store = open_store(planted[0])
+    history = series.build(store, benchmark="will-it-scale")
+    naming.name_series(history.series)
+    walk = {planted[1]["walk 0"], planted[1]["walk 1"]}
+    (own,) = [s for s in history.series if walk & {rid for p in s.points for rid in p.run_ids}]
+    assert {rid for p in own.points for rid in p.run_ids} == walk and own.name.endswith("6.1.192-walk (bisect-125)")
+
+
+def test_compare_matches_two_tags_variant_by_variant(cli, tmp_path):
+    """A tag of three flavours against another of the same three: rt against rt, never pooled."""
+    store = open_store(str(cli.db))
+    for tag, scale in (("e1", 1.0), ("e2", 1.05)):
+        for flavour, base in (("amd64", 0.100), ("cloud-amd64", 0.090), ("rt-amd64", 0.119)):
+            release = f"6.1.0-56-{flavour}"
+            run = store.create_run(box="lab1", environment=fv._env(release), benchmark="lmbench", name="lmbench",
+                                   params={"vm": "icount"}, tag=tag,
+                                   job={"benchmark": "lmbench", "kernel": f"debian:{release}", "vm": fv.VM})
+            for rep in range(3):
+                store.add_samples(run, rep, [Sample("syscall.null", base * scale, "µs (icount)", LOWER_IS_BETTER,
+                                                    exact=True)])
+            store.finish_run(run, "finished")
+    out = cli("compare", "e1", "e2").stdout
+    for flavour in ("amd64", "cloud", "rt"):
+        assert re.search(rf"^variant={flavour}\s.*\+5\.0%", out, re.MULTILINE), out
+    assert "only in" not in out
+    assert "e1: its runs are of 3 variants (6.1.0-56 amd64, 6.1.0-56 cloud, 6.1.0-56 rt), compared variant by " \
+        "variant, never pooled" in out
+
+
+def test_the_plain_kernel_is_selected_apart_from_its_boot_options(cli, db):
+    """`kernel=6.1.0-56-amd64` also selects the mitigations=off runs: the comparison says so, and
+    `cmdline=` (no value) selects the kernel without boot options."""
+    out = cli("compare", "tag=e1,kernel=6.1.0-56-amd64", "tag=e1,cmdline=mitigations=off", "--metric",
+              "syscall.null").stdout
+    assert "its runs are of 2 variants (6.1.0-56, 6.1.0-56 mitigations=off)" in out, out
+    out = cli("compare", "tag=e1,kernel=6.1.0-56-amd64,cmdline=", "tag=e1,cmdline=mitigations=off", "--metric",
+              "syscall.null").stdout
+    assert "its runs are of" not in out and re.search(r"^\s+0\.1000\s+-40\.0%\s+0\.06000\s+syscall\.null", out,
+                                                      re.MULTILINE), out
+
+
+def _fio(store, tag: str, fs: str, vm: str | None, value: float) -> int:
+    env = {"testbox": "lab1", "kernel_release": "6.1.0-56-amd64", "workdir_fs": fs,
+           "workdir": "/tmp" if fs == "tmpfs" else "/var/tmp"}
+    params = {"rw": "randread", "bs": "4k", **({"vm": vm} if vm else {})}
+    job = {"benchmark": "fio", **params, **({"kernel": "debian:6.1.0-56-amd64", "vm": {**fv.VM, "mode": vm}} if vm else {})}
+    job.pop("vm", None) if not vm else None
+    run = store.create_run(box="lab1", environment=env, benchmark="fio", name="fio", params=params, tag=tag, job=job)
+    for rep, jitter in enumerate((0.99, 1.0, 1.01)):
+        store.add_samples(run, rep, [Sample("fio.read.clat_p99_ns", value * jitter, "ns", LOWER_IS_BETTER)])
+    store.finish_run(run, "finished")
+    return run
+
+
+def test_a_comparison_of_sides_that_measured_different_things_says_so_first(cli):
+    """Finding 6: fio on the host (ext4) against fio in a guest (tmpfs): -81% p99 called an
+    improvement, and only `env --diff` said why."""
+    store = open_store(str(cli.db))
+    _fio(store, "host", "ext4", None, 100000.0)
+    guest = _fio(store, "guest", "tmpfs", "tcg", 19000.0)
+    # a run's own view says where its files were
+    assert "  workdir   tmpfs at /tmp" in cli("show", str(guest)).stdout
+    from perflab.report.registry import LAYOUTS
+
+    for layout in LAYOUTS:
+        if layout.data:
+            continue
+        out = cli("compare", "host", "guest", "--style", layout.name, check=False).stdout
+        if layout.name == "lmbench":
+            continue      # LMbench's figures only: nothing of fio to print
+        first = out.splitlines()[:3]
+        assert first[0] == "measured differently:", (layout.name, out)
+        assert "ran on the host (base) against a tcg guest" in first[1]
+        assert "work directory's file system ext4 (base) against tmpfs" in first[2]
+    # the regression mail says it before its significance line (here -81% p99 reads as an improvement
+    # of the head, so the mail is of the head as base: a +426% "regression")
+    from perflab.analysis import regression
+    from perflab.report.regression import render
+
+    mail = render(regression.build(store, "guest", "host", mail={}))
+    said = [line for line in mail.splitlines() if line.startswith("measured differently: ")]
+    assert said == ["measured differently: host against guest: ran on a tcg guest (base) against the host",
+                    "measured differently: host against guest: work directory's file system tmpfs (base) against ext4"]
+    assert mail.index(said[-1]) < mail.index("significance:")
+    # one side alike: nothing said
+    _fio(store, "host2", "ext4", None, 101000.0)
+    assert "measured differently" not in cli("compare", "host", "host2").stdout
+
+
+def _sweep(store) -> None:
+    """Eight Debian kernels under one tag (a sweep) and will-it-scale at one task count."""
+    for release, upstream, figure in KERNELS:
+        run = store.create_run(box="vm1", environment=environment(release, upstream), benchmark="will-it-scale",
+                               name="will-it-scale", params={"test": "getppid1", "mode": "process", "nr_task": 1,
+                                                             "vm": "icount"}, tag="sweep")
+        for rep in range(3):
+            store.add_samples(run, rep, [Sample(METRIC, figure, "ops/s (icount)", HIGHER_IS_BETTER, exact=True)])
+        store.finish_run(run, "finished")
+
+
+def test_html_distributions_draw_a_box_per_kernel_and_no_curve_of_one_task_count(tmp_path):
+    """Finding 5: eight kernels of one tag were one box; one task count had a scaling chart."""
+    store = open_store(str(tmp_path / "s.db"))
+    _sweep(store)
+    doc = html_doc.document(build_page(store, Filters()))
+    (dist,) = [d for d in doc["distributions"] if "variants" in d]
+    assert [v["label"] for v in dist["variants"]] == [k[0] for k in KERNELS]
+    assert all(len(v["runs"]) == 1 for v in dist["variants"])
+    assert doc["scaling"] == []
+
+
+def test_html_trend_axis_title_clears_the_rotated_kernel_labels_in_chromium(browser, cli, tmp_path):
+    """Finding 5: the rotated release labels of a kernel trend ran into the axis title. Drawn by
+    Chromium: the title's box and every tick label's box do not meet; one box per kernel."""
+    _sweep(open_store(str(cli.db)))
+    page = tmp_path / "sweep.html"
+    cli("report", "html", "-o", page)
+    driver = browser
+    _open(driver, page)
+    _settle(driver)
+    charts = {c["id"]: c for c in _charts(driver)}
+    assert charts["trend-0"]["drawn"] >= 1
+    boxes = driver.execute_script("""
+        const plot = document.getElementById('trend-0');
+        const r = e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+        return { title: r(plot.querySelector('.g-xtitle text')),
+                 ticks: Array.from(plot.querySelectorAll('.xtick text')).map(r),
+                 boxes: document.querySelectorAll('#distribution-0 .box').length };""")
+    assert len(boxes["ticks"]) == len(KERNELS)
+    t = boxes["title"]
+    overlapping = [b for b in boxes["ticks"] if b[0] < t[2] and t[0] < b[2] and b[1] < t[3] and t[1] < b[3]]
+    assert not overlapping, (t, overlapping)
+    assert boxes["boxes"] == len(KERNELS)
+    _no_errors(driver)
+
+
+def test_runs_of_other_commits_on_a_debian_kernel_are_a_series_of_their_own(tmp_path):
+    """Finding 3: a patch series' runs (other commits) on Debian's 6.1.0-56 were pooled into that
+    kernel's point of the history."""
+    path = str(tmp_path / "s.db")
+    fv.plant(path)
+    store = open_store(path)
+    wis = {"test": "getppid1", "mode": "process", "nr_task": 1}
+    mine = set()
+    for commit, figure in (("a" * 40, 2500000.0), ("b" * 40, 2400000.0)):
+        mine.add(fv._run(store, "will-it-scale", "debian:6.1.0-56-amd64", dict(wis), "6.1.0-56-amd64",
+                         fv._wis(figure), tag="series-7", commit=commit))
+    history = series.build(store, benchmark="will-it-scale")
+    naming.name_series(history.series)
+    debian = [s for s in history.series if s.order == series.BY_KERNEL]
+    pooled = [s for s in debian if mine & {rid for p in s.points for rid in p.run_ids}]
+    assert len(pooled) == 2 and all(len(s.points) == 1 for s in pooled)
+    (sweep,) = [s for s in debian if s not in pooled]
+    assert [p.kernel for p in sweep.points] == [*(r for r, _ in fv.HISTORY), "6.1.0-56-amd64"]
+    assert sorted(s.name.rsplit(" ", 1)[-1] for s in pooled) == ["commit=aaaaaaaaaaaa", "commit=bbbbbbbbbbbb"]
+
+
+def test_html_of_two_flavours_draws_their_lines_only(planted):
+    """The page of `kernel=A kernel=B` draws the trends of the lines compared, not every flavour's."""
+    store = open_store(planted[0])
+    page = build_page(store, Filters(operands=("kernel=6.1.0-56-cloud", "kernel=6.1.0-56-rt"),
+                                     benchmark="will-it-scale"))
+    names = sorted(t.series.name.rsplit(" ", 1)[-1] for t in page.trends.results)
+    assert names == ["cloud", "rt"]
+    doc = html_doc.document(page)
+    assert doc["comparison"]["measured_differently"] == []
+
+
+def test_report_table_rows_by_variant(cli, db):
+    out = cli("report", "table", METRIC, "--rows", "variant", "--cols", "tag", "--tag", fv.TAG).stdout
+    rows = {line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1])
+            for line in out.splitlines()[3:] if line.strip()}
+    assert rows == {label: figure for label, (*_, figure) in zip(LABELS, fv.VARIANTS)}, out
+
+
+def test_guest_memory_and_mode_are_said_of_two_sides():
+    from types import SimpleNamespace
+
+    def run(**params):
+        return SimpleNamespace(id=1, box="b", benchmark="fio", tag="t", commit=None, job=None,
+                               params={"rw": "read", **params}, environment='{"workdir_fs": "ext4"}')
+
+    base, head = variant.of(run(vm="tcg")), variant.of(run(vm="icount", vm_memory_mib=1024))
+    assert base.workdir_fs == "ext4" and base.target.memory_mib == 512     # QEMU's default, not stored
+    assert variant.measured_differently(base, head) == ["VM mode tcg (base) against icount",
+                                                       "guest memory 512 MiB (base) against 1024 MiB"]
+    assert variant.measured_differently(base, base) == []
