@@ -43,7 +43,8 @@
  * `agent --remote DIR IDLE`: the same worker on a machine reached over SSH
  * (execution/targets/ssh.py), not PID 1: frames on stdin and stdout (ssh's
  * channel), the launcher and its files in the run directory DIR (HELLO says
- * rundir=DIR), which the shell that started the agent removes once it ended.
+ * rundir=DIR, and home=$HOME), which the shell that started the agent
+ * removes once it ended.
  * End of its stdin, a write that fails, SIGHUP/SIGTERM/SIGINT, or no byte
  * from the controller for IDLE seconds (it sends TICK frames while it waits):
  * the running launcher is stopped (it stops its benchmark) and reaped, then
@@ -394,9 +395,10 @@ static void hello(void)
 		fclose(f);
 	int n = snprintf(text, sizeof text,
 			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n"
-			 "setup_error=%s\nrundir=%s\nhostname=%s\n%s",
+			 "setup_error=%s\nrundir=%s\nhostname=%s\nhome=%s\n%s",
 			 u.release, u.version, u.machine, sysconf(_SC_NPROCESSORS_ONLN), model, mem_kib,
-			 access(LAUNCHER, X_OK) == 0, setup_error, rundir, u.nodename, settle_facts);
+			 access(LAUNCHER, X_OK) == 0, setup_error, rundir, u.nodename,
+			 rundir[0] && getenv("HOME") ? getenv("HOME") : "", settle_facts);
 	send_frame("HELLO", text, (size_t)n);
 }
 
