@@ -1,0 +1,157 @@
+"""Jobs on a machine reached over SSH (execution/targets/ssh.py), against a real sshd on 127.0.0.1.
+
+The sshd (tests/services.py) runs, as root, in a UTS namespace of its own with another hostname:
+what the run records of the machine then visibly comes from the far side, not from this one.
+The run directory of a named machine is put under the test's own directory (its `tmpdir`), so
+that what is left behind there is this test's alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from services import SshServer, free_port
+
+FAR_NAME = "perflab-far-box"
+
+
+@pytest.fixture(scope="module")
+def far(tmp_path_factory):
+    """The tests' machine over SSH, named FAR_NAME where it can be (root: a UTS namespace)."""
+    server = SshServer(hostname=FAR_NAME)
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def on_far(cli, far, tmp_path):
+    """`cli` reaching `far`: its ssh config, and a configured machine `far` whose run directories go
+    under tmp_path/far-runs."""
+    runs = tmp_path / "far-runs"
+    runs.mkdir()
+    config = tmp_path / "perflab.toml"
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    cli.env.update(PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config))
+    cli.runs_dir = runs
+    return cli
+
+
+def _facts(cli, run_id: int) -> dict:
+    (text,) = cli.sql("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id WHERE r.id = ?",
+                      (run_id,))[0]
+    return json.loads(text)
+
+
+def _left_behind(runs: Path) -> list[str]:
+    """What of a run is still on the machine: run directories, and processes started from one."""
+    left = [str(p) for p in runs.iterdir()]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for link in ("exe", "cwd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/{link}")
+            except OSError:
+                continue
+            if target.startswith(str(runs)):
+                left.append(f"process {pid} ({link} {target})")
+    return left
+
+
+def _ssh_of(perflab_pid: int) -> list[str]:
+    """ssh processes perflab `perflab_pid` started (their control path names its pid)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith("ssh ") and f"perflab-ssh-{perflab_pid}-" in cmdline:
+            found.append(f"{pid}: {cmdline[:120]}")
+    return found
+
+
+def _until(condition, what: str, timeout: float = 90.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {timeout:g} s")
+
+
+def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, far):
+    cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
+    cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--warmup-time", "0", "--runs", "2",
+        "--on", far.on, timeout=300)
+    (run_id, status, params), = cli.sql("SELECT id, status, params FROM run")
+    assert status == "finished"
+    assert json.loads(params)["on"] == far.on
+    ops = cli.sql("SELECT value FROM sample WHERE metric = 'will-it-scale.per_process_ops'")
+    assert len(ops) == 2 and all(v > 0 for (v,) in ops)
+    facts = _facts(cli, run_id)
+    assert facts["ssh_machine"] == far.on
+    assert facts["libc"].startswith("static") and facts["kernel_release"] == os.uname().release
+    if far.hostname:
+        # The machine's own word (its uname, through the agent), not this machine's.
+        assert facts["hostname"] == FAR_NAME and facts["testbox"] == FAR_NAME
+        assert facts["controller"] == os.uname().nodename != FAR_NAME
+
+
+def test_a_job_files_cmd_runs_on_the_named_machine_and_leaves_nothing(on_far, far):
+    cli = on_far
+    # The command succeeds only where the machine's name is FAR_NAME (or, without a namespace, anywhere).
+    check = f'test "$(uname -n)" = {FAR_NAME}' if far.hostname else "true"
+    job = cli.tmp / "far.yaml"
+    job.write_text(f"benchmark: cmd\nruns: 3\non: far\nshell: true\ncommand: '{check}'\n")
+    cli("run", job, timeout=300)
+    (run_id, status, params), = cli.sql("SELECT id, status, params FROM run")
+    assert status == "finished" and json.loads(params)["on"] == "far"
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'time.elapsed_time'") == [(3,)]
+    assert _facts(cli, run_id)["ssh_machine"] == "far"
+    assert _until(lambda: not _left_behind(cli.runs_dir), "the run directory removed")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_ctrl_c_or_kill_9_mid_run_leaves_nothing_on_the_machine(on_far, sig):
+    cli = on_far
+    proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
+                     "--runs", "5", "--on", "far")
+    # Mid-run: the benchmark runs on the machine, from its run directory.
+    _until(lambda: any(s.startswith("process") for s in _left_behind(cli.runs_dir)), "the benchmark started")
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine")
+    assert _until(lambda: not _ssh_of(proc.pid), "no ssh of perflab's left")
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130
+        assert cli.sql("SELECT status FROM run") == [("interrupted",)]
+
+
+def test_a_bad_on_value_is_a_one_line_error(cli):
+    for value, needle in (("ssh://bad host", "--on = 'ssh://bad host'"), ("ssh://box:99999", "port"),
+                          ("nosuchbox", "no machine of that name")):
+        proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", value, check=False)
+        assert_one_line_error(proc, needle)
+    job = cli.tmp / "bad.yaml"
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://-oProxyCommand=x\n")
+    assert_one_line_error(cli("run", job, check=False), f"{job}:3: key 'on'")
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+def test_an_unreachable_machine_fails_the_run_as_target_down_in_one_line(cli):
+    on = f"ssh://root@127.0.0.1:{free_port()}"      # nothing listens there
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--on", on, check=False, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "target down" in lines[0] and on in lines[0], proc.stderr
+    (status, error), = cli.sql("SELECT status, error FROM run")
+    assert status == "failed" and error.startswith("target down: cannot reach")
