@@ -90,12 +90,16 @@ def _until(condition, what: str, timeout: float = 90.0):
 def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, far):
     cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
     cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--warmup-time", "0", "--runs", "2",
-        "--on", far.on, timeout=300)
-    (run_id, status, params), = cli.sql("SELECT id, status, params FROM run")
+        "--on", far.on, "--monitor", "vmstat", timeout=300)
+    (run_id, status, params, monitors), = cli.sql("SELECT id, status, params, monitors FROM run")
     assert status == "finished"
     assert json.loads(params)["on"] == far.on
     ops = cli.sql("SELECT value FROM sample WHERE metric = 'will-it-scale.per_process_ops'")
     assert len(ops) == 2 and all(v > 0 for (v,) in ops)
+    # The /proc monitors ran there: the machine's /proc, read through the agent.
+    assert json.loads(monitors)["vmstat"]["status"] == "ran"
+    assert json.loads(monitors)["vmstat"]["where"] == f"on the SSH machine {far.on}"
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'vmstat.cpu.us'")[0][0] == 2
     facts = _facts(cli, run_id)
     assert facts["ssh_machine"] == far.on
     assert facts["libc"].startswith("static") and facts["kernel_release"] == os.uname().release
