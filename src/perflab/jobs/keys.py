@@ -196,18 +196,20 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
                 problems.append(str(e))
         if stored:
             job["kernel"] = stored if many else stored[0]
-    if doc.get("on") is not None:
-        from perflab.execution.targets.ssh import machine_of
+    for key in TARGET_KEYS:
+        if doc.get(key) is None:
+            continue
         from perflab.core.errors import UsageProblem
+        from perflab.execution.targets import check_registered
 
         try:
-            machine_of(doc["on"], f"{where('on')}: key 'on'")
-            job["on"] = doc["on"]
+            check_registered({key: doc[key]}, lambda k, flag: f"{where(k)}: key {k!r}")
+            job[key] = doc[key]
         except UsageProblem as e:
             problems.append(str(e))
         if doc.get("kernel") is not None:
-            problems.append(f"{where('on')}: key 'on' with key 'kernel': the kernel under test on an SSH machine "
-                            "(kexec) is not built yet; run on its running kernel (leave 'kernel' out)")
+            problems.append(f"{where(key)}: key {key!r} with key 'kernel': a kernel under test booted there (kexec) "
+                            f"is not built yet; run on its running kernel (leave 'kernel' out)")
     try:
         job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, source, doc))
         # What watches the job must be able to run where it runs: named at its line.

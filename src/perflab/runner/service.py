@@ -122,17 +122,17 @@ def _source_jobs(request: RunRequest) -> list[AtomicJob]:
 
 
 def _target_keys(options: JobOptions) -> dict:
-    """The registered targets' options (`--on`), checked: UsageProblem in one line naming the option."""
+    """The registered targets' options (`--on`), checked by their targets: UsageProblem in one line
+    naming the option."""
     from perflab.core.errors import UsageProblem
+    from perflab.execution.targets import check_registered, registered_options
 
     placed = dict(options.target_keys)
-    if "on" in placed:
-        from perflab.execution.targets.ssh import machine_of
-
-        machine_of(placed["on"], "--on")
-        if options.kernel is not None or options.vm_mode:
-            raise UsageProblem("--on with --kernel/--vm: the kernel under test on an SSH machine (kexec) is not "
-                               "built yet; run on its running kernel (leave --kernel out)")
+    check_registered(placed)
+    if placed and (options.kernel is not None or options.vm_mode):
+        flag = next(o.flag for o in registered_options() if o.key in placed)
+        raise UsageProblem(f"{flag} with --kernel/--vm: a kernel under test booted there (kexec) is not built "
+                           "yet; run on its running kernel (leave --kernel out)")
     return placed
 
 

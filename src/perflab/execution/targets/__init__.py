@@ -156,6 +156,10 @@ class Target:
         """A registered target: itself when a job's keys name it (its job_keys), else None."""
         return None
 
+    @classmethod
+    def check_key(cls, key: str, value, where: str) -> None:
+        """A registered target's job key as written: UsageProblem in one line naming `where` when wrong."""
+
     def keys(self) -> dict:
         """The atomic job's JSON keys this target is written as (kernel, vm, cc, cflags), only those set."""
         return self.toolchain.keys()
@@ -240,6 +244,15 @@ def registered_keys() -> tuple[str, ...]:
 def registered_options() -> list[TargetOption]:
     """Every command-line option a registered target declares."""
     return [o for t in registered() for o in t.options]
+
+
+def check_registered(values: dict, where=lambda key, flag: flag) -> None:
+    """Registered targets' keys ({"on": "ssh://box"}) checked by their targets; `where(key, flag)`
+    names the place at fault (the option's flag by default)."""
+    for target in registered():
+        for option in target.options:
+            if option.key in values:
+                target.check_key(option.key, values[option.key], where(option.key, option.flag))
 
 
 def registered_target(doc: dict, toolchain: Toolchain) -> Target | None:

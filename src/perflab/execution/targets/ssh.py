@@ -25,6 +25,7 @@ through the agent), never this machine's, which stay beside them as host_*; the 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -255,8 +256,6 @@ def close_connections() -> None:
         _CONNECTIONS.clear()
 
 
-import atexit  # noqa: E402
-
 atexit.register(close_connections)
 
 
@@ -277,11 +276,6 @@ def machine_cpus(machine: Machine) -> int | None:
 
 # -- the target ------------------------------------------------------------------------
 
-@dataclass
-class _Prepared:
-    what: str
-
-
 @dataclass(frozen=True)
 class Ssh(Target):
     """A machine reached over SSH, on the kernel it runs. `on` as the job wrote it."""
@@ -300,6 +294,10 @@ class Ssh(Target):
     def from_keys(cls, doc: dict, toolchain: Toolchain) -> Ssh | None:
         """The target of a job's keys when they say `on:` (None otherwise)."""
         return cls(on=doc[ON_KEY], toolchain=toolchain) if doc.get(ON_KEY) else None
+
+    @classmethod
+    def check_key(cls, key: str, value, where: str) -> None:
+        machine_of(value, where)
 
     def keys(self) -> dict:
         return {ON_KEY: self.on, **self.toolchain.keys()}
@@ -325,11 +323,11 @@ class Ssh(Target):
                                "(Debian package openssh-client)")
 
     @contextlib.contextmanager
-    def preparing(self, needs: frozenset[str], what: str) -> Iterator[_Prepared]:
+    def preparing(self, needs: frozenset[str], what: str) -> Iterator[None]:
         """Programs built static (the machine has its own C library, or none we know); the CPUs a
         session sees (will-it-scale's binding) are the machine's."""
         with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()):
-            yield _Prepared(what)
+            yield None
 
     def share_key(self, needs: frozenset[str], params: dict):
         """The jobs that run one after another on the machine share one session and run directory."""
@@ -568,7 +566,7 @@ class _FarPlace(Place):
         rundir = far.said["rundir"]
         self.moved = {host: f"{rundir}/{name}" for host, name in shipped.items()}
         self.dirs = {host: f"{rundir}/w/{i}" for i, host in enumerate(workdirs)}
-        self.env = {**_default_env(), "HOME": far.said.get("home") or rundir}
+        self.env = {**DEFAULT_ENV, "HOME": far.said.get("home") or rundir}
 
     def _unadmitted(self, spec, **kwargs):
         raise RuntimeError("an SSH machine's processes start through the executor admit() gives")
@@ -598,6 +596,3 @@ class _FarPlace(Place):
                        env=self.env if spec.env is None else spec.env)
         return self.far.execute(spec, **kwargs)
 
-
-def _default_env() -> dict:
-    return dict(DEFAULT_ENV)
