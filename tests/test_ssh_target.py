@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
+from perflab.execution.targets.ssh import IDLE_SECONDS
 from services import SshServer, free_port
 
 FAR_NAME = "perflab-far-box"
@@ -77,14 +78,14 @@ def _ssh_of(perflab_pid: int) -> list[str]:
     return found
 
 
-def _until(condition, what: str, timeout: float = 90.0):
+def _until(condition, what: str, timeout: float = 90.0, show=lambda: ""):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = condition()
         if got:
             return got
         time.sleep(0.1)
-    raise AssertionError(f"{what} within {timeout:g} s")
+    raise AssertionError(f"{what} within {timeout:g} s: {show()}")
 
 
 def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, far):
@@ -123,18 +124,25 @@ def test_a_job_files_cmd_runs_on_the_named_machine_and_leaves_nothing(on_far, fa
     assert _until(lambda: not _left_behind(cli.runs_dir), "the run directory removed")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_ctrl_c_or_kill_9_mid_run_leaves_nothing_on_the_machine(on_far, sig):
+def _running(runs: Path, program: str) -> bool:
+    return any(s.startswith("process") and f"/{program}" in s for s in _left_behind(runs))
+
+
+# When: as soon as the run directory is there (the programs may still be arriving: the shell there
+# must still remove it), or while the benchmark runs (the agent must stop it).
+@pytest.mark.parametrize("sig, when", [(signal.SIGINT, "bin/"), (signal.SIGKILL, "bin/"), (signal.SIGKILL, "perflab-run.")])
+def test_ctrl_c_or_kill_9_mid_run_leaves_nothing_on_the_machine(on_far, sig, when):
     cli = on_far
     proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
                      "--runs", "5", "--on", "far")
-    # Mid-run: the benchmark runs on the machine, from its run directory.
-    _until(lambda: any(s.startswith("process") for s in _left_behind(cli.runs_dir)), "the benchmark started")
+    _until(lambda: _running(cli.runs_dir, when), f"a process of {when} on the machine")
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err
-    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine")
-    assert _until(lambda: not _ssh_of(proc.pid), "no ssh of perflab's left")
+    # Well within the agent's own watchdog (ssh.IDLE_SECONDS): the end of its channel stops it.
+    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
+                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
+    assert _until(lambda: not _ssh_of(proc.pid), "no ssh of perflab's left", show=lambda: _ssh_of(proc.pid))
     if sig == signal.SIGINT:
         assert proc.returncode == 130
         assert cli.sql("SELECT status FROM run") == [("interrupted",)]

@@ -85,6 +85,11 @@ def _source_jobs(request: RunRequest) -> list[AtomicJob]:
     keys = {k: v for k, v in (("runs", options.runs), ("warmup", options.warmup), ("timeout", options.timeout),
                               ("tag", options.tag), ("comment", options.comment)) if v is not None}
     if request.stored_job is not None:
+        from perflab.execution.targets import check_registered, registered_keys
+
+        # The machine a stored job ran on is asked for its CPUs again, as a job file's would be.
+        check_registered({k: v for k in registered_keys() if (v := request.stored_job.get(k)) and k not in placed},
+                         lambda key, flag: f"{where}: key {key!r}")
         job = AtomicJob.from_dict(request.stored_job)
         if "tag" in keys or "comment" in keys:
             job = job.with_(**{k: keys[k] for k in ("tag", "comment") if k in keys})

@@ -207,10 +207,6 @@ class Connection:
             raise SshDown(f"target down: {self.machine.on}: {script!r} failed: {said}")
         return done.stdout
 
-    @property
-    def alive(self) -> bool:
-        return self.master.poll() is None
-
     def close(self) -> None:
         if self.master.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -233,7 +229,7 @@ def connection(machine: Machine) -> Connection:
     command) when it cannot be made."""
     with _LOCK:
         found = _CONNECTIONS.get(machine)
-        if isinstance(found, Connection) and not found.alive:
+        if isinstance(found, Connection) and found.master.poll() is not None:      # the master died
             found.close()
             found = None
         if found is None:
@@ -257,8 +253,6 @@ def close_connections() -> None:
 
 
 atexit.register(close_connections)
-
-
 _CPUS: dict[Machine, int | None] = {}
 
 
@@ -297,7 +291,9 @@ class Ssh(Target):
 
     @classmethod
     def check_key(cls, key: str, value, where: str) -> None:
-        machine_of(value, where)
+        """The value, and the machine asked for its CPUs: a job is being made to run there, and what
+        `nr_task: 50%` means is a share of them (a stored job read for a listing asks nothing)."""
+        machine_cpus(machine_of(value, where))
 
     def keys(self) -> dict:
         return {ON_KEY: self.on, **self.toolchain.keys()}
@@ -313,7 +309,8 @@ class Ssh(Target):
         return f"the SSH machine {self.on}"
 
     def cpus(self) -> int | None:
-        return machine_cpus(self.machine)
+        """The machine's CPUs once asked (check_key, where a job to run is made); None before."""
+        return _CPUS.get(self.machine)
 
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
         super().check(needs, what)
@@ -379,13 +376,16 @@ def _bootstrap(machine: Machine, files: list[tuple[str, int]], workdirs: int) ->
              f"d=$(mktemp -d {top}/{RUN_PREFIX}XXXXXX) || exit 97",
              # The run directory goes whatever ends the agent (perflab gone, a signal, OFF).
              "trap 'rm -rf \"$d\"' EXIT", "trap 'exit 129' HUP", "trap 'exit 130' INT", "trap 'exit 143' TERM",
+             # A word to stderr once perflab's ssh is gone must not kill the shell before its trap runs.
+             "trap '' PIPE",
              "cd \"$d\" || exit 97"]
     dirs = sorted({os.path.dirname(name) for name, _ in files if os.path.dirname(name)}
                   | {f"w/{i}" for i in range(workdirs)})
     if dirs:
         lines.append("mkdir -p " + " ".join(shlex.quote(d) for d in dirs) + " || exit 97")
     # GNU head -c reads exactly that many bytes from a pipe: the next file starts where it stops.
-    lines += [f"head -c {size} > {shlex.quote(name)} || exit 98" for name, size in files]
+    lines += [f"head -c {size} > {shlex.quote(name)} && [ $(wc -c < {shlex.quote(name)}) -eq {size} ] || exit 98"
+              for name, size in files]
     lines.append("chmod 700 " + " ".join(shlex.quote(name) for name, _ in files) + " || exit 98")
     lines.append(f'./agent --remote "$d" {IDLE_SECONDS}')
     script = "\n".join(lines)

@@ -713,7 +713,7 @@ static void run(char *payload, size_t n)
 				continue;
 			break;
 		}
-		if (fds[1].revents & POLLIN) {
+		if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {   /* a pipe's end: POLLHUP alone */
 			char type[16], *body;
 			size_t len;
 			fill(0);
