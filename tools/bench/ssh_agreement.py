@@ -15,7 +15,11 @@ the far side, through the agent: ssh_machine, hostname, kernel ...).
     tools/bench/ssh_agreement.py --rounds 3 --duration 2 --runs 2   # does it run
 
 Run it on a quiet machine: both sides share this machine's CPUs, and other processes' load is
-noise of its own (a round-by-round alternation spreads slow drift over both sides alike).
+noise of its own (a round-by-round alternation spreads slow drift over both sides alike). Each
+`perflab run` starts in a session of its own, as sshd starts the far side's: with the kernel's
+autogroup on, a session is a scheduling group, and under load a benchmark in this shell's
+session (shared with whatever else it started) got 2.3 times less CPU than the one in sshd's
+session (first measurement, load average 8.8-14 on 2 CPUs).
 """
 
 from __future__ import annotations
@@ -69,7 +73,11 @@ def main() -> int:
             if round_no % 2:
                 sides.reverse()       # neither side always first
             for tag, extra in sides:
-                done = subprocess.run([perflab(), *common, "--tag", tag, *extra], env=env, capture_output=True, text=True)
+                # A session of its own for both sides: sshd starts one per connection, and with the
+                # kernel's autogroup (kernel.sched_autogroup_enabled) a session is a scheduling group:
+                # under other load, a benchmark in a busy session gets less CPU than one in its own.
+                done = subprocess.run([perflab(), *common, "--tag", tag, *extra], env=env, capture_output=True, text=True,
+                                      start_new_session=True)
                 if done.returncode != 0:
                     print(f"{tag} run failed: {done.stderr.strip()}", file=sys.stderr)
                     return 1
@@ -90,7 +98,8 @@ def main() -> int:
     print(f"  ssh  median {ssh:,.0f} ops/s   (spread {min(values['ssh']):,.0f} .. {max(values['ssh']):,.0f})")
     print(f"  ratio ssh/host {ratio:.4f}: {abs(ratio - 1) * 100:.2f}% apart; goal within {GOAL * 100:g}%: "
           f"{'met' if abs(ratio - 1) <= GOAL else 'NOT met'}")
-    print(f"  load average before {before}, after {after}")
+    print(f"  load average before {before}, after {after}; autogroup "
+          f"{Path('/proc/sys/kernel/sched_autogroup_enabled').read_text().strip() if Path('/proc/sys/kernel/sched_autogroup_enabled').exists() else 'n/a'}")
     f = facts["ssh"]
     print(f"  the ssh runs' facts (read on the far side): ssh_machine={f.get('ssh_machine')} hostname={f.get('hostname')} "
           f"kernel={f.get('kernel_release')} cpu={f.get('cpu_model')} governor={f.get('cpufreq_governor')} "
