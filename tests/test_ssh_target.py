@@ -167,3 +167,15 @@ def test_an_unreachable_machine_fails_the_run_as_target_down_in_one_line(cli):
     assert len(lines) == 1 and "target down" in lines[0] and on in lines[0], proc.stderr
     (status, error), = cli.sql("SELECT status, error FROM run")
     assert status == "failed" and error.startswith("target down: cannot reach")
+
+
+def test_a_bad_machine_in_the_configuration_is_one_line_naming_file_and_key(cli, tmp_path):
+    config = tmp_path / "perflab.toml"
+    for table, needle in (('[machine.box1]\nssh = "perf@box1"\nport = 22\n', "[machine.box1] unknown key 'port'"),
+                          ('[machine.box1]\nssh_config = "~/.ssh/lab"\n', "[machine.box1] has no ssh"),
+                          ('[machine.box1]\nssh = "perf@box1"\ntmpdir = "var/tmp"\n', "tmpdir = 'var/tmp'"),
+                          ('[machine.box1]\nssh = "perf@bad host"\n', "[machine.box1] ssh = 'perf@bad host'")):
+        config.write_text(table)
+        proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "box1", check=False,
+                   env={"PERFLAB_CONFIG": str(config)})
+        assert_one_line_error(proc, str(config), needle)
