@@ -92,12 +92,20 @@ def main() -> int:
         (tag,)).fetchone()[0]) for tag in ("host", "ssh")}
     host, ssh = statistics.median(values["host"]), statistics.median(values["ssh"])
     ratio = ssh / host
+    # Each round's two runs side by side (they ran one right after the other): slow drift of the
+    # machine's load cancels in their ratio; the median of the rounds' ratios beside the ratio of medians.
+    per_run = {tag: [statistics.median([v for (v,) in con.execute(
+        "SELECT value FROM sample WHERE run_id = ? AND metric = ?", (rid, METRIC))])
+        for (rid,) in con.execute("SELECT id FROM run WHERE tag = ? ORDER BY id", (tag,))] for tag in ("host", "ssh")}
+    paired = statistics.median(s / h for h, s in zip(per_run["host"], per_run["ssh"]))
     print(f"getppid1, 1 task, {args.rounds} rounds x {args.runs} x {args.duration:g} s per side "
           f"({len(values['host'])} + {len(values['ssh'])} samples)")
     print(f"  host median {host:,.0f} ops/s   (spread {min(values['host']):,.0f} .. {max(values['host']):,.0f})")
     print(f"  ssh  median {ssh:,.0f} ops/s   (spread {min(values['ssh']):,.0f} .. {max(values['ssh']):,.0f})")
     print(f"  ratio ssh/host {ratio:.4f}: {abs(ratio - 1) * 100:.2f}% apart; goal within {GOAL * 100:g}%: "
           f"{'met' if abs(ratio - 1) <= GOAL else 'NOT met'}")
+    print(f"  median of the {len(per_run['host'])} rounds' ratios ssh/host {paired:.4f} "
+          f"(rounds: {', '.join(f'{s / h:.3f}' for h, s in zip(per_run['host'], per_run['ssh']))})")
     print(f"  load average before {before}, after {after}; autogroup "
           f"{Path('/proc/sys/kernel/sched_autogroup_enabled').read_text().strip() if Path('/proc/sys/kernel/sched_autogroup_enabled').exists() else 'n/a'}")
     f = facts["ssh"]
