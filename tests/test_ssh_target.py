@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 from conftest import assert_one_line_error
 from perflab.execution.targets.ssh import IDLE_SECONDS
-from services import SshServer, free_port
+from services import ServiceError, SshServer, free_port
 
 FAR_NAME = "perflab-far-box"
 
@@ -26,8 +27,11 @@ FAR_NAME = "perflab-far-box"
 @pytest.fixture(scope="module")
 def far(tmp_path_factory):
     """The tests' machine over SSH, named FAR_NAME where it can be (root: a UTS namespace)."""
-    server = SshServer(hostname=FAR_NAME)
-    server.start()
+    try:
+        server = SshServer(hostname=FAR_NAME)
+        server.start()
+    except (ServiceError, OSError, subprocess.SubprocessError) as e:
+        pytest.fail(f"cannot start sshd: {e}", pytrace=False)     # never a silent skip
     yield server
     server.destroy()
 
