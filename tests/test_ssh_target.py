@@ -183,3 +183,14 @@ def test_a_bad_machine_in_the_configuration_is_one_line_naming_file_and_key(cli,
         proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "box1", check=False,
                    env={"PERFLAB_CONFIG": str(config)})
         assert_one_line_error(proc, str(config), needle)
+
+
+def test_rerun_on_puts_a_stored_job_on_the_machine(cli, far):
+    cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
+    cli("run", "cmd", "--runs", "2", "--", "true")
+    cli("rerun", "1", "--on", far.on, "--tag", "there", timeout=300)
+    rows = cli.sql("SELECT id, tag, status, params, job FROM run ORDER BY id")
+    assert [(r[0], r[1], r[2]) for r in rows] == [(1, None, "finished"), (2, "there", "finished")]
+    assert "on" not in json.loads(rows[0][3]) and json.loads(rows[1][3])["on"] == far.on
+    assert json.loads(rows[1][4])["on"] == far.on       # the stored job says where it ran
+    assert _facts(cli, 2)["ssh_machine"] == far.on and "ssh_machine" not in _facts(cli, 1)
