@@ -230,7 +230,8 @@ def test_the_stored_job_of_an_old_export_reruns(cli, tmp_path):
          "environment": {"testbox": "box"}, "failures": [], "job": OLD_JOBS[0], "samples": []}]}
     (tmp_path / "old.json").write_text(json.dumps(doc))
     cli("import", tmp_path / "old.json")
-    cli("rerun", "1", "--tag", "again")
+    # An imported host command runs only when trusted (issue 45, R6; tests/test_trust.py).
+    cli("rerun", "1", "--tag", "again", "--trust")
     stored = [json.loads(j) for (j,) in cli.sql("SELECT job FROM run ORDER BY id")]
     assert stored == [OLD_JOBS[0], {**OLD_JOBS[0], "tag": "again"}]
     assert jobs.AtomicJob.from_dict(JOB).to_dict() == JOB

@@ -33,6 +33,8 @@ needs_vm = pytest.mark.skipif(
 @pytest.mark.parametrize("args", [
     ["-machine", "q35"], ["-M", "pc"], ["-cpu", "max,+avx2"], ["-device", "virtio-rng-pci"],
     ["-global", "kvm-pit.lost_tick_policy=discard"], ["-rtc", "base=utc,clock=vm"], ["--machine", "q35"], [],
+    ["-global", "driver=ICH9-LPC,property=disable_s3,value=1"], ["-device", "driver=e1000,id=nic1"],
+    ["-device", "virtio-balloon-pci,id=b"],
 ])
 def test_options_that_shape_the_machine_are_taken(args):
     assert qemu_args_refusal(args) is None
@@ -62,6 +64,21 @@ def test_options_that_shape_the_machine_are_taken(args):
     (["-append", "init=/bin/sh"], "set by perflab from the kernel command line"),
     (["-machine"], "needs a value"),
     (["q35"], "'q35' is not allowed"),
+    # Issue 45, F2: a loader device whose file a -global names reads a host file into the guest.
+    (["-global", "driver=loader,property=file,value=secret.bin"],
+     "-global 'driver=loader,property=file,value=secret.bin': loader.file is not one a job may set"),
+    (["-global", "loader.file=secret.bin"], "key 'file'"),
+    (["-global", "loader.addr=4096"], "loader.addr is not one a job may set"),
+    (["-global", "kvm-pit.lost_tick_policy=a:b,x=y"], "is not a plain word or number"),
+    (["-global", "kvm-pit"], "expected DRIVER.PROPERTY=VALUE"),
+    (["-device", "loader,addr=0x1000,force-raw=on"], "device 'loader' is not one a job may add"),
+    (["-device", "driver=loader,addr=0x1000"], "device 'loader' is not one a job may add"),
+    (["-device", "vhost-vsock-pci,guest-cid=3"], "device 'vhost-vsock-pci' is not one a job may add"),
+    (["-device", "vfio-pci,sysfsdev=x"], "key 'sysfsdev'"),
+    (["-device", "usb-mtp,rootdir=."], "key 'rootdir'"),
+    (["-device", '{"driver": "loader", "addr": 4096}'], "without JSON"),
+    (["-device", "virtio-rng-pci,x=a,,file=s"], "doubled commas"),
+    (["-device", "virtio-rng-pci,id=a,,b"], "doubled commas"),
 ])
 def test_options_that_reach_the_host_or_override_perflab_are_refused(args, needle):
     why = qemu_args_refusal(args)
@@ -155,3 +172,18 @@ def test_the_boot_timeout_is_the_boxs_and_a_bad_one_is_refused(monkeypatch):
         monkeypatch.setenv(BOOT_TIMEOUT_ENV, bad)
         with pytest.raises(JobError, match=BOOT_TIMEOUT_ENV):
             boot_timeout()
+
+
+def test_a_loader_and_a_vhost_device_are_refused_where_the_job_is_read():
+    """Issue 45, F2: `-global driver=loader,property=file,value=secret.bin` with `-device loader`
+    loaded a file of QEMU's working directory into guest memory; `-device vhost-vsock-pci` opened
+    the host's /dev/vhost-vsock. Both are refused when the vm block is read, naming the value."""
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.targets.qemu import machine_of
+
+    with pytest.raises(UsageProblem) as caught:
+        machine_of({"qemu_args": ["-global", "driver=loader,property=file,value=secret.bin",
+                                  "-device", "loader,addr=0x1000,force-raw=on"]}, "job.yaml")
+    assert str(caught.value).startswith("job.yaml: key 'vm.qemu_args': -global 'driver=loader,property=file")
+    with pytest.raises(UsageProblem, match="'vhost-vsock-pci,guest-cid=3'.*not one a job may add"):
+        machine_of({"qemu_args": "-device vhost-vsock-pci,guest-cid=3"}, "job.yaml")

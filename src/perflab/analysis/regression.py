@@ -295,6 +295,23 @@ def where_view(store: Store, base: str, head: str, benchmark: str | None):
         return None
 
 
+def check_recipients(to, flag: str = "--to") -> None:
+    """Addresses to mail a report to, checked before any work (a series measures for hours, then
+    mails): each one line with an address in it, the To header they make one the mail takes.
+    PerflabError in one line naming the address at fault."""
+    from perflab.core.text import printable
+
+    for address in to:
+        _, addr = parseaddr(address)
+        if any(ord(c) < 32 or ord(c) == 127 for c in address) or "@" not in addr:
+            raise PerflabError(f"{flag} '{printable(address, 120)}': expected one mail address (name@host), "
+                               "no line breaks or control characters")
+    try:
+        EmailMessage()["To"] = ", ".join(to)
+    except (ValueError, TypeError) as e:
+        raise PerflabError(f"{flag} '{printable(', '.join(to), 120)}': not a mail header ({e})") from None
+
+
 def message(report: RegressionReport, text: str, to: list[str], sender: str,
             attachments: list[tuple[str, bytes]] = ()) -> EmailMessage:
     """The mail: `text` as its body, `attachments` as (file name, JSON bytes) beside it."""

@@ -124,13 +124,20 @@ _kernel_option, _vm_option = guest_options()
 @click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
 @_kernel_option
 @_vm_option
+@click.option("--trust", is_flag=True,
+              help="Run a job from elsewhere (imported, or recorded on another machine) even if it runs "
+                   "code of its own here: a kernel recipe's build, a host command, a compiler.")
 @db_option
-def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, db, **targets) -> None:
+def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db, **targets) -> None:
     """Run the atomic job a stored run ran, again, as a new run.
 
     With --kernel (and --vm) the job runs in a guest booted from that kernel, as
     `perflab run ... --kernel` would run it: compare the two with `kernel=RELEASE`.
     With --on it runs on a machine reached over SSH instead (docs/lab.md).
+
+    A run that came from elsewhere (imported, or recorded on another machine) whose job would
+    run code of its own on this machine (a kernel recipe's build, a host command, a compiler)
+    is refused, saying what would run, unless --trust is given (docs/lab.md, Security).
 
     \b
     Examples:
@@ -144,11 +151,46 @@ def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, db, **targets) -
     run = store.get_run(run_id)
     if not run.job:
         raise PerflabError(f"run #{run.id} has no stored job (it was recorded before jobs were stored, or imported)")
+    if not trust:
+        _refuse_foreign_host_code(run, kernel is not None)
     # The same checks as `run --kernel`: refused in one line before the store is written.
     request = service.RunRequest(f"perflab rerun {run.id}", stored_job=run.job, box=box, repo=repo,
                                  options=service.JobOptions(tag=tag, comment=comment, kernel=kernel, vm_mode=vm_mode,
                                                             target_keys=placed_on(targets)))
     service.raise_first_failure(service.perform(request, lambda: store, on_done=job_line))
+
+
+def provenance(run) -> str | None:
+    """Where a stored run came from when not from this machine (a phrase), else None.
+
+    A run perflab recorded keeps the host name of the machine that wrote it (`run.host`,
+    Store.start_run); an import writes none (Store.import_runs), so a run without one
+    came from a file: an export, a lab worker's upload."""
+    import socket
+
+    if run.host is None:
+        return "was imported"
+    if run.host != socket.gethostname():
+        return f"was recorded on {printable(run.host, 80)}"
+    return None
+
+
+def _refuse_foreign_host_code(run, kernel_given: bool) -> None:
+    """A run from elsewhere whose job would run code of its own here: PerflabError saying what."""
+    from perflab.jobs import AtomicJob
+    from perflab.jobs.trust import host_code
+
+    where = provenance(run)
+    if where is None:
+        return
+    try:
+        job = AtomicJob.from_dict(run.job)
+    except (TypeError, ValueError):
+        return        # not a job at all: the runner refuses it in one line
+    code = host_code(job, kernel_replaced=kernel_given)
+    if code:
+        raise PerflabError(f"perflab rerun {run.id}: run #{run.id} {where}, and its job would run on this machine: "
+                           f"{'; '.join(code)}; give --trust to run it")
 
 
 # `run`'s target options (--on), declared once there.

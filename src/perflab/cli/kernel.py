@@ -89,7 +89,8 @@ def kernel_fetch(names) -> None:
     for name in names:
         if not name.startswith(kernel.DEBIAN):
             raise UsageProblem(f"{name!r}: expected debian:RELEASE (debian:6.1.0-56-amd64)")
-        click.echo(f"{name}  {kernel.image(name)}")
+        # A damaged cached image is fetched again here (a run refuses it, pointing here).
+        click.echo(f"{name}  {kernel.fetch(kernel.debian_package(name), replace_damaged=True)}")
 
 
 @kernel_group.command("build")
@@ -114,17 +115,23 @@ def kernel_build(recipe_file, jobs) -> None:
 
 @kernel_group.command("list")
 def kernel_list() -> None:
-    """The kernels in perflab's cache: Debian's fetched ones and the builds of recipes, with their size."""
+    """The kernels in perflab's cache: Debian's fetched ones and the builds of recipes, with their size.
+
+    An image that is not what its package holds (cut short, changed) is marked DAMAGED, with the
+    command that fetches it again."""
     from perflab.execution.vm import kernel, recipe
 
     kept = kernel.fetched()
-    for name, path, size in kept:
-        click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}")
+    for name, path, size, damaged in kept:
+        mark = f"  DAMAGED: {damaged}; refetch with `perflab kernel fetch {name}`" if damaged else ""
+        click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}{mark}")
     built = recipe.builds()
     for key, path, size, facts in built:
         name = facts.get("kernel_build_release") or key
-        click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}  (built from {facts.get('kernel_recipe', '?')})")
-    total = sum(size for _, _, size in kept) + sum(b[2] for b in built)
+        damaged = kernel.bzimage_damage(path)
+        mark = f"  DAMAGED: {damaged}; build it again after `perflab kernel prune --builds`" if damaged else ""
+        click.echo(f"{name:<34} {size / 2**20:8.1f} MiB  {path}  (built from {facts.get('kernel_recipe', '?')}){mark}")
+    total = sum(k[2] for k in kept) + sum(b[2] for b in built)
     click.echo(f"{len(kept) + len(built)} kernel{'' if len(kept) + len(built) == 1 else 's'}, {total / 2**20:.1f} MiB "
                f"in {kernel.cache_dir()} and {recipe.cache_dir()}")
 
@@ -143,7 +150,7 @@ def kernel_prune(names, everything, builds) -> None:
         return
     if bool(names) == everything:
         raise UsageProblem("name the kernels to remove (debian:RELEASE ...), or give --all or --builds")
-    chosen = [name for name, _, _ in kernel.fetched()] if everything else list(names)
+    chosen = [kept[0] for kept in kernel.fetched()] if everything else list(names)
     freed = 0
     for name in chosen:
         size = kernel.remove(name)

@@ -74,6 +74,12 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
         from perflab.core import output
 
         output.check(out_file, "--out")     # before any work: the mail is never lost at the end
+    if to:
+        from perflab.analysis.regression import check_recipients
+        from perflab.core import config
+
+        check_recipients(to)                 # before any work, too: not after hours of measuring
+        config.load()                        # and the [mail] section the sending reads
     say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
     store = get_store(db)
     result = series.run(store, repo=repo, mbox=mbox, job=job, metric=metric, build=build_cmd, base=base,

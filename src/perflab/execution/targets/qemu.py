@@ -333,36 +333,119 @@ class Qemu(Target):
                 "host_kernel": os.uname().release}
 
 
+# A shared boot's state outside the jobs' own directories, read before each job (busybox, in the
+# initramfs): the mount table, then the files of the initramfs's root (-xdev: not /tmp, /run,
+# /proc, the host's root or a disk) changed since MARK. busybox's find -newer compares whole
+# seconds, so MARK is dated a second back and what was already that new at the first job is
+# left out (perflab's own setup of the same second).
+CHANGE_MARK = "/run/perflab/boot-state"
+_STATE_SCRIPT = (f"cat /proc/self/mountinfo; echo @@files; test -e {CHANGE_MARK} || "
+                 f"touch -d @$(( $(date +%s) - 1 )) {CHANGE_MARK}; find / -xdev ! -type d -newer {CHANGE_MARK}")
+# What the fact names of a change, at most.
+CHANGES_SHOWN = 8
+
+
+@dataclass(frozen=True)
+class GuestState:
+    """What of a booted guest a job could change for the jobs after it: mounts (mount point,
+    what is mounted: the file system's root there, its type and source) and changed files."""
+
+    mounts: frozenset
+    files: frozenset
+
+    @classmethod
+    def parse(cls, text: str) -> GuestState:
+        table, _, listing = text.partition("@@files")
+        mounts = set()
+        for line in table.splitlines():
+            head, sep, tail = line.partition(" - ")
+            words, rest = head.split(), tail.split()
+            if sep and len(words) >= 5 and len(rest) >= 2:
+                mounts.add((words[4], words[3], rest[0], rest[1]))
+        return cls(frozenset(mounts), frozenset(line for line in listing.splitlines() if line.startswith("/")))
+
+    def changes(self, before: GuestState, own: tuple[str, ...]) -> list[str]:
+        """What differs from `before`, as phrases; files under `own` (the jobs' directories) are theirs."""
+        out = [f"mount on {point} ({fstype} {source}, {root})" for point, root, fstype, source
+               in sorted(self.mounts - before.mounts)]
+        out += [f"unmounted {point}" for point in sorted({m[0] for m in before.mounts} - {m[0] for m in self.mounts})]
+        out += [f"file {path}" for path in sorted(self.files - before.files)
+                if not any(path == d or path.startswith(d.rstrip("/") + "/") for d in own)]
+        return out
+
+
 class _GuestPlace(Place):
     """A booted guest shared by the jobs it was opened for, in their order: each job gets an
     executor of its own (its programs' guest paths, its root, its directories) and records
-    which of the boot's jobs it was, since what ran before it in the guest is part of its state."""
+    which of the boot's jobs it was, since what ran before it in the guest is part of its state.
+
+    In a boot of several jobs, the guest's mounts and the files of its root outside the jobs'
+    own directories are read before each job: a job that changed them (a bind mount over a
+    program, a replaced file) left a guest the next job would run on unknowingly (issue 45,
+    G6). The jobs after it record what changed (`vm_guest_changed`), and a line says so."""
 
     def __init__(self, guest, facts: dict, openings: list[Opening], files: list[dict], rooted: list[bool],
                  staged: dict):
         super().__init__(self._unadmitted, facts)
         self.guest, self.openings, self.files, self.rooted, self.staged = guest, openings, files, rooted, staged
+        self.executors: list[_GuestExecutor] = []
+        self.first_state: GuestState | None = None
+        self.checked_at = 0            # the job before which the guest was last found as it was
 
     def _unadmitted(self, spec, **kwargs):
         raise RuntimeError("a guest's processes start through the executor admit() gives")
 
+    def _state(self) -> GuestState | None:
+        done = self.guest.execute(ProcessSpec(["/bin/sh", "-c", _STATE_SCRIPT], item="read the guest's mounts",
+                                              timeout=120), root="")
+        return GuestState.parse(done.stdout) if done.ok else None
+
+    def _changed(self, index: int) -> str | None:
+        """What the boot's earlier jobs changed (a phrase naming them), or None."""
+        try:
+            state = self._state()
+        except VmError:
+            raise
+        except PerflabError:
+            return None                # no shell in this initramfs (no busybox-static): not checked
+        if state is None:
+            return None
+        if self.first_state is None:
+            self.first_state = state
+            return None
+        own = tuple({d for e in self.executors for d in e.made} | {d.path for e in self.executors for d in e.disks})
+        changes = state.changes(self.first_state, own)
+        if not changes:
+            self.checked_at = index
+            return None
+        jobs = list(range(self.checked_at + 1, index + 1))
+        by = f"job {jobs[0]}" if len(jobs) == 1 else f"jobs {jobs[0]}-{jobs[-1]}"
+        shown = "; ".join(changes[:CHANGES_SHOWN]) + (f"; and {len(changes) - CHANGES_SHOWN} more"
+                                                       if len(changes) > CHANGES_SHOWN else "")
+        return f"by {by} of this boot: {shown}"
+
     def admit(self, index: int) -> RunIn:
         o = self.openings[index]
+        changed = self._changed(index) if len(self.openings) > 1 else None
         run = _GuestExecutor(self.guest, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
+        self.executors.append(run)
+        if changed:
+            _say(f"job {index + 1} of {len(self.openings)} in this boot runs in a guest changed {changed}")
         return RunIn(run.execute, {
             **self.facts,
             "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]
                                else "static (-static)"),
             # Which job of the boot this was (the openings are in the order the jobs run): 1 of 1
             # for a guest of its own.
-            "vm_boot_job": str(index + 1), "vm_boot_jobs": str(len(self.openings))})
+            "vm_boot_job": str(index + 1), "vm_boot_jobs": str(len(self.openings)),
+            **({"vm_guest_changed": changed} if changed else {})})
 
 
 class _GuestExecutor:
     """Runs a session's processes in a booted guest: its directories made on first use."""
 
     def __init__(self, guest, files: dict[str, str], rooted: bool, disks: list, staged: dict):
-        self.guest, self.files, self.rooted = guest, files, rooted
+        self.guest, self.files, self.rooted, self.disks = guest, files, rooted, disks
         self.root = HOST_ROOT if rooted else ""
         self.made: set[str] = set()
         for d in disks:      # busybox's mkdir and cp, in the initramfs, where the staged files are

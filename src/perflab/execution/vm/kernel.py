@@ -36,6 +36,15 @@ PINNED = {
     OTHER_PACKAGE: ("6.1.176-1", "439422e41d2dbb840b60b81e3bf5e5955bfa56b7a8c268aec83c9ff882d421e6"),
 }
 
+# What the package's own DEBIAN/md5sums says of the vmlinuz of those uploads (`dpkg-deb -I DEB
+# md5sums`): a kernel fetched before perflab kept that list (MD5SUMS) is still checked.
+PINNED_IMAGE_MD5 = {
+    DEFAULT_PACKAGE: "83d46ed6d7230a1bbcb73eb1dadb086b",
+    OTHER_PACKAGE: "ccd20ad436e97475e366b6a0b69fcc4e",
+}
+# Kept beside the unpacked kernel at fetch: the package's md5sums lines of the files unpacked.
+MD5SUMS = "md5sums"
+
 
 def cache_dir() -> Path:
     return paths.cache_home() / "kernels"
@@ -82,14 +91,20 @@ def _members() -> list[str]:
     return out + ["./lib/modules/*/modules.*"]
 
 
-def fetch(package: str = DEFAULT_PACKAGE) -> Path:
+def fetch(package: str = DEFAULT_PACKAGE, replace_damaged: bool = False) -> Path:
     """The vmlinuz of a Debian kernel package, downloading and unpacking it the first time.
 
+    A cached image that is not what the package holds (`damage`) is refused, saying how to
+    fetch it again; `replace_damaged` (`perflab kernel fetch`) fetches it again instead.
     Raises PerflabError (one line) when apt-get/dpkg-deb are missing or the download fails.
     """
     found = cached(package)
-    if found:
+    damaged = damage(package) if found else None
+    if found and not damaged:
         return found
+    if damaged and not replace_damaged:
+        name = DEBIAN + _release(package)
+        raise PerflabError(f"damaged cached image {found}: {damaged}; refetch with `perflab kernel fetch {name}`")
     for tool, pkg in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
         if shutil.which(tool) is None:
             raise PerflabError(f"cannot fetch kernel {package}: {tool} not found (Debian package {pkg})")
@@ -130,7 +145,9 @@ def fetch(package: str = DEFAULT_PACKAGE) -> Path:
             raise PerflabError(f"cannot unpack {debs[0].name}: {extracted.stderr.strip() or 'dpkg-deb failed'}")
         # The package file's name (its exact version) is the kernel's provenance; the 70 MB .deb is not kept.
         (unpack / "package").write_text(debs[0].name + "\n")
-        if target.exists() and cached(package) is None:
+        # The package's own checksums of what was unpacked, to check the image against later.
+        (unpack / MD5SUMS).write_text(_package_md5sums(debs[0], set(names)))
+        if target.exists() and (cached(package) is None or damage(package)):
             # Another upload than the pinned one, or one fetched before modules were kept:
             # moved aside, then replaced whole.
             stale = Path(scratch) / "stale"
@@ -142,6 +159,84 @@ def fetch(package: str = DEFAULT_PACKAGE) -> Path:
     if found is None:
         raise PerflabError(f"kernel package {package} has no boot/vmlinuz-{_release(package)}")
     return found
+
+
+def _package_md5sums(deb: Path, unpacked: set[str]) -> str:
+    """The .deb's DEBIAN/md5sums lines of the files in `unpacked` (tar names: ./boot/...)."""
+    done = subprocess.run(["dpkg-deb", "--info", str(deb), "md5sums"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PerflabError(f"cannot read the checksums of {deb.name}: {done.stderr.strip() or 'dpkg-deb failed'}")
+    kept = [line for line in done.stdout.splitlines()
+            if len(line.split(None, 1)) == 2 and "./" + line.split(None, 1)[1].strip() in unpacked]
+    return "".join(line + "\n" for line in kept)
+
+
+def bzimage_damage(path: Path) -> str | None:
+    """Why a bzImage is cut short, by its own boot header (Documentation/arch/x86/boot.rst): the
+    setup sectors and the protected-mode part (syssize, 16-byte units) it says follow; None
+    when the file is whole or is no bzImage (an ELF vmlinux, another format: not judged)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(0x260)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        return f"cannot read it ({e.strerror})"
+    if len(head) < 0x206 or head[0x202:0x206] != b"HdrS":
+        return None
+    setup_sects = head[0x1F1] or 4
+    syssize = int.from_bytes(head[0x1F4:0x1F8], "little")
+    needed = (setup_sects + 1) * 512 + syssize * 16
+    if size < needed:
+        return f"it is {size} bytes, its boot header says at least {needed} (cut short)"
+    return None
+
+
+# damage() of an image already read in this process, by (path, size, mtime): a job asks for its
+# image several times (its checks, its share key, its boot).
+_JUDGED: dict[tuple, str | None] = {}
+
+
+def damage(package: str) -> str | None:
+    """Why the cached image of `package` is not the package's (cut short, changed), or None.
+
+    Checked against the package's own md5sums kept at fetch (or, for a pinned upload fetched
+    before they were kept, PINNED_IMAGE_MD5), and the bzImage's header; about 20 ms, once per
+    process and state of the file."""
+    path = cache_dir() / package / "boot" / f"vmlinuz-{_release(package)}"
+    try:
+        st = path.stat()
+    except OSError:
+        return f"{path.name} is missing"
+    try:
+        sums = (cache_dir() / package / MD5SUMS).stat()
+        listed = (sums.st_size, sums.st_mtime_ns)
+    except OSError:
+        listed = None
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, listed)
+    if key not in _JUDGED:
+        _JUDGED[key] = _damage(package, path)
+    return _JUDGED[key]
+
+
+def _damage(package: str, path: Path) -> str | None:
+    cut = bzimage_damage(path)
+    if cut:
+        return cut
+    expected = PINNED_IMAGE_MD5.get(package)
+    try:
+        for line in (cache_dir() / package / MD5SUMS).read_text().splitlines():
+            digest, _, name = line.partition(" ")
+            if name.strip() == f"boot/{path.name}":
+                expected = digest
+    except OSError:
+        pass
+    if expected is None:
+        return None               # fetched before checksums were kept, no pin: the header only
+    with open(path, "rb") as f:
+        actual = hashlib.md5(f.read(), usedforsecurity=False).hexdigest()
+    if actual != expected:
+        return f"its md5 {actual} is not the package's {expected}"
+    return None
 
 
 def _check_pinned(package: str, deb: Path) -> None:
@@ -215,14 +310,16 @@ def system_map(image: Path) -> Path | None:
 # by `apt-get download` as the tests fetch theirs. RELEASE is what `uname -r` says in it:
 # 6.1.0-56-amd64, 6.1.0-56-cloud-amd64, 6.1.0-56-rt-amd64, 6.12.117+deb12-amd64.
 DEBIAN = "debian:"
-_DEBIAN_RELEASE = re.compile(r"^\d+\.\d+[\w.+~-]*-amd64$")
+# Matched whole (fullmatch), ASCII only: `$` also matches before a final newline, and \w any
+# script's letters; a name with either reached apt-get (issue 45, D3).
+_DEBIAN_RELEASE = re.compile(r"[0-9]+\.[0-9]+[A-Za-z0-9_.+~-]*-amd64")
 
 
 def debian_package(kernel: str) -> str:
     """'debian:6.1.0-56-amd64' -> 'linux-image-6.1.0-56-amd64-unsigned'; UsageProblem for a name
     that is not a Debian kernel release."""
     release = kernel.removeprefix(DEBIAN)
-    if not _DEBIAN_RELEASE.match(release):
+    if not _DEBIAN_RELEASE.fullmatch(release):
         raise UsageProblem(f"kernel {kernel!r}: expected debian:RELEASE, RELEASE as `uname -r` says it "
                            "(debian:6.1.0-56-amd64, debian:6.1.0-56-rt-amd64, debian:6.12.117+deb12-amd64)")
     return f"linux-image-{release}-unsigned"
@@ -233,18 +330,22 @@ def image(kernel: str) -> Path:
     into perflab's cache. PerflabError in one line when it cannot be fetched."""
     if kernel.startswith(DEBIAN):
         return fetch(debian_package(kernel))
+    cut = bzimage_damage(Path(kernel)) if Path(kernel).is_file() else None
+    if cut:
+        raise PerflabError(f"damaged kernel image {kernel}: {cut}")
     return Path(kernel)
 
 
-def fetched() -> list[tuple[str, Path, int]]:
-    """The Debian kernels in the cache: (debian:RELEASE, image, bytes on disk), by name."""
+def fetched() -> list[tuple[str, Path, int, str | None]]:
+    """The Debian kernels in the cache: (debian:RELEASE, image, bytes on disk, why it is damaged
+    or None), by name."""
     out = []
     for package in sorted(p.name for p in cache_dir().glob("linux-image-*-unsigned") if p.is_dir()):
         path = cached(package)
         if path is None:
             continue
         size = sum(f.stat().st_size for f in (cache_dir() / package).rglob("*") if f.is_file())
-        out.append((DEBIAN + _release(package), path, size))
+        out.append((DEBIAN + _release(package), path, size, damage(package)))
     return out
 
 

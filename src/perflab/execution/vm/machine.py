@@ -33,6 +33,7 @@ from perflab.core.errors import PerflabError, TargetDown
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor, interrupt
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
+from perflab.execution.vm.qemu_args import qemu_args_refusal  # noqa: F401 (re-exported)
 
 QEMU = "qemu-system-x86_64"
 MODES = ("tcg", "icount", "kvm")
@@ -81,48 +82,6 @@ class VmSpec:
         path = Path(self.kernel)
         if not path.is_file():
             raise PerflabError(f"kernel {path}: no such file")
-
-
-# What a job may add to QEMU's command line (docs/lab.md): the machine's shape, never a host
-# resource. Each option takes one value. perflab's own options (the accelerator, -smp, -m,
-# the kernel, the consoles, the 9p share, the disks) are set from the job's recorded keys and
-# may not be overridden; anything that opens a host file, socket, port or program (-pidfile
-# deletes its file at exit, -fsdev/-virtfs share a host directory writable, -monitor/-qmp
-# expose QEMU's monitor, -chardev/-netdev/-drive/-object/-plugin open host resources) is
-# refused, whatever a job file or an imported run says.
-QEMU_ALLOWED = ("-machine", "-M", "-cpu", "-device", "-global", "-rtc", "-overcommit")
-QEMU_OURS = {"-accel": "vm.mode", "-enable-kvm": "vm.mode", "-icount": "vm.mode", "-smp": "vm.cpus",
-             "-m": "vm.memory", "-kernel": "kernel", "-initrd": "kernel", "-append": "the kernel command line"}
-# Keys of an allowed option's value that name a host resource or one of perflab's own backends.
-# A -global's key is DRIVER.PROPERTY: its property is checked.
-QEMU_REFUSED_KEYS = ("chardev", "fsdev", "drive", "netdev", "file", "path", "filename", "script", "downscript",
-                     "socket", "sock", "fd", "fds", "vhostfd", "vhostfds", "memory-backend", "memdev", "romfile",
-                     "host", "port", "accel", "kernel", "initrd", "append", "dtb", "dumpdtb", "firmware", "bios",
-                     "pflash0", "pflash1")
-
-
-def qemu_args_refusal(args: Sequence[str]) -> str | None:
-    """Why `args` may not be added to QEMU's command line, or None when they may."""
-    args = [str(a) for a in args]
-    i = 0
-    while i < len(args):
-        option = args[i]
-        name = "-" + option.lstrip("-") if option.startswith("-") else option
-        if name in QEMU_OURS:
-            return f"{option!r} is set by perflab from {QEMU_OURS[name]}; set that instead"
-        if name not in QEMU_ALLOWED:
-            return (f"{option!r} is not allowed: a job may add only {', '.join(QEMU_ALLOWED)} "
-                    f"(each with a value naming no host file, socket or backend; docs/lab.md)")
-        if i + 1 >= len(args):
-            return f"{option!r} needs a value"
-        value = args[i + 1]
-        keys = {part.split("=", 1)[0].strip().lower().rsplit(".", 1)[-1] for part in value.split(",")}
-        bad = sorted(keys & set(QEMU_REFUSED_KEYS))
-        if "/" in value or bad or value.strip().lower() in ("help", "?") or "\n" in value:
-            what = f"key {bad[0]!r}" if bad else "a path" if "/" in value else "no machine"
-            return f"{option} {value!r} names {what}: an added option may name no host resource and nothing perflab sets"
-        i += 2
-    return None
 
 
 def qemu_binary() -> str:
