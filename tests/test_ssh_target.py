@@ -200,3 +200,18 @@ def test_rerun_on_puts_a_stored_job_on_the_machine(cli, far):
     assert "on" not in json.loads(rows[0][3]) and json.loads(rows[1][3])["on"] == far.on
     assert json.loads(rows[1][4])["on"] == far.on       # the stored job says where it ran
     assert _facts(cli, 2)["ssh_machine"] == far.on and "ssh_machine" not in _facts(cli, 1)
+
+
+def test_an_agent_killed_on_the_machine_fails_the_run_as_target_down_and_leaves_nothing(on_far):
+    cli = on_far
+    proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
+                     "--runs", "3", "--on", "far")
+    _until(lambda: _running(cli.runs_dir, "bin/"), "the benchmark started")
+    agent = next(s.split()[1] for s in _left_behind(cli.runs_dir) if s.startswith("process") and s.endswith("/agent)"))
+    os.kill(int(agent), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in err
+    assert "target down: perflab's agent on far ended while running 'getppid1'" in err
+    assert cli.sql("SELECT status FROM run") == [("failed",)]
+    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
+                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))

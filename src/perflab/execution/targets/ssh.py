@@ -514,7 +514,8 @@ class _Far(Guest):
         return _last_words(self.err_path, lines)
 
     def _failure(self, what: str) -> TargetDown:
-        what = (what.replace("the guest agent", "perflab's agent").replace("the guest", self.machine.on)
+        what = (what.replace("the guest died", f"perflab's agent on {self.machine.on} ended")
+                .replace("the guest agent", "perflab's agent").replace("the guest", self.machine.on)
                 .replace("QEMU exited", "ssh exited"))
         said = _last_words(self.err_path)
         return SshDown(f"target down: {what}" + (f" (ssh: {said})" if said else ""))
