@@ -314,7 +314,9 @@ class SshServer:
     HOST = "perflab-test-box"
 
     def __init__(self, hostname: str | None = None):
-        self.hostname = hostname if hostname and os.geteuid() == 0 and shutil.which("unshare") else None
+        # A namespace needs CAP_SYS_ADMIN (a container's root may lack it): tried, not assumed.
+        self.hostname = hostname if hostname and os.geteuid() == 0 and shutil.which("unshare") and subprocess.run(
+            ["unshare", "--uts", "true"], capture_output=True).returncode == 0 else None
         binary = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
         if not binary or not shutil.which("ssh-keygen"):
             raise ServiceError("sshd is not installed (tools/test.sh installs the Debian package 'openssh-server')")
