@@ -108,6 +108,9 @@ def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, f
     facts = _facts(cli, run_id)
     assert facts["ssh_machine"] == far.on
     assert facts["libc"].startswith("static") and facts["kernel_release"] == os.uname().release
+    # Its work directory is the run directory's there, not this machine's scratch directory.
+    assert facts["workdir_backing"] == "the run directory on the SSH machine"
+    assert "/perflab-run." in facts["workdir"] and facts["workdir_fs"] != "n/a"
     if far.hostname:
         # The machine's own word (its uname, through the agent), not this machine's.
         assert facts["hostname"] == FAR_NAME and facts["testbox"] == FAR_NAME

@@ -1,26 +1,19 @@
 """A machine reached over SSH, on its running kernel: `--on ssh://[user@]host[:port]`, a job's `on:`.
 
-The OpenSSH client does the reaching (the user's ~/.ssh/config, agent, ProxyJump work as they
-do for `ssh`); perflab keeps one shared connection per machine for the whole command (a
-ControlMaster in a directory of its own, killed with perflab: PR_SET_PDEATHSIG). On it:
+The OpenSSH client does the reaching (the user's ~/.ssh/config, agent, ProxyJump work as for
+`ssh`), through one ControlMaster per machine for the command (killed with perflab). On it:
+`getconf _NPROCESSORS_ONLN` once (what `nr_task: 50%` is a share of); per place, one session
+whose `/bin/sh` makes a run directory (`mktemp -d`), reads perflab's static programs into it
+from stdin (`head -c`: agent, launcher, the families' programs) and runs `agent --remote DIR
+IDLE` (execution/vm/c/agent.c), which speaks the guest's frames over ssh's stdin/stdout: the
+loop's executor is the guest's (Guest.execute), paths moved into the run directory.
 
-- `getconf _NPROCESSORS_ONLN`, once: the machine's CPUs, what `nr_task: 50%` is a share of;
-- per place (the jobs that run one after another on the machine): one ssh session whose remote
-  command (`/bin/sh`) makes a run directory (`mktemp -d`), reads perflab's static programs into
-  it from the session's stdin (`head -c`, each length known: the agent, the launcher, the
-  families' programs) and runs the agent there (`agent --remote DIR IDLE`, execution/vm/c/agent.c);
-  the agent then speaks the guest's frame protocol over ssh's stdin/stdout, and the loop's
-  executor is the guest's (execution.vm.machine.Guest.execute), with the programs' paths and
-  working directories moved into the run directory.
-
-Nothing is left on the machine: the shell removes the run directory when the agent ends (`trap
-... EXIT`), and the agent ends — stopping the running launcher, which stops its benchmark — at
-the end of its stdin (perflab or its ssh gone, also after kill -9), on a failed write, or after
-IDLE seconds without a byte (perflab sends TICK frames while it waits; a half-open connection).
-
-What the run records: the machine's facts (its kernel, CPUs, memory, THP, governor, ASLR, read
-through the agent), never this machine's, which stay beside them as host_*; the parameter
-`on` keeps its figures apart from this machine's. docs/lab.md, "Test boxes over SSH".
+Nothing is left there: the shell removes the run directory when the agent ends (trap EXIT);
+the agent ends, after stopping the running launcher, on OFF, at the end of its stdin (perflab
+or its ssh gone, also after kill -9), on a failed write, or after IDLE s without a byte
+(perflab ticks meanwhile). The run records the machine's facts (read through the agent), this
+machine's beside them as host_*; the parameter `on` keeps its figures apart. docs/lab.md,
+"Test boxes over SSH".
 """
 
 from __future__ import annotations
@@ -48,6 +41,7 @@ from perflab.core.errors import PerflabError, TargetDown, UsageProblem
 from perflab.core.params import job_cpus
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor
+from perflab.execution.workdir import filesystem_of
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WORK_DISK, WRITABLE_HOST_TREE,
                                       Executor, Opening, Place, RunIn, Target, TargetOption, Toolchain)
 from perflab.execution.vm import initramfs
@@ -532,6 +526,7 @@ class _Far(Guest):
 def _facts(far, machine: Machine) -> dict:
     """The machine's facts, read through its agent: the run's environment names it, not this machine."""
     texts = {path: far.read(path).decode(errors="replace").strip() for path in environment.MACHINE_FILES}
+    far.mounts = far.read("/proc/self/mounts").decode(errors="replace")     # where the run directory is
 
     def read(path: str) -> str:
         return texts.get(path) or environment.NA
@@ -573,8 +568,13 @@ class _FarPlace(Place):
         raise RuntimeError("an SSH machine's processes start through the executor admit() gives")
 
     def admit(self, index: int) -> RunIn:
-        return RunIn(self._run, {**self.facts, "ssh_place_job": str(index + 1),
-                                    "ssh_place_jobs": str(len(self.openings))})
+        facts = {**self.facts, "ssh_place_job": str(index + 1), "ssh_place_jobs": str(len(self.openings))}
+        if "workdir" in self.openings[index].session.facts:
+            # Its work directory is in the run directory there: that file system, not this machine's.
+            fstype, mount, options = filesystem_of(self.far.said["rundir"], self.far.mounts)
+            facts.update(workdir=f"{self.far.said['rundir']}/w", workdir_fs=fstype, workdir_mount=mount,
+                         workdir_mount_options=options, workdir_backing="the run directory on the SSH machine")
+        return RunIn(self._run, facts)
 
     def _path(self, word: str) -> str:
         if word in self.moved:
