@@ -521,6 +521,9 @@ def test_monitor_time_series_in_chromium(browser, monitored):
         assert charts[f"monitor-{i}"]["traces"] == lines and charts[f"monitor-{i}"]["drawn"] > 0
     table = browser.find_element("id", "monitors").text
     assert all(r["metric"] in table for r in shown)
+    # the window the figures cover, said with them (issue 44)
+    assert data["comparison"]["monitor_windows"] == "window: the benchmark process's life (its warm-up included)"
+    assert "Window: the benchmark process's life (its warm-up included)." in table
     _no_errors(browser)
 
 

@@ -1,13 +1,15 @@
 """Where, inside the kernel under test (issue 35): monitors in a VM guest and insn-profile.
 
 The pure parts (the plugin's and the agent's formats, naming blocks with kallsyms, the
-guest monitor set's reductions, the exact diff) without a guest; then one real icount guest
-of a Debian kernel with the plugin loaded, skipped with the reason when QEMU or the kernel
-is absent.
+guest monitor set's reductions, the exact diff) without a guest; then real icount guests
+of a Debian kernel with the plugin loaded (one boot per test: a profile; a guest program's
+marker flood; a job forging /proc/kallsyms, issue 45), skipped with the reason when QEMU or
+the kernel is absent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -92,8 +94,29 @@ def test_guest_monitors_reduce_the_guests_readings_to_the_hosts_names():
     assert insns == {"insn-profile.instructions": 1000, "insn-profile.user": 100, "insn-profile.kernel": 900,
                      "insn-profile.self.do_syscall_64": 850, "insn-profile.self.[other]": 50}
     assert all(s.exact and s.unit == "instructions" for s in collected["insn-profile"].samples)
-    assert "the benchmark's measured part" in monitors.record["insn-profile"]["notes"][0]
+    assert monitors.record["insn-profile"]["window"] == "measured"     # the window apart (issue 44)
+    assert monitors.record["vmstat"]["window"] == "process"
     assert monitors.record["vmstat"]["where"] == "in the VM guest"
+
+
+def test_a_window_split_by_the_guests_own_markers_is_noted_stored_and_not_exact():
+    """Issue 45, G8: the note the guest's counts carry goes into the run's monitor record, is
+    printed once however many repetitions carry it, and those counts are not called exact."""
+    from perflab.execution.vm.counting import Windows
+
+    warnings = []
+    monitors = GuestMonitorSet({"insn-profile": {}}, warn=warnings.append, exact=True)
+    note = Windows({}, 300001, True, 300001).note()
+    for _ in range(2):
+        (counts,) = monitors.hooks(0).inside
+        counts.windows = {0: {0: 1000, 0xffffffff81001000: 9000}}
+        counts.symbols, counts.symbols_from, counts.note = KALLSYMS, "a test's kallsyms", note
+        samples = monitors.collect()["insn-profile"].samples
+        assert samples and not any(s.exact for s in samples)
+    assert note.startswith("the guest reported 300,001 instruction-counting windows for one process")
+    assert note in monitors.record["insn-profile"]["notes"] and "capped" in note
+    assert warnings == [f"monitor insn-profile: {note}"]
+    assert Windows({}, 1, False, 7).note() == ""
 
 
 def test_a_guest_file_that_cannot_be_read_drops_only_its_monitor():
@@ -164,7 +187,7 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     (record,) = cli.sql("SELECT monitors FROM run WHERE id = 1")[0]
     assert json.loads(record)["perf-stat"]["unsupported"] == ["cycles"]       # TCG has no hardware counters
     notes = json.loads(record)["insn-profile"]["notes"][0]
-    assert "the benchmark's measured part" in notes and "the guest's /proc/kallsyms" in notes
+    assert json.loads(record)["insn-profile"]["window"] == "measured" and "the guest's /proc/kallsyms" in notes
     shown = cli("report", "profile", "1").stdout
     assert "instructions per operation (from will-it-scale.workload)" in shown and "__x64_sys_getppid" in shown
 
@@ -201,3 +224,99 @@ def test_perf_profile_samples_the_guest_kernel_with_its_own_symbols(cli, tmp_pat
     assert "perf-profile.children.cycles-pp.do_syscall_64" in metrics, sorted(metrics)[:20]
     shown = cli("report", "profile", "1").stdout
     assert "[k] do_syscall_64" in shown and "run in the guest over 9p" in shown
+
+
+# A guest program that runs the agent's process markers itself (vm/c/insns.c): N times the end
+# of the window, a new start and a getppid (a few kernel blocks in each window).
+FLOOD_C = r"""
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 300000;
+	for (long i = 0; i < n; i++) {
+		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory");
+		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory");
+		syscall(SYS_getppid);
+	}
+	return 0;
+}
+"""
+
+
+def flood_program(where: Path) -> Path:
+    from perflab.core import cbuild
+
+    (where / "marker_flood.c").write_text(FLOOD_C)
+    return cbuild.build("marker_flood", where, cc="cc", flags=("-O2", "-static"))
+
+
+@pytest.mark.vm
+@needs_vm
+def test_a_marker_flood_is_capped_in_the_hosts_disk_and_memory_and_said(tmp_path):
+    """Issue 45, G8: a guest program repeating the end/start marker makes the plugin write a window
+    each time. The file it writes in the host's TMPDIR stays under its limit (plus a window), the
+    host reads it in bounded memory, and the counts carry a note; the next request is whole again."""
+    import threading
+    import tracemalloc
+
+    from perflab.core.process import ProcessSpec
+    from perflab.execution.vm import VmSpec, boot
+    from perflab.execution.vm.counting import COUNTS_FILE, WINDOW_FILE_LIMIT
+
+    flood = flood_program(tmp_path)
+    with boot(VmSpec(kernel=KERNEL, mode="icount", count_instructions=True, boot_timeout=300),
+              files={"/usr/bin/marker_flood": flood}) as guest:
+        largest, done = [0], threading.Event()
+
+        def watch():      # the largest the file got, seen now and then (a bound: missing a peak only lowers it)
+            while not done.wait(0.05):
+                with contextlib.suppress(OSError):
+                    largest[0] = max(largest[0], (guest.workdir / COUNTS_FILE).stat().st_size)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        counts = InstructionCounts()
+        tracemalloc.start()
+        try:
+            result = guest.execute(ProcessSpec(["/usr/bin/marker_flood", "40000"], timeout=900),
+                                   hooks=Hooks(inside=[counts]))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            done.set()
+            watcher.join()
+        assert result.ok, result.stderr_tail
+        assert counts.note.startswith("the guest reported 40,001 instruction-counting windows for one process")
+        assert "capped" in counts.note and counts.windows[0], largest
+        assert largest[0] <= WINDOW_FILE_LIMIT + (1 << 20), largest
+        assert peak < 4 << 20, peak         # reading the windows: one at a time
+        # The next process is counted whole again, with nothing of the flood's.
+        again = InstructionCounts()
+        assert guest.execute(ProcessSpec(["/usr/bin/marker_flood", "0"]), hooks=Hooks(inside=[again])).ok
+        assert again.note == "" and again.windows[0][0] > 0
+
+
+@pytest.mark.vm
+@needs_vm
+def test_a_job_cannot_forge_the_kernel_symbols_that_name_the_counts(cli, tmp_path, shared_cache):
+    """Issue 45, G4: a job mounts a forged /proc/kallsyms over the guest's, its text symbols renamed
+    POISONED_*. The symbols were read at boot, before the job ran: its own counts are named by the
+    real ones, and nothing forged reaches the host's kallsyms cache (which later boots of the same
+    kernel and modules read)."""
+    cache = tmp_path / "cache"
+    (cache / "perflab").mkdir(parents=True)
+    for entry in (shared_cache / "perflab").glob("*") if (shared_cache / "perflab").is_dir() else ():
+        if entry.name != "kallsyms":      # the compiled programs are shared; the symbol cache starts empty
+            (cache / "perflab" / entry.name).symlink_to(entry)
+    forge = ("sed 's/ \\([tT]\\) / \\1 POISONED_/' /proc/kallsyms >/tmp/fk && "
+             "mount -c --bind /tmp/fk /proc/1/root/proc/kallsyms && grep -q ' POISONED_' /proc/1/root/proc/kallsyms")
+    cli("run", "cmd", "--kernel", KERNEL, "--vm", "icount", "--monitor", "insn-profile", "--", "sh", "-c", forge,
+        timeout=900, env={"XDG_CACHE_HOME": str(cache)})
+    assert cli.sql("SELECT status FROM run") == [("finished",)]     # the forged file was in place
+    named = [m for (m,) in cli.sql("SELECT DISTINCT metric FROM sample WHERE metric LIKE 'insn-profile.self.%'")]
+    assert len(named) > 2 and not [m for m in named if "POISONED_" in m], named
+    kept = list((cache / "perflab" / "kallsyms").glob("kallsyms-*"))
+    assert kept and all("POISONED_" not in p.read_text() for p in kept)

@@ -275,22 +275,23 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
         kernels=guests if all(guests) else None,
         kind=kind, trailer=trailer_of(mail, msgid, head_info) if kind == REGRESSION else None,
         message_id=msgid, secondary_left_out=left_out, base_box=base_run.box,
-        where=where_view(store, base, head, benchmark),
+        where=where_view(store, base, head, benchmark, first=(headline.benchmark, headline.params)),
     )
 
 
 WHERE_ROWS = 8
 
 
-def where_view(store: Store, base: str, head: str, benchmark: str | None):
+def where_view(store: Store, base: str, head: str, benchmark: str | None, first: tuple[str, dict] | None = None):
     """Where the instructions changed, when both sides counted them (insn-profile in a guest,
-    measure: instructions on the host); None otherwise."""
+    measure: instructions on the host), one section per testcase, `first` (the headline's
+    benchmark and parameters) leading; None otherwise."""
     from perflab.analysis.views.profile import has_instruction_profile, instruction_view
 
     try:
         if not (has_instruction_profile(store, base, benchmark) and has_instruction_profile(store, head, benchmark)):
             return None
-        return instruction_view(store, base, head, benchmark, WHERE_ROWS)
+        return instruction_view(store, base, head, benchmark, WHERE_ROWS, first=first)
     except PerflabError:
         return None
 

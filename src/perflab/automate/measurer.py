@@ -334,17 +334,21 @@ def _boot_seconds(store, measured: list[Measured]) -> str:
 
 
 class KernelBuilds:
-    """Kernels of a repository's commits, built out of tree and kept.
+    """Kernels of a repository's commits, built out of tree and kept, by the one kernel build path
+    (execution/vm/kbuild.py, the recipes' too: locks, a clean checkout, the build's process group
+    tied to perflab, an image published whole and checked before use).
 
     One worktree (`src`) is checked out at each commit in turn, and the build command runs
     there with KBUILD_OUTPUT (and PERFLAB_BUILD_DIR) naming one output directory (`out`) kept
     between builds: kbuild rebuilds only what the checkout changed. Each commit's image (with
-    the build's .config beside it) is copied to `images/SHA/`, so measuring a commit again
-    needs no build. The user's checkout is never touched."""
+    the build's .config and System.map beside it) is published to `images/SHA/`, so measuring a
+    commit again needs no build. The user's checkout is never touched."""
 
     def __init__(self, repo: Path, src: Path, out: Path, images: Path, build_cmd: str, image: str,
-                 build_timeout: float | None = None, owned: bool = True, base: Path | None = None):
+                 build_timeout: float | None = None, owned: bool = True, base: Path | None = None,
+                 say: Callable[[str], None] = lambda _m: None):
         self.repo, self.src, self.out, self.images, self.base = repo, src, out, images, base
+        self.say = say                            # progress: a wait for another build of the same directories
         self.build_cmd, self.image, self.build_timeout, self.owned = build_cmd, image, build_timeout, owned
         self.seconds: dict[str, float] = {}      # commit -> seconds its build took here
 
@@ -354,42 +358,38 @@ class KernelBuilds:
 
     def image_of(self, commit: str) -> Path:
         """The kernel image of `commit`, built when not kept yet; BuildFailed when the build fails."""
-        kept = self.images / commit / Path(self.image).name
-        if kept.is_file():
+        from perflab.execution.vm import kbuild
+
+        entry = self.images / commit
+        kept = entry / Path(self.image).name
+        expect = {"commit": commit, "image": self.image}
+        if kbuild.published(entry, kept.name, expect) is not None:
             return kept
-        self._checkout(commit)
+
+        def steps(run: kbuild.Running) -> None:
+            if not self.build_cmd.strip():
+                return
+            try:
+                run.run(["/bin/sh", "-c", self.build_cmd], f"--build {self.build_cmd!r}",
+                        {v: str(run.out) for v in BUILD_DIR_VARS})
+            except BuildFailed as e:
+                raise BuildFailed(f"--build failed: {e.why}", e.why) from None
+
         started = time.monotonic()
-        self.out.mkdir(parents=True, exist_ok=True)
-        why = build(self.src, self.build_cmd, self.build_timeout, {v: str(self.out) for v in BUILD_DIR_VARS})
-        if why is not None:
-            raise BuildFailed(f"--build failed: {why}", why)
-        made = self.out / self.image
-        if not made.is_file():
+        try:
+            kbuild.build(kbuild.Worktree(self.repo, self.src), commit, self.out, steps, image=self.image, entry=entry,
+                         facts=lambda _out: {"build": self.build_cmd}, expect=expect, timeout=self.build_timeout,
+                         say=self.say)
+        except kbuild.NoImage:
             why = f"the build made no kernel at $KBUILD_OUTPUT/{self.image}"
-            raise BuildFailed(f"--build: {why} (--kernel is relative to the build output directory)", why)
+            raise BuildFailed(f"--build: {why} (--kernel is relative to the build output directory)", why) from None
         self.seconds[commit] = time.monotonic() - started
-        scratch = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}.", dir=self._images_dir()))
-        shutil.copy2(made, scratch / kept.name)
-        # The config, and the symbols that name a kernel without kallsyms' counts (insn-profile).
-        for name in (".config", "System.map"):
-            if (self.out / name).is_file():
-                shutil.copy2(self.out / name, scratch / name)
-        os.replace(scratch, kept.parent) if not kept.parent.exists() else shutil.rmtree(scratch)
         return kept
-
-    def _images_dir(self) -> Path:
-        self.images.mkdir(parents=True, exist_ok=True)
-        return self.images
-
-    def _checkout(self, commit: str) -> None:
-        if not (self.src / ".git").exists():
-            add_worktree(self.repo, self.src, commit, force=True)
-        elif git(self.src, "rev-parse", "HEAD").stdout.strip() != commit:
-            # Only the files that differ are rewritten (with a new mtime): the next make rebuilds what they feed.
-            git(self.src, "checkout", "--quiet", "--force", "--detach", commit)
 
     def close(self) -> None:
         """Remove the worktree and the builds (when this object made them for one bisection or pass)."""
+        from perflab.execution.vm import kbuild
+
         if not self.owned:
             return
         if self.src.exists():
@@ -397,6 +397,8 @@ class KernelBuilds:
         for path in (self.src, self.out, self.images, self.base):
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
+        for path in (self.src, self.out):
+            kbuild.lock_path(path).unlink(missing_ok=True)
         prune_worktrees(self.repo)
 
 
@@ -508,6 +510,6 @@ def measurer_for(store, spec: MeasurerSpec, say: Callable[[str], None] = lambda 
     if dirs is None:
         raise ValueError("measurer_for: a kernel measured here needs the directories its builds are kept in")
     builds = KernelBuilds(dirs.repo, dirs.src, dirs.out, dirs.images, spec.build, spec.kernel.image,
-                          spec.build_timeout, owned=dirs.owned, base=dirs.base)
+                          spec.build_timeout, owned=dirs.owned, base=dirs.base, say=say)
     # The build command makes the kernel, in `builds`: the worktree at the commit only records the runs.
     return LocalMeasurer(store, where.trees("", None), box=where.box, kernel=spec.kernel, builds=builds, say=say)

@@ -4,8 +4,9 @@ measured, and on a change the patch that made it named, bisecting inside the ser
 (docs/bisect.md, "A patch series").
 
 - The base is the `base-commit:` trailer (`git format-patch --base`, b4) or `--base REF`.
-- The clone shares the repository's objects (`git clone --shared`): the user's repository and
-  checkout gain nothing. Each mail is applied with `git am`; a mail that does not apply is one
+- The clone owns its objects (hard links to the repository's, execution/vm/kbuild.Clone, as a
+  recipe's): the user's repository and checkout gain nothing, and a `git gc --prune=now` there
+  cannot take an object the clone needs. Each mail is applied with `git am`; a mail that does not apply is one
   line naming "[PATCH n/m] subject" and git's words on the hunk.
 - The measuring and the bisection are `perflab bisect`'s (automate.bisect), between the base and
   the head of the applied series: the series' commits are its commit list, one patch a step.
@@ -26,6 +27,7 @@ from perflab.automate.revert import RevertCheck, revert_check
 from perflab.core import paths
 from perflab.core.git import IDENT, git, repo_root
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.execution.vm import kbuild
 
 _FROM = re.compile(r"^From [0-9a-f]{40} ", re.MULTILINE)
 _BASE = re.compile(r"^base-commit: ([0-9a-f]{7,40})\s*$", re.MULTILINE)
@@ -109,12 +111,10 @@ def apply(repo: str, series: Series, base: str | None = None) -> tuple[Path, str
     if not found:
         raise UsageProblem(f"base {wanted} is not a commit of {repo}" + ("" if base else " (the base-commit: trailer)"))
     clone = paths.cache_home() / "series" / f"clone-{hashlib.sha256(str(root).encode()).hexdigest()[:16]}"
-    if not (clone / ".git").exists():
-        clone.parent.mkdir(parents=True, exist_ok=True)
-        git(clone.parent, "clone", "-q", "--shared", "--no-checkout", str(root), str(clone))
-    git(clone, "am", "--abort", check=False)
-    git(clone, "checkout", "-q", "--force", "--detach", found)
-    git(clone, "clean", "-qfdx")
+    clone.parent.mkdir(parents=True, exist_ok=True)
+    # The kernel builds' clone (execution/vm/kbuild.py): its objects its own, so a gc in the user's
+    # repository cannot break it; checked out clean at the base.
+    kbuild.Clone(root, clone).at(found, lambda _line: None)
     for patch in series.patches:
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
             f.write(patch.mail)
@@ -254,5 +254,6 @@ def report(store, result: SeriesResult, *, subject_tag: str = "perflab", user_re
     if rep.where is None and result.kind is not None and not isinstance(result.kind, str):
         # The counted runs of the kind's check, when they counted per function (valgrind; insn-profile).
         rep.where = regression.where_view(store, f"tag={tag}-kind,commit={result.base}",
-                                          f"tag={tag}-kind,commit={result.head}", None)
+                                          f"tag={tag}-kind,commit={result.head}", None,
+                                          first=(rep.headline.benchmark, rep.headline.params))
     return rep

@@ -271,7 +271,8 @@ def show_cmd(run_id, with_monitors, db) -> None:
       perflab show 42
       perflab show 42 --monitors
     """
-    from perflab.monitors import monitor_of
+    from perflab.monitors import MONITORS, monitor_of
+    from perflab.monitors.windows import TEXT, run_windows
 
     store = get_store(db)
     run = store.get_run(run_id)
@@ -316,9 +317,15 @@ def show_cmd(run_id, with_monitors, db) -> None:
             hidden[mon] = hidden.get(mon, 0) + (smp.metric not in by_metric and smp.repetition == 0)
             continue
         by_metric.setdefault(smp.metric, []).append(smp)
-    for name, entry in (run.monitors or {}).items():
+    windows = run_windows(run)
+    for name, entry in (run.monitors if isinstance(run.monitors, dict) else {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("options", {}), dict):
+            lines.append(f"  monitor   {shown(name)}: its record is not readable ({shown(entry)})")
+            continue
         options = ", ".join(f"{k}={v}" for k, v in entry.get("options", {}).items())
         text = f"  monitor   {shown(name)} ({shown(options)}): {entry.get('status')}"
+        if name in windows and entry.get("status") == "ran":
+            text += f", {windows[name].describe()}"    # the window its figures cover (issue 44)
         if hidden.get(name):
             text += f", {hidden[name]} metrics (--monitors lists them)"
         if entry.get("unsupported"):
@@ -329,15 +336,32 @@ def show_cmd(run_id, with_monitors, db) -> None:
     if not by_metric:
         lines.append("  (no samples)")
     header = f"  {'metric':40} {'unit':6} {'n':>4} {'mean':>11} {'median':>11} {'stddev':>11} {'CoV':>7} {'min':>11} {'max':>11}"
-    if by_metric:
-        lines += ["", header]
-    for metric, s in metric_summaries(by_metric).items():
-        items = by_metric[metric]
-        cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
-        lines.append(
-            f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.mean, 11)} {fmt_num(s.median, 11)} "
-            f"{fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} {fmt_num(s.min, 11)} {fmt_num(s.max, 11)}"
-        )
+    summaries = metric_summaries(by_metric)
+    # The monitors' figures apart from the benchmark's own, one table per window they cover (issue 44):
+    # figures over different windows are not set side by side.
+    tables: dict[str, list[str]] = {}
+    for metric in summaries:
+        mon = monitor_of(metric)
+        tables.setdefault("" if not mon else windows[mon].text if mon in windows else TEXT["process"], []).append(metric)
+    for window, metrics in sorted(tables.items(), key=lambda kv: kv[0] != ""):
+        lines.append("")
+        if window:
+            names = sorted({monitor_of(m) for m in metrics}, key=list(MONITORS).index)   # the registry's order
+            lines.append(f"  monitor figures over {window}: {', '.join(names)}")
+            ticked = [m for m in metrics if monitor_of(m) in windows and windows[monitor_of(m)].guest
+                      and windows[monitor_of(m)].is_tick_sampled(m)]
+            if ticked:
+                lines.append(f"  {', '.join(sorted({m.rsplit('.', 1)[0] + '.*' for m in ticked}))}: "
+                             f"{windows[monitor_of(ticked[0])].tick_note}")
+        lines.append(header)
+        for metric in metrics:
+            s, items = summaries[metric], by_metric[metric]
+            cov = "-" if s.cov is None or s.cov != s.cov else f"{s.cov * 100:.2f}%"
+            lines.append(
+                f"  {printable(metric, 80):40} {printable(items[0].unit, 20):6} {s.n:>4} {fmt_num(s.mean, 11)} "
+                f"{fmt_num(s.median, 11)} {fmt_num(s.stddev if s.n > 1 else None, 11)} {cov:>7} {fmt_num(s.min, 11)} "
+                f"{fmt_num(s.max, 11)}"
+            )
     lines += ["", "  samples (repetition: value per metric)"]
     for metric, items in by_metric.items():
         values = " ".join(f"{x.repetition}:{x.value:.6g}" for x in items)

@@ -99,7 +99,8 @@ def kernel_fetch(names) -> None:
 def kernel_build(recipe_file, jobs) -> None:
     """Build the kernel a recipe names (a job file's `kernel:` mapping: tree, ref, patches, config,
     fragments, cc, kcflags, name) into perflab's cache, and print its image. A recipe built before
-    is not built again.
+    is not built again. A second build of the same tree waits for the first; make dies with
+    perflab (Ctrl-C, kill -9); the make log is build.log in the build directory.
 
     \b
     Example:

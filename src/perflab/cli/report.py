@@ -119,8 +119,7 @@ def report_kernbench(operands, box, db) -> None:
 @report_group.command("profile")
 @click.argument("base")
 @click.argument("head", required=False)
-@click.option("--benchmark", help="Only runs of this benchmark (family or run name); needed when an operand "
-                                  "selects profiled runs of several.")
+@click.option("--benchmark", help="Only runs of this benchmark (family or run name).")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100000),
               help="How many symbols to show: largest change first, or with one operand largest children%.")
 @click.option("--per-op", "per_op", metavar="METRIC",
@@ -131,6 +130,10 @@ def report_kernbench(operands, box, db) -> None:
 @db_option
 def report_profile(base, head, benchmark, top, per_op, sampled, db) -> None:
     """perf-profile of BASE alone, or of BASE and HEAD: the symbols whose share changed most.
+
+    One section per testcase (benchmark and parameters): runs of different
+    testcases are never pooled; a testcase on one side only is named, not
+    compared. Each section says the window its figures cover.
 
     With one operand: its profile as `perf report --children` lists it, the
     symbols with the largest children% first (means over the repetitions of
@@ -155,8 +158,10 @@ def report_profile(base, head, benchmark, top, per_op, sampled, db) -> None:
     insn-profile`) are shown as counted instructions instead: per kernel
     function (and [user], user space) the instructions per operation of
     base and head, the change and its part of the benchmark's whole change,
-    largest first; the rows add up to the whole. --sampled shows perf-profile
-    instead where runs have both.
+    largest first; the rows add up to the whole. A function renamed between
+    the sides (leading underscores, .part.N, .isra.N, .constprop.N, .cold) is
+    one row marked "renamed". --sampled shows perf-profile instead where runs
+    have both.
 
     \b
       perflab run will-it-scale --test getppid1 --kernel A --vm icount --monitor insn-profile
@@ -170,22 +175,20 @@ def report_profile(base, head, benchmark, top, per_op, sampled, db) -> None:
         from perflab.analysis.views.profile import instruction_view
         from perflab.report.profile import render_instructions
 
-        view = instruction_view(store, base, head, benchmark, top, per_op)
-        click.echo(render_instructions(view, single=head is None), nl=False)
+        click.echo(render_instructions(instruction_view(store, base, head, benchmark, top, per_op)), nl=False)
         return
     if head is None:
         from perflab.analysis.views.profile import profile_side_view
-        from perflab.report.profile import render_profile_side
+        from perflab.report.profile import render_profile_side_view
 
-        side = profile_side_view(get_store(db), base, benchmark, top)
-        click.echo(render_profile_side(side.shares, side.facts, header=side.header), nl=False)
+        click.echo(render_profile_side_view(profile_side_view(store, base, benchmark, top)), nl=False)
         return
     from perflab.analysis.views.profile import profile_view
 
-    view = profile_view(get_store(db), base, head, benchmark, top)
-    from perflab.report.profile import render_profile
+    view = profile_view(store, base, head, benchmark, top)
+    from perflab.report.profile import render_profile_view
 
-    click.echo(render_profile(view.result, view.base_label, view.head_label, view.facts, header=view.header), nl=False)
+    click.echo(render_profile_view(view), nl=False)
 
 
 @report_group.command("html")

@@ -52,6 +52,7 @@ class ProcessSpec:
     no_aslr: bool = False           # personality(ADDR_NO_RANDOMIZE) for the benchmark
     cpus: str | None = None         # "0" or "0,2-3": bind the benchmark to these CPUs
     record: bool = True             # False: an untimed helper (e.g. --prepare), judged but not parsed
+    output: str | None = None       # a file stdout and stderr are appended to (a build's log), not captured
 
 
 @dataclass

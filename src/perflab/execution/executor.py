@@ -19,7 +19,8 @@ import errno as errno_names
 import os
 import signal
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,7 @@ class InstructionCounts:
     windows: dict[int, dict[int, int]] = field(default_factory=dict)
     symbols: str = ""
     symbols_from: str = ""      # where `symbols` came from (the guest's /proc/kallsyms, a System.map)
+    note: str = ""              # what was odd about the window (a guest that ran the markers itself)
 
 
 @dataclass
@@ -143,6 +145,19 @@ def parse_result(text: str, display: str) -> dict[str, str]:
     return dict(word.split("=", 1) for word in lines[-1].split())
 
 
+@contextmanager
+def _output_files(spec: ProcessSpec) -> Iterator[tuple]:
+    """(stderr, stdout) of the process: a temporary file whose tail is kept and one captured (or
+    /dev/null); or both the spec's `output` file (a build's log), appended to, its tail read back."""
+    if spec.output is not None:
+        with open(spec.output, "a+b") as log:
+            yield log, log
+        return
+    with tempfile.TemporaryFile() as err, (tempfile.TemporaryFile() if spec.capture_stdout
+                                           else open(os.devnull, "wb")) as out:
+        yield err, out
+
+
 def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | None = None,
             grace: float = DEFAULT_GRACE) -> ProcessResult:
     """Run one benchmark process to its end and measure it.
@@ -160,7 +175,7 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
     command = [os.fsencode(str(launcher())), *map(os.fsencode, options), b"--", *map(os.fsencode, argv)]
     env = os.environb if spec.env is None else {os.fsencode(k): os.fsencode(v) for k, v in spec.env.items()}
     hooks = hooks or Hooks()
-    with tempfile.TemporaryFile() as err, (tempfile.TemporaryFile() if spec.capture_stdout else open(os.devnull, "wb")) as out:
+    with _output_files(spec) as (err, out):
         read_end, write_end = os.pipe()
         try:
             actions = [
@@ -209,7 +224,7 @@ def execute(spec: ProcessSpec, *, wrapper: Sequence[str] = (), hooks: Hooks | No
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
         fields = parse_result(text, display)
         stdout = ""
-        if spec.capture_stdout:
+        if spec.capture_stdout and spec.output is None:
             out.seek(0)
             stdout = out.read(STDOUT_LIMIT_BYTES).decode(errors="replace")
         size = err.seek(0, os.SEEK_END)

@@ -246,6 +246,7 @@ class MonitorSet:
         for mon in list(self.active):
             try:
                 out[mon.name] = mon.collect()
+                self.record[mon.name]["window"] = mon.counted_window   # what its figures cover (monitors.windows)
             except Exception as e:
                 self._failed(mon, "collect", e)
         return out

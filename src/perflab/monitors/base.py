@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perflab.core.model import INFORMATIONAL, Sample
 from perflab.core.params import in_range
+from perflab.monitors import windows
 
 
 class MonitorOptions(BaseModel):
@@ -57,11 +58,23 @@ class Monitor:
     # Where it can watch (perflab.execution.targets' kinds): this machine, and/or a VM guest, where
     # what it reads is read by the guest's agent (perflab.monitors.guest).
     runs_in: ClassVar[frozenset[str]] = frozenset({"host"})
+    # The window its figures cover (perflab.monitors.windows): by default the benchmark process's
+    # life, from the executor's start hook to its stop hook. A monitor that chooses at run time
+    # says what it counted in `counted_window` after a repetition.
+    window: ClassVar[str] = windows.PROCESS
+    # Its metrics (names after "MONITOR.") read from the kernel's tick accounting: a whole tick
+    # is charged to whatever runs when it fires (in a guest, far from what the window ran).
+    tick_sampled: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: MonitorOptions):
         self.options = options
         self.unsupported: list[str] = []   # parts this machine cannot give (hardware events ...)
         self.notes: list[str] = []         # anything else worth keeping with the run
+
+    @property
+    def counted_window(self) -> str:
+        """The window the figures collected so far cover (the declared one unless the monitor chose)."""
+        return self.window
 
     def check(self) -> None:
         """Detect once whether this machine can give what was asked; Unavailable if nothing at all.

@@ -115,9 +115,14 @@ class GuestMonitorSet:
             except Exception as e:
                 self._failed(mon, e)
         for mon in self.active:
+            # The window its figures cover, recorded once per run (perflab.monitors.windows).
+            self.record[mon.name]["window"] = mon.counted_window
             if isinstance(mon, InsnProfile) and mon.windows:
-                self.record[mon.name]["notes"] = [f"counted over {' and '.join(sorted(mon.windows))}; functions "
-                                                  f"named by {', '.join(sorted(mon.sources))}"]
+                self.record[mon.name]["notes"] = [f"functions named by {', '.join(sorted(mon.sources))}"]
+                self.record[mon.name]["notes"] += sorted(mon.notes)
+                for note in sorted(mon.notes - mon.said):
+                    self.warn(f"monitor {mon.name}: {note}")
+                mon.said |= mon.notes
         return out
 
     def _perf_stat(self, mon: PerfStat, process: int | None, helper: Helper) -> None:

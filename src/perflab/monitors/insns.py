@@ -23,6 +23,7 @@ from pydantic import Field
 
 from perflab.core.model import INFORMATIONAL, Sample
 from perflab.execution.counted import KERNEL, TOTAL, UNIT, USER, function_samples
+from perflab.monitors import windows
 from perflab.monitors.base import Collected, Monitor, MonitorOptions, Unavailable
 
 UNKNOWN = "[unknown]"        # kernel addresses kallsyms does not name
@@ -94,6 +95,7 @@ class InsnProfile(Monitor):
     Options = InsnProfileOptions
     sampled = False
     runs_in = frozenset({"qemu"})
+    window = windows.MEASURED        # where the harness marks it (window: auto), else the process's life
 
     def __init__(self, options: InsnProfileOptions):
         super().__init__(options)
@@ -101,6 +103,8 @@ class InsnProfile(Monitor):
         self.functions: dict[str, int] = {}
         self.windows: set[str] = set()
         self.sources: set[str] = set()
+        self.notes: set[str] = set()     # what was odd about a window (counting.Windows.note)
+        self.said: set[str] = set()      # ... of those, the ones already printed
         self.repeatable = True
 
     def check(self) -> None:
@@ -114,13 +118,22 @@ class InsnProfile(Monitor):
         if not symbols:
             raise RuntimeError(f"no kernel symbols to name the counts with: {counts.symbols_from or 'none read'}")
         self.sources.add(counts.symbols_from)
+        if counts.note:
+            # The process split its window with markers of its own: the counts are not the whole process.
+            self.notes.add(counts.note)
+            repeatable = False
         channel = MEASURED_PART if self.options.window == "auto" and counts.windows.get(MEASURED_PART) else PROCESS
-        self.windows.add("the benchmark's measured part" if channel == MEASURED_PART else "the whole process")
+        self.windows.add(windows.MEASURED if channel == MEASURED_PART else windows.PROCESS)
         user, functions = by_function(counts.windows.get(channel, {}), symbols)
         self.user += user
         for name, n in functions.items():
             self.functions[name] = self.functions.get(name, 0) + n
         self.repeatable = self.repeatable and repeatable
+
+    @property
+    def counted_window(self) -> str:
+        """MEASURED or PROCESS as counted; several processes counted alike, one of them."""
+        return windows.PROCESS if windows.PROCESS in self.windows else (min(self.windows) if self.windows else self.window)
 
     def collect(self) -> Collected:
         user, functions = self.user, self.functions

@@ -95,6 +95,8 @@ def comparison(section: ComparisonSection, side: SideBySide | None = None) -> di
         "common": {k: str(v) for k, v in (result.common or {}).items()},
         "env_diff": env_diff,
         "monitor_counts": result.monitor_counts(),
+        # The window the monitors' figures cover (docs/monitors.md, "Windows"), when any are shown.
+        **({"monitor_windows": result.monitor_windows} if result.monitor_windows else {}),
         "monitors": result.monitors,
         "rows": recs,
         "monitor_series": [{"monitor": c.monitor, "metric": c.metric, "unit": c.unit,

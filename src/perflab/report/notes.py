@@ -179,12 +179,15 @@ def secondary_names(rows: list[MetricRow], name) -> list[str]:
 def monitor_summary(result: ComparisonResult) -> str:
     """What the monitor rows shown are, out of how many: the heading of a layout's monitor part."""
     counts = result.monitor_counts()
+    # The window the figures cover, said with them (issue 44): not the benchmark's own measured part.
+    window = f"; {result.monitor_windows}" if result.monitor_windows else ""
     if result.monitors == "all":
-        return f"monitors: all {_plural(counts['compared'], 'metric')}, {counts['significant']} changed (--monitors all)"
+        return (f"monitors: all {_plural(counts['compared'], 'metric')}, {counts['significant']} changed "
+                f"(--monitors all){window}")
     text = f"monitors: {counts['shown']} of {_plural(counts['compared'], 'metric')} changed"
     if counts["noise"]:
         text += f", {counts['noise']} more below the noise floors"
-    return text + " (--monitors all shows every one)"
+    return text + f" (--monitors all shows every one){window}"
 
 
 def tail_lines(result: ComparisonResult, indent: str = "") -> list[str]:

@@ -51,12 +51,8 @@ def _columns(base: str, head: str, width: int) -> tuple[str, str]:
     return base[start:start + width], head[start:start + width]
 
 
-def render_profile(result: ProfileComparison, base_label: str, head_label: str, facts: dict[str, tuple[str, str]],
-                   header: list[str] | None = None) -> str:
-    """facts: {symbol: (comm, "[k]"|"[.]")} as the monitor recorded them; "?" where unknown."""
-    lines = [f"# {line}" for line in (header or [])]
-    lines.append("# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is; "
-                 "change in percentage points")
+def _profile_legend(result: ProfileComparison) -> list[str]:
+    lines = []
     if result.base_repetitions < 2 or result.head_repetitions < 2:
         lines.append("# too few samples for a test: at least 2 repetitions with perf-profile data are needed "
                      "on each side")
@@ -65,25 +61,79 @@ def render_profile(result: ProfileComparison, base_label: str, head_label: str, 
                      f"{result.tested} shares; ~ = no significant change at {result.alpha:g}")
     if result.below_floor:
         lines.append(f"# {result.below_floor} symbols under {result.min_share:g}% children on average not compared")
+    return lines
+
+
+def _profile_table(result: ProfileComparison, base_label: str, head_label: str,
+                   facts: dict[str, tuple[str, str]]) -> list[str]:
     if not result.symbols:
-        lines.append(f"(no symbol reaches {result.min_share:g}% children on average)")
-        return "\n".join(lines) + "\n"
+        return [f"(no symbol reaches {result.min_share:g}% children on average)"]
     sig = [_significance(s) for s in result.symbols]
     comms = [facts.get(s.symbol, ("?", "?"))[0] for s in result.symbols]
     kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in result.symbols]
     sw = max(len("significance"), *(len(x) for x in sig))
     cw = max(len("comm"), *(len(c) for c in comms))
-    lines.append("")
     base_short, head_short = _columns(base_label, head_label, 18)
-    lines.append(f"{base_short:^19}{head_short:^19}{'change':^18}".rstrip())
-    lines.append(f"{'children':>10}{'self':>9}{'children':>10}{'self':>9}{'children':>10}{'self':>8}  "
-                 f"{'significance':<{sw}}  {'comm':<{cw}}  symbol")
+    lines = ["", f"{base_short:^19}{head_short:^19}{'change':^18}".rstrip(),
+             f"{'children':>10}{'self':>9}{'children':>10}{'self':>9}{'children':>10}{'self':>8}  "
+             f"{'significance':<{sw}}  {'comm':<{cw}}  symbol"]
     for s, sg, comm, kind in zip(result.symbols, sig, comms, kinds):
         lines.append(f"{_pct(s.children.base):>10}{_pct(s.self.base):>9}"
                      f"{_pct(s.children.head):>10}{_pct(s.self.head):>9}"
                      f"{_points(s.children.change):>10}{_points(s.self.change):>8}  "
                      f"{sg:<{sw}}  {comm:<{cw}}  {kind} {s.symbol}")
+    return lines
+
+
+COMPARED_LEGEND = ("# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is; "
+                   "change in percentage points")
+
+
+def render_profile(result: ProfileComparison, base_label: str, head_label: str, facts: dict[str, tuple[str, str]],
+                   header: list[str] | None = None) -> str:
+    """One comparison's table. facts: {symbol: (comm, "[k]"|"[.]")} as the monitor recorded them; "?"
+    where unknown."""
+    lines = [f"# {line}" for line in (header or [])]
+    lines += [COMPARED_LEGEND, *_profile_legend(result), *_profile_table(result, base_label, head_label, facts)]
     return "\n".join(lines) + "\n"
+
+
+def _sections_head(view) -> list[str]:
+    lines = [f"# {line}" for line in view.header]
+    lines += [f"# {line}" for line in view.only]
+    return lines
+
+
+def render_profile_view(view) -> str:
+    """perf-profile of two operands (analysis.views.profile.profile_view): the header once, then one
+    section per testcase, headed by its name, runs, repetitions and the window sampled."""
+    lines = _sections_head(view) + [COMPARED_LEGEND]
+    for section in view.sections:
+        lines += ["", f"## {section.heading}"]
+        if section.not_compared:
+            lines.append(f"# {section.not_compared}")
+            continue
+        lines += _profile_legend(section.result)
+        lines += _profile_table(section.result, view.base_label, view.head_label, view.facts)
+    return "\n".join(lines) + "\n"
+
+
+def _side_table(shares: ProfileShares, facts: dict[str, tuple[str, str]]) -> list[str]:
+    lines = []
+    if len(shares.symbols) < shares.total:
+        lines.append(f"# the {len(shares.symbols)} largest of {shares.total} symbols by children% (--top)")
+    if not shares.symbols:
+        return lines + ["(no symbol stored)"]
+    comms = [facts.get(s.symbol, ("?", "?"))[0] for s in shares.symbols]
+    kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in shares.symbols]
+    cw = max(len("comm"), *(len(c) for c in comms))
+    lines += ["", f"{'children':>10}{'self':>9}  {'comm':<{cw}}  symbol"]
+    for s, comm, kind in zip(shares.symbols, comms, kinds):
+        lines.append(f"{_pct(s.children):>10}{_pct(s.self):>9}  {comm:<{cw}}  {kind} {s.symbol}")
+    return lines
+
+
+SIDE_LEGEND = "# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is"
 
 
 def render_profile_side(shares: ProfileShares, facts: dict[str, tuple[str, str]], header: list[str] | None = None) -> str:
@@ -92,19 +142,16 @@ def render_profile_side(shares: ProfileShares, facts: dict[str, tuple[str, str]]
     lines = [f"# {line}" for line in (header or [])]
     reps = f"mean{'s' if shares.repetitions != 1 else ''} over {shares.repetitions} " \
            f"repetition{'s' if shares.repetitions != 1 else ''}"
-    lines.append(f"# children% = share of samples whose call chain holds the symbol, self% = whose leaf it is; {reps}")
-    if len(shares.symbols) < shares.total:
-        lines.append(f"# the {len(shares.symbols)} largest of {shares.total} symbols by children% (--top)")
-    if not shares.symbols:
-        lines.append("(no symbol stored)")
-        return "\n".join(lines) + "\n"
-    comms = [facts.get(s.symbol, ("?", "?"))[0] for s in shares.symbols]
-    kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in shares.symbols]
-    cw = max(len("comm"), *(len(c) for c in comms))
-    lines.append("")
-    lines.append(f"{'children':>10}{'self':>9}  {'comm':<{cw}}  symbol")
-    for s, comm, kind in zip(shares.symbols, comms, kinds):
-        lines.append(f"{_pct(s.children):>10}{_pct(s.self):>9}  {comm:<{cw}}  {kind} {s.symbol}")
+    lines.append(f"{SIDE_LEGEND}; {reps}")
+    lines += _side_table(shares, facts)
+    return "\n".join(lines) + "\n"
+
+
+def render_profile_side_view(view) -> str:
+    """One operand's perf-profile (analysis.views.profile.profile_side_view), one section per testcase."""
+    lines = _sections_head(view) + [f"{SIDE_LEGEND}; means over each testcase's repetitions"]
+    for section in view.sections:
+        lines += ["", f"## {section.heading}", *_side_table(section.shares, view.facts)]
     return "\n".join(lines) + "\n"
 
 
@@ -123,43 +170,61 @@ def _signed(x: float, whole: bool) -> str:
     return f"{x:+,.0f}" if whole else f"{x:+,.2f}"
 
 
+def _part(share: float) -> str:
+    return "-" if math.isnan(share) else f"{0.0 if abs(share) < 0.05 else share:.1f}%"
+
+
+def _row_note(r, whole: bool) -> str:
+    """What a row's figures alone do not say: a rename, a part beyond the whole, a change within the spread."""
+    notes = []
+    if r.renamed_from:
+        notes.append(f"renamed: {' + '.join(r.renamed_from)} -> {' + '.join(r.renamed_to)}")
+    if not math.isnan(r.others):
+        notes.append(f"over 100%: the other rows moved {_signed(r.others, whole)} the other way")
+    if not r.changed and _signed(r.change, whole) != "0":
+        notes.append("within the repetitions' spread")
+    return f"  ({'; '.join(notes)})" if notes else ""
+
+
+def _instruction_section(view, section, moved_only: bool) -> list[str]:
+    whole = section.per == "window"
+    lines = [f"## {section.heading}"]
+    if section.not_compared:
+        return lines + [f"# {section.not_compared}"]
+    if view.single:
+        lines += ["", f"{'per ' + section.per:>16}{'share':>9}  function",
+                  f"{_count(section.base_total, whole):>16}{'100.00%':>9}  (all)"]
+        lines += [f"{_count(r.base, whole):>16}{_pct(r.share):>9}  {r.symbol}" for r in section.rows]
+        lines.append(f"# the {len(section.rows)} largest of {section.compared} rows ({ROWS_NOTE})")
+        return lines
+    base_short, head_short = _columns(view.base_label, view.head_label, 15)
+    lines += ["", f"{base_short:>16}{head_short:>16}{'change':>14}{'of change':>11}  function",
+              f"{_count(section.base_total, whole):>16}{_count(section.head_total, whole):>16}"
+              f"{_signed(section.total_change, whole):>14}{_part(100.0 if section.total_change else math.nan):>11}"
+              f"  (all, per {section.per})"]
+    for r in section.rows:
+        if moved_only and _signed(r.change, whole) == "0":
+            continue
+        lines.append(f"{_count(r.base, whole):>16}{_count(r.head, whole):>16}{_signed(r.change, whole):>14}"
+                     f"{_part(r.share):>11}  {r.symbol}{_row_note(r, whole)}")
+    renames = f"; {section.renames} renamed function{'s' if section.renames != 1 else ''} paired" \
+        if section.renames else ""
+    lines.append(f"# the {len(section.rows)} rows shown account for {_signed(section.shown_change, whole)} of "
+                 f"{_signed(section.total_change, whole)} instructions per {section.per} ({_part(section.shown_share)}); "
+                 f"{section.compared} rows compared{renames} ({ROWS_NOTE})")
+    return lines
+
+
+ROWS_NOTE = "[user]: user space in a guest, [other]: functions under the stored floor, ???: no symbol"
+
+
 def render_instructions(view, single: bool = False, moved_only: bool = False) -> str:
-    """insn-profile (perflab.analysis.views.profile.instruction_view): per function the
+    """insn-profile (perflab.analysis.views.profile.instruction_view): the header once, then per
+    testcase its heading (runs, repetitions, the window counted) and per function the
     instructions of base and head, the change and its part of the whole change; or one side's
     functions, largest first, with their share of the window. `moved_only`: leave out the rows
     whose change rounds to nothing (the robot's mail)."""
-    result = view.result
-    whole = result.per == "window"
-    rows_note = "[user]: user space in a guest, [other]: functions under the stored floor, ???: no symbol"
-    lines = [f"# {line}" for line in view.header]
-    if single:
-        lines.append("")
-        lines.append(f"{'per ' + result.per:>16}{'share':>9}  function")
-        total = result.base_total
-        lines.append(f"{_count(total, whole):>16}{'100.00%':>9}  (all)")
-        for r in result.symbols:
-            lines.append(f"{_count(r.base, whole):>16}{_pct(100.0 * r.base / total if total else math.nan):>9}  "
-                         f"{r.symbol}")
-        lines.append(f"# the {len(result.symbols)} largest of {result.compared} rows ({rows_note})")
-        return "\n".join(lines) + "\n"
-    lines.append("")
-    base_short, head_short = _columns(view.base_label, view.head_label, 15)
-    lines.append(f"{base_short:>16}{head_short:>16}{'change':>14}{'of change':>11}  function")
-    total = result.total_change
-
-    def part(change: float) -> str:
-        share = 100.0 * change / total if total else math.nan
-        return "-" if math.isnan(share) else f"{0.0 if abs(share) < 0.05 else share:.1f}%"
-
-    lines.append(f"{_count(result.base_total, whole):>16}{_count(result.head_total, whole):>16}"
-                 f"{_signed(total, whole):>14}{part(total):>11}  (all, per {result.per})")
-    for r in result.symbols:
-        if moved_only and _signed(r.change, whole) == "0":
-            continue
-        mark = "" if r.changed or _signed(r.change, whole) == "0" else "  (within the repetitions' spread)"
-        lines.append(f"{_count(r.base, whole):>16}{_count(r.head, whole):>16}{_signed(r.change, whole):>14}"
-                     f"{part(r.change):>11}  {r.symbol}{mark}")
-    lines.append(f"# the {len(result.symbols)} rows shown account for {_signed(result.shown_change, whole)} of "
-                 f"{_signed(total, whole)} instructions per {result.per} ({part(result.shown_change)}); "
-                 f"{result.compared} rows compared ({rows_note})")
+    lines = _sections_head(view)
+    for section in view.sections:
+        lines += ["", *_instruction_section(view, section, moved_only)]
     return "\n".join(lines) + "\n"

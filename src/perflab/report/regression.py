@@ -92,7 +92,8 @@ def _where(report: RegressionReport) -> list[str]:
         return []
     from perflab.report.profile import render_instructions
 
-    return ["", "where (instructions counted per function, base and head):", "",
+    return ["", "where (instructions counted per function, base and head; one section per testcase, "
+                "the headline's first):", "",
             *(("    " + line).rstrip() for line in render_instructions(report.where, moved_only=True).rstrip("\n").splitlines())]
 
 

@@ -102,6 +102,8 @@ def render_json(view: ComparisonView) -> str:
         "common": result.common,
         "environment_differences": [list(x) for x in result.env_diff] if result.env_diff else [],
         "monitors": result.monitors,
+        # The window the monitors' figures cover (docs/monitors.md, "Windows"), when any are shown.
+        **({"monitor_windows": result.monitor_windows} if result.monitor_windows else {}),
         "only_in": [{"operand": a, "group": b} for a, b in result.one_sided],
         "monitor_only_in": [{"operand": a, "monitor": m, "group": b} for a, m, b, _absent in result.one_sided_monitors],
         "warnings": result.warnings,

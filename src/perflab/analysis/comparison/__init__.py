@@ -63,6 +63,7 @@ def compare(
         raise UsageProblem(f"--monitors {monitors!r}: expected one of {', '.join(MONITOR_MODES)}")
     selections, env_diff = select_operands(store, operands, benchmark, cross_box)
     matched = match_groups(store, selections, cross_box=cross_box, metrics=metrics, drop_monitors=monitors == "none")
+    windows_apart = _drop_windows_apart(matched, selections)
     names = sorted({g.metric for groups in matched.side_groups for g in groups.values()})
     check_globs(names, primary, fail_on, matched.monitors_dropped)
 
@@ -76,7 +77,7 @@ def compare(
 
     rows = _rows(matched, keys, group_of, per_head)
     pair_counters(rows)  # before any noise(): the floors of a counter look at its pair
-    warnings = list(matched.notes)
+    warnings = list(matched.notes) + windows_apart
     if constant:
         warnings.append(f"{len(constant)} metric{'' if len(constant) == 1 else 's'} constant and equal on every side, "
                         "not compared: " + ", ".join(constant))
@@ -90,6 +91,26 @@ def compare(
         primary=list(primary) if primary else None, monitors=monitors, monitors_dropped=matched.monitors_dropped,
         one_sided_monitors=matched.one_sided_monitors,
     )
+
+
+def _drop_windows_apart(matched: Matched, selections) -> list[str]:
+    """A monitor whose figures cover different windows on the sides (insn-profile over the measured
+    part against the whole process) is not compared: its groups leave before any statistics, and a
+    line says why (perflab.monitors.windows)."""
+    from perflab.analysis.selection import params_key
+    from perflab.monitors.windows import apart
+
+    sides = []
+    for sel in selections:
+        by: dict[tuple, list] = defaultdict(list)
+        for r in sel.runs:
+            by[(r.benchmark, params_key(r.params, r.benchmark))].append(r)
+        sides.append(by)
+    pairs, lines = apart(sides)
+    if pairs:
+        matched.side_groups = [{k: g for k, g in groups.items() if ((g.benchmark, g.params), monitor_of(g.metric))
+                                not in pairs} for groups in matched.side_groups]
+    return lines
 
 
 CONSTANT_LISTED = 8   # names a note lists of the constant metrics left out

@@ -226,6 +226,14 @@ class ComparisonResult:
                 for name in sorted(by_monitor, key=lambda m: (order.get(m, len(order)), m))]
 
     @cached_property
+    def monitor_windows(self) -> str:
+        """The window the shown monitors' figures cover, once, and which are tick-sampled in a guest
+        (perflab.monitors.windows.summary); "" without monitor rows shown."""
+        from perflab.monitors.windows import summary
+
+        return summary([sel.runs for sel in self.selections], [m for m, _ in self.monitor_sections()])
+
+    @cached_property
     def _counts(self) -> dict[str, int]:
         """For the layouts' monitor heading: metrics compared, significant, significant but noise, shown."""
         rows = self.monitor_rows

@@ -10,7 +10,8 @@ off, and QEMU's process group is killed whatever happened.
 
 Channels: the kernel console is the first UART, written by QEMU to a file (its tail is
 what a fault shows); the agent speaks on the second UART, which QEMU connects to its
-stdin/stdout pipes. Frames both ways: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes, "\\n".
+stdin/stdout pipes. Frames both ways: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes, "\\n"
+(execution/vm/channel.py, which bounds what the guest may send).
 """
 
 from __future__ import annotations
@@ -19,20 +20,20 @@ import contextlib
 import ctypes
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflab.core.errors import PerflabError, TargetDown
+from perflab.core.errors import PerflabError
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor, interrupt
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
+from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
 from perflab.execution.vm.qemu_args import qemu_args_refusal  # noqa: F401 (re-exported)
 
 QEMU = "qemu-system-x86_64"
@@ -46,10 +47,6 @@ SHUTDOWN_SECONDS = 10.0
 SLOWDOWN = {"tcg": 1.0, "kvm": 1.0, "icount": 30.0}
 REQUEST_MARGIN = 60.0
 HELPER_ERR = "/run/perflab/helper.err"     # where the agent puts its helpers' stderr (agent.c)
-
-
-class VmError(TargetDown):
-    """The guest could not be booted or stopped answering; `console_tail` holds the kernel's last words."""
 
 
 @dataclass
@@ -123,7 +120,8 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
         *device_args(spec),
-        *(["-plugin", f"file={counting.plugin()},out={counts}"] if spec.count_instructions and counts else []),
+        *(["-plugin", f"file={counting.plugin()},out={counts},limit={counting.WINDOW_FILE_LIMIT}"]
+          if spec.count_instructions and counts else []),
         *spec.qemu_args,
     ]
 
@@ -143,71 +141,6 @@ def device_args(spec: VmSpec) -> list[str]:
     return out
 
 
-def fnv1a(data: bytes) -> int:
-    h = 2166136261
-    for b in data:
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return h
-
-
-def frame(kind: str, payload: bytes) -> bytes:
-    return b"@PL %s %d %08x\n" % (kind.encode(), len(payload), fnv1a(payload)) + payload + b"\n"
-
-
-class _Dead(Exception):
-    """QEMU closed the agent's channel (it exited)."""
-
-
-class _Late(Exception):
-    """No frame before the deadline."""
-
-
-class Channel:
-    """The host's end of the agent's UART: frames out to QEMU's stdin, in from its stdout."""
-
-    def __init__(self, write_fd: int, read_fd: int):
-        self.write_fd, self.read_fd = write_fd, read_fd
-        self.buffer = b""
-
-    def send(self, kind: str, payload: bytes = b"") -> None:
-        data = frame(kind, payload)
-        try:
-            while data:
-                data = data[os.write(self.write_fd, data):]
-        except (BrokenPipeError, OSError):
-            raise _Dead() from None
-
-    def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
-        """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
-        while True:
-            start = self.buffer.find(b"@PL ")
-            if start > 0:
-                self.buffer = self.buffer[start:]     # nothing but frames is written here; be lenient
-            end = self.buffer.find(b"\n") if start >= 0 else -1
-            if end >= 0:
-                words = self.buffer[:end].split()
-                if len(words) != 4 or not words[2].isdigit():
-                    raise VmError(f"garbled frame header from the guest agent: {self.buffer[:end][:80]!r}")
-                length = int(words[2])
-                if len(self.buffer) >= end + 1 + length + 1:
-                    payload = self.buffer[end + 1:end + 1 + length]
-                    self.buffer = self.buffer[end + 2 + length:]
-                    if fnv1a(payload) != int(words[3], 16):
-                        raise VmError(f"frame {words[1].decode()} from the guest agent failed its checksum")
-                    return words[1].decode(), payload
-            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
-            ready, _, _ = select.select([self.read_fd], [], [], wait)
-            if ready:
-                chunk = os.read(self.read_fd, 1 << 20)
-                if not chunk:
-                    raise _Dead()
-                self.buffer += chunk
-            elif deadline is not None and time.monotonic() >= deadline:
-                raise _Late()
-            elif poll:
-                poll()
-
-
 def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
     """The agent's readings of a RUN -> [(guest seconds, {path: text})], one entry per instant."""
     out: list[tuple[float, dict[str, str]]] = []
@@ -215,6 +148,8 @@ def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
     while at < len(data):
         end = data.index(b"\n", at)
         t_ns, n_path, n_text = map(int, data[at:end].split())
+        if n_path < 0 or n_text < 0:
+            raise ValueError(f"a reading of negative length at byte {at}")
         path = data[end + 1:end + 1 + n_path].decode(errors="replace")
         text = data[end + 1 + n_path:end + 1 + n_path + n_text].decode(errors="replace")
         at = end + 1 + n_path + n_text
@@ -253,7 +188,7 @@ class Guest:
     workdir: Path
     facts: dict[str, str] = field(default_factory=dict)
     _kallsyms: tuple[str, str] | None = field(default=None, repr=False)
-    _counts_read: int = field(default=0, repr=False)
+    _counts_seq: int = field(default=0, repr=False)      # the last window the plugin ended (counting.Windows)
 
     @property
     def console(self) -> Path:
@@ -322,25 +257,34 @@ class Guest:
         if kind != "RESULT":
             raise self._failure(f"unexpected {kind} frame from the guest agent")
         head, _, rest = body.partition(b"\n")
-        n_res, n_out, n_err, n_read = map(int, head.split())
+        try:
+            # A job runs as root in the guest and may write the agent's port itself: its frames are input.
+            n_res, n_out, n_err, n_read = lengths = [int(w) for w in head.split()]
+            if min(lengths) < 0:
+                raise ValueError("a negative length")
+            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read]) \
+                if readings or helpers else []
+        except ValueError:
+            raise self._failure(f"garbled RESULT frame from the guest agent for {display!r}") from None
         text = rest[:n_res].decode(errors="replace")
         out = rest[n_res:n_res + n_out][:executor.STDOUT_LIMIT_BYTES]
         err = rest[n_res + n_out:n_res + n_out + n_err][-executor.STDERR_TAIL_BYTES:]
         if readings or helpers:
-            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read])
             for r in readings:
                 r.taken += [(t, mine) for t, texts in taken if (mine := {p: texts[p] for p in r.paths if p in texts})]
             for h in helpers:
                 said = next((texts for _, texts in taken if h.out in texts), {})
                 h.output, h.stderr = said.get(h.out, ""), said.get(HELPER_ERR, "")
-        if counts_asked:
-            windows, self._counts_read = counting.last_window(self.workdir / counting.COUNTS_FILE, self._counts_read)
-            if windows is None:
+        if self.spec.count_instructions:
+            # After every request, asked or not: the file is emptied for the next one.
+            windows = counting.take_windows(self.workdir / counting.COUNTS_FILE, self._counts_seq)
+            self._counts_seq = windows.seq
+            if counts_asked and windows.last is None:
                 raise self._failure("the instruction-counting plugin wrote no window for the process "
                                     "(did the guest's agent run its markers?)")
             symbols, source = self.kallsyms()
             for c in counts_asked:
-                c.windows, c.symbols, c.symbols_from = windows, symbols, source
+                c.windows, c.symbols, c.symbols_from, c.note = windows.last, symbols, source, windows.note()
         if stop_sent and "exit=" not in text and "execerror=" not in text:
             return ProcessResult(0.0, 0.0, 0.0, 0, 0, 0, 128 + signal.SIGTERM, signal.SIGTERM, False, True, "", "")
         fields = executor.parse_result(text, display)   # the launcher's own words, read the host's way
@@ -369,9 +313,10 @@ class Guest:
         return body
 
     def kallsyms(self) -> tuple[str, str]:
-        """The guest kernel's symbols and where they came from, once per boot (counting.symbols)."""
+        """The guest kernel's symbols and where they came from, read at boot before any request
+        (counting.symbols): never from a guest a job may have changed."""
         if self._kallsyms is None:
-            self._kallsyms = counting.symbols(self)
+            raise PerflabError("the guest's kernel symbols are read at boot, for a guest that counts instructions")
         return self._kallsyms
 
     def shutdown(self) -> None:
@@ -513,6 +458,8 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
             facts.update(settle_facts(guest_facts))
         guest = Guest(spec, process, channel, workdir, facts)
         try:
+            if spec.count_instructions:
+                guest._kallsyms = counting.symbols(guest)      # before any job could change the guest
             yield guest
         finally:
             guest.shutdown()

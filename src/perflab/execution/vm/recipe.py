@@ -14,13 +14,17 @@ flags, a name), built once into perflab's cache and booted like any image (docs/
       name: -gcc12-Os            # LOCALVERSION: what uname -r and the reports show
       cmdline: mitigations=off   # the guest's command line (not part of the build)
 
-Where it is built, under perflab's cache (`kernel-builds/`): a clone of the tree that shares
-its objects (`git clone --shared`: the user's repository gains nothing, not even a worktree
-entry), checked out at the commit and patched; an out-of-tree build directory per (tree,
-config, fragments, compiler, flags), kept, so the next commit or patch rebuilds what changed;
-and the result per recipe (image, System.map, .config, the recipe, the build's log tail), keyed
-by everything that decides it: the commit, the patches' and config files' contents, the
-compiler's version, the flags and the name. The same recipe asked again is not rebuilt.
+Where it is built, under perflab's cache (`kernel-builds/`), by the one kernel build path
+(execution/vm/kbuild.py: locks, a clean checkout, the make process group tied to perflab, an
+entry published whole and checked before use): perflab's own clone of the tree (`src-*`: its
+objects hard-linked or copied, so a gc in the user's tree cannot take them; the user's
+repository gains nothing, not even a worktree entry), checked out at the commit and patched; an
+out-of-tree build directory per (tree, config, fragments, compiler, flags), kept, so the next
+commit or patch rebuilds what changed; and the result per recipe (image, System.map, .config,
+facts.json), keyed by everything that decides it: the commit, the patches' and config files'
+contents, the compiler's version, the flags and the name. The same recipe asked again is not
+rebuilt. The recipe's values are values: `cc` a compiler's name or path, `kcflags` plain flags,
+`config` no option (recipe_of refuses anything else in one line).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -36,13 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core import paths
-from perflab.core.git import IDENT, git
+from perflab.core.git import IDENT, BuildFailed, git
+from perflab.execution.vm import kbuild
 from perflab.core.errors import PerflabError, UsageProblem
 
 RECIPE_KEYS = ("tree", "ref", "patches", "config", "fragments", "cc", "kcflags", "name", "cmdline")
 TARGETS = ("tinyconfig", "defconfig", "allnoconfig", "kvm_guest.config")
 PERFLAB_CONFIG = "perflab"
-LOG_TAIL = 12
+TARGET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*config")
+COMPILER = re.compile(r"[A-Za-z0-9_./+][A-Za-z0-9_./+-]*")
+FLAG = re.compile(r"[A-Za-z0-9_=.,+:/@%-]+")
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,7 @@ class Recipe:
     def llvm(self) -> str:
         """kbuild's LLVM= for a clang: "-14" for clang-14 (so the host tools, the linker and binutils
         are the same version: ld.lld-14 ...), "1" for clang; "" for gcc."""
-        name = Path(shlex.split(self.cc)[0]).name if self.cc.strip() else ""
+        name = Path(self.cc).name
         if not name.startswith("clang"):
             return ""
         suffix = name.removeprefix("clang")
@@ -102,6 +110,15 @@ def recipe_of(doc: dict, where: str = "job") -> Recipe:
         out[key] = str(value).strip()
     if out.get("ref", "").startswith("-"):
         raise UsageProblem(f"{where}: key 'kernel.ref' = {out['ref']!r}: expected a commit, tag or branch")
+    # Values, never options, shell or make syntax: kbuild splices CC and KCFLAGS into the shell
+    # commands it runs, and make expands a `$` in any variable, so only plain words pass.
+    if "cc" in out and not COMPILER.fullmatch(out["cc"]):
+        raise UsageProblem(f"{where}: key 'kernel.cc' = {out['cc']!r}: expected a compiler's name or path "
+                           "(gcc-12, clang-14, /usr/bin/gcc): no spaces, options or shell syntax")
+    if "kcflags" in out and not all(FLAG.fullmatch(word) for word in out["kcflags"].split()):
+        bad = next(word for word in out["kcflags"].split() if not FLAG.fullmatch(word))
+        raise UsageProblem(f"{where}: key 'kernel.kcflags' = {out['kcflags']!r}: {bad!r} is not a compiler flag "
+                           "(letters, digits and - _ = . , + : / @ % only: no quotes, $, or shell syntax)")
     if out.get("name") and not all(c.isalnum() or c in "-_.+" for c in out["name"]):
         raise UsageProblem(f"{where}: key 'kernel.name' = {out['name']!r}: letters, digits and - _ . + only "
                            "(it is the kernel's LOCALVERSION)")
@@ -110,6 +127,9 @@ def recipe_of(doc: dict, where: str = "job") -> Recipe:
         patches = [patches]
     out["patches"] = tuple(_path(p, "patches", where) for p in patches)
     config = doc.get("config", PERFLAB_CONFIG)
+    if isinstance(config, str) and config.strip().startswith("-"):
+        raise UsageProblem(f"{where}: key 'kernel.config' = {config!r}: expected perflab, a make target or a "
+                           "config file, not an option")
     if not isinstance(config, str) or not config.strip():
         raise UsageProblem(f"{where}: key 'kernel.config' = {config!r}: expected perflab, a make target "
                            f"({', '.join(TARGETS)}) or a config file")
@@ -137,8 +157,9 @@ def recipe_of(doc: dict, where: str = "job") -> Recipe:
 
 
 def _target(config: str) -> bool:
-    """A make target of the tree's own configs (tinyconfig, x86_64_defconfig, kvm_guest.config)."""
-    return "/" not in config and config.endswith("config")
+    """A make target of the tree's own configs (tinyconfig, x86_64_defconfig, kvm_guest.config): a plain
+    word, never an option or make syntax."""
+    return TARGET.fullmatch(config) is not None
 
 
 def read_recipe_file(path: str, need_tree: bool = True) -> dict:
@@ -185,7 +206,7 @@ def _digest(*parts) -> str:
 
 def compiler_version(cc: str) -> str:
     try:
-        done = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PerflabError(f"kernel recipe: compiler {cc!r} does not run: {e}") from None
     if done.returncode != 0 or not done.stdout.strip():
@@ -229,106 +250,98 @@ def built(recipe: Recipe) -> Built | None:
     return _cached(identity(recipe)[2])
 
 
+IMAGE = "arch/x86/boot/bzImage"
+
+
 def _cached(key: str) -> Built | None:
-    done = cache_dir() / f"image-{key}"
-    if (done / "bzImage").is_file():
-        facts = json.loads((done / "facts.json").read_text())
-        return Built(done / "bzImage", key, facts)
-    return None
+    """The build of `key` when its entry checks out (kbuild.published); a broken one is rebuilt."""
+    entry = cache_dir() / f"image-{key}"
+    facts = kbuild.published(entry, "bzImage", {"kernel_recipe_key": key})
+    return Built(entry / "bzImage", key, facts) if facts is not None else None
 
 
 def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Built:
-    """The recipe's image: from the cache, else built (minutes the first time; the build directory
-    is kept per tree, config, compiler and flags, so a later commit or patch rebuilds what changed).
-    PerflabError in one line with the log's tail when a step fails."""
+    """The recipe's image: from the cache, else built by the one build path (execution/vm/kbuild.py:
+    locked, a clean checkout, the make process group killed with perflab, published whole) in the
+    cache's clone of the tree — minutes the first time; the build directory is kept per tree, config,
+    compiler and flags, so a later commit or patch rebuilds what changed.
+    BuildFailed (a PerflabError) in one line with the log's tail when a step fails."""
     commit, version, key = identity(recipe)
     found = _cached(key)
     if found is not None:
         return found
     top = cache_dir()
     top.mkdir(parents=True, exist_ok=True)
-    src = top / f"src-{_digest(recipe.tree)}"
+    checkout = kbuild.Clone(Path(recipe.tree), top / f"src-{_digest(recipe.tree)}")
     out = top / f"out-{_digest(recipe.tree, recipe.config, recipe.fragments, recipe.cc, recipe.kcflags)}"
-    started = time.monotonic()
-    if not (src / ".git").exists():
-        say(f"cloning {recipe.tree} (objects shared) into {src}")
-        git(top, "clone", "-q", "--shared", "--no-checkout", recipe.tree, str(src))
-    git(src, "reset", "-q", "--hard")
-    git(src, "clean", "-qfdx")
-    git(src, "checkout", "-q", "--force", "--detach", commit)
-    for patch in recipe.patches:
-        mail = _read(patch)[:5] == b"From "
-        args = ([*IDENT, "am", "-q", "--keep-cr"] if mail
-                else ["apply", "--index"])
-        done = git(src, *args, patch, check=False)
-        if done.returncode != 0:
-            if mail:
-                git(src, "am", "--abort", check=False)
-            said = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-            raise PerflabError(f"kernel recipe: patch {patch} does not apply to {commit[:12]}: "
-                               f"{said[0] if said else 'git ' + args[-2] + ' failed'}")
-    out.mkdir(exist_ok=True)
-    make = ["make", "-C", str(src), f"O={out}", f"CC={recipe.cc}", *([f"LLVM={recipe.llvm}"] if recipe.llvm else []),
-            f"-j{jobs or os.cpu_count() or 2}"]
-    log = out / "build.log"
-    with open(log, "w") as logf:
-        def run(*targets, env=None) -> None:
-            logf.write(f"$ {shlex.join([*make, *targets])}\n")
-            logf.flush()
-            try:
-                done = subprocess.run([*make, *targets], stdout=logf, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-            except OSError as e:
-                raise PerflabError(f"kernel build: cannot run make: {e.strerror} (Debian package make)") from None
-            if done.returncode != 0:
-                logf.flush()
-                tail = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-                raise PerflabError(f"kernel build of {recipe.name or key} failed ({' '.join(targets)}): "
-                                   + " | ".join(tail[-3:]))
+    label = recipe.name or key
 
+    def patched(src: Path) -> None:
+        for patch in recipe.patches:
+            mail = _read(patch)[:5] == b"From "
+            args = [*IDENT, "am", "-q", "--keep-cr"] if mail else ["apply", "--index"]
+            done = git(src, *args, patch, check=False)
+            if done.returncode != 0:
+                if mail:
+                    git(src, "am", "--abort", check=False)
+                said = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+                raise PerflabError(f"kernel recipe: patch {patch} does not apply to {commit[:12]}: "
+                                   f"{said[0] if said else 'git ' + args[-2] + ' failed'}")
+
+    def steps(run: kbuild.Running) -> None:
+        def make(*targets: str) -> None:
+            try:
+                run.run([*make_argv(recipe, run.src, run.out, jobs), *targets], f"make {' '.join(targets)}")
+            except BuildFailed as e:
+                raise BuildFailed(f"kernel build of {label} failed ({' '.join(targets)}): {e.why}", e.why) from None
+
+        config = run.out / ".config"
         if recipe.config == PERFLAB_CONFIG:
             from perflab.execution.vm import kconfig
 
-            kconfig.write_config(src, out / ".config", "tinyconfig")
+            kconfig.write_config(run.src, config, "tinyconfig")
         elif _target(recipe.config):
-            run(recipe.config)
+            make(recipe.config)
         else:
-            shutil.copyfile(recipe.config, out / ".config")
+            shutil.copyfile(recipe.config, config)
         if recipe.fragments:
-            with open(out / ".config", "a") as config:
-                for f in recipe.fragments:
-                    lines = (_read(f).decode(errors="replace") if isinstance(f, str)
-                             else "".join(f"{k}={v}\n" if v != "n" else f"# {k} is not set\n" for k, v in f))
-                    config.write("\n" + lines + "\n")
-        run("olddefconfig")
-        flags = {"KCFLAGS": recipe.kcflags} if recipe.kcflags else {}
-        run("bzImage", env={"LOCALVERSION": recipe.name, **flags})
-    image = out / "arch" / "x86" / "boot" / "bzImage"
-    release = (out / "include" / "config" / "kernel.release")
-    config_text = (out / ".config").read_bytes()
-    facts = {
-        "kernel_recipe": json.dumps(recipe.keys(), sort_keys=True),
-        "kernel_recipe_key": key,
-        "kernel_recipe_commit": commit,
-        "kernel_compiler": version,
-        "kernel_built_config_hash": hashlib.sha256(config_text).hexdigest()[:16],
-        "kernel_build_seconds": f"{time.monotonic() - started:.0f}",
-        "kernel_build_release": release.read_text().strip() if release.is_file() else "",
-        "kernel_build_commands": reproducer(recipe, commit),
-    }
-    scratch = top / f".image-{key}.{os.getpid()}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
-    shutil.copy2(image, scratch / "bzImage")
-    for name in ("System.map", ".config"):
-        if (out / name).is_file():
-            shutil.copy2(out / name, scratch / name)
-    (scratch / "facts.json").write_text(json.dumps(facts, indent=1))
-    final = top / f"image-{key}"
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(scratch, final)
-    say(f"built {facts['kernel_build_release'] or key} in {facts['kernel_build_seconds']} s: {final / 'bzImage'}")
-    return Built(final / "bzImage", key, facts)
+            with open(config, "a") as f:
+                for frag in recipe.fragments:
+                    lines = (_read(frag).decode(errors="replace") if isinstance(frag, str)
+                             else "".join(f"{k}={v}\n" if v != "n" else f"# {k} is not set\n" for k, v in frag))
+                    f.write("\n" + lines + "\n")
+        make("olddefconfig")
+        make("bzImage")
+
+    def facts(out: Path) -> dict:
+        release = out / "include" / "config" / "kernel.release"
+        return {
+            "kernel_recipe": json.dumps(recipe.keys(), sort_keys=True),
+            "kernel_recipe_commit": commit,
+            "kernel_compiler": version,
+            "kernel_built_config_hash": hashlib.sha256((out / ".config").read_bytes()).hexdigest()[:16],
+            "kernel_build_seconds": f"{time.monotonic() - started:.0f}",
+            "kernel_build_release": release.read_text().strip() if release.is_file() else "",
+            "kernel_build_commands": reproducer(recipe, commit),
+        }
+
+    started = time.monotonic()
+    try:
+        done = kbuild.build(checkout, commit, out, steps, image=IMAGE, entry=top / f"image-{key}", facts=facts,
+                            expect={"kernel_recipe_key": key}, prepare=patched, say=say)
+    except kbuild.NoImage as e:
+        raise BuildFailed(f"kernel build of {label}: {e.why}", e.why) from None
+    entry = top / f"image-{key}"
+    say(f"built {done['kernel_build_release'] or key} in {done['kernel_build_seconds']} s: {entry / 'bzImage'}")
+    return Built(entry / "bzImage", key, done)
+
+
+def make_argv(recipe: Recipe, src: Path, out: Path, jobs: int | None) -> list[str]:
+    """make's command line for a recipe: its values are checked by recipe_of (no option, no shell, no
+    make syntax) and passed as make's own variables, where the command line wins over the Makefile."""
+    flags = [f"KCFLAGS={recipe.kcflags}"] if recipe.kcflags else []
+    return ["make", "-C", str(src), f"O={out}", f"CC={recipe.cc}", *([f"LLVM={recipe.llvm}"] if recipe.llvm else []),
+            f"-j{jobs or os.cpu_count() or 2}", *flags, f"LOCALVERSION={recipe.name}"]
 
 
 SERIES_KEYS = ("config", "fragments", "cc", "kcflags", "name")
@@ -400,10 +413,7 @@ def builds() -> list[tuple[str, Path, int, dict]]:
     for d in sorted(cache_dir().glob("image-*"), key=lambda p: p.stat().st_mtime, reverse=True):
         if (d / "bzImage").is_file():
             size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
-            try:
-                facts = json.loads((d / "facts.json").read_text())
-            except (OSError, ValueError):
-                facts = {}
+            facts = kbuild.facts_of(d) or {}      # a broken entry is listed (and rebuilt when asked for)
             out.append((d.name.removeprefix("image-"), d / "bzImage", size, facts))
     return out
 

@@ -260,7 +260,8 @@
     const c = cmp.monitor_counts || {};
     body.appendChild(el("p", { class: "note" }, (c.compared || 0) + " monitor metrics compared, " + (c.significant || 0) +
       " changed significantly, " + (c.noise || 0) + " of them below the noise floor; shown: " +
-      (cmp.monitors === "all" ? "every one (--monitors all)" : "the changed ones above it, beside the verdict of the benchmark's own metrics") + "."));
+      (cmp.monitors === "all" ? "every one (--monitors all)" : "the changed ones above it, beside the verdict of the benchmark's own metrics") + "." +
+      (cmp.monitor_windows ? " " + cmp.monitor_windows[0].toUpperCase() + cmp.monitor_windows.slice(1) + "." : "")));
     if (!rows.length) return;
     tocLink("monitors", "Monitors");
     for (const r of rows) r._attrs = { class: VERDICT_CLASS[r.verdict] || "" };

@@ -16,7 +16,8 @@
  * host -> guest: RUN, STOP (ask the running launcher to stop), READ, OFF.
  * READ's payload is a path; the answer is FILE, the file's content (at most
  * READ_LIMIT bytes; empty when it cannot be read), e.g. the guest's
- * /proc/kallsyms for the host to name kernel addresses.
+ * /proc/kallsyms for the host to name kernel addresses (read right after
+ * HELLO, before any RUN: a job could mount a forged one).
  * RUN's payload is NUL-terminated strings: N, then N launcher arguments
  * (options, "--", the program's argv), then M, then M environment entries,
  * then "1"/"0" (capture stdout), then the root to run in ("" for the
@@ -35,7 +36,8 @@
  * the host executor does (stdin /dev/null, stdout and stderr to files, result
  * channel on fd 3) and answers RESULT: "R O E W\n" (four lengths), then the
  * launcher's result text, the stdout, the stderr's tail and the readings: per
- * reading of a file "T_NS PATH_LEN TEXT_LEN\n", the path, the text.  Around the
+ * reading of a file "T_NS PATH_LEN TEXT_LEN\n", the path, the text (whole readings
+ * up to READINGS_LIMIT bytes; the host refuses any frame over 256 MiB).  Around the
  * launcher (before the fork, after it is reaped) the worker executes the
  * process markers of perflab's instruction-counting plugin (vm/c/insns.c):
  * no-ops here, window bounds where the plugin is loaded.
@@ -102,6 +104,9 @@ static char rundir[4096];
 #define STDERR_TAIL 4096
 #define FRAME_LIMIT (1L << 20)
 #define READ_LIMIT (64L << 20)
+/* The readings of one RUN, at most: with the stdout and the result this keeps a RESULT frame
+ * under the host's limit (machine.FRAME_LIMIT, 256 MiB), which refuses a longer one. */
+#define READINGS_LIMIT (128L << 20)
 /* nopl 0x?..(%rax): 'P' 'L' CHANNEL KIND, a marker for vm/c/insns.c; nothing on a CPU. */
 #define MARK_PROCESS_START() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory")
 #define MARK_PROCESS_END() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory")
@@ -472,6 +477,10 @@ static void take_readings(struct readings *r)
 		char *text = read_whole(r->paths[i], &n);
 		char head[96];
 		int h = snprintf(head, sizeof head, "%lld %zu %zu\n", t, strlen(r->paths[i]), n);
+		if (r->len + (size_t)h + strlen(r->paths[i]) + n > (size_t)READINGS_LIMIT) {
+			free(text);      /* whole readings only: the ones past the limit are left out */
+			continue;
+		}
 		append(r, head, (size_t)h);
 		append(r, r->paths[i], strlen(r->paths[i]));
 		append(r, text, n);

@@ -24,7 +24,14 @@
  *     window SEQ CHANNEL N
  *     VADDR INSNS        (N lines, hex address, kernel blocks; VADDR 0: user space)
  * then "end SEQ"; the host reads the file after the agent's RESULT, which the
- * guest sends only after the marker ran.
+ * guest sends only after the marker ran, and empties it.
+ *
+ * Any guest program can run the markers (a user-space instruction, like the
+ * agent's), and one that repeats them floods the file with windows.  With
+ * limit=BYTES the file holds at most that much unread: a window to be written
+ * to a file already that full empties it first and says "capped SEQ" (the
+ * windows up to SEQ were dropped), so the host's disk holds the limit plus one
+ * window, and the last window is always there.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -33,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* QEMU's plugin ABI, version 1 (the entry points this plugin uses). */
 typedef uint64_t qemu_plugin_id_t;
@@ -91,6 +100,7 @@ static struct block *user;
 static int depth[CHANNELS];
 static FILE *out;
 static unsigned long long seq;
+static long long limit;               /* bytes of unread windows the file may hold; 0: no limit */
 
 static struct block *new_block(uint64_t vaddr)
 {
@@ -126,6 +136,9 @@ static void close_window(int ch)
 
 static void dump(void)
 {
+	struct stat st;
+	if (limit > 0 && fstat(fileno(out), &st) == 0 && st.st_size >= limit && ftruncate(fileno(out), 0) == 0)
+		fprintf(out, "capped %llu\n", seq);   /* appends (O_APPEND) land at the new end */
 	seq++;
 	for (int ch = 0; ch < CHANNELS; ch++) {
 		size_t n = 0;
@@ -199,6 +212,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
 	for (int i = 0; i < argc; i++)
 		if (strncmp(argv[i], "out=", 4) == 0)
 			path = argv[i] + 4;
+		else if (strncmp(argv[i], "limit=", 6) == 0)
+			limit = atoll(argv[i] + 6);
 	if (!info->system_emulation || !path) {
 		qemu_plugin_outs("perflab insns plugin: needs system emulation and out=PATH\n");
 		return -1;

@@ -1,0 +1,109 @@
+"""The agent's protocol, the host's end: frames both ways over the guest's second UART.
+
+Every message is one frame: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes, "\\n" (agent.c has
+the guest's end). What the guest sends is input, not trusted: a job runs as root there and
+can write the agent's port itself, so a frame's header and length are bounded here before
+anything is kept (issue 45, G9; docs/vm.md, "Protocol").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import time
+from collections.abc import Callable
+
+from perflab.core.errors import TargetDown
+
+
+class VmError(TargetDown):
+    """The guest could not be booted or stopped answering; `console_tail` holds the kernel's last words."""
+
+
+def fnv1a(data: bytes) -> int:
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def frame(kind: str, payload: bytes) -> bytes:
+    return b"@PL %s %d %08x\n" % (kind.encode(), len(payload), fnv1a(payload)) + payload + b"\n"
+
+
+class _Dead(Exception):
+    """QEMU closed the agent's channel (it exited)."""
+
+
+class _Late(Exception):
+    """No frame before the deadline."""
+
+
+# The longest frame taken from the guest, refused from its header on (issue 45, G9). The agent's
+# largest, a RESULT, holds at most 64 KiB + 64 MiB of stdout + 128 MiB of readings (agent.c).
+FRAME_LIMIT = 256 << 20
+HEADER_LIMIT = 96     # "@PL TYPE LENGTH FNV1A32\n": a header not ended by then is garbled
+
+
+class Channel:
+    """The host's end of the agent's UART: frames out to QEMU's stdin, in from its stdout."""
+
+    def __init__(self, write_fd: int, read_fd: int):
+        self.write_fd, self.read_fd = write_fd, read_fd
+        self.buffer = bytearray()
+
+    def send(self, kind: str, payload: bytes = b"") -> None:
+        data = frame(kind, payload)
+        try:
+            while data:
+                data = data[os.write(self.write_fd, data):]
+        except (BrokenPipeError, OSError):
+            raise _Dead() from None
+
+    def _whole_frame(self) -> tuple[str, bytes] | None:
+        """The frame at the start of the buffer when it is all there; None while it is not.
+        What the guest sent that cannot be a frame raises VmError at once, nothing buffered."""
+        start = self.buffer.find(b"@PL ")
+        if start < 0:
+            del self.buffer[:-3]         # nothing but frames is written here; keep a cut-off "@PL"
+            return None
+        del self.buffer[:start]
+        end = self.buffer.find(b"\n", 0, HEADER_LIMIT)
+        if end < 0:
+            if len(self.buffer) >= HEADER_LIMIT:
+                raise VmError(f"garbled frame header from the guest agent: {bytes(self.buffer[:48])!r}...")
+            return None
+        words = bytes(self.buffer[:end]).split()
+        if len(words) != 4 or not words[2].isdigit() or not re.fullmatch(rb"[0-9a-fA-F]{1,8}", words[3]):
+            raise VmError(f"garbled frame header from the guest agent: {bytes(self.buffer[:end])[:80]!r}")
+        length = int(words[2])
+        if length > FRAME_LIMIT:
+            raise VmError(f"guest sent a frame of {length} bytes, over the {FRAME_LIMIT} limit")
+        if len(self.buffer) < end + 1 + length + 1:
+            return None
+        payload = bytes(self.buffer[end + 1:end + 1 + length])
+        del self.buffer[:end + 2 + length]
+        if fnv1a(payload) != int(words[3], 16):
+            raise VmError(f"frame {words[1].decode(errors='replace')} from the guest agent failed its checksum")
+        return words[1].decode(errors="replace"), payload
+
+    def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
+        """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
+        while True:
+            whole = self._whole_frame()
+            if whole is not None:
+                return whole
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
+            ready, _, _ = select.select([self.read_fd], [], [], wait)
+            if ready:
+                chunk = os.read(self.read_fd, 1 << 20)
+                if not chunk:
+                    raise _Dead()
+                self.buffer += chunk
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise _Late()
+            elif poll:
+                poll()
+
+

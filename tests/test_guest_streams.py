@@ -1,0 +1,87 @@
+"""What a hostile guest sends the host is bounded (issue 45, G9): the frame reader of the agent's
+port, fed through a real pipe by a writer that floods it, refuses what cannot be a frame
+without keeping it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from perflab.execution.vm.channel import FRAME_LIMIT, Channel, VmError, _Dead, frame
+
+
+def _flooded(head: bytes, flood: int, tail: bytes = b""):
+    """A channel whose port delivers `head`, then `flood` bytes of 'x', then `tail`, then EOF."""
+    read_fd, write_fd = os.pipe()
+
+    def write():
+        with open(write_fd, "wb", buffering=0) as w:
+            try:
+                w.write(head)
+                chunk = b"x" * (1 << 20)
+                for _ in range(flood // len(chunk)):
+                    w.write(chunk)
+                w.write(tail)
+            except BrokenPipeError:
+                pass        # the reader gave up, as it should
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    return Channel(os.open(os.devnull, os.O_WRONLY), read_fd), writer, read_fd
+
+
+def test_a_frame_header_with_a_huge_length_fails_at_once_without_buffering():
+    channel, writer, read_fd = _flooded(b"@PL RESULT 900000000000 0badf00d\n", 64 << 20)
+    try:
+        with pytest.raises(VmError) as caught:
+            channel.receive(time.monotonic() + 600)
+    finally:
+        os.close(read_fd)
+        writer.join()
+    assert str(caught.value) == f"guest sent a frame of 900000000000 bytes, over the {FRAME_LIMIT} limit"
+    assert len(channel.buffer) < 2 << 20        # at most the chunk that held the header
+
+
+def test_a_header_that_never_ends_or_junk_without_frames_is_not_kept():
+    channel, writer, read_fd = _flooded(b"@PL RESULT 12", 32 << 20)
+    try:
+        with pytest.raises(VmError, match="garbled frame header"):
+            channel.receive(time.monotonic() + 600)
+    finally:
+        os.close(read_fd)
+        writer.join()
+    # Junk and no frame at all: read to the end (QEMU gone), holding a few bytes at most.
+    channel, writer, read_fd = _flooded(b"junk", 32 << 20)
+    with pytest.raises(_Dead):
+        channel.receive(time.monotonic() + 600)
+    writer.join()
+    os.close(read_fd)
+    assert len(channel.buffer) <= 3
+
+
+def test_frames_still_come_through_whole_after_junk_and_in_pieces():
+    payload = os.urandom(300_000)
+    channel, writer, read_fd = _flooded(b"noise@P" + frame("FILE", payload)[:100], 0,
+                                        frame("FILE", payload)[100:] + frame("BYE", b""))
+    try:
+        assert channel.receive(time.monotonic() + 600) == ("FILE", payload)
+        assert channel.receive(time.monotonic() + 600) == ("BYE", b"")
+    finally:
+        writer.join()
+        os.close(read_fd)
+
+
+def test_readings_with_a_negative_length_are_garbled_not_a_loop():
+    """A RESULT's readings come from the guest too: a negative length used to send the reader
+    back to the same line for ever; now it is a ValueError, which execute() turns into a
+    one-line VmError ("garbled RESULT frame from the guest agent")."""
+    from perflab.execution.vm.machine import parse_readings
+
+    with pytest.raises(ValueError, match="negative length"):
+        parse_readings(b"1 -5 3\nabc")
+    with pytest.raises(ValueError):
+        parse_readings(b"1 2\nab")
+    assert parse_readings(b"1000000000 2 3\nabxyz") == [(1.0, {"ab": "xyz"})]
