@@ -46,7 +46,8 @@ from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_CO
                                       Executor, Opening, Place, RunIn, Target, TargetOption, Toolchain)
 from perflab.execution.vm import initramfs
 # The guest's driver, shared as it is: its frames, its executor (Guest.execute), its environment.
-from perflab.execution.vm.machine import DEFAULT_ENV, Channel, Guest, VmSpec, _Dead, _Late
+from perflab.execution.vm.channel import Channel, _Dead, _Late
+from perflab.execution.vm.machine import DEFAULT_ENV, Guest, VmSpec
 
 ON_KEY = "on"
 SCHEME = "ssh://"
