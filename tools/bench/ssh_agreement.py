@@ -60,7 +60,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--db", help="the store (default: a new file, kept)")
     args = ap.parse_args()
-    db = args.db or tempfile.mkstemp(prefix="perflab-ssh-agreement-", suffix=".db")[1]
+    db = args.db or tempfile.mkstemp(prefix="perflab-agreement-", suffix=".db")[1]
     if not args.db:
         os.unlink(db)
     before = load()
