@@ -106,6 +106,7 @@ SLOW_FILES = {
     "test_importers.py", "test_runner.py", "test_run_cmd.py", "test_output_identity.py",
     "test_hostile_strings.py", "test_hostile_output.py",   # every command on a hostile store; every -o
     "test_hostile_temp.py",   # kill -9 of fio and perf runs
+    "test_ssh_target.py",     # an sshd (Debian package openssh-server) and real runs over it
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).
 SLOW_TESTS = {

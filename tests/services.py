@@ -1,4 +1,4 @@
-"""Real services for the tests: a throwaway PostgreSQL cluster and a redis-server.
+"""Real services for the tests: a throwaway PostgreSQL cluster, a redis-server and an sshd.
 
 Each starts on a free loopback port in a temporary directory, in its own
 process group, and is stopped (the whole group killed) by the fixture's
@@ -9,7 +9,7 @@ while.
 If a server cannot be started, the fixture FAILS with the reason: these
 tests are never skipped silently (tools/test.sh installs the packages).
 
-    from tests.services import PostgresCluster, RedisServer   # or through conftest's fixtures
+    from tests.services import PostgresCluster, RedisServer, SshServer   # or through conftest's fixtures
 """
 
 from __future__ import annotations
@@ -304,6 +304,95 @@ class RedisServer:
         self.destroy()
 
 
+class SshServer:
+    """OpenSSH's sshd on 127.0.0.1:PORT in a temp dir: a generated host key, a generated client
+    key (the only one it accepts), no password, no PAM; and an ssh config (`config`, for `ssh -F`
+    or $PERFLAB_SSH_CONFIG) whose Host `HOST` reaches it as the current user. With `hostname`,
+    as root (unshare --uts), it runs in a UTS namespace of its own under that name, so that what a
+    session there reports (uname -n) is visibly the far side's; `hostname` is None otherwise."""
+
+    HOST = "perflab-test-box"
+
+    def __init__(self, hostname: str | None = None):
+        # A namespace needs CAP_SYS_ADMIN (a container's root may lack it): tried, not assumed.
+        self.hostname = hostname if hostname and os.geteuid() == 0 and shutil.which("unshare") and subprocess.run(
+            ["unshare", "--uts", "true"], capture_output=True).returncode == 0 else None
+        binary = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+        if not binary or not shutil.which("ssh-keygen"):
+            raise ServiceError("sshd is not installed (tools/test.sh installs the Debian package 'openssh-server')")
+        self.binary = binary
+        self.base = Path(tempfile.mkdtemp(prefix="perflab-sshd-"))
+        self.port = free_port()
+        self.log = self.base / "sshd.log"
+        self.config = self.base / "ssh_config"
+        self.user = pwd.getpwuid(os.getuid()).pw_name
+        self.proc: subprocess.Popen | None = None
+        for key in ("host_key", "client_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.base / key)], check=True,
+                           capture_output=True, timeout=60)
+        shutil.copy(self.base / "client_key.pub", self.base / "authorized_keys")
+        (self.base / "sshd_config").write_text(
+            f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {self.base / 'host_key'}\n"
+            f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPidFile none\n"
+            "MaxSessions 50\nMaxStartups 50\n")
+        self.config.write_text(
+            f"Host {self.HOST}\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"
+            f"  IdentityFile {self.base / 'client_key'}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+            "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+
+    @property
+    def on(self) -> str:
+        """The `--on` value that reaches it (with `config` as the ssh config)."""
+        return f"ssh://{self.HOST}"
+
+    def start(self) -> "SshServer":
+        if self.running:
+            return self
+        if os.geteuid() == 0:
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)    # its privilege-separation directory
+        with open(self.log, "ab") as log:
+            argv = [self.binary, "-D", "-e", "-f", str(self.base / "sshd_config")]
+            if self.hostname:
+                argv = ["unshare", "--uts", "sh", "-c", f'hostname "$0" && exec "$@"', self.hostname, *argv]
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError(f"sshd exited {self.proc.returncode} at start: {_tail(self.log)}")
+            if _port_open(self.port):
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise ServiceError(f"sshd did not listen on 127.0.0.1:{self.port} within {START_TIMEOUT:.0f} s: {_tail(self.log)}")
+
+    def ssh(self, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """A command run on it, as the tests check what is left there."""
+        return subprocess.run(["ssh", "-F", str(self.config), self.HOST, command], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        # sshd's own group: the listener; the sessions it forked are in sessions of their own
+        # (they end when their connection does).
+        _kill_group(self.proc, signal.SIGTERM)
+        self.proc = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> "SshServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+
 # -- pytest fixtures (conftest.py imports these) ------------------------------------
 
 @pytest.fixture(scope="session")
@@ -343,3 +432,4 @@ def redis_server():
         pytest.fail(f"cannot start redis-server: {e}", pytrace=False)
     yield server
     server.destroy()
+

@@ -28,7 +28,7 @@ as_root() {
 # perf-stat and perf-profile monitors. qemu-system-x86 and busybox-static: the VM executor's
 # tests boot a Debian kernel (fetched below, cached) under TCG. linux-source-6.1, flex and
 # bison: `perflab kernel config` makes a config in a real kernel tree (unpacked below, cached).
-PACKAGES="hyperfine fio git gcc valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static linux-source-6.1 flex bison bc"
+PACKAGES="hyperfine fio git gcc openssh-server valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static linux-source-6.1 flex bison bc"
 if [ "$fast" = 0 ]; then
     missing=""
     for p in $PACKAGES; do

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from perflab.cli.common import db_option, get_store
-from perflab.cli.run import guest_options, job_line
+from perflab.cli.run import guest_options, job_line, placed_on, with_target_params
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
 
@@ -128,11 +128,12 @@ _kernel_option, _vm_option = guest_options()
               help="Run a job from elsewhere (imported, or recorded on another machine) even if it runs "
                    "code of its own here: a kernel recipe's build, a host command, a compiler.")
 @db_option
-def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db) -> None:
+def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db, **targets) -> None:
     """Run the atomic job a stored run ran, again, as a new run.
 
     With --kernel (and --vm) the job runs in a guest booted from that kernel, as
     `perflab run ... --kernel` would run it: compare the two with `kernel=RELEASE`.
+    With --on it runs on a machine reached over SSH instead (docs/lab.md).
 
     A run that came from elsewhere (imported, or recorded on another machine) whose job would
     run code of its own on this machine (a kernel recipe's build, a host command, a compiler)
@@ -142,6 +143,7 @@ def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db) -> No
     Examples:
       perflab rerun 12 --tag after-fix
       perflab rerun 12 --kernel vmlinuz-6.1.0-50-amd64 --vm icount
+      perflab rerun 12 --on ssh://perf@box1
     """
     from perflab.runner import service
 
@@ -153,7 +155,8 @@ def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db) -> No
         _refuse_foreign_host_code(run, kernel is not None)
     # The same checks as `run --kernel`: refused in one line before the store is written.
     request = service.RunRequest(f"perflab rerun {run.id}", stored_job=run.job, box=box, repo=repo,
-                                 options=service.JobOptions(tag=tag, comment=comment, kernel=kernel, vm_mode=vm_mode))
+                                 options=service.JobOptions(tag=tag, comment=comment, kernel=kernel, vm_mode=vm_mode,
+                                                            target_keys=placed_on(targets)))
     service.raise_first_failure(service.perform(request, lambda: store, on_done=job_line))
 
 
@@ -190,4 +193,5 @@ def _refuse_foreign_host_code(run, kernel_given: bool) -> None:
                            f"{'; '.join(code)}; give --trust to run it")
 
 
-COMMANDS = [jobs_group, rerun_cmd]
+# `run`'s target options (--on), declared once there.
+COMMANDS = [jobs_group, with_target_params(rerun_cmd)]

@@ -72,6 +72,30 @@ def guest_options() -> list:
             click.option("--vm", "vm_mode", type=click.Choice(MODES), help=VM_HELP)]
 
 
+def target_params() -> list[click.Option]:
+    """The options the registered targets declare (`--on ssh://box`: perflab.execution.targets),
+    declared here once for every command that runs jobs; their values reach the run service as
+    the job keys they set (`placed_on`)."""
+    from perflab.execution.targets import registered_options
+
+    return [click.Option([o.flag, o.key], metavar=o.metavar, help=o.help) for o in registered_options()]
+
+
+def with_target_params(command: click.Command) -> click.Command:
+    """`command` with the targets' options (once; added when the command is looked up, so that
+    a command line that names no target does not load them)."""
+    have = {p.name for p in command.params}
+    command.params += [p for p in target_params() if p.name not in have]
+    return command
+
+
+def placed_on(values: dict) -> dict:
+    """The target options given, as job keys ({"on": "ssh://box"}), taken out of `values`."""
+    from perflab.execution.targets import registered_options
+
+    return {o.key: v for o in registered_options() if (v := values.pop(o.key, None)) is not None}
+
+
 MEASURE_HELP = ("Count each measured process's instructions under valgrind (cachegrind): instructions, or "
                 "cache to add cache misses and estimated cycles (docs/instructions.md).")
 
@@ -113,7 +137,7 @@ def _variant_options(f):
 @_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure, cpus, measure,
-            kernel, vm_mode, monitor_specs, tag, name, box, repo, comment, db, command) -> None:
+            kernel, vm_mode, monitor_specs, tag, name, box, repo, comment, db, command, **targets) -> None:
     """Time any command, as hyperfine does, and record every run.
 
     Records wall time, user and system CPU time, maximum RSS and exit status
@@ -155,7 +179,8 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         points.append(params)
     # Each command is a point of its own: given together, they run interleaved (RMIT).
     options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                                 monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode)
+                                 monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode,
+                                 target_keys=placed_on(targets))
     request = service.RunRequest("perflab run cmd", "cmd", tuple(points), options=options, box=box, repo=repo)
     outcomes = service.perform(request, lambda: get_store(db))
     timed = service.command_timings(outcomes)
@@ -182,7 +207,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")
 @_variant_options
-def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db) -> None:
+def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, **targets) -> None:
     """Run the LMbench-class OS microbenchmarks and record every sample.
 
     Compiles the suite's C programs with $CC (default cc) -O2, runs each in
@@ -201,7 +226,8 @@ def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, com
 
     # --quick and --only are the family's parameters (a job file's `quick:` and `only:`).
     point = {"quick": bool(quick), **({"only": list(only)} if only else {})}
-    options = service.JobOptions(tag=tag, comment=comment, monitor_specs=monitor_specs, kernel=kernel, vm_mode=vm_mode)
+    options = service.JobOptions(tag=tag, comment=comment, monitor_specs=monitor_specs, kernel=kernel, vm_mode=vm_mode,
+                                 target_keys=placed_on(targets))
     request = service.RunRequest("perflab run lmbench", "lmbench", (point,), options=options, box=box, repo=repo)
     outcomes = service.perform(request, lambda: get_store(db))
     service.raise_first_failure(outcomes)
@@ -297,8 +323,10 @@ def _family_command(name: str) -> click.Command:
                  **values):
         from perflab.runner import service
 
+        placed = placed_on(values)
         options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode)
+                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode,
+                                     target_keys=placed)
         request = service.RunRequest(f"perflab run {name}", name, (_given_values(values),), options=options, box=box,
                                      repo=repo)
         service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
@@ -346,8 +374,10 @@ def _job_command(path: str) -> click.Command:
                 warmup=None, timeout=None, **values) -> None:
         from perflab.runner import service
 
+        placed = placed_on(values)
         options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode)
+                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode,
+                                     target_keys=placed)
         request = service.RunRequest(f"perflab run {path}", job_file=path, overrides=tuple(overrides),
                                      points=(_given_values(values),), options=options, box=box, repo=repo)
         service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
@@ -378,19 +408,19 @@ class RunGroup(click.Group):
         from perflab import benchmarks
 
         if name in HANDWRITTEN:
-            return HANDWRITTEN[name]
+            return with_target_params(HANDWRITTEN[name])
         if name in benchmarks.FAMILIES:
-            return _family_command(name)
+            return with_target_params(_family_command(name))
         if name.endswith((".yaml", ".yml")) or os.sep in name or os.path.isfile(name):
             from perflab import jobs as jobfiles
 
             if not os.path.isfile(name):
                 shipped = {p.name: p for p in jobfiles.shipped()}
                 if name in shipped:
-                    return _job_command(str(shipped[name]))
+                    return with_target_params(_job_command(str(shipped[name])))
                 hint = jobfiles._did_you_mean(name, shipped)
                 raise PerflabError(f"job file {name}: no such file{hint} (shipped job files: `perflab jobs list`)")
-            return _job_command(name)
+            return with_target_params(_job_command(name))
         # Not a family: a near family or shipped job file name is most likely what was meant.
         from perflab import jobs as jobfiles
         from perflab.jobs import _did_you_mean

@@ -24,23 +24,23 @@ def _read(path: str) -> str:
         return NA
 
 
-def _bracketed(path: str) -> str:
+def _bracketed(path: str, read=_read) -> str:
     """'always [madvise] never' -> 'madvise' (the selected THP mode)."""
-    value = _read(path)
+    value = read(path)
     m = re.search(r"\[([^\]]+)\]", value)
     return m.group(1) if m else value
 
 
-def _cpu_model() -> str:
-    for line in _read("/proc/cpuinfo").splitlines():
+def _cpu_model(read=_read) -> str:
+    for line in read("/proc/cpuinfo").splitlines():
         if line.startswith("model name") or line.startswith("Processor"):
             return line.split(":", 1)[1].strip()
-    return platform.processor() or NA
+    return (platform.processor() if read is _read else "") or NA
 
 
-def _cpu_vendor() -> str:
+def _cpu_vendor(read=_read) -> str:
     """vendor_id (x86: GenuineIntel, AuthenticAMD) or the ARM implementer, from /proc/cpuinfo."""
-    for line in _read("/proc/cpuinfo").splitlines():
+    for line in read("/proc/cpuinfo").splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("vendor_id", "CPU implementer"):
             return value.strip()
@@ -95,12 +95,13 @@ def glibc_hwcaps() -> str:
     return NA
 
 
-def _cpu_topology() -> tuple[int, int]:
+def _cpu_topology(read=_read) -> tuple[int, int]:
     """(physical cores, hardware threads) from /proc/cpuinfo."""
-    threads = os.cpu_count() or 0
+    text = read("/proc/cpuinfo")
+    threads = (os.cpu_count() if read is _read else text.count("\nprocessor") + text.startswith("processor")) or 0
     cores = set()
     phys = core = None
-    for line in _read("/proc/cpuinfo").splitlines():
+    for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
         if key == "physical id":
@@ -116,8 +117,8 @@ def _cpu_topology() -> tuple[int, int]:
     return (len(cores) or threads, threads)
 
 
-def _memory_kib() -> int | str:
-    for line in _read("/proc/meminfo").splitlines():
+def _memory_kib(read=_read) -> int | str:
+    for line in read("/proc/meminfo").splitlines():
         if line.startswith("MemTotal:"):
             return int(line.split()[1])
     return NA
@@ -134,8 +135,8 @@ def memory_available() -> int | None:
     return None
 
 
-def _governor() -> str:
-    return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+def _governor(read=_read) -> str:
+    return read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 
 
 def compiler_version(cc: str | None = None) -> tuple[str, str]:
@@ -157,8 +158,8 @@ def _libc() -> str:
     return f"{name} {ver}".strip() or NA
 
 
-def _aslr() -> str:
-    value = _read("/proc/sys/kernel/randomize_va_space")
+def _aslr(read=_read) -> str:
+    value = read("/proc/sys/kernel/randomize_va_space")
     meaning = {"0": "off", "1": "conservative", "2": "full"}.get(value)
     return f"{value} ({meaning})" if meaning else value
 
@@ -195,10 +196,33 @@ def git_state(repo: str) -> dict:
     return state
 
 
+# The files a machine's facts are read from (`machine_facts`): a far machine's agent reads them.
+MACHINE_FILES = ("/proc/cmdline", "/proc/cpuinfo", "/proc/meminfo", "/sys/kernel/mm/transparent_hugepage/enabled",
+                 "/sys/kernel/mm/transparent_hugepage/defrag", "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+                 "/proc/sys/kernel/randomize_va_space", "/proc/loadavg")
+
+
+def machine_facts(read=_read) -> dict:
+    """The facts of a machine read from its kernel's files: this one's, or, with `read` (path ->
+    text, NA when it cannot be read), a machine reached over SSH, through its agent."""
+    cores, threads = _cpu_topology(read)
+    return {
+        "kernel_cmdline": read("/proc/cmdline"),
+        "cpu_model": _cpu_model(read),
+        "cpu_vendor": _cpu_vendor(read),
+        "cpu_cores": cores,
+        "cpu_threads": threads,
+        "memory_kib": _memory_kib(read),
+        "thp_enabled": _bracketed("/sys/kernel/mm/transparent_hugepage/enabled", read),
+        "thp_defrag": _bracketed("/sys/kernel/mm/transparent_hugepage/defrag", read),
+        "cpufreq_governor": _governor(read),
+        "aslr": _aslr(read),
+    }
+
+
 def capture(box: str | None = None, cc: str | None = None) -> dict:
     """The facts of this machine now, as a flat dict of JSON-able values."""
     uname = os.uname()
-    cores, threads = _cpu_topology()
     compiler, compiler_ver = compiler_version(cc)
     try:
         load = "%.2f %.2f %.2f" % os.getloadavg()
@@ -210,16 +234,7 @@ def capture(box: str | None = None, cc: str | None = None) -> dict:
         "kernel_release": uname.release,
         "kernel_version": uname.version,
         "arch": uname.machine,
-        "kernel_cmdline": _read("/proc/cmdline"),
-        "cpu_model": _cpu_model(),
-        "cpu_vendor": _cpu_vendor(),
-        "cpu_cores": cores,
-        "cpu_threads": threads,
-        "memory_kib": _memory_kib(),
-        "thp_enabled": _bracketed("/sys/kernel/mm/transparent_hugepage/enabled"),
-        "thp_defrag": _bracketed("/sys/kernel/mm/transparent_hugepage/defrag"),
-        "cpufreq_governor": _governor(),
-        "aslr": _aslr(),
+        **machine_facts(),
         "cc": compiler,
         "cc_version": compiler_ver,
         "libc": _libc(),

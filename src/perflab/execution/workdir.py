@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -65,12 +65,13 @@ def _probe(directory: str) -> None:
         raise ValueError(f"cannot make a directory there ({e.strerror}): give a writable dir") from None
 
 
-def filesystem_of(path: str) -> tuple[str, str, str]:
-    """(type, mount point, mount options) of the mount holding `path`, from /proc/self/mounts."""
+def filesystem_of(path: str, mounts: str | None = None) -> tuple[str, str, str]:
+    """(type, mount point, mount options) of the mount holding `path`, from /proc/self/mounts, or
+    from `mounts`, another machine's (an SSH machine's, read by its agent)."""
     best = ("n/a", "", "")
-    real = os.path.realpath(path)
+    real = os.path.realpath(path) if mounts is None else path
     try:
-        with open("/proc/self/mounts") as f:
+        with (nullcontext(mounts.splitlines()) if mounts is not None else open("/proc/self/mounts")) as f:
             for line in f:
                 parts = line.split()
                 if len(parts) < 4:

@@ -21,7 +21,12 @@ def _construct_mapping(loader, node, deep=False):
     mapping = StrictLoader.construct_mapping(loader, node, deep=deep)
     lines = {}
     for key_node, _ in node.value:
-        lines[loader.construct_object(key_node, deep=deep)] = key_node.start_mark.line + 1
+        key = loader.construct_object(key_node, deep=deep)
+        if key is True and key_node.value == "on" and True in mapping:
+            # YAML 1.1 reads a plain `on` as true: as a key it is the job's `on:` (an SSH machine).
+            key = "on"
+            mapping = {("on" if k is True else k): v for k, v in mapping.items()}
+        lines[key] = key_node.start_mark.line + 1
     mapping_with_lines = _Mapping(mapping)
     mapping_with_lines.lines = lines
     return mapping_with_lines

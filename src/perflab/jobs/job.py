@@ -32,7 +32,7 @@ from typing import Any
 
 from perflab.benchmarks.measured import Valgrind
 from perflab.execution.instruments import Instrument
-from perflab.execution.targets import Target, Toolchain
+from perflab.execution.targets import Target, Toolchain, registered_keys, registered_target
 from perflab.execution.targets.host import Host
 from perflab.execution.targets.qemu import Qemu
 
@@ -41,7 +41,9 @@ from perflab.execution.targets.qemu import Qemu
 KEYS = ("benchmark", "params", "runs", "warmup", "timeout", "tag", "comment", "monitors")
 # Keys written only when set (a job that runs in a VM guest; one counted under valgrind; the
 # compiler of its programs), after the others: the typed target's and instruments' keys.
-OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function", "cc", "cflags")
+# A registered target's own keys (an SSH machine's `on`) come after them.
+OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function", "cc", "cflags",
+                 *registered_keys())
 MEASURE_KEYS = ("measure", "measure_children", "measure_function")
 # The order job file expansion has always written (params last).
 FILE_ORDER = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors", "params")
@@ -175,7 +177,7 @@ class AtomicJob:
             raise ValueError("a job's benchmark or parameters change only by building a new job")
         keyed = {k: changes.pop(k) for k in list(changes) if k in OPTIONAL_KEYS}
         doc = {**self.modelled(), **keyed}
-        if "kernel" in keyed or "vm" in keyed:
+        if "kernel" in keyed or "vm" in keyed or any(k in keyed for k in registered_keys()):
             # Where the job runs changes (its compiler stays): a host or a guest, by the keys.
             changes.setdefault("target", target_of(doc)[0])
         elif "cc" in keyed or "cflags" in keyed:
@@ -192,11 +194,16 @@ class AtomicJob:
 
 
 def target_of(doc: dict) -> tuple[Target, set[str]]:
-    """The typed target of a job's keys (kernel, vm, cc, cflags), and the keys it does not take,
-    kept as written so the JSON form comes back unchanged: a `vm` block without a kernel (refused
-    where the job is resolved), a `cc` or `cflags` written empty (no compiler named)."""
+    """The typed target of a job's keys (kernel, vm, cc, cflags; a registered target's own, such as
+    `on`), and the keys it does not take, kept as written so the JSON form comes back unchanged: a
+    `vm` block without a kernel (refused where the job is resolved), a `cc` or `cflags` written
+    empty (no compiler named)."""
     leftover = {k for k in ("cc", "cflags") if k in doc and not doc[k]}
     toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
+    registered = registered_target(doc, toolchain)
+    if registered is not None:
+        # A kernel with it (the kernel under test on an SSH machine) is refused where the job is made.
+        return registered, leftover | {k for k in ("kernel", "vm") if doc.get(k)}
     if doc.get("kernel"):
         vm = doc.get("vm")
         return Qemu.of(doc["kernel"], {} if vm is None else vm, toolchain), leftover

@@ -13,6 +13,7 @@ from perflab.core.errors import PerflabError
 from perflab.core.params import job_cpus, parse_scalar
 from perflab.core.text import brief as shorten
 from perflab.execution import instruments
+from perflab.execution.targets import registered_keys
 from perflab.jobs.job import MEASURE_KEYS, AtomicJob, instruments_of, target_of
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
@@ -28,7 +29,10 @@ MEASURE_MODES = ("instructions", "cache")
 # the atomic job only when set.
 BUILD_KEYS = ("cc", "cflags")
 
-NOT_PARAMS = (*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS, *BUILD_KEYS)
+# A machine to run on (a registered target's keys: an SSH machine's `on`; docs/lab.md).
+TARGET_KEYS = registered_keys()
+
+NOT_PARAMS = (*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS, *BUILD_KEYS, *TARGET_KEYS)
 
 
 class _Mapping(dict):
@@ -192,6 +196,20 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
                 problems.append(str(e))
         if stored:
             job["kernel"] = stored if many else stored[0]
+    for key in TARGET_KEYS:
+        if doc.get(key) is None:
+            continue
+        from perflab.core.errors import UsageProblem
+        from perflab.execution.targets import check_registered
+
+        try:
+            check_registered({key: doc[key]}, lambda k, flag: f"{where(k)}: key {k!r}")
+            job[key] = doc[key]
+        except UsageProblem as e:
+            problems.append(str(e))
+        if doc.get("kernel") is not None:
+            problems.append(f"{where(key)}: key {key!r} with key 'kernel': a kernel under test booted there (kexec) "
+                            f"is not built yet; run on its running kernel (leave 'kernel' out)")
     try:
         job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, source, doc))
         # What watches the job must be able to run where it runs: named at its line.

@@ -22,7 +22,7 @@ class Monitors(Instrument):
     instructions."""
 
     name = "monitors"
-    runs_in = frozenset({"host", "qemu"})
+    runs_in = frozenset({"host", "qemu", "ssh"})
     config: dict = field(default_factory=dict)
 
     def keys(self) -> dict:
@@ -54,8 +54,12 @@ class Monitors(Instrument):
         if target is not None and target.kind != "host":
             from perflab.monitors.guest import GuestMonitorSet
 
-            return _MonitorsWatch(GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time),
-                                                  cpus=target.cpus() or 1))
+            watching = GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time), cpus=target.cpus() or 1)
+            if target.kind != "qemu":
+                # The agent reads the files where the processes run: an SSH machine's, not a guest's.
+                for record in watching.record.values():
+                    record["where"] = f"on {target.describe()}"
+            return _MonitorsWatch(watching)
         return _MonitorsWatch(MonitorSet(self.config, warn=warn))
 
 

@@ -38,7 +38,7 @@ class ProcfsMonitor(Monitor):
 
     path: str = ""
     paths: tuple[str, ...] = ()      # what a guest reads for it
-    runs_in = frozenset({"host", "qemu"})
+    runs_in = frozenset({"host", "qemu", "ssh"})
 
     def __init__(self, options: MonitorOptions):
         super().__init__(options)

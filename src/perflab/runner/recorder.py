@@ -69,8 +69,11 @@ def start_run(
         facts["sut_repo"] = git["repo"]
         facts.update({f"sut_{k}": git[k] for k in ("worktree", "remote") if git.get(k)})
     if extra_facts:
-        if "vm_mode" in extra_facts:
-            # A run in a VM guest: the guest's kernel, CPUs and memory replace the host's, which stay beside them.
+        if box and "testbox" in extra_facts:
+            extra_facts = {**extra_facts, "testbox": box}     # --box names the machine, wherever it is
+        if "vm_mode" in extra_facts or "ssh_machine" in extra_facts:
+            # A run in a VM guest or on an SSH machine: its kernel, CPUs and memory replace this machine's,
+            # which stay beside them.
             for key in ("kernel_release", "kernel_version", "kernel_cmdline", "cpu_model", "cpu_cores", "cpu_threads",
                         "memory_kib"):
                 if key in extra_facts and key in facts:

@@ -1,7 +1,7 @@
 """Where a job's processes run: the execution-target layer (docs/architecture.md).
 
 A target is a place a process can run: this machine (`Host`), a kernel booted in QEMU
-(`Qemu`, tcg | icount | kvm); later an ssh-reached box or a container. An atomic job
+(`Qemu`, tcg | icount | kvm), a machine reached over SSH on its running kernel (`Ssh`). An atomic job
 carries one target (perflab.jobs.job.AtomicJob.target), and the runner's one loop asks it
 the same questions whatever it is — it knows none by name:
 
@@ -25,6 +25,12 @@ the run failed with a BootFailure and goes on with the other jobs.
 
 What a family needs of the place it runs in (`Family.needs`) and what a target offers are
 words from CAPABILITIES: the refusal is one line built from both (`refusal`).
+
+Targets registered in REGISTERED read their own job keys (`job_keys`, `from_keys`) and declare
+their own command-line options (`options`, one TargetOption each, which the CLI turns into its
+options once for every command that runs jobs): adding one is a module here and a line in
+REGISTERED (docs/architecture.md, "Adding a target"). Host and Qemu are read by
+perflab.jobs.job.target_of as they always were.
 """
 
 from __future__ import annotations
@@ -59,6 +65,16 @@ CAPABILITIES = {
 
 # Starts one process where the target runs: perflab.execution.executor.execute's signature.
 Executor = Callable[..., ProcessResult]
+
+
+@dataclass(frozen=True)
+class TargetOption:
+    """A command-line option a target declares (`--on`): its flag, the job key it sets, its help."""
+
+    flag: str
+    key: str
+    metavar: str
+    help: str
 
 
 @dataclass(frozen=True)
@@ -128,10 +144,21 @@ class Target:
     """One place processes run in. Subclasses are frozen dataclasses (a job's typed `target`):
     equal targets run alike, and `keys()` is the job-file form they were read from."""
 
-    kind: ClassVar[str]                       # "host", "qemu": the word in refusals and docs
+    kind: ClassVar[str]                       # "host", "qemu", "ssh": the word in refusals and docs
+    job_keys: ClassVar[tuple[str, ...]] = ()  # the job keys a registered target reads (`on`)
+    options: ClassVar[tuple[TargetOption, ...]] = ()   # ... and the options that set them (`--on`)
     # Capability -> why not, for what a target does not offer (a family needing it is refused).
     lacks: ClassVar[dict[str, str]] = {}
     toolchain: Toolchain
+
+    @classmethod
+    def from_keys(cls, doc: dict, toolchain: Toolchain) -> Target | None:
+        """A registered target: itself when a job's keys name it (its job_keys), else None."""
+        return None
+
+    @classmethod
+    def check_key(cls, key: str, value, where: str) -> None:
+        """A registered target's job key as written: UsageProblem in one line naming `where` when wrong."""
 
     def keys(self) -> dict:
         """The atomic job's JSON keys this target is written as (kernel, vm, cc, cflags), only those set."""
@@ -196,3 +223,42 @@ class Target:
     def facts(self) -> dict:
         """What every run here records besides its environment (the compiler's flags)."""
         return {"cflags": self.toolchain.cflags} if self.toolchain.cflags else {}
+
+
+# The targets that read their own job keys and declare their own options, as module:class
+# (imported when asked: a command that names none does not load them).
+REGISTERED = ("perflab.execution.targets.ssh:Ssh",)
+
+
+def registered() -> list[type[Target]]:
+    import importlib
+
+    return [getattr(importlib.import_module(module), name) for module, name in (r.split(":") for r in REGISTERED)]
+
+
+def registered_keys() -> tuple[str, ...]:
+    """Every job key a registered target reads."""
+    return tuple(k for t in registered() for k in t.job_keys)
+
+
+def registered_options() -> list[TargetOption]:
+    """Every command-line option a registered target declares."""
+    return [o for t in registered() for o in t.options]
+
+
+def check_registered(values: dict, where=lambda key, flag: flag) -> None:
+    """Registered targets' keys ({"on": "ssh://box"}) checked by their targets; `where(key, flag)`
+    names the place at fault (the option's flag by default)."""
+    for target in registered():
+        for option in target.options:
+            if option.key in values:
+                target.check_key(option.key, values[option.key], where(option.key, option.flag))
+
+
+def registered_target(doc: dict, toolchain: Toolchain) -> Target | None:
+    """The registered target a job's keys name, or None (the host, or a kernel in QEMU)."""
+    for target in registered():
+        found = target.from_keys(doc, toolchain)
+        if found is not None:
+            return found
+    return None

@@ -42,6 +42,16 @@
  * process markers of perflab's instruction-counting plugin (vm/c/insns.c):
  * no-ops here, window bounds where the plugin is loaded.
  *
+ * `agent --remote DIR IDLE`: the same worker on a machine reached over SSH
+ * (execution/targets/ssh.py), not PID 1: frames on stdin and stdout (ssh's
+ * channel), the launcher and its files in the run directory DIR (HELLO says
+ * rundir=DIR, and home=$HOME), which the shell that started the agent
+ * removes once it ended.
+ * End of its stdin, a write that fails, SIGHUP/SIGTERM/SIGINT, or no byte
+ * from the controller for IDLE seconds (it sends TICK frames while it waits):
+ * the running launcher is stopped (it stops its benchmark) and reaped, then
+ * the agent exits - nothing of the run is left running on the machine.
+ *
  * Before HELLO the worker carries out /etc/perflab/setup when the initramfs
  * has one, a line at a time, stopping at the first that fails (HELLO then
  * says setup_error=LINE: REASON):
@@ -81,9 +91,15 @@
 #include <unistd.h>
 
 #define PORT "/dev/ttyS1"
-#define LAUNCHER "/usr/lib/perflab/launch"
-#define OUT_FILE "/run/perflab/stdout"
-#define ERR_FILE "/run/perflab/stderr"
+/* A guest's paths; under --remote, the run directory's. */
+static char launcher_path[4096] = "/usr/lib/perflab/launch";
+static char out_path[4096] = "/run/perflab/stdout";
+static char err_path[4096] = "/run/perflab/stderr";
+static char helper_err_path[4096] = "/run/perflab/helper.err";
+static char rundir[4096];
+#define LAUNCHER launcher_path
+#define OUT_FILE out_path
+#define ERR_FILE err_path
 #define STDOUT_LIMIT (64L << 20)
 #define STDERR_TAIL 4096
 #define FRAME_LIMIT (1L << 20)
@@ -95,7 +111,21 @@
 #define MARK_PROCESS_START() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory")
 #define MARK_PROCESS_END() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory")
 
-static int port = -1;
+static int port = -1, port_out = -1;
+static int remote_mode;          /* --remote: the controller may go away (EOF) */
+static unsigned idle_seconds;    /* --remote: the watchdog's bound, 0 for none */
+static volatile pid_t running;   /* the launcher of the RUN in progress */
+
+/* The controller is gone: stop the launcher (it stops its benchmark), reap it, end. */
+static void hang_up(int sig)
+{
+	pid_t child = running;
+	if (child > 0) {
+		kill(child, SIGTERM);
+		waitpid(child, NULL, 0);
+	}
+	_exit(sig ? 128 + sig : 0);
+}
 
 static void say(const char *fmt, const char *arg)
 {
@@ -118,11 +148,13 @@ static uint32_t fnv1a(const char *p, size_t n)
 static void write_all(const char *p, size_t n)
 {
 	while (n > 0) {
-		ssize_t w = write(port, p, n);
+		ssize_t w = write(port_out, p, n);
 		if (w < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			say("write to the host failed: %s", strerror(errno));
+			if (remote_mode)
+				hang_up(0);
 			_exit(3);
 		}
 		p += w;
@@ -159,6 +191,10 @@ static int fill(int block)
 	ssize_t r = read(port, in + in_len, in_cap - in_len);
 	if (r < 0)
 		return errno == EINTR || errno == EAGAIN ? 0 : -1;
+	if (r == 0 && remote_mode)
+		hang_up(0);              /* ssh's channel closed: the controller is gone */
+	if (r > 0 && idle_seconds)
+		alarm(idle_seconds);
 	in_len += (size_t)r;
 	return (int)r;
 }
@@ -364,9 +400,10 @@ static void hello(void)
 		fclose(f);
 	int n = snprintf(text, sizeof text,
 			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n"
-			 "setup_error=%s\n%s",
+			 "setup_error=%s\nrundir=%s\nhostname=%s\nhome=%s\n%s",
 			 u.release, u.version, u.machine, sysconf(_SC_NPROCESSORS_ONLN), model, mem_kib,
-			 access(LAUNCHER, X_OK) == 0, setup_error, settle_facts);
+			 access(LAUNCHER, X_OK) == 0, setup_error, rundir, u.nodename,
+			 rundir[0] && getenv("HOME") ? getenv("HOME") : "", settle_facts);
 	send_frame("HELLO", text, (size_t)n);
 }
 
@@ -452,7 +489,7 @@ static void take_readings(struct readings *r)
 }
 
 /* A helper around one RUN (see the top): started, driven through its control FIFO, stopped. */
-#define HELPER_ERR "/run/perflab/helper.err"
+#define HELPER_ERR helper_err_path
 #define HELPER_WAIT_MS 120000
 struct helper {
 	pid_t pid;
@@ -640,6 +677,7 @@ static void run(char *payload, size_t n)
 	pid_t child = fork();
 	if (child == 0) {
 		int nul = open("/dev/null", O_RDWR);
+		signal(SIGPIPE, SIG_DFL);      /* --remote ignores it; the benchmark must not */
 		int out = capture ? open(OUT_FILE, O_WRONLY | O_CREAT | O_TRUNC, 0600) : nul;
 		int err = open(ERR_FILE, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(nul, 0);
@@ -661,6 +699,7 @@ static void run(char *payload, size_t n)
 		execve(LAUNCHER, args, env);
 		_exit(127);
 	}
+	running = child;
 	close(pipefd[1]);
 	char *res = malloc(65536);
 	size_t res_len = 0;
@@ -683,7 +722,7 @@ static void run(char *payload, size_t n)
 				continue;
 			break;
 		}
-		if (fds[1].revents & POLLIN) {
+		if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {   /* a pipe's end: POLLHUP alone */
 			char type[16], *body;
 			size_t len;
 			fill(0);
@@ -707,6 +746,7 @@ static void run(char *payload, size_t n)
 	close(pipefd[0]);
 	if (child > 0)
 		waitpid(child, NULL, 0);
+	running = 0;
 	MARK_PROCESS_END();
 	for (long i = 0; i < nhelpers; i++)
 		if (helpers[i].ok)
@@ -752,6 +792,8 @@ static void run(char *payload, size_t n)
 	free(readings.buf);
 }
 
+static int serve(void);
+
 static int worker(void)
 {
 	port = open(PORT, O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -765,8 +807,38 @@ static int worker(void)
 		cfsetspeed(&t, B115200);
 		tcsetattr(port, TCSANOW, &t);
 	}
+	port_out = port;
 	setup();
 	hello();
+	return serve();
+}
+
+/* --remote DIR IDLE: the worker over ssh's channel (see the top). */
+static int remote(const char *dir, long idle)
+{
+	snprintf(rundir, sizeof rundir, "%s", dir);
+	snprintf(launcher_path, sizeof launcher_path, "%s/launch", dir);
+	snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+	snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+	snprintf(helper_err_path, sizeof helper_err_path, "%s/helper.err", dir);
+	port = 0;
+	port_out = 1;
+	remote_mode = 1;
+	idle_seconds = idle > 0 ? (unsigned)idle : 0;
+	signal(SIGPIPE, SIG_IGN);       /* a closed channel is a failed write: hang_up */
+	signal(SIGHUP, hang_up);
+	signal(SIGTERM, hang_up);
+	signal(SIGINT, hang_up);
+	signal(SIGALRM, hang_up);
+	if (idle_seconds)
+		alarm(idle_seconds);
+	hello();
+	return serve();
+}
+
+/* Frames from the controller, one at a time, until OFF. */
+static int serve(void)
+{
 	for (;;) {
 		char type[16], *payload;
 		size_t n;
@@ -814,8 +886,10 @@ static void loopback_up(void)
 		close(s);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "--remote") == 0)
+		return remote(argv[2], atol(argv[3]));
 	if (getpid() != 1) {
 		fprintf(stderr, "perflab-agent: this is the init of perflab's VM guest, not a command\n");
 		return 2;

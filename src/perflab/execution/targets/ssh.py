@@ -1,0 +1,600 @@
+"""A machine reached over SSH, on its running kernel: `--on ssh://[user@]host[:port]`, a job's `on:`.
+
+The OpenSSH client does the reaching (the user's ~/.ssh/config, agent, ProxyJump work as for
+`ssh`), through one ControlMaster per machine for the command (killed with perflab). On it:
+`getconf _NPROCESSORS_ONLN` once (what `nr_task: 50%` is a share of); per place, one session
+whose `/bin/sh` makes a run directory (`mktemp -d`), reads perflab's static programs into it
+from stdin (`head -c`: agent, launcher, the families' programs) and runs `agent --remote DIR
+IDLE` (execution/vm/c/agent.c), which speaks the guest's frames over ssh's stdin/stdout: the
+loop's executor is the guest's (Guest.execute), paths moved into the run directory.
+
+Nothing is left there: the shell removes the run directory when the agent ends (trap EXIT);
+the agent ends, after stopping the running launcher, on OFF, at the end of its stdin (perflab
+or its ssh gone, also after kill -9), on a failed write, or after IDLE s without a byte
+(perflab ticks meanwhile). The run records the machine's facts (read through the agent), this
+machine's beside them as host_*; the parameter `on` keeps its figures apart. docs/lab.md,
+"Test boxes over SSH".
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import select
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import ClassVar
+
+from perflab.core import cbuild, environment
+from perflab.core.errors import PerflabError, TargetDown, UsageProblem
+from perflab.core.params import job_cpus
+from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution import executor
+from perflab.execution.workdir import filesystem_of
+from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WORK_DISK, WRITABLE_HOST_TREE,
+                                      Executor, Opening, Place, RunIn, Target, TargetOption, Toolchain)
+from perflab.execution.vm import initramfs
+# The guest's driver, shared as it is: its frames, its executor (Guest.execute), its environment.
+from perflab.execution.vm.channel import Channel, _Dead, _Late
+from perflab.execution.vm.machine import DEFAULT_ENV, Guest, VmSpec
+
+ON_KEY = "on"
+SCHEME = "ssh://"
+SSH_CONFIG_ENV = "PERFLAB_SSH_CONFIG"     # `ssh -F FILE` for every machine (the tests' sshd)
+CONNECT_TIMEOUT = 10.0
+# The agent ends after this long without a byte from perflab; perflab ticks four times as often.
+IDLE_SECONDS = 60
+RUN_PREFIX = "perflab-run."               # the run directory on the machine: mktemp -d .../perflab-run.XXXXXX
+CONTROL_PREFIX = "perflab-ssh-"           # this machine's directory of a connection's control socket
+HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\]")
+USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+ON_OPTION = TargetOption(
+    "--on", "on", "ssh://[USER@]HOST[:PORT]|MACHINE",
+    "Run the job on a machine reached over SSH, on its running kernel: ssh://[user@]host[:port], or a "
+    "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\").")
+
+
+class SshDown(TargetDown):
+    """The machine could not be reached, or stopped answering: one line, and ssh's last words."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where `on` reaches: the destination ssh is given, and the settings it is reached with."""
+
+    on: str                                   # as written: ssh://... or a configured name
+    destination: str                          # [user@]host, or a Host of the ssh config
+    port: int | None = None
+    ssh_config: str | None = None
+    ssh_options: tuple[str, ...] = ()
+    tmpdir: str | None = None
+    connect_timeout: float = CONNECT_TIMEOUT
+
+    def ssh(self, control: str, *more: str) -> list[str]:
+        """The ssh command line to reach it through the control socket `control`, then `more`."""
+        config = self.ssh_config or os.environ.get(SSH_CONFIG_ENV)
+        return ["ssh", *(["-F", os.path.expanduser(config)] if config else []),
+                "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout:g}",
+                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
+                "-o", f"ControlPath={control}", *(["-p", str(self.port)] if self.port else []),
+                *self.ssh_options, *more, "--", self.destination]
+
+
+def _destination(text: str, where: str) -> tuple[str, int | None]:
+    """ssh://[user@]host[:port] or [user@]host -> ([user@]host, port); UsageProblem naming `where`."""
+    rest = text[len(SCHEME):] if text.startswith(SCHEME) else text
+    user, _, hostport = rest.rpartition("@")
+    host, port = hostport, None
+    if hostport.startswith("["):                       # [::1]:22
+        host, _, tail = hostport.partition("]")
+        host += "]"
+        if tail:
+            if not tail.startswith(":"):
+                host = ""
+            port = tail[1:]
+    elif ":" in hostport:
+        host, _, port = hostport.partition(":")
+    bad = ((user and not USER.fullmatch(user)) or not HOST.fullmatch(host or "")
+           or (port is not None and not (port.isdigit() and 0 < int(port) < 65536)))
+    if bad or rest.endswith("/"):
+        raise UsageProblem(f"{where} = {text!r}: expected ssh://[user@]host[:port] (host: letters, digits, '.', '-'; "
+                           "port: 1-65535)")
+    return (f"{user}@{host.strip('[]')}" if user else host.strip("[]")), (int(port) if port else None)
+
+
+def machine_of(on, where: str = "--on") -> Machine:
+    """A job's `on` value -> the machine it names: ssh://[user@]host[:port], or a machine of perflab's
+    configuration ([machine.NAME]); UsageProblem in one line naming `where` and the value."""
+    from perflab.core import config
+
+    if not isinstance(on, str) or not on.strip() or "\n" in on or on != on.strip():
+        raise UsageProblem(f"{where} = {on!r}: expected ssh://[user@]host[:port] or the name of a machine "
+                           "of perflab's configuration")
+    if on.startswith(SCHEME):
+        destination, port = _destination(on, where)
+        return Machine(on, destination, port)
+    settings = config.machine(on)
+    if settings is None:
+        names = config.machines()
+        known = f"; configured: {', '.join(names)}" if names else f"; {config.path()} names none"
+        raise UsageProblem(f"{where} = {on!r}: not ssh://[user@]host[:port] and no machine of that name "
+                           f"([machine.{on}]){known}")
+    destination, port = _destination(settings["ssh"], f"{config.path()}: [machine.{on}] ssh")
+    return Machine(on, destination, port, settings.get("ssh_config"), tuple(settings.get("ssh_options", ())),
+                   settings.get("tmpdir"), float(settings.get("connect_timeout", CONNECT_TIMEOUT)))
+
+
+# -- the shared connection -------------------------------------------------------------
+
+def _death_signal() -> None:
+    # In the child between fork and exec: ssh dies with perflab, even after kill -9 of it.
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG
+
+
+def _last_words(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.replace("\r", "").splitlines() if line.strip()]
+    return " ".join(kept[-lines:])
+
+
+def _remove_stale_controls() -> None:
+    """Control directories of a perflab killed before it could remove them (kill -9): PID gone."""
+    top = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(top):
+            pid = name[len(CONTROL_PREFIX):].split("-", 1)[0] if name.startswith(CONTROL_PREFIX) else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                shutil.rmtree(os.path.join(top, name), ignore_errors=True)
+
+
+class Connection:
+    """One ControlMaster to a machine for this perflab process: every ssh call of its runs shares it."""
+
+    def __init__(self, machine: Machine):
+        self.machine = machine
+        _remove_stale_controls()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_PREFIX}{os.getpid()}-"))
+        self.control = str(self.dir / "control")
+        self.err = self.dir / "master.err"
+        with open(self.err, "wb") as err:
+            self.master = subprocess.Popen(
+                machine.ssh(self.control, "-M", "-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no"),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                preexec_fn=_death_signal)
+        deadline = time.monotonic() + machine.connect_timeout + 20
+        while not os.path.exists(self.control):
+            if self.master.poll() is not None or time.monotonic() > deadline:
+                said = _last_words(self.err) or f"ssh exited with {self.master.poll()}"
+                self.close()
+                raise SshDown(f"target down: cannot reach {machine.on} over SSH: {said}")
+            time.sleep(0.02)
+
+    def command(self, *remote: str) -> list[str]:
+        """ssh through the shared connection, running `remote` (one shell command line) there."""
+        return [*self.machine.ssh(self.control, "-o", "ControlMaster=no", "-T"), *remote]
+
+    def run(self, script: str, timeout: float = 60.0) -> str:
+        """The output of a short command on the machine; SshDown when it fails."""
+        try:
+            done = subprocess.run(self.command(script), capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise SshDown(f"target down: {self.machine.on} did not answer within {timeout:g} s") from None
+        if done.returncode != 0:
+            said = " ".join(done.stderr.split()[-40:]) or f"exit status {done.returncode}"
+            raise SshDown(f"target down: {self.machine.on}: {script!r} failed: {said}")
+        return done.stdout
+
+    def close(self) -> None:
+        if self.master.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.master.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.master.wait(5)
+        if self.master.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.master.pid, signal.SIGKILL)
+            self.master.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_CONNECTIONS: dict[Machine, Connection | SshDown] = {}
+_LOCK = threading.Lock()
+
+
+def connection(machine: Machine) -> Connection:
+    """The shared connection to `machine`, made on first use; SshDown (remembered: tried once per
+    command) when it cannot be made."""
+    with _LOCK:
+        found = _CONNECTIONS.get(machine)
+        if isinstance(found, Connection) and found.master.poll() is not None:      # the master died
+            found.close()
+            found = None
+        if found is None:
+            try:
+                found = Connection(machine)
+            except SshDown as e:
+                found = e
+            _CONNECTIONS[machine] = found
+    if isinstance(found, SshDown):
+        raise found
+    return found
+
+
+def close_connections() -> None:
+    """Every shared connection closed (at exit; tests)."""
+    with _LOCK:
+        for c in _CONNECTIONS.values():
+            if isinstance(c, Connection):
+                c.close()
+        _CONNECTIONS.clear()
+
+
+atexit.register(close_connections)
+_CPUS: dict[Machine, int | None] = {}
+
+
+def machine_cpus(machine: Machine) -> int | None:
+    """The machine's online CPUs (asked once per command); None when it cannot be reached (its run
+    then fails as target down where it would run)."""
+    if machine not in _CPUS:
+        try:
+            text = connection(machine).run("getconf _NPROCESSORS_ONLN").strip()
+            _CPUS[machine] = int(text) if text.isdigit() and int(text) > 0 else None
+        except SshDown:
+            _CPUS[machine] = None
+    return _CPUS[machine]
+
+
+# -- the target ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ssh(Target):
+    """A machine reached over SSH, on the kernel it runs. `on` as the job wrote it."""
+
+    kind = "ssh"
+    job_keys: ClassVar[tuple[str, ...]] = (ON_KEY,)
+    options: ClassVar[tuple[TargetOption, ...]] = (ON_OPTION,)
+    lacks = {WRITABLE_HOST_TREE: "this machine's directories are not on the SSH machine",
+             WORK_DISK: "a file system of its own on an SSH machine is not made yet (run without fs:)",
+             INSTRUCTION_COUNTS: "an SSH machine's CPU runs it natively (boot a kernel under vm mode icount)",
+             HOST_TOOLS: "perf on an SSH machine is not driven yet (the /proc monitors run there)"}
+    on: str = ""
+    toolchain: Toolchain = field(default_factory=Toolchain)
+
+    @classmethod
+    def from_keys(cls, doc: dict, toolchain: Toolchain) -> Ssh | None:
+        """The target of a job's keys when they say `on:` (None otherwise)."""
+        return cls(on=doc[ON_KEY], toolchain=toolchain) if doc.get(ON_KEY) else None
+
+    @classmethod
+    def check_key(cls, key: str, value, where: str) -> None:
+        """The value, and the machine asked for its CPUs: a job is being made to run there, and what
+        `nr_task: 50%` means is a share of them (a stored job read for a listing asks nothing)."""
+        machine_cpus(machine_of(value, where))
+
+    def keys(self) -> dict:
+        return {ON_KEY: self.on, **self.toolchain.keys()}
+
+    @property
+    def machine(self) -> Machine:
+        try:
+            return machine_of(self.on, f"key {ON_KEY!r}")
+        except UsageProblem as e:
+            raise PerflabError(str(e)) from None
+
+    def describe(self) -> str:
+        return f"the SSH machine {self.on}"
+
+    def cpus(self) -> int | None:
+        """The machine's CPUs once asked (check_key, where a job to run is made); None before."""
+        return _CPUS.get(self.machine)
+
+    def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
+        super().check(needs, what)
+        self.machine             # the value, and a named machine's settings
+        if shutil.which("ssh") is None:
+            raise PerflabError("ssh not found: an SSH machine is reached with the OpenSSH client "
+                               "(Debian package openssh-client)")
+
+    @contextlib.contextmanager
+    def preparing(self, needs: frozenset[str], what: str) -> Iterator[None]:
+        """Programs built static (the machine has its own C library, or none we know); the CPUs a
+        session sees (will-it-scale's binding) are the machine's."""
+        with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()):
+            yield None
+
+    def share_key(self, needs: frozenset[str], params: dict):
+        """The jobs that run one after another on the machine share one session and run directory."""
+        return ("ssh", self.on)
+
+    @contextlib.contextmanager
+    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
+        machine = self.machine
+        conn = connection(machine)
+        with _session(conn, openings) as (far, shipped, workdirs):
+            facts = _facts(far, machine)
+            yield _FarPlace(far, facts, openings, shipped, workdirs)
+
+    def params(self, params: dict) -> dict:
+        # Where it ran is part of what was measured: never grouped with this machine's figures.
+        return {**params, ON_KEY: self.on}
+
+    def unopened_facts(self) -> dict:
+        return {"ssh_machine": self.on, "testbox": self.on, "host_kernel": os.uname().release}
+
+
+# -- a session on the machine ----------------------------------------------------------
+
+def _programs(openings: list[Opening]) -> tuple[list[str], list[str]]:
+    """The static programs the openings' processes start (host files), and their working directories."""
+    programs: dict[str, None] = {}
+    workdirs: dict[str, None] = {}
+    for o in openings:
+        for round_no in range(o.rounds):
+            for spec in o.session.processes(round_no):
+                if spec.cwd:
+                    workdirs[spec.cwd] = None
+                if HOST_PROGRAMS in o.needs:
+                    continue      # the machine's own programs (cmd's command)
+                for i, word in enumerate(spec.argv):
+                    if not (os.path.isabs(word) and os.path.isfile(word)) or word in programs:
+                        continue
+                    if initramfs.is_static(word):
+                        programs[word] = None
+                    elif i == 0:
+                        raise PerflabError(f"{word} is not a static program: it cannot be shipped to an SSH machine")
+    return list(programs), list(workdirs)
+
+
+def _bootstrap(machine: Machine, files: list[tuple[str, int]], workdirs: int) -> str:
+    """The remote command: a run directory, the files read into it from stdin, the agent run there."""
+    top = shlex.quote(machine.tmpdir) if machine.tmpdir else '"${TMPDIR:-/tmp}"'
+    lines = ["umask 077",
+             f"d=$(mktemp -d {top}/{RUN_PREFIX}XXXXXX) || exit 97",
+             # The run directory goes whatever ends the agent (perflab gone, a signal, OFF).
+             "trap 'rm -rf \"$d\"' EXIT", "trap 'exit 129' HUP", "trap 'exit 130' INT", "trap 'exit 143' TERM",
+             # A word to stderr once perflab's ssh is gone must not kill the shell before its trap runs.
+             "trap '' PIPE",
+             "cd \"$d\" || exit 97"]
+    dirs = sorted({os.path.dirname(name) for name, _ in files if os.path.dirname(name)}
+                  | {f"w/{i}" for i in range(workdirs)})
+    if dirs:
+        lines.append("mkdir -p " + " ".join(shlex.quote(d) for d in dirs) + " || exit 97")
+    # GNU head -c reads exactly that many bytes from a pipe: the next file starts where it stops.
+    lines += [f"head -c {size} > {shlex.quote(name)} && [ $(wc -c < {shlex.quote(name)}) -eq {size} ] || exit 98"
+              for name, size in files]
+    lines.append("chmod 700 " + " ".join(shlex.quote(name) for name, _ in files) + " || exit 98")
+    lines.append(f'./agent --remote "$d" {IDLE_SECONDS}')
+    script = "\n".join(lines)
+    return "exec /bin/sh -c " + shlex.quote(script)
+
+
+def _write_all(fd: int, data: bytes, deadline: float, what: str) -> None:
+    view = memoryview(data)
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SshDown(f"target down: {what}: no progress within the time allowed")
+        _, ready, _ = select.select([], [fd], [], min(left, 1.0))
+        if ready:
+            view = view[os.write(fd, view[:1 << 16]):]
+
+
+@contextlib.contextmanager
+def _session(conn: Connection, openings: list[Opening]):
+    """The agent running in a fresh run directory on the machine: (its Guest-like handle, host
+    program -> its path relative to the run directory, host working directories)."""
+    machine = conn.machine
+    programs, workdirs = _programs(openings)
+    agent = initramfs.build_static("agent", initramfs.AGENT_DIR)
+    launch = initramfs.build_static("launch", executor.LAUNCHER_DIR)
+    shipped = {host: f"bin/{i}/{os.path.basename(host)}" for i, host in enumerate(programs)}
+    files = [("agent", str(agent)), ("launch", str(launch)), *((name, host) for host, name in shipped.items())]
+    contents = [Path(host).read_bytes() for _, host in files]
+    script = _bootstrap(machine, [(name, len(data)) for (name, _), data in zip(files, contents)], len(workdirs))
+    err_path = conn.dir / f"session-{time.monotonic_ns()}.err"
+    err = open(err_path, "wb")
+    process = subprocess.Popen(conn.command(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                               start_new_session=True, preexec_fn=_death_signal, bufsize=0)
+    err.close()
+    channel = _SharedChannel(process.stdin.fileno(), process.stdout.fileno())
+    far = None
+    ticker = None
+    try:
+        started = time.monotonic()
+        try:
+            _write_all(process.stdin.fileno(), b"".join(contents), started + 120 + machine.connect_timeout,
+                       f"shipping perflab's programs to {machine.on}")
+            kind, hello = channel.receive(time.monotonic() + 60 + machine.connect_timeout)
+        except (BrokenPipeError, _Dead):
+            process.wait()
+            said = _last_words(err_path) or f"ssh exited with {process.returncode}"
+            raise SshDown(f"target down: {machine.on}: the run directory and agent did not start: {said}") from None
+        except _Late:
+            raise SshDown(f"target down: {machine.on}: perflab's agent did not say HELLO within "
+                          f"{60 + machine.connect_timeout:g} s") from None
+        said = dict(line.split("=", 1) for line in hello.decode(errors="replace").splitlines() if "=" in line)
+        if kind != "HELLO" or said.get("launcher") != "1" or not said.get("rundir"):
+            raise SshDown(f"target down: {machine.on}: perflab's agent did not start as it should "
+                          f"({kind} {hello[:80]!r})")
+        here = os.uname().machine
+        if said.get("machine") != here:
+            raise SshDown(f"target down: {machine.on} is {said.get('machine')!r}: perflab's programs are built "
+                          f"static for {here} here")
+        far = _Far(VmSpec(kernel=""), process, channel, conn.dir, {}, machine=machine, err_path=err_path,
+                   said=said, started=started)
+        ticker = _Ticker(channel)
+        yield far, shipped, workdirs
+    finally:
+        if ticker is not None:
+            ticker.stop()
+        if far is not None:
+            far.shutdown()            # OFF, BYE; the shell then removes the run directory
+        with contextlib.suppress(ProcessLookupError):
+            if process.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(10)
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        with contextlib.suppress(OSError):
+            err_path.unlink()
+
+
+class _SharedChannel(Channel):
+    """The guest's Channel with a lock on its writes: the ticker writes while a request waits."""
+
+    def __init__(self, write_fd: int, read_fd: int):
+        super().__init__(write_fd, read_fd)
+        self.lock = threading.Lock()
+
+    def send(self, kind: str, payload: bytes = b"") -> None:
+        with self.lock:
+            super().send(kind, payload)
+
+
+class _Ticker:
+    """TICK frames every IDLE/4 s: the agent's watchdog ends it when perflab is silent for IDLE s."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="perflab-ssh-tick", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(IDLE_SECONDS / 4):
+            try:
+                self.channel.send("TICK")
+            except _Dead:
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
+class _Far(Guest):
+    """The guest's executor over ssh's channel: Guest.execute's requests, RESULT frames and
+    readings are the same (its deadlines as under TCG: the machine's clock is real time); only
+    its failures name the machine and ssh."""
+
+    def __init__(self, spec, process, channel, workdir, facts, *, machine: Machine, err_path: Path,
+                 said: dict, started: float):
+        super().__init__(spec, process, channel, workdir, facts)
+        self.machine, self.err_path, self.said, self.started = machine, err_path, said, started
+
+    def console_tail(self, lines: int = 25) -> str:
+        return _last_words(self.err_path, lines)
+
+    def _failure(self, what: str) -> TargetDown:
+        what = (what.replace("the guest died", f"perflab's agent on {self.machine.on} ended")
+                .replace("the guest agent", "perflab's agent").replace("the guest", self.machine.on)
+                .replace("QEMU exited", "ssh exited"))
+        said = _last_words(self.err_path)
+        return SshDown(f"target down: {what}" + (f" (ssh: {said})" if said else ""))
+
+    def shutdown(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(_Dead, _Late, TargetDown):
+                self.channel.send("OFF")
+                self.channel.receive(time.monotonic() + 10)
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()      # end of the agent's stdin: the shell's trap runs
+
+
+def _facts(far, machine: Machine) -> dict:
+    """The machine's facts, read through its agent: the run's environment names it, not this machine."""
+    texts = {path: far.read(path).decode(errors="replace").strip() for path in environment.MACHINE_FILES}
+    far.mounts = far.read("/proc/self/mounts").decode(errors="replace")     # where the run directory is
+
+    def read(path: str) -> str:
+        return texts.get(path) or environment.NA
+
+    said = far.said
+    load = read("/proc/loadavg").split()[:3]
+    name = said.get("hostname") or machine.destination
+    return {
+        "testbox": machine.on if not machine.on.startswith(SCHEME) else name,
+        "hostname": name,
+        "kernel_release": said.get("release", environment.NA),
+        "kernel_version": said.get("version", environment.NA),
+        "arch": said.get("machine", environment.NA),
+        **environment.machine_facts(read),
+        "loadavg_start": " ".join(load) if len(load) == 3 else environment.NA,
+        # perflab's programs ran static: the machine's C library and hwcaps took no part.
+        "libc": f"static, linked on {socket.gethostname()}",
+        "glibc_hwcaps": "n/a (static programs)",
+        "ssh_machine": machine.on,
+        "ssh_destination": machine.destination + (f":{machine.port}" if machine.port else ""),
+        "ssh_session_seconds": f"{time.monotonic() - far.started:.2f}",
+        "controller": socket.gethostname(),
+    }
+
+
+class _FarPlace(Place):
+    """A session on the machine shared by the jobs it was opened for: each job's processes start
+    through the agent, their programs and directories moved into the run directory."""
+
+    def __init__(self, far, facts: dict, openings: list[Opening], shipped: dict[str, str], workdirs: list[str]):
+        super().__init__(self._unadmitted, facts)
+        self.far, self.openings = far, openings
+        rundir = far.said["rundir"]
+        self.moved = {host: f"{rundir}/{name}" for host, name in shipped.items()}
+        self.dirs = {host: f"{rundir}/w/{i}" for i, host in enumerate(workdirs)}
+        self.env = {**DEFAULT_ENV, "HOME": far.said.get("home") or rundir}
+
+    def _unadmitted(self, spec, **kwargs):
+        raise RuntimeError("an SSH machine's processes start through the executor admit() gives")
+
+    def admit(self, index: int) -> RunIn:
+        facts = {**self.facts, "ssh_place_job": str(index + 1), "ssh_place_jobs": str(len(self.openings))}
+        if "workdir" in self.openings[index].session.facts:
+            # Its work directory is in the run directory there: that file system, not this machine's.
+            fstype, mount, options = filesystem_of(self.far.said["rundir"], self.far.mounts)
+            facts.update(workdir=f"{self.far.said['rundir']}/w", workdir_fs=fstype, workdir_mount=mount,
+                         workdir_mount_options=options, workdir_backing="the run directory on the SSH machine")
+        return RunIn(self._run, facts)
+
+    def _path(self, word: str) -> str:
+        if word in self.moved:
+            return self.moved[word]
+        for host, far in self.dirs.items():
+            if word == host or word.startswith(host + "/"):
+                return far + word[len(host):]
+        return word
+
+    def _run(self, spec: ProcessSpec, **kwargs) -> ProcessResult:
+        if spec.cwd and self._path(spec.cwd) == spec.cwd:
+            # A directory none of the sessions named before the place opened: made in the run directory.
+            self.dirs[spec.cwd] = f"{self.far.said['rundir']}/w/{len(self.dirs)}"
+            made = self.far.execute(ProcessSpec(["mkdir", "-p", self.dirs[spec.cwd]], item="mkdir", timeout=60,
+                                                env=self.env))
+            if not made.ok:
+                raise SshDown(f"target down: cannot make a work directory on {self.far.machine.on}")
+        spec = replace(spec, argv=[self._path(w) for w in spec.argv],
+                       cwd=self._path(spec.cwd) if spec.cwd else None,
+                       env=self.env if spec.env is None else spec.env)
+        return self.far.execute(spec, **kwargs)
+

@@ -1,0 +1,220 @@
+"""Jobs on a machine reached over SSH (execution/targets/ssh.py), against a real sshd on 127.0.0.1.
+
+The sshd (tests/services.py) runs, as root, in a UTS namespace of its own with another hostname:
+what the run records of the machine then visibly comes from the far side, not from this one.
+The run directory of a named machine is put under the test's own directory (its `tmpdir`), so
+that what is left behind there is this test's alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from perflab.execution.targets.ssh import IDLE_SECONDS
+from services import ServiceError, SshServer, free_port
+
+FAR_NAME = "perflab-far-box"
+
+
+@pytest.fixture(scope="module")
+def far(tmp_path_factory):
+    """The tests' machine over SSH, named FAR_NAME where it can be (root: a UTS namespace)."""
+    try:
+        server = SshServer(hostname=FAR_NAME)
+        server.start()
+    except (ServiceError, OSError, subprocess.SubprocessError) as e:
+        pytest.fail(f"cannot start sshd: {e}", pytrace=False)     # never a silent skip
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def on_far(cli, far, tmp_path):
+    """`cli` reaching `far`: its ssh config, and a configured machine `far` whose run directories go
+    under tmp_path/far-runs."""
+    runs = tmp_path / "far-runs"
+    runs.mkdir()
+    config = tmp_path / "perflab.toml"
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    cli.env.update(PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config))
+    cli.runs_dir = runs
+    return cli
+
+
+def _facts(cli, run_id: int) -> dict:
+    (text,) = cli.sql("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id WHERE r.id = ?",
+                      (run_id,))[0]
+    return json.loads(text)
+
+
+def _left_behind(runs: Path) -> list[str]:
+    """What of a run is still on the machine: run directories, and processes started from one."""
+    left = [str(p) for p in runs.iterdir()]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for link in ("exe", "cwd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/{link}")
+            except OSError:
+                continue
+            if target.startswith(str(runs)):
+                left.append(f"process {pid} ({link} {target})")
+    return left
+
+
+def _ssh_of(perflab_pid: int) -> list[str]:
+    """ssh processes perflab `perflab_pid` started (their control path names its pid)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith("ssh ") and f"perflab-ssh-{perflab_pid}-" in cmdline:
+            found.append(f"{pid}: {cmdline[:120]}")
+    return found
+
+
+def _until(condition, what: str, timeout: float = 90.0, show=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {timeout:g} s: {show()}")
+
+
+def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, far):
+    cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
+    cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--warmup-time", "0", "--runs", "2",
+        "--on", far.on, "--monitor", "vmstat", timeout=300)
+    (run_id, status, params, monitors), = cli.sql("SELECT id, status, params, monitors FROM run")
+    assert status == "finished"
+    assert json.loads(params)["on"] == far.on
+    ops = cli.sql("SELECT value FROM sample WHERE metric = 'will-it-scale.per_process_ops'")
+    assert len(ops) == 2 and all(v > 0 for (v,) in ops)
+    # The /proc monitors ran there: the machine's /proc, read through the agent.
+    assert json.loads(monitors)["vmstat"]["status"] == "ran"
+    assert json.loads(monitors)["vmstat"]["where"] == f"on the SSH machine {far.on}"
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'vmstat.cpu.us'")[0][0] == 2
+    facts = _facts(cli, run_id)
+    assert facts["ssh_machine"] == far.on
+    assert facts["libc"].startswith("static") and facts["kernel_release"] == os.uname().release
+    # Its work directory is the run directory's there, not this machine's scratch directory.
+    assert facts["workdir_backing"] == "the run directory on the SSH machine"
+    assert "/perflab-run." in facts["workdir"] and facts["workdir_fs"] != "n/a"
+    if far.hostname:
+        # The machine's own word (its uname, through the agent), not this machine's.
+        assert facts["hostname"] == FAR_NAME and facts["testbox"] == FAR_NAME
+        assert facts["controller"] == os.uname().nodename != FAR_NAME
+
+
+def test_a_job_files_cmd_runs_on_the_named_machine_and_leaves_nothing(on_far, far):
+    cli = on_far
+    # The command succeeds only where the machine's name is FAR_NAME (or, without a namespace, anywhere).
+    check = f'test "$(uname -n)" = {FAR_NAME}' if far.hostname else "true"
+    job = cli.tmp / "far.yaml"
+    job.write_text(f"benchmark: cmd\nruns: 3\non: far\nshell: true\ncommand: '{check}'\n")
+    cli("run", job, timeout=300)
+    (run_id, status, params), = cli.sql("SELECT id, status, params FROM run")
+    assert status == "finished" and json.loads(params)["on"] == "far"
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'time.elapsed_time'") == [(3,)]
+    assert _facts(cli, run_id)["ssh_machine"] == "far"
+    assert _until(lambda: not _left_behind(cli.runs_dir), "the run directory removed")
+
+
+def _running(runs: Path, program: str) -> bool:
+    return any(s.startswith("process") and f"/{program}" in s for s in _left_behind(runs))
+
+
+# When: as soon as the run directory is there (the programs may still be arriving: the shell there
+# must still remove it), or while the benchmark runs (the agent must stop it).
+@pytest.mark.parametrize("sig, when", [(signal.SIGINT, "bin/"), (signal.SIGKILL, "bin/"), (signal.SIGKILL, "perflab-run.")])
+def test_ctrl_c_or_kill_9_mid_run_leaves_nothing_on_the_machine(on_far, sig, when):
+    cli = on_far
+    proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
+                     "--runs", "5", "--on", "far")
+    _until(lambda: _running(cli.runs_dir, when), f"a process of {when} on the machine")
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    # Well within the agent's own watchdog (ssh.IDLE_SECONDS): the end of its channel stops it.
+    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
+                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
+    assert _until(lambda: not _ssh_of(proc.pid), "no ssh of perflab's left", show=lambda: _ssh_of(proc.pid))
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130
+        assert cli.sql("SELECT status FROM run") == [("interrupted",)]
+
+
+def test_a_bad_on_value_is_a_one_line_error(cli):
+    for value, needle in (("ssh://bad host", "--on = 'ssh://bad host'"), ("ssh://box:99999", "port"),
+                          ("nosuchbox", "no machine of that name")):
+        proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", value, check=False)
+        assert_one_line_error(proc, needle)
+    # The kernel under test on an SSH machine (kexec) is not built: refused, not run on the host.
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "ssh://box", "--kernel", "/boot/vmlinuz",
+               check=False)
+    assert_one_line_error(proc, "--on with --kernel/--vm")
+    job = cli.tmp / "bad.yaml"
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://-oProxyCommand=x\n")
+    assert_one_line_error(cli("run", job, check=False), f"{job}:3: key 'on'")
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://box\nkernel: debian:6.1.0-47-amd64\n")
+    assert_one_line_error(cli("run", job, check=False), f"{job}:3: key 'on' with key 'kernel'")
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+def test_an_unreachable_machine_fails_the_run_as_target_down_in_one_line(cli):
+    on = f"ssh://root@127.0.0.1:{free_port()}"      # nothing listens there
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--on", on, check=False, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "target down" in lines[0] and on in lines[0], proc.stderr
+    (status, error), = cli.sql("SELECT status, error FROM run")
+    assert status == "failed" and error.startswith("target down: cannot reach")
+
+
+def test_a_bad_machine_in_the_configuration_is_one_line_naming_file_and_key(cli, tmp_path):
+    config = tmp_path / "perflab.toml"
+    for table, needle in (('[machine.box1]\nssh = "perf@box1"\nport = 22\n', "[machine.box1] unknown key 'port'"),
+                          ('[machine.box1]\nssh_config = "~/.ssh/lab"\n', "[machine.box1] has no ssh"),
+                          ('[machine.box1]\nssh = "perf@box1"\ntmpdir = "var/tmp"\n', "tmpdir = 'var/tmp'"),
+                          ('[machine.box1]\nssh = "perf@bad host"\n', "[machine.box1] ssh = 'perf@bad host'")):
+        config.write_text(table)
+        proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "box1", check=False,
+                   env={"PERFLAB_CONFIG": str(config)})
+        assert_one_line_error(proc, str(config), needle)
+
+
+def test_rerun_on_puts_a_stored_job_on_the_machine(cli, far):
+    cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
+    cli("run", "cmd", "--runs", "2", "--", "true")
+    cli("rerun", "1", "--on", far.on, "--tag", "there", timeout=300)
+    rows = cli.sql("SELECT id, tag, status, params, job FROM run ORDER BY id")
+    assert [(r[0], r[1], r[2]) for r in rows] == [(1, None, "finished"), (2, "there", "finished")]
+    assert "on" not in json.loads(rows[0][3]) and json.loads(rows[1][3])["on"] == far.on
+    assert json.loads(rows[1][4])["on"] == far.on       # the stored job says where it ran
+    assert _facts(cli, 2)["ssh_machine"] == far.on and "ssh_machine" not in _facts(cli, 1)
+
+
+def test_an_agent_killed_on_the_machine_fails_the_run_as_target_down_and_leaves_nothing(on_far):
+    cli = on_far
+    proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
+                     "--runs", "3", "--on", "far")
+    _until(lambda: _running(cli.runs_dir, "bin/"), "the benchmark started")
+    agent = next(s.split()[1] for s in _left_behind(cli.runs_dir) if s.startswith("process") and s.endswith("/agent)"))
+    os.kill(int(agent), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in err
+    assert "target down: perflab's agent on far ended while running 'getppid1'" in err
+    assert cli.sql("SELECT status FROM run") == [("failed",)]
+    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
+                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
