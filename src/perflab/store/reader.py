@@ -40,7 +40,7 @@ RUN_COLUMNS = ("id", "uuid", "testbox_id", "environment_id", "benchmark", "name"
                "dirty", "started", "finished", "status", "comment", "error", "host", "pid", "pid_start", "job",
                "monitors")
 RunRow = namedtuple("RunRow", (*RUN_COLUMNS, "box", "environment"))
-_JSON = {RUN_COLUMNS.index(c) for c in ("params", "job", "monitors")} | {len(RUN_COLUMNS) + 1}
+_JSON = [*(RUN_COLUMNS.index(c) for c in ("params", "job", "monitors")), len(RUN_COLUMNS) + 1]
 _TIMES = {RUN_COLUMNS.index(c) for c in ("started", "finished")}
 _DIRTY = RUN_COLUMNS.index("dirty")
 
@@ -68,20 +68,33 @@ def _time(value):
     return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
-def _json(value):
-    """A JSON column: SQLite keeps text, psycopg decodes it already."""
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
+def _run_rows(rows: list[tuple]) -> list[RunRow]:
+    """Rows of run with the values SQLAlchemy's types gave: JSON decoded, times and booleans.
 
+    Equal JSON text is decoded once per query: the store keeps one environment for all runs of
+    an unchanged machine, and a thousand runs of one job have one params and job text (decoding
+    each cost `perflab log` 25 ms of its 100). So rows of one query may share a decoded dict:
+    they are records to read, never changed in place."""
+    decoded: dict = {}
 
-def _run_row(row: tuple) -> RunRow:
-    values = list(row)
-    for i in _JSON:
-        values[i] = _json(values[i])
-    for i in _TIMES:
-        values[i] = _time(values[i])
-    if values[_DIRTY] is not None:
-        values[_DIRTY] = bool(values[_DIRTY])
-    return RunRow._make(values)
+    def value(text):
+        if not isinstance(text, (str, bytes)):
+            return text   # NULL, or psycopg's own decoding
+        if text not in decoded:
+            decoded[text] = json.loads(text)
+        return decoded[text]
+
+    out = []
+    for row in rows:
+        values = list(row)
+        for i in _JSON:
+            values[i] = value(values[i])
+        for i in _TIMES:
+            values[i] = _time(values[i])
+        if values[_DIRTY] is not None:
+            values[_DIRTY] = bool(values[_DIRTY])
+        out.append(RunRow._make(values))
+    return out
 
 
 class RunQueries:
@@ -111,7 +124,7 @@ class RunQueries:
     def _runs(self, where: list[str], params: list, tail: str = "") -> list[RunRow]:
         # an import not yet complete is invisible
         sql = f"{_RUNS} WHERE {' AND '.join([f'run.status != {self._mark}', *where])}{tail}"
-        return [_run_row(r) for r in self._query(sql, [IMPORTING, *params])]
+        return _run_rows(self._query(sql, [IMPORTING, *params]))
 
     def get_run(self, run_id: int | str) -> RunRow:
         from perflab.core.text import printable
