@@ -116,14 +116,14 @@ def main() -> int:
             command = " ".join([PERFLAB, *argv])
             subprocess.run(["hyperfine", "--style", "none", "--shell", "none", "--warmup", "3", "--runs",
                             str(args.runs), "--export-json", out, command], env=env, check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             with open(out) as f:
                 (result,) = json.load(f)["results"]
             rows.append((label, result["median"], budget, result["user"] + result["system"], min(result["times"])))
         load_after = os.getloadavg()
-    print(f"{'command':20} {'median':>8} {'budget':>7} {'ratio':>6} {'min':>8} {'cpu':>8}")
+    print(f"{'command':26} {'median':>8} {'budget':>7} {'ratio':>6} {'min':>8} {'cpu':>8}")
     for label, median, budget, cpu, least in rows:
-        print(f"{'perflab ' + label:20} {median:8.3f} {budget:7.2f} {median / budget:6.2f} {least:8.3f} {cpu:8.3f}")
+        print(f"{'perflab ' + label:26} {median:8.3f} {budget:7.2f} {median / budget:6.2f} {least:8.3f} {cpu:8.3f}")
     print(f"seconds: hyperfine median and min wall time of {args.runs} runs, mean user+sys CPU; "
           f"load average {' '.join(f'{x:.2f}' for x in load_before)} before, "
           f"{' '.join(f'{x:.2f}' for x in load_after)} after ({os.cpu_count()} CPUs)")
