@@ -83,11 +83,11 @@ def test_help_log_show_and_compare_load_only_what_they_use(tmp_path):
     loaded, out = _modules(env, "show", str(ids[1]))
     assert "FAILED    part: exited 3" in out and "monitor   vmstat" in out
     assert not loaded & {"sqlalchemy", "alembic", "scipy", "pydantic", "yaml"}, loaded & set(HEAVY)
-    # compare: numpy and scipy for its statistics, the family (pydantic) for which parameters only
-    # change a run's duration (perflab.analysis.selection.params_key)
+    # compare: numpy for its statistics, the family (pydantic) for which parameters only change a
+    # run's duration (perflab.analysis.selection.params_key); Student's t without scipy
     loaded, out = _modules(env, "compare", "base", "head")
     assert "time.elapsed_time" in out
-    assert not loaded & {"sqlalchemy", "alembic"}, loaded & set(HEAVY)
+    assert not loaded & {"sqlalchemy", "alembic", "scipy"}, loaded & set(HEAVY)
 
 
 def test_the_top_level_page_lists_each_commands_first_paragraph():
@@ -191,3 +191,25 @@ def test_the_reader_leaves_to_the_store_what_it_cannot_read_plainly(tmp_path, wh
         con.close()
     assert open_reader(f"sqlite:///{db}" if why == "a URL" else str(db)) is None
     assert db.exists() == (why != "missing")   # nothing created: the Store creates a new store
+
+
+def test_compares_t_distribution_is_scipys_on_either_side_of_its_switch():
+    """perflab.stats.compare takes Student's t from perflab.stats.student_t below SCIPY_FROM
+    elements and from scipy.special above: the same figures either way."""
+    import numpy as np
+    from scipy import special
+
+    from perflab.stats import compare
+
+    rng = np.random.default_rng(47)
+    df = np.concatenate([rng.uniform(1, 40, 300), rng.uniform(40, 1e4, 100), [1.0, 2.5, np.inf, np.nan, 0.0]])
+    t = np.concatenate([rng.normal(0, 4, 400), [np.inf, -np.inf, 0.0, 1.0, 1.0]])
+    p = np.concatenate([rng.uniform(0.5, 1, 400), [0.975, 0.9, 0.95, 0.975, 0.975]])
+    assert df.size < compare.SCIPY_FROM
+    for ours, theirs in ((compare._stdtr(df, t), special.stdtr(df, t)),
+                         (compare._stdtr(df, -t), special.stdtr(df, -t)),
+                         (compare._stdtrit(df, p), special.stdtrit(df, p))):
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=0)
+    big = np.full(compare.SCIPY_FROM, 7.0)
+    np.testing.assert_allclose(compare._stdtrit(big, 0.975), special.stdtrit(big, 0.975), rtol=0)
