@@ -44,6 +44,7 @@ def _plant(target: str) -> list[int]:
                               + [Sample("time.exit_status", 0, "", 0)])
         if i == 1:
             store.set_run_monitors(rid, {"vmstat": {"options": {"interval": 1}, "status": "ok"}})
+            store.add_monitor_series(rid, "vmstat", 0, [(None, 0.5, {"us": 10.0}), (1, 1.0, {"us": 12.5, "sy": 1.0})])
             store.add_failure(rid, "part", "exited 3")
         store.finish_run(rid, "finished")
         ids.append(rid)
@@ -155,6 +156,13 @@ def test_the_run_queries_give_what_sqlalchemy_gives(store_url):
         assert [(f.run_id, f.item, f.message) for f in r.failures(ids)] == [(ids[1], "part", "exited 3")]
         assert r.run_names() == (["cmd"], ["true"], 1)
         assert len(r.samples(ids)) == 3 * 3 * 4
+        assert r.sample_counts(ids) == {i: 12 for i in ids} and r.sample_counts([]) == {}
+        assert _means([(k, *v) for k, v in r.metric_sums(ids, TIMES[:1]).items()]) == _means(
+            [((i, TIMES[0]), sum(0.001 * (1 + n + rep / 10) for rep in range(3)), 3) for n, i in enumerate(ids)])
+        assert r.metric_values(ids[:1], TIMES[:1]) == {(ids[0], TIMES[0]): [0.001, 0.0011, 0.0012]}
+        assert [tuple(x) for x in r.monitor_series(ids, "vmstat")] == [
+            (ids[1], "vmstat", 0, None, 0.5, {"us": 10.0}), (ids[1], "vmstat", 0, 1, 1.0, {"us": 12.5, "sy": 1.0})]
+        assert r.monitor_series(ids, "perf-stat") == [] and r.monitor_series([]) == []
 
 
 def test_a_reading_command_still_reaps_a_run_whose_process_is_gone(cli):

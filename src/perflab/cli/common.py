@@ -36,8 +36,9 @@ def db_option(f):
 
 
 def get_store(db: str | None = None, *, reading: bool = False) -> Store:
-    """The store of --db; with `reading`, for a command that only reads runs and samples
-    (log, show), an SQLite store may open without SQLAlchemy (perflab.store.reader)."""
+    """The store of --db; with `reading`, for a command that only reads runs, samples and
+    monitor series (log, runs, show, compare, detect, export, report), an SQLite store may
+    open without SQLAlchemy (perflab.store.reader)."""
     from perflab.execution.filesystem import cleanup_stale
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)

@@ -241,7 +241,7 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
     from rich.text import Text
 
     since_time = parse_since(since)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time, status=status)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since or status))
     counts = store.sample_counts([r.id for r in rows])
