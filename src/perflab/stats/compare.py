@@ -43,6 +43,7 @@ so that 10,000 metrics compare in a fraction of a second.
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -57,16 +58,26 @@ from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE
 # Student's t: perflab.stats.student_t (the math module) for the few metrics of an everyday
 # comparison, where importing scipy.special would cost `perflab compare` 0.18 s of its 0.4
 # (issue 47); scipy's ufuncs from SCIPY_FROM elements on, where a quantile each in Python
-# (~40 us) would cost more than the import. The two agree to 1e-13 (tests/test_student_t.py).
-SCIPY_FROM = 2000
+# (~40 us) would cost more than the import, and whenever scipy.special is loaded already (a
+# process that compares thousands of times: its ufuncs then cost nothing more). The two agree
+# to 1e-13 (tests/test_student_t.py, tests/test_startup.py).
+SCIPY_FROM = 500
+
+
+def _special(size: int):
+    """scipy.special where it is the cheaper way to `size` elements, else None."""
+    if size >= SCIPY_FROM or "scipy.special" in sys.modules:
+        from scipy import special
+
+        return special
+    return None
 
 
 def _stdtr(df, t) -> np.ndarray:
     """P(T <= t) per element (scipy.special.stdtr)."""
     df, t = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(t, dtype=float))
-    if df.size >= SCIPY_FROM:
-        from scipy import special
-
+    special = _special(df.size)
+    if special is not None:
         return special.stdtr(df, t)
     return np.array([student_t.cdf(d, x) for d, x in zip(df.ravel().tolist(), t.ravel().tolist())],
                     dtype=float).reshape(df.shape)
@@ -75,9 +86,8 @@ def _stdtr(df, t) -> np.ndarray:
 def _stdtrit(df, p) -> np.ndarray:
     """The t with P(T <= t) = p per element (scipy.special.stdtrit)."""
     df, p = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(p, dtype=float))
-    if df.size >= SCIPY_FROM:
-        from scipy import special
-
+    special = _special(df.size)
+    if special is not None:
         return special.stdtrit(df, p)
     return np.array([student_t.quantile(d, q) for d, q in zip(df.ravel().tolist(), p.ravel().tolist())],
                     dtype=float).reshape(df.shape)
