@@ -18,9 +18,12 @@ the mean user+system CPU time of the process, which the machine's other work dis
 less than wall time (waiting for a core is not CPU time); the load average before and
 after. Wall figures from a busy machine say little: re-measure on a quiet one.
 
-    .venv/bin/python tools/bench/startup.py [--runs 20] [--keep DIR] [--store DIR]
+    .venv/bin/python tools/bench/startup.py [--runs 20] [--keep DIR] [--store DIR] [--against REV]
 
 --keep DIR keeps the store (DIR/perflab.db) for another round; --store DIR reuses it.
+--against REV also times src/ of git revision REV (`git archive`, run with PYTHONPATH set to
+it) on the same store, each command's two trees in one hyperfine call, and prints the ratio
+of the CPU times this/that (a revision whose schema is older than the store's refuses it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -36,6 +40,7 @@ import tempfile
 import uuid
 
 PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shutil.which("perflab")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = 1000
 TAGGED = 5   # runs per tag compared
 BUDGETS = {   # label -> (argv after `perflab`, budget in seconds)
@@ -85,6 +90,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20, help="timed runs of each command (hyperfine --runs; default 20)")
     ap.add_argument("--keep", metavar="DIR", help="make the store in DIR and keep it")
     ap.add_argument("--store", metavar="DIR", help="time on the store a --keep left in DIR")
+    ap.add_argument("--against", metavar="REV", help="also time git revision REV's src/ (e.g. 1c0eda1, before issue 47)")
     args = ap.parse_args()
     if not PERFLAB:
         print("startup: no perflab next to this interpreter or on PATH", file=sys.stderr)
@@ -109,25 +115,41 @@ def main() -> int:
         listed = _perflab("log", env=env).stdout.count("\n") - 2
         print(f"{PERFLAB}; store {env['PERFLAB_DB']}: {listed} runs; Python {sys.version.split()[0]}, "
               f"{os.cpu_count()} CPUs")
+        commands = {"this": [PERFLAB]}
+        if args.against:
+            that = os.path.join(tmp, "against")
+            os.makedirs(that, exist_ok=True)
+            archive = subprocess.run(["git", "-C", ROOT, "archive", args.against, "src"], capture_output=True)
+            if archive.returncode != 0:
+                print(f"startup: git archive {args.against}: {archive.stderr.decode(errors='replace').strip()}",
+                      file=sys.stderr)
+                return 2
+            subprocess.run(["tar", "-x", "-C", that], input=archive.stdout, check=True)
+            code = "import sys; sys.argv[0] = 'perflab'; from perflab.cli import entry; entry()"
+            commands["that"] = ["env", f"PYTHONPATH={that}/src", sys.executable, "-c", code]
         load_before = os.getloadavg()
         rows = []
         for label, (argv, budget) in BUDGETS.items():
             out = os.path.join(tmp, "hyperfine.json")
-            command = " ".join([PERFLAB, *argv])
             subprocess.run(["hyperfine", "--style", "none", "--shell", "none", "--warmup", "3", "--runs",
-                            str(args.runs), "--export-json", out, command], env=env, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            str(args.runs), "--export-json", out,
+                            *(shlex.join([*launcher, *argv]) for launcher in commands.values())],
+                           env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             with open(out) as f:
-                (result,) = json.load(f)["results"]
-            rows.append((label, result["median"], budget, result["user"] + result["system"], min(result["times"])))
+                results = json.load(f)["results"]
+            cpu = [r["user"] + r["system"] for r in results]
+            rows.append((label, results[0]["median"], budget, cpu[0], min(results[0]["times"]),
+                         cpu[0] / cpu[1] if len(cpu) > 1 else None, results[-1]["median"]))
         load_after = os.getloadavg()
-    print(f"{'command':26} {'median':>8} {'budget':>7} {'ratio':>6} {'min':>8} {'cpu':>8}")
-    for label, median, budget, cpu, least in rows:
-        print(f"{'perflab ' + label:26} {median:8.3f} {budget:7.2f} {median / budget:6.2f} {least:8.3f} {cpu:8.3f}")
+    against = f"   {args.against + ' median':>14} {'cpu this/that':>13}" if args.against else ""
+    print(f"{'command':26} {'median':>8} {'budget':>7} {'ratio':>6} {'min':>8} {'cpu':>8}{against}")
+    for label, median, budget, cpu, least, cpu_ratio, that_median in rows:
+        tail = f"   {that_median:14.3f} {cpu_ratio:13.2f}" if args.against else ""
+        print(f"{'perflab ' + label:26} {median:8.3f} {budget:7.2f} {median / budget:6.2f} {least:8.3f} {cpu:8.3f}{tail}")
     print(f"seconds: hyperfine median and min wall time of {args.runs} runs, mean user+sys CPU; "
           f"load average {' '.join(f'{x:.2f}' for x in load_before)} before, "
           f"{' '.join(f'{x:.2f}' for x in load_after)} after ({os.cpu_count()} CPUs)")
-    return 0 if all(median <= budget for _, median, budget, _, _ in rows) else 1
+    return 0 if all(row[1] <= row[2] for row in rows) else 1
 
 
 if __name__ == "__main__":
