@@ -151,6 +151,7 @@ def test_the_run_queries_give_what_sqlalchemy_gives(store_url):
         assert r.find_runs(ids=[]) == [] and r.find_runs(uuids=[]) == []
         assert tuple(r.get_run(f"#{ids[2]}")) == runs[2]
         assert r.get_run(ids[2]).dirty is True and r.get_run(ids[2]).started.year >= 2026
+        assert r.get_run(ids[2])._mapping["box"] == "box1"   # as SQLAlchemy's Row answers
         assert _means(r.log_rows(metrics=TIMES)) == _means(log)
         assert _means(r.log_rows(tag="head", since=runs[0][RUN_COLUMNS.index("started")])) == _means(log[2:])
         assert [(f.run_id, f.item, f.message) for f in r.failures(ids)] == [(ids[1], "part", "exited 3")]

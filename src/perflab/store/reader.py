@@ -39,7 +39,15 @@ MAX_RUN_ID = 2**63 - 1
 RUN_COLUMNS = ("id", "uuid", "testbox_id", "environment_id", "benchmark", "name", "params", "tag", "commit",
                "dirty", "started", "finished", "status", "comment", "error", "host", "pid", "pid_start", "job",
                "monitors")
-RunRow = namedtuple("RunRow", (*RUN_COLUMNS, "box", "environment"))
+
+
+def _row(name: str, fields) -> type:
+    """A row type: a named tuple that also answers `row._mapping[column]`, as SQLAlchemy's Row does."""
+    base = namedtuple(name, fields)
+    return type(name, (base,), {"__slots__": (), "_mapping": property(lambda self: dict(zip(self._fields, self)))})
+
+
+RunRow = _row("RunRow", (*RUN_COLUMNS, "box", "environment"))
 _JSON = [*(RUN_COLUMNS.index(c) for c in ("params", "job", "monitors")), len(RUN_COLUMNS) + 1]
 _TIMES = {RUN_COLUMNS.index(c) for c in ("started", "finished")}
 _DIRTY = RUN_COLUMNS.index("dirty")
@@ -53,15 +61,15 @@ def _columns(names) -> str:
 _RUNS = (f"SELECT {_columns(RUN_COLUMNS)}, "
          "testbox.name AS box, environment.facts AS environment FROM run "
          "JOIN testbox ON testbox.id = run.testbox_id JOIN environment ON environment.id = run.environment_id")
-FailureRow = namedtuple("FailureRow", ("run_id", "item", "message"))
-SeriesRow = namedtuple("SeriesRow", ("run_id", "monitor", "repetition", "process", "t", "values"))
+FailureRow = _row("FailureRow", ("run_id", "item", "message"))
+SeriesRow = _row("SeriesRow", ("run_id", "monitor", "repetition", "process", "t", "values"))
 _LOG_FIELDS = ("id", "started", "status", "tag", "commit", "dirty", "comment", "name", "benchmark")
 
 
 @lru_cache(maxsize=None)
 def _log_row(metrics: int):
     """The row type of `log_rows` with `metrics` means (m0, m1, ...)."""
-    return namedtuple("LogRow", (*_LOG_FIELDS, *(f"m{i}" for i in range(metrics))))
+    return _row("LogRow", (*_LOG_FIELDS, *(f"m{i}" for i in range(metrics))))
 
 
 def _time(value):
