@@ -227,3 +227,32 @@ def test_compares_t_distribution_is_scipys_on_either_side_of_its_switch(monkeypa
     assert compare._special(compare.SCIPY_FROM) is not None
     monkeypatch.undo()
     assert compare._special(1) is special
+
+
+@pytest.mark.parametrize("user_setting", [None, "2"])
+def test_numpy_is_loaded_with_one_blas_thread_and_the_environment_is_left_alone(tmp_path, user_setting):
+    """perflab's commands load numpy with OpenBLAS on one thread (its spinning threads cost
+    `show` half its time on a busy machine), without leaving OPENBLAS_NUM_THREADS in the
+    environment a benchmark inherits, and a user's own setting wins."""
+    db = str(tmp_path / "perflab.db")
+    ids = _plant(db)
+    script = ("import contextlib, io, json, os, sys\n"
+              "from perflab.cli import main\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              "    rc = main(['show', sys.argv[1]])\n"
+              "print(json.dumps(['numpy' in sys.modules, len(os.listdir('/proc/self/task')),\n"
+              "                  os.environ.get('OPENBLAS_NUM_THREADS')]))\n"
+              "sys.exit(rc)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    env.update(PERFLAB_DB=db, PERFLAB_FS_STATE_DIR=str(tmp_path / "fs"))
+    if user_setting:
+        env["OPENBLAS_NUM_THREADS"] = user_setting
+    proc = subprocess.run([sys.executable, "-c", script, str(ids[0])], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    numpy_loaded, threads, setting = json.loads(proc.stdout)
+    assert numpy_loaded
+    if user_setting:
+        assert setting == user_setting   # left to OpenBLAS (which may cap it at the cores there are)
+    else:
+        assert (threads, setting) == (1, None)
