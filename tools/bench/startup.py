@@ -87,7 +87,8 @@ def plant(tmp: str, env: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=20, help="timed runs of each command (hyperfine --runs; default 20)")
+    ap.add_argument("--runs", "--rounds", type=int, default=20,
+                    help="timed runs of each command (hyperfine --runs; default 20)")
     ap.add_argument("--keep", metavar="DIR", help="make the store in DIR and keep it")
     ap.add_argument("--store", metavar="DIR", help="time on the store a --keep left in DIR")
     ap.add_argument("--against", metavar="REV", help="also time git revision REV's src/ (e.g. 1c0eda1, before issue 47)")
