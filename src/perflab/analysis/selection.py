@@ -15,9 +15,12 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError
-from perflab.store import Store
+
+if TYPE_CHECKING:
+    from perflab.store import Store   # SQLAlchemy: not for reading a store (perflab.store.reader)
 
 # Runs whose samples are real measurements (an interrupted run's completed
 # repetitions are; a failed run may hold only the repetition that failed).

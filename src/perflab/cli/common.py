@@ -35,13 +35,24 @@ def db_option(f):
                         help="Store URL or SQLite path (overrides the global --db and $PERFLAB_DB).")(f)
 
 
-def get_store(db: str | None = None) -> Store:
+def get_store(db: str | None = None, *, reading: bool = False) -> Store:
+    """The store of --db; with `reading`, for a command that only reads runs, samples and
+    monitor series (log, runs, show, compare, detect, export, report), an SQLite store may
+    open without SQLAlchemy (perflab.store.reader)."""
     from perflab.execution.filesystem import cleanup_stale
-    from perflab.store import open_store   # SQLAlchemy: only for the commands that open the store
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)
     ctx = click.get_current_context()
     target = db or (ctx.find_root().obj or {}).get("db")
+    if reading:
+        from perflab.store.basics import default_url
+        from perflab.store.reader import open_reader
+
+        reader = open_reader(target or default_url())
+        if reader is not None:
+            return reader
+    from perflab.store import open_store   # SQLAlchemy: only for the commands that need it
+
     store = open_store(target)
     store.reap_dead_runs()
     return store

@@ -91,7 +91,7 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
         from perflab.report.plots import check_path
 
         check_path(plot)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=since_time, metrics=TIMES)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since))
     scale = 1.0 / per if per else 1.0
@@ -270,7 +270,7 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
     from rich.text import Text
 
     since_time = parse_since(since)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time, status=status)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since or status))
     counts = store.sample_counts([r.id for r in rows])
@@ -306,7 +306,7 @@ def show_cmd(run_id, with_monitors, db) -> None:
     from perflab.monitors import MONITORS, monitor_of
     from perflab.monitors.windows import TEXT, run_windows
 
-    store = get_store(db)
+    store = get_store(db, reading=True)
     run = store.get_run(run_id)
     from perflab.analysis.run_summary import metric_summaries
 

@@ -43,16 +43,55 @@ so that 10,000 metrics compare in a fraction of a second.
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special   # stdtr/stdtrit: scipy.stats would cost 0.7 s more to import
 
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
-from perflab.stats import exact as _exact
+from perflab.stats import exact as _exact, student_t
 from perflab.stats.descriptive import Summary, summarize, summarize_rows as _summaries
 from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE, REGRESSION  # noqa: F401 (re-exported)
+
+
+# Student's t: perflab.stats.student_t (the math module) for the few metrics of an everyday
+# comparison, where importing scipy.special would cost `perflab compare` 0.18 s of its 0.4
+# (issue 47); scipy's ufuncs from SCIPY_FROM elements on, where a quantile each in Python
+# (~40 us) would cost more than the import, and whenever scipy.special is loaded already (a
+# process that compares thousands of times: its ufuncs then cost nothing more). The two agree
+# to 1e-13 (tests/test_student_t.py, tests/test_startup.py).
+SCIPY_FROM = 500
+
+
+def _special(size: int):
+    """scipy.special where it is the cheaper way to `size` elements, else None."""
+    if size >= SCIPY_FROM or "scipy.special" in sys.modules:
+        from scipy import special
+
+        return special
+    return None
+
+
+def _stdtr(df, t) -> np.ndarray:
+    """P(T <= t) per element (scipy.special.stdtr)."""
+    df, t = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(t, dtype=float))
+    special = _special(df.size)
+    if special is not None:
+        return special.stdtr(df, t)
+    return np.array([student_t.cdf(d, x) for d, x in zip(df.ravel().tolist(), t.ravel().tolist())],
+                    dtype=float).reshape(df.shape)
+
+
+def _stdtrit(df, p) -> np.ndarray:
+    """The t with P(T <= t) = p per element (scipy.special.stdtrit)."""
+    df, p = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(p, dtype=float))
+    special = _special(df.size)
+    if special is not None:
+        return special.stdtrit(df, p)
+    return np.array([student_t.quantile(d, q) for d, q in zip(df.ravel().tolist(), p.ravel().tolist())],
+                    dtype=float).reshape(df.shape)
+
 
 # FDR groups: a comparison's own metrics (primary, secondary) and its monitors' counters
 # (perflab.analysis.comparison decides which metric is in which).
@@ -147,8 +186,8 @@ def _welch(a: np.ndarray, b: np.ndarray):
     degenerate = se == 0  # both sides constant: the difference is exact
     df = np.where(degenerate, 1.0, df)
     t = np.where(degenerate, np.where(diff > 0, np.inf, np.where(diff < 0, -np.inf, 0.0)), t)
-    p_up = special.stdtr(df, -t)    # evidence that b > a (Student's t upper tail)
-    p_down = special.stdtr(df, t)   # evidence that b < a
+    p_up = _stdtr(df, -t)    # evidence that b > a (Student's t upper tail)
+    p_down = _stdtr(df, t)   # evidence that b < a
     p_up = np.where(degenerate & (diff == 0), 1.0, p_up)
     p_down = np.where(degenerate & (diff == 0), 1.0, p_down)
     return ma, diff, se, df, p_up, p_down
@@ -157,7 +196,7 @@ def _welch(a: np.ndarray, b: np.ndarray):
 def _interval(diff, se, df, scale, logged, tail):
     """Bounds of the relative change, each end a one-sided (1 - tail) bound."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        half = np.where(se == 0, 0.0, special.stdtrit(df, 1 - tail) * se)
+        half = np.where(se == 0, 0.0, _stdtrit(df, 1 - tail) * se)
         lo = np.where(logged, np.expm1(diff - half), (diff - half) / scale)
         hi = np.where(logged, np.expm1(diff + half), (diff + half) / scale)
     return lo, hi
@@ -394,7 +433,7 @@ def _detectable(se, df, scale, logged, alpha: float) -> np.ndarray:
     out = np.full(se.shape, np.inf)
     ok = np.isfinite(se) & np.isfinite(df) & (df > 0)
     if ok.any():
-        delta = (special.stdtrit(df[ok], 1 - alpha / 2) + special.stdtrit(df[ok], POWER)) * se[ok]
+        delta = (_stdtrit(df[ok], 1 - alpha / 2) + _stdtrit(df[ok], POWER)) * se[ok]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             out[ok] = np.where(logged[ok], np.expm1(delta), delta / scale[ok])
     out[~np.isfinite(out)] = np.inf
