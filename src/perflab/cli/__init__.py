@@ -70,7 +70,7 @@ COMMAND_SUMMARIES: dict[str, str] = {
               'change by counting base and head (valgrind instructions; icount for a kernel): code path, '
               "timing only, or not reproduced. --out/--to: the robot's mail for it."),
     'serve': 'Serve the dashboard, read-only: boxes and queues, recent runs and regressions, the HTML report.',
-    'show': 'Every sample of a run and its summary (n, mean, median, stddev, CoV, min, max).',
+    'show': 'Every sample of a run and its summary (n, figure, median, stddev, CoV, min, max).',
     'submit': 'Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.',
     'worker': 'Run the atomic jobs queued for BOX, one at a time, into the store (--db).',
 }

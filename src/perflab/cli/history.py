@@ -138,7 +138,7 @@ def _kernel_labels(listed: dict) -> dict[int, str | None]:
     (analysis.naming.variant_labels: `6.1.0-56 amd64 mitigations=off`)."""
     from perflab.analysis import naming, variant
 
-    variants = {rid: variant.of(run) for rid, run in listed.items()}
+    variants = {rid: variant.of(run, with_params=False) for rid, run in listed.items()}
     kinds = {v.identity[3:]: v for v in variants.values()}   # target, kernel, file system, compiler
     if len(kinds) < 2:
         return {rid: (run.environment or {}).get("kernel_release") for rid, run in listed.items()}
@@ -155,7 +155,7 @@ def _ordered(rows, listed: dict, order: str | None) -> list:
 
     from perflab.analysis import variant
 
-    variants = {rid: variant.of(run) for rid, run in listed.items()}
+    variants = {rid: variant.of(run, with_params=False) for rid, run in listed.items()}
     if order is None:
         guests = all(rid in variants and variants[rid].target.guest for rid in (r.id for r in rows))
         order = "kernel" if rows and guests and len({env(r.id).get("kernel_release") for r in rows}) > 1 else "time"

@@ -95,7 +95,7 @@ class InsnProfile(Monitor):
     Options = InsnProfileOptions
     sampled = False
     runs_in = frozenset({"qemu"})
-    window = windows.MEASURED        # where the harness marks it (window: auto), else the process's life
+    # window (monitors.windows.DECLARED): where the harness marks it (window: auto), else the process's life
 
     def __init__(self, options: InsnProfileOptions):
         super().__init__(options)

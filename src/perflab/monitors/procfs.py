@@ -148,7 +148,6 @@ class ProcStat(ProcfsMonitor):
                "proc-stat.intr, proc-stat.softirq, proc-stat.processes (deltas, and .per_s), "
                "proc-stat.procs_running, proc-stat.procs_blocked (means)")
     GAUGES = frozenset({"procs_running", "procs_blocked"})
-    tick_sampled = ("cpu.",)        # /proc/stat's cpu line: USER_HZ ticks, each charged to what ran
 
     def read(self):
         return read_proc_stat()
@@ -227,7 +226,7 @@ class Vmstat(ProcfsMonitor):
     summary = "vmstat(8)'s columns (procs, memory, swap, io, system, cpu), read from /proc"
     records = ("vmstat.procs.r|b, vmstat.memory.swpd|free|buff|cache (KiB), vmstat.swap.si|so, vmstat.io.bi|bo "
                "(KiB/s), vmstat.system.in|cs (/s), vmstat.cpu.us|sy|id|wa|st (%); all means over the timed part")
-    VMSTAT_KEYS, tick_sampled = ("pswpin", "pswpout", "pgpgin", "pgpgout"), ("cpu.",)   # us/sy/.. from ticks
+    VMSTAT_KEYS = ("pswpin", "pswpout", "pgpgin", "pgpgout")
     MEM_KEYS = ("MemFree", "Buffers", "Cached", "SReclaimable", "SwapTotal", "SwapFree")
     COUNTERS = frozenset({*(f"cpu.{f}" for f in CPU_FIELDS), "intr", "ctxt", *VMSTAT_KEYS})
 
