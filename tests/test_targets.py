@@ -65,7 +65,7 @@ class Counter(Instrument):
     """Wraps each recorded process in `counter --` and reports one figure per process."""
 
     name = "counter"
-    runs_in = frozenset({"host", "elsewhere"})
+    requires = frozenset()       # it wraps argv: any place that takes a wrapper
 
     def attach(self, what, warn=lambda message: None, target=None) -> Watch:
         return _CounterWatch()
