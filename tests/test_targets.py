@@ -371,7 +371,7 @@ def test_target_options_are_refused_in_one_line_where_they_cannot_go(wrapped, tm
     assert "--wrap 'no-such-wrapper-here': expected a command on PATH" in err
     rc, _, err = _perflab(["--db", db, "run", "cmd", "--wrap", "env", "--kernel", "/boot/vmlinuz", "--", "true"])
     assert rc != 0 and len(err.strip().splitlines()) == 1
-    assert "--kernel with --wrap: a job runs in one place" in err
+    assert "--kernel/--vm with --wrap: a job runs in one place" in err
     for command in (["bisect", "--repo", str(tmp_path)], ["series", "--repo", ".", "--mbox", "x"],
                     ["robot", "--repo", str(tmp_path), "--job", "x.yaml"]):
         rc, _, err = _perflab(["--db", db, *command, "--on", "ssh://box"])

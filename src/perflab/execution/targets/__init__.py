@@ -26,11 +26,13 @@ the run failed with a BootFailure and goes on with the other jobs.
 What a family needs of the place it runs in (`Family.needs`) and what a target offers are
 words from CAPABILITIES: the refusal is one line built from both (`refusal`).
 
-Targets registered in REGISTERED read their own job keys (`job_keys`, `from_keys`) and declare
-their own command-line options (`options`, one TargetOption each, which the CLI turns into its
-options once for every command that runs jobs): adding one is a module here and a line in
-REGISTERED (docs/architecture.md, "Adding a target"). Host and Qemu are read by
-perflab.jobs.job.target_of as they always were.
+The targets registered in REGISTERED (Ssh, Qemu) read their own job keys (`job_keys`,
+`from_keys`) and declare their own command-line options (`options`, one TargetOption each, made
+into click options once for every command that runs jobs: perflab.cli.common.target_options;
+`option_keys` and `placed` turn their values into job keys and put them on a job); a job none
+of them takes runs on the Host. Monitors and instruments ask a target what it offers
+(`offers`, `fulfils_far`), never its kind. Adding one is a module and a line in REGISTERED
+(docs/architecture.md, "How to add ... a target").
 """
 
 from __future__ import annotations
@@ -323,8 +325,8 @@ def option_keys(values: dict) -> dict:
 
     given = [(t, keys) for t in registered() if (keys := t.option_keys(values))]
     if len(given) > 1:
-        (first, a), (second, b) = given[:2]
-        flags = ["/".join(o.flag for o in t.options if o.key in keys) for t, keys in ((first, a), (second, b))]
+        (first, _), (second, _) = given[:2]
+        flags = ["/".join(o.flag for o in t.options) for t in (first, second)]
         raise UsageProblem(f"{flags[0]} with {flags[1]}: a job runs in one place ({first.kind} or {second.kind}; "
                            f"the {second.kind} target on the {first.kind} one is not built yet); give one of them")
     keys = given[0][1] if given else {}
