@@ -323,7 +323,16 @@ def option_keys(values: dict) -> dict:
     Options of two targets (`--on` with `--kernel`) are refused in one line: a job runs in one place."""
     from perflab.core.errors import UsageProblem
 
-    given = [(t, keys) for t in registered() if (keys := t.option_keys(values))]
+    remaining, given = dict(values), []
+    for target in registered():
+        keys = target.option_keys(remaining)
+        if keys:
+            given.append((target, keys))
+            # What one target took is not another's: an SSH target that boots `--kernel` there
+            # (kexec) takes it in its option_keys, and the Qemu target is not asked.
+            for option in registered_options():
+                if option.key in keys:
+                    remaining.pop(option.param, None)
     if len(given) > 1:
         (first, _), (second, _) = given[:2]
         flags = ["/".join(o.flag for o in t.options) for t in (first, second)]
