@@ -335,9 +335,19 @@ def test_a_registered_target_is_an_option_of_every_command_that_runs_jobs(wrappe
         rc, out, err = _perflab([*command, "--help"])
         assert rc == 0, err
         assert "--wrap COMMAND" in out and "through COMMAND (a test's target)" in " ".join(out.split()), command
-    # Not loaded by listing the commands: `perflab --help` names no target option.
-    rc, out, _ = _perflab(["--help"])
-    assert rc == 0 and "--wrap" not in out
+
+
+def test_listing_the_commands_loads_no_target():
+    """The options are added when a command parses or shows its help, not when `perflab --help`
+    lists the commands: no target module is imported for it (start-up time)."""
+    import subprocess
+    import sys
+
+    probe = ("import contextlib, io, sys\nfrom perflab import cli\n"
+             "with contextlib.redirect_stdout(io.StringIO()): cli.main(['--help'])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('perflab.execution.targets')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_a_registered_target_runs_a_job_with_its_key_through_the_one_runner(wrapped, tmp_path):
