@@ -289,6 +289,7 @@ class KernelSpec:
 def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
     """`--kernel IMAGE --vm MODE` for a job, checked before anything is built (one-line errors)."""
     from perflab.core.errors import UsageProblem
+    from perflab.execution import targets
     from perflab.execution.vm.machine import qemu_binary
     from perflab import jobs
     from perflab.jobs import guest
@@ -296,8 +297,10 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     if not image or os.path.isabs(image) or ".." in Path(image).parts:
         raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
                            "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage")
-    vm = {**(job.vm or {}), **({"mode": vm_mode} if vm_mode else {})}
-    _path, vm = guest.normalize(job.benchmark, image, vm, where, job.monitors)
+    # The options go on as `run --kernel --vm` puts them on a job (the targets' one way: --vm over
+    # the job's vm block); the image is the build's, so only the machine block is kept.
+    keys = targets.placed(job.target.keys(), targets.option_keys({"kernel": image, "vm_mode": vm_mode}))
+    _path, vm = guest.normalize(job.benchmark, image, keys.get("vm") or {}, where, job.monitors)
     spec = KernelSpec(image, vm)
     # The job as each commit will run it, placed once now: what watches it (valgrind) must run in
     # the guest too, refused before the first build.
