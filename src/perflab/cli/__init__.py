@@ -68,7 +68,8 @@ COMMAND_SUMMARIES: dict[str, str] = {
               'name the patch that made it, bisecting inside the series (one patch a step); then revert that '
               'patch on the head and measure it (restores, or interacts with later patches), and label a timed '
               'change by counting base and head (valgrind instructions; icount for a kernel): code path, '
-              "timing only, or not reproduced. --out/--to: the robot's mail for it."),
+              "timing only, or not reproduced. --out/--to: the robot's mail for it. With --kernel the "
+              'repository is a kernel tree and --kernel the image the build makes.'),
     'serve': 'Serve the dashboard, read-only: boxes and queues, recent runs and regressions, the HTML report.',
     'show': 'Every sample of a run and its summary (n, figure, median, stddev, CoV, min, max).',
     'submit': 'Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.',
