@@ -45,6 +45,7 @@ from typing import Protocol
 from perflab.core.buildlog import first_errors
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, add_worktree, git, prune_worktrees, remove_worktree
+from perflab.core.steps import step
 from perflab.execution.targets import BootFailure
 from perflab.execution.targets.qemu import Qemu
 from perflab.jobs.job import AtomicJob
@@ -221,10 +222,11 @@ class LocalMeasurer:
         self.place = (f" in a VM ({kernel.vm['mode']})" if "mode" in kernel.vm else " in a VM") if kernel else ""
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
+        what = f"{commit[:12]}" + (f" ({slot})" if slot else "")
         if self.kernel is None:
-            with self.trees.checkout(commit, slot) as path:
+            with step(f"{what}: building and measuring"), self.trees.checkout(commit, slot) as path:
                 return run_here(self.store, jobs, box=self.box, path=path)
-        with self.trees.checkout(commit, slot) as path:
+        with step(f"{what}: kernel built and measured{self.place}"), self.trees.checkout(commit, slot) as path:
             image = self.builds.image_of(commit)
             started = time.monotonic()
             measured = run_in_guest(self.store, commit, jobs, image, self.kernel, box=self.box, path=path)
@@ -369,6 +371,7 @@ class KernelBuilds:
         kept = entry / Path(self.image).name
         expect = {"commit": commit, "image": self.image}
         if kbuild.published(entry, kept.name, expect) is not None:
+            os.utime(entry)      # used: the newest are kept when old images are pruned (a series' clone)
             return kept
 
         def steps(run: kbuild.Running) -> None:
@@ -426,8 +429,9 @@ class BoxMeasurer:
         if self.kernel is not None:
             source["kernel"] = self.kernel.to_dict()    # the box builds the kernel and boots it itself
         # "source" is a key of the queued job's JSON beyond AtomicJob's fields: it travels in `extra`.
-        results = run_on_box(self.broker, self.box, [j.with_(source=source) for j in jobs], self.store,
-                             say=self.say)
+        with step(f"{commit[:12]}: built and measured{self.place}"):
+            results = run_on_box(self.broker, self.box, [j.with_(source=source) for j in jobs], self.store,
+                                 say=self.say)
         failed = next((r for r in results if r.status == "build-failed"), None)
         if failed is not None:
             if failed.boot_failure is not None:
