@@ -160,9 +160,9 @@ class Bar:
                 # A long step under way (a guest's boot) is shown in the bar, not on a line of its own.
                 steps.hold(True)
                 self._holds = True
+        # What is under way now (a guest's boot) in place of the label: both would not fit a line.
         under_way = steps.current() if self._holds else ""
-        self.progress.update(self.task, completed=self.completed(),
-                             description=f"{self.description} · {under_way}" if under_way else self.description)
+        self.progress.update(self.task, completed=self.completed(), description=under_way or self.description)
         self.progress.refresh()
 
     def echo(self, line: str) -> None:
