@@ -106,7 +106,7 @@ def build(path: Path, command: str, timeout: float | None, env: dict[str, str] |
         return None
     spec = ProcessSpec(["/bin/sh", "-c", command], item=f"--build {command!r}", cwd=str(path),
                        timeout=timeout, capture_stdout=False, env={**os.environ, **env} if env else None)
-    with interrupt.stop_requests_as_flag():
+    with step(f"building in {path}: {command}"), interrupt.stop_requests_as_flag():
         result = execute(spec)
         interrupt.check()
     if result.ok:
