@@ -89,3 +89,16 @@ def test_a_bad_threshold_is_the_default():
         with pytest.MonkeyPatch.context() as m:
             m.setenv("PERFLAB_STEP_AFTER", raw)
             assert steps.after_s() == steps.STEP_AFTER_S
+
+
+def test_a_stdout_line_clears_the_ticking_line_first(monkeypatch, capsys):
+    # The robot's log goes to stdout: on the same terminal, a line written under a drawn ticking
+    # line would land on the end of it.
+    monkeypatch.setenv("PERFLAB_STEP_AFTER", "0")
+    term = Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    with step("1a2b3c4d5e6f: building and measuring"):
+        drawn = term.getvalue()
+        steps.say("robot: 1a2b3c4d5e6f: measured (3 runs)", stdout=True)
+        assert term.getvalue().startswith(drawn + "\r\x1b[K")
+    assert capsys.readouterr().out == "robot: 1a2b3c4d5e6f: measured (3 runs)\n"

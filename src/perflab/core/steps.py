@@ -172,11 +172,19 @@ def step(label: str) -> Iterator[None]:
                 _show(time.monotonic())
 
 
-def say(line: str) -> None:
-    """A line on stderr (a command's progress words) that a ticking line does not tear."""
+def say(line: str, *, stdout: bool = False) -> None:
+    """A line on stderr (a command's progress words; stdout: the robot's log) that a ticking line
+    does not tear: the line is cleared first, and redrawn below it."""
     with _lock:
         _clear()
-        _write(line.rstrip("\n") + "\n")
+        if stdout:
+            try:
+                sys.stdout.write(line.rstrip("\n") + "\n")
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+        else:
+            _write(line.rstrip("\n") + "\n")
         if _stack and _tty() and not _held:
             _show(time.monotonic())
 
