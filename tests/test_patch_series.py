@@ -221,7 +221,7 @@ cp version "$KBUILD_OUTPUT/arch/x86/boot/bzImage"
 """
 
 
-def test_a_series_kernel_builds_are_kept_for_the_next_series_not_removed(tmp_path, monkeypatch):
+def test_a_series_kernel_builds_are_kept_for_the_next_series_not_removed(tmp_path, monkeypatch, capsys):
     # Removing a kernel tree's checkout and build directory at the end of each series took 25-40 s,
     # and the next series built everything again (516 s): they stay beside the clone now.
     from perflab.automate import series
@@ -229,6 +229,7 @@ def test_a_series_kernel_builds_are_kept_for_the_next_series_not_removed(tmp_pat
     from perflab.execution.vm import kbuild
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFLAB_STEP_AFTER", "0")      # every step speaks: no timing here
     repo = tmp_path / "linux"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
@@ -258,6 +259,12 @@ def test_a_series_kernel_builds_are_kept_for_the_next_series_not_removed(tmp_pat
     # The next series on the same base: the base's image is taken as it is, not built again.
     assert one_series(shas[0], shas[2]) == ["base", "v2"]
     assert (dirs.out / "builds.log").read_text().split() == ["base", "patched", "v2"]
+    # Each build step said what it built and for how long, on stderr.
+    said = capsys.readouterr()
+    for sha in shas:
+        assert f"\nkernel {sha[:12]}: --build 'sh build.sh' ...\n" in "\n" + said.err, said.err
+        assert f"\nkernel {sha[:12]}: --build 'sh build.sh': done in " in "\n" + said.err, said.err
+    assert said.out == ""
     # perflab's clone made again (its objects lost): the kept checkout is a worktree of the new one.
     import shutil as _shutil
 

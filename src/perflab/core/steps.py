@@ -100,7 +100,8 @@ def _line(now: float) -> str:
     try:
         width = os.get_terminal_size(sys.stderr.fileno()).columns
     except (OSError, ValueError, AttributeError):
-        width = 100
+        width = 0
+    width = width if width >= 40 else 100      # a terminal that does not say (a pty of `script`)
     return text if len(text) < width else "…" + text[-(width - 2):]
 
 

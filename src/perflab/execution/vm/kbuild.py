@@ -368,11 +368,11 @@ def build(checkout: Checkout, commit: str, out: Path, steps: Callable[[Running],
     is published with `facts(out)` (which must hold `expect`'s items). BuildFailed when a step fails
     or no image was made (NoImage); the entry is then untouched. `name`: what the progress lines call
     the build (core.steps; default "kernel COMMIT")."""
-    name = Path(image).name
+    image_name = Path(image).name
     with ExitStack() as held:
         fds = (held.enter_context(locked(lock_path(checkout.path), str(checkout.repo), say)),
                held.enter_context(locked(lock_path(out), str(out), say)))
-        found = published(entry, name, expect)
+        found = published(entry, image_name, expect)
         if found is not None:
             return found
         checkout.at(commit, say)
