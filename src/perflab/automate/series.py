@@ -255,7 +255,8 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     result = SeriesResult(series, base_sha, head, clone, series_path=str(mbox))
     spec = kernel_spec(kernel, vm_mode, jobs.resolve(job)) if kernel else None
     for left in prune_stale(clone, SERIES_PREFIX, OWNER_FILE, _alive):     # a killed run's
-        shutil.rmtree(Path(left).parent, ignore_errors=True)
+        with step(f"removing {Path(left).parent} (a killed series' worktrees)"):
+            shutil.rmtree(Path(left).parent, ignore_errors=True)
     trees = Worktrees(clone, SERIES_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
                                                           "repo": str(clone)})
     dirs = kernel_dirs(clone) if spec else None
