@@ -11,9 +11,10 @@ from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_option
 
 def _say(message: str) -> None:
     """A line of the bisection's progress on stderr (text from git and job files made printable)."""
+    from perflab.core import steps
     from perflab.core.text import printable
 
-    click.echo(printable(message, None), err=True)
+    steps.say(printable(message, None))     # on stderr, above a long step's ticking line
 
 
 @click.command("bisect", context_settings={"ignore_unknown_options": False})

@@ -252,6 +252,8 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
         from perflab.core import output
 
         output.check_directory(out_dir, "--out")    # before any work: a report is never lost at the end
+    from perflab.core import steps
+
     store = get_store(db)
     jobs = [(path, j) for path in job_files for j in jobfiles.load_atomic(path)]
     if box:
@@ -263,7 +265,7 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
         done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
                               subject_tag=subject_tag, broker=broker if box else None, source_url=source_url,
-                              say=lambda m: click.echo(f"robot: {printable(m, 300)}"), kernel=kernel,
+                              say=lambda m: steps.say(f"robot: {printable(m, 300)}", stdout=True), kernel=kernel,
                               vm_mode=vm_mode, build_timeout=build_timeout, revert=not no_revert)
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")

@@ -83,7 +83,9 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, 
 
         check_recipients(to)                 # before any work, too: not after hours of measuring
         config.load()                        # and the [mail] section the sending reads
-    say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
+    from perflab.core import steps
+
+    say = lambda line: steps.say(printable(line, None))     # noqa: E731 (progress on stderr, above a step's line)
     if not metric:
         metric = series.headline_metric(job)
         say(f"metric: {metric} (the job's headline metric)")
