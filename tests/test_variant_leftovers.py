@@ -45,17 +45,19 @@ def test_counted_runs_under_icount_are_found_by_their_variant():
 
 # -- report profile kernel=A kernel=B: one section per variant of the testcase -----------------
 
-PER_OP = {"plain": {"do_syscall_64": 100, "entry_SYSCALL_64": 40, "[user]": 49},
+PER_OP = {"amd64": {"do_syscall_64": 100, "entry_SYSCALL_64": 40, "[user]": 49},
+          "rt-amd64": {"do_syscall_64": 160, "entry_SYSCALL_64": 40, "[user]": 49},
           "mitigations=off": {"do_syscall_64": 60, "entry_SYSCALL_64": 20, "[user]": 49}}
 
 
-def _profiled(store, release: str, cmdline: str, bump: int) -> None:
-    per_op = {k: v + (bump if k == "do_syscall_64" else 0) for k, v in PER_OP[cmdline or "plain"].items()}
+def _profiled(store, release: str, cmdline: str, bump: int, tag: str = "v44") -> None:
+    per_op = {k: v + (bump if k == "do_syscall_64" else 0)
+              for k, v in PER_OP[cmdline or release.split("-", 2)[2]].items()}
     kernel = {"image": f"debian:{release}", "cmdline": cmdline} if cmdline else f"debian:{release}"
     params = {"test": "getppid1", "mode": "process", "nr_task": 1, "vm": "icount", **({"cmdline": cmdline} if cmdline else {})}
     run = store.create_run(box="lab1", environment={"testbox": "lab1", "kernel_release": release, "vm_mode": "icount",
                                                     "kernel_cmdline": f"console=ttyS0 {cmdline}".strip()},
-                           benchmark="will-it-scale", name="will-it-scale", params=params, tag="v44",
+                           benchmark="will-it-scale", name="will-it-scale", params=params, tag=tag,
                            job={"benchmark": "will-it-scale", "test": "getppid1", "mode": "process", "nr_task": 1,
                                 "kernel": kernel, "vm": dict(VM)})
     total = sum(per_op.values()) * OPS
@@ -92,8 +94,68 @@ def test_report_profile_of_two_kernels_keeps_each_kernels_boot_options_apart(cli
     assert len(sections) == 2, out
     assert "2 runs" not in out and "4 repetitions" not in out, out
     off = next(b for h, b in sections.items() if "mitigations=off" in h)
+    assert "6.1.0-47-amd64" not in off.split("\n")[0], off
     plain = next(b for h, b in sections.items() if "mitigations=off" not in h)
     row = next(l for l in off.splitlines() if l.endswith(" do_syscall_64"))
     assert row.split()[:3] == ["60.00", "61.00", "+1.00"], off
     row = next(l for l in plain.splitlines() if l.endswith(" do_syscall_64"))
     assert row.split()[:3] == ["100.00", "101.00", "+1.00"], plain
+
+
+def test_report_profile_of_two_tags_keeps_each_flavour_apart(cli):
+    """A tag of amd64 and rt against another: a section per flavour (amd64 with amd64, rt with
+    rt), never rt's do_syscall_64 averaged into amd64's."""
+    store = open_store(str(cli.db))
+    for release, bump, tag in (("6.1.0-47-amd64", 0, "t47"), ("6.1.0-47-rt-amd64", 0, "t47"),
+                               ("6.1.0-56-amd64", 1, "t56"), ("6.1.0-56-rt-amd64", 2, "t56")):
+        _profiled(store, release, "", bump, tag)
+    out = cli("report", "profile", "t47", "t56").stdout
+    sections = _sections(out)
+    assert len(sections) == 2 and "2 runs" not in out, out
+    rt = next(b for h, b in sections.items() if "variant=rt" in h)
+    amd64 = next(b for h, b in sections.items() if "variant=amd64" in h)
+    assert next(l for l in rt.splitlines() if l.endswith(" do_syscall_64")).split()[:3] == ["160.00", "162.00", "+2.00"]
+    assert next(l for l in amd64.splitlines() if l.endswith(" do_syscall_64")).split()[:3] == ["100.00", "101.00", "+1.00"]
+
+
+# -- one figure per run: trends take compare's estimator, exports name it ----------------------
+
+def _plant_rates(path: str) -> None:
+    """Two host runs of a rate that is not exact: 100 and 300 ops/s (harmonic mean 150, mean 200),
+    then 200 and 200."""
+    store = open_store(path)
+    for tag, values in (("r1", (100.0, 300.0)), ("r2", (200.0, 200.0))):
+        run = store.create_run(box="lab1", environment={"testbox": "lab1"}, benchmark="will-it-scale",
+                               name="will-it-scale", params={"test": "getppid1", "mode": "process", "nr_task": 1},
+                               tag=tag)
+        for rep, value in enumerate(values):
+            store.add_samples(run, rep, [Sample("will-it-scale.per_process_ops", value, "ops/s", HIGHER_IS_BETTER)])
+        store.finish_run(run, "finished")
+
+
+def test_a_rates_trend_point_is_the_harmonic_mean_compare_prints(tmp_path):
+    from perflab.analysis.views.page import Filters, build_page
+    from perflab.report import html_doc
+
+    path = str(tmp_path / "perflab.db")
+    _plant_rates(path)
+    doc = html_doc.document(build_page(open_store(path), Filters()))
+    trend = next(t for t in doc["trends"] if t["metric"] == "will-it-scale.per_process_ops")
+    assert trend["y"] == [150.0, 200.0], trend
+    assert trend["figure"] == "harmonic mean"
+
+
+def test_compare_exports_name_the_estimator_and_the_page_reads_them(cli, tmp_path):
+    import csv
+    import io
+    import json
+
+    _plant_rates(str(cli.db))
+    doc = json.loads(cli("compare", "r1", "r2", "--style", "json").stdout)
+    rec = next(m for m in doc["metrics"] if m["metric"] == "will-it-scale.per_process_ops")
+    assert rec["estimator"] == "hmean" and rec["base_stats"]["center"] == 150.0, rec
+    rows = list(csv.DictReader(io.StringIO(cli("compare", "r1", "r2", "--style", "csv").stdout)))
+    assert rows[0]["estimator"] == "hmean" and float(rows[0]["base_center"]) == 150.0, rows[0]
+    page = tmp_path / "page.html"
+    cli("report", "html", "r1", "r2", "-o", page)
+    assert page.stat().st_size > 0

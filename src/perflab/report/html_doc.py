@@ -17,6 +17,7 @@ from perflab.analysis.series import BY_COMMIT, BY_KERNEL
 from perflab.analysis.views.page import PageView, SideBySide
 from perflab.analysis.views.sections import ComparisonSection, DistributionRow, Trends
 from perflab.stats.compare import IMPROVEMENT, REGRESSION
+from perflab.stats.descriptive import ESTIMATOR_WORDS, EXACT
 
 
 class RawJSON(str):
@@ -77,7 +78,8 @@ def comparison(section: ComparisonSection, side: SideBySide | None = None) -> di
     for rec in recs:
         for key in ("base_stats", "head_stats"):
             if rec[key]:
-                rec[key] = {k: num(v) for k, v in rec[key].items()}
+                # Numbers made JSON-safe; a name (an estimator) passes as it is.
+                rec[key] = {k: v if isinstance(v, str) else num(v) for k, v in rec[key].items()}
         for key in ("base_values", "head_values"):
             rec[key] = [num(v) for v in rec[key]] if rec[key] is not None else None
     env_diff = [{"head": d.head, "base_run": d.base_run, "head_run": d.head_run,
@@ -178,7 +180,10 @@ def trends(found: Trends) -> list[dict]:
         order = s.order
         trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "name": s.name, "metric": s.metric,
                  "unit": s.unit, "direction": s.direction, "order": order,
-                 "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points]}
+                 "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points],
+                 # what each point's y is (stats.descriptive: the estimator compare uses)
+                 "figure": ESTIMATOR_WORDS.get(s.points[0].estimator if s.points else "", "")
+                 if not s.exact else ESTIMATOR_WORDS[EXACT]}
         if order == BY_KERNEL:
             trend["labels"] = [p.kernel for p in s.points]   # the x axis names kernels, not runs
         if history.order == BY_COMMIT:
