@@ -159,3 +159,25 @@ def test_compare_exports_name_the_estimator_and_the_page_reads_them(cli, tmp_pat
     page = tmp_path / "page.html"
     cli("report", "html", "r1", "r2", "-o", page)
     assert page.stat().st_size > 0
+
+
+# -- fio: where its files were is said with its result ------------------------------------------
+
+def test_perflab_runs_result_line_says_the_work_directorys_file_system(cli, tmp_path):
+    from perflab.execution.workdir import filesystem_of
+
+    from test_fio import TINY
+
+    out = cli("run", "fio", "--rw", "read", *TINY, "--runs", "1").stdout
+    line = next(l for l in out.splitlines() if l.startswith("run #"))
+    fs = filesystem_of(str(tmp_path))[0]
+    assert re.search(rf", workdir {re.escape(fs)} at \S+ \(ok\)$", line), (line, fs)
+
+
+def test_a_guests_default_work_directory_is_said_as_the_guests_tmpfs(tmp_path):
+    """A guest job without fs/dir reads and writes the guest's /tmp: the result line says so."""
+    from perflab.execution.vm.disk import Disk, _make
+    from perflab.runner.service import _workdir
+
+    facts = _make(Disk(str(tmp_path / "work"), str(tmp_path), None), SimpleNamespace(fs=None, fs_size="1G"))
+    assert _workdir(facts) == "tmpfs: the guest's /tmp (tmpfs in the guest's memory)"
