@@ -181,3 +181,40 @@ def test_a_guests_default_work_directory_is_said_as_the_guests_tmpfs(tmp_path):
 
     facts = _make(Disk(str(tmp_path / "work"), str(tmp_path), None), SimpleNamespace(fs=None, fs_size="1G"))
     assert _workdir(facts) == "tmpfs: the guest's /tmp (tmpfs in the guest's memory)"
+
+
+# -- scaling curves and kernbench columns: a column per variant of a tag -----------------------
+
+def _flavours(store, benchmark: str, params_list, metric: str, value_of) -> None:
+    """Runs of one tag `mix` on Debian's amd64 and rt under icount, one per parameter set."""
+    for release in ("6.1.0-47-amd64", "6.1.0-47-rt-amd64"):
+        for params in params_list:
+            run = store.create_run(box="lab1", environment={"testbox": "lab1", "kernel_release": release},
+                                   benchmark=benchmark, name=benchmark, params={**params, "vm": "icount"}, tag="mix",
+                                   job={"benchmark": benchmark, **params, "kernel": f"debian:{release}", "vm": dict(VM)})
+            store.add_samples(run, 0, [Sample(metric, value_of(release, params), "", HIGHER_IS_BETTER, exact=True)])
+            store.finish_run(run, "finished")
+
+
+def test_scaling_curves_of_one_tag_are_a_curve_per_kernel(tmp_path):
+    from perflab.benchmarks.will_it_scale import WORKLOAD
+    from perflab.benchmarks.will_it_scale.view import scaling
+
+    store = open_store(str(tmp_path / "perflab.db"))
+    _flavours(store, "will-it-scale", [{"test": "getppid1", "mode": "process", "nr_task": n} for n in (1, 2)],
+              WORKLOAD, lambda release, p: (3000.0 if "rt" in release else 1000.0) * p["nr_task"])
+    view = scaling(store, (), (), None)
+    assert len(view.curves) == 2 and sorted(view.variants) == ["mix 6.1.0-47 amd64", "mix 6.1.0-47 rt"], view.variants
+    for label, curve in zip(view.variants, view.curves):
+        per_task = 3000.0 if label.endswith("rt") else 1000.0
+        assert [(p.tasks, p.summary.mean) for p in curve.points] == [(1, per_task), (2, 2 * per_task)], label
+
+
+def test_kernbench_columns_of_one_tag_are_a_column_per_kernel(tmp_path):
+    from perflab.benchmarks.kernbench.view import report
+
+    store = open_store(str(tmp_path / "perflab.db"))
+    _flavours(store, "kernbench", [{"load": "half", "jobs": 1}], "kernbench.elapsed_time",
+              lambda release, p: 200.0 if "rt" in release else 100.0)
+    view = report(store, (), "lab1")
+    assert view.labels == ["mix 6.1.0-47 amd64", "mix 6.1.0-47 rt"], view.labels
