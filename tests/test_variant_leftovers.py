@@ -218,3 +218,36 @@ def test_kernbench_columns_of_one_tag_are_a_column_per_kernel(tmp_path):
               lambda release, p: 200.0 if "rt" in release else 100.0)
     view = report(store, (), "lab1")
     assert view.labels == ["mix 6.1.0-47 amd64", "mix 6.1.0-47 rt"], view.labels
+
+
+# -- an exact metric whose samples scatter: one figure, the same in show, compare and the trend --
+
+SCATTERED = (771.64, 790.0, 800.0, 810.0, 820.0)     # proc.exec under icount: ±3%, no shared figure
+
+
+def _plant_scattered(path: str) -> None:
+    store = open_store(path)
+    for tag, shift in (("s1", 0.0), ("s2", 10.0)):
+        run = store.create_run(box="lab1", environment={"testbox": "lab1", "kernel_release": "6.1.0-47-amd64"},
+                               benchmark="lmbench", name="lmbench", params={"vm": "icount"}, tag=tag,
+                               job={"benchmark": "lmbench", "kernel": "debian:6.1.0-47-amd64", "vm": dict(VM)})
+        for rep, v in enumerate(SCATTERED):
+            store.add_samples(run, rep, [Sample("proc.exec", v + shift, "us (icount)", -1, exact=True)])
+        store.finish_run(run, "finished")
+
+
+def test_scattered_exact_samples_are_one_figure_in_show_compare_and_the_trend(cli):
+    import json
+
+    from perflab.analysis.views.page import Filters, build_page
+    from perflab.report import html_doc
+
+    _plant_scattered(str(cli.db))
+    mean = sum(SCATTERED) / len(SCATTERED)
+    shown = next(l for l in cli("show", "1").stdout.splitlines() if l.strip().startswith("proc.exec"))
+    assert shown.split()[4:6] == [f"{mean:.4g}", "mean"], shown
+    doc = json.loads(cli("compare", "s1", "s2", "--style", "json").stdout)
+    assert doc["metrics"][0]["base_stats"]["center"] == mean
+    trend = next(t for t in html_doc.document(build_page(open_store(str(cli.db)), Filters()))["trends"]
+                 if t["metric"] == "proc.exec")
+    assert trend["y"][0] == mean and trend["figure"] == "arithmetic mean", trend

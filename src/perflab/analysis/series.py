@@ -245,7 +245,8 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
             for p in points:
                 p.kernel = kernel_of.get(p.run_ids[0])
                 p.tag = run_of[p.run_ids[0]].tag or None
-                if assumed_exact:
+                if assumed_exact and exact.settled(p.samples, direction):
+                    # Scattered samples have no exact figure: the estimator, as compare and show take it.
                     p.figure = exact.exact_figure(p.samples, direction)
                 p.estimator = estimator(direction)
             history.series.append(Series(box_, bench_, params_, metric_, unit=unit, direction=direction,

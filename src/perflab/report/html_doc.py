@@ -168,6 +168,18 @@ def headline(result) -> str:
 
 # -- trends -------------------------------------------------------------------
 
+def _figure_words(points) -> str:
+    """What a trend's points are: the least disturbed sample (exact points whose samples settle),
+    the metric kind's estimator (the others), or both, said."""
+    exact = {p.figure is not None for p in points}
+    kind = ESTIMATOR_WORDS.get(points[0].estimator, "") if points else ""
+    if exact == {True}:
+        return ESTIMATOR_WORDS[EXACT]
+    if exact == {True, False}:
+        return f"{ESTIMATOR_WORDS[EXACT]} where its samples settle, else {kind}"
+    return kind
+
+
 def trends(found: Trends) -> list[dict]:
     """Per series: its points (the runs of each, its level), the levels between change points, the change points.
 
@@ -182,8 +194,7 @@ def trends(found: Trends) -> list[dict]:
                  "unit": s.unit, "direction": s.direction, "order": order,
                  "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points],
                  # what each point's y is (stats.descriptive: the estimator compare uses)
-                 "figure": ESTIMATOR_WORDS.get(s.points[0].estimator if s.points else "", "")
-                 if not s.exact else ESTIMATOR_WORDS[EXACT]}
+                 "figure": _figure_words(s.points)}
         if order == BY_KERNEL:
             trend["labels"] = [p.kernel for p in s.points]   # the x axis names kernels, not runs
         if history.order == BY_COMMIT:
