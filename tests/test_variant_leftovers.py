@@ -251,3 +251,20 @@ def test_scattered_exact_samples_are_one_figure_in_show_compare_and_the_trend(cl
     trend = next(t for t in html_doc.document(build_page(open_store(str(cli.db)), Filters()))["trends"]
                  if t["metric"] == "proc.exec")
     assert trend["y"][0] == mean and trend["figure"] == "arithmetic mean", trend
+
+
+def test_log_prints_an_icount_runs_least_disturbed_sample_as_show_does(cli):
+    """The catalog's unit (`us`) lacks the `(icount)` mark the samples carry: log took the mean of
+    syscall.null (two ticked samples of ten: 0.3244) where show prints 0.323 (exact)."""
+    store = open_store(str(cli.db))
+    run = store.create_run(box="lab1", environment={"testbox": "lab1", "kernel_release": "6.1.0-47-rt-amd64"},
+                           benchmark="lmbench", name="lmbench", params={"only": ["processes"], "vm": "icount"},
+                           tag="v44", job={"benchmark": "lmbench", "only": ["processes"],
+                                           "kernel": "debian:6.1.0-47-rt-amd64", "vm": dict(VM)})
+    for rep, v in enumerate([0.323029] * 8 + [0.330093, 0.329977]):
+        store.add_samples(run, rep, [Sample("syscall.null", v, "us (icount)", -1, exact=True)])
+    store.finish_run(run, "finished")
+    line = next(l for l in cli("log").stdout.splitlines() if l.split()[:1] == [str(run)])
+    assert line.split()[3] == "0.323", line
+    shown = next(l for l in cli("show", str(run)).stdout.splitlines() if l.strip().startswith("syscall.null"))
+    assert shown.split()[4:6] == ["0.323", "exact"], shown
