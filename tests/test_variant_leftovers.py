@@ -268,3 +268,19 @@ def test_log_prints_an_icount_runs_least_disturbed_sample_as_show_does(cli):
     assert line.split()[3] == "0.323", line
     shown = next(l for l in cli("show", str(run)).stdout.splitlines() if l.strip().startswith("syscall.null"))
     assert shown.split()[4:6] == ["0.323", "exact"], shown
+
+
+def test_compare_takes_a_ticked_exact_metric_as_exact_as_show_does():
+    """syscall.null under icount, Debian 6.1.0-47: eight of ten samples 0.323029 and two ticked.
+    show prints 0.323 (exact); compare called it not exact and printed the mean, 0.3238."""
+    from perflab.stats.compare import compare_many
+    from perflab.stats.descriptive import EXACT, summarize
+
+    base = [0.323029] * 8 + [0.330093, 0.329977]
+    head = [0.323029] * 9 + [0.330001]
+    c = compare_many([(base, head, -1)], assume_exact=[True])[0]
+    assert c.exact and c.base.center == 0.323029 == summarize(base, -1, exact=True).center
+    assert c.base.estimator == EXACT and c.pct_change == 0.0 and c.verdict == "no change", c
+    assert "3 disturbed samples set aside" in str(c.warnings[0]), c.warnings
+    scattered = compare_many([(list(SCATTERED), [v + 10 for v in SCATTERED], -1)], assume_exact=[True])[0]
+    assert not scattered.exact and scattered.base.estimator == "mean"

@@ -164,6 +164,16 @@ def settled(samples, direction: int) -> bool:
     return 2 * agree > len(finite)
 
 
+def settled_samples(samples, direction: int) -> list[float] | None:
+    """The samples that agree with the least disturbed one (within EXACT_LIMIT) when they are more
+    than half (`settled`), else None: the exact figure's own samples, a ticked one set aside."""
+    finite = [float(v) for v in samples if math.isfinite(v)]
+    if not settled(finite, direction):
+        return None
+    figure = exact_figure(finite, direction)
+    return [v for v in finite if v == figure or (figure != 0 and abs(v / figure - 1) <= EXACT_LIMIT)]
+
+
 def _center(values: np.ndarray, direction: int) -> float:
     # The exact figure of a side: its least disturbed sample (detect's point figure too), so a
     # tick in one sample of five moves neither the ratio nor the call.
