@@ -102,6 +102,17 @@ def test_report_profile_of_two_kernels_keeps_each_kernels_boot_options_apart(cli
     assert row.split()[:3] == ["100.00", "101.00", "+1.00"], plain
 
 
+def test_report_profiles_columns_are_headed_by_whole_kernel_names(cli):
+    """kernel=6.1.0-47-amd64 against kernel=6.1.0-47-rt-amd64: the head's column read
+    `6.1.0-47-rt-amd` (cut at 15 characters)."""
+    store = open_store(str(cli.db))
+    for release in ("6.1.0-47-amd64", "6.1.0-47-rt-amd64"):
+        _profiled(store, release, "", 0, "t")
+    out = cli("report", "profile", "kernel=6.1.0-47-amd64", "kernel=6.1.0-47-rt-amd64").stdout
+    head = next(l for l in out.splitlines() if l.rstrip().endswith("function"))
+    assert head.split()[:2] == ["kernel=6.1.0-47-amd64", "kernel=6.1.0-47-rt-amd64"], head
+
+
 def test_report_profile_of_two_tags_keeps_each_flavour_apart(cli):
     """A tag of amd64 and rt against another: a section per flavour (amd64 with amd64, rt with
     rt), never rt's do_syscall_64 averaged into amd64's."""
