@@ -295,3 +295,15 @@ def test_compare_takes_a_ticked_exact_metric_as_exact_as_show_does():
     assert "3 disturbed samples set aside" in str(c.warnings[0]), c.warnings
     scattered = compare_many([(list(SCATTERED), [v + 10 for v in SCATTERED], -1)], assume_exact=[True])[0]
     assert not scattered.exact and scattered.base.estimator == "mean"
+
+
+def test_the_mails_where_has_a_section_per_flavour(cli):
+    store = open_store(str(cli.db))
+    for release, bump, tag in (("6.1.0-47-amd64", 0, "t47"), ("6.1.0-47-rt-amd64", 0, "t47"),
+                               ("6.1.0-56-amd64", 1, "t56"), ("6.1.0-56-rt-amd64", 2, "t56")):
+        _profiled(store, release, "", bump, tag)
+    out = cli("report", "regression", "--base", "t47", "--head", "t56").stdout
+    where = out[out.index("where (instructions counted per function"):out.index("Details are as below")]
+    heads = [l.strip() for l in where.splitlines() if l.strip().startswith("## ")]
+    assert len(heads) == 2 and any("variant=rt" in h for h in heads) and any("variant=amd64" in h for h in heads), where
+    assert "2 runs" not in where, where
