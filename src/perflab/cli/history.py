@@ -218,14 +218,16 @@ def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str
         return {}
     # The run's figure as show and compare print it (stats.descriptive: a rate's harmonic mean,
     # an exact metric's least disturbed sample), not the database's average.
+    from perflab.analysis import variant
     from perflab.analysis.run_summary import figure_of
 
     values = store.metric_values(list(primary), metrics)
+    icount = {run.id for run in listed.values() if run.id in primary and variant.of(run).target.icount}
     out = {}
     for run_id, (metric, unit, direction) in primary.items():
         found = values.get((run_id, metric))
         if found:
-            out[run_id] = (metric, unit, figure_of(found, direction, metric, unit))
+            out[run_id] = (metric, unit, figure_of(found, direction, metric, unit, run_id in icount))
     return out
 
 

@@ -217,8 +217,9 @@ def job_line(outcome) -> str:
             f" ± {h.cov * 100:.1f}%" if h.cov is not None else "") + ", "
     # What differs from the other jobs of the invocation first, whole (a matrix over cc, mode ...).
     title = f"{printable(job.varying, None)} {printable(job.name, 80)}".lstrip()
+    workdir = f", workdir {printable(job.workdir, 120)}" if job.workdir else ""
     return (f"run #{job.run_id}: {title}: {headline}{job.samples} samples "
-            f"in {job.seconds:.1f} s ({printable(job.status, 200)})")
+            f"in {job.seconds:.1f} s{workdir} ({printable(job.status, 200)})")
 
 
 # At most this many allowed values are spelled in an option's metavar (`--mode process|thread`);

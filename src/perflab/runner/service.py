@@ -191,6 +191,20 @@ class JobSummary:
     samples: int
     seconds: float
     status: str               # "ok", "N items failed" or "failed: <why>"
+    # Where its files were read and written, when its family works in a directory (fio,
+    # kernbench): the host's default and a guest's differ (docs/fio.md, "Host and guest").
+    workdir: str = ""
+
+
+def _workdir(facts: dict) -> str:
+    """`ext4 at /tmp/perflab-fio-x`, `tmpfs: the guest's /tmp (tmpfs in the guest's memory)`."""
+    fs = facts.get("workdir_fs")
+    if not fs:
+        return ""
+    backing = facts.get("workdir_backing")
+    if backing and not backing.startswith("existing directory"):
+        return f"{fs}: {backing}"
+    return f"{fs} at {facts.get('workdir', '?')}"
 
 
 def job_summary(outcome: JobOutcome) -> JobSummary:
@@ -205,8 +219,9 @@ def job_summary(outcome: JobOutcome) -> JobSummary:
         status = "failed: " + outcome.error
     else:
         status = f"{len(outcome.failures)} items failed" if outcome.failures else "ok"
+    facts = getattr(outcome.session, "facts", None) or {}
     return JobSummary(outcome.run_id, outcome.varying, outcome.session.name, headline, outcome.samples,
-                      outcome.seconds, status)
+                      outcome.seconds, status, _workdir(facts))
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group:
     assumed = [bool(x) for x in assume_exact] if assume_exact is not None else [False] * len(arrays)
     if len(assumed) != len(arrays):
         raise ValueError(f"assume_exact has {len(assumed)} values for {len(arrays)} pairs")
-    exact = np.array([_exact_pair(a, b, x) for (a, b, _d), x in zip(arrays, assumed)], dtype=bool)
+    exact = np.array([_exact_pair(a, b, x, d) for (a, b, d), x in zip(arrays, assumed)], dtype=bool)
     t = _welch_all(arrays)
     # An exact metric's Welch p-value is kept for reference only: it is no call, so it is
     # left out of the Benjamini-Hochberg adjustment (NaN there, as an untested metric's).
@@ -238,7 +238,7 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group:
     directions = np.array([d for _a, _b, d in arrays]) if arrays else np.zeros(0, int)
     adj = _adjust(t, directions, alpha)
     bar = threshold if exact_threshold is None else exact_threshold
-    out = [_judge_exact(*arrays[i], bar, fdr_group, raw[i]) if exact[i]
+    out = [_judge_exact(*arrays[i], bar, fdr_group, raw[i], assumed[i]) if exact[i]
            else _judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
     for i, c in enumerate(out):
         if assumed[i] and not exact[i] and arrays[i][0].size and arrays[i][1].size:
@@ -260,19 +260,32 @@ def _raw_p(t: _Welch, exact: np.ndarray, directions: np.ndarray) -> np.ndarray:
     return np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * one), one)
 
 
-def _exact_pair(a: np.ndarray, b: np.ndarray, assume_exact: bool) -> bool:
-    """Whether a pair is compared as exact; cheap for the common case of a few noisy samples."""
+def _exact_pair(a: np.ndarray, b: np.ndarray, assume_exact: bool, direction: int = LOWER_IS_BETTER) -> bool:
+    """Whether a pair is compared as exact; cheap for the common case of a few noisy samples.
+    Exact by construction, a side whose samples settle on its figure (a tick disturbed a few:
+    stats.exact.settled) is exact too, as show, log and detect's points take it."""
     if a.size == 0 or b.size == 0:
         return False
     if not assume_exact and min(a.size, b.size) < _exact.MEASURED_MIN:
         return False
-    return _exact.is_exact(a, b, assume_exact=assume_exact)
+    if _exact.is_exact(a, b, assume_exact=assume_exact):
+        return True
+    return assume_exact and bool((a > 0).all() and (b > 0).all()) and \
+        _exact.settled(a.tolist(), direction) and _exact.settled(b.tolist(), direction)
 
 
 def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_group: str,
-                 p_value: float = math.nan) -> Comparison:
-    """An exact metric's verdict: the ratio against its resolution (perflab.stats.exact), no test."""
+                 p_value: float = math.nan, assumed: bool = False) -> Comparison:
+    """An exact metric's verdict: the ratio against its resolution (perflab.stats.exact), no test.
+    Exact by construction, the resolution is that of the samples that agree with each side's
+    figure: the ticked ones set aside (and counted in the caveat)."""
     res = _exact.resolution(a, b)
+    aside = 0
+    if assumed and res is not None and res > _exact.EXACT_LIMIT:
+        kept = [_exact.settled_samples(a.tolist(), d), _exact.settled_samples(b.tolist(), d)]
+        if None not in kept:
+            res = _exact.resolution(*kept)
+            aside = a.size + b.size - sum(len(k) for k in kept)
     v = _exact.compare_exact(a, b, resolution=res, threshold=threshold, direction=d)
     # Each side's figure is the one the ratio is of: its least disturbed sample (named EXACT).
     b0, h0 = summarize(a, d, exact=True), summarize(b, d, exact=True)
@@ -280,6 +293,8 @@ def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_gro
     r = v.resolution
     shown = f"{r * 100:.2g}%"
     how = "measured" if res is not None else "assumed: no repeated samples"
+    if aside:
+        how += f"; {aside} disturbed sample{'s' if aside != 1 else ''} set aside"
     warnings = [Caveat(EXACT, f"exact: compared as a ratio with resolution ±{shown} ({how}), no t-test; "
                               f"changes beyond {_exact.EXACT_FACTOR * r * 100:.2g}% are called")]
     if _exact.change_called(v.pct_change, res, 0.0) and not v.called:
