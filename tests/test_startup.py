@@ -84,11 +84,31 @@ def test_help_log_show_and_compare_load_only_what_they_use(tmp_path):
     loaded, out = _modules(env, "show", str(ids[1]))
     assert "FAILED    part: exited 3" in out and "monitor   vmstat" in out
     assert not loaded & {"sqlalchemy", "alembic", "scipy", "pydantic", "yaml"}, loaded & set(HEAVY)
-    # compare: numpy for its statistics, the family (pydantic) for which parameters only change a
-    # run's duration (perflab.analysis.selection.params_key); Student's t without scipy
+    # compare: numpy for its statistics; which parameters only change a run's duration and which
+    # metrics are a family's secondary ones come from the registry (perflab.benchmarks), not the
+    # family's module (pydantic); Student's t without scipy
     loaded, out = _modules(env, "compare", "base", "head")
     assert "time.elapsed_time" in out
-    assert not loaded & {"sqlalchemy", "alembic", "scipy"}, loaded & set(HEAVY)
+    assert not loaded & {"sqlalchemy", "alembic", "scipy", "pydantic", "yaml"}, loaded & set(HEAVY)
+
+
+def test_the_registrys_duration_and_secondary_metrics_are_each_familys():
+    """The registry declares what compare needs of a family without importing it; each family's
+    class takes its sets from there, and each secondary metric is one its module catalogs."""
+    import importlib
+
+    from perflab import benchmarks
+    from perflab.benchmarks.base import Metric
+
+    for name, module in benchmarks.FAMILIES.items():
+        family = benchmarks.family(name)
+        assert family.duration_params == benchmarks.duration_params(name)
+        assert family.secondary_metrics == benchmarks.SECONDARY_METRICS.get(name, frozenset())
+        catalogued: set[str] = set(family.catalog)
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, dict) and value and all(isinstance(m, Metric) for m in value.values()):
+                catalogued |= set(value)
+        assert family.secondary_metrics <= catalogued, (name, family.secondary_metrics - catalogued)
 
 
 def test_the_top_level_page_lists_each_commands_first_paragraph():

@@ -212,7 +212,7 @@ def duration_params(benchmark: str) -> frozenset[str]:
     from perflab import benchmarks
 
     if benchmark in benchmarks.FAMILIES:
-        return benchmarks.family(benchmark).duration_params
+        return benchmarks.duration_params(benchmark)
     return EXECUTION_PARAMS
 
 

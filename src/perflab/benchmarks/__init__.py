@@ -22,6 +22,36 @@ FAMILIES: dict[str, str] = {
     "news": "perflab.benchmarks.news",
 }
 
+# Parameters that only change how long a run takes (`compare` ignores them when it matches
+# groups): runs, warmup and timeout for every family, and each family's own, declared here rather
+# than on its class so that a view matching runs imports no family (its pydantic model: ~0.17 s
+# of a `perflab compare`). benchmarks.base gives each family class its set from here.
+RUN_DURATION = frozenset({"runs", "warmup", "timeout"})
+DURATION_PARAMS: dict[str, frozenset[str]] = {
+    "cmd": frozenset({"prepare"}),
+    "lmbench": frozenset({"quick", "only", "precision", "min_runs", "mem_curve"}),
+    "will-it-scale": frozenset({"duration", "warmup_time", "interval"}),
+    "ebizzy": frozenset({"duration"}),
+    "fio": frozenset({"runtime"}),
+}
+
+# Each family's harness-side figures (its own timing of the process, the CPU it reports): tested
+# in an FDR group of their own so they do not dilute the power of its own metrics
+# (analysis.comparison.fdr). Declared here, as DURATION_PARAMS, so `compare` imports no family;
+# each name is one of its family's catalog (tests/test_startup.py checks).
+SECONDARY_METRICS: dict[str, frozenset[str]] = {
+    "cmd": frozenset({"time.user_time", "time.system_time", "time.maximum_resident_set_size", "time.exit_status"}),
+    "ebizzy": frozenset({"ebizzy.time.real", "ebizzy.time.user", "ebizzy.time.sys"}),
+    "hackbench": frozenset({"hackbench.time.user", "hackbench.time.sys"}),
+    "fio": frozenset({"fio.usr_cpu", "fio.sys_cpu"}),
+    "news": frozenset({"time.elapsed_time", "time.user_time", "time.system_time"}),
+}
+
+
+def duration_params(name: str) -> frozenset[str]:
+    """The parameters of family `name` that only change how long its runs take."""
+    return RUN_DURATION | DURATION_PARAMS.get(name, frozenset())
+
 
 def family(name: str):
     """The Family object of `name`; UsageProblem listing the valid names otherwise."""

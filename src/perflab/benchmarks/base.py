@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from perflab.benchmarks import DURATION_PARAMS, RUN_DURATION, SECONDARY_METRICS
 from perflab.execution import targets
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
@@ -79,9 +80,6 @@ class ItemFailed(Exception):
 # run failed (one command: later repetitions would not be comparable).
 SKIP, STOP = "skip", "stop"
 
-# Parameters of every family's jobs that only change how long a run takes.
-RUN_DURATION = frozenset({"runs", "warmup", "timeout"})
-
 
 @dataclass
 class Session:
@@ -125,13 +123,15 @@ class Family:
     summary: ClassVar[str]
     Params: ClassVar[type[Params]]
     # Parameters that only change how long a run takes: `compare` ignores them when it matches groups.
-    # A family lists its own; runs, warmup and timeout (RUN_DURATION) are added to every family's.
+    # A registered family's are declared in perflab.benchmarks.DURATION_PARAMS (read without
+    # importing the family); another (a test's) may list its own here. Runs, warmup and timeout
+    # (RUN_DURATION) are added to every family's.
     duration_params: ClassVar[frozenset[str]] = RUN_DURATION
     failure_policy: ClassVar[str] = SKIP
     # Axes a job gets when it does not name the parameter (kernbench: both loads, as kernbench runs).
     default_axes: ClassVar[dict[str, list]] = {}
     # Metrics that describe the harness's view of a process rather than the benchmark's result.
-    secondary_metrics: ClassVar[frozenset[str]] = frozenset()
+    secondary_metrics: ClassVar[frozenset[str]] = frozenset()   # a registered family's: SECONDARY_METRICS
     # Repetitions when the job does not say.
     default_runs: ClassVar[int] = 1
     # The metric catalog, when it does not depend on the parameters.
@@ -148,7 +148,9 @@ class Family:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls.duration_params = RUN_DURATION | cls.duration_params
+        declared = DURATION_PARAMS.get(cls.__dict__.get("name", ""))
+        cls.duration_params = RUN_DURATION | (declared if declared is not None else cls.duration_params)
+        cls.secondary_metrics = SECONDARY_METRICS.get(cls.__dict__.get("name", ""), cls.secondary_metrics)
 
     def metrics(self, params: Params) -> dict[str, Metric]:
         """The metric catalog (for these parameters)."""

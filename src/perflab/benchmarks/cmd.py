@@ -302,9 +302,9 @@ class CmdFamily(Family):
     needs = frozenset({targets.HOST_PROGRAMS})     # the user's command, from the host's root
     summary = "time any command, as hyperfine does"
     Params = CmdParams
-    duration_params = frozenset({"prepare"})
+    # duration_params: perflab.benchmarks.DURATION_PARAMS
     failure_policy = STOP
-    secondary_metrics = frozenset({USER, SYS, MAXRSS, EXIT})
+    # secondary_metrics: perflab.benchmarks.SECONDARY_METRICS
 
     def metrics(self, params: CmdParams) -> dict[str, Metric]:
         extra = {r.name: Metric(r.name, r.unit, r.direction, f"from the output: {r.pattern}") for r in params.rules()}

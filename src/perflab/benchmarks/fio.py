@@ -223,10 +223,10 @@ class FioFamily(Family):
     needs = frozenset({targets.HOST_PROGRAMS})     # the host's fio
     summary = "the real fio on a file in the run's directory (optionally a fresh filesystem in RAM)"
     Params = FioParams
-    duration_params = frozenset({"runtime"})
+    # duration_params: perflab.benchmarks.DURATION_PARAMS
     default_runs = 3
     failure_policy = STOP
-    secondary_metrics = frozenset(CPU_METRICS)
+    # secondary_metrics: perflab.benchmarks.SECONDARY_METRICS
 
     def metrics(self, params: FioParams) -> dict[str, Metric]:
         out = {}

@@ -39,7 +39,7 @@ def is_primary(metric: str, primary: list[str] | None = None, benchmark: str = "
     from perflab import benchmarks
 
     if benchmark in benchmarks.FAMILIES:
-        return metric not in (benchmarks.family(benchmark).secondary_metrics | RESOURCE_FIGURES)
+        return metric not in (benchmarks.SECONDARY_METRICS.get(benchmark, frozenset()) | RESOURCE_FIGURES)
     return metric not in RESOURCE_FIGURES
 
 

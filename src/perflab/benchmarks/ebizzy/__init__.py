@@ -184,9 +184,9 @@ class EbizzyFamily(Family):
     name = "ebizzy"
     summary = "ebizzy's workload: threads allocate, copy and search memory chunks for a set time"
     Params = EbizzyParams
-    duration_params = frozenset({"duration"})
+    # duration_params: perflab.benchmarks.DURATION_PARAMS
     # The process's view from the launcher (wait4) and the timed seconds, not the workload's result.
-    secondary_metrics = frozenset({TIME_REAL.name, TIME_USER.name, TIME_SYS.name})
+    # secondary_metrics: perflab.benchmarks.SECONDARY_METRICS
     default_runs = 3
     catalog = METRICS
     program, source_dir, build_flags, build_libs = "ebizzy", SOURCE_DIR, BUILD_FLAGS, BUILD_LIBS

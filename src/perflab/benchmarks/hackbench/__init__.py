@@ -148,7 +148,7 @@ class HackbenchFamily(Family):
     summary = "hackbench's workload: groups of 20 senders and 20 receivers over sockets or pipes"
     Params = HackbenchParams
     # The tasks' CPU times from the launcher (wait4), not the workload's result.
-    secondary_metrics = frozenset({TIME_USER.name, TIME_SYS.name})
+    # secondary_metrics: perflab.benchmarks.SECONDARY_METRICS
     default_runs = 5
     catalog = METRICS
     program, source_dir, build_flags, build_libs = "hackbench", SOURCE_DIR, BUILD_FLAGS, BUILD_LIBS

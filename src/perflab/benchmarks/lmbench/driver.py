@@ -342,7 +342,7 @@ class LmbenchFamily(Family):
     name = "lmbench"
     summary = "LMbench-class OS microbenchmarks (the LMbench 2.0 summary's figures)"
     Params = LmbenchParams
-    duration_params = frozenset({"quick", "only", "precision", "min_runs", "mem_curve"})
+    # duration_params: perflab.benchmarks.DURATION_PARAMS
 
     def metrics(self, params: LmbenchParams) -> dict[str, Metric]:
         wanted = set(catalog.programs_of(params.only or list(catalog.CATEGORIES)))

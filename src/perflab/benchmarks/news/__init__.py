@@ -147,7 +147,7 @@ class NewsFamily(Family):
     summary = "the C News workload: file a feed of articles, then expire (style bnews or cnews)"
     Params = NewsParams
     failure_policy = STOP      # a failed filing leaves a spool later phases cannot be compared on
-    secondary_metrics = frozenset(LOG_METRICS)
+    # secondary_metrics: perflab.benchmarks.SECONDARY_METRICS
     default_runs = 3
     catalog = {**METRICS, **LOG_METRICS}
 

@@ -202,7 +202,7 @@ class WillItScaleFamily(Family):
     name = "will-it-scale"
     summary = "scalability testcases: one operation in a loop in N processes or threads"
     Params = WillItScaleParams
-    duration_params = frozenset({"duration", "warmup_time", "interval"})
+    # duration_params: perflab.benchmarks.DURATION_PARAMS
     default_runs = 3
 
     def metrics(self, params: WillItScaleParams) -> dict[str, Metric]:
