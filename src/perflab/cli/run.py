@@ -78,7 +78,8 @@ def target_params() -> list[click.Option]:
     the job keys they set (`placed_on`)."""
     from perflab.execution.targets import registered_options
 
-    return [click.Option([o.flag, o.key], metavar=o.metavar, help=o.help) for o in registered_options()]
+    return [click.Option([o.flag, o.key], is_flag=True, default=None, help=o.help) if o.is_flag else
+            click.Option([o.flag, o.key], metavar=o.metavar, help=o.help) for o in registered_options()]
 
 
 def with_target_params(command: click.Command) -> click.Command:
@@ -93,7 +94,7 @@ def placed_on(values: dict) -> dict:
     """The target options given, as job keys ({"on": "ssh://box"}), taken out of `values`."""
     from perflab.execution.targets import registered_options
 
-    return {o.key: v for o in registered_options() if (v := values.pop(o.key, None)) is not None}
+    return {o.key: v for o in registered_options() if (v := values.pop(o.key, None)) not in (None, False)}
 
 
 MEASURE_HELP = ("Count each measured process's instructions under valgrind (cachegrind): instructions, or "

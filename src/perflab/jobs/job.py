@@ -202,8 +202,9 @@ def target_of(doc: dict) -> tuple[Target, set[str]]:
     toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
     registered = registered_target(doc, toolchain)
     if registered is not None:
-        # A kernel with it (the kernel under test on an SSH machine) is refused where the job is made.
-        return registered, leftover | {k for k in ("kernel", "vm") if doc.get(k)}
+        # A kernel with it is the kernel under test there (it reads `kernel`); a `vm` is refused where
+        # the job is made.
+        return registered, leftover | {k for k in ("vm",) if doc.get(k)}
     if doc.get("kernel"):
         vm = doc.get("vm")
         return Qemu.of(doc["kernel"], {} if vm is None else vm, toolchain), leftover

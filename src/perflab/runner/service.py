@@ -105,7 +105,9 @@ def _source_jobs(request: RunRequest) -> list[AtomicJob]:
 
         from perflab.jobs.guest import file_overrides
 
-        overrides = file_overrides(request.job_file, list(request.overrides), options.kernel, vm)
+        # A kernel with --on is the machine's (in `placed`), not a guest's.
+        overrides = file_overrides(request.job_file, list(request.overrides),
+                                   None if placed else options.kernel, None if placed else vm)
         # Before expansion, as --kernel: a share of the CPUs (`nr_task: 50%`) is the machine's.
         overrides += [f"{k}={json.dumps(v)}" for k, v in placed.items()]
         return jobs.load_atomic(request.job_file, overrides, {**keys, **request.points[0]})
@@ -114,7 +116,7 @@ def _source_jobs(request: RunRequest) -> list[AtomicJob]:
     built = []
     for point in request.points:
         doc = {"benchmark": request.benchmark, **keys, **point, **placed}
-        if options.kernel is not None or vm:
+        if (options.kernel is not None or vm) and not placed:
             doc.update(kernel=options.kernel, vm=vm)
         built += jobs.expand_atomic(doc, where)
     if request.benchmark == "cmd":
@@ -134,10 +136,15 @@ def _target_keys(options: JobOptions) -> dict:
 
     placed = dict(options.target_keys)
     check_registered(placed)
-    if placed and (options.kernel is not None or options.vm_mode):
+    if placed and options.vm_mode:
         flag = next(o.flag for o in registered_options() if o.key in placed)
-        raise UsageProblem(f"{flag} with --kernel/--vm: a kernel under test booted there (kexec) is not built "
-                           "yet; run on its running kernel (leave --kernel out)")
+        raise UsageProblem(f"{flag} with --vm: the kernel under test runs on the machine itself (kexec); "
+                           "leave --vm out")
+    if placed and options.kernel is not None:
+        from perflab.execution.targets.ssh import Ssh
+
+        # The kernel under test on that machine (execution/targets/kexec.py).
+        placed["kernel"] = Ssh.check_kernel(options.kernel, "--kernel")
     return placed
 
 

@@ -75,6 +75,7 @@ class TargetOption:
     key: str
     metavar: str
     help: str
+    is_flag: bool = False                     # a switch (--keep-kernel): the key is true when given
 
 
 @dataclass(frozen=True)

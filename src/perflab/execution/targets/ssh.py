@@ -63,7 +63,13 @@ USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 ON_OPTION = TargetOption(
     "--on", "on", "ssh://[USER@]HOST[:PORT]|MACHINE",
     "Run the job on a machine reached over SSH, on its running kernel: ssh://[user@]host[:port], or a "
-    "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\").")
+    "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\"). With --kernel "
+    "debian:RELEASE|IMAGE on a machine configured with kexec = true: that kernel, installed there and kexec'ed.")
+KEEP_KERNEL_KEY = "keep_kernel"
+KEEP_KERNEL_OPTION = TargetOption(
+    "--keep-kernel", KEEP_KERNEL_KEY, "",
+    "With --on MACHINE --kernel K: leave the kernel installed on the machine afterwards (it goes back to its "
+    "default kernel all the same).", is_flag=True)
 
 
 class SshDown(TargetDown):
@@ -81,6 +87,7 @@ class Machine:
     ssh_options: tuple[str, ...] = ()
     tmpdir: str | None = None
     connect_timeout: float = CONNECT_TIMEOUT
+    settings: tuple = ()                      # the configured [machine.NAME] keys, as (key, value) pairs
 
     def ssh(self, control: str, *more: str) -> list[str]:
         """The ssh command line to reach it through the control socket `control`, then `more`."""
@@ -133,7 +140,8 @@ def machine_of(on, where: str = "--on") -> Machine:
                            f"([machine.{on}]){known}")
     destination, port = _destination(settings["ssh"], f"{config.path()}: [machine.{on}] ssh")
     return Machine(on, destination, port, settings.get("ssh_config"), tuple(settings.get("ssh_options", ())),
-                   settings.get("tmpdir"), float(settings.get("connect_timeout", CONNECT_TIMEOUT)))
+                   settings.get("tmpdir"), float(settings.get("connect_timeout", CONNECT_TIMEOUT)),
+                   tuple(sorted((k, v) for k, v in settings.items() if not isinstance(v, list))))
 
 
 # -- the shared connection -------------------------------------------------------------
@@ -238,6 +246,15 @@ def connection(machine: Machine) -> Connection:
     return found
 
 
+def reconnect(machine: Machine) -> Connection:
+    """A new connection to `machine`, the old one (and a remembered failure) dropped: after a reboot."""
+    with _LOCK:
+        found = _CONNECTIONS.pop(machine, None)
+    if isinstance(found, Connection):
+        found.close()
+    return connection(machine)
+
+
 def close_connections() -> None:
     """Every shared connection closed (at exit; tests)."""
     with _LOCK:
@@ -267,31 +284,50 @@ def machine_cpus(machine: Machine) -> int | None:
 
 @dataclass(frozen=True)
 class Ssh(Target):
-    """A machine reached over SSH, on the kernel it runs. `on` as the job wrote it."""
+    """A machine reached over SSH, on the kernel it runs, or on `kernel` switched to by kexec
+    (execution/targets/kexec.py). `on` as the job wrote it."""
 
     kind = "ssh"
-    job_keys: ClassVar[tuple[str, ...]] = (ON_KEY,)
-    options: ClassVar[tuple[TargetOption, ...]] = (ON_OPTION,)
+    job_keys: ClassVar[tuple[str, ...]] = (ON_KEY, KEEP_KERNEL_KEY)
+    options: ClassVar[tuple[TargetOption, ...]] = (ON_OPTION, KEEP_KERNEL_OPTION)
     lacks = {WRITABLE_HOST_TREE: "this machine's directories are not on the SSH machine",
              WORK_DISK: "a file system of its own on an SSH machine is not made yet (run without fs:)",
              INSTRUCTION_COUNTS: "an SSH machine's CPU runs it natively (boot a kernel under vm mode icount)",
              HOST_TOOLS: "perf on an SSH machine is not driven yet (the /proc monitors run there)"}
     on: str = ""
     toolchain: Toolchain = field(default_factory=Toolchain)
+    kernel: str | None = None                 # debian:RELEASE or an image: the kernel under test there
+    keep_kernel: bool = False
 
     @classmethod
     def from_keys(cls, doc: dict, toolchain: Toolchain) -> Ssh | None:
         """The target of a job's keys when they say `on:` (None otherwise)."""
-        return cls(on=doc[ON_KEY], toolchain=toolchain) if doc.get(ON_KEY) else None
+        if not doc.get(ON_KEY):
+            return None
+        kernel = doc.get("kernel") if isinstance(doc.get("kernel"), str) and doc.get("kernel") else None
+        return cls(on=doc[ON_KEY], toolchain=toolchain, kernel=kernel, keep_kernel=doc.get(KEEP_KERNEL_KEY) is True)
 
     @classmethod
     def check_key(cls, key: str, value, where: str) -> None:
         """The value, and the machine asked for its CPUs: a job is being made to run there, and what
         `nr_task: 50%` means is a share of them (a stored job read for a listing asks nothing)."""
+        if key == KEEP_KERNEL_KEY:
+            if not isinstance(value, bool):
+                raise UsageProblem(f"{where} = {value!r}: expected true or false")
+            return
         machine_cpus(machine_of(value, where))
 
+    @classmethod
+    def check_kernel(cls, value, where: str) -> str:
+        """A kernel for an SSH machine (debian:RELEASE, an image file) as it is stored; UsageProblem."""
+        from perflab.execution.targets import kexec
+
+        return kexec.check_kernel(value, where)
+
     def keys(self) -> dict:
-        return {ON_KEY: self.on, **self.toolchain.keys()}
+        kernel = {"kernel": self.kernel} if self.kernel else {}
+        keep = {KEEP_KERNEL_KEY: True} if self.keep_kernel else {}
+        return {**kernel, ON_KEY: self.on, **keep, **self.toolchain.keys()}
 
     @property
     def machine(self) -> Machine:
@@ -301,7 +337,7 @@ class Ssh(Target):
             raise PerflabError(str(e)) from None
 
     def describe(self) -> str:
-        return f"the SSH machine {self.on}"
+        return f"the SSH machine {self.on}" + (f" on kernel {self.kernel}" if self.kernel else "")
 
     def cpus(self) -> int | None:
         """The machine's CPUs once asked (check_key, where a job to run is made); None before."""
@@ -309,7 +345,13 @@ class Ssh(Target):
 
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
         super().check(needs, what)
-        self.machine             # the value, and a named machine's settings
+        machine = self.machine             # the value, and a named machine's settings
+        if self.kernel:
+            from perflab.execution.targets import kexec
+
+            if not kexec.control_of(dict(machine.settings)).kexec:
+                raise PerflabError(f"{self.on} is not declared kexec-capable: a kernel under test is booted only on a "
+                                   "machine of perflab's configuration with kexec = true ([machine.NAME]; docs/lab.md)")
         if shutil.which("ssh") is None:
             raise PerflabError("ssh not found: an SSH machine is reached with the OpenSSH client "
                                "(Debian package openssh-client)")
@@ -322,23 +364,32 @@ class Ssh(Target):
             yield None
 
     def share_key(self, needs: frozenset[str], params: dict):
-        """The jobs that run one after another on the machine share one session and run directory."""
-        return ("ssh", self.on)
+        """The jobs that run one after another on the machine (on one kernel) share one session and
+        run directory, and one switch to the kernel."""
+        return ("ssh", self.on, self.kernel, self.keep_kernel)
 
     @contextlib.contextmanager
     def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
         machine = self.machine
-        conn = connection(machine)
-        with _session(conn, openings) as (far, shipped, workdirs):
-            facts = _facts(far, machine)
-            yield _FarPlace(far, facts, openings, shipped, workdirs)
+        with contextlib.ExitStack() as stack:
+            switched = {}
+            if self.kernel:
+                from perflab.execution.targets import kexec
+
+                switched = stack.enter_context(kexec.under_test(machine, kexec.control_of(dict(machine.settings)),
+                                                                self.kernel, self.keep_kernel, connection, reconnect))
+            conn = connection(machine)
+            with _session(conn, openings) as (far, shipped, workdirs):
+                facts = {**_facts(far, machine), **switched}
+                yield _FarPlace(far, facts, openings, shipped, workdirs)
 
     def params(self, params: dict) -> dict:
-        # Where it ran is part of what was measured: never grouped with this machine's figures.
-        return {**params, ON_KEY: self.on}
+        # Where it ran, and on which kernel, is part of what was measured.
+        return {**params, ON_KEY: self.on, **({"kernel": self.kernel} if self.kernel else {})}
 
     def unopened_facts(self) -> dict:
-        return {"ssh_machine": self.on, "testbox": self.on, "host_kernel": os.uname().release}
+        return {"ssh_machine": self.on, "testbox": self.on, "host_kernel": os.uname().release,
+                **({"kexec_kernel": self.kernel} if self.kernel else {})}
 
 
 # -- a session on the machine ----------------------------------------------------------
