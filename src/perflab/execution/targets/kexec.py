@@ -67,7 +67,10 @@ def check_kernel(value, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise UsageProblem(f"{where} = {value!r}: on an SSH machine the kernel is debian:RELEASE or an image file")
     if value.startswith(kernels.DEBIAN):
-        kernels.debian_package(value)
+        try:
+            kernels.debian_package(value)
+        except UsageProblem as e:
+            raise UsageProblem(f"{where} = {value!r}: {str(e).partition(': ')[2]}") from None
         return value
     path = Path(value).expanduser()
     if not path.is_file():
