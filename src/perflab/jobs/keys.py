@@ -213,10 +213,11 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
                         "machine itself (kexec); leave 'vm' out")
     if placed and doc.get("kernel") is not None:
         from perflab.core.errors import UsageProblem
-        from perflab.execution.targets.ssh import Ssh
+        from perflab.execution.targets import registered_kernel
 
         try:
-            job["kernel"] = Ssh.check_kernel(_plain(doc["kernel"]), f"{where('kernel')}: key 'kernel'")
+            job["kernel"] = registered_kernel({k: doc.get(k) for k in TARGET_KEYS}, _plain(doc["kernel"]),
+                                              f"{where('kernel')}: key 'kernel'")
         except UsageProblem as e:
             problems.append(str(e))
     try:

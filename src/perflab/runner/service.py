@@ -141,10 +141,10 @@ def _target_keys(options: JobOptions) -> dict:
         raise UsageProblem(f"{flag} with --vm: the kernel under test runs on the machine itself (kexec); "
                            "leave --vm out")
     if placed and options.kernel is not None:
-        from perflab.execution.targets.ssh import Ssh
+        from perflab.execution.targets import registered_kernel
 
         # The kernel under test on that machine (execution/targets/kexec.py).
-        placed["kernel"] = Ssh.check_kernel(options.kernel, "--kernel")
+        placed["kernel"] = registered_kernel(placed, options.kernel, "--kernel")
     return placed
 
 
