@@ -128,8 +128,9 @@ def _ids() -> tuple[str, str]:
     return read("/proc/sys/kernel/random/boot_id"), read("/etc/machine-id")
 
 
-PROBE = ("cat /proc/sys/kernel/random/boot_id; cat /etc/machine-id 2>/dev/null || echo; uname -r; id -u; "
-         "cat /proc/cmdline")
+# One line each, also when a file is empty or missing.
+PROBE = ('echo "$(cat /proc/sys/kernel/random/boot_id)"; echo "$(cat /etc/machine-id 2>/dev/null)"; uname -r; id -u; '
+         'echo "$(cat /proc/cmdline)"')
 
 
 def _probe(conn) -> dict:
@@ -285,10 +286,12 @@ def under_test(machine, control: BootControl, kernel: str, keep: bool, connect, 
     try:
         switch.root(f"kexec -l {shlex.quote(image)}" + (f" --initrd={shlex.quote(initrd)}" if initrd else "")
                     + " --reuse-cmdline", timeout=300)
-        switch.root("systemctl --no-block kexec", timeout=60)
     except TargetDown as e:
         switch.remove()
-        raise TargetDown(f"kernel did not boot on {machine.on}: kexec of {kernel} failed: {e.summary}") from None
+        raise TargetDown(f"kernel did not boot on {machine.on}: kexec -l of {kernel} failed: {e.summary}") from None
+    with contextlib.suppress(TargetDown):
+        # The connection may end before its answer does: the wait below tells whether it went down.
+        switch.root("systemctl --no-block kexec", timeout=60)
     far = switch.wait_boot(first["boot_id"], time.monotonic() + control.boot_timeout)
     if far is None or far["release"] != switch.release:
         why = (f"no answer over SSH within {control.boot_timeout:g} s" if far is None
