@@ -43,7 +43,7 @@ def on_box(cli, box, tmp_path):
     leaves a line in tmp_path/cycled before it resets the box."""
     config = tmp_path / "perflab.toml"
     cycled = tmp_path / "cycled"
-    quick = box.machine_config("quickbox", boot_timeout=240).replace(
+    quick = box.machine_config("quickbox", boot_timeout=180).replace(
         f'power_cycle = "{box.power_cycle_command}"', f'power_cycle = "echo cycled >> {cycled}; {box.power_cycle_command}"')
     config.write_text(box.machine_config("testbox", boot_timeout=600) + "\n" + quick)
     cli.env.update(PERFLAB_CONFIG=str(config))
