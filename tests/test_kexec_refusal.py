@@ -52,3 +52,19 @@ def test_a_bad_kexec_key_is_one_line_naming_file_and_key(cli, tmp_path, line, ne
     proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "box", check=False,
                env={"PERFLAB_CONFIG": str(config)})
     assert_one_line_error(proc, str(config), needle)
+
+
+def test_a_stored_job_keeps_its_machine_kernel_and_keep_kernel():
+    from perflab.execution.targets.ssh import Ssh
+    from perflab.jobs.job import AtomicJob
+
+    stored = {"benchmark": "will-it-scale", "params": {"test": "getppid1"}, "kernel": "debian:6.1.0-50-amd64",
+              "on": "box1", "keep_kernel": True}
+    job = AtomicJob.from_dict(stored)
+    assert isinstance(job.target, Ssh)
+    assert (job.target.on, job.target.kernel, job.target.keep_kernel) == ("box1", "debian:6.1.0-50-amd64", True)
+    assert job.to_dict() == stored
+    # The kernel is part of what keeps its figures apart; a job on another kernel opens another place.
+    assert job.target.params({})["kernel"] == "debian:6.1.0-50-amd64"
+    other = AtomicJob.from_dict({**stored, "kernel": "debian:6.1.0-47-amd64"})
+    assert other.target.share_key(frozenset(), {}) != job.target.share_key(frozenset(), {})
