@@ -282,7 +282,12 @@ def under_test(machine, control: BootControl, kernel: str, keep: bool, connect, 
     default = first["release"]
     if switch.release == default:
         raise PerflabError(f"{machine.on} already runs {default}: run on its running kernel (leave --kernel out)")
-    image, initrd = switch.install()
+    try:
+        image, initrd = switch.install()
+    except TargetDown as e:
+        with contextlib.suppress(TargetDown):
+            switch.remove()         # a half-installed package purged, what was copied removed
+        raise TargetDown(f"kernel did not boot on {machine.on}: {kernel} could not be installed: {e.summary}") from None
     try:
         switch.root(f"kexec -l {shlex.quote(image)}" + (f" --initrd={shlex.quote(initrd)}" if initrd else "")
                     + " --reuse-cmdline", timeout=300)
