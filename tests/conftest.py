@@ -18,6 +18,9 @@ PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shuti
 # 60 s; a TCG boot takes 12-16 s, icount 21-26 s at load 8-12 on 2 cores, two side by side more):
 # a test's verdict must not depend on the load, and a hung boot still fails, later.
 os.environ.setdefault("PERFLAB_VM_BOOT_TIMEOUT", "300")
+# Long steps speak after 2 s (core/steps.py): which ones did depends on the load, so in the tests
+# no step speaks unless the test asks (PERFLAB_STEP_AFTER=0: every one, tests/test_steps.py).
+os.environ.setdefault("PERFLAB_STEP_AFTER", "3600")
 
 
 class CLI:

@@ -108,7 +108,7 @@ def test_lkp_monitor_section_matches_the_fixture(store):
         == lines[summary]
     headings = [l for l in lines[summary + 1:] if l.startswith("  -- ")]
     assert headings == ["  -- vmstat --", "  -- proc-vmstat --", "  -- meminfo --", "  -- perf-profile --"]
-    shown = [l.split()[-1] for l in section(out, "  -- vmstat --", "  FDR family") if not l.startswith("  -- ")]
+    shown = [l.split()[-1] for l in section(out, "  -- vmstat --", "  figures:") if not l.startswith("  -- ")]
     assert shown == ["vmstat.cpu.sy", "proc-vmstat.pgfault", "proc-vmstat.pgfault.per_s", "meminfo.Dirty",
                      # children before self, as LKP prints them; by size of change within each
                      "perf-profile.children.cycles-pp.do_page_fault",

@@ -3,6 +3,7 @@ applied in perflab's clone, base against head, the patch that changed the count 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,9 +51,18 @@ def test_the_series_is_applied_and_the_patch_that_added_work_is_named(cli, tmp_p
     head_before = _git(repo, "rev-parse", "HEAD")
     job = tmp_path / "job.yaml"
     job.write_text("benchmark: cmd\ncommand: ./prog\nmeasure: instructions\n")
-    out = cli("series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O1 -o prog prog.c",
-              "--metric", "valgrind.instructions", timeout=600).stdout
+    # Every long step speaks (PERFLAB_STEP_AFTER=0: no step is too short, no timing in the test).
+    done = cli("series", "--repo", repo, "--mbox", mbox, "--job", job, "--build", "cc -O1 -o prog prog.c",
+               "--metric", "valgrind.instructions", timeout=600, env={"PERFLAB_STEP_AFTER": "0"})
+    out, err = done.stdout, done.stderr
     assert f"series: 6 patches ([PATCH 0/6] *** SUBJECT HERE ***), base {base[:12]}" in out, out
+    # The steps on stderr, a start line and an end line with the duration each; none on stdout.
+    for label in (f"applying 6 patches on {base[:12]} (git am)", f"{base[:12]} (good): building and measuring",
+                  "cleaning up the series' worktrees"):
+        assert f"\n{label} ...\n" in "\n" + err, (label, err)
+        assert f"\n{label}: done in " in "\n" + err, (label, err)
+    assert re.search(r"^confirming [0-9a-f]{12} against its parent [0-9a-f]{12}: done in ", err, re.M), err
+    assert " ...\n" not in out and ": done in " not in out, out
     assert "the patch: [PATCH 4/6] prog: more work (4) (4 of 6)" in out, out
     assert "where the first bad commit's instructions changed" in out and "work" in out
     # the user's repository: same branch, same commit, no worktree or branch of perflab's
@@ -201,3 +211,66 @@ def test_bisect_kind_labels_the_culprit_against_its_parent(cli, tmp_path):
     assert _git(repo, "rev-parse", "HEAD") == head_before and _git(repo, "status", "--porcelain") == ""
     assert _git(repo, "branch", "--format=%(refname:short)").split() == ["main", "topic"]
     assert len(_git(repo, "worktree", "list").splitlines()) == 1
+
+
+# -- a kernel tree's builds are kept for the next series (issue 47, Deliver 4) ---------------------
+
+FAKE_KERNEL_BUILD = """mkdir -p "$KBUILD_OUTPUT/arch/x86/boot"
+echo "$(cat version)" >> "$KBUILD_OUTPUT/builds.log"
+cp version "$KBUILD_OUTPUT/arch/x86/boot/bzImage"
+"""
+
+
+def test_a_series_kernel_builds_are_kept_for_the_next_series_not_removed(tmp_path, monkeypatch, capsys):
+    # Removing a kernel tree's checkout and build directory at the end of each series took 25-40 s,
+    # and the next series built everything again (516 s): they stay beside the clone now.
+    from perflab.automate import series
+    from perflab.automate.measurer import KernelBuilds
+    from perflab.execution.vm import kbuild
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFLAB_STEP_AFTER", "0")      # every step speaks: no timing here
+    repo = tmp_path / "linux"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "build.sh").write_text(FAKE_KERNEL_BUILD)
+    shas = []
+    for version in ("base", "patched", "v2"):
+        (repo / "version").write_text(version + "\n")
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-qm", version)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    clone = series.clone_of(repo)
+    clone.parent.mkdir(parents=True)
+    image = "arch/x86/boot/bzImage"
+
+    def one_series(*commits: str) -> list[str]:
+        kbuild.Clone(repo, clone).at(shas[0], lambda _l: None)
+        dirs = series.kernel_dirs(clone)
+        builds = KernelBuilds(dirs.repo, dirs.src, dirs.out, dirs.images, "sh build.sh", image, owned=dirs.owned)
+        try:
+            return [builds.image_of(c).read_text().strip() for c in commits]
+        finally:
+            builds.close()
+
+    dirs = series.kernel_dirs(clone)
+    assert one_series(shas[0], shas[1]) == ["base", "patched"]
+    assert dirs.src.is_dir() and (dirs.images / shas[0] / "bzImage").is_file()
+    # The next series on the same base: the base's image is taken as it is, not built again.
+    assert one_series(shas[0], shas[2]) == ["base", "v2"]
+    assert (dirs.out / "builds.log").read_text().split() == ["base", "patched", "v2"]
+    # Each build step said what it built and for how long, on stderr.
+    said = capsys.readouterr()
+    for sha in shas:
+        assert f"\nkernel {sha[:12]}: --build 'sh build.sh' ...\n" in "\n" + said.err, said.err
+        assert f"\nkernel {sha[:12]}: --build 'sh build.sh': done in " in "\n" + said.err, said.err
+    assert said.out == ""
+    # perflab's clone made again (its objects lost): the kept checkout is a worktree of the new one.
+    import shutil as _shutil
+
+    _shutil.rmtree(clone)
+    _shutil.rmtree(dirs.images / shas[2])
+    assert one_series(shas[2]) == ["v2"]
+    # Old images beyond the ones kept are removed; the newest stay.
+    series._prune_images(dirs.images, keep=1)
+    assert [p.name for p in dirs.images.iterdir() if not p.name.startswith(".")] == [shas[2]]

@@ -172,7 +172,7 @@ def test_a_bad_on_value_is_a_one_line_error(cli):
                check=False)
     assert_one_line_error(proc, "--kernel", "no such kernel image")
     proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "ssh://box", "--vm", "tcg", check=False)
-    assert_one_line_error(proc, "--on with --vm")
+    assert_one_line_error(proc, "a job runs in one place")
     job = cli.tmp / "bad.yaml"
     job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://-oProxyCommand=x\n")
     assert_one_line_error(cli("run", job, check=False), f"{job}:3: key 'on'")

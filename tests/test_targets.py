@@ -65,7 +65,7 @@ class Counter(Instrument):
     """Wraps each recorded process in `counter --` and reports one figure per process."""
 
     name = "counter"
-    runs_in = frozenset({"host", "elsewhere"})
+    requires = frozenset()       # it wraps argv: any place that takes a wrapper
 
     def attach(self, what, warn=lambda message: None, target=None) -> Watch:
         return _CounterWatch()
@@ -270,3 +270,146 @@ def test_two_jobs_programs_of_one_name_each_get_a_place_in_a_shared_guest():
     assert moved == {"/opt/perflab/bin/1/prog": "/tmp/b/prog", "/usr/bin/x": "/usr/bin/x"}
     assert _rewrite(["/tmp/b/prog", "-n", "/usr/bin/x"], moved) == ["/opt/perflab/bin/1/prog", "-n", "/usr/bin/x"]
     assert _placed({"/opt/perflab/bin/prog": "/tmp/a/prog"}, taken) == {"/opt/perflab/bin/prog": "/tmp/a/prog"}
+
+
+# -- a target is one module: registered, it is in every command and runs through the one runner --
+
+JOB_COMMANDS = (("run", "cmd"), ("run", "will-it-scale"), ("rerun",), ("bisect",), ("series",), ("robot",),
+                ("submit",))
+
+
+def _perflab(argv: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from perflab import cli as cli_pkg
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli_pkg.main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _option_blocks(help_text: str, flags: list[str]) -> dict[str, str]:
+    """flag -> its help entry with whitespace made single spaces (columns differ between commands)."""
+    import re
+
+    blocks, current = {}, None
+    for line in help_text.partition("\nOptions:\n")[2].splitlines():
+        m = re.match(r"^\s+(-\S+)", line)
+        if m:
+            current = m.group(1).rstrip(",") if m.group(1).rstrip(",") in flags else None
+        if current:
+            blocks[current] = f"{blocks.get(current, '')} {line}"
+    return {k: " ".join(v.split()) for k, v in blocks.items()}
+
+
+@pytest.fixture
+def wrapped(monkeypatch):
+    """tests/target_plugin.py's target registered for the test (and only for it)."""
+    from perflab.execution import targets
+
+    monkeypatch.setattr(targets, "REGISTERED", list(targets.REGISTERED))
+    targets.register("target_plugin:Wrapped")
+    return targets
+
+
+def test_the_six_commands_that_run_jobs_show_the_same_target_options():
+    from perflab.execution.targets import registered_options
+
+    flags = [o.flag for o in registered_options()]
+    assert {"--on", "--kernel", "--vm"} <= set(flags)
+    shown = {}
+    for command in JOB_COMMANDS:
+        rc, out, err = _perflab([*command, "--help"])
+        assert rc == 0, err
+        shown[command] = _option_blocks(out, flags)
+        assert sorted(shown[command]) == sorted(flags), (command, shown[command])
+    first = shown[JOB_COMMANDS[0]]
+    for command, blocks in shown.items():
+        assert blocks == first, command
+
+
+def test_a_registered_target_is_an_option_of_every_command_that_runs_jobs(wrapped):
+    for command in JOB_COMMANDS:
+        rc, out, err = _perflab([*command, "--help"])
+        assert rc == 0, err
+        assert "--wrap COMMAND" in out and "through COMMAND (a test's target)" in " ".join(out.split()), command
+
+
+def test_listing_the_commands_loads_no_target():
+    """The options are added when a command parses or shows its help, not when `perflab --help`
+    lists the commands: no target module is imported for it (start-up time)."""
+    import subprocess
+    import sys
+
+    probe = ("import contextlib, io, sys\nfrom perflab import cli\n"
+             "with contextlib.redirect_stdout(io.StringIO()): cli.main(['--help'])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('perflab.execution.targets')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_registered_target_runs_a_job_with_its_key_through_the_one_runner(wrapped, tmp_path):
+    from perflab.store import open_store
+
+    db = str(tmp_path / "perflab.db")
+    rc, out, err = _perflab(["--db", db, "run", "cmd", "--runs", "2", "--wrap", "env PERFLAB_WRAPPED=7",
+                             "--metric", r"wrapped=(\d+)", "--", "sh", "-c", "echo $PERFLAB_WRAPPED"])
+    assert rc == 0, err
+    store = open_store(db)
+    run = store.get_run(1)
+    assert run.job["wrap"] == "env PERFLAB_WRAPPED=7"
+    params = run.params if isinstance(run.params, dict) else json.loads(run.params)
+    assert params["wrap"] == "env PERFLAB_WRAPPED=7"
+    env = run.environment if isinstance(run.environment, dict) else json.loads(run.environment)
+    assert env["wrapped_by"] == "env PERFLAB_WRAPPED=7"
+    # The processes started through the wrapper: without it the command prints an empty line.
+    assert sorted(r.value for r in store.samples([run.id]) if r.metric == "wrapped") == [7.0, 7.0]
+    # The stored job's key names the target again: rerun runs it there.
+    rc, out, err = _perflab(["--db", db, "rerun", str(run.id), "--tag", "again"])
+    assert rc == 0, err
+    again = store.get_run(run.id + 1)
+    assert again.job["wrap"] == "env PERFLAB_WRAPPED=7"
+    assert sorted(r.value for r in store.samples([again.id]) if r.metric == "wrapped") == [7.0, 7.0]
+
+
+def test_target_options_are_refused_in_one_line_where_they_cannot_go(wrapped, tmp_path):
+    db = str(tmp_path / "perflab.db")
+    rc, _, err = _perflab(["--db", db, "run", "cmd", "--wrap", "no-such-wrapper-here", "--", "true"])
+    assert rc != 0 and len(err.strip().splitlines()) == 1
+    assert "--wrap 'no-such-wrapper-here': expected a command on PATH" in err
+    rc, _, err = _perflab(["--db", db, "run", "cmd", "--wrap", "env", "--kernel", "/boot/vmlinuz", "--", "true"])
+    assert rc != 0 and len(err.strip().splitlines()) == 1
+    assert "--kernel/--vm with --wrap: a job runs in one place" in err
+    for command in (["bisect", "--repo", str(tmp_path)], ["series", "--repo", ".", "--mbox", "x"],
+                    ["robot", "--repo", str(tmp_path), "--job", "x.yaml"]):
+        rc, _, err = _perflab(["--db", db, *command, "--on", "ssh://box"])
+        assert rc != 0 and len(err.strip().splitlines()) == 1, (command, err)
+        assert f"--on: {command[0]} does not run its jobs there yet" in err, err
+
+
+def test_monitors_ask_the_target_for_what_they_need_not_its_kind(wrapped):
+    """A monitor states what it needs of the place (its files read, this machine's processes, the
+    emulator's counts); whether the processes run here is the target's answer (`fulfils_far`)."""
+    from perflab.execution import instruments
+    from perflab.execution.targets import FILE_READINGS
+    from perflab.monitors.instrument import Monitors
+    from target_plugin import Wrapped
+
+    here = Wrapped(wrap="env")
+    instruments.check((Monitors({"vmstat": {}, "sched_debug": {}}),), here, "job")    # this machine's processes
+    with pytest.raises(PerflabError, match="monitor insn-profile counts the instructions of a VM guest"):
+        instruments.check((Monitors({"insn-profile": {}}),), here, "job")
+
+    @dataclass(frozen=True)
+    class Unreadable(Elsewhere):
+        lacks = {FILE_READINGS: "it reads no files"}
+
+    far = Elsewhere()
+    instruments.check((Monitors({"vmstat": {}}),), far, "job")      # read there by the place
+    with pytest.raises(PerflabError, match="monitor sched_debug watches this machine, not elsewhere"):
+        instruments.check((Monitors({"sched_debug": {}}),), far, "job")
+    with pytest.raises(PerflabError, match="monitor vmstat watches this machine, not elsewhere"):
+        instruments.check((Monitors({"vmstat": {}}),), Unreadable(), "job")
+    assert far.where_readings() == "on elsewhere" and here.where_readings() is None

@@ -221,11 +221,11 @@ def test_kernel_over_a_job_file_works_out_its_points_with_the_guests_vcpus(tmp_p
     job = tmp_path / "wis.yaml"
     job.write_text("benchmark: will-it-scale\ntest: getppid1\nnr_task: [1, 50%, 100%]\n")
     assert len(load_atomic(job)) == 2                      # the host's CPUs: 1, 1, 2 -> two points
-    jobs = load_atomic(job, guest.file_overrides(job, [], str(image), {"mode": "icount"}))
+    jobs = load_atomic(job, guest.file_overrides(job, [], {"kernel": str(image), "vm": {"mode": "icount"}}))
     assert len(jobs) == 1 and jobs[0].kernel == str(image)  # one vCPU: 1, 1, 1 -> one point
     job.write_text(f"benchmark: will-it-scale\ntest: getppid1\nnr_task: 100%\nkernel: {image}\n"
                    "vm: {memory: 256M, cpus: 2}\n")
-    (moved,) = load_atomic(job, guest.file_overrides(job, [], None, {"mode": "icount"}))
+    (moved,) = load_atomic(job, guest.file_overrides(job, [], {"vm": {"mode": "icount"}}))
     assert moved.vm["mode"] == "icount" and moved.vm["memory"] == 256 and moved.vm["cpus"] == 2   # the file's block kept
 
 

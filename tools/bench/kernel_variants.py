@@ -14,8 +14,9 @@ so, with its run's error.
 
 --one-tag TAG (issue 44): every variant under one tag, then every view read of that tag: `log`,
 `report lmbench TAG` (a row per variant), `detect --tag TAG` (a series per variant line),
-`compare` of two variants selected by `kernel=`/`cmdline=`, `report html` (its distributions'
-boxes and its trends' names), with what each variant was decoded as (analysis.variant).
+`compare` of two variants selected by `kernel=`/`cmdline=`, `report profile` of two kernels
+(under icount), `report html` (its distributions' boxes and its trends' names and figures), with
+what each variant was decoded as (analysis.variant).
 `--release` picks the Debian release (6.1.0-47 and 6.1.0-50 are cached on the shared machine:
 `--release 6.1.0-47 --variants default mitigations-off` needs no download).
 
@@ -106,6 +107,14 @@ def views_of_one_tag(db: Path, tag: str, work: Path) -> None:
         head = f"tag={tag},cmdline={with_cmdline[0].kernel.cmdline}"
         print(f"== compare {base} {head}")
         print(perflab(db, "compare", base, head, check=False).stdout)
+    releases = sorted({v.kernel.release for v in decoded if v.target.icount})
+    if len(releases) > 1:
+        # Two kernels of the tag under icount: where their instructions differ, per testcase and
+        # variant (kernel=RELEASE of the plain kernel selects its boot options too: a section each).
+        first, other = releases[0], next((r for r in releases if "-rt-" in r), releases[-1])
+        print(f"== report profile kernel={first} kernel={other}")
+        print(perflab(db, "report", "profile", f"kernel={first}", f"kernel={other}", "--top", "8",
+                      check=False).stdout)
     page = work / "page.html"
     done = perflab(db, "report", "html", "--tag", tag, "-o", page, check=False)
     if done.returncode != 0:
@@ -115,7 +124,8 @@ def views_of_one_tag(db: Path, tag: str, work: Path) -> None:
     from perflab.report import html_doc
 
     doc = html_doc.document(build_page(store, Filters(tag=tag)))
-    print("== report html: trends", json.dumps([t["name"] for t in doc["trends"]])[:2000])
+    print("== report html: trends", json.dumps([(t["name"], t["metric"], t["y"], t["figure"])
+                                                 for t in doc["trends"]])[:2000])
     print("== report html: distributions", json.dumps([[v["label"] for v in d.get("variants", [])]
                                                         for d in doc["distributions"]])[:2000])
 

@@ -18,7 +18,8 @@ is mailed with `git format-patch --base --cover-letter` into one mailbox, and
 (1 task) judged by per_process_ops under TCG, a timed metric that moves 8-10% between runs here.
 Printed: the series' verdict, the patch named, the revert check, the kind of the change (the two
 ends booted again under icount), where the mail went, the time split per step (the Measurer's
-`kernel SHA: build, boot, boot+run` lines) and the load average seen.
+`kernel SHA: build, boot, boot+run` lines), each long step's duration (core/steps.py's end lines:
+the builds' make, the boots, the revert and kind checks, the clean-up) and the load average seen.
 """
 
 from __future__ import annotations
@@ -154,6 +155,12 @@ def main() -> None:
     print("time per phase (seconds since the previous line):")
     for seconds, line in phases:
         print(f"  {seconds:6.0f} s  {line}")
+    # The long steps' end lines (core/steps.py: those of 2 s or more, off a terminal): what each wait was.
+    ended = re.findall(r"^(.+): (done in|failed after|interrupted after) (.+)$", out, re.M)
+    if ended:
+        print("long steps (their end lines):")
+        for label, how, took in ended:
+            print(f"  {took:>12}  {label[:100]}" + ("" if how == "done in" else f" ({how.split()[0]})"))
     builds = [float(b) for b in re.findall(r"kernel [0-9a-f]{12}: build ([\d.]+) s", out)]
     boots = re.findall(r"boot\+run ([\d.]+) s", out)
     print(f"builds: {len(builds)} ({', '.join(f'{b:.0f}' for b in builds)} s); boots: {len(boots)}")

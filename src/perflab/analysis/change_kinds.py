@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from perflab.analysis import variant
 from perflab.analysis.comparison import ComparisonResult
 from perflab.core.model import LOWER_IS_BETTER
 from perflab.stats.change_kind import ChangeKind, classify
@@ -35,11 +36,11 @@ def _commit(runs, benchmark: str) -> str | None:
     return next(iter(commits)) if len(commits) == 1 and None not in commits else None
 
 
-def _mode(job) -> tuple[bool, bool]:
-    """(counted by valgrind, booted under icount) of a stored job."""
-    job = job if isinstance(job, dict) else {}
-    vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
-    return bool(job.get("measure") == "instructions"), vm.get("mode") == "icount"
+def _mode(run) -> tuple[bool, bool]:
+    """(counted by valgrind, booted under icount) of a stored run: its job's `measure`, its
+    variant's target (analysis.variant: the guest's mode its parameters recorded)."""
+    job = run.job if isinstance(run.job, dict) else {}
+    return bool(job.get("measure") == "instructions"), variant.of(run).target.icount
 
 
 def kinds(store, result: ComparisonResult) -> list[RowKind]:
@@ -76,7 +77,7 @@ def _counted(store, row, commits: tuple[str, str], timed: set[int]):
             and r.status in ("finished", "partial")
             and all((r.params or {}).get(k) == v for k, v in row.params.items())]
     for metric, how, which in ((VALGRIND, "valgrind", 0), (row.metric, "QEMU icount", 1)):
-        chosen = [r for r in runs if _mode(r.job)[which]]
+        chosen = [r for r in runs if _mode(r)[which]]
         if not chosen:
             continue
         values: dict[str, list[float]] = defaultdict(list)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
 
+from perflab.analysis import variant
 from perflab.analysis.comparison import ComparisonResult, MetricRow, compare
 from perflab.core import config
 from perflab.core.errors import PerflabError
@@ -159,18 +160,17 @@ def _number(value) -> int | None:
 def kernel_side(run) -> KernelSide | None:
     """The kernel a run booted and the guest it ran in (its job's kernel and vm block, else the
     facts the guest recorded); None for a run on the host."""
-    job = run.job if isinstance(run.job, dict) else {}
     env = run.environment or {}
-    image = job.get("kernel") or env.get("kernel_path")
-    if isinstance(image, dict):     # {image, cmdline}, or a recipe (built: its image is in the facts)
-        image = image.get("image") or env.get("kernel_path")
-    if not image:
+    decoded = variant.of(run)
+    # A recipe's image is in the facts once built; a job's image is its kernel key.
+    image = decoded.kernel.image or env.get("kernel_path")
+    if not decoded.target.guest or not image:
         return None
-    vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
+    target = decoded.target
     return KernelSide(image=str(image), release=env.get("kernel_release"),
-                      mode=vm.get("mode") or env.get("vm_mode"), cmdline=env.get("kernel_cmdline"),
-                      cpus=_number(vm.get("cpus") or env.get("vm_cpus")),
-                      memory_mib=_number(vm.get("memory") or env.get("vm_memory_mib")),
+                      mode=target.mode or env.get("vm_mode"), cmdline=env.get("kernel_cmdline"),
+                      cpus=_number(env.get("vm_cpus")) or target.cpus,
+                      memory_mib=_number(env.get("vm_memory_mib")) or target.memory_mib,
                       build=env.get("kernel_build_commands") or None)
 
 

@@ -14,6 +14,8 @@ def metric_summaries(samples_by_metric: dict[str, list]) -> dict[str, Summary]:
             for metric, samples in samples_by_metric.items()}
 
 
-def figure_of(values: list[float], direction: int, metric: str, unit: str) -> float:
-    """A run's one figure of a metric (Summary.center), exact when its stored form says so."""
-    return summarize(values, direction, exact=exact_as_stored(metric, unit)).center
+def figure_of(values: list[float], direction: int, metric: str, unit: str, icount: bool = False) -> float:
+    """A run's one figure of a metric (Summary.center), exact when its stored form says so or
+    when the run measured under icount (analysis.variant: every figure of such a guest is
+    instruction-time, exact; a family's catalog unit, `us`, does not carry the mark its samples do)."""
+    return summarize(values, direction, exact=icount or exact_as_stored(metric, unit)).center

@@ -15,9 +15,12 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError
-from perflab.store import Store
+
+if TYPE_CHECKING:
+    from perflab.store import Store   # SQLAlchemy: not for reading a store (perflab.store.reader)
 
 # Runs whose samples are real measurements (an interrupted run's completed
 # repetitions are; a failed run may hold only the repetition that failed).
@@ -248,3 +251,24 @@ def metric_wanted(names, wanted) -> set[str]:
         named = {n for n in names if n == want or n.endswith("." + want)}
         chosen |= named or {n for n in names if want in n}
     return chosen
+
+
+def variants_apart(groups) -> list[tuple[str, list]]:
+    """Each (label, runs) split by variant (analysis.variant: a kernel's flavour, boot options, a
+    target, the file system): a tag of amd64 and rt runs is two curves, `TAG rt` and `TAG amd64`,
+    never one curve averaging the two kernels. A group of one variant keeps its label."""
+    from perflab.analysis import naming, variant
+
+    out = []
+    for label, runs in groups:
+        kinds: dict[tuple, tuple] = {}
+        for r in runs:
+            v = variant.of(r)
+            # A guest's kernel is what is under test; the host's kernel upgrades are its history.
+            kinds.setdefault(v.measured if v.target.guest else v.line, (v, []))[1].append(r)
+        if len(kinds) < 2:
+            out.append((label, runs))
+            continue
+        labels = naming.variant_labels([v for v, _ in kinds.values()])
+        out += [(f"{label} {name}", rs) for name, (_, rs) in zip(labels, kinds.values())]
+    return out

@@ -44,6 +44,7 @@ from perflab.monitors import monitor_of
 from perflab.analysis import variant
 from perflab.analysis.selection import USABLE_STATUSES, params_key
 from perflab.stats import changepoints, exact, exact_series
+from perflab.stats.descriptive import HMEAN, MEAN, estimator
 from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
 from perflab.store import Store
 from perflab.core.text import printable
@@ -62,12 +63,18 @@ class Point:
     kernel: str | None = None     # the kernel release its (first) run measured
     tag: str | None = None        # its (first) run's tag
     figure: float | None = None   # an exact series' point: its least disturbed sample (exact_figure)
+    # The metric kind's estimator (stats.descriptive.estimator), as `compare` and `show` take it:
+    # a higher-is-better rate's point is the harmonic mean of its samples, not their mean.
+    estimator: str = MEAN
 
     @property
     def value(self) -> float:
-        """The point's level: an exact point's figure, else its runs' means averaged (one run: its samples' mean)."""
+        """The point's level: an exact point's figure; a rate's harmonic mean of its samples; else
+        its runs' means averaged (one run: its samples' mean)."""
         if self.figure is not None:
             return self.figure
+        if self.estimator == HMEAN and self.samples and all(v > 0 for v in self.samples):
+            return len(self.samples) / math.fsum(1.0 / v for v in self.samples)
         return math.fsum(self.run_means) / len(self.run_means)
 
 
@@ -238,8 +245,10 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
             for p in points:
                 p.kernel = kernel_of.get(p.run_ids[0])
                 p.tag = run_of[p.run_ids[0]].tag or None
-                if assumed_exact:
+                if assumed_exact and exact.settled(p.samples, direction):
+                    # Scattered samples have no exact figure: the estimator, as compare and show take it.
                     p.figure = exact.exact_figure(p.samples, direction)
+                p.estimator = estimator(direction)
             history.series.append(Series(box_, bench_, params_, metric_, unit=unit, direction=direction,
                                          points=points, exact=assumed_exact, order=series_order,
                                          variant=variant_of[points[0].run_ids[0]] if points else None))

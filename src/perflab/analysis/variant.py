@@ -226,8 +226,12 @@ def _mapping(value) -> dict:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def of(run) -> Variant:
-    """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag)."""
+def of(run, with_params: bool = True) -> Variant:
+    """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag).
+
+    `with_params=False` leaves `params` empty: for a view that reads only where the run ran and on
+    what kernel (`log`), so the benchmark's family (its pydantic model) is not imported to know
+    which of its parameters only change a run's duration."""
     params, env, job = (_mapping(getattr(run, name, None)) for name in ("params", "environment", "job"))
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
     guest = "vm" in params or bool(job.get("kernel"))
@@ -241,7 +245,7 @@ def of(run) -> Variant:
     else:
         target = Target()
     benchmark = str(getattr(run, "benchmark", "") or "")
-    ignored = duration_params(benchmark)
+    ignored = duration_params(benchmark) if with_params else frozenset(params)
     measured = {k: v for k, v in params.items() if k not in ignored and k not in TARGET_PARAMS}
     cc = " ".join(w for w in (_text(env.get("cc")), _text(env.get("cflags"))) if w)
     return Variant(str(getattr(run, "box", "") or ""), benchmark,

@@ -22,6 +22,7 @@ from perflab.automate.measurer import Measurer, measure_rounds
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed
 from perflab.core.model import LOWER_IS_BETTER
+from perflab.core.steps import step
 from perflab.jobs.job import AtomicJob
 from perflab.stats.change_kind import ChangeKind, classify, counted_verdict, explains
 
@@ -74,9 +75,11 @@ def label(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base:
     if isinstance(mode, str):
         return mode
     ends = {slots[0]: base, slots[1]: head}
-    say(f"the kind of the change: counting {base[:12]} and {head[:12]} ({mode.how}, {COUNTED_RUNS} runs each)")
-    counts = measure_rounds(mode.measurer, mode.job.with_(tag=tag, comment=f"perflab: counting {metric}'s change"),
-                            ends, COUNTED_RUNS, mode.metric, seed=seed + "-count", say=say)
+    say(f"the kind of the change: counting {base[:12]} and {head[:12]} ({mode.how}"
+        f"{' with insn-profile' if 'insn-profile' in (mode.job.monitors or {}) else ''}, {COUNTED_RUNS} runs each)")
+    with step(f"kind of the change: counting base and head ({mode.how}, {COUNTED_RUNS} runs each)"):
+        counts = measure_rounds(mode.measurer, mode.job.with_(tag=tag, comment=f"perflab: counting {metric}'s change"),
+                                ends, COUNTED_RUNS, mode.metric, seed=seed + "-count", say=say)
     # A count of instructions is a cost; the metric itself under icount keeps its direction.
     counted_direction = direction if mode.metric == metric else LOWER_IS_BETTER
     counted = counted_verdict(counts[base], counts[head])
@@ -86,8 +89,9 @@ def label(measurer: Measurer, job: AtomicJob, metric: str, direction: int, base:
 
         say(f"the count moved {counted.pct_change * 100:+.3f}% against {time_change * 100:+.1f}%: timing both "
             f"again in {RETIME_PAIRS} pairs")
-        timed = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab: timing {metric}'s change again"),
-                               ends, RETIME_PAIRS, metric, seed=seed + "-time", say=say)
+        with step(f"kind of the change: timing base and head again ({RETIME_PAIRS} pairs)"):
+            timed = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab: timing {metric}'s change again"),
+                                   ends, RETIME_PAIRS, metric, seed=seed + "-time", say=say)
         retimed = compare_many([(timed[base], timed[head], direction)], threshold=0.0)[0]
     return classify(metric=metric, direction=direction, time_change=time_change, counted_metric=mode.metric,
                     base_counts=counts[base], head_counts=counts[head], retimed=retimed, how=mode.how,

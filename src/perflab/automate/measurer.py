@@ -45,6 +45,7 @@ from typing import Protocol
 from perflab.core.buildlog import first_errors
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, add_worktree, git, prune_worktrees, remove_worktree
+from perflab.core.steps import step
 from perflab.execution.targets import BootFailure
 from perflab.execution.targets.qemu import Qemu
 from perflab.jobs.job import AtomicJob
@@ -105,7 +106,7 @@ def build(path: Path, command: str, timeout: float | None, env: dict[str, str] |
         return None
     spec = ProcessSpec(["/bin/sh", "-c", command], item=f"--build {command!r}", cwd=str(path),
                        timeout=timeout, capture_stdout=False, env={**os.environ, **env} if env else None)
-    with interrupt.stop_requests_as_flag():
+    with step(f"building in {path}: {command}"), interrupt.stop_requests_as_flag():
         result = execute(spec)
         interrupt.check()
     if result.ok:
@@ -221,10 +222,11 @@ class LocalMeasurer:
         self.place = (f" in a VM ({kernel.vm['mode']})" if "mode" in kernel.vm else " in a VM") if kernel else ""
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
+        what = f"{commit[:12]}" + (f" ({slot})" if slot else "")
         if self.kernel is None:
-            with self.trees.checkout(commit, slot) as path:
+            with step(f"{what}: building and measuring"), self.trees.checkout(commit, slot) as path:
                 return run_here(self.store, jobs, box=self.box, path=path)
-        with self.trees.checkout(commit, slot) as path:
+        with step(f"{what}: kernel built and measured{self.place}"), self.trees.checkout(commit, slot) as path:
             image = self.builds.image_of(commit)
             started = time.monotonic()
             measured = run_in_guest(self.store, commit, jobs, image, self.kernel, box=self.box, path=path)
@@ -289,6 +291,7 @@ class KernelSpec:
 def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
     """`--kernel IMAGE --vm MODE` for a job, checked before anything is built (one-line errors)."""
     from perflab.core.errors import UsageProblem
+    from perflab.execution import targets
     from perflab.execution.vm.machine import qemu_binary
     from perflab import jobs
     from perflab.jobs import guest
@@ -296,8 +299,10 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     if not image or os.path.isabs(image) or ".." in Path(image).parts:
         raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
                            "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage")
-    vm = {**(job.vm or {}), **({"mode": vm_mode} if vm_mode else {})}
-    _path, vm = guest.normalize(job.benchmark, image, vm, where, job.monitors)
+    # The options go on as `run --kernel --vm` puts them on a job (the targets' one way: --vm over
+    # the job's vm block); the image is the build's, so only the machine block is kept.
+    keys = targets.placed(job.target.keys(), targets.option_keys({"kernel": image, "vm_mode": vm_mode}))
+    _path, vm = guest.normalize(job.benchmark, image, keys.get("vm") or {}, where, job.monitors)
     spec = KernelSpec(image, vm)
     # The job as each commit will run it, placed once now: what watches it (valgrind) must run in
     # the guest too, refused before the first build.
@@ -369,6 +374,7 @@ class KernelBuilds:
         kept = entry / Path(self.image).name
         expect = {"commit": commit, "image": self.image}
         if kbuild.published(entry, kept.name, expect) is not None:
+            os.utime(entry)      # used: the newest are kept when old images are pruned (a series' clone)
             return kept
 
         def steps(run: kbuild.Running) -> None:
@@ -397,14 +403,17 @@ class KernelBuilds:
 
         if not self.owned:
             return
-        if self.src.exists():
-            remove_worktree(self.repo, self.src, locked=True)
-        for path in (self.src, self.out, self.images, self.base):
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
-        for path in (self.src, self.out):
-            kbuild.lock_path(path).unlink(missing_ok=True)
-        prune_worktrees(self.repo)
+        # A kernel tree's checkout and build directory: 25-40 s to remove here (a bisection's own,
+        # in the user's repository: not kept; a series keeps its builds, automate/series.py).
+        with step(f"removing the kernel builds in {self.out.parent}"):
+            if self.src.exists():
+                remove_worktree(self.repo, self.src, locked=True)
+            for path in (self.src, self.out, self.images, self.base):
+                if path is not None:
+                    shutil.rmtree(path, ignore_errors=True)
+            for path in (self.src, self.out):
+                kbuild.lock_path(path).unlink(missing_ok=True)
+            prune_worktrees(self.repo)
 
 
 class BoxMeasurer:
@@ -426,8 +435,9 @@ class BoxMeasurer:
         if self.kernel is not None:
             source["kernel"] = self.kernel.to_dict()    # the box builds the kernel and boots it itself
         # "source" is a key of the queued job's JSON beyond AtomicJob's fields: it travels in `extra`.
-        results = run_on_box(self.broker, self.box, [j.with_(source=source) for j in jobs], self.store,
-                             say=self.say)
+        with step(f"{commit[:12]}: built and measured{self.place}"):
+            results = run_on_box(self.broker, self.box, [j.with_(source=source) for j in jobs], self.store,
+                                 say=self.say)
         failed = next((r for r in results if r.status == "build-failed"), None)
         if failed is not None:
             if failed.boot_failure is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from perflab.core.errors import PerflabError
 from perflab.core.git import IDENT, BuildFailed, git
+from perflab.core.steps import step
 
 REVERT_ROUNDS = 6      # rounds of (base, head, reverted head) for a timed metric; an exact one takes 2
 RESTORES, PARTLY, DOES_NOT, CANNOT = "restores", "partly", "does not", "cannot revert"
@@ -133,9 +134,10 @@ def revert_check(repo: Path, head: str, base: str, culprit: str, subject: str, n
     say(f"revert check: {name} reverted on the {on} {head[:12]} as {sha[:12]}; measuring "
         f"{words.get('base_name', 'base')}, {on} and the reverted {on} in {rounds} rounds")
     try:
-        values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab: revert check of {culprit[:12]}"),
-                                {"good": base, "bad": head, "revert": sha}, rounds, metric, seed=seed + "-revert",
-                                say=say)
+        with step(f"revert check: {rounds} rounds of {words.get('base_name', 'base')}, {on} and reverted {on}"):
+            values = measure_rounds(measurer, job.with_(tag=tag, comment=f"perflab: revert check of {culprit[:12]}"),
+                                    {"good": base, "bad": head, "revert": sha}, rounds, metric, seed=seed + "-revert",
+                                    say=say)
     except BuildFailed as e:
         return RevertCheck(name, CANNOT, metric, sha, why=f"the reverted {on} does not build: {e.why}", **words)
     except PerflabError as e:

@@ -27,6 +27,7 @@ from perflab.automate.revert import RevertCheck, revert_check
 from perflab.core import paths
 from perflab.core.git import IDENT, git, repo_root
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.steps import step
 from perflab.execution.vm import kbuild
 
 _FROM = re.compile(r"^From [0-9a-f]{40} ", re.MULTILINE)
@@ -124,11 +125,51 @@ def apply(repo: str, series: Series, base: str | None = None) -> tuple[Path, str
     found = git(root, "rev-parse", "--verify", "--quiet", f"{wanted}^{{commit}}", check=False).stdout.strip()
     if not found:
         raise UsageProblem(f"base {wanted} is not a commit of {repo}" + ("" if base else " (the base-commit: trailer)"))
-    clone = paths.cache_home() / "series" / f"clone-{hashlib.sha256(str(root).encode()).hexdigest()[:16]}"
+    clone = clone_of(root)
     clone.parent.mkdir(parents=True, exist_ok=True)
     # The kernel builds' clone (execution/vm/kbuild.py): its objects its own, so a gc in the user's
     # repository cannot break it; checked out clean at the base.
     kbuild.Clone(root, clone).at(found, lambda _line: None)
+    with step(f"applying {len(series.patches)} patches on {found[:12]} (git am)"):
+        _apply_mails(clone, series, found)
+    # A ref keeps the applied commits from git's garbage collection while they are measured.
+    git(clone, "update-ref", "refs/heads/perflab-series", series.patches[-1].sha)
+    return clone, found
+
+
+def clone_of(root: Path) -> Path:
+    """perflab's clone of the repository at `root` (the cache's `series/clone-HASH`)."""
+    return paths.cache_home() / "series" / f"clone-{hashlib.sha256(str(root).encode()).hexdigest()[:16]}"
+
+
+# Kernel images kept beside a clone's build directory (each ~15 MB with its System.map); the
+# oldest beyond these are removed after a series (the build directory rebuilds one incrementally).
+KEPT_IMAGES = 16
+
+
+def kernel_dirs(clone: Path):
+    """Where a kernel tree's commits are built for the series of `clone`: kept between series
+    (`clone-HASH-kernel/`: the source worktree, kbuild's output directory, each commit's image), so
+    the next series on the same base rebuilds only what its patches change and the base's image is
+    not built again, and no tree of 75,000 files is removed at the end of each. kbuild's locks keep
+    two series on one clone from building there at once."""
+    from perflab.automate.measurer import KernelDirs
+
+    top = clone.with_name(clone.name + "-kernel")
+    return KernelDirs(clone, top / "src", top / "build", top / "images", owned=False)
+
+
+def _prune_images(images: Path, keep: int = KEPT_IMAGES) -> None:
+    """The `keep` newest images of a clone's kernel builds; the older ones removed."""
+    if not images.is_dir():
+        return
+    entries = sorted((p for p in images.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _apply_mails(clone: Path, series: Series, found: str) -> None:
     for patch in series.patches:
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
             f.write(patch.mail)
@@ -142,9 +183,6 @@ def apply(repo: str, series: Series, base: str | None = None) -> tuple[Path, str
                                + (f" after {patch.index - 1} patches" if patch.index > 1 else "")
                                + f": {'; '.join(said[:2]) or 'git am failed'}")
         patch.sha = git(clone, "rev-parse", "HEAD").stdout.strip()
-    # A ref keeps the applied commits from git's garbage collection while they are measured.
-    git(clone, "update-ref", "refs/heads/perflab-series", series.patches[-1].sha)
-    return clone, found
 
 
 @dataclass
@@ -206,7 +244,7 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     from perflab.automate import bisect
     from perflab.automate.bisect.record import check_metric
     from perflab.automate.bisect.trees import OWNER_FILE, _alive
-    from perflab.automate.measurer import Here, KeptTrees, KernelDirs, MeasurerSpec, kernel_spec, measurer_for
+    from perflab.automate.measurer import Here, KeptTrees, MeasurerSpec, kernel_spec, measurer_for
     from perflab.core.git import Worktrees, prune_stale
     from perflab.store.db import process_start_time
 
@@ -217,11 +255,11 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     result = SeriesResult(series, base_sha, head, clone, series_path=str(mbox))
     spec = kernel_spec(kernel, vm_mode, jobs.resolve(job)) if kernel else None
     for left in prune_stale(clone, SERIES_PREFIX, OWNER_FILE, _alive):     # a killed run's
-        shutil.rmtree(Path(left).parent, ignore_errors=True)
+        with step(f"removing {Path(left).parent} (a killed series' worktrees)"):
+            shutil.rmtree(Path(left).parent, ignore_errors=True)
     trees = Worktrees(clone, SERIES_PREFIX, OWNER_FILE, {"pid": os.getpid(), "start": process_start_time(os.getpid()),
                                                           "repo": str(clone)})
-    dirs = KernelDirs(clone, trees.base / "kernel-src", trees.base / "kernel-build", trees.base / "kernel-images",
-                      owned=False) if spec else None
+    dirs = kernel_dirs(clone) if spec else None
     # A kernel tree's slots hold only HEAD (its commits are built by the Measurer's KernelBuilds).
     measurer = measurer_for(store, MeasurerSpec(Here(lambda b, t: KeptTrees(trees, b, t, files=spec is None),
                                                      kernel_dirs=dirs),
@@ -240,6 +278,7 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
         direction, _unit = check_metric(rec.job, metric)
         culprit = result.culprit
         if revert and culprit is not None:
+            # (revert_check says its step: the reverted head's build and the rounds it measures)
             result.revert = revert_check(clone, head, base_sha, culprit.sha, _subject_of(culprit), culprit.name,
                                          measurer, rec.job, metric, direction, exact_metric=b.exact is not None,
                                          tag=rec.tag, seed=rec.id, say=say)
@@ -256,11 +295,14 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
         rec.save()
         return result
     finally:
-        if hasattr(measurer, "close"):
-            measurer.close()
-        if dirs is not None and dirs.src.exists():      # KernelBuilds' worktree of the clone (not owned)
-            git(clone, "worktree", "remove", "--force", str(dirs.src), check=False)
-        trees.close()
+        # The kernel builds (dirs) stay for the next series: removing a kernel tree's checkout and
+        # build directory took 25-40 s here, and the next series would build everything again.
+        with step("cleaning up the series' worktrees"):
+            if hasattr(measurer, "close"):
+                measurer.close()
+            trees.close()
+            if dirs is not None:
+                _prune_images(dirs.images)
 
 
 def _subject_of(patch: Patch) -> str:

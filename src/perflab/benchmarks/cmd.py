@@ -23,15 +23,10 @@ from pydantic import Field, field_validator, model_validator
 from perflab.execution import targets
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of, cpu_time_metrics
 from perflab.core.errors import PerflabError, UsageProblem
+# LKP's names for what /usr/bin/time reports (perflab.core.model).
+from perflab.core.model import EXIT, MAXRSS, SYS, USER, WALL
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
-
-# LKP's names for what /usr/bin/time reports.
-WALL = "time.elapsed_time"
-USER = "time.user_time"
-SYS = "time.system_time"
-MAXRSS = "time.maximum_resident_set_size"
-EXIT = "time.exit_status"
 
 BUILTIN_METRICS = catalog_of(
     Metric(WALL, "s", LOWER_IS_BETTER, "wall-clock time of one execution"),

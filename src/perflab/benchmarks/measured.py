@@ -109,7 +109,7 @@ class Valgrind(Instrument):
         return metrics(self.mode)
 
     def refusal(self, target, what: str) -> str | None:
-        if target.kind in self.runs_in:
+        if all(target.offers(n) for n in self.requires):
             return None
         return (f"{what}: key 'measure' = {self.mode!r}: valgrind counts processes on this machine, not in "
                 f"{target.describe()}; leave one of them out")

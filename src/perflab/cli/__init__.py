@@ -38,6 +38,44 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
+# command name -> the first paragraph of its help: what the top-level page lists (`perflab --help`
+# imports no command module; tests/test_cli_help.py checks each against its command).
+COMMAND_SUMMARIES: dict[str, str] = {
+    'annotate': 'Attach a comment to a run (shown by `perflab log`).',
+    'bisect': 'Find the first commit at which a metric changed, with git bisect and a sequential test.',
+    'cancel': 'Cancel a submission: queued jobs are skipped, a running one is stopped (its run kept, interrupted).',
+    'check': 'A CI gate: run (or load) the head, compare it with the baseline, exit 1 on a significant regression.',
+    'compare': 'Compare a base with one or more heads, metric by metric.',
+    'detect': 'Find where the level of each series changed: regressions and improvements in history.',
+    'env': 'Print the facts recorded with every run on this machine.',
+    'export': 'Write runs with their environments and samples as JSON or CSV.',
+    'import': ("Read runs into this store: perflab's own exports (JSON or CSV) and the files of hyperfine "
+              '(--export-json), pyperf (-o), Go (`go test -bench` output), Google Benchmark '
+              '(--benchmark_format=json) and pytest-benchmark (--benchmark-json).'),
+    'jobs': 'Job files: list the shipped ones, split one into its atomic jobs.',
+    'kernel': ('Kernels for perflab\'s guests: configurations (docs/vm.md, "Kernel configuration") and Debian\'s '
+              'kernels by release (docs/vm.md, "Kernels by name").'),
+    'log': 'One line per run, oldest first: date, real, user, sys, status, kernel, tag, commit, comment.',
+    'monitors': 'List the monitors, their options and what each records.',
+    'noise': "Measure this machine's noise: an A/A of a job (the same job as sides A and B).",
+    'queue': "The boxes of the lab: each worker's state and current job, the jobs queued per box.",
+    'report': 'Print summaries of stored runs.',
+    'rerun': 'Run the atomic job a stored run ran, again, as a new run.',
+    'robot': 'The regression robot: test new commits, find level changes, bisect them, report each culprit once.',
+    'run': 'Run a benchmark (a family, or a job file) and record every sample with its environment.',
+    'runs': 'List runs with their status, testbox, tag and commit.',
+    'series': ("Apply a patch series on its base in perflab's own clone, measure base and head, and on a change "
+              'name the patch that made it, bisecting inside the series (one patch a step); then revert that '
+              'patch on the head and measure it (restores, or interacts with later patches), and label a timed '
+              'change by counting base and head (valgrind instructions; icount for a kernel): code path, '
+              "timing only, or not reproduced. --out/--to: the robot's mail for it. With --kernel the "
+              'repository is a kernel tree and --kernel the image the build makes.'),
+    'serve': 'Serve the dashboard, read-only: boxes and queues, recent runs and regressions, the HTML report.',
+    'show': 'Every sample of a run and its summary (n, figure, median, stddev, CoV, min, max).',
+    'submit': 'Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.',
+    'worker': 'Run the atomic jobs queued for BOX, one at a time, into the store (--db).',
+}
+
 class LazyGroup(click.Group):
     """A click group that imports a command's modules on first use of the command."""
 
@@ -47,12 +85,21 @@ class LazyGroup(click.Group):
         self.loaded: set[str] = set()
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        # Listing (help pages, "no such command") loads every module anyway (click asks each
-        # command for its help): so a command the table misses is still listed.
-        self.load_all()
+        # The table names every command (tests/test_cli_help.py checks it against the modules).
         return sorted({*self.modules, *self.commands})
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The top-level page lists the commands from COMMAND_SUMMARIES: loading all 16 command
+        # modules to read their docstrings cost `perflab --help` 0.1 s (and SQLAlchemy's import).
+        self.summaries = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self.summaries = False
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if getattr(self, "summaries", False) and cmd_name not in self.commands and cmd_name in COMMAND_SUMMARIES:
+            return click.Command(cmd_name, help=COMMAND_SUMMARIES[cmd_name])   # the page reads only its help
         if cmd_name not in self.modules and cmd_name not in self.commands:
             self.load_all()   # not in the table: a slow start, never a missing command
         for module_name in self.modules.get(cmd_name, ()):
@@ -122,8 +169,41 @@ def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
     return (getattr(loaded, name),) if loaded is not None else ()
 
 
+class _OneBlasThread:
+    """Loads numpy with OpenBLAS on one thread, and leaves the environment as it was.
+
+    OpenBLAS starts a thread per core when numpy is imported, and they spin: on the 2-core
+    machine, busy, `import numpy` took 0.16 s instead of 0.06 (and 35 ms more CPU), for a
+    harness that multiplies no matrices. OPENBLAS_NUM_THREADS is read when the library is
+    loaded, so it is set only while numpy's package runs: a benchmark started later does not
+    inherit it, and a user's own setting is left alone."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "numpy":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                os.environ["OPENBLAS_NUM_THREADS"] = "1"
+                try:
+                    run(module)
+                finally:
+                    os.environ.pop("OPENBLAS_NUM_THREADS", None)
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every failure ends as one line on stderr and a non-zero status."""
+    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ and not any(
+            isinstance(finder, _OneBlasThread) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _OneBlasThread())
     try:
         # Without standalone mode click returns the code of a click.exceptions.Exit.
         rc = cli.main(args=argv, prog_name="perflab", standalone_mode=False)

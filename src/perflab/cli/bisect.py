@@ -6,14 +6,15 @@ import shlex
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options
+from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options, refuse_targets, target_options
 
 
 def _say(message: str) -> None:
     """A line of the bisection's progress on stderr (text from git and job files made printable)."""
+    from perflab.core import steps
     from perflab.core.text import printable
 
-    click.echo(printable(message, None), err=True)
+    steps.say(printable(message, None))     # on stderr, above a long step's ticking line
 
 
 @click.command("bisect", context_settings={"ignore_unknown_options": False})
@@ -25,13 +26,6 @@ def _say(message: str) -> None:
 @click.option("--job", "job_file", type=click.Path(dir_okay=False), metavar="JOB.yaml",
               help="A job file of one atomic job to measure (else the command after --).")
 @click.option("--metric", metavar="NAME", help="The metric to bisect, e.g. time.elapsed_time.")
-@click.option("--kernel", "kernel", metavar="IMAGE",
-              help="The repository is a kernel tree: --build makes this image, a path relative to the build's "
-                   "output directory (e.g. arch/x86/boot/bzImage; the build runs with KBUILD_OUTPUT set to it, "
-                   "kept between steps), and the job runs in a guest booted from it; a kernel that does not "
-                   "build or boot is skipped.")
-@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")),
-              help="With --kernel: the guest's mode (default: the job's vm.mode, else tcg).")
 @click.option("--tag", "-t", help="Tag of the bisection's runs (default bisect-ID).")
 @lab_box_options("Measure")
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
@@ -57,18 +51,21 @@ def _say(message: str) -> None:
 @click.option("--id", "bisect_id", metavar="ID", help="With --resume: which bisection (default: the latest unfinished).")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, tag, box, broker, source_url,
+def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, source_url,
                build_timeout, alpha,
                threshold,
                pairing, runs, kind, revert, resume,
-               bisect_id, db, command) -> None:
+               bisect_id, db, command, kernel=None, vm_mode=None, **targets) -> None:
     """Find the first commit at which a metric changed, with git bisect and a sequential test.
 
     Measures the good and bad ends and refuses unless they really differ;
     then drives `git bisect` in a worktree of its own, builds each commit
     (--build; a commit that does not build is skipped) and measures it
     through the runner, adding runs only while it cannot yet tell whether the
-    commit is like good or like bad. Every run is stored with its commit and
+    commit is like good or like bad. With --kernel the repository is a kernel
+    tree: --build makes that image (KBUILD_OUTPUT set to a directory kept
+    between steps), the job runs in a guest booted from it, and a kernel that
+    does not build or boot is skipped. Every run is stored with its commit and
     the bisection's tag (`perflab compare tag=bisect-ID,commit=SHA ...`).
 
     \b
@@ -87,6 +84,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, kernel, vm_mode, ta
     """
     from perflab.automate import bisect
     from perflab.core.errors import UsageProblem
+
+    refuse_targets(targets, "bisect", supported=())
 
     if resume:
         if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode \
@@ -150,4 +149,4 @@ def _where(store, result) -> None:
         click.echo(render_instructions(view, moved_only=True), nl=False)
 
 
-COMMANDS = [bisect_cmd]
+COMMANDS = [target_options(bisect_cmd)]

@@ -35,13 +35,24 @@ def db_option(f):
                         help="Store URL or SQLite path (overrides the global --db and $PERFLAB_DB).")(f)
 
 
-def get_store(db: str | None = None) -> Store:
+def get_store(db: str | None = None, *, reading: bool = False) -> Store:
+    """The store of --db; with `reading`, for a command that only reads runs, samples and
+    monitor series (log, runs, show, compare, detect, export, report), an SQLite store may
+    open without SQLAlchemy (perflab.store.reader)."""
     from perflab.execution.filesystem import cleanup_stale
-    from perflab.store import open_store   # SQLAlchemy: only for the commands that open the store
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)
     ctx = click.get_current_context()
     target = db or (ctx.find_root().obj or {}).get("db")
+    if reading:
+        from perflab.store.basics import default_url
+        from perflab.store.reader import open_reader
+
+        reader = open_reader(target or default_url())
+        if reader is not None:
+            return reader
+    from perflab.store import open_store   # SQLAlchemy: only for the commands that need it
+
     store = open_store(target)
     store.reap_dead_runs()
     return store
@@ -119,3 +130,58 @@ class FiniteFloat(click.ParamType):
         if self.minimum is not None and (number < self.minimum or (self.open_min and number == self.minimum)):
             self.fail(f"{value!r} must be {'>' if self.open_min else '>='} {self.minimum:g}", param, ctx)
         return number
+
+
+# -- where jobs run: the targets' options ---------------------------------------------
+
+def target_params() -> list[click.Option]:
+    """The options every registered target declares (perflab.execution.targets: `--on`, `--kernel`,
+    `--vm`), made once here for every command that runs jobs."""
+    from perflab.execution.targets import registered_options
+
+    return [click.Option([o.flag, o.param], is_flag=True, help=o.help) if o.is_flag else
+            click.Option([o.flag, o.param], type=click.Choice(o.choices) if o.choices else None,
+                         metavar=None if o.choices else o.metavar, help=o.help)
+            for o in registered_options()]
+
+
+def target_options(command: click.Command) -> click.Command:
+    """`command` taking the registered targets' options: `run` (each subcommand), `rerun`, `bisect`,
+    `series`, `robot` and `submit`, alike. They are added when the command parses or shows its
+    help, not when it is listed (`perflab --help` loads no target), and again each time (a
+    target registered later is there too); its callback receives them by parameter name, and
+    `placed_on` turns them into job keys."""
+    if getattr(command, "takes_targets", False):
+        return command
+    own = list(command.params)
+    get_params = command.get_params
+
+    def with_targets(ctx: click.Context) -> list[click.Parameter]:
+        names = {p.name for p in own}
+        command.params = [*own, *(p for p in target_params() if p.name not in names)]
+        return get_params(ctx)
+
+    command.get_params = with_targets
+    command.takes_targets = True
+    return command
+
+
+def placed_on(values: dict) -> dict:
+    """The target options given (taken out of `values`, by parameter name) as the job keys they set
+    ({"on": "ssh://box"}, {"kernel": PATH, "vm": {"mode": "icount"}}): UsageProblem in one line for
+    options of two targets or a value its target refuses."""
+    from perflab.execution.targets import option_keys, registered_options
+
+    return option_keys({o.param: values.pop(o.param, None) for o in registered_options()})
+
+
+def refuse_targets(values: dict, command: str, supported: tuple[str, ...]) -> None:
+    """A command that does not run its jobs on every target yet (bisect's steps on an SSH machine):
+    UsageProblem in one line naming the option given, before anything is done."""
+    from perflab.core.errors import UsageProblem
+    from perflab.execution.targets import registered_options
+
+    for o in registered_options():
+        if o.param not in supported and values.get(o.param) not in (None, False):
+            raise UsageProblem(f"{o.flag}: {command} does not run its jobs there yet; run them with "
+                               f"`perflab run JOB {o.flag} ...` (docs/architecture.md, \"Where a process runs\")")

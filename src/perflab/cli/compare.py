@@ -96,7 +96,7 @@ def compare_cmd(operands, style, threshold, alpha, benchmark, metrics, primary, 
     from perflab.report.numbers import percent
     from perflab.core.text import printable
 
-    store = get_store(db)
+    store = get_store(db, reading=True)   # runs and samples only: perflab.store.reader
     exact_pct = EXACT_MIN_EFFECT_PCT if threshold is None else threshold
     threshold = THRESHOLD_PCT if threshold is None else threshold
     result = compare(store, list(operands), alpha=alpha, threshold=threshold / 100.0, cross_box=cross_box,

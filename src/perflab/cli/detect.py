@@ -88,7 +88,7 @@ def detect_cmd(benchmark, metrics, box, tag, since, repo, branch, order, style, 
     from perflab.report.detect import STYLES
 
     since_time = parse_since(since)
-    view = detect_view(get_store(db), benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
+    view = detect_view(get_store(db, reading=True), benchmark=benchmark, metrics=metrics, box=box, tag=tag, since=since_time,
                        repo=repo, branch=branch, order=order, alpha=alpha, min_points=min_points,
                        min_effect=(THRESHOLD_PCT if threshold is None else threshold) / 100,
                        exact_min_effect=(EXACT_MIN_EFFECT_PCT if threshold is None else threshold) / 100)

@@ -91,7 +91,7 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
         from perflab.report.plots import check_path
 
         check_path(plot)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     rows = store.log_rows(benchmark=benchmark, tag=tag, box=box, since=since_time, metrics=TIMES)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since))
     scale = 1.0 / per if per else 1.0
@@ -138,7 +138,7 @@ def _kernel_labels(listed: dict) -> dict[int, str | None]:
     (analysis.naming.variant_labels: `6.1.0-56 amd64 mitigations=off`)."""
     from perflab.analysis import naming, variant
 
-    variants = {rid: variant.of(run) for rid, run in listed.items()}
+    variants = {rid: variant.of(run, with_params=False) for rid, run in listed.items()}
     kinds = {v.identity[3:]: v for v in variants.values()}   # target, kernel, file system, compiler
     if len(kinds) < 2:
         return {rid: (run.environment or {}).get("kernel_release") for rid, run in listed.items()}
@@ -155,7 +155,7 @@ def _ordered(rows, listed: dict, order: str | None) -> list:
 
     from perflab.analysis import variant
 
-    variants = {rid: variant.of(run) for rid, run in listed.items()}
+    variants = {rid: variant.of(run, with_params=False) for rid, run in listed.items()}
     if order is None:
         guests = all(rid in variants and variants[rid].target.guest for rid in (r.id for r in rows))
         order = "kernel" if rows and guests and len({env(r.id).get("kernel_release") for r in rows}) > 1 else "time"
@@ -218,14 +218,16 @@ def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str
         return {}
     # The run's figure as show and compare print it (stats.descriptive: a rate's harmonic mean,
     # an exact metric's least disturbed sample), not the database's average.
+    from perflab.analysis import variant
     from perflab.analysis.run_summary import figure_of
 
     values = store.metric_values(list(primary), metrics)
+    icount = {run.id for run in listed.values() if run.id in primary and variant.of(run).target.icount}
     out = {}
     for run_id, (metric, unit, direction) in primary.items():
         found = values.get((run_id, metric))
         if found:
-            out[run_id] = (metric, unit, figure_of(found, direction, metric, unit))
+            out[run_id] = (metric, unit, figure_of(found, direction, metric, unit, run_id in icount))
     return out
 
 
@@ -270,7 +272,7 @@ def runs_cmd(benchmark, tag, box, since, status, db) -> None:
     from rich.text import Text
 
     since_time = parse_since(since)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time, status=status)
     note = "" if rows else _nothing_matched(store, benchmark, bool(benchmark or tag or box or since or status))
     counts = store.sample_counts([r.id for r in rows])
@@ -306,7 +308,7 @@ def show_cmd(run_id, with_monitors, db) -> None:
     from perflab.monitors import MONITORS, monitor_of
     from perflab.monitors.windows import TEXT, run_windows
 
-    store = get_store(db)
+    store = get_store(db, reading=True)
     run = store.get_run(run_id)
     from perflab.analysis.run_summary import metric_summaries
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from perflab.cli.common import db_option, get_store
-from perflab.cli.run import guest_options, job_line, placed_on, with_target_params
+from perflab.cli.common import db_option, get_store, placed_on, target_options
+from perflab.cli.run import job_line
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
 
@@ -112,23 +112,17 @@ def jobs_split(job_file, overrides, output) -> None:
         click.echo(str(target))
 
 
-# `run`'s --kernel and --vm, so `rerun` says and checks them the same way.
-_kernel_option, _vm_option = guest_options()
-
-
 @click.command("rerun")
 @click.argument("run_id")
 @click.option("--tag", "-t", help="Tag of the new run (default: the old run's).")
 @click.option("--comment", "-m", help="A note kept with the new run.")
 @click.option("--box", help="Testbox name (default: hostname).")
 @click.option("--repo", type=click.Path(), help="Git checkout of the system under test: its commit is recorded.")
-@_kernel_option
-@_vm_option
 @click.option("--trust", is_flag=True,
               help="Run a job from elsewhere (imported, or recorded on another machine) even if it runs "
                    "code of its own here: a kernel recipe's build, a host command, a compiler.")
 @db_option
-def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db, **targets) -> None:
+def rerun_cmd(run_id, tag, comment, box, repo, trust, db, **targets) -> None:
     """Run the atomic job a stored run ran, again, as a new run.
 
     With --kernel (and --vm) the job runs in a guest booted from that kernel, as
@@ -151,12 +145,12 @@ def rerun_cmd(run_id, tag, comment, box, repo, kernel, vm_mode, trust, db, **tar
     run = store.get_run(run_id)
     if not run.job:
         raise PerflabError(f"run #{run.id} has no stored job (it was recorded before jobs were stored, or imported)")
+    placed = placed_on(targets)
     if not trust:
-        _refuse_foreign_host_code(run, kernel is not None)
+        _refuse_foreign_host_code(run, placed.get("kernel") is not None)
     # The same checks as `run --kernel`: refused in one line before the store is written.
     request = service.RunRequest(f"perflab rerun {run.id}", stored_job=run.job, box=box, repo=repo,
-                                 options=service.JobOptions(tag=tag, comment=comment, kernel=kernel, vm_mode=vm_mode,
-                                                            target_keys=placed_on(targets)))
+                                 options=service.JobOptions(tag=tag, comment=comment, target_keys=placed))
     service.raise_first_failure(service.perform(request, lambda: store, on_done=job_line))
 
 
@@ -194,4 +188,4 @@ def _refuse_foreign_host_code(run, kernel_given: bool) -> None:
 
 
 # `run`'s target options (--on), declared once there.
-COMMANDS = [jobs_group, with_target_params(rerun_cmd)]
+COMMANDS = [jobs_group, target_options(rerun_cmd)]

@@ -107,10 +107,11 @@ def kernel_build(recipe_file, jobs) -> None:
       printf 'tree: ~/src/linux\nref: v6.1\ncc: gcc-12\nkcflags: -Os\nname: -gcc12-Os\n' > os.yaml
       perflab kernel build os.yaml
     """
+    from perflab.core import steps
     from perflab.execution.vm import recipe
 
     doc = recipe.read_recipe_file(recipe_file)
-    done = recipe.build(recipe.recipe_of(doc, recipe_file), jobs=jobs, say=lambda line: click.echo(line, err=True))
+    done = recipe.build(recipe.recipe_of(doc, recipe_file), jobs=jobs, say=steps.say)
     click.echo(f"{done.facts.get('kernel_build_release') or done.key}  {done.image}")
 
 

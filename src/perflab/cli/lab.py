@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from perflab.cli.common import db_option
+from perflab.cli.common import db_option, placed_on, target_options
 
 broker_option = click.option("--broker", metavar="URL", envvar="PERFLAB_BROKER", default=None,
                              help="Redis broker URL (default $PERFLAB_BROKER, else redis://127.0.0.1:6379/0).")
@@ -53,16 +53,13 @@ def worker_cmd(box, broker, db, spool_dir, visibility_timeout, heartbeat) -> Non
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the job file.")
 @click.option("--tag", "-t", help="Tag of the runs (overrides the job file's tag).")
 @click.option("--wait", is_flag=True, help="Follow the submission with a progress bar per box until all is done.")
-@click.option("--kernel", "kernel", metavar="PATH",
-              help="Boot this kernel (a path on the boxes) in a QEMU guest and run the jobs inside (docs/vm.md).")
-@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")),
-              help="The guest's mode: tcg, icount (instruction-time) or kvm. Needs --kernel or a job's kernel key.")
 @broker_option
-def submit_cmd(job_file, boxes, overrides, tag, wait, kernel, vm_mode, broker) -> None:
+def submit_cmd(job_file, boxes, overrides, tag, wait, broker, **targets) -> None:
     """Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.
 
     With --kernel (and --vm) every job runs in a guest booted from that kernel by the
-    box's worker, through the same runner as `perflab run JOB --kernel`.
+    box's worker, through the same runner as `perflab run JOB --kernel`. With --on the
+    box's worker runs them on that machine over SSH, as a job file's `on:` key says.
 
     \b
     Example:
@@ -74,9 +71,8 @@ def submit_cmd(job_file, boxes, overrides, tag, wait, kernel, vm_mode, broker) -
     from perflab.automate.lab import client
     from perflab.jobs import guest
 
-    vm = {"mode": vm_mode} if vm_mode else None
     # Before the file is expanded: the guest's vCPUs, not this machine's CPUs, decide its points.
-    atomic = jobs.load_atomic(job_file, guest.file_overrides(job_file, list(overrides), kernel, vm))
+    atomic = jobs.load_atomic(job_file, guest.file_overrides(job_file, list(overrides), placed_on(targets)))
     if tag is not None:
         atomic = [job.with_(tag=tag) for job in atomic]
     url = lab.broker_url(broker)
@@ -155,4 +151,4 @@ def serve_cmd(db, port, host, broker) -> None:
         server.server_close()
 
 
-COMMANDS = [worker_cmd, submit_cmd, queue_cmd, cancel_cmd, serve_cmd]
+COMMANDS = [worker_cmd, target_options(submit_cmd), queue_cmd, cancel_cmd, serve_cmd]

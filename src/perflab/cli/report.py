@@ -42,7 +42,7 @@ def report_lmbench(operands, box, all_boxes, db) -> None:
     from perflab.benchmarks.lmbench.view import summary
     from perflab.report.lmbench import render_summary
 
-    view = summary(get_store(db), tuple(operands), box or socket.gethostname(), all_boxes)
+    view = summary(get_store(db, reading=True), tuple(operands), box or socket.gethostname(), all_boxes)
     click.echo(render_summary(view.rows, icount=view.icount), nl=False)
 
 
@@ -80,7 +80,7 @@ def report_scaling(operands, tests, box, plot, size, db) -> None:
     from perflab.benchmarks.will_it_scale.view import scaling
     from perflab.report.scaling import render_scaling
 
-    view = scaling(get_store(db), tuple(operands), tuple(tests), box)
+    view = scaling(get_store(db, reading=True), tuple(operands), tuple(tests), box)
     click.echo(render_scaling(view.curves, view.variants), nl=False)
     if plot:
         from perflab.report.scaling import plot_scaling
@@ -112,7 +112,7 @@ def report_kernbench(operands, box, db) -> None:
     from perflab.benchmarks.kernbench.view import report
     from perflab.report.kernbench import render_report
 
-    view = report(get_store(db), tuple(operands), box or socket.gethostname())
+    view = report(get_store(db, reading=True), tuple(operands), box or socket.gethostname())
     click.echo(render_report(view))
 
 
@@ -170,7 +170,7 @@ def report_profile(base, head, benchmark, top, per_op, sampled, db) -> None:
     """
     from perflab.analysis.views.profile import has_instruction_profile
 
-    store = get_store(db)
+    store = get_store(db, reading=True)
     if not sampled and has_instruction_profile(store, base, benchmark):
         from perflab.analysis.views.profile import instruction_view
         from perflab.report.profile import render_instructions
@@ -238,7 +238,7 @@ def report_html(operands, output, benchmark, metrics, box, tag, since, repo, bra
 
     since_time = parse_since(since)
     html.check_writable(output)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     filters = Filters(operands=tuple(operands), benchmark=benchmark, metrics=tuple(metrics), box=box, tag=tag,
                            since=since_time, repo=repo, branch=branch, alpha=alpha, threshold=None if threshold is None else threshold / 100.0,
                            cross_box=cross_box, monitors=monitors, title=title)
@@ -275,7 +275,7 @@ def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None
     cols = [k.strip() for k in col_keys.split(",") if k.strip()]
     if not cols:
         raise click.BadParameter(f"{col_keys!r}: name one key or more, comma-separated", param_hint="--cols")
-    found = pivots(get_store(db), tuple(metrics), row_key, cols, benchmark, tuple(boxes), tuple(tags))
+    found = pivots(get_store(db, reading=True), tuple(metrics), row_key, cols, benchmark, tuple(boxes), tuple(tags))
     click.echo("\n".join(render_pivot(p.metric, p.unit, p.row_key, p.col_keys, p.row_values, p.col_values, p.cells)
                          for p in found), nl=False)
 

@@ -6,7 +6,7 @@ import math
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, lab_box_options, get_store
+from perflab.cli.common import FiniteFloat, db_option, lab_box_options, get_store, refuse_targets, target_options
 from perflab.cli.report import report_group
 from perflab.core.text import printable
 from perflab.report.registry import layout_names
@@ -210,11 +210,6 @@ def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
 @click.option("--start", metavar="REV", help="First pass: test this commit as well as the tip (default: the tip's parent).")
 @click.option("--metric", "metrics", multiple=True, metavar="GLOB",
               help="Metrics to watch (default: every metric of the jobs but the monitors').")
-@click.option("--kernel", "kernel", metavar="IMAGE",
-              help="The repository is a kernel tree: --build makes this image, relative to the build's output "
-                   "directory (KBUILD_OUTPUT, kept for the pass), and the jobs run in a guest booted from it.")
-@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")),
-              help="With --kernel: the guest's mode (default: each job's vm.mode, else tcg).")
 @lab_box_options("Measure and bisect")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write each report to DIR/SHA-METRIC.txt.")
 @click.option("--to", "to", multiple=True, metavar="ADDR", help="Mail each report (see `report regression --to`).")
@@ -226,12 +221,15 @@ def _with_planned_runs(store, jobs, change, chosen, runs, box, who):
 @click.option("--runs", "runs", type=click.IntRange(1, 10_000), metavar="N",
               help="Runs per tested commit (default: chosen from the jobs' stored noise, `perflab noise`, else the jobs').")
 @db_option
-def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, metrics, kernel, vm_mode, box, broker, source_url,
-              out_dir, to, subject_tag, no_revert, once, interval, runs, db) -> None:
+def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, metrics, box, broker, source_url,
+              out_dir, to, subject_tag, no_revert, once, interval, runs, db, kernel=None, vm_mode=None,
+              **targets) -> None:
     """The regression robot: test new commits, find level changes, bisect them, report each culprit once.
 
     Its state (commits tested, culprits reported) lives in the store, so it
-    survives restarts. See docs/robot.md.
+    survives restarts. See docs/robot.md. With --kernel the repository is a kernel tree:
+    --build makes that image (KBUILD_OUTPUT, kept for the pass), and the jobs run in a
+    guest booted from it.
 
     \b
     Examples:
@@ -247,12 +245,15 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
     from perflab import jobs as jobfiles
     from perflab.automate import robot
 
+    refuse_targets(targets, "robot", supported=())
     if source_url and not box:
         raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
     if out_dir:
         from perflab.core import output
 
         output.check_directory(out_dir, "--out")    # before any work: a report is never lost at the end
+    from perflab.core import steps
+
     store = get_store(db)
     jobs = [(path, j) for path in job_files for j in jobfiles.load_atomic(path)]
     if box:
@@ -264,7 +265,7 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
         done = robot.run_once(store, repo=repo, branch=branch, jobs=jobs, build_cmd=build_cmd, name=name,
                               start=start, metrics=tuple(metrics), box=box, out_dir=out_dir, to=tuple(to),
                               subject_tag=subject_tag, broker=broker if box else None, source_url=source_url,
-                              say=lambda m: click.echo(f"robot: {printable(m, 300)}"), kernel=kernel,
+                              say=lambda m: steps.say(f"robot: {printable(m, 300)}", stdout=True), kernel=kernel,
                               vm_mode=vm_mode, build_timeout=build_timeout, revert=not no_revert)
         click.echo(f"robot: pass done: {len(done.tested)} commit(s) tested, {len(done.findings)} regression(s) "
                    f"seen, {len(done.reports)} new report(s)")
@@ -289,4 +290,4 @@ def _robot_runs(store, jobs, metrics, runs, box):
     return _with_planned_runs(store, jobs, ROBOT_CHANGE, chosen, runs, box, "robot")
 
 
-COMMANDS = [check_cmd, robot_cmd]
+COMMANDS = [check_cmd, target_options(robot_cmd)]

@@ -16,7 +16,7 @@ import os
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.cli.common import FiniteFloat, db_option, get_store, placed_on, target_options
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
 
@@ -58,45 +58,6 @@ MONITOR_HELP = ("Gather a monitor's evidence during the timed part (repeatable):
                 "`perflab monitors` lists them.")
 
 
-KERNEL_HELP = ("Boot this kernel (bzImage, vmlinuz) in a QEMU guest and run the job inside "
-               "(every family that can run there; a refusal says why: docs/vm.md).")
-VM_HELP = ("The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact "
-           "and repeatable) or kvm. Needs --kernel (or a job's kernel key).")
-
-
-def guest_options() -> list:
-    """`--kernel` and `--vm`, as `run` and `rerun` say and check them."""
-    from perflab.execution.vm import MODES
-
-    return [click.option("--kernel", "kernel", metavar="PATH", help=KERNEL_HELP),
-            click.option("--vm", "vm_mode", type=click.Choice(MODES), help=VM_HELP)]
-
-
-def target_params() -> list[click.Option]:
-    """The options the registered targets declare (`--on ssh://box`: perflab.execution.targets),
-    declared here once for every command that runs jobs; their values reach the run service as
-    the job keys they set (`placed_on`)."""
-    from perflab.execution.targets import registered_options
-
-    return [click.Option([o.flag, o.key], is_flag=True, default=None, help=o.help) if o.is_flag else
-            click.Option([o.flag, o.key], metavar=o.metavar, help=o.help) for o in registered_options()]
-
-
-def with_target_params(command: click.Command) -> click.Command:
-    """`command` with the targets' options (once; added when the command is looked up, so that
-    a command line that names no target does not load them)."""
-    have = {p.name for p in command.params}
-    command.params += [p for p in target_params() if p.name not in have]
-    return command
-
-
-def placed_on(values: dict) -> dict:
-    """The target options given, as job keys ({"on": "ssh://box"}), taken out of `values`."""
-    from perflab.execution.targets import registered_options
-
-    return {o.key: v for o in registered_options() if (v := values.pop(o.key, None)) not in (None, False)}
-
-
 MEASURE_HELP = ("Count each measured process's instructions under valgrind (cachegrind): instructions, or "
                 "cache to add cache misses and estimated cycles (docs/instructions.md).")
 
@@ -107,7 +68,6 @@ def _measure_option():
 
 def _variant_options(f):
     for option in reversed([
-        *guest_options(),
         click.option("--monitor", "monitor_specs", multiple=True, metavar="NAME[:OPT=VAL,...]", help=MONITOR_HELP),
         click.option("--tag", "-t", help="Label of this variant (kernel, patch, compiler ...)."),
         click.option("--box", help="Testbox name (default: hostname)."),
@@ -138,7 +98,7 @@ def _variant_options(f):
 @_variant_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher, ignore_failure, cpus, measure,
-            kernel, vm_mode, monitor_specs, tag, name, box, repo, comment, db, command, **targets) -> None:
+            monitor_specs, tag, name, box, repo, comment, db, command, **targets) -> None:
     """Time any command, as hyperfine does, and record every run.
 
     Records wall time, user and system CPU time, maximum RSS and exit status
@@ -180,8 +140,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         points.append(params)
     # Each command is a point of its own: given together, they run interleaved (RMIT).
     options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                                 monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode,
-                                 target_keys=placed_on(targets))
+                                 monitor_specs=monitor_specs, measure=measure, target_keys=placed_on(targets))
     request = service.RunRequest("perflab run cmd", "cmd", tuple(points), options=options, box=box, repo=repo)
     outcomes = service.perform(request, lambda: get_store(db))
     timed = service.command_timings(outcomes)
@@ -208,7 +167,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")
 @_variant_options
-def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, **targets) -> None:
+def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db, **targets) -> None:
     """Run the LMbench-class OS microbenchmarks and record every sample.
 
     Compiles the suite's C programs with $CC (default cc) -O2, runs each in
@@ -227,7 +186,7 @@ def run_lmbench(quick, only, kernel, vm_mode, monitor_specs, tag, box, repo, com
 
     # --quick and --only are the family's parameters (a job file's `quick:` and `only:`).
     point = {"quick": bool(quick), **({"only": list(only)} if only else {})}
-    options = service.JobOptions(tag=tag, comment=comment, monitor_specs=monitor_specs, kernel=kernel, vm_mode=vm_mode,
+    options = service.JobOptions(tag=tag, comment=comment, monitor_specs=monitor_specs,
                                  target_keys=placed_on(targets))
     request = service.RunRequest("perflab run lmbench", "lmbench", (point,), options=options, box=box, repo=repo)
     outcomes = service.perform(request, lambda: get_store(db))
@@ -258,8 +217,9 @@ def job_line(outcome) -> str:
             f" ± {h.cov * 100:.1f}%" if h.cov is not None else "") + ", "
     # What differs from the other jobs of the invocation first, whole (a matrix over cc, mode ...).
     title = f"{printable(job.varying, None)} {printable(job.name, 80)}".lstrip()
+    workdir = f", workdir {printable(job.workdir, 120)}" if job.workdir else ""
     return (f"run #{job.run_id}: {title}: {headline}{job.samples} samples "
-            f"in {job.seconds:.1f} s ({printable(job.status, 200)})")
+            f"in {job.seconds:.1f} s{workdir} ({printable(job.status, 200)})")
 
 
 # At most this many allowed values are spelled in an option's metavar (`--mode process|thread`);
@@ -320,14 +280,13 @@ def _family_command(name: str) -> click.Command:
 
     fam = benchmarks.family(name)
 
-    def callback(runs, warmup, timeout, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, measure=None,
+    def callback(runs, warmup, timeout, monitor_specs, tag, box, repo, comment, db, measure=None,
                  **values):
         from perflab.runner import service
 
         placed = placed_on(values)
         options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode,
-                                     target_keys=placed)
+                                     monitor_specs=monitor_specs, measure=measure, target_keys=placed)
         request = service.RunRequest(f"perflab run {name}", name, (_given_values(values),), options=options, box=box,
                                      repo=repo)
         service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
@@ -337,11 +296,7 @@ def _family_command(name: str) -> click.Command:
                             help=f"Run {name}: {fam.summary}.\n\nEvery parameter option may be repeated: "
                                  f"each value is one point of the matrix.\n\n\b\nExample:\n"
                                  f"  perflab jobs list   # shipped job files, e.g. perflab run JOB.yaml")
-    from perflab.execution.vm import MODES
-
-    for option in [click.Option(["--kernel", "kernel"], metavar="PATH", help=KERNEL_HELP),
-                   click.Option(["--vm", "vm_mode"], type=click.Choice(MODES), help=VM_HELP),
-                   click.Option(["--measure"], type=click.Choice(["instructions", "cache"]), help=MEASURE_HELP),
+    for option in [click.Option(["--measure"], type=click.Choice(["instructions", "cache"]), help=MEASURE_HELP),
                    click.Option(["--monitor", "monitor_specs"], multiple=True, metavar="NAME[:OPT=VAL,...]",
                                 help=MONITOR_HELP),
                    click.Option(["--tag", "-t"], help="Label of this variant (kernel, patch, compiler ...)."),
@@ -371,14 +326,13 @@ def _family_of_file(path: str):
 def _job_command(path: str) -> click.Command:
     fam = _family_of_file(path)
 
-    def run_job(overrides, measure, kernel, vm_mode, monitor_specs, tag, box, repo, comment, db, runs=None,
+    def run_job(overrides, measure, monitor_specs, tag, box, repo, comment, db, runs=None,
                 warmup=None, timeout=None, **values) -> None:
         from perflab.runner import service
 
         placed = placed_on(values)
         options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
-                                     monitor_specs=monitor_specs, measure=measure, kernel=kernel, vm_mode=vm_mode,
-                                     target_keys=placed)
+                                     monitor_specs=monitor_specs, measure=measure, target_keys=placed)
         request = service.RunRequest(f"perflab run {path}", job_file=path, overrides=tuple(overrides),
                                      points=(_given_values(values),), options=options, box=box, repo=repo)
         service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
@@ -409,19 +363,19 @@ class RunGroup(click.Group):
         from perflab import benchmarks
 
         if name in HANDWRITTEN:
-            return with_target_params(HANDWRITTEN[name])
+            return target_options(HANDWRITTEN[name])
         if name in benchmarks.FAMILIES:
-            return with_target_params(_family_command(name))
+            return target_options(_family_command(name))
         if name.endswith((".yaml", ".yml")) or os.sep in name or os.path.isfile(name):
             from perflab import jobs as jobfiles
 
             if not os.path.isfile(name):
                 shipped = {p.name: p for p in jobfiles.shipped()}
                 if name in shipped:
-                    return with_target_params(_job_command(str(shipped[name])))
+                    return target_options(_job_command(str(shipped[name])))
                 hint = jobfiles._did_you_mean(name, shipped)
                 raise PerflabError(f"job file {name}: no such file{hint} (shipped job files: `perflab jobs list`)")
-            return with_target_params(_job_command(name))
+            return target_options(_job_command(name))
         # Not a family: a near family or shipped job file name is most likely what was meant.
         from perflab import jobs as jobfiles
         from perflab.jobs import _did_you_mean

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store
+from perflab.cli.common import FiniteFloat, db_option, get_store, refuse_targets, target_options
 from perflab.core.text import printable
 
 
@@ -21,12 +21,9 @@ from perflab.core.text import printable
 @click.option("--metric", metavar="NAME", help="The metric to judge the series by (default: the job's one headline "
                                                 "metric: its counted one with measure:, else its one primary metric).")
 @click.option("--build", "build_cmd", metavar="CMD", default="", help="Builds a commit (run in its checkout).")
-@click.option("--kernel", metavar="IMAGE", help="The repository is a kernel tree: the image the build makes "
-                                                "(a path in the build output, e.g. arch/x86/boot/bzImage).")
 @click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False), metavar="RECIPE.yaml",
               help="The repository is a kernel tree built with this recipe's config, fragments, cc, kcflags and "
                    "name (docs/vm.md), each commit in turn: instead of --build (the image: arch/x86/boot/bzImage).")
-@click.option("--vm", "vm_mode", type=click.Choice(("tcg", "icount", "kvm")), help="With --kernel: the guest's mode.")
 @click.option("--tag", "-t", help="Tag of the series' runs (default bisect-ID).")
 @click.option("--build-timeout", type=FiniteFloat(0, open_min=True), metavar="S", help="Kill a build after S seconds.")
 @click.option("--no-revert", is_flag=True, help="Do not check the culprit by reverting it on the head.")
@@ -38,13 +35,14 @@ from perflab.core.text import printable
 @click.option("--subject-tag", default="perflab", show_default=True, help="The mail subject's [TAG].")
 @db_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_file, vm_mode, tag, build_timeout, no_revert,
-               no_kind, out_file, to, subject_tag, db, command) -> None:
+def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, build_timeout, no_revert,
+               no_kind, out_file, to, subject_tag, db, command, kernel=None, vm_mode=None, **targets) -> None:
     """Apply a patch series on its base in perflab's own clone, measure base and head, and on a
     change name the patch that made it, bisecting inside the series (one patch a step); then
     revert that patch on the head and measure it (restores, or interacts with later patches),
     and label a timed change by counting base and head (valgrind instructions; icount for a
     kernel): code path, timing only, or not reproduced. --out/--to: the robot's mail for it.
+    With --kernel the repository is a kernel tree and --kernel the image the build makes.
 
     The base is the series' `base-commit:` trailer (`git format-patch --base`, b4) or --base. A
     patch that does not apply is one line naming it. The measuring, the stopping rules and the
@@ -61,6 +59,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
     from perflab.automate import bisect, change_kind, series
     from perflab.core.errors import PerflabError
 
+    refuse_targets(targets, "series", supported=())
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
@@ -84,7 +83,9 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
 
         check_recipients(to)                 # before any work, too: not after hours of measuring
         config.load()                        # and the [mail] section the sending reads
-    say = lambda line: click.echo(printable(line, None), err=True)     # noqa: E731 (progress on stderr)
+    from perflab.core import steps
+
+    say = lambda line: steps.say(printable(line, None))     # noqa: E731 (progress on stderr, above a step's line)
     if not metric:
         metric = series.headline_metric(job)
         say(f"metric: {metric} (the job's headline metric)")
@@ -142,4 +143,4 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, kernel, recipe_fil
         click.echo(regression.send(msg, mail))
 
 
-COMMANDS = [series_cmd]
+COMMANDS = [target_options(series_cmd)]

@@ -33,7 +33,7 @@ def export_cmd(fmt, output, benchmark, tag, box, since, run_ids, db) -> None:
         outfile.check(output, "-o")
 
     since_time = parse_since(since)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     rows = store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time,
                            ids=list(run_ids) if run_ids else None)
     data = transfer.collect(store, rows)

@@ -9,6 +9,15 @@ LOWER_IS_BETTER = -1
 HIGHER_IS_BETTER = 1
 INFORMATIONAL = 0
 
+# LKP's names for what /usr/bin/time reports: the cmd family records them, the comparison
+# tells the resource figures apart by them (named here, below both: `perflab compare` does
+# not import a family, pydantic and YAML to know five names).
+WALL = "time.elapsed_time"
+USER = "time.user_time"
+SYS = "time.system_time"
+MAXRSS = "time.maximum_resident_set_size"
+EXIT = "time.exit_status"
+
 
 @dataclass(frozen=True, slots=True)
 class Sample:

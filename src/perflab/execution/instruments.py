@@ -29,6 +29,7 @@ from typing import ClassVar
 from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.execution.targets import HOST_PROCESSES
 
 
 @dataclass
@@ -78,8 +79,9 @@ class Instrument:
     """What watches processes. Subclasses are frozen dataclasses (a job's typed `instruments`)."""
 
     name: ClassVar[str]
-    # The target kinds (perflab.execution.targets: "host", "qemu") it can run in.
-    runs_in: ClassVar[frozenset[str]] = frozenset({"host"})
+    # What it asks of the place the processes run (perflab.execution.targets' capabilities), which
+    # the target offers or not: by default this machine's processes (valgrind wraps them here).
+    requires: ClassVar[frozenset[str]] = frozenset({HOST_PROCESSES})
 
     def keys(self) -> dict:
         """The atomic job's JSON keys this instrument is written as."""
@@ -98,7 +100,7 @@ class Instrument:
 
     def refusal(self, target, what: str) -> str | None:
         """Why it cannot watch a job running in `target` (one line), or None."""
-        if target.kind in self.runs_in:
+        if all(target.offers(n) for n in self.requires):
             return None
         return (f"{what}: {self.describe()} watches processes on this machine, not in {target.describe()}; "
                 "leave one of them out")

@@ -108,6 +108,19 @@ def on_kernel(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) -
     return placed(job, guest.Qemu.of(stored, merged_vm), where)
 
 
+def retarget(job: AtomicJob, doc: dict, where: str) -> AtomicJob:
+    """The job moved to the target its target keys `doc` name (perflab.execution.targets.placed: a
+    target's options over the job's own keys), its compiler kept; a guest's keys normalized and
+    checked as a job file's are (a stored guest job's QEMU arguments above all: docs/lab.md)."""
+    if doc.get("kernel") is not None or doc.get("vm"):
+        from perflab.jobs import guest
+
+        stored, vm = guest.normalize(job.benchmark, doc.get("kernel"), doc.get("vm") or {}, where, job.monitors)
+        return placed(job, guest.Qemu.of(stored, vm), where)
+    target = target_of(doc)[0]
+    return job if target == job.target else placed(job, target, where)
+
+
 def placed(job: AtomicJob, target, where: str = "") -> AtomicJob:
     """The job to run in `target` (a typed target whose keys were checked where it was made), with
     the job's compiler and flags; its parameters parsed again there: a share of the CPUs

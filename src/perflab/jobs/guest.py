@@ -142,23 +142,22 @@ def normalize(benchmark: str, kernel, vm, where: str = "job", monitors: dict | N
     return stored_kernel(image, cmdline), machine
 
 
-def file_overrides(path, overrides, kernel: str | None, vm: dict | None) -> list[str]:
-    """`--set` overrides that put a job file's jobs into a guest (`--kernel`, `--vm`) *before*
-    the file is expanded: its points are then worked out with the guest's vCPUs (`nr_task:
-    [1, 50%, 100%]` in a 1-vCPU guest is one job), as when the file names the kernel itself.
-    `--vm` changes only the mode of the file's `vm:` block."""
+def file_overrides(path, overrides, keys: dict) -> list[str]:
+    """`--set` overrides that put a job file's jobs where the targets' options say (`--kernel`,
+    `--vm`, `--on`: their job keys, perflab.execution.targets.option_keys) *before* the file is
+    expanded: its points are then worked out with the machine's CPUs (`nr_task: [1, 50%, 100%]`
+    in a 1-vCPU guest is one job), as when the file names it itself. A mapping changes only
+    what it names of the file's (`--vm` the mode of its `vm:` block)."""
     import json
 
     import yaml
 
-    if kernel is None and not vm:
+    if not keys:
         return list(overrides)
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         doc = None            # load_atomic says what is wrong with the file, in one line
-    file_vm = doc.get("vm") if isinstance(doc, dict) and isinstance(doc.get("vm"), dict) else {}
-    extra = [f"kernel={json.dumps(str(kernel))}"] if kernel is not None else []
-    if vm or file_vm:
-        extra.append(f"vm={json.dumps({**file_vm, **(vm or {})})}")
-    return [*overrides, *extra]
+    doc = doc if isinstance(doc, dict) else {}
+    merged = {k: {**doc[k], **v} if isinstance(v, dict) and isinstance(doc.get(k), dict) else v for k, v in keys.items()}
+    return [*overrides, *(f"{k}={json.dumps(v)}" for k, v in merged.items())]

@@ -32,7 +32,7 @@ from typing import Any
 
 from perflab.benchmarks.measured import Valgrind
 from perflab.execution.instruments import Instrument
-from perflab.execution.targets import Target, Toolchain, registered_keys, registered_target
+from perflab.execution.targets import Target, Toolchain, WithTargetKeys, registered_keys, registered_target
 from perflab.execution.targets.host import Host
 from perflab.execution.targets.qemu import Qemu
 
@@ -42,8 +42,7 @@ KEYS = ("benchmark", "params", "runs", "warmup", "timeout", "tag", "comment", "m
 # Keys written only when set (a job that runs in a VM guest; one counted under valgrind; the
 # compiler of its programs), after the others: the typed target's and instruments' keys.
 # A registered target's own keys (an SSH machine's `on`) come after them.
-OPTIONAL_KEYS = ("kernel", "vm", "measure", "measure_children", "measure_function", "cc", "cflags",
-                 *registered_keys())
+OPTIONAL_KEYS = WithTargetKeys("kernel", "vm", "measure", "measure_children", "measure_function", "cc", "cflags")
 MEASURE_KEYS = ("measure", "measure_children", "measure_function")
 # The order job file expansion has always written (params last).
 FILE_ORDER = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors", "params")
@@ -177,7 +176,7 @@ class AtomicJob:
             raise ValueError("a job's benchmark or parameters change only by building a new job")
         keyed = {k: changes.pop(k) for k in list(changes) if k in OPTIONAL_KEYS}
         doc = {**self.modelled(), **keyed}
-        if "kernel" in keyed or "vm" in keyed or any(k in keyed for k in registered_keys()):
+        if any(k in keyed for k in registered_keys()):
             # Where the job runs changes (its compiler stays): a host or a guest, by the keys.
             changes.setdefault("target", target_of(doc)[0])
         elif "cc" in keyed or "cflags" in keyed:
@@ -200,15 +199,13 @@ def target_of(doc: dict) -> tuple[Target, set[str]]:
     empty (no compiler named)."""
     leftover = {k for k in ("cc", "cflags") if k in doc and not doc[k]}
     toolchain = Toolchain(doc.get("cc") or None, doc.get("cflags") or None)
-    registered = registered_target(doc, toolchain)
-    if registered is not None:
-        # A kernel with it is the kernel under test there (it reads `kernel`); a `vm` is refused where
-        # the job is made.
-        return registered, leftover | {k for k in ("vm",) if doc.get(k)}
-    if doc.get("kernel"):
-        vm = doc.get("vm")
-        return Qemu.of(doc["kernel"], {} if vm is None else vm, toolchain), leftover
-    return Host(toolchain=toolchain), leftover | ({"vm"} if doc.get("vm") else set())
+    # The registered targets, in order, each reading its own keys; none: this machine. Other
+    # targets' keys written with it (a kernel with `on`; a `vm` without a kernel) are kept as
+    # written and refused where the job is made.
+    target = registered_target(doc, toolchain) or Host(toolchain=toolchain)
+    taken = target.keys()        # an SSH machine's kernel under test is its own
+    return target, leftover | {k for k in registered_keys() if doc.get(k) and k not in target.job_keys
+                               and k not in taken}
 
 
 def instruments_of(doc: dict) -> tuple[Instrument, ...]:

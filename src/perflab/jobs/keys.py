@@ -13,7 +13,7 @@ from perflab.core.errors import PerflabError
 from perflab.core.params import job_cpus, parse_scalar
 from perflab.core.text import brief as shorten
 from perflab.execution import instruments
-from perflab.execution.targets import registered_keys
+from perflab.execution.targets import WithTargetKeys
 from perflab.jobs.job import MEASURE_KEYS, AtomicJob, instruments_of, target_of
 
 JOB_KEYS = ("benchmark", "runs", "warmup", "timeout", "tag", "comment", "monitors")
@@ -30,9 +30,10 @@ MEASURE_MODES = ("instructions", "cache")
 BUILD_KEYS = ("cc", "cflags")
 
 # A machine to run on (a registered target's keys: an SSH machine's `on`; docs/lab.md).
-TARGET_KEYS = registered_keys()
+# The kernel and vm keys are Qemu's, read through jobs.guest (a matrix axis, normalized) above.
+TARGET_KEYS = WithTargetKeys(but=GUEST_KEYS)
 
-NOT_PARAMS = (*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS, *BUILD_KEYS, *TARGET_KEYS)
+NOT_PARAMS = WithTargetKeys(*JOB_KEYS, *GUEST_KEYS, *MEASURE_KEYS, *BUILD_KEYS)
 
 
 class _Mapping(dict):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perflab.core.model import INFORMATIONAL, Sample
 from perflab.core.params import in_range
+from perflab.execution.targets import HOST_PROCESSES
 from perflab.monitors import windows
 
 
@@ -55,16 +56,23 @@ class Monitor:
     records: ClassVar[str]       # what it records, with example metric names
     Options: ClassVar[type[MonitorOptions]] = MonitorOptions
     sampled: ClassVar[bool] = True   # False: the sampler thread never calls sample() (e.g. perf runs its own)
-    # Where it can watch (perflab.execution.targets' kinds): this machine, and/or a VM guest, where
-    # what it reads is read by the guest's agent (perflab.monitors.guest).
-    runs_in: ClassVar[frozenset[str]] = frozenset({"host"})
-    # The window its figures cover (perflab.monitors.windows): by default the benchmark process's
-    # life, from the executor's start hook to its stop hook. A monitor that chooses at run time
-    # says what it counted in `counted_window` after a repetition.
+    # What it asks of the place the process runs (perflab.execution.targets' capabilities), which
+    # every target fulfils where its processes run or refuses in one line: by default this
+    # machine's processes; FILE_READINGS for files read there (a guest's or an SSH machine's agent
+    # reads them: perflab.monitors.guest), HOST_TOOLS for perf run beside the process.
+    needs: ClassVar[frozenset[str]] = frozenset({HOST_PROCESSES})
+    # The window its figures cover, and its metrics (names after "MONITOR.") read from the kernel's
+    # tick accounting: declared in perflab.monitors.windows.DECLARED by name, so views need not
+    # import this class; by default the benchmark process's life, from the executor's start hook
+    # to its stop hook. A monitor that chooses at run time says what it counted in
+    # `counted_window` after a repetition.
     window: ClassVar[str] = windows.PROCESS
-    # Its metrics (names after "MONITOR.") read from the kernel's tick accounting: a whole tick
-    # is charged to whatever runs when it fires (in a guest, far from what the window ran).
     tick_sampled: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            cls.window, cls.tick_sampled = windows.declared(cls.name)
 
     def __init__(self, options: MonitorOptions):
         self.options = options

@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import Field
 
 from perflab.core.model import INFORMATIONAL, Sample
+from perflab.execution.targets import INSTRUCTION_COUNTS
 from perflab.execution.counted import KERNEL, TOTAL, UNIT, USER, function_samples
 from perflab.monitors import windows
 from perflab.monitors.base import Collected, Monitor, MonitorOptions, Unavailable
@@ -94,8 +95,8 @@ class InsnProfile(Monitor):
                "insn-profile.self.FUNCTION (instructions of the window; [other] below min_share)")
     Options = InsnProfileOptions
     sampled = False
-    runs_in = frozenset({"qemu"})
-    window = windows.MEASURED        # where the harness marks it (window: auto), else the process's life
+    needs = frozenset({INSTRUCTION_COUNTS})
+    # window (monitors.windows.DECLARED): where the harness marks it (window: auto), else the process's life
 
     def __init__(self, options: InsnProfileOptions):
         super().__init__(options)

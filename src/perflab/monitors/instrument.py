@@ -22,7 +22,7 @@ class Monitors(Instrument):
     instructions."""
 
     name = "monitors"
-    runs_in = frozenset({"host", "qemu", "ssh"})
+    requires = frozenset()      # per monitor: each asks the target for what it needs (Monitor.needs)
     config: dict = field(default_factory=dict)
 
     def keys(self) -> dict:
@@ -40,10 +40,10 @@ class Monitors(Instrument):
         from perflab.monitors import monitor_class
 
         for name in self.config:
-            runs_in = monitor_class(name).runs_in
-            if target.kind in runs_in:
+            missing = [n for n in sorted(monitor_class(name).needs) if not target.offers(n)]
+            if not missing:
                 continue
-            if target.kind == "host":
+            if missing == [INSTRUCTION_COUNTS] and not target.fulfils_far:
                 return (f"{what}: monitor {name} counts the instructions of a VM guest: give the job a kernel "
                         "(--kernel PATH --vm icount)")
             return (f"{what}: monitor {name} watches this machine, not {target.describe()}; in a guest the "
@@ -51,14 +51,15 @@ class Monitors(Instrument):
         return None
 
     def attach(self, what: str, warn=lambda message: None, target=None) -> Watch:
-        if target is not None and target.kind != "host":
+        if target is not None and target.fulfils_far:
             from perflab.monitors.guest import GuestMonitorSet
 
+            # The place's agent reads the files where the processes run (a guest's, an SSH machine's).
             watching = GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time), cpus=target.cpus() or 1)
-            if target.kind != "qemu":
-                # The agent reads the files where the processes run: an SSH machine's, not a guest's.
+            where = target.where_readings()
+            if where:
                 for record in watching.record.values():
-                    record["where"] = f"on {target.describe()}"
+                    record["where"] = where
             return _MonitorsWatch(watching)
         return _MonitorsWatch(MonitorSet(self.config, warn=warn))
 

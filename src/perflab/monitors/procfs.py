@@ -9,16 +9,13 @@ lists them with their reductions. The cpu shares are tick-sampled (`tick_sampled
 
 from __future__ import annotations
 
-import fnmatch
-import math
-import os
-import re
-import subprocess
+import fnmatch, math, os, re, subprocess
 from pathlib import Path
 
 from pydantic import Field
 
 from perflab.core.model import Sample
+from perflab.execution.targets import FILE_READINGS
 from perflab.monitors.base import Collected, Monitor, MonitorOptions, Snapshots, Unavailable, informational
 
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -38,7 +35,7 @@ class ProcfsMonitor(Monitor):
 
     path: str = ""
     paths: tuple[str, ...] = ()      # what a guest reads for it
-    runs_in = frozenset({"host", "qemu", "ssh"})
+    needs = frozenset({FILE_READINGS})     # read where the process runs: this machine, a guest, an SSH machine
 
     def __init__(self, options: MonitorOptions):
         super().__init__(options)
@@ -148,7 +145,6 @@ class ProcStat(ProcfsMonitor):
                "proc-stat.intr, proc-stat.softirq, proc-stat.processes (deltas, and .per_s), "
                "proc-stat.procs_running, proc-stat.procs_blocked (means)")
     GAUGES = frozenset({"procs_running", "procs_blocked"})
-    tick_sampled = ("cpu.",)        # /proc/stat's cpu line: USER_HZ ticks, each charged to what ran
 
     def read(self):
         return read_proc_stat()
@@ -227,7 +223,7 @@ class Vmstat(ProcfsMonitor):
     summary = "vmstat(8)'s columns (procs, memory, swap, io, system, cpu), read from /proc"
     records = ("vmstat.procs.r|b, vmstat.memory.swpd|free|buff|cache (KiB), vmstat.swap.si|so, vmstat.io.bi|bo "
                "(KiB/s), vmstat.system.in|cs (/s), vmstat.cpu.us|sy|id|wa|st (%); all means over the timed part")
-    VMSTAT_KEYS, tick_sampled = ("pswpin", "pswpout", "pgpgin", "pgpgout"), ("cpu.",)   # us/sy/.. from ticks
+    VMSTAT_KEYS = ("pswpin", "pswpout", "pgpgin", "pgpgout")
     MEM_KEYS = ("MemFree", "Buffers", "Cached", "SReclaimable", "SwapTotal", "SwapFree")
     COUNTERS = frozenset({*(f"cpu.{f}" for f in CPU_FIELDS), "intr", "ctxt", *VMSTAT_KEYS})
 
@@ -538,7 +534,7 @@ class SchedDebug(ProcfsMonitor):
 
     name = "sched_debug"
     path = SCHED_DEBUG_PATHS[0]
-    runs_in = frozenset({"host"})     # a guest has no debugfs mounted
+    needs = Monitor.needs     # this machine's: a guest has no debugfs mounted
     summary = "run-queue lengths per CPU from the scheduler's debug file (debugfs sched/debug)"
     records = ("sched_debug.cpu.nr_running.avg|max|min|stddev across CPUs (mean over the timed part), "
                "sched_debug.cfs_rq:/.h_nr_queued|load_avg|runnable_avg|util_avg.avg|max|min|stddev")

@@ -1,6 +1,8 @@
 """The window a monitor's figures cover, and whether they are tick-sampled: said with every figure.
 
-A monitor declares its window once, on its class (`Monitor.window`, `Monitor.tick_sampled`);
+A monitor's window is declared once, here (`DECLARED`, which its class's `window` and
+`tick_sampled` are read from: perflab.monitors.base), so a view reads it without importing the
+monitor classes (pydantic);
 a run records the window it actually counted in its monitor record (`run.monitors[NAME]
 ["window"]`), because one monitor can choose at run time (insn-profile's `window: auto` counts
 will-it-scale's measured part, any other benchmark's whole process). Views read it back with
@@ -27,6 +29,15 @@ TEXT = {MEASURED: "the benchmark's measured part",
 TICK_NOTE = {"qemu": "tick-sampled in a guest: the guest kernel charges each timer tick to what runs when it "
                      "fires, so a share can be far from the instructions the window ran",
              "host": "tick-sampled: the kernel charges each timer tick to what runs when it fires"}
+
+# The monitors whose window or tick-sampled metrics are not the default (the process's life, none):
+# insn-profile marks the harness's measured part; /proc/stat's cpu line (proc-stat's cpu.*,
+# vmstat's us/sy/...) is USER_HZ ticks, each charged to what ran when it fired.
+DECLARED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "insn-profile": (MEASURED, ()),
+    "proc-stat": (PROCESS, ("cpu.",)),
+    "vmstat": (PROCESS, ("cpu.",)),
+}
 
 # What stored runs said before the window was recorded apart (insn-profile's note).
 _OLD_NOTE = re.compile(r"^counted over (the benchmark's measured part|the whole process)(?: and [^;]*)?; ?")
@@ -65,11 +76,8 @@ class Window:
 
 
 def declared(name: str) -> tuple[str, tuple[str, ...]]:
-    """The (window, tick-sampled prefixes) monitor NAME's class declares."""
-    from perflab.monitors import monitor_class
-
-    cls = monitor_class(name)
-    return cls.window, tuple(cls.tick_sampled)
+    """The (window, tick-sampled prefixes) declared for monitor NAME."""
+    return DECLARED.get(name, (PROCESS, ()))
 
 
 def window_of(name: str, record: dict | None) -> Window:

@@ -17,6 +17,7 @@ from perflab.analysis.series import BY_COMMIT, BY_KERNEL
 from perflab.analysis.views.page import PageView, SideBySide
 from perflab.analysis.views.sections import ComparisonSection, DistributionRow, Trends
 from perflab.stats.compare import IMPROVEMENT, REGRESSION
+from perflab.stats.descriptive import ESTIMATOR_WORDS, EXACT
 
 
 class RawJSON(str):
@@ -77,7 +78,8 @@ def comparison(section: ComparisonSection, side: SideBySide | None = None) -> di
     for rec in recs:
         for key in ("base_stats", "head_stats"):
             if rec[key]:
-                rec[key] = {k: num(v) for k, v in rec[key].items()}
+                # Numbers made JSON-safe; a name (an estimator) passes as it is.
+                rec[key] = {k: v if isinstance(v, str) else num(v) for k, v in rec[key].items()}
         for key in ("base_values", "head_values"):
             rec[key] = [num(v) for v in rec[key]] if rec[key] is not None else None
     env_diff = [{"head": d.head, "base_run": d.base_run, "head_run": d.head_run,
@@ -166,6 +168,18 @@ def headline(result) -> str:
 
 # -- trends -------------------------------------------------------------------
 
+def _figure_words(points) -> str:
+    """What a trend's points are: the least disturbed sample (exact points whose samples settle),
+    the metric kind's estimator (the others), or both, said."""
+    exact = {p.figure is not None for p in points}
+    kind = ESTIMATOR_WORDS.get(points[0].estimator, "") if points else ""
+    if exact == {True}:
+        return ESTIMATOR_WORDS[EXACT]
+    if exact == {True, False}:
+        return f"{ESTIMATOR_WORDS[EXACT]} where its samples settle, else {kind}"
+    return kind
+
+
 def trends(found: Trends) -> list[dict]:
     """Per series: its points (the runs of each, its level), the levels between change points, the change points.
 
@@ -178,7 +192,9 @@ def trends(found: Trends) -> list[dict]:
         order = s.order
         trend = {"testbox": s.box, "benchmark": s.benchmark, "params": s.params, "name": s.name, "metric": s.metric,
                  "unit": s.unit, "direction": s.direction, "order": order,
-                 "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points]}
+                 "runs": [p.run_ids for p in s.points], "y": [num(p.value) for p in s.points],
+                 # what each point's y is (stats.descriptive: the estimator compare uses)
+                 "figure": _figure_words(s.points)}
         if order == BY_KERNEL:
             trend["labels"] = [p.kernel for p in s.points]   # the x axis names kernels, not runs
         if history.order == BY_COMMIT:

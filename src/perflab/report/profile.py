@@ -197,15 +197,17 @@ def _instruction_section(view, section, moved_only: bool) -> list[str]:
         lines += [f"{_count(r.base, whole):>16}{_pct(r.share):>9}  {r.symbol}" for r in section.rows]
         lines.append(f"# the {len(section.rows)} largest of {section.compared} rows ({ROWS_NOTE})")
         return lines
-    base_short, head_short = _columns(view.base_label, view.head_label, 15)
-    lines += ["", f"{base_short:>16}{head_short:>16}{'change':>14}{'of change':>11}  function",
-              f"{_count(section.base_total, whole):>16}{_count(section.head_total, whole):>16}"
+    # Columns as wide as the labels' telling part (kernel=6.1.0-47-rt-amd64: 6.1.0-47-rt-amd64), up to 24.
+    base_short, head_short = _columns(view.base_label, view.head_label, 24)
+    w = max(16, len(base_short) + 1, len(head_short) + 1)
+    lines += ["", f"{base_short:>{w}}{head_short:>{w}}{'change':>14}{'of change':>11}  function",
+              f"{_count(section.base_total, whole):>{w}}{_count(section.head_total, whole):>{w}}"
               f"{_signed(section.total_change, whole):>14}{_part(100.0 if section.total_change else math.nan):>11}"
               f"  (all, per {section.per})"]
     for r in section.rows:
         if moved_only and _signed(r.change, whole) == "0":
             continue
-        lines.append(f"{_count(r.base, whole):>16}{_count(r.head, whole):>16}{_signed(r.change, whole):>14}"
+        lines.append(f"{_count(r.base, whole):>{w}}{_count(r.head, whole):>{w}}{_signed(r.change, whole):>14}"
                      f"{_part(r.share):>11}  {r.symbol}{_row_note(r, whole)}")
     renames = f"; {section.renames} renamed function{'s' if section.renames != 1 else ''} paired" \
         if section.renames else ""

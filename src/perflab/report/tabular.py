@@ -15,6 +15,9 @@ view leaves a significant monitor row out (perflab.analysis.comparison's display
 An exact metric (perflab.stats.exact) has `exact` true and its `resolution` (json: only
 its records have them; csv: the columns are empty for the others): `test` is "exact",
 `p_adjusted` is null and the interval is the change ± `resolution`.
+`estimator` names what each side's `center` is (stats.descriptive.estimator: "hmean" for a
+higher-is-better rate, "mean" otherwise, "exact" for an exact metric's least disturbed sample):
+a field of the record beside the numbers, so a reader of `*_stats` finds numbers only.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ def records(result: ComparisonResult) -> list[dict]:
                 "family": row.fdr_group,
                 "monitor": row.monitor,
                 "noise": row.noise() if row.significant() else None,
+                # What `center` is (stats.descriptive: hmean, mean, exact): a name, beside the numbers.
+                "estimator": row.base.estimator,
                 "base_stats": _summary(row.base),
                 "head_stats": _summary(cmp.head) if cmp else None,
                 "pct_change": _clean(cmp.pct_change) if cmp else None,
@@ -114,7 +119,8 @@ def render_json(view: ComparisonView) -> str:
 
 def render_csv(view: ComparisonView) -> str:
     buf = io.StringIO()
-    cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family", "monitor"]
+    cols = ["testbox", "benchmark", "params", "metric", "unit", "direction", "base", "head", "family", "monitor",
+            "estimator"]
     cols += [f"base_{k}" for k in SUMMARY_FIELDS] + [f"head_{k}" for k in SUMMARY_FIELDS]
     cols += ["pct_change", "median_change", "ci_low", "ci_high", "ci_level", "ci_unadjusted_low", "ci_unadjusted_high",
              "p_value", "p_adjusted", "family_size", "detectable_change", "test", "verdict", "noise", "warnings",

@@ -280,7 +280,7 @@ class _Loop:
                 o.recorder = start_run(store, benchmark=o.job.family.name, name=o.session.name,
                                        params=target.params(params), box=self.box,
                                        tag=o.job.tag, repo=self.repo, comment=o.job.comment, extra_facts=facts,
-                                       job=o.job.to_dict(), cc=target.toolchain.cc)
+                                       job=o.job.to_dict(), cc=target.toolchain.cc, elsewhere=target.fulfils_far)
                 for watch in o.watches:
                     watch.stored(store, o.recorder.run_id)
                     # What failed or was unsupported along the way is recorded however the run ends.

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from perflab.core import steps
 from perflab.core.text import printable
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class Bar:
         self.last: dict[object, float] = {}     # job -> seconds its last repetition took
         self.durations: list[float] = []        # every finished repetition's
         self._job: object = None
+        self._holds = False                     # steps.hold(True) was said (a live bar on a terminal)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="perflab-progress", daemon=True) if ticker else None
@@ -154,7 +156,13 @@ class Bar:
             self.progress = _progress(self.console, self)
             self.progress.start()
             self.task = self.progress.add_task("", total=self.total)
-        self.progress.update(self.task, completed=self.completed(), description=self.description)
+            if self.console.is_terminal:
+                # A long step under way (a guest's boot) is shown in the bar, not on a line of its own.
+                steps.hold(True)
+                self._holds = True
+        # What is under way now (a guest's boot) in place of the label: both would not fit a line.
+        under_way = steps.current() if self._holds else ""
+        self.progress.update(self.task, completed=self.completed(), description=under_way or self.description)
         self.progress.refresh()
 
     def echo(self, line: str) -> None:
@@ -183,6 +191,9 @@ class Bar:
             if self.progress is not None:
                 self.progress.stop()
                 self.progress = None
+            if self._holds:
+                steps.hold(False)
+                self._holds = False
 
 
 def _write(line: str) -> None:

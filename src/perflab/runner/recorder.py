@@ -59,8 +59,10 @@ def start_run(
     cc: str | None = None,
     extra_facts: dict | None = None,
     job: dict | None = None,
+    elsewhere: bool = False,
 ) -> RunRecorder:
-    """Capture the environment and create the run row (status 'running')."""
+    """Capture the environment and create the run row (status 'running'). `elsewhere`: the processes
+    ran on another machine or kernel (the target's `fulfils_far`), whose facts are the run's."""
     facts = environment.capture(box=box, cc=cc)
     commit = dirty = None
     if repo:
@@ -71,7 +73,7 @@ def start_run(
     if extra_facts:
         if box and "testbox" in extra_facts:
             extra_facts = {**extra_facts, "testbox": box}     # --box names the machine, wherever it is
-        if "vm_mode" in extra_facts or "ssh_machine" in extra_facts:
+        if elsewhere:
             # A run in a VM guest or on an SSH machine: its kernel, CPUs and memory replace this machine's,
             # which stay beside them.
             for key in ("kernel_release", "kernel_version", "kernel_cmdline", "cpu_model", "cpu_cores", "cpu_threads",

@@ -36,9 +36,8 @@ class JobOptions:
     comment: str | None = None
     monitor_specs: tuple[str, ...] = ()     # --monitor NAME[:opt=val,...], over a job's own monitors
     measure: str | None = None              # --measure instructions|cache
-    kernel: str | None = None               # --kernel IMAGE: the jobs run in a guest booted from it
-    vm_mode: str | None = None              # --vm tcg|icount|kvm
-    # A registered target's options as the job keys they set: {"on": "ssh://box"} (--on).
+    # The targets' options as the job keys they set (perflab.execution.targets.option_keys):
+    # {"on": "ssh://box"} (--on), {"kernel": IMAGE, "vm": {"mode": "icount"}} (--kernel, --vm).
     target_keys: dict = field(default_factory=dict)
 
 
@@ -78,10 +77,13 @@ def build_jobs(request: RunRequest) -> list[AtomicJob]:
 
 def _source_jobs(request: RunRequest) -> list[AtomicJob]:
     """The jobs of the request's source with the options that decide its points: the job keys,
-    and --kernel/--vm before expansion, since a guest's vCPUs are what `nr_task: 50%` means."""
+    and the targets' options (--on, --kernel, --vm) before expansion, since the machine's CPUs are
+    what `nr_task: 50%` means. Those go on one way, whatever the source: `targets.placed`, the
+    named target's keys over the job's, every other target's left out."""
+    from perflab.execution import targets
+
     options, where = request.options, request.where
-    vm = {"mode": options.vm_mode} if options.vm_mode else None
-    placed = _target_keys(options)
+    placed = options.target_keys
     keys = {k: v for k, v in (("runs", options.runs), ("warmup", options.warmup), ("timeout", options.timeout),
                               ("tag", options.tag), ("comment", options.comment)) if v is not None}
     if request.stored_job is not None:
@@ -93,32 +95,20 @@ def _source_jobs(request: RunRequest) -> list[AtomicJob]:
         job = AtomicJob.from_dict(request.stored_job)
         if "tag" in keys or "comment" in keys:
             job = job.with_(**{k: keys[k] for k in ("tag", "comment") if k in keys})
-        if placed:
-            from perflab.jobs.job import target_of
-
-            # Where the stored job ran is replaced: its compiler stays (jobs.placed).
-            return [jobs.placed(job, target_of(placed)[0], where)]
-        # A stored guest job is checked again as a job file's would be (its QEMU arguments above all).
-        return [jobs.resolve(jobs.on_kernel(job, options.kernel, vm, where), where)]
+        # Where the stored job ran is replaced (its compiler stays); a guest job is checked again as a
+        # job file's would be (its QEMU arguments above all).
+        return [jobs.resolve(jobs.retarget(job, targets.placed(job.target.keys(), placed), where), where)]
     if request.job_file is not None:
-        import json
-
         from perflab.jobs.guest import file_overrides
 
-        # A kernel with --on is the machine's (in `placed`), not a guest's.
-        overrides = file_overrides(request.job_file, list(request.overrides),
-                                   None if placed else options.kernel, None if placed else vm)
-        # Before expansion, as --kernel: a share of the CPUs (`nr_task: 50%`) is the machine's.
-        overrides += [f"{k}={json.dumps(v)}" for k, v in placed.items()]
+        # Before expansion: a share of the CPUs (`nr_task: 50%`) is the machine's.
+        overrides = file_overrides(request.job_file, list(request.overrides), placed)
         return jobs.load_atomic(request.job_file, overrides, {**keys, **request.points[0]})
     if request.benchmark is None:
         raise ValueError("a run request names a family, a job file or a stored job")
     built = []
     for point in request.points:
-        doc = {"benchmark": request.benchmark, **keys, **point, **placed}
-        if (options.kernel is not None or vm) and not placed:
-            doc.update(kernel=options.kernel, vm=vm)
-        built += jobs.expand_atomic(doc, where)
+        built += jobs.expand_atomic(targets.placed({"benchmark": request.benchmark, **keys, **point}, placed), where)
     if request.benchmark == "cmd":
         from perflab.benchmarks.cmd import FAMILY
 
@@ -126,26 +116,6 @@ def _source_jobs(request: RunRequest) -> list[AtomicJob]:
         for job in built:
             FAMILY.command(job.parsed)
     return built
-
-
-def _target_keys(options: JobOptions) -> dict:
-    """The registered targets' options (`--on`), checked by their targets: UsageProblem in one line
-    naming the option."""
-    from perflab.core.errors import UsageProblem
-    from perflab.execution.targets import check_registered, registered_options
-
-    placed = dict(options.target_keys)
-    check_registered(placed)
-    if placed and options.vm_mode:
-        flag = next(o.flag for o in registered_options() if o.key in placed)
-        raise UsageProblem(f"{flag} with --vm: the kernel under test runs on the machine itself (kexec); "
-                           "leave --vm out")
-    if placed and options.kernel is not None:
-        from perflab.execution.targets import registered_kernel
-
-        # The kernel under test on that machine (execution/targets/kexec.py).
-        placed["kernel"] = registered_kernel(placed, options.kernel, "--kernel")
-    return placed
 
 
 def _watched(job: AtomicJob, options: JobOptions, where: str) -> AtomicJob:
@@ -221,6 +191,20 @@ class JobSummary:
     samples: int
     seconds: float
     status: str               # "ok", "N items failed" or "failed: <why>"
+    # Where its files were read and written, when its family works in a directory (fio,
+    # kernbench): the host's default and a guest's differ (docs/fio.md, "Host and guest").
+    workdir: str = ""
+
+
+def _workdir(facts: dict) -> str:
+    """`ext4 at /tmp/perflab-fio-x`, `tmpfs: the guest's /tmp (tmpfs in the guest's memory)`."""
+    fs = facts.get("workdir_fs")
+    if not fs:
+        return ""
+    backing = facts.get("workdir_backing")
+    if backing and not backing.startswith("existing directory"):
+        return f"{fs}: {backing}"
+    return f"{fs} at {facts.get('workdir', '?')}"
 
 
 def job_summary(outcome: JobOutcome) -> JobSummary:
@@ -235,8 +219,9 @@ def job_summary(outcome: JobOutcome) -> JobSummary:
         status = "failed: " + outcome.error
     else:
         status = f"{len(outcome.failures)} items failed" if outcome.failures else "ok"
+    facts = getattr(outcome.session, "facts", None) or {}
     return JobSummary(outcome.run_id, outcome.varying, outcome.session.name, headline, outcome.samples,
-                      outcome.seconds, status)
+                      outcome.seconds, status, _workdir(facts))
 
 
 @dataclass(frozen=True)

@@ -43,16 +43,55 @@ so that 10,000 metrics compare in a fraction of a second.
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special   # stdtr/stdtrit: scipy.stats would cost 0.7 s more to import
 
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER
-from perflab.stats import exact as _exact
+from perflab.stats import exact as _exact, student_t
 from perflab.stats.descriptive import Summary, summarize, summarize_rows as _summaries
 from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE, REGRESSION  # noqa: F401 (re-exported)
+
+
+# Student's t: perflab.stats.student_t (the math module) for the few metrics of an everyday
+# comparison, where importing scipy.special would cost `perflab compare` 0.18 s of its 0.4
+# (issue 47); scipy's ufuncs from SCIPY_FROM elements on, where a quantile each in Python
+# (~40 us) would cost more than the import, and whenever scipy.special is loaded already (a
+# process that compares thousands of times: its ufuncs then cost nothing more). The two agree
+# to 1e-13 (tests/test_student_t.py, tests/test_startup.py).
+SCIPY_FROM = 500
+
+
+def _special(size: int):
+    """scipy.special where it is the cheaper way to `size` elements, else None."""
+    if size >= SCIPY_FROM or "scipy.special" in sys.modules:
+        from scipy import special
+
+        return special
+    return None
+
+
+def _stdtr(df, t) -> np.ndarray:
+    """P(T <= t) per element (scipy.special.stdtr)."""
+    df, t = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(t, dtype=float))
+    special = _special(df.size)
+    if special is not None:
+        return special.stdtr(df, t)
+    return np.array([student_t.cdf(d, x) for d, x in zip(df.ravel().tolist(), t.ravel().tolist())],
+                    dtype=float).reshape(df.shape)
+
+
+def _stdtrit(df, p) -> np.ndarray:
+    """The t with P(T <= t) = p per element (scipy.special.stdtrit)."""
+    df, p = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(p, dtype=float))
+    special = _special(df.size)
+    if special is not None:
+        return special.stdtrit(df, p)
+    return np.array([student_t.quantile(d, q) for d, q in zip(df.ravel().tolist(), p.ravel().tolist())],
+                    dtype=float).reshape(df.shape)
+
 
 # FDR groups: a comparison's own metrics (primary, secondary) and its monitors' counters
 # (perflab.analysis.comparison decides which metric is in which).
@@ -147,8 +186,8 @@ def _welch(a: np.ndarray, b: np.ndarray):
     degenerate = se == 0  # both sides constant: the difference is exact
     df = np.where(degenerate, 1.0, df)
     t = np.where(degenerate, np.where(diff > 0, np.inf, np.where(diff < 0, -np.inf, 0.0)), t)
-    p_up = special.stdtr(df, -t)    # evidence that b > a (Student's t upper tail)
-    p_down = special.stdtr(df, t)   # evidence that b < a
+    p_up = _stdtr(df, -t)    # evidence that b > a (Student's t upper tail)
+    p_down = _stdtr(df, t)   # evidence that b < a
     p_up = np.where(degenerate & (diff == 0), 1.0, p_up)
     p_down = np.where(degenerate & (diff == 0), 1.0, p_down)
     return ma, diff, se, df, p_up, p_down
@@ -157,7 +196,7 @@ def _welch(a: np.ndarray, b: np.ndarray):
 def _interval(diff, se, df, scale, logged, tail):
     """Bounds of the relative change, each end a one-sided (1 - tail) bound."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        half = np.where(se == 0, 0.0, special.stdtrit(df, 1 - tail) * se)
+        half = np.where(se == 0, 0.0, _stdtrit(df, 1 - tail) * se)
         lo = np.where(logged, np.expm1(diff - half), (diff - half) / scale)
         hi = np.where(logged, np.expm1(diff + half), (diff + half) / scale)
     return lo, hi
@@ -190,7 +229,7 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group:
     assumed = [bool(x) for x in assume_exact] if assume_exact is not None else [False] * len(arrays)
     if len(assumed) != len(arrays):
         raise ValueError(f"assume_exact has {len(assumed)} values for {len(arrays)} pairs")
-    exact = np.array([_exact_pair(a, b, x) for (a, b, _d), x in zip(arrays, assumed)], dtype=bool)
+    exact = np.array([_exact_pair(a, b, x, d) for (a, b, d), x in zip(arrays, assumed)], dtype=bool)
     t = _welch_all(arrays)
     # An exact metric's Welch p-value is kept for reference only: it is no call, so it is
     # left out of the Benjamini-Hochberg adjustment (NaN there, as an untested metric's).
@@ -199,7 +238,7 @@ def compare_many(pairs, alpha: float = 0.05, threshold: float = 0.01, fdr_group:
     directions = np.array([d for _a, _b, d in arrays]) if arrays else np.zeros(0, int)
     adj = _adjust(t, directions, alpha)
     bar = threshold if exact_threshold is None else exact_threshold
-    out = [_judge_exact(*arrays[i], bar, fdr_group, raw[i]) if exact[i]
+    out = [_judge_exact(*arrays[i], bar, fdr_group, raw[i], assumed[i]) if exact[i]
            else _judge(i, t, adj, arrays[i][2], alpha, threshold, fdr_group) for i in range(len(arrays))]
     for i, c in enumerate(out):
         if assumed[i] and not exact[i] and arrays[i][0].size and arrays[i][1].size:
@@ -221,19 +260,32 @@ def _raw_p(t: _Welch, exact: np.ndarray, directions: np.ndarray) -> np.ndarray:
     return np.where(directions == INFORMATIONAL, np.minimum(1.0, 2 * one), one)
 
 
-def _exact_pair(a: np.ndarray, b: np.ndarray, assume_exact: bool) -> bool:
-    """Whether a pair is compared as exact; cheap for the common case of a few noisy samples."""
+def _exact_pair(a: np.ndarray, b: np.ndarray, assume_exact: bool, direction: int = LOWER_IS_BETTER) -> bool:
+    """Whether a pair is compared as exact; cheap for the common case of a few noisy samples.
+    Exact by construction, a side whose samples settle on its figure (a tick disturbed a few:
+    stats.exact.settled) is exact too, as show, log and detect's points take it."""
     if a.size == 0 or b.size == 0:
         return False
     if not assume_exact and min(a.size, b.size) < _exact.MEASURED_MIN:
         return False
-    return _exact.is_exact(a, b, assume_exact=assume_exact)
+    if _exact.is_exact(a, b, assume_exact=assume_exact):
+        return True
+    return assume_exact and bool((a > 0).all() and (b > 0).all()) and \
+        _exact.settled(a.tolist(), direction) and _exact.settled(b.tolist(), direction)
 
 
 def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_group: str,
-                 p_value: float = math.nan) -> Comparison:
-    """An exact metric's verdict: the ratio against its resolution (perflab.stats.exact), no test."""
+                 p_value: float = math.nan, assumed: bool = False) -> Comparison:
+    """An exact metric's verdict: the ratio against its resolution (perflab.stats.exact), no test.
+    Exact by construction, the resolution is that of the samples that agree with each side's
+    figure: the ticked ones set aside (and counted in the caveat)."""
     res = _exact.resolution(a, b)
+    aside = 0
+    if assumed and res is not None and res > _exact.EXACT_LIMIT:
+        kept = [_exact.settled_samples(a.tolist(), d), _exact.settled_samples(b.tolist(), d)]
+        if None not in kept:
+            res = _exact.resolution(*kept)
+            aside = a.size + b.size - sum(len(k) for k in kept)
     v = _exact.compare_exact(a, b, resolution=res, threshold=threshold, direction=d)
     # Each side's figure is the one the ratio is of: its least disturbed sample (named EXACT).
     b0, h0 = summarize(a, d, exact=True), summarize(b, d, exact=True)
@@ -241,6 +293,8 @@ def _judge_exact(a: np.ndarray, b: np.ndarray, d: int, threshold: float, fdr_gro
     r = v.resolution
     shown = f"{r * 100:.2g}%"
     how = "measured" if res is not None else "assumed: no repeated samples"
+    if aside:
+        how += f"; {aside} disturbed sample{'s' if aside != 1 else ''} set aside"
     warnings = [Caveat(EXACT, f"exact: compared as a ratio with resolution ±{shown} ({how}), no t-test; "
                               f"changes beyond {_exact.EXACT_FACTOR * r * 100:.2g}% are called")]
     if _exact.change_called(v.pct_change, res, 0.0) and not v.called:
@@ -394,7 +448,7 @@ def _detectable(se, df, scale, logged, alpha: float) -> np.ndarray:
     out = np.full(se.shape, np.inf)
     ok = np.isfinite(se) & np.isfinite(df) & (df > 0)
     if ok.any():
-        delta = (special.stdtrit(df[ok], 1 - alpha / 2) + special.stdtrit(df[ok], POWER)) * se[ok]
+        delta = (_stdtrit(df[ok], 1 - alpha / 2) + _stdtrit(df[ok], POWER)) * se[ok]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             out[ok] = np.where(logged[ok], np.expm1(delta), delta / scale[ok])
     out[~np.isfinite(out)] = np.inf

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from perflab.core.model import HIGHER_IS_BETTER
-from perflab.stats.exact import exact_figure
+from perflab.stats.exact import exact_figure, settled
 from perflab.stats.median import median_ci_rows
 
 BAMEAN_PCT = 95  # mmtests' BAmean-95
@@ -52,10 +52,11 @@ class Summary:
 def summarize(values, direction: int = 0, exact: bool = False) -> Summary:
     """The summary of one group; `exact` (an exact metric: counts, icount instruction-time):
     its figure is its least disturbed sample (stats.exact.exact_figure), as detect's points and
-    compare's exact ratio take it, and Summary.estimator says EXACT."""
+    compare's exact ratio take it, and Summary.estimator says EXACT - when the samples settle on
+    it (stats.exact.settled); samples that scatter keep the kind's estimator, as compare's."""
     x = np.asarray(values, dtype=float).ravel()
     s = summarize_rows(x.reshape(1, x.size), np.array([direction]))[0]
-    if exact and x.size:
+    if exact and x.size and settled(x.tolist(), direction):
         s = replace(s, center=exact_figure(x.tolist(), direction), estimator=EXACT)
     return s
 

@@ -151,6 +151,29 @@ def exact_figure(samples, direction: int) -> float:
     return max(finite) if direction == HIGHER_IS_BETTER else min(finite)
 
 
+def settled(samples, direction: int) -> bool:
+    """Whether an exact metric's samples have a figure: more than half of them agree with their
+    least disturbed sample within EXACT_LIMIT (a tick disturbs one now and then). Samples that
+    scatter (fork+exec under icount, ±4%) have none: every view then takes the metric kind's
+    estimator, as `compare` does when it finds them not exact (docs/statistics.md)."""
+    finite = [v for v in samples if math.isfinite(v)]
+    if not finite:
+        return False
+    figure = exact_figure(finite, direction)
+    agree = sum(1 for v in finite if v == figure or (figure != 0 and abs(v / figure - 1) <= EXACT_LIMIT))
+    return 2 * agree > len(finite)
+
+
+def settled_samples(samples, direction: int) -> list[float] | None:
+    """The samples that agree with the least disturbed one (within EXACT_LIMIT) when they are more
+    than half (`settled`), else None: the exact figure's own samples, a ticked one set aside."""
+    finite = [float(v) for v in samples if math.isfinite(v)]
+    if not settled(finite, direction):
+        return None
+    figure = exact_figure(finite, direction)
+    return [v for v in finite if v == figure or (figure != 0 and abs(v / figure - 1) <= EXACT_LIMIT)]
+
+
 def _center(values: np.ndarray, direction: int) -> float:
     # The exact figure of a side: its least disturbed sample (detect's point figure too), so a
     # tick in one sample of five moves neither the ratio nor the call.

@@ -20,29 +20,9 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
+from perflab.store.basics import HEAD_REVISION, KNOWN_REVISIONS, default_url
 from perflab.store.rows import database_error, disk_full, redact, without_nul
 
-
-def _head_revision() -> tuple[str, frozenset[str]]:
-    """The newest Alembic revision shipped and all of them (read from the scripts, without importing Alembic)."""
-    import re
-
-    revisions, parents = set(), set()
-    for script in (Path(__file__).parent / "migrations" / "versions").glob("*.py"):
-        body = script.read_text()
-        rev = re.search(r'^revision = "([^"]+)"', body, re.M)
-        down = re.search(r'^down_revision = "([^"]+)"', body, re.M)
-        if rev:
-            revisions.add(rev.group(1))
-        if down:
-            parents.add(down.group(1))
-    heads = revisions - parents
-    if len(heads) != 1:
-        raise RuntimeError(f"store migrations have {len(heads)} heads: {sorted(heads)}")
-    return heads.pop(), frozenset(revisions)
-
-
-HEAD_REVISION, KNOWN_REVISIONS = _head_revision()
 SQLITE_SCHEMA = Path(__file__).with_name("sqlite_schema.sql")
 
 
@@ -66,15 +46,6 @@ def sqlite_schema_of(conn) -> str:
         "ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, name").fetchall()
     revision = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     return f"-- revision {revision}\n" + "".join(f"{sql};\n" for (sql,) in rows)
-
-
-def default_url() -> str:
-    """$PERFLAB_DB (a path or a URL), else the XDG data directory."""
-    configured = os.environ.get("PERFLAB_DB")
-    if configured:
-        return configured
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
-    return os.path.join(data_home, "perflab", "perflab.db")
 
 
 def as_url(target: str) -> URL:

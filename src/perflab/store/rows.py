@@ -15,11 +15,12 @@ import json
 import re
 from collections.abc import Iterable
 
-from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError
-from perflab.store import schema as s
+
+if TYPE_CHECKING:
+    from sqlalchemy.exc import SQLAlchemyError
 
 # The status of the runs an import is still writing: every query of the store ignores them.
 IMPORTING = "importing"
@@ -83,6 +84,8 @@ def copy_rows(conn, table: str, columns: tuple[str, ...], rows: Iterable[tuple],
                     row = tuple(without_nul(v) for v in row)
                 copy.write_row(row)
     except conn.dialect.loaded_dbapi.Error as e:
+        from sqlalchemy.exc import DBAPIError
+
         # As SQLAlchemy reports a failed statement: callers handle SQLAlchemyError.
         raise DBAPIError.instance(statement, None, e, conn.dialect.loaded_dbapi.Error) from e
 
@@ -106,12 +109,21 @@ def insert_ignore(conn, label: str, table, values: dict) -> None:
 
 def box_id_of(conn, label: str, name: str) -> int:
     """The id of the box `name` (a row of the testbox table), written if it is new."""
+    # SQLAlchemy where it is used: process_start_time and redact serve commands that never load it.
+    from sqlalchemy import select
+
+    from perflab.store import schema as s
+
     insert_ignore(conn, label, s.testbox, {"name": name})
     return conn.execute(select(s.testbox.c.id).where(s.testbox.c.name == name)).scalar_one()
 
 
 def environment_id(conn, label: str, box_id: int, facts: dict) -> int:
     """The id of the environment `facts` (by their digest), written if it is new."""
+    from sqlalchemy import select
+
+    from perflab.store import schema as s
+
     digest = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
     insert_ignore(conn, label, s.environment, {"testbox_id": box_id, "digest": digest, "facts": facts})
     return conn.execute(select(s.environment.c.id).where(s.environment.c.digest == digest)).scalar_one()

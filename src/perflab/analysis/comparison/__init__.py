@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import INFORMATIONAL
@@ -26,7 +27,9 @@ from perflab.analysis.variant import sides_differ
 from perflab.stats.compare import (CHANGED, IMPROVEMENT, MONITOR, PRIMARY, REGRESSION, SECONDARY, Comparison,
                                    geomean_ratio, minimum_effects)
 from perflab.stats.descriptive import summarize_many
-from perflab.store import Store
+
+if TYPE_CHECKING:
+    from perflab.store import Store   # SQLAlchemy: not for reading a store (perflab.store.reader)
 
 __all__ = [
     "compare", "ComparisonResult", "MetricRow", "FdrGroup", "Comparison", "is_primary", "RESOURCE_FIGURES",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER
+from perflab.core.model import EXIT, MAXRSS, SYS, USER
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import INFORMATIONAL
 from perflab.monitors import monitor_of

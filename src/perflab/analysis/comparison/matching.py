@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perflab.core import environment
 from perflab.core.errors import PerflabError
 from perflab.monitors import monitor_of
 from perflab.analysis.selection import Group, Selection, groups_of, metric_wanted, select
-from perflab.store import Store
+
+if TYPE_CHECKING:
+    from perflab.store import Store   # SQLAlchemy: not for reading a store (perflab.store.reader)
 
 
 def select_operands(store: Store, operands: list[str], benchmark: str | None,

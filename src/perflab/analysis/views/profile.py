@@ -48,19 +48,18 @@ class Testcase:
         return f"{n} run{'s' if n != 1 else ''}, {reps} repetition{'s' if reps != 1 else ''}"
 
 
-def _testcase_key(run) -> tuple[str, str]:
-    from perflab.analysis.selection import params_key
-
-    return run.benchmark, params_key(run.params, run.benchmark)
-
-
 def _split(sel, rows_of: dict[tuple[int, int], dict]) -> dict[tuple[str, str], Testcase]:
-    """The selection's rows (per (run, repetition)) by testcase."""
+    """The selection's rows (per (run, repetition)) by testcase and variant: an operand's runs of
+    one testcase on two kernels (`kernel=6.1.0-47` selects amd64 and rt) are two sections, their
+    parameters gaining `variant` (analysis.selection.variant_keys), never one pooled profile."""
+    from perflab.analysis.selection import variant_keys
+
     run_of = {r.id: r for r in sel.runs}
+    keys = variant_keys(sel.runs)
     out: dict[tuple[str, str], Testcase] = {}
     for (rid, rep), row in sorted(rows_of.items()):
         run = run_of[rid]
-        key = _testcase_key(run)
+        key = keys[rid][1:]
         case = out.get(key)
         if case is None:
             case = out[key] = Testcase(key, json.loads(key[1]))
@@ -86,13 +85,21 @@ def _pairs(base: dict, head: dict, first: tuple[str, str] | None) -> tuple[list[
         names = _names([bk, hk])
         return [(bk, b, h)], [f"each side has one testcase: base {names[bk]} paired with head {names[hk]}"]
     keys = [k for k in base if k in head]
-    if first is not None and first in keys:
-        keys.remove(first)
-        keys.insert(0, first)
+    if first is not None:
+        # The headline's testcase leads, each of its variants (their parameters add `variant`).
+        keys.sort(key=lambda k: k != first and _without_variant(k) != first)
     names = _names(list({**base, **head}))
     only = [f"only in the {side}: {names[k]} (not compared)" for side, cases, other in
             (("base", base, head), ("head", head, base)) for k in cases if k not in other]
     return [(k, base[k], head[k]) for k in keys], only
+
+
+def _without_variant(key: tuple[str, str]) -> tuple[str, str]:
+    from perflab.analysis.selection import VARIANT_KEY
+
+    params = json.loads(key[1])
+    params.pop(VARIANT_KEY, None)
+    return key[0], json.dumps(params, sort_keys=True, default=str)
 
 
 def _record_notes(runs, monitor: str) -> list[str]:
@@ -449,13 +456,13 @@ def _one_section(name: str, case: Testcase, metric: str | None, top: int | None)
 
 
 def _how_counted(runs) -> str:
+    from perflab.analysis import variant
     from perflab.monitors.windows import run_windows
 
     counted = []
     def in_guest(r) -> bool:
         window = run_windows(r).get(INSN)
-        return bool((getattr(r, "params", None) or {}).get("vm") or (getattr(r, "job", None) or {}).get("kernel")
-                    or (window is not None and window.guest))
+        return variant.of(r).target.guest or (window is not None and window.guest)
 
     if any(in_guest(r) for r in runs):
         counted.append("by QEMU in the guest (kernel functions, [user] the whole of user space)")

@@ -37,6 +37,7 @@ from perflab.core.bisection import (
     UntestedCommit,
 )
 from perflab.core.git import BuildFailed, GitError, Worktrees, commit_info, git
+from perflab.core.steps import step
 from perflab.report.bisect import size_in_words, step_line
 from perflab.stats import sequential
 from perflab.stats.sequential import BAD, GOOD
@@ -451,11 +452,13 @@ class Bisection:
         which = "its parent" if parent is None else "its nearest measured good ancestor"
         parent = parent or git(self.repo, "rev-parse", f"{culprit}^").stdout.strip()
         if self.exact:
-            return _typed(Confirmation, exactpath.confirm(self, culprit, parent))
+            with step(f"confirming {culprit[:12]} against {which} {parent[:12]}"):
+                return _typed(Confirmation, exactpath.confirm(self, culprit, parent))
         self.say(f"confirming {culprit[:12]} against {which} {parent[:12]} in pairs, the order random "
                  "within each pair")
         try:
-            checked = confirm.confirm_culprit(self, culprit, parent)
+            with step(f"confirming {culprit[:12]} against {which} {parent[:12]} in pairs"):
+                checked = confirm.confirm_culprit(self, culprit, parent)
         except (BuildFailed, CommitFailed) as e:
             return Confirmation("failed", parent, culprit, why=str(e))
         self.say(f"confirmation: {checked.verdict} after {checked.pairs} pairs: "

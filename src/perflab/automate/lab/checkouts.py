@@ -35,6 +35,7 @@ from pathlib import Path
 from perflab.automate.measurer import build
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed, GitError, add_worktree, git, prune_worktrees, remove_worktree
+from perflab.core.steps import step
 from perflab.core.text import printable
 
 __all__ = ["BuildFailed", "Checkouts", "SourceError", "check_source", "describe"]
@@ -83,7 +84,8 @@ class Checkouts:
                 git(home, "init", "--quiet", "--bare", str(mirror))
                 (home / "url").write_text(url + "\n")
             if git(mirror, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode != 0:
-                self._fetch(mirror, url, sha)
+                with step(f"fetching {sha[:12]} from {printable(url, 200)}"):
+                    self._fetch(mirror, url, sha)
             path = home / sha[:16]
             stamp = home / f"{sha[:16]}.built"
             wanted = json.dumps({"build": source["build"]})
@@ -92,8 +94,9 @@ class Checkouts:
                 return path
             if path.exists() or stamp.exists():
                 self._remove(mirror, path, stamp)
-            self._prune(mirror, home)
-            add_worktree(mirror, path, sha, force=True)
+            with step(f"checking out {sha[:12]} in {path}"):
+                self._prune(mirror, home)
+                add_worktree(mirror, path, sha, force=True)
         except GitError as e:
             raise SourceError(f"source {printable(url, 200)} at {sha[:12]}: {e}") from None
         why = build(path, source["build"], source["build_timeout"])

@@ -78,9 +78,10 @@ def compared_blocks(rows: list) -> list[BlockGroup]:
 def columns_view(store, columns: list[tuple[str, list]]) -> KernbenchView | None:
     """Columns (label, runs): every sample of each column's runs, grouped into stats.kernbench's
     blocks by load (block_of); None when the runs hold no kernbench samples."""
-    from perflab.analysis.selection import params_key
+    from perflab.analysis.selection import params_key, variants_apart
     from perflab.stats.kernbench import blocks
 
+    columns = variants_apart(columns)      # a column per variant of each: kernels never averaged together
     key_of, rests = {}, {}
     for _, rs in columns:
         for r in rs:

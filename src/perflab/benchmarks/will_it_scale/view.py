@@ -58,13 +58,13 @@ def _curves(store, key_of: dict[int, tuple[str, str, int]]) -> list:
 
 def scaling(store, operands: tuple[str, ...], tests: tuple[str, ...], box: str | None) -> ScalingView:
     """`perflab report scaling`: the usable runs (of `box`), those the operands select, of `tests`."""
-    from perflab.analysis.selection import USABLE_STATUSES, select
+    from perflab.analysis.selection import USABLE_STATUSES, select, variants_apart
 
     runs = [r for r in store.find_runs(benchmark=BENCHMARK, box=box) if r.status in USABLE_STATUSES]
     if tests:
         runs = [r for r in runs if (r.params or {}).get("test") in tests]
     # One variant per operand (per tag without operands): a curve pools only the runs of one.
-    groups = [(op, select(store, op, runs).runs) for op in operands] if operands else _by_tag(runs)
+    groups = variants_apart([(op, select(store, op, runs).runs) for op in operands] if operands else _by_tag(runs))
     if not any(rs for _, rs in groups):
         raise PerflabError("no will-it-scale runs match" + (f" {' '.join(operands)}" if operands else "")
                            + "; run e.g. `perflab run will-it-scale-scaling.yaml` first")
@@ -74,8 +74,10 @@ def scaling(store, operands: tuple[str, ...], tests: tuple[str, ...], box: str |
 
 def page_section(store, chosen, runs, notes: list[str]) -> ScalingView | None:
     """report html's scaling curves: of the compared runs (chosen), or of every run of the page."""
+    from perflab.analysis.selection import variants_apart
+
     groups = []
-    for label, rs in (chosen if chosen is not None else _by_tag(runs)):
+    for label, rs in variants_apart(chosen if chosen is not None else _by_tag(runs)):
         key_of = {}
         for r in rs:
             p = r.params or {}

@@ -26,11 +26,13 @@ the run failed with a BootFailure and goes on with the other jobs.
 What a family needs of the place it runs in (`Family.needs`) and what a target offers are
 words from CAPABILITIES: the refusal is one line built from both (`refusal`).
 
-Targets registered in REGISTERED read their own job keys (`job_keys`, `from_keys`) and declare
-their own command-line options (`options`, one TargetOption each, which the CLI turns into its
-options once for every command that runs jobs): adding one is a module here and a line in
-REGISTERED (docs/architecture.md, "Adding a target"). Host and Qemu are read by
-perflab.jobs.job.target_of as they always were.
+The targets registered in REGISTERED (Ssh, Qemu) read their own job keys (`job_keys`,
+`from_keys`) and declare their own command-line options (`options`, one TargetOption each, made
+into click options once for every command that runs jobs: perflab.cli.common.target_options;
+`option_keys` and `placed` turn their values into job keys and put them on a job); a job none
+of them takes runs on the Host. Monitors and instruments ask a target what it offers
+(`offers`, `fulfils_far`), never its kind. Adding one is a module and a line in REGISTERED
+(docs/architecture.md, "How to add ... a target").
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ WORK_DISK = "work-disk"                    # a file system to work in (fio, aim7
 INSTRUCTION_COUNTS = "instruction-counts"
 # ... and the host's tools where its processes run (a guest's monitors run the host's perf).
 HOST_TOOLS = "host-tools"
+# What a monitor or instrument asks of the place its process runs (Monitor.needs, Instrument.requires),
+# fulfilled where the process runs: its files read there (/proc: by the host, a guest's or an SSH
+# machine's agent); the processes on this machine itself (valgrind wraps them, debugfs is this
+# machine's), which a target whose processes run elsewhere (`fulfils_far`) lacks.
+FILE_READINGS = "file-readings"
+HOST_PROCESSES = "host-processes"
 CAPABILITIES = {
     PERFLAB_PROGRAMS: "perflab's C programs",
     HOST_PROGRAMS: "the host's programs",
@@ -61,6 +69,8 @@ CAPABILITIES = {
     WORK_DISK: "a file system to work in",
     INSTRUCTION_COUNTS: "the instructions its machine runs, counted by an emulator",
     HOST_TOOLS: "the host's tools (perf) beside its processes",
+    FILE_READINGS: "its files read where its processes run",
+    HOST_PROCESSES: "its processes on this machine",
 }
 
 # Starts one process where the target runs: perflab.execution.executor.execute's signature.
@@ -69,13 +79,23 @@ Executor = Callable[..., ProcessResult]
 
 @dataclass(frozen=True)
 class TargetOption:
-    """A command-line option a target declares (`--on`): its flag, the job key it sets, its help."""
+    """A command-line option a target declares (`--on`, `--kernel`, `--vm`): its flag, the job key
+    it sets, its help; the command function's parameter (`name`, default the key) and, for a
+    choice, the values it takes. Every command that runs jobs takes every declared option, made
+    once from these (perflab.cli.common.target_options)."""
 
     flag: str
     key: str
     metavar: str
     help: str
-    is_flag: bool = False                     # a switch (--keep-kernel): the key is true when given
+    name: str = ""
+    choices: tuple[str, ...] = ()
+    is_flag: bool = False
+
+    @property
+    def param(self) -> str:
+        """The parameter a command receives the value as."""
+        return self.name or self.key
 
 
 @dataclass(frozen=True)
@@ -161,6 +181,38 @@ class Target:
     def check_key(cls, key: str, value, where: str) -> None:
         """A registered target's job key as written: UsageProblem in one line naming `where` when wrong."""
 
+    @classmethod
+    def option_keys(cls, values: dict) -> dict:
+        """Its options as a command received them (by parameter; None: not given) -> the job keys
+        they set, as a job file would write them ({"on": "ssh://box"})."""
+        return {o.key: values[o.param] for o in cls.options if values.get(o.param) not in (None, False)}
+
+    @classmethod
+    def placed(cls, doc: dict, keys: dict) -> dict:
+        """A job's keys `doc` with this target's `keys` (from option_keys) over them: by default
+        each replaces the job's own (Qemu merges `--vm`'s mode into the job's vm block)."""
+        return {**doc, **keys}
+
+    # What the instruments ask of the place a process runs (monitors reading its files, a helper
+    # process beside it), fulfilled where it runs: True — by the place (a guest's agent, an SSH
+    # machine's), and the processes are not this machine's (it lacks HOST_PROCESSES); False — here,
+    # by this process (the host's executor has nothing to fulfil).
+    fulfils_far: ClassVar[bool] = True
+
+    def where_readings(self) -> str | None:
+        """What a monitor's record says of where its files were read (None: nothing said, as on
+        this machine and in its guests)."""
+        return f"on {self.describe()}" if self.fulfils_far else None
+
+    def lacking(self) -> dict[str, str]:
+        """Capability -> why not, for all it does not offer (its `lacks`, and this machine's
+        processes when its own run elsewhere)."""
+        far = {HOST_PROCESSES: f"its processes run in {self.describe()}"} if self.fulfils_far else {}
+        return {**far, **self.lacks}
+
+    def offers(self, capability: str) -> bool:
+        return capability not in self.lacking()
+
     def keys(self) -> dict:
         """The atomic job's JSON keys this target is written as (kernel, vm, cc, cflags), only those set."""
         return self.toolchain.keys()
@@ -179,10 +231,11 @@ class Target:
 
     def refusal(self, needs: frozenset[str] | set[str], what: str) -> str | None:
         """Why a job needing `needs` cannot run here (one line), or None when it can."""
-        missing = [n for n in sorted(needs) if n in self.lacks]
+        lacking = self.lacking()
+        missing = [n for n in sorted(needs) if n in lacking]
         if not missing:
             return None
-        why = "; ".join(f"it needs {CAPABILITIES.get(n, n)}, and {self.lacks[n]}" for n in missing)
+        why = "; ".join(f"it needs {CAPABILITIES.get(n, n)}, and {lacking[n]}" for n in missing)
         return f"{what} cannot run in {self.describe()}: {why}"
 
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
@@ -227,8 +280,16 @@ class Target:
 
 
 # The targets that read their own job keys and declare their own options, as module:class
-# (imported when asked: a command that names none does not load them).
-REGISTERED = ("perflab.execution.targets.ssh:Ssh",)
+# (imported when asked: a command that names none does not load them), in the order a job's
+# keys are offered to them (`registered_target`); a job none of them takes runs on the host.
+REGISTERED = ["perflab.execution.targets.ssh:Ssh", "perflab.execution.targets.qemu:Qemu"]
+
+
+def register(entry: str) -> None:
+    """One more target, as module:class (a plug-in's, a test's); its options join every command
+    that runs jobs when the command is next looked up."""
+    if entry not in REGISTERED:
+        REGISTERED.append(entry)
 
 
 def registered() -> list[type[Target]]:
@@ -240,6 +301,57 @@ def registered() -> list[type[Target]]:
 def registered_keys() -> tuple[str, ...]:
     """Every job key a registered target reads."""
     return tuple(k for t in registered() for k in t.job_keys)
+
+
+class WithTargetKeys:
+    """Some job keys and, after them, every registered target's (asked each time it is read, so a
+    target registered later counts): `key in it`, `iter(it)`."""
+
+    def __init__(self, *fixed: str, but: tuple[str, ...] = ()):
+        self.fixed, self.but = fixed, but
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(k for k in dict.fromkeys((*self.fixed, *registered_keys())) if k not in self.but)
+
+    def __contains__(self, key: object) -> bool:
+        return key in tuple(self)
+
+
+def option_keys(values: dict) -> dict:
+    """The target options a command received (by parameter; None: not given) -> the job keys they
+    set: the one function `run`, `rerun`, `bisect`, `series`, `robot` and `submit` turn them with.
+    Options of two targets (`--on` with `--kernel`) are refused in one line: a job runs in one place."""
+    from perflab.core.errors import UsageProblem
+
+    remaining, given = dict(values), []
+    for target in registered():
+        keys = target.option_keys(remaining)
+        if keys:
+            given.append((target, keys))
+            # What one target took is not another's: an SSH target that boots `--kernel` there
+            # (kexec) takes it in its option_keys, and the Qemu target is not asked.
+            for option in registered_options():
+                if option.key in keys:
+                    remaining.pop(option.param, None)
+    if len(given) > 1:
+        (first, _), (second, _) = given[:2]
+        flags = ["/".join(o.flag for o in t.options) for t in (first, second)]
+        raise UsageProblem(f"{flags[0]} with {flags[1]}: a job runs in one place ({first.kind} or {second.kind}; "
+                           f"the {second.kind} target on the {first.kind} one is not built yet); give one of them")
+    keys = given[0][1] if given else {}
+    check_registered(keys)
+    return keys
+
+
+def placed(doc: dict, keys: dict) -> dict:
+    """A job's keys with the target options' `keys` (option_keys) over them: the keys of every other
+    target left out (a stored guest job rerun `--on` a machine runs there), the named target's
+    merged by it (Target.placed)."""
+    for target in registered():
+        if any(k in keys for k in target.job_keys):
+            others = {k for t in registered() if t is not target for k in t.job_keys}
+            return target.placed({k: v for k, v in doc.items() if k not in others}, keys)
+    return doc
 
 
 def registered_options() -> list[TargetOption]:

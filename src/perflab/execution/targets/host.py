@@ -14,6 +14,7 @@ class Host(Target):
     kind = "host"
     lacks = {INSTRUCTION_COUNTS: "this machine's CPU runs it natively (boot a kernel under vm mode icount)"}
     toolchain: Toolchain = field(default_factory=Toolchain)
+    fulfils_far = False       # the monitors read this machine's files and run its perf here
 
     def describe(self) -> str:
         return "this machine"

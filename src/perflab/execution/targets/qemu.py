@@ -21,6 +21,7 @@ import os
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 from pathlib import Path
 
 from perflab.core import cbuild
@@ -29,7 +30,7 @@ from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
-                                      Opening, Place, RunIn, Target, Toolchain)
+                                      Opening, Place, RunIn, Target, TargetOption, Toolchain)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
@@ -148,12 +149,27 @@ class _Prepared:
     disks: list = field(default_factory=list)
 
 
+KERNEL_OPTION = TargetOption(
+    "--kernel", "kernel", "PATH",
+    "Boot this kernel in a QEMU guest and run the job inside (every family that can run there; a refusal "
+    "says why: docs/vm.md): a bzImage/vmlinuz, debian:RELEASE or a recipe (RECIPE.yaml); for bisect, series "
+    "and robot the image the build makes, relative to its output directory (e.g. arch/x86/boot/bzImage); "
+    "for submit a path on the boxes.", name="kernel")
+VM_OPTION = TargetOption(
+    "--vm", "vm", "[" + "|".join(MODES) + "]",
+    "The guest's mode: tcg (emulated, wall time), icount (emulated, instruction-time: exact and repeatable) "
+    "or kvm. Needs --kernel (or a job's kernel key); default: the job's vm.mode, else tcg.",
+    name="vm_mode", choices=MODES)
+
+
 @dataclass(frozen=True)
 class Qemu(Target):
     """A kernel image booted in QEMU. `vm` is the machine block as the job wrote it (mode, cpus,
     memory, qemu_args; perflab.jobs.guest.normalize makes it whole where a job is made)."""
 
     kind = "qemu"
+    job_keys: ClassVar[tuple[str, ...]] = ("kernel", "vm")
+    options: ClassVar[tuple[TargetOption, ...]] = (KERNEL_OPTION, VM_OPTION)
     lacks = {WRITABLE_HOST_TREE: "the guest's view of the host's root is read-only"}
     kernel: str = ""            # an image's path, or debian:RELEASE (execution.vm.kernel.image)
     vm: dict = field(default_factory=dict)
@@ -173,6 +189,35 @@ class Qemu(Target):
             return cls(recipe={k: v for k, v in kernel.items() if k != "cmdline"}, vm=vm, toolchain=toolchain,
                        cmdline=cmdline)
         return cls(kernel=kernel.get("image") or "", vm=vm, toolchain=toolchain, cmdline=cmdline)
+
+    @classmethod
+    def from_keys(cls, doc: dict, toolchain: Toolchain) -> Qemu | None:
+        """The target of a job's `kernel` key (in its stored form; jobs.guest checks it where a job
+        is made), None when it names none."""
+        if not doc.get("kernel"):
+            return None
+        return cls.of(doc["kernel"], {} if doc.get("vm") is None else doc["vm"], toolchain)
+
+    @classmethod
+    def option_keys(cls, values: dict) -> dict:
+        """`--kernel K` -> kernel: K; `--vm MODE` -> vm: {mode: MODE} (the rest of a job's vm block stays)."""
+        keys = {"kernel": values["kernel"]} if values.get("kernel") is not None else {}
+        return {**keys, **({"vm": {"mode": values["vm_mode"]}} if values.get("vm_mode") else {})}
+
+    @classmethod
+    def placed(cls, doc: dict, keys: dict) -> dict:
+        """--vm changes the mode of the job's vm block, not the block; --kernel replaces the image,
+        and a command line the job's kernel was booted with stays."""
+        out = {**doc, **keys}
+        if isinstance(doc.get("vm"), dict) and "vm" in keys:
+            out["vm"] = {**doc["vm"], **keys["vm"]}
+        old = doc.get("kernel")
+        if isinstance(keys.get("kernel"), str) and isinstance(old, dict) and "tree" not in old and old.get("cmdline"):
+            out["kernel"] = {"image": keys["kernel"], "cmdline": old["cmdline"]}
+        return out
+
+    def where_readings(self) -> str | None:
+        return None           # a guest's monitor records have always said nothing of where
 
     def keys(self) -> dict:
         if self.recipe:

@@ -39,6 +39,7 @@ from perflab.core.params import job_cpus
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor
 from perflab.execution.workdir import filesystem_of
+from perflab.execution.targets import registered as _registered
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WORK_DISK, WRITABLE_HOST_TREE,
                                       Executor, Opening, Place, RunIn, Target, TargetOption, Toolchain)
 from perflab.execution.vm import initramfs
@@ -103,6 +104,19 @@ class Ssh(Target):
                 raise UsageProblem(f"{where} = {value!r}: expected true or false")
             return
         machine_cpus(machine_of(value, where))
+
+    @classmethod
+    def option_keys(cls, values: dict) -> dict:
+        """`--on` (and `--keep-kernel`) as job keys; with `--on`, `--kernel` is the kernel under test
+        there (kexec), taken here so that no guest is asked to boot it."""
+        keys = super().option_keys(values)
+        kernel = next((values.get(o.param) for t in _registered() for o in t.options
+                       if o.key == "kernel" and t is not cls), None)
+        if keys.get(ON_KEY) and kernel is not None:
+            keys["kernel"] = cls.check_kernel(kernel, "--kernel")
+        elif keys.get(KEEP_KERNEL_KEY) and not keys.get(ON_KEY):
+            raise UsageProblem("--keep-kernel: only with --on MACHINE --kernel K")
+        return keys
 
     @classmethod
     def check_kernel(cls, value, where: str) -> str:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Protocol
 
 from perflab.core.buildlog import first_errors
+from perflab.core.steps import step
 from perflab.core.git import BuildFailed, GitError, add_worktree, git
 from perflab.core.process import ProcessResult, ProcessSpec
 
@@ -76,17 +77,18 @@ def locked(path: Path, what: str, say: Callable[[str], None]) -> Iterator[int]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another perflab"
-                    say(f"waiting for the build of {what} by {holder} (or its processes) to end")
-                    told = True
-                time.sleep(LOCK_POLL)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another perflab"
+            say(f"waiting for the build of {what} by {holder} (or its processes) to end")
+            with step(f"waiting for the build of {what} by {holder}"):
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        time.sleep(LOCK_POLL)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
         yield fd
@@ -119,8 +121,10 @@ class Clone:
     def at(self, commit: str, say: Callable[[str], None]) -> None:
         self._made(say)
         if git(self.path, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
-            git(self.path, "fetch", "-q", "--no-tags", "--no-write-fetch-head", str(self.repo), commit)
-        clean_checkout(self.path, commit)
+            with step(f"fetching {commit[:12]} from {self.repo}"):
+                git(self.path, "fetch", "-q", "--no-tags", "--no-write-fetch-head", str(self.repo), commit)
+        with step(f"checking out {commit[:12]} in {self.path}"):
+            clean_checkout(self.path, commit)
 
     def _made(self, say: Callable[[str], None]) -> None:
         path = self.path
@@ -133,11 +137,12 @@ class Clone:
         partial = path.with_name(path.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         say(f"cloning {self.repo} into {path} (objects hard-linked: the tree's gc cannot take them)")
-        git(path.parent, "clone", "-q", "--no-checkout", str(self.repo), str(partial), timeout=3600)
-        if self._borrows(partial):
-            # The tree itself borrows objects (its own alternates, which a local clone inherits): copy them.
-            git(partial, "repack", "-q", "-a", "-d", timeout=3600)
-            (partial / ".git" / "objects" / "info" / "alternates").unlink()
+        with step(f"cloning {self.repo}"):
+            git(path.parent, "clone", "-q", "--no-checkout", str(self.repo), str(partial), timeout=3600)
+            if self._borrows(partial):
+                # The tree itself borrows objects (its own alternates, which a local clone inherits): copy them.
+                git(partial, "repack", "-q", "-a", "-d", timeout=3600)
+                (partial / ".git" / "objects" / "info" / "alternates").unlink()
         # No gc of its own in the background (a process that would outlive perflab).
         git(partial, "config", "gc.auto", "0")
         git(partial, "config", "maintenance.auto", "false")
@@ -158,10 +163,14 @@ class Worktree:
     path: Path
 
     def at(self, commit: str, say: Callable[[str], None]) -> None:
-        if not (self.path / ".git").exists():
-            shutil.rmtree(self.path, ignore_errors=True)
-            add_worktree(self.repo, self.path, commit, force=True)
-        clean_checkout(self.path, commit)
+        with step(f"checking out {commit[:12]} in {self.path}"):
+            if (self.path / ".git").exists() and git(self.path, "rev-parse", "--git-dir", check=False).returncode:
+                # Kept from an earlier series, its repository made again since: added again.
+                shutil.rmtree(self.path)
+            if not (self.path / ".git").exists():
+                shutil.rmtree(self.path, ignore_errors=True)
+                add_worktree(self.repo, self.path, commit, force=True)
+            clean_checkout(self.path, commit)
 
 
 def clean_checkout(path: Path, commit: str) -> None:
@@ -209,6 +218,7 @@ class Running:
     locks: tuple[int, ...] = ()
     started: float = field(default_factory=time.monotonic)
     orderly: bool = True                  # no step was SIGKILLed (which could leave half a file)
+    name: str = ""                        # what is built, in the steps' progress lines: "kernel 1a2b3c4d5e6f"
 
     def note(self, line: str) -> None:
         with open(self.log, "a") as f:
@@ -234,12 +244,13 @@ class Running:
         for fd in self.locks:
             os.set_inheritable(fd, True)      # held by the step's processes while any lives
         try:
-            if threading.current_thread() is threading.main_thread():
-                with interrupt.stop_requests_as_flag():
+            with step(f"{self.name}: {what}" if self.name else what):
+                if threading.current_thread() is threading.main_thread():
+                    with interrupt.stop_requests_as_flag():
+                        result = execute(spec)
+                        interrupt.check()
+                else:
                     result = execute(spec)
-                    interrupt.check()
-            else:
-                result = execute(spec)
         finally:
             for fd in self.locks:
                 os.set_inheritable(fd, False)
@@ -347,26 +358,28 @@ def _fresh_output(out: Path, say: Callable[[str], None]) -> None:
 
 def build(checkout: Checkout, commit: str, out: Path, steps: Callable[[Running], None], *, image: str,
           entry: Path, facts: Callable[[Path], dict], expect: dict, timeout: float | None = None,
-          prepare: Callable[[Path], None] | None = None, say: Callable[[str], None] = lambda _l: None) -> dict:
+          prepare: Callable[[Path], None] | None = None, say: Callable[[str], None] = lambda _l: None,
+          name: str = "") -> dict:
     """Build `commit` of `checkout` with `steps` into `out` and publish `out/image` as `entry`; its facts.
 
     Under the checkout's and the output directory's locks: an entry published meanwhile (by the
     build this one waited for) is taken as it is; else the checkout is made a clean one of `commit`,
     `prepare(src)` runs (a recipe's patches), the steps run (Running.run), and the image, when there,
     is published with `facts(out)` (which must hold `expect`'s items). BuildFailed when a step fails
-    or no image was made (NoImage); the entry is then untouched."""
-    name = Path(image).name
+    or no image was made (NoImage); the entry is then untouched. `name`: what the progress lines call
+    the build (core.steps; default "kernel COMMIT")."""
+    image_name = Path(image).name
     with ExitStack() as held:
         fds = (held.enter_context(locked(lock_path(checkout.path), str(checkout.repo), say)),
                held.enter_context(locked(lock_path(out), str(out), say)))
-        found = published(entry, name, expect)
+        found = published(entry, image_name, expect)
         if found is not None:
             return found
         checkout.at(commit, say)
         if prepare is not None:
             prepare(checkout.path)
         _fresh_output(out, say)
-        running = Running(checkout.path, out, out / LOG, timeout, fds)
+        running = Running(checkout.path, out, out / LOG, timeout, fds, name=name or f"kernel {commit[:12]}")
         running.log.write_text(f"# perflab: {commit} of {checkout.repo} in {checkout.path}\n")
         try:
             steps(running)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from perflab.core import paths
 from perflab.core.errors import PerflabError, UsageProblem
+from perflab.core.steps import step
 
 # The two kernels of the 6.1 line Debian 12 ships as packages (issue 20's measurements).
 DEFAULT_PACKAGE = "linux-image-6.1.0-47-amd64-unsigned"
@@ -116,8 +117,9 @@ def fetch(package: str = DEFAULT_PACKAGE, replace_damaged: bool = False) -> Path
         # apt-get download drops privileges to _apt where it can; a directory it may write avoids a warning.
         os.chmod(scratch, 0o755)
         wanted = f"{package}={PINNED[package][0]}" if package in PINNED else package
-        done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True,
-                              text=True, stdin=subprocess.DEVNULL)
+        with step(f"fetching {wanted} (apt-get download)"):
+            done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True,
+                                  text=True, stdin=subprocess.DEVNULL)
         debs = list(Path(scratch).glob(f"{package}_*.deb"))
         if done.returncode != 0 or not debs:
             lines = [line for line in (done.stderr or done.stdout).splitlines() if line.startswith("E:")]
@@ -137,11 +139,13 @@ def fetch(package: str = DEFAULT_PACKAGE, replace_damaged: bool = False) -> Path
         tar.wait()
         names = listed.stdout.splitlines()
         members = [m for m in _members() if any(fnmatch.fnmatchcase(n, m) for n in names)]
-        tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
-        extracted = subprocess.run(["tar", "-x", "-C", str(unpack), "--wildcards", *members],
-                                   stdin=tar.stdout, capture_output=True, text=True)
-        tar.stdout.close()
-        if tar.wait() != 0 or extracted.returncode != 0:
+        with step(f"unpacking {debs[0].name}"):
+            tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
+            extracted = subprocess.run(["tar", "-x", "-C", str(unpack), "--wildcards", *members],
+                                       stdin=tar.stdout, capture_output=True, text=True)
+            tar.stdout.close()
+            tar_failed = tar.wait() != 0
+        if tar_failed or extracted.returncode != 0:
             raise PerflabError(f"cannot unpack {debs[0].name}: {extracted.stderr.strip() or 'dpkg-deb failed'}")
         # The package file's name (its exact version) is the kernel's provenance; the 70 MB .deb is not kept.
         (unpack / "package").write_text(debs[0].name + "\n")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from perflab.core.errors import PerflabError
 from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.core.steps import step
 from perflab.execution import executor, interrupt
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
 from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
@@ -423,7 +424,8 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
                 stderr=err, start_new_session=True, preexec_fn=_death_signal, bufsize=0)
         channel = Channel(process.stdin.fileno(), process.stdout.fileno())
         try:
-            kind, hello = channel.receive(started + spec.boot_timeout)
+            with step(f"booting {Path(spec.kernel).name} ({spec.mode})"):
+                kind, hello = channel.receive(started + spec.boot_timeout)
         except _Dead:
             process.wait()
             raise _boot_failure(spec, process, workdir, timed_out=False) from None

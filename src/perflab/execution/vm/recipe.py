@@ -330,7 +330,7 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
     started = time.monotonic()
     try:
         done = kbuild.build(checkout, commit, out, steps, image=IMAGE, entry=top / f"image-{key}", facts=facts,
-                            expect={"kernel_recipe_key": key}, prepare=patched, say=say)
+                            expect={"kernel_recipe_key": key}, prepare=patched, say=say, name=f"kernel {label}")
     except kbuild.NoImage as e:
         raise BuildFailed(f"kernel build of {label}: {e.why}", e.why) from None
     entry = top / f"image-{key}"

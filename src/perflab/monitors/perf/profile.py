@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field
 
 from perflab.core.model import metric_name  # noqa: F401 (re-exported: perflab.monitors.perf)
+from perflab.execution.targets import HOST_TOOLS
 from perflab.monitors.base import Collected, MonitorOptions, Unavailable, informational
 from perflab.monitors.perf.control import PerfFailed, PerfMonitor
 from perflab.monitors.perf.probe import check_permission, perf_binary, probe_events
@@ -236,7 +237,7 @@ class PerfProfile(PerfMonitor):
     records = ("perf-profile.children.cycles-pp.SYMBOL, perf-profile.self.cycles-pp.SYMBOL (%), "
                "perf-profile.calltrace.cycles-pp.LEAF.CALLER... (%)")
     Options = PerfProfileOptions
-    runs_in = frozenset({"host", "qemu"})      # in a guest: the host's perf, run there (perflab.monitors.guest)
+    needs = frozenset({HOST_TOOLS})      # in a guest: the host's perf, run there (perflab.monitors.guest)
 
     def __init__(self, options: PerfProfileOptions):
         super().__init__(options)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from perflab.execution.targets import HOST_TOOLS
 from perflab.monitors.base import Collected, MonitorOptions, Unavailable, informational
 from perflab.monitors.perf.control import PerfFailed, PerfMonitor
 from perflab.monitors.perf.probe import SEP, check_permission, expand_tracepoints, is_tracepoint, perf_binary, probe_events
@@ -133,7 +134,7 @@ class PerfStat(PerfMonitor):
     records = ("perf-stat.context-switches (/s), perf-stat.context-switches.total, "
                "perf-stat.sched:sched_switch (count), perf-stat.sched:sched_switch.per_s")
     Options = PerfStatOptions
-    runs_in = frozenset({"host", "qemu"})      # in a guest: the host's perf, run there (perflab.monitors.guest)
+    needs = frozenset({HOST_TOOLS})      # in a guest: the host's perf, run there (perflab.monitors.guest)
 
     def __init__(self, options: PerfStatOptions):
         super().__init__(options)

@@ -433,7 +433,7 @@
                      showlegend: false, hovermode: "closest",
                      xaxis: { title: { text: AXIS_TITLES[t.order] || "run (by start time)", standoff: 12 }, automargin: true,
                               tickvals: ticks, ticktext: ticks.map(k => plotlyText(pointLabel(t, k))), tickangle: ticks.length > 6 ? -30 : 0 },
-                     yaxis: { title: { text: plotlyText(t.unit || "") }, tickformat: yFormat(ys) } };
+                     yaxis: { title: { text: plotlyText((t.unit || "") + (t.figure ? ", " + t.figure + " per point" : "")) }, tickformat: yFormat(ys) } };
     Plotly.newPlot(plot, traces, layout, PLOT_CONFIG);
     plot.on("plotly_click", ev => {
       // A point is one run, or (in commit order) every run of one commit: the first is shown, the others listed.
