@@ -110,6 +110,7 @@ SLOW_FILES = {
     "test_hostile_strings.py", "test_hostile_output.py",   # every command on a hostile store; every -o
     "test_hostile_temp.py",   # kill -9 of fio and perf runs
     "test_ssh_target.py",     # an sshd (Debian package openssh-server) and real runs over it
+    "test_kexec_box.py",      # a simulated test box (QEMU, TCG) kexec'ed into Debian kernels: minutes
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).
 SLOW_TESTS = {
@@ -147,6 +148,7 @@ TOOL_TESTS = {
     "test_instructions.py": ("*", ("valgrind",)),
     "test_hostile_temp.py": ("skipif", ("fio", "perf")),
     "test_hostile_perf.py": ("skipif", ("perf", "setpriv")),
+    "test_kexec_box.py": ("*", ("mmdebstrap", "qemu-system-x86_64", "qemu-img")),
 }
 FILES_BY_MARK = {"postgres": {"test_store_postgres.py", "test_services.py"},
                  "redis": {"test_lab.py", "test_lab_bisect.py", "test_services.py"}}

@@ -160,15 +160,26 @@ def test_a_bad_on_value_is_a_one_line_error(cli):
                           ("nosuchbox", "no machine of that name")):
         proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", value, check=False)
         assert_one_line_error(proc, needle)
-    # The kernel under test on an SSH machine (kexec) is not built: refused, not run on the host.
-    proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "ssh://box", "--kernel", "/boot/vmlinuz",
+    # The kernel under test is booted (kexec) only on a configured machine that says kexec = true:
+    # refused, not run on the host nor in a guest.
+    image = cli.tmp / "vmlinuz"
+    image.write_bytes(b"not booted")
+    for kernel in (str(image), "debian:6.1.0-47-amd64"):
+        proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "ssh://box", "--kernel", kernel,
+                   check=False)
+        assert_one_line_error(proc, "ssh://box is not declared kexec-capable")
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "ssh://box", "--kernel", str(cli.tmp / "none"),
                check=False)
-    assert_one_line_error(proc, "--on with --kernel/--vm")
+    assert_one_line_error(proc, "--kernel", "no such kernel image")
+    proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "ssh://box", "--vm", "tcg", check=False)
+    assert_one_line_error(proc, "a job runs in one place")
     job = cli.tmp / "bad.yaml"
     job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://-oProxyCommand=x\n")
     assert_one_line_error(cli("run", job, check=False), f"{job}:3: key 'on'")
     job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://box\nkernel: debian:6.1.0-47-amd64\n")
-    assert_one_line_error(cli("run", job, check=False), f"{job}:3: key 'on' with key 'kernel'")
+    assert_one_line_error(cli("run", job, check=False), "ssh://box is not declared kexec-capable")
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\non: ssh://box\nkernel: debian:6.1\n")
+    assert_one_line_error(cli("run", job, check=False), f"{job}:4: key 'kernel'")
     assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
 
 

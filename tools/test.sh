@@ -25,10 +25,11 @@ as_root() {
 # tests of `perflab report html` (tests/test_html.py, driven by selenium).
 # PostgreSQL and redis-server: the tests start their own on loopback ports
 # (tests/services.py); the system services are not used. linux-perf: the
-# perf-stat and perf-profile monitors. qemu-system-x86 and busybox-static: the VM executor's
+# perf-stat and perf-profile monitors. mmdebstrap and qemu-utils: the simulated test box
+# (tests/testbox.py). qemu-system-x86 and busybox-static: the VM executor's
 # tests boot a Debian kernel (fetched below, cached) under TCG. linux-source-6.1, flex and
 # bison: `perflab kernel config` makes a config in a real kernel tree (unpacked below, cached).
-PACKAGES="hyperfine fio git gcc openssh-server valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 busybox-static linux-source-6.1 flex bison bc"
+PACKAGES="hyperfine fio git gcc openssh-server valgrind python3-venv xfsprogs btrfs-progs rt-tests chromium chromium-driver postgresql redis-server linux-perf qemu-system-x86 qemu-utils mmdebstrap busybox-static linux-source-6.1 flex bison bc"
 if [ "$fast" = 0 ]; then
     missing=""
     for p in $PACKAGES; do

@@ -21,6 +21,11 @@ $PERFLAB_CONFIG, else ~/.config/perflab/config.toml (XDG_CONFIG_HOME honoured):
     ssh_options = ["-o", "ProxyJump=gw.lab.example"]   # more options for every ssh call
     tmpdir = "/var/tmp"                        # where the run directory is made (absent: $TMPDIR, /tmp)
     connect_timeout = 10                       # seconds (absent: 10)
+    # The kernel under test booted there (`--on box1 --kernel debian:R|IMAGE`; execution/targets/kexec.py):
+    kexec = true                               # perflab may install kernels there and kexec them
+    power_cycle = "ipmitool -H box1-bmc -U admin -f ~/.bmc chassis power cycle"   # run here when a kernel hangs
+    console = "cat /var/log/conserver/box1.log"   # run here: its output is the failed run's console text
+    boot_timeout = 300                         # seconds a kernel (and the default one after) may take to answer
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ KNOWN = {"mail": {"from", "smtp", "starttls", "user", "password", "sendmail", "r
 # The keys of one [machine.NAME] table, and what each must be.
 MACHINE_KEYS = {"ssh": "a destination: ssh://[user@]host[:port], user@host or a Host of the ssh config",
                 "ssh_config": "the path of an ssh config file", "ssh_options": "a list of ssh options",
-                "tmpdir": "an absolute directory of the machine", "connect_timeout": "seconds, more than 0"}
+                "tmpdir": "an absolute directory of the machine", "connect_timeout": "seconds, more than 0",
+                "kexec": "true or false", "power_cycle": "a shell command line run here",
+                "console": "a shell command line run here", "boot_timeout": "seconds, more than 0"}
 # Keys whose value is a line of text (they are written into a mail's body or headers).
 TEXT = {("mail", "reported_by"), ("mail", "closes"), ("mail", "from")}
 # The fields `closes` may name: the report's Message-ID, the culprit's sha and short sha.
@@ -100,6 +107,8 @@ def _check_machine(p: Path, name: str, table) -> None:
             raise UsageProblem(f"{p}: [machine.{name}] unknown key {key!r}; valid: {', '.join(MACHINE_KEYS)}")
         good = {"ssh_options": isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value),
                 "connect_timeout": isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 3600,
+                "boot_timeout": isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 86400,
+                "kexec": isinstance(value, bool),
                 "tmpdir": isinstance(value, str) and value.startswith("/") and "\n" not in value,
                 }.get(key, isinstance(value, str) and bool(value.strip()) and "\n" not in value)
         if not good:

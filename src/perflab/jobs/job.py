@@ -203,7 +203,9 @@ def target_of(doc: dict) -> tuple[Target, set[str]]:
     # targets' keys written with it (a kernel with `on`; a `vm` without a kernel) are kept as
     # written and refused where the job is made.
     target = registered_target(doc, toolchain) or Host(toolchain=toolchain)
-    return target, leftover | {k for k in registered_keys() if doc.get(k) and k not in target.job_keys}
+    taken = target.keys()        # an SSH machine's kernel under test is its own
+    return target, leftover | {k for k in registered_keys() if doc.get(k) and k not in target.job_keys
+                               and k not in taken}
 
 
 def instruments_of(doc: dict) -> tuple[Instrument, ...]:

@@ -176,7 +176,8 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
     except monitors.MonitorError as e:
         problems.append(f"{where('monitors')}: key 'monitors': {e}")
         job["monitors"] = {}
-    if doc.get("kernel") is not None or doc.get("vm"):
+    placed = any(doc.get(k) is not None for k in TARGET_KEYS)
+    if (doc.get("kernel") is not None or doc.get("vm")) and not placed:
         from perflab.jobs import guest
 
         # A list of kernels is an axis of the matrix, as a list of compilers is (perflab.jobs.matrix).
@@ -208,9 +209,18 @@ def _job_keys(doc: dict, name: str, where, problems: list[str], source: str) -> 
             job[key] = doc[key]
         except UsageProblem as e:
             problems.append(str(e))
-        if doc.get("kernel") is not None:
-            problems.append(f"{where(key)}: key {key!r} with key 'kernel': a kernel under test booted there (kexec) "
-                            f"is not built yet; run on its running kernel (leave 'kernel' out)")
+    if placed and doc.get("vm"):
+        problems.append(f"{where('vm')}: key 'vm' with an SSH machine: the kernel under test runs there on the "
+                        "machine itself (kexec); leave 'vm' out")
+    if placed and doc.get("kernel") is not None:
+        from perflab.core.errors import UsageProblem
+        from perflab.execution.targets import registered_kernel
+
+        try:
+            job["kernel"] = registered_kernel({k: doc.get(k) for k in TARGET_KEYS}, _plain(doc["kernel"]),
+                                              f"{where('kernel')}: key 'kernel'")
+        except UsageProblem as e:
+            problems.append(str(e))
     try:
         job.update(check_measure({k: doc.get(k) for k in MEASURE_KEYS if k in doc}, source, doc))
         # What watches the job must be able to run where it runs: named at its line.

@@ -368,6 +368,20 @@ def check_registered(values: dict, where=lambda key, flag: flag) -> None:
                 target.check_key(option.key, values[option.key], where(option.key, option.flag))
 
 
+def registered_kernel(values: dict, kernel, where: str):
+    """The kernel under test on the registered target `values` names (`--on box --kernel K`), as
+    its target stores it (`check_kernel`); UsageProblem in one line naming `where` when it takes none."""
+    from perflab.core.errors import UsageProblem
+
+    for target in registered():
+        if any(values.get(o.key) for o in target.options):
+            check = getattr(target, "check_kernel", None)
+            if check is None:
+                raise UsageProblem(f"{where}: {target.describe(target)} boots no kernel under test")
+            return check(kernel, where)
+    raise UsageProblem(f"{where}: no target takes this kernel")
+
+
 def registered_target(doc: dict, toolchain: Toolchain) -> Target | None:
     """The registered target a job's keys name, or None (the host, or a kernel in QEMU)."""
     for target in registered():

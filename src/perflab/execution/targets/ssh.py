@@ -18,17 +18,14 @@ machine's beside them as host_*; the parameter `on` keeps its figures apart. doc
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import re
 import select
 import shlex
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -42,256 +39,96 @@ from perflab.core.params import job_cpus
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution import executor
 from perflab.execution.workdir import filesystem_of
+from perflab.execution.targets import registered as _registered
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WORK_DISK, WRITABLE_HOST_TREE,
                                       Executor, Opening, Place, RunIn, Target, TargetOption, Toolchain)
 from perflab.execution.vm import initramfs
 # The guest's driver, shared as it is: its frames, its executor (Guest.execute), its environment.
 from perflab.execution.vm.channel import Channel, _Dead, _Late
 from perflab.execution.vm.machine import DEFAULT_ENV, Guest, VmSpec
+# Where `on` reaches and the shared connection, re-exported: tests and callers name them here.
+from perflab.execution.targets.ssh_machine import (  # noqa: F401
+    CONNECT_TIMEOUT, SCHEME, SSH_CONFIG_ENV, Connection, Machine, SshDown, _CPUS, _last_words, close_connections, connection,
+    machine_cpus, machine_of, reconnect, _death_signal)
 
 ON_KEY = "on"
-SCHEME = "ssh://"
-SSH_CONFIG_ENV = "PERFLAB_SSH_CONFIG"     # `ssh -F FILE` for every machine (the tests' sshd)
-CONNECT_TIMEOUT = 10.0
 # The agent ends after this long without a byte from perflab; perflab ticks four times as often.
 IDLE_SECONDS = 60
 RUN_PREFIX = "perflab-run."               # the run directory on the machine: mktemp -d .../perflab-run.XXXXXX
-CONTROL_PREFIX = "perflab-ssh-"           # this machine's directory of a connection's control socket
-HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\]")
-USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 ON_OPTION = TargetOption(
     "--on", "on", "ssh://[USER@]HOST[:PORT]|MACHINE",
     "Run the job on a machine reached over SSH, on its running kernel: ssh://[user@]host[:port], or a "
-    "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\").")
-
-
-class SshDown(TargetDown):
-    """The machine could not be reached, or stopped answering: one line, and ssh's last words."""
-
-
-@dataclass(frozen=True)
-class Machine:
-    """Where `on` reaches: the destination ssh is given, and the settings it is reached with."""
-
-    on: str                                   # as written: ssh://... or a configured name
-    destination: str                          # [user@]host, or a Host of the ssh config
-    port: int | None = None
-    ssh_config: str | None = None
-    ssh_options: tuple[str, ...] = ()
-    tmpdir: str | None = None
-    connect_timeout: float = CONNECT_TIMEOUT
-
-    def ssh(self, control: str, *more: str) -> list[str]:
-        """The ssh command line to reach it through the control socket `control`, then `more`."""
-        config = self.ssh_config or os.environ.get(SSH_CONFIG_ENV)
-        return ["ssh", *(["-F", os.path.expanduser(config)] if config else []),
-                "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout:g}",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
-                "-o", f"ControlPath={control}", *(["-p", str(self.port)] if self.port else []),
-                *self.ssh_options, *more, "--", self.destination]
-
-
-def _destination(text: str, where: str) -> tuple[str, int | None]:
-    """ssh://[user@]host[:port] or [user@]host -> ([user@]host, port); UsageProblem naming `where`."""
-    rest = text[len(SCHEME):] if text.startswith(SCHEME) else text
-    user, _, hostport = rest.rpartition("@")
-    host, port = hostport, None
-    if hostport.startswith("["):                       # [::1]:22
-        host, _, tail = hostport.partition("]")
-        host += "]"
-        if tail:
-            if not tail.startswith(":"):
-                host = ""
-            port = tail[1:]
-    elif ":" in hostport:
-        host, _, port = hostport.partition(":")
-    bad = ((user and not USER.fullmatch(user)) or not HOST.fullmatch(host or "")
-           or (port is not None and not (port.isdigit() and 0 < int(port) < 65536)))
-    if bad or rest.endswith("/"):
-        raise UsageProblem(f"{where} = {text!r}: expected ssh://[user@]host[:port] (host: letters, digits, '.', '-'; "
-                           "port: 1-65535)")
-    return (f"{user}@{host.strip('[]')}" if user else host.strip("[]")), (int(port) if port else None)
-
-
-def machine_of(on, where: str = "--on") -> Machine:
-    """A job's `on` value -> the machine it names: ssh://[user@]host[:port], or a machine of perflab's
-    configuration ([machine.NAME]); UsageProblem in one line naming `where` and the value."""
-    from perflab.core import config
-
-    if not isinstance(on, str) or not on.strip() or "\n" in on or on != on.strip():
-        raise UsageProblem(f"{where} = {on!r}: expected ssh://[user@]host[:port] or the name of a machine "
-                           "of perflab's configuration")
-    if on.startswith(SCHEME):
-        destination, port = _destination(on, where)
-        return Machine(on, destination, port)
-    settings = config.machine(on)
-    if settings is None:
-        names = config.machines()
-        known = f"; configured: {', '.join(names)}" if names else f"; {config.path()} names none"
-        raise UsageProblem(f"{where} = {on!r}: not ssh://[user@]host[:port] and no machine of that name "
-                           f"([machine.{on}]){known}")
-    destination, port = _destination(settings["ssh"], f"{config.path()}: [machine.{on}] ssh")
-    return Machine(on, destination, port, settings.get("ssh_config"), tuple(settings.get("ssh_options", ())),
-                   settings.get("tmpdir"), float(settings.get("connect_timeout", CONNECT_TIMEOUT)))
-
-
-# -- the shared connection -------------------------------------------------------------
-
-def _death_signal() -> None:
-    # In the child between fork and exec: ssh dies with perflab, even after kill -9 of it.
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG
-
-
-def _last_words(path: Path, lines: int = 3) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    kept = [line.strip() for line in text.replace("\r", "").splitlines() if line.strip()]
-    return " ".join(kept[-lines:])
-
-
-def _remove_stale_controls() -> None:
-    """Control directories of a perflab killed before it could remove them (kill -9): PID gone."""
-    top = tempfile.gettempdir()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(top):
-            pid = name[len(CONTROL_PREFIX):].split("-", 1)[0] if name.startswith(CONTROL_PREFIX) else ""
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                shutil.rmtree(os.path.join(top, name), ignore_errors=True)
-
-
-class Connection:
-    """One ControlMaster to a machine for this perflab process: every ssh call of its runs shares it."""
-
-    def __init__(self, machine: Machine):
-        self.machine = machine
-        _remove_stale_controls()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_PREFIX}{os.getpid()}-"))
-        self.control = str(self.dir / "control")
-        self.err = self.dir / "master.err"
-        with open(self.err, "wb") as err:
-            self.master = subprocess.Popen(
-                machine.ssh(self.control, "-M", "-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no"),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                preexec_fn=_death_signal)
-        deadline = time.monotonic() + machine.connect_timeout + 20
-        while not os.path.exists(self.control):
-            if self.master.poll() is not None or time.monotonic() > deadline:
-                said = _last_words(self.err) or f"ssh exited with {self.master.poll()}"
-                self.close()
-                raise SshDown(f"target down: cannot reach {machine.on} over SSH: {said}")
-            time.sleep(0.02)
-
-    def command(self, *remote: str) -> list[str]:
-        """ssh through the shared connection, running `remote` (one shell command line) there."""
-        return [*self.machine.ssh(self.control, "-o", "ControlMaster=no", "-T"), *remote]
-
-    def run(self, script: str, timeout: float = 60.0) -> str:
-        """The output of a short command on the machine; SshDown when it fails."""
-        try:
-            done = subprocess.run(self.command(script), capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise SshDown(f"target down: {self.machine.on} did not answer within {timeout:g} s") from None
-        if done.returncode != 0:
-            said = " ".join(done.stderr.split()[-40:]) or f"exit status {done.returncode}"
-            raise SshDown(f"target down: {self.machine.on}: {script!r} failed: {said}")
-        return done.stdout
-
-    def close(self) -> None:
-        if self.master.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.master.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.master.wait(5)
-        if self.master.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.master.pid, signal.SIGKILL)
-            self.master.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-_CONNECTIONS: dict[Machine, Connection | SshDown] = {}
-_LOCK = threading.Lock()
-
-
-def connection(machine: Machine) -> Connection:
-    """The shared connection to `machine`, made on first use; SshDown (remembered: tried once per
-    command) when it cannot be made."""
-    with _LOCK:
-        found = _CONNECTIONS.get(machine)
-        if isinstance(found, Connection) and found.master.poll() is not None:      # the master died
-            found.close()
-            found = None
-        if found is None:
-            try:
-                found = Connection(machine)
-            except SshDown as e:
-                found = e
-            _CONNECTIONS[machine] = found
-    if isinstance(found, SshDown):
-        raise found
-    return found
-
-
-def close_connections() -> None:
-    """Every shared connection closed (at exit; tests)."""
-    with _LOCK:
-        for c in _CONNECTIONS.values():
-            if isinstance(c, Connection):
-                c.close()
-        _CONNECTIONS.clear()
-
-
-atexit.register(close_connections)
-_CPUS: dict[Machine, int | None] = {}
-
-
-def machine_cpus(machine: Machine) -> int | None:
-    """The machine's online CPUs (asked once per command); None when it cannot be reached (its run
-    then fails as target down where it would run)."""
-    if machine not in _CPUS:
-        try:
-            text = connection(machine).run("getconf _NPROCESSORS_ONLN").strip()
-            _CPUS[machine] = int(text) if text.isdigit() and int(text) > 0 else None
-        except SshDown:
-            _CPUS[machine] = None
-    return _CPUS[machine]
+    "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\"). With --kernel "
+    "debian:RELEASE|IMAGE on a machine configured with kexec = true: that kernel, installed there and kexec'ed.")
+KEEP_KERNEL_KEY = "keep_kernel"
+KEEP_KERNEL_OPTION = TargetOption(
+    "--keep-kernel", KEEP_KERNEL_KEY, "",
+    "With --on MACHINE --kernel K: leave the kernel installed on the machine afterwards (it goes back to its "
+    "default kernel all the same).", is_flag=True)
 
 
 # -- the target ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Ssh(Target):
-    """A machine reached over SSH, on the kernel it runs. `on` as the job wrote it."""
+    """A machine reached over SSH, on the kernel it runs, or on `kernel` switched to by kexec
+    (execution/targets/kexec.py). `on` as the job wrote it."""
 
     kind = "ssh"
-    job_keys: ClassVar[tuple[str, ...]] = (ON_KEY,)
-    options: ClassVar[tuple[TargetOption, ...]] = (ON_OPTION,)
+    job_keys: ClassVar[tuple[str, ...]] = (ON_KEY, KEEP_KERNEL_KEY)
+    options: ClassVar[tuple[TargetOption, ...]] = (ON_OPTION, KEEP_KERNEL_OPTION)
     lacks = {WRITABLE_HOST_TREE: "this machine's directories are not on the SSH machine",
              WORK_DISK: "a file system of its own on an SSH machine is not made yet (run without fs:)",
              INSTRUCTION_COUNTS: "an SSH machine's CPU runs it natively (boot a kernel under vm mode icount)",
              HOST_TOOLS: "perf on an SSH machine is not driven yet (the /proc monitors run there)"}
     on: str = ""
     toolchain: Toolchain = field(default_factory=Toolchain)
+    kernel: str | None = None                 # debian:RELEASE or an image: the kernel under test there
+    keep_kernel: bool = False
 
     @classmethod
     def from_keys(cls, doc: dict, toolchain: Toolchain) -> Ssh | None:
         """The target of a job's keys when they say `on:` (None otherwise)."""
-        return cls(on=doc[ON_KEY], toolchain=toolchain) if doc.get(ON_KEY) else None
+        if not doc.get(ON_KEY):
+            return None
+        kernel = doc.get("kernel") if isinstance(doc.get("kernel"), str) and doc.get("kernel") else None
+        return cls(on=doc[ON_KEY], toolchain=toolchain, kernel=kernel, keep_kernel=doc.get(KEEP_KERNEL_KEY) is True)
 
     @classmethod
     def check_key(cls, key: str, value, where: str) -> None:
         """The value, and the machine asked for its CPUs: a job is being made to run there, and what
         `nr_task: 50%` means is a share of them (a stored job read for a listing asks nothing)."""
+        if key == KEEP_KERNEL_KEY:
+            if not isinstance(value, bool):
+                raise UsageProblem(f"{where} = {value!r}: expected true or false")
+            return
         machine_cpus(machine_of(value, where))
 
+    @classmethod
+    def option_keys(cls, values: dict) -> dict:
+        """`--on` (and `--keep-kernel`) as job keys; with `--on`, `--kernel` is the kernel under test
+        there (kexec), taken here so that no guest is asked to boot it."""
+        keys = super().option_keys(values)
+        kernel = next((values.get(o.param) for t in _registered() for o in t.options
+                       if o.key == "kernel" and t is not cls), None)
+        if keys.get(ON_KEY) and kernel is not None:
+            keys["kernel"] = cls.check_kernel(kernel, "--kernel")
+        elif keys.get(KEEP_KERNEL_KEY) and not keys.get(ON_KEY):
+            raise UsageProblem("--keep-kernel: only with --on MACHINE --kernel K")
+        return keys
+
+    @classmethod
+    def check_kernel(cls, value, where: str) -> str:
+        """A kernel for an SSH machine (debian:RELEASE, an image file) as it is stored; UsageProblem."""
+        from perflab.execution.targets import kexec
+
+        return kexec.check_kernel(value, where)
+
     def keys(self) -> dict:
-        return {ON_KEY: self.on, **self.toolchain.keys()}
+        kernel = {"kernel": self.kernel} if self.kernel else {}
+        keep = {KEEP_KERNEL_KEY: True} if self.keep_kernel else {}
+        return {**kernel, ON_KEY: self.on, **keep, **self.toolchain.keys()}
 
     @property
     def machine(self) -> Machine:
@@ -301,7 +138,7 @@ class Ssh(Target):
             raise PerflabError(str(e)) from None
 
     def describe(self) -> str:
-        return f"the SSH machine {self.on}"
+        return f"the SSH machine {self.on}" + (f" on kernel {self.kernel}" if self.kernel else "")
 
     def cpus(self) -> int | None:
         """The machine's CPUs once asked (check_key, where a job to run is made); None before."""
@@ -309,7 +146,13 @@ class Ssh(Target):
 
     def check(self, needs: frozenset[str], what: str, params: dict | None = None) -> None:
         super().check(needs, what)
-        self.machine             # the value, and a named machine's settings
+        machine = self.machine             # the value, and a named machine's settings
+        if self.kernel:
+            from perflab.execution.targets import kexec
+
+            if not kexec.control_of(dict(machine.settings)).kexec:
+                raise PerflabError(f"{self.on} is not declared kexec-capable: a kernel under test is booted only on a "
+                                   "machine of perflab's configuration with kexec = true ([machine.NAME]; docs/lab.md)")
         if shutil.which("ssh") is None:
             raise PerflabError("ssh not found: an SSH machine is reached with the OpenSSH client "
                                "(Debian package openssh-client)")
@@ -322,23 +165,32 @@ class Ssh(Target):
             yield None
 
     def share_key(self, needs: frozenset[str], params: dict):
-        """The jobs that run one after another on the machine share one session and run directory."""
-        return ("ssh", self.on)
+        """The jobs that run one after another on the machine (on one kernel) share one session and
+        run directory, and one switch to the kernel."""
+        return ("ssh", self.on, self.kernel, self.keep_kernel)
 
     @contextlib.contextmanager
     def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
         machine = self.machine
-        conn = connection(machine)
-        with _session(conn, openings) as (far, shipped, workdirs):
-            facts = _facts(far, machine)
-            yield _FarPlace(far, facts, openings, shipped, workdirs)
+        with contextlib.ExitStack() as stack:
+            switched = {}
+            if self.kernel:
+                from perflab.execution.targets import kexec
+
+                switched = stack.enter_context(kexec.under_test(machine, kexec.control_of(dict(machine.settings)),
+                                                                self.kernel, self.keep_kernel, connection, reconnect))
+            conn = connection(machine)
+            with _session(conn, openings) as (far, shipped, workdirs):
+                facts = {**_facts(far, machine), **switched}
+                yield _FarPlace(far, facts, openings, shipped, workdirs)
 
     def params(self, params: dict) -> dict:
-        # Where it ran is part of what was measured: never grouped with this machine's figures.
-        return {**params, ON_KEY: self.on}
+        # Where it ran, and on which kernel, is part of what was measured.
+        return {**params, ON_KEY: self.on, **({"kernel": self.kernel} if self.kernel else {})}
 
     def unopened_facts(self) -> dict:
-        return {"ssh_machine": self.on, "testbox": self.on, "host_kernel": os.uname().release}
+        return {"ssh_machine": self.on, "testbox": self.on, "host_kernel": os.uname().release,
+                **({"kexec_kernel": self.kernel} if self.kernel else {})}
 
 
 # -- a session on the machine ----------------------------------------------------------

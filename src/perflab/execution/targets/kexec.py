@@ -1,0 +1,327 @@
+"""The kernel under test on an SSH machine: installed as its distribution does, switched to by kexec.
+
+`--on BOX --kernel debian:R | IMAGE` on a machine declared kexec-capable in perflab's
+configuration ([machine.BOX] kexec = true; power_cycle, console, boot_timeout):
+
+1. refuse this machine: the far side's boot_id and machine-id must differ from this machine's
+   (a loopback destination whose ids cannot be read is refused too);
+2. install: debian:R -> the .deb perflab fetched (apt-get download, pinned as `perflab kernel
+   fetch` pins it) copied there and `dpkg -i`'d (its postinst makes the initramfs the box's
+   initramfs-tools makes); IMAGE -> copied to a directory of ours, with the box's own initrd of
+   that release when /boot has one, else none;
+3. `kexec -l IMAGE [--initrd=INITRD] --reuse-cmdline`, then `systemctl --no-block kexec` (the
+   machine's own userspace stops its services and kexecs);
+4. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for and
+   /proc/cmdline the one reused;
+5. after the jobs: `systemctl reboot` (the machine's firmware boots its default kernel), wait for
+   it, then `dpkg --purge` / remove what was installed (unless --keep-kernel).
+
+A kernel that does not come up within boot_timeout (or comes up as another release): the
+machine's power_cycle command, a wait for its default kernel, what was installed removed, and
+TargetDown("kernel did not boot on BOX: ...") with the console command's text as the console
+tail: the run is stored failed, the other jobs go on. docs/lab.md, "The kernel under test on a box".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from perflab.core.errors import PerflabError, TargetDown, UsageProblem
+
+BOOT_TIMEOUT = 300.0
+LOOPBACK = ("127.", "localhost", "::1", "[::1]")
+REMOTE_DIR = "/var/tmp/perflab-kernel"        # what perflab copies there; removed afterwards
+CONSOLE_BYTES = 4000                         # of the console command's output, kept as the tail
+
+
+@dataclass(frozen=True)
+class BootControl:
+    """How a machine's kernel is switched and brought back: its [machine.NAME] keys."""
+
+    kexec: bool = False
+    power_cycle: str | None = None
+    console: str | None = None
+    boot_timeout: float = BOOT_TIMEOUT
+
+
+def control_of(settings: dict | None) -> BootControl:
+    settings = settings or {}
+    return BootControl(bool(settings.get("kexec", False)), settings.get("power_cycle"), settings.get("console"),
+                       float(settings.get("boot_timeout", BOOT_TIMEOUT)))
+
+
+def check_kernel(value, where: str) -> str:
+    """A kernel for an SSH machine as written: debian:RELEASE or an image file (made absolute);
+    UsageProblem in one line naming `where` otherwise."""
+    from perflab.execution.vm import kernel as kernels
+
+    if not isinstance(value, str) or not value.strip():
+        raise UsageProblem(f"{where} = {value!r}: on an SSH machine the kernel is debian:RELEASE or an image file")
+    if value.startswith(kernels.DEBIAN):
+        try:
+            kernels.debian_package(value)
+        except UsageProblem as e:
+            raise UsageProblem(f"{where} = {value!r}: {str(e).partition(': ')[2]}") from None
+        return value
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise UsageProblem(f"{where} = {value!r}: no such kernel image (on an SSH machine: debian:RELEASE or an "
+                           "image file)")
+    return str(path.resolve())
+
+
+def release_of(kernel: str) -> str:
+    """The `uname -r` the kernel will say."""
+    from perflab.execution.vm import kernel as kernels
+    from perflab.execution.vm import modules
+
+    if kernel.startswith(kernels.DEBIAN):
+        return kernel.removeprefix(kernels.DEBIAN)
+    release = modules.release_of(Path(kernel))
+    if not release:
+        raise PerflabError(f"kernel {kernel}: not a bzImage whose header names its release")
+    return release
+
+
+def debian_deb(kernel: str) -> Path:
+    """The .deb of debian:RELEASE, downloaded once beside its unpacked kernel (pinned uploads checked)."""
+    from perflab.execution.vm import kernel as kernels
+
+    package = kernels.debian_package(kernel)
+    top = kernels.cache_dir() / package / "deb"
+    found = sorted(top.glob(f"{package}_*.deb"))
+    if found:
+        return found[0]
+    top.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=top, prefix=".fetch.") as scratch:
+        os.chmod(scratch, 0o755)
+        wanted = f"{package}={kernels.PINNED[package][0]}" if package in kernels.PINNED else package
+        done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+        debs = list(Path(scratch).glob(f"{package}_*.deb"))
+        if done.returncode != 0 or not debs:
+            said = [line for line in (done.stderr or done.stdout).splitlines() if line.startswith("E:")]
+            raise PerflabError(f"cannot fetch kernel package {package}: "
+                               f"{said[0] if said else f'apt-get download exited {done.returncode}'}")
+        if package in kernels.PINNED:
+            kernels._check_pinned(package, debs[0])
+        os.rename(debs[0], top / debs[0].name)
+        return top / debs[0].name
+
+
+# -- the machine ----------------------------------------------------------------------
+
+def _ids() -> tuple[str, str]:
+    def read(path: str) -> str:
+        with contextlib.suppress(OSError):
+            return Path(path).read_text().strip()
+        return ""
+    return read("/proc/sys/kernel/random/boot_id"), read("/etc/machine-id")
+
+
+# One line each, also when a file is empty or missing.
+PROBE = ('echo "$(cat /proc/sys/kernel/random/boot_id)"; echo "$(cat /etc/machine-id 2>/dev/null)"; uname -r; id -u; '
+         'echo "$(cat /proc/cmdline)"')
+
+
+def _probe(conn) -> dict:
+    lines = conn.run(PROBE, timeout=60).splitlines()
+    while len(lines) < 5:
+        lines.append("")
+    return {"boot_id": lines[0].strip(), "machine_id": lines[1].strip(), "release": lines[2].strip(),
+            "uid": lines[3].strip(), "cmdline": lines[4].strip()}
+
+
+def refuse_this_machine(machine, far: dict) -> None:
+    """PerflabError when `far` (the machine's ids) may be the machine perflab runs on."""
+    boot_id, machine_id = _ids()
+    host = machine.destination.rpartition("@")[2]
+    if not far["boot_id"] or (host.startswith(LOOPBACK) and not far["machine_id"] and not far["boot_id"]):
+        raise PerflabError(f"{machine.on}: its boot_id cannot be read; perflab does not kexec a machine it cannot "
+                           "tell from the one it runs on")
+    if far["boot_id"] == boot_id or (machine_id and far["machine_id"] == machine_id):
+        raise PerflabError(f"{machine.on} is the machine perflab runs on (same boot_id/machine-id): perflab "
+                           "does not kexec its own machine")
+
+
+def _cmdline_words(text: str) -> list[str]:
+    # kexec --reuse-cmdline drops the boot loader's BOOT_IMAGE= (and initrd=) words.
+    return [w for w in text.split() if not w.startswith(("BOOT_IMAGE=", "initrd="))]
+
+
+class Switch:
+    """One switch of `machine` to `kernel` and back (the context manager `under_test`)."""
+
+    def __init__(self, machine, control: BootControl, kernel: str, keep: bool, connect, reconnect):
+        self.machine, self.control, self.kernel, self.keep = machine, control, kernel, keep
+        self.connect, self.reconnect = connect, reconnect
+        self.release = release_of(kernel)
+        self.installed: str | None = None         # the package dpkg -i'd, to purge afterwards
+        self.copied = False
+        self.sudo = ""
+
+    def run(self, script: str, timeout: float = 120) -> str:
+        return self.connect(self.machine).run(script, timeout=timeout)
+
+    def root(self, script: str, timeout: float = 600) -> str:
+        return self.run(f"{self.sudo}sh -c {shlex.quote(script)}", timeout)
+
+    def copy(self, local: Path, remote: str) -> None:
+        conn = self.connect(self.machine)
+        with open(local, "rb") as f:
+            done = subprocess.run(conn.command(f"{self.sudo}sh -c " + shlex.quote(
+                f"mkdir -p {REMOTE_DIR} && cat > {shlex.quote(remote)}")), stdin=f, capture_output=True, text=True,
+                timeout=1800)
+        if done.returncode != 0:
+            raise TargetDown(f"target down: cannot copy {local.name} to {self.machine.on}: "
+                             f"{' '.join(done.stderr.split()[-30:])}")
+        self.copied = True
+
+    # -- install ------------------------------------------------------------------------
+
+    def install(self) -> tuple[str, str | None]:
+        """The image and initrd to kexec, on the machine."""
+        from perflab.execution.vm import kernel as kernels
+
+        if self.kernel.startswith(kernels.DEBIAN):
+            package = kernels.debian_package(self.kernel)
+            status = self.run(f"dpkg-query -W -f='${{Status}}' {package} 2>/dev/null || true")
+            deb = debian_deb(self.kernel)
+            if "install ok installed" not in status:
+                remote = f"{REMOTE_DIR}/{deb.name}"
+                self.copy(deb, remote)
+                self.installed = package
+                self.root(f"DEBIAN_FRONTEND=noninteractive dpkg -i {shlex.quote(remote)} >/dev/null "
+                          f"&& rm -f {shlex.quote(remote)}", timeout=1800)
+            image = f"/boot/vmlinuz-{self.release}"
+            initrd = f"/boot/initrd.img-{self.release}"
+            has = self.run(f"test -f {initrd} && echo yes || echo no").strip()
+            return image, (initrd if has == "yes" else None)
+        digest = hashlib.sha256(Path(self.kernel).read_bytes()).hexdigest()[:12]
+        image = f"{REMOTE_DIR}/vmlinuz-{digest}"
+        self.copy(Path(self.kernel), image)
+        initrd = f"/boot/initrd.img-{self.release}"
+        has = self.run(f"test -f {initrd} && echo yes || echo no").strip()
+        return image, (initrd if has == "yes" else None)
+
+    def remove(self) -> None:
+        if self.keep:
+            return
+        if self.installed:
+            self.root(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {self.installed} >/dev/null", timeout=1800)
+            self.installed = None
+        if self.copied:
+            self.root(f"rm -rf {REMOTE_DIR}")
+            self.copied = False
+
+    # -- boots --------------------------------------------------------------------------
+
+    def wait_boot(self, old_boot_id: str, deadline: float) -> dict | None:
+        """The machine's ids once it answers with a boot_id other than `old_boot_id`; None at the deadline."""
+        while time.monotonic() < deadline:
+            try:
+                conn = self.reconnect(self.machine)
+                far = _probe(conn)
+                if far["boot_id"] and far["boot_id"] != old_boot_id:
+                    return far
+            except TargetDown:
+                pass
+            time.sleep(2)
+        return None
+
+    def console_text(self) -> str:
+        if not self.control.console:
+            return ""
+        try:
+            done = subprocess.run(self.control.console, shell=True, capture_output=True, timeout=60,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return "(the console command did not end within 60 s)"
+        text = done.stdout.decode(errors="replace").replace("\r", "")
+        return text[-CONSOLE_BYTES:]
+
+    def power_cycle(self, old_boot_id: str) -> dict | None:
+        """The power-cycle command, then the machine back (on whatever its firmware boots)."""
+        if not self.control.power_cycle:
+            return None
+        subprocess.run(self.control.power_cycle, shell=True, capture_output=True, timeout=300,
+                       stdin=subprocess.DEVNULL)
+        return self.wait_boot(old_boot_id, time.monotonic() + self.control.boot_timeout)
+
+    def back_to_default(self, default: str, boot_id: str) -> None:
+        """`systemctl reboot`: the firmware boots the default kernel; the power-cycle command when it does not."""
+        with contextlib.suppress(TargetDown):
+            self.root("systemctl --no-block reboot", timeout=60)
+        far = self.wait_boot(boot_id, time.monotonic() + self.control.boot_timeout)
+        if far is None:
+            far = self.power_cycle(boot_id)
+        if far is None or far["release"] != default:
+            said = far["release"] if far else "nothing"
+            raise TargetDown(f"target down: {self.machine.on} did not come back on its default kernel {default} "
+                             f"(it says {said})", self.console_text())
+
+
+@contextlib.contextmanager
+def under_test(machine, control: BootControl, kernel: str, keep: bool, connect, reconnect) -> Iterator[dict]:
+    """`machine` running `kernel` while inside; back on its default kernel, what was installed
+    removed, after. Yields the facts of the switch. TargetDown when the kernel does not boot."""
+    switch = Switch(machine, control, kernel, keep, connect, reconnect)
+    requested = time.monotonic()
+    first = _probe(connect(machine))
+    refuse_this_machine(machine, first)
+    switch.sudo = "" if first["uid"] == "0" else "sudo -n "
+    default = first["release"]
+    if switch.release == default:
+        raise PerflabError(f"{machine.on} already runs {default}: run on its running kernel (leave --kernel out)")
+    try:
+        image, initrd = switch.install()
+    except TargetDown as e:
+        with contextlib.suppress(TargetDown):
+            switch.remove()         # a half-installed package purged, what was copied removed
+        raise TargetDown(f"kernel did not boot on {machine.on}: {kernel} could not be installed: {e.summary}") from None
+    try:
+        switch.root(f"kexec -l {shlex.quote(image)}" + (f" --initrd={shlex.quote(initrd)}" if initrd else "")
+                    + " --reuse-cmdline", timeout=300)
+    except TargetDown as e:
+        switch.remove()
+        raise TargetDown(f"kernel did not boot on {machine.on}: kexec -l of {kernel} failed: {e.summary}") from None
+    with contextlib.suppress(TargetDown):
+        # The connection may end before its answer does: the wait below tells whether it went down.
+        switch.root("systemctl --no-block kexec", timeout=60)
+    far = switch.wait_boot(first["boot_id"], time.monotonic() + control.boot_timeout)
+    if far is None or far["release"] != switch.release:
+        why = (f"no answer over SSH within {control.boot_timeout:g} s" if far is None
+               else f"it came back as {far['release']}, not {switch.release}")
+        console = switch.console_text()
+        if far is None:
+            far = switch.power_cycle(first["boot_id"])
+            if far is None:
+                raise TargetDown(f"kernel did not boot on {machine.on}: {kernel}: {why}; "
+                                 + ("the power-cycle command did not bring it back" if control.power_cycle
+                                    else "no power_cycle command is configured to bring it back"), console)
+        if far["release"] != default:
+            switch.back_to_default(default, far["boot_id"])
+        with contextlib.suppress(TargetDown):
+            switch.remove()
+        raise TargetDown(f"kernel did not boot on {machine.on}: {kernel}: {why}; the machine is back on {default}",
+                         console)
+    booted = time.monotonic()
+    try:
+        if _cmdline_words(far["cmdline"]) != _cmdline_words(first["cmdline"]):
+            raise TargetDown(f"kernel did not boot on {machine.on} as asked: its command line is {far['cmdline']!r}, "
+                             f"not the reused {first['cmdline']!r}")
+        yield {"kexec_kernel": kernel, "kexec_release": far["release"], "kexec_default_kernel": default,
+               "kexec_cmdline": far["cmdline"], "kexec_boot_seconds": f"{booted - requested:.1f}",
+               "kexec_initrd": initrd or "none", "kexec_kept": "yes" if keep else "no"}
+    finally:
+        switch.back_to_default(default, far["boot_id"])
+        switch.remove()

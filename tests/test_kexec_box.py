@@ -1,0 +1,110 @@
+"""The kernel under test on an SSH machine (execution/targets/kexec.py), on a simulated test box.
+
+The box (tests/testbox.py) is a QEMU guest (TCG) of a Debian 12 root file system made by
+mmdebstrap, with openssh-server and kexec-tools, booted on Debian's 6.1.0-47 kernel, reached over
+SSH on 127.0.0.1 (user-mode networking). It is booted once for this module; its power-cycle
+command is QEMU's monitor `system_reset`, its console the serial output file.
+
+Timing here (2 cores shared by seven, load 1-5): the box's image is built once (about 4 minutes,
+cached under ~/.cache/perflab/box/); the module's one boot 21 s; the running-kernel job 5 s;
+6.1.0-50 installed (dpkg -i, its initramfs), kexec'ed, the job, the reboot back and the purge
+271 s; the panicking kernel (it waits out its machine's 180 s boot_timeout, then the power
+cycle and the boot back) 213 s: 8.5 minutes in all. Marked slow and vm (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import testbox
+
+pytestmark = pytest.mark.vm
+
+DEFAULT = "6.1.0-47-amd64"
+OTHER = "6.1.0-50-amd64"
+PACKAGE = f"linux-image-{OTHER}-unsigned"
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    why = testbox.missing()
+    if why:
+        pytest.skip(f"the simulated test box cannot run here: {why}")
+    running = testbox.boot(tmp_path_factory.mktemp("box"))
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def on_box(cli, box, tmp_path):
+    """`cli` with perflab's configuration naming the box twice: `testbox`, and `quickbox` whose
+    boot_timeout (a kernel that never answers waits it out) is shorter; its power-cycle command
+    leaves a line in tmp_path/cycled before it resets the box."""
+    config = tmp_path / "perflab.toml"
+    cycled = tmp_path / "cycled"
+    quick = box.machine_config("quickbox", boot_timeout=180).replace(
+        f'power_cycle = "{box.power_cycle_command}"', f'power_cycle = "echo cycled >> {cycled}; {box.power_cycle_command}"')
+    config.write_text(box.machine_config("testbox", boot_timeout=600) + "\n" + quick)
+    cli.env.update(PERFLAB_CONFIG=str(config))
+    cli.cycled = cycled
+    return cli
+
+
+def _run(cli) -> tuple[int, str, dict, dict, str | None]:
+    (run_id, status, params, error), = cli.sql("SELECT id, status, params, error FROM run")
+    (facts,), = cli.sql("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id WHERE r.id = ?",
+                        (run_id,))
+    return run_id, status, json.loads(params), json.loads(facts), error
+
+
+def _wis(cli, *more: str, check: bool = True):
+    return cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--warmup-time", "0", "--runs", "2",
+               *more, timeout=3600, check=check)
+
+
+def test_a_job_on_the_boxs_running_kernel(on_box, box):
+    _wis(on_box, "--on", "testbox")
+    _, status, params, facts, _ = _run(on_box)
+    assert status == "finished" and params["on"] == "testbox" and "kernel" not in params
+    assert facts["kernel_release"] == DEFAULT and facts["hostname"] == "testbox"
+    ops = on_box.sql("SELECT value FROM sample WHERE metric = 'will-it-scale.per_process_ops'")
+    assert len(ops) == 2 and all(v > 0 for (v,) in ops)
+
+
+def test_a_debian_kernel_installed_kexeced_then_the_box_back_and_the_package_gone(on_box, box):
+    before = box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    _wis(on_box, "--on", "testbox", "--kernel", f"debian:{OTHER}")
+    _, status, params, facts, _ = _run(on_box)
+    assert status == "finished", facts
+    assert params["kernel"] == f"debian:{OTHER}"
+    # The job ran on the kernel under test, started by kexec with the box's command line.
+    assert facts["kernel_release"] == OTHER and facts["kexec_release"] == OTHER
+    assert facts["kexec_default_kernel"] == DEFAULT and facts["kexec_initrd"] == f"/boot/initrd.img-{OTHER}"
+    assert "root=/dev/vda" in facts["kexec_cmdline"]
+    # Back on its default kernel (a boot after the one that ran the job), the package purged.
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip() != before
+    assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
+    assert box.ssh(f"ls /boot/vmlinuz-{OTHER} /var/tmp/perflab-kernel").returncode != 0
+
+
+def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_box, box, tmp_path):
+    # Debian's 6.1.0-50 image without an initramfs (the box has none of that release): its virtio
+    # disk driver is a module, so it panics, unable to mount the root file system, and never answers.
+    image = testbox.kernel_dir(PACKAGE) / "boot" / f"vmlinuz-{OTHER}"
+    if not image.is_file():
+        pytest.skip(f"no cached {image} (tools/fetch_kernel.py --both)")
+    proc = _wis(on_box, "--on", "quickbox", "--kernel", str(image), check=False)
+    assert proc.returncode != 0
+    _, status, params, facts, error = _run(on_box)
+    assert status == "failed" and params["kernel"] == str(image)
+    assert error.startswith("kernel did not boot on quickbox"), error
+    assert "VFS: Unable to mount root" in error or "Kernel panic" in error, error
+    assert on_box.cycled.read_text().splitlines() == ["cycled"]
+    # The box is back on its default kernel, with nothing of ours left.
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
+    assert on_box.sql("SELECT count(*) FROM sample") == [(0,)]
+
