@@ -150,7 +150,8 @@ TOOL_TESTS = {
     "test_hostile_perf.py": ("skipif", ("perf", "setpriv")),
     "test_kexec_box.py": ("*", ("mmdebstrap", "qemu-system-x86_64", "qemu-img")),
 }
-FILES_BY_MARK = {"postgres": {"test_store_postgres.py", "test_services.py"},
+FILES_BY_MARK = {"box": {"test_kexec_box.py"},
+                 "postgres": {"test_store_postgres.py", "test_services.py"},
                  "redis": {"test_lab.py", "test_lab_bisect.py", "test_services.py"}}
 FIXTURES_BY_MARK = {"postgres": {"postgres_url", "postgres_cluster"}, "redis": {"redis_server"},
                     "browser": {"browser"}}
