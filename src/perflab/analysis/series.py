@@ -44,7 +44,7 @@ from perflab.monitors import monitor_of
 from perflab.analysis import variant
 from perflab.analysis.selection import USABLE_STATUSES, params_key
 from perflab.stats import changepoints, exact, exact_series
-from perflab.stats.descriptive import HMEAN, MEAN, estimator
+from perflab.stats.descriptive import HMEAN, MEAN, estimator, harmonic_mean
 from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
 from perflab.store import Store
 from perflab.core.text import printable
@@ -74,7 +74,7 @@ class Point:
         if self.figure is not None:
             return self.figure
         if self.estimator == HMEAN and self.samples and all(v > 0 for v in self.samples):
-            return len(self.samples) / math.fsum(1.0 / v for v in self.samples)
+            return harmonic_mean(self.samples)
         return math.fsum(self.run_means) / len(self.run_means)
 
 

@@ -61,6 +61,17 @@ def summarize(values, direction: int = 0, exact: bool = False) -> Summary:
     return s
 
 
+def harmonic_mean(values) -> float:
+    """The harmonic mean of positive values, NaN if any is not positive. Computed against the
+    largest value (max / mean(max / v)), so neither the reciprocals of huge values (subnormal)
+    nor the sum overflow: equal values give exactly themselves."""
+    values = [float(v) for v in values]
+    if not values or any(not v > 0 for v in values):
+        return math.nan
+    top = max(values)
+    return top / (math.fsum(top / v for v in values) / len(values))
+
+
 def summarize_many(groups, directions) -> list[Summary]:
     """Summaries of many groups at once, vectorised over groups of one size."""
     arrays = [np.asarray(g, dtype=float).ravel() for g in groups]
