@@ -227,23 +227,8 @@ def test_perf_profile_samples_the_guest_kernel_with_its_own_symbols(cli, tmp_pat
 
 
 # A guest program that runs the agent's process markers itself (vm/c/insns.c): N times the end
-# of the window, a new start and a getppid (a few kernel blocks in each window).
-FLOOD_C = r"""
-#define _GNU_SOURCE
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-	long n = argc > 1 ? atol(argv[1]) : 300000;
-	for (long i = 0; i < n; i++) {
-		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory");
-		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory");
-		syscall(SYS_getppid);
-	}
-	return 0;
-}
-"""
+# of the window, a new start and a getppid; the bench's source (tools/bench/insn_marker_flood.py).
+FLOOD_C = (Path(__file__).resolve().parents[1] / "tools" / "bench" / "marker_flood.c").read_text()
 
 
 def flood_program(where: Path) -> Path:

@@ -34,22 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from perflab.execution.vm import kernel as kernels  # noqa: E402
 
-FLOOD_C = r"""
-#define _GNU_SOURCE
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-	long n = argc > 1 ? atol(argv[1]) : 300000;
-	for (long i = 0; i < n; i++) {
-		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory");
-		__asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory");
-		syscall(SYS_getppid);
-	}
-	return 0;
-}
-"""
+FLOOD_C = (Path(__file__).resolve().parent / "marker_flood.c").read_text()   # the flooding guest program
 
 
 def disk_use(top: Path) -> int:
