@@ -33,3 +33,21 @@ def test_series_refuses_a_bad_to_before_measuring_anything(cli, tmp_path):
                "--", "./prog", check=False, timeout=600)
     assert_one_line_error(proc, "--to 'dev@example.org\\r\\nBcc: spy@example.org'", "expected one mail address")
     assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+def test_robot_and_report_regression_refuse_a_bad_to_before_any_work(cli, tmp_path):
+    """The robot measures and bisects a whole pass before it mails, report regression builds its
+    report (and writes --export-base) first: both check --to before any of it."""
+    from test_hostile_robot import _setup
+
+    bad = "dev@example.org\r\nBcc: spy@example.org"
+    repo, shas, job = _setup(tmp_path)
+    proc = cli("robot", "--repo", repo, "--job", job, "--once", "--start", shas[0], "--to", bad,
+               check=False, timeout=300)
+    assert_one_line_error(proc, "--to 'dev@example.org\\r\\nBcc: spy@example.org'", "expected one mail address")
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+    export = tmp_path / "base.json"
+    proc = cli("report", "regression", "--base", shas[0], "--head", shas[1], "--export-base", export,
+               "--to", bad, check=False)
+    assert_one_line_error(proc, "--to 'dev@example.org\\r\\nBcc: spy@example.org'", "expected one mail address")
+    assert not export.exists()

@@ -48,6 +48,8 @@ def report_regression(base, head, benchmark, metrics, repo, build_command, subje
     from perflab.analysis import regression
     from perflab.report.regression import render
 
+    if to:
+        regression.check_recipients(to)     # before the report is built (and an --export-base written)
     store = get_store(db)
     mail = config.load().get("mail", {})
     report = regression.build(store, base, head, tag=subject_tag, benchmark=benchmark,
@@ -252,6 +254,10 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
         from perflab.core import output
 
         output.check_directory(out_dir, "--out")    # before any work: a report is never lost at the end
+    if to:
+        from perflab.analysis.regression import check_recipients
+
+        check_recipients(to)       # before any work too: not after a pass has measured and bisected
     from perflab.core import steps
 
     store = get_store(db)
