@@ -241,7 +241,34 @@ class PostgresCluster:
             return cur.fetchall() if cur.description else []
 
 
-class RedisServer:
+class _ProcessServer:
+    """A server that is one process group (`proc`) with its files in `base`: stopped by SIGTERM to
+    the group (sshd's sessions are in sessions of their own and end with their connections),
+    removed with its files. Subclasses start it (`start` returns self)."""
+
+    proc: subprocess.Popen | None
+    base: Path
+
+    def stop(self) -> None:
+        _kill_group(self.proc, signal.SIGTERM)
+        self.proc = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+
+class RedisServer(_ProcessServer):
     """redis-server on 127.0.0.1:PORT in a temp dir, no persistence, in the foreground."""
 
     def __init__(self):
@@ -285,26 +312,9 @@ class RedisServer:
         except OSError:
             return False
 
-    def stop(self) -> None:
-        _kill_group(self.proc, signal.SIGTERM)
-        self.proc = None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.base, ignore_errors=True)
-
-    def __enter__(self) -> "RedisServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.destroy()
 
 
-class SshServer:
+class SshServer(_ProcessServer):
     """OpenSSH's sshd on 127.0.0.1:PORT in a temp dir: a generated host key, a generated client
     key (the only one it accepts), no password, no PAM; and an ssh config (`config`, for `ssh -F`
     or $PERFLAB_SSH_CONFIG) whose Host `HOST` reaches it as the current user. With `hostname`,
@@ -372,25 +382,6 @@ class SshServer:
         return subprocess.run(["ssh", "-F", str(self.config), self.HOST, command], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
-    def stop(self) -> None:
-        # sshd's own group: the listener; the sessions it forked are in sessions of their own
-        # (they end when their connection does).
-        _kill_group(self.proc, signal.SIGTERM)
-        self.proc = None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.base, ignore_errors=True)
-
-    def __enter__(self) -> "SshServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.destroy()
 
 
 # -- pytest fixtures (conftest.py imports these) ------------------------------------
