@@ -73,24 +73,24 @@ def _special(size: int):
     return None
 
 
-def _stdtr(df, t) -> np.ndarray:
-    """P(T <= t) per element (scipy.special.stdtr)."""
-    df, t = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(t, dtype=float))
+def _elementwise(name: str, pure, df, x) -> np.ndarray:
+    """scipy.special's ufunc `name`, or `pure` (perflab.stats.student_t) per element, over df and x."""
+    df, x = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(x, dtype=float))
     special = _special(df.size)
     if special is not None:
-        return special.stdtr(df, t)
-    return np.array([student_t.cdf(d, x) for d, x in zip(df.ravel().tolist(), t.ravel().tolist())],
+        return getattr(special, name)(df, x)
+    return np.array([pure(d, v) for d, v in zip(df.ravel().tolist(), x.ravel().tolist())],
                     dtype=float).reshape(df.shape)
+
+
+def _stdtr(df, t) -> np.ndarray:
+    """P(T <= t) per element (scipy.special.stdtr)."""
+    return _elementwise("stdtr", student_t.cdf, df, t)
 
 
 def _stdtrit(df, p) -> np.ndarray:
     """The t with P(T <= t) = p per element (scipy.special.stdtrit)."""
-    df, p = np.broadcast_arrays(np.asarray(df, dtype=float), np.asarray(p, dtype=float))
-    special = _special(df.size)
-    if special is not None:
-        return special.stdtrit(df, p)
-    return np.array([student_t.quantile(d, q) for d, q in zip(df.ravel().tolist(), p.ravel().tolist())],
-                    dtype=float).reshape(df.shape)
+    return _elementwise("stdtrit", student_t.quantile, df, p)
 
 
 # FDR groups: a comparison's own metrics (primary, secondary) and its monitors' counters
