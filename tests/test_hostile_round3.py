@@ -75,6 +75,7 @@ def test_the_boot_directory_of_a_killed_perflab_is_removed_by_the_next_boot(tmp_
     """L2: one $TMPDIR/perflab-vm-* directory (console log, qemu.err) leaked per kill -9."""
     import tempfile
 
+    from perflab.execution import scratch
     from perflab.execution.vm import machine
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -87,7 +88,7 @@ def test_the_boot_directory_of_a_killed_perflab_is_removed_by_the_next_boot(tmp_
     alive.mkdir()
     other = tmp_path / "perflab-vm-fio-x3"     # a guest mount point's name (execution.vm.disk)
     other.mkdir()
-    machine._remove_stale_workdirs()
+    scratch.remove_orphans(machine.WORKDIR_PREFIX)     # what a boot does first
     assert not stale.exists() and alive.exists() and other.exists()
 
 

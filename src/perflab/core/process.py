@@ -91,3 +91,12 @@ class ProcessResult:
         """': last | lines | of stderr' (empty when it printed nothing), for failure messages."""
         tail = [line.strip() for line in self.stderr_tail.splitlines() if line.strip()][-lines:]
         return ": " + " | ".join(tail) if tail else ""
+
+
+def die_with_parent() -> None:
+    """For `preexec_fn`, in the child between fork and exec: SIGKILL it when the thread that
+    started it dies (PR_SET_PDEATHSIG), so a QEMU or an ssh never outlives a perflab killed by
+    kill -9."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)     # 1: PR_SET_PDEATHSIG

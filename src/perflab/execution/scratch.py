@@ -13,6 +13,7 @@ with it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -31,6 +32,17 @@ _mine: tuple[int, str] | None = None
 def system_tmp() -> str:
     """$TMPDIR (or /tmp): where the per-process directories live; the fact runs record."""
     return tempfile.gettempdir()
+
+
+def remove_orphans(prefix: str) -> None:
+    """Directories $TMPDIR/PREFIX PID-... whose perflab process is gone (killed before it could
+    remove them: kill -9): a guest's boot directory, an SSH run's control directory."""
+    top = system_tmp()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(top):
+            pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                shutil.rmtree(os.path.join(top, name), ignore_errors=True)
 
 
 def directory() -> str:

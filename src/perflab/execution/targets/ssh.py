@@ -36,7 +36,7 @@ from typing import ClassVar
 from perflab.core import cbuild, environment
 from perflab.core.errors import PerflabError, TargetDown, UsageProblem
 from perflab.core.params import job_cpus
-from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.execution import executor
 from perflab.execution.workdir import filesystem_of
 from perflab.execution.targets import registered as _registered
@@ -49,7 +49,7 @@ from perflab.execution.vm.machine import DEFAULT_ENV, Guest, VmSpec
 # Where `on` reaches and the shared connection, re-exported: tests and callers name them here.
 from perflab.execution.targets.ssh_machine import (  # noqa: F401
     CONNECT_TIMEOUT, SCHEME, SSH_CONFIG_ENV, Connection, Machine, SshDown, _CPUS, _last_words, close_connections, connection,
-    machine_cpus, machine_of, reconnect, _death_signal)
+    machine_cpus, machine_of, reconnect)
 
 ON_KEY = "on"
 # The agent ends after this long without a byte from perflab; perflab ticks four times as often.
@@ -265,7 +265,7 @@ def _session(conn: Connection, openings: list[Opening]):
     err_path = conn.dir / f"session-{time.monotonic_ns()}.err"
     err = open(err_path, "wb")
     process = subprocess.Popen(conn.command(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                               start_new_session=True, preexec_fn=_death_signal, bufsize=0)
+                               start_new_session=True, preexec_fn=die_with_parent, bufsize=0)
     err.close()
     channel = _SharedChannel(process.stdin.fileno(), process.stdout.fileno())
     far = None

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.core.errors import TargetDown, UsageProblem
+from perflab.core.process import die_with_parent
+from perflab.execution import scratch
 
 SCHEME = "ssh://"
 SSH_CONFIG_ENV = "PERFLAB_SSH_CONFIG"     # `ssh -F FILE` for every machine (the tests' sshd)
@@ -104,13 +106,6 @@ def machine_of(on, where: str = "--on") -> Machine:
 
 # -- the shared connection -------------------------------------------------------------
 
-def _death_signal() -> None:
-    # In the child between fork and exec: ssh dies with perflab, even after kill -9 of it.
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG
-
-
 def _last_words(path: Path, lines: int = 3) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -120,22 +115,12 @@ def _last_words(path: Path, lines: int = 3) -> str:
     return " ".join(kept[-lines:])
 
 
-def _remove_stale_controls() -> None:
-    """Control directories of a perflab killed before it could remove them (kill -9): PID gone."""
-    top = tempfile.gettempdir()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(top):
-            pid = name[len(CONTROL_PREFIX):].split("-", 1)[0] if name.startswith(CONTROL_PREFIX) else ""
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                shutil.rmtree(os.path.join(top, name), ignore_errors=True)
-
-
 class Connection:
     """One ControlMaster to a machine for this perflab process: every ssh call of its runs shares it."""
 
     def __init__(self, machine: Machine):
         self.machine = machine
-        _remove_stale_controls()
+        scratch.remove_orphans(CONTROL_PREFIX)   # control directories of a killed perflab
         self.dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_PREFIX}{os.getpid()}-"))
         self.control = str(self.dir / "control")
         self.err = self.dir / "master.err"
@@ -143,7 +128,7 @@ class Connection:
             self.master = subprocess.Popen(
                 machine.ssh(self.control, "-M", "-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no"),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                preexec_fn=_death_signal)
+                preexec_fn=die_with_parent)   # ssh dies with perflab, even after kill -9
         deadline = time.monotonic() + machine.connect_timeout + 20
         while not os.path.exists(self.control):
             if self.master.poll() is not None or time.monotonic() > deadline:

@@ -17,7 +17,6 @@ stdin/stdout pipes. Frames both ways: "@PL TYPE LENGTH FNV1A32\\n", LENGTH bytes
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -30,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core.errors import PerflabError
-from perflab.core.process import ProcessResult, ProcessSpec
+from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.core.steps import step
-from perflab.execution import executor, interrupt
+from perflab.execution import executor, interrupt, scratch
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
 from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
 from perflab.execution.vm.qemu_args import qemu_args_refusal  # noqa: F401 (re-exported)
@@ -159,12 +158,6 @@ def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
             out.append((t, {}))
         out[-1][1][path] = text
     return out
-
-
-def _death_signal() -> None:
-    # Runs in the child between fork and exec: QEMU dies with the thread that started it.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 
 
 def _tail(path: Path, lines: int = CONSOLE_TAIL_LINES) -> str:
@@ -346,17 +339,6 @@ def _kill(process: subprocess.Popen) -> None:
 WORKDIR_PREFIX = "perflab-vm-"
 
 
-def _remove_stale_workdirs() -> None:
-    """Boot directories (console log, qemu.err) of a perflab killed before it could remove them
-    (kill -9): $TMPDIR/perflab-vm-PID-*, PID gone (issue 31, L2)."""
-    top = tempfile.gettempdir()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(top):
-            pid = name[len(WORKDIR_PREFIX):].split("-", 1)[0] if name.startswith(WORKDIR_PREFIX) else ""
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                shutil.rmtree(os.path.join(top, name), ignore_errors=True)
-
-
 def _qemu_said(tail: str) -> str:
     """QEMU's last lines on stderr as one line: a message of its often spans two or three
     ("... can be simulated, ...: and exabytes, respectively."; issue 31, L1)."""
@@ -412,7 +394,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
     initrd = initramfs.build(files, data=data)
     entry = entries.entry_of(Path(spec.kernel))
-    _remove_stale_workdirs()
+    scratch.remove_orphans(WORKDIR_PREFIX)   # boot directories of a killed perflab (issue 31, L2)
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     console = workdir / "console.log"
     process = None
@@ -421,7 +403,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
             started = time.monotonic()
             process = subprocess.Popen(
                 qemu_command(binary, spec, initrd, console, entry.image, workdir / counting.COUNTS_FILE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, start_new_session=True, preexec_fn=_death_signal, bufsize=0)
+                stderr=err, start_new_session=True, preexec_fn=die_with_parent, bufsize=0)
         channel = Channel(process.stdin.fileno(), process.stdout.fileno())
         try:
             with step(f"booting {Path(spec.kernel).name} ({spec.mode})"):
