@@ -226,12 +226,8 @@ def _mapping(value) -> dict:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def of(run, with_params: bool = True) -> Variant:
-    """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag).
-
-    `with_params=False` leaves `params` empty: for a view that reads only where the run ran and on
-    what kernel (`log`), so the benchmark's family (its pydantic model) is not imported to know
-    which of its parameters only change a run's duration."""
+def of(run) -> Variant:
+    """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag)."""
     params, env, job = (_mapping(getattr(run, name, None)) for name in ("params", "environment", "job"))
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
     guest = "vm" in params or bool(job.get("kernel"))
@@ -245,18 +241,13 @@ def of(run, with_params: bool = True) -> Variant:
     else:
         target = Target()
     benchmark = str(getattr(run, "benchmark", "") or "")
-    ignored = duration_params(benchmark) if with_params else frozenset(params)
+    ignored = duration_params(benchmark)
     measured = {k: v for k, v in params.items() if k not in ignored and k not in TARGET_PARAMS}
     cc = " ".join(w for w in (_text(env.get("cc")), _text(env.get("cflags"))) if w)
     return Variant(str(getattr(run, "box", "") or ""), benchmark,
                    json.dumps(measured, sort_keys=True, default=str), target,
                    _kernel(job.get("kernel"), params, env, guest), _text(env.get("workdir_fs")), cc,
                    str(getattr(run, "commit", "") or ""), str(getattr(run, "tag", "") or ""))
-
-
-def of_runs(runs) -> dict[int, Variant]:
-    """run id -> its variant."""
-    return {r.id: of(r) for r in runs}
 
 
 # -- facts that change what a figure means (a comparison's headline says them first) ----------

@@ -97,9 +97,12 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
     scale = 1.0 / per if per else 1.0
     unit = f"s/{per:g}" if per else "s"
     listed = {r.id: r for r in store.find_runs(benchmark=benchmark, tag=tag, box=box, since=since_time)} if rows else {}
-    headline = _headlines(listed, rows, store, benchmark=benchmark, tag=tag, box=box, since=since_time)
-    kernel = _kernel_labels(listed)
-    rows = _ordered(rows, listed, order)
+    from perflab.analysis import variant
+
+    variants = {rid: variant.of(run) for rid, run in listed.items()}    # decoded once for the log
+    headline = _headlines(listed, variants, rows, store, benchmark=benchmark, tag=tag, box=box, since=since_time)
+    kernel = _kernel_labels(listed, variants)
+    rows = _ordered(rows, listed, variants, order)
     kernel_width = max([6, *(len(printable(kernel.get(r.id), 44)) for r in rows)])
     first, first_unit = _first_column(rows, headline, unit)
     out = [f"{'run':>5}  {'date':16}  {first:>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'kernel':{kernel_width}}  "
@@ -132,30 +135,26 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
         click.echo(f"plot: nothing to draw, {plot} not written", err=True)
 
 
-def _kernel_labels(listed: dict) -> dict[int, str | None]:
+def _kernel_labels(listed: dict, variants: dict) -> dict[int, str | None]:
     """run id -> its kernel as the log shows it: the release, or, where the runs listed differ in
     more than the release (a flavour, boot options, a build, the target), their variants' labels
     (analysis.naming.variant_labels: `6.1.0-56 amd64 mitigations=off`)."""
-    from perflab.analysis import naming, variant
+    from perflab.analysis import naming
 
-    variants = {rid: variant.of(run, with_params=False) for rid, run in listed.items()}
-    kinds = {v.identity[3:]: v for v in variants.values()}   # target, kernel, file system, compiler
+    kinds = {v.measured: v for v in variants.values()}   # target, kernel, file system, compiler
     if len(kinds) < 2:
         return {rid: (run.environment or {}).get("kernel_release") for rid, run in listed.items()}
     label = dict(zip(kinds, naming.variant_labels(list(kinds.values()))))
-    return {rid: label[v.identity[3:]] for rid, v in variants.items()}
+    return {rid: label[v.measured] for rid, v in variants.items()}
 
 
-def _ordered(rows, listed: dict, order: str | None) -> list:
+def _ordered(rows, listed: dict, variants: dict, order: str | None) -> list:
     """The log's rows oldest first, or by kernel release in version order (oldest first within one)."""
     from perflab.core.kernel_version import order_key
 
     def env(rid) -> dict:
         return getattr(listed.get(rid), "environment", None) or {}
 
-    from perflab.analysis import variant
-
-    variants = {rid: variant.of(run, with_params=False) for rid, run in listed.items()}
     if order is None:
         guests = all(rid in variants and variants[rid].target.guest for rid in (r.id for r in rows))
         order = "kernel" if rows and guests and len({env(r.id).get("kernel_release") for r in rows}) > 1 else "time"
@@ -189,7 +188,7 @@ def _first_column(rows, headline: dict, unit: str) -> tuple[str, str]:
     return "real/[..]", f"({unit} or [unit])"
 
 
-def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str, float]]:
+def _headlines(listed: dict, variants: dict, rows, store, **filters) -> dict[int, tuple[str, str, float]]:
     """run id -> (metric, unit, figure) of its family's primary metric, for runs that record no times.
 
     The primary metric is the first of the family's catalog for the run's stored job (what
@@ -218,11 +217,10 @@ def _headlines(listed: dict, rows, store, **filters) -> dict[int, tuple[str, str
         return {}
     # The run's figure as show and compare print it (stats.descriptive: a rate's harmonic mean,
     # an exact metric's least disturbed sample), not the database's average.
-    from perflab.analysis import variant
     from perflab.analysis.run_summary import figure_of
 
     values = store.metric_values(list(primary), metrics)
-    icount = {run.id for run in listed.values() if run.id in primary and variant.of(run).target.icount}
+    icount = {run.id for run in listed.values() if run.id in primary and variants[run.id].target.icount}
     out = {}
     for run_id, (metric, unit, direction) in primary.items():
         found = values.get((run_id, metric))

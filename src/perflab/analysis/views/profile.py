@@ -167,9 +167,6 @@ class ProfileView:
     only: list[str] = field(default_factory=list)   # testcases on one side only
 
 
-# One side's profile has the same shape; `shares` is set on its sections.
-ProfileSideView = ProfileView
-
 
 def _profile_rows(store, operand: str, runs):
     """(selection, its testcases with perf-profile rows) of one operand."""
