@@ -132,3 +132,26 @@ def test_a_malformed_monitor_record_is_read_as_the_declared_window(cli):
     assert "counted over the benchmark's measured part" in cli("report", "profile", f"kernel={RELEASES[0]}",
                                                                f"kernel={RELEASES[1]}").stdout
     assert "-- monitors:" in cli("compare", f"kernel={RELEASES[0]}", f"kernel={RELEASES[1]}", "--monitors", "all").stdout
+
+
+def test_windows_apart_are_found_when_an_operand_holds_several_variants(cli):
+    """Two flavours under each tag: compare keeps them apart (a `variant` among the groups' params),
+    and a monitor counted over different windows on the sides is still left out of each pair."""
+    from perflab.store import open_store
+
+    store = open_store(str(cli.db))
+    for tag, window in (("base", PROCESS), ("head", MEASURED)):
+        for release in ("6.1.0-47-amd64", "6.1.0-47-rt-amd64"):
+            run = store.create_run(box="box", environment={"testbox": "box", "kernel_release": release},
+                                   benchmark="will-it-scale", name="will-it-scale", tag=tag,
+                                   params={"test": "getppid1", "mode": "process", "nr_task": 1, "vm": "icount"})
+            for rep in range(2):
+                store.add_samples(run, rep, [
+                    Sample("will-it-scale.workload", 3046597.0, "ops/s", 1, exact=True),
+                    Sample("insn-profile.instructions", 99.95e6, "instructions", INFORMATIONAL, exact=True)])
+            store.set_run_monitors(run, {"insn-profile": {**GUEST, "window": window}})
+            store.finish_run(run, "finished")
+    out = cli("compare", "base", "head", "--monitors", "all").stdout
+    assert "variant=" in out                                  # the flavours kept apart
+    assert "insn-profile.instructions" not in out
+    assert "note: insn-profile: not compared, its figures cover different windows on the sides" in out

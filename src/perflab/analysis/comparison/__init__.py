@@ -101,15 +101,17 @@ def _drop_windows_apart(matched: Matched, selections) -> list[str]:
     """A monitor whose figures cover different windows on the sides (insn-profile over the measured
     part against the whole process) is not compared: its groups leave before any statistics, and a
     line says why (perflab.monitors.windows)."""
-    from perflab.analysis.selection import params_key
     from perflab.monitors.windows import apart
 
+    # Keyed as the matched groups are (their benchmark and params: with an operand's variants
+    # apart, `variant` is among the params), each key with the runs of its groups.
     sides = []
-    for sel in selections:
-        by: dict[tuple, list] = defaultdict(list)
-        for r in sel.runs:
-            by[(r.benchmark, params_key(r.params, r.benchmark))].append(r)
-        sides.append(by)
+    for sel, groups in zip(selections, matched.side_groups):
+        run_of = {r.id: r for r in sel.runs}
+        ids: dict[tuple, set[int]] = defaultdict(set)
+        for g in groups.values():
+            ids[(g.benchmark, g.params)] |= g.run_ids
+        sides.append({key: [run_of[i] for i in sorted(found) if i in run_of] for key, found in ids.items()})
     pairs, lines = apart(sides)
     if pairs:
         matched.side_groups = [{k: g for k, g in groups.items() if ((g.benchmark, g.params), monitor_of(g.metric))
