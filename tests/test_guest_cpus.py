@@ -15,7 +15,8 @@ import pytest
 
 from perflab.core.params import cpu_ids, cpus_available, job_cpus
 from perflab.execution.vm import kernel
-from perflab.jobs import atomic, expand_atomic, on_kernel, resolve
+from perflab.execution import targets
+from perflab.jobs import atomic, expand_atomic, resolve, retarget
 from perflab.execution.targets import qemu
 
 HOST = len(os.sched_getaffinity(0))
@@ -60,7 +61,8 @@ def test_code_and_kernel_option_and_stored_jobs_resolve_against_the_guest():
     assert made.parsed.nr_task == 3
     # --kernel over a job file without one: parsed again for the guest (1 vCPU by default)
     (on_host,) = expand_atomic({**WIS, "nr_task": "100%"}, "j.yaml")
-    moved = on_kernel(on_host, "/k/vmlinuz", None, "perflab run j.yaml")
+    keys = targets.option_keys({"kernel": "/k/vmlinuz", "vm_mode": None})      # as run's options give them
+    moved = retarget(on_host, targets.placed(on_host.target.keys(), keys), "perflab run j.yaml")
     assert moved.parsed.nr_task == 1 and moved.vm["cpus"] == 1
     # a stored run's job (rerun, a lab worker)
     assert resolve(made.to_dict()).parsed.nr_task == 3

@@ -17,7 +17,8 @@ import pytest
 from conftest import assert_one_line_error
 from perflab.jobs.job import AtomicJob
 from perflab.execution.vm import kernel
-from perflab.jobs import JobError, atomic, expand_atomic, on_kernel
+from perflab.execution import targets
+from perflab.jobs import JobError, atomic, expand_atomic, retarget
 
 pytestmark = pytest.mark.vm
 
@@ -65,7 +66,8 @@ def test_kernel_and_vm_keys_are_normalised_and_stored(tmp_path):
     assert list(stored)[-2:] == ["kernel", "vm"]
     assert AtomicJob.from_dict(stored).to_dict() == stored
     # --kernel/--vm over a job file's keys
-    moved = on_kernel(job, None, {"mode": "tcg"}, "perflab run j.yaml")
+    keys = targets.option_keys({"kernel": None, "vm_mode": "tcg"})            # as run's options give them
+    moved = retarget(job, targets.placed(job.target.keys(), keys), "perflab run j.yaml")
     assert moved.vm["mode"] == "tcg" and moved.vm["memory"] == 1024
 
 

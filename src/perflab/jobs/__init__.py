@@ -91,23 +91,6 @@ def atomic(benchmark: str, params: dict, *, runs: int | None = None, warmup: int
                             comment=comment, monitors=monitors or {}, target=target_of(guest_keys)[0]), where)
     return measured(job, measure, where or f"perflab run {benchmark}")
 
-def on_kernel(job: AtomicJob, kernel: str | None, vm: dict | None, where: str) -> AtomicJob:
-    """The job made to run in a guest booted from `kernel` (`--kernel`, `--vm` over a job file's keys)."""
-    from perflab.jobs import guest
-
-    if kernel is None and not vm and not job.in_guest:
-        return job
-    # A stored guest job (rerun, an imported run) is checked again as a job file's would be:
-    # its QEMU arguments above all (docs/lab.md).
-    merged_vm = {**(job.vm or {}), **(vm or {})}
-    # --kernel replaces the image; a command line the job's kernel was booted with stays.
-    written = kernel if kernel is not None else job.target.keys().get("kernel")
-    if kernel is not None and isinstance(job.target, guest.Qemu) and job.target.cmdline and isinstance(kernel, str):
-        written = {"image": kernel, "cmdline": job.target.cmdline}
-    stored, merged_vm = guest.normalize(job.benchmark, written, merged_vm, where, job.monitors)
-    return placed(job, guest.Qemu.of(stored, merged_vm), where)
-
-
 def retarget(job: AtomicJob, doc: dict, where: str) -> AtomicJob:
     """The job moved to the target its target keys `doc` name (perflab.execution.targets.placed: a
     target's options over the job's own keys), its compiler kept; a guest's keys normalized and
