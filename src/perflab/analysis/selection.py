@@ -185,14 +185,9 @@ def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, s
     keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in runs}
     by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
     variant_of = {}
-    def kind(v):
-        # A guest's kernel is what is under test: its release is the variant. The host's kernel
-        # upgrades are its history, pooled in a side as its commits are (docs/views.md).
-        return v.measured if v.target.guest else v.line
-
     for r in runs:
         v = variant_of[r.id] = variant.of(r)
-        by_key[keys[r.id]].setdefault(kind(v), v)
+        by_key[keys[r.id]].setdefault(v.side_key, v)
     for key, kinds in by_key.items():
         if len(kinds) < 2:
             continue
@@ -203,7 +198,7 @@ def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, s
         params = json.loads(key[2])
         for r in runs:
             if keys[r.id] == key:
-                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[kind(variant_of[r.id])]},
+                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[variant_of[r.id].side_key]},
                                                    sort_keys=True, default=str))
     return keys
 
@@ -264,8 +259,7 @@ def variants_apart(groups) -> list[tuple[str, list]]:
         kinds: dict[tuple, tuple] = {}
         for r in runs:
             v = variant.of(r)
-            # A guest's kernel is what is under test; the host's kernel upgrades are its history.
-            kinds.setdefault(v.measured if v.target.guest else v.line, (v, []))[1].append(r)
+            kinds.setdefault(v.side_key, (v, []))[1].append(r)
         if len(kinds) < 2:
             out.append((label, runs))
             continue

@@ -113,6 +113,13 @@ class Variant:
         return (self.target, self.kernel, self.workdir_fs, self.cc)
 
     @property
+    def side_key(self) -> tuple:
+        """What one side of a comparison is split by: a guest's kernel is what is under test (its
+        release is the variant); the host's kernel upgrades are its history, pooled in a side as
+        its commits are (docs/views.md)."""
+        return self.measured if self.target.guest else self.line
+
+    @property
     def line(self) -> tuple:
         """The identity without its history dimension: a kernel's release within one line of
         releases (Debian's of one flavour), a recipe's commit. A kernel of no known line (an image

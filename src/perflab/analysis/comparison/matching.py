@@ -91,7 +91,7 @@ def _variants_note(sel: Selection, groups: dict[tuple, Group]) -> str:
     kinds: dict[tuple, object] = {}
     for r in sel.runs:
         v = variant.of(r)
-        kinds.setdefault(v.measured if v.target.guest else v.line, v)
+        kinds.setdefault(v.side_key, v)
     if len(kinds) < 2:
         return ""
     labels = naming.variant_labels(list(kinds.values()))
