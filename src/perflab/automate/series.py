@@ -242,6 +242,7 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
     One Measurer for all of it: the builds of the bisection (a kernel tree's images) serve the checks."""
     from perflab import jobs
     from perflab.automate import bisect
+    from perflab.automate.bisect import exact as exactpath
     from perflab.automate.bisect.record import check_metric
     from perflab.automate.bisect.trees import OWNER_FILE, _alive
     from perflab.automate.measurer import Here, KeptTrees, MeasurerSpec, kernel_spec, measurer_for
@@ -287,7 +288,7 @@ def run(store, *, repo: str, mbox: str, job, metric: str, build: str, base: str 
             from perflab.automate import change_kind
 
             result.kind = change_kind.label_or_why(measurer, rec.job, metric, direction, base_sha, head, b.ends.change,
-                                                   exact=b.exact is not None, tag=f"{rec.tag}-kind", seed=rec.id,
+                                                   exact=exactpath.counted(b.exact), tag=f"{rec.tag}-kind", seed=rec.id,
                                                    say=say)
             rec.result["kind"] = change_kind.stored(result.kind)
         rec.result["series"] = {"patches": [{"name": p.name, "sha": p.sha} for p in series.patches],

@@ -415,7 +415,7 @@ class Bisection:
             return
         got = change_kind.label_or_why(self.measurer, rec.job, rec.metric, rec.direction,
                                        result.evidence.parent or rec.good, result.culprit.sha, result.evidence.change,
-                                       exact=bool(self.exact), tag=f"{rec.tag}-kind", seed=rec.id, say=self.say,
+                                       exact=exactpath.counted(self.exact), tag=f"{rec.tag}-kind", seed=rec.id, say=self.say,
                                        slots=("parent", "culprit"))
         result.change_kind = change_kind.sentence_of(got)
         self.say(f"kind of change: {result.change_kind}")

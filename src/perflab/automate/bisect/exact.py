@@ -35,6 +35,17 @@ def by_construction(b) -> bool:
     return bool(b.rec.exact)
 
 
+def counted(ends) -> bool:
+    """Whether a bisection's exact ends (its `exact`: the dict check_ends keeps, or the result's
+    ExactEnds; None when not exact) are exact because the metric is a count, by construction:
+    then its change is in the code path. A timing that merely agreed within EXACT_LIMIT at the
+    ends (a sleep on a quiet machine) was bisected the exact way, but is still a timing whose
+    kind the counting tells (automate.change_kind)."""
+    if ends is None:
+        return False
+    return bool(ends["by_unit"] if isinstance(ends, dict) else ends.by_unit)
+
+
 def _level(values) -> float:
     return float(np.median(values))
 
