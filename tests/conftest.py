@@ -110,6 +110,7 @@ SLOW_FILES = {
     "test_hostile_strings.py", "test_hostile_output.py",   # every command on a hostile store; every -o
     "test_hostile_temp.py",   # kill -9 of fio and perf runs
     "test_ssh_target.py",     # an sshd (Debian package openssh-server) and real runs over it
+    "test_lab_ssh.py",        # the lab's workers and bisect driving that sshd as a machine
     "test_kexec_box.py",      # a simulated test box (QEMU, TCG) kexec'ed into Debian kernels: minutes
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).

@@ -220,12 +220,13 @@ class LocalMeasurer:
         self.store, self.trees, self.box = store, trees, box
         self.kernel, self.builds, self.say = kernel, builds, say
         self.place = (f" in a VM ({kernel.vm['mode']})" if "mode" in kernel.vm else " in a VM") if kernel else ""
+        self.far = None          # the commits' trees on the SSH machine the jobs run on (automate/far_tree.py)
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         what = f"{commit[:12]}" + (f" ({slot})" if slot else "")
         if self.kernel is None:
             with step(f"{what}: building and measuring"), self.trees.checkout(commit, slot) as path:
-                return run_here(self.store, jobs, box=self.box, path=path)
+                return run_here(self.store, self._placed(jobs, path, commit, what), box=self.box, path=path)
         with step(f"{what}: kernel built and measured{self.place}"), self.trees.checkout(commit, slot) as path:
             image = self.builds.image_of(commit)
             started = time.monotonic()
@@ -233,6 +234,20 @@ class LocalMeasurer:
         self.say(f"kernel {commit[:12]}: {self.builds.said(commit)}, "
                  f"boot {_boot_seconds(self.store, measured)}, boot+run {time.monotonic() - started:.1f} s")
         return measured
+
+    def _placed(self, jobs: list[AtomicJob], path: Path, commit: str, what: str) -> list[AtomicJob]:
+        """Jobs that run on an SSH machine: the built worktree copied there first, and each job run in
+        that copy (automate/far_tree.py); other jobs as they are."""
+        from perflab.automate import far_tree
+
+        if self.far is None:
+            self.far = far_tree.FarTrees.for_jobs(jobs) or False
+        if not self.far:
+            return jobs
+        for job in jobs:
+            far_tree.check_job(job, f"{job.benchmark} at {what}")
+        self.far.place(path, commit, what)
+        return [self.far.job(j) for j in jobs]
 
     def summary(self, measured: list[Measured]) -> str:
         return f"{sum(m.samples for m in measured)} samples"
@@ -244,6 +259,8 @@ class LocalMeasurer:
                              kernel=self.kernel.in_mode(vm_mode))
 
     def close(self) -> None:
+        if self.far:
+            self.far.close()
         if self.builds is not None:
             self.builds.close()
 

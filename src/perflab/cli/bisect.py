@@ -6,7 +6,7 @@ import shlex
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options, refuse_targets, target_options
+from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options, placed_for_commits, target_options
 
 
 def _say(message: str) -> None:
@@ -77,6 +77,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
       perflab bisect --repo ~/src/prog --good v1.0 --bad main --build 'make -j8' \\
           --job bench.yaml --metric time.elapsed_time --box skl-2s \\
           --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
+      perflab bisect --repo ~/src/prog --good v1.0 --bad main --build make \\
+          --metric time.elapsed_time --on box1 -- ./prog --input big
       perflab bisect --repo ~/linux --good v6.1 --bad HEAD --build 'make -j2 bzImage' \\
           --kernel arch/x86/boot/bzImage --vm icount --job getppid.yaml \\
           --metric will-it-scale.per_process_ops
@@ -85,11 +87,21 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
     from perflab.automate import bisect
     from perflab.core.errors import UsageProblem
 
-    refuse_targets(targets, "bisect", supported=())
+    on = targets.get("on")
+    if on and (kernel or vm_mode):
+        raise UsageProblem("--on with --kernel: a kernel bisection on an SSH machine (each commit's kernel installed "
+                           "and kexec'ed there) is not built; bisect a kernel in a guest (--kernel IMAGE --vm MODE), "
+                           "or a program with --on on the machine's kernel")
+    if on and box:
+        raise UsageProblem("--on with --box: a lab box's worker drives its own machine (perflab worker --machine); "
+                           "give one of them")
+    if on and kind:
+        raise UsageProblem("--on with --kind: the kind of a change is counted by valgrind on this machine, not on "
+                           "an SSH machine; label it afterwards with `perflab bisect --kind` here")
 
     if resume:
         if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode \
-                or runs or kind or revert:
+                or runs or kind or revert or on or targets.get("keep_kernel"):
             raise UsageProblem("--resume takes the bisection's parameters from its record: give only "
                                "--resume [--id ID] [--repo PATH] [--db URL]")
         store = get_store(db)
@@ -106,6 +118,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
         if bool(job_file) == bool(command):
             raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
+        # Steps measured on an SSH machine: built here, the built tree copied there (docs/lab.md).
+        job = placed_for_commits(job, targets, "bisect")
         store = get_store(db)
         settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind, revert=revert)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,

@@ -18,7 +18,10 @@ def _db(db: str | None) -> str | None:
 
 
 @click.command("worker")
-@click.option("--box", required=True, help="The box this worker serves: it consumes only queue perflab.box.BOX.")
+@click.option("--box", help="The box this worker serves: it consumes only queue perflab.box.BOX.")
+@click.option("--machine", metavar="NAME",
+              help="Instead of --box: serve box NAME, a machine of perflab's configuration ([machine.NAME]), driving "
+                   "it over SSH from here: every job runs there, a submitted --kernel installed and kexec'ed there.")
 @broker_option
 @db_option
 @click.option("--spool", "spool_dir", type=click.Path(file_okay=False), default=None,
@@ -28,7 +31,7 @@ def _db(db: str | None) -> str | None:
                    "(default 21600).")
 @click.option("--heartbeat", type=click.FloatRange(min=0.1), default=2.0, show_default=True, metavar="SECONDS",
               help="Interval of the state written to the broker.")
-def worker_cmd(box, broker, db, spool_dir, visibility_timeout, heartbeat) -> None:
+def worker_cmd(box, machine, broker, db, spool_dir, visibility_timeout, heartbeat) -> None:
     """Run the atomic jobs queued for BOX, one at a time, into the store (--db).
 
     Each run is recorded in a local spool first and then uploaded to the store;
@@ -37,14 +40,18 @@ def worker_cmd(box, broker, db, spool_dir, visibility_timeout, heartbeat) -> Non
     \b
     Example:
       perflab worker --box k62 --broker redis://:PW@lab:6379/0 --db postgresql://worker@lab/perflab
+      perflab worker --machine box1 --broker redis://:PW@lab:6379/0 --db postgresql://worker@lab/perflab
     """
     from perflab.automate.lab import app as lab
     from perflab.automate.lab.worker import Worker
 
+    if bool(box) == bool(machine):
+        raise click.UsageError("give --box BOX (jobs run on this machine) or --machine NAME (jobs run on that "
+                               "configured machine over SSH), one of them")
     state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     directory = Path(spool_dir) if spool_dir else state / "perflab" / "spool"
-    Worker(box, lab.broker_url(broker), _db(db), directory,
-           visibility_timeout or lab.DEFAULT_VISIBILITY_TIMEOUT, heartbeat).run()
+    Worker(box or machine, lab.broker_url(broker), _db(db), directory,
+           visibility_timeout or lab.DEFAULT_VISIBILITY_TIMEOUT, heartbeat, machine=machine).run()
 
 
 @click.command("submit")
@@ -58,8 +65,10 @@ def submit_cmd(job_file, boxes, overrides, tag, wait, broker, **targets) -> None
     """Queue the atomic jobs of JOB_FILE on every --box; prints the submission id.
 
     With --kernel (and --vm) every job runs in a guest booted from that kernel by the
-    box's worker, through the same runner as `perflab run JOB --kernel`. With --on the
-    box's worker runs them on that machine over SSH, as a job file's `on:` key says.
+    box's worker, through the same runner as `perflab run JOB --kernel`; on a box that is
+    an SSH machine (`perflab worker --machine`), --kernel debian:R|IMAGE is installed and
+    kexec'ed on the machine. With --on the box's worker runs them on that machine over
+    SSH, as a job file's `on:` key says.
 
     \b
     Example:
@@ -72,9 +81,16 @@ def submit_cmd(job_file, boxes, overrides, tag, wait, broker, **targets) -> None
     from perflab.jobs import guest
 
     # Before the file is expanded: the guest's vCPUs, not this machine's CPUs, decide its points.
-    atomic = jobs.load_atomic(job_file, guest.file_overrides(job_file, list(overrides), placed_on(targets)))
+    keys = placed_on(targets)
+    atomic = jobs.load_atomic(job_file, guest.file_overrides(job_file, list(overrides), keys))
     if tag is not None:
         atomic = [job.with_(tag=tag) for job in atomic]
+    if keys:
+        from perflab.automate.lab.worker import TARGET_OPTIONS
+
+        # What was asked, beside the normalized keys: a box that is an SSH machine boots --kernel
+        # itself (kexec) and refuses --vm (perflab worker --machine).
+        atomic = [job.with_(**{TARGET_OPTIONS: keys}) for job in atomic]
     url = lab.broker_url(broker)
     sid, count = client.submit(url, atomic, list(dict.fromkeys(boxes)), source=str(job_file))
     click.echo(sid)

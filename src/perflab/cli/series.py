@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store, refuse_targets, target_options
+from perflab.cli.common import FiniteFloat, db_option, get_store, placed_for_commits, target_options
 from perflab.core.text import printable
 
 
@@ -59,10 +59,23 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, 
     from perflab.automate import bisect, change_kind, series
     from perflab.core.errors import PerflabError
 
-    refuse_targets(targets, "series", supported=())
+    from perflab.core.errors import UsageProblem
+
+    if targets.get("on") and (kernel or vm_mode or recipe_file):
+        raise UsageProblem("--on with a kernel (--kernel/--recipe): a series of kernel patches on an SSH machine "
+                           "(each commit's kernel installed and kexec'ed there) is not built; measure it in a guest")
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
+    # Each commit built here, its tree copied to the SSH machine and measured there (docs/lab.md).
+    job = placed_for_commits(job, targets, "series")
+    from perflab.automate import far_tree
+
+    if far_tree.machine_of_job(job) is not None and not no_kind:
+        no_kind = True     # valgrind counts on this machine, not there: said, not refused (the default is on)
+        far_note = "kind of change: not labelled (the steps ran on an SSH machine; valgrind counts only here)"
+    else:
+        far_note = ""
     typed_build = build_cmd
     if recipe_file:
         from perflab.execution.vm import recipe
@@ -86,6 +99,8 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, 
     from perflab.core import steps
 
     say = lambda line: steps.say(printable(line, None))     # noqa: E731 (progress on stderr, above a step's line)
+    if far_note:
+        say(far_note)
     if not metric:
         metric = series.headline_metric(job)
         say(f"metric: {metric} (the job's headline metric)")

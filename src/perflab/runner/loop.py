@@ -38,7 +38,7 @@ from perflab.benchmarks.base import STOP, ItemFailed, Session
 from perflab.core.errors import PerflabError, TargetDown
 from perflab.jobs.job import AtomicJob
 from perflab.jobs import resolve
-from perflab.execution import instruments, interrupt
+from perflab.execution import instruments, interrupt, machine_lock
 from perflab.execution.instruments import Watch
 from perflab.core.process import running_in
 from perflab.execution.executor import Hooks, ProcessResult, ProcessSpec, execute
@@ -437,6 +437,7 @@ class _Places:
         target = o.job.target
         key = _share_key(o)
         if key is None:
+            stack.enter_context(machine_lock.holding(target, o.session.name))
             place = stack.enter_context(target.open([self._opening(o)], self.execute))
             return place.admit(0)
         if key in self.failed:
@@ -450,6 +451,8 @@ class _Places:
                 users += [u for u, k in zip(batch, keys) if k == key and u.error is None]
             own = ExitStack()
             try:
+                # A machine runs one job at a time: a worker driving it and a `run --on` from here wait for each other.
+                own.enter_context(machine_lock.holding(target, o.session.name))
                 place = own.enter_context(target.open([self._opening(u) for u in users], self.execute))
             except TargetDown as e:
                 own.close()

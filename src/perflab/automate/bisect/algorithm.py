@@ -286,7 +286,8 @@ class Bisection:
         rec = self.rec
         prune_stale(self.repo)
         self.worktrees = new_worktrees(self.repo, rec.id)
-        if self.measurer is None:
+        made = self.measurer is None        # a Measurer given (a series') is closed by its owner
+        if made:
             self.measurer = measurer_for(self.store, measurer_spec(rec, self.worktrees), self.say)
         try:
             with _sigterm_as_interrupt():
@@ -317,6 +318,9 @@ class Bisection:
             rec.save()
             raise
         finally:
+            far = getattr(self.measurer, "far", None) if made else None
+            if far:
+                far.close()      # the commits' trees copied to the SSH machine the steps ran on
             self.worktrees.close()
 
     def _bisect(self) -> list[StepRecord]:

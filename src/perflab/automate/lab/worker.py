@@ -41,6 +41,11 @@ from perflab.jobs.job import AtomicJob
 from perflab.core.text import printable
 
 
+# The job keys the submitter's target options set (`submit --kernel K --vm M`), beside the job's
+# normalized keys (a guest job's vm block is always filled in): what a machine's worker refuses.
+TARGET_OPTIONS = "target_options"
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -88,8 +93,14 @@ class _RejectWithoutTraceback(logging.Filter):
 
 class Worker:
     def __init__(self, box: str, broker: str, db: str | None, spool_dir: Path,
-                 visibility_timeout: float, heartbeat_s: float = lab.HEARTBEAT_S):
+                 visibility_timeout: float, heartbeat_s: float = lab.HEARTBEAT_S, machine: str | None = None):
         self.box = lab.check_box(box)
+        # A box that is a machine of perflab's configuration, driven over SSH from here (None: this machine).
+        self.machine = machine
+        if machine is not None:
+            from perflab.execution.targets.ssh_machine import machine_of
+
+            machine_of(machine, "--machine")     # configured, and its settings readable: else one line now
         check_driver(db)
         self.broker = broker
         self.redis = lab.redis_client(broker)
@@ -144,6 +155,8 @@ class Worker:
         self._beat()
         outcome, status, error, boot_failure = None, "failed", "", None
         try:
+            if self.machine is not None:
+                job = self._on_machine(job)
             if job.get("source") is not None:
                 source = check_source(job["source"])
                 measurer = self._measurer(source, job["source"].get("kernel"))
@@ -188,6 +201,32 @@ class Worker:
         self._upload()
         self._beat()
         return status
+
+    def _on_machine(self, job: dict) -> dict:
+        """A job as this worker runs it: on its machine, over SSH. A kernel the submitter gave
+        (`submit --kernel debian:R|IMAGE`) is the kernel under test there, installed and kexec'ed (a
+        machine configured with kexec = true), not a guest's: a guest on the machine (--vm) is not
+        built, and a job that names another machine is not this box's; PerflabError either way."""
+        from perflab.execution.targets.ssh import ON_KEY, Ssh
+
+        on = job.get(ON_KEY)
+        if on and on != self.machine:
+            raise PerflabError(f"the job says {ON_KEY}: {printable(str(on), 100)}, and box {self.box} is machine "
+                               f"{self.machine}: submit it to that machine's box, or without {ON_KEY}")
+        asked = job.get(TARGET_OPTIONS) if isinstance(job.get(TARGET_OPTIONS), dict) else {}
+        if asked.get("vm"):
+            raise PerflabError(f"--vm: box {self.box} is the SSH machine {self.machine}, whose kernel under test runs "
+                               "on the machine itself (kexec); a guest on it is not built: submit without --vm")
+        source = job.get("source")
+        if isinstance(source, dict) and source.get("kernel") is not None:
+            raise SourceError(f"box {self.box} is the SSH machine {self.machine}: a kernel bisection there (each "
+                              "commit's kernel installed and kexec'ed) is not built; bisect kernels in a guest")
+        placed = {k: v for k, v in job.items() if k not in ("vm", "kernel")}
+        placed[ON_KEY] = self.machine
+        kernel = job.get("kernel")
+        if kernel:
+            placed["kernel"] = Ssh.check_kernel(kernel, "key 'kernel'")
+        return placed
 
     def _measurer(self, source: dict, kernel_keys):
         """The Measurer of a job's source: built in a checkout here, or (source.kernel) a kernel tree

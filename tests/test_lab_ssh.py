@@ -1,0 +1,201 @@
+"""The lab drives machines over SSH (issue 46, item 4), against the tests' sshd on 127.0.0.1 and a
+real redis-server: a worker serving a configured machine (`perflab worker --machine far`) runs a
+submitted job there and stores the far machine's facts; the machine runs one job at a time, also
+against a `perflab run --on far` from the same controller (the machine lock); and `perflab bisect
+--on ssh://...` measures every step there, each commit built here and its tree copied over."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import test_bisect
+from conftest import PERFLAB, assert_one_line_error
+from services import ServiceError, SshServer
+from test_lab import HEARTBEAT, Lab
+
+FAR_NAME = "perflab-lab-far"
+
+
+@pytest.fixture(scope="module")
+def far():
+    try:
+        server = SshServer(hostname=FAR_NAME)
+        server.start()
+    except (ServiceError, OSError, subprocess.SubprocessError) as e:
+        pytest.fail(f"cannot start sshd: {e}", pytrace=False)     # never a silent skip
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def lab(tmp_path, redis_server, far):
+    """A lab whose commands reach `far` as the configured machine `far` (run directories under
+    tmp_path/far-runs), with a machine-lock directory of the test's own."""
+    runs = tmp_path / "far-runs"
+    runs.mkdir()
+    config = tmp_path / "perflab.toml"
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
+    lab.env.update(PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config),
+                   PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
+    lab.runs_dir = runs
+    yield lab
+    lab.stop()
+
+
+def _start_machine_worker(lab: Lab, name: str) -> subprocess.Popen:
+    log = open(lab.tmp / f"worker-{name}.log", "ab")
+    proc = subprocess.Popen([PERFLAB, "worker", "--machine", name, "--db", lab.db, "--spool", str(lab.spool(name)),
+                             "--visibility-timeout", "600", "--heartbeat", HEARTBEAT],
+                            env=lab.env, cwd=lab.tmp, stdout=log, stderr=subprocess.STDOUT)
+    lab.workers[name] = proc
+    lab.wait_until(f"the worker of {name}", lambda: lab.worker_state(name))
+    return proc
+
+
+def _ended(lab: Lab, sid: str, n: int) -> bool:
+    p = lab.progress(sid)
+    return sum(int(v) for k, v in p.items() if k.split(":")[0] in ("done", "failed", "cancelled")) >= n
+
+
+def _runs(lab: Lab):
+    from perflab.store import open_store
+
+    store = open_store(lab.db)
+    return store, store.find_runs()
+
+
+def _facts(run) -> dict:
+    facts = run.environment or {}
+    return json.loads(facts) if isinstance(facts, str) else facts
+
+
+def test_a_worker_serving_a_machine_runs_the_submitted_job_there_and_stores_its_facts(lab, far):
+    _start_machine_worker(lab, "far")
+    check = f'test "$(uname -n)" = {FAR_NAME}' if far.hostname else "true"
+    job = lab.tmp / "far.yaml"
+    job.write_text(f"benchmark: cmd\nruns: 2\nshell: true\ncommand: '{check}'\n")
+    sid = lab.submit(job, "far")
+    lab.wait_until("the job's end", lambda: _ended(lab, sid, 1), timeout=300)
+    assert lab.progress(sid).get("done:far") == "1", lab.progress(sid) | {"logs": lab.logs()}
+    lab.wait_until("the run uploaded", lambda: _runs(lab)[1], timeout=120)
+    store, (run,) = _runs(lab)
+    assert run.status == "finished" and run.box == "far"
+    assert run.params["on"] == "far" and run.job["on"] == "far" and run.job["lab"]["submission"] == sid
+    facts = _facts(run)
+    assert facts["ssh_machine"] == "far" and facts["controller"] == os.uname().nodename
+    if far.hostname:      # the far side's own word, not the controller's
+        assert facts["hostname"] == FAR_NAME
+    assert len([s for s in store.samples([run.id]) if s.metric == "time.elapsed_time"]) == 2
+
+
+def test_a_submitted_vm_is_refused_on_a_machine_and_a_bad_machine_name_at_start(lab):
+    bad = lab.perflab("worker", "--machine", "nowhere", "--db", lab.db, check=False)
+    assert_one_line_error(bad, "--machine = 'nowhere'")
+    _start_machine_worker(lab, "far")
+    job = lab.tmp / "true.yaml"
+    job.write_text("benchmark: cmd\nruns: 1\ncommand: /bin/true\n")
+    sid = lab.perflab("submit", job, "--box", "far", "--kernel", "debian:6.1.0-50-amd64", "--vm", "kvm").stdout.strip()
+    lab.wait_until("the job's end", lambda: _ended(lab, sid, 1), timeout=120)
+    assert lab.progress(sid).get("failed:far") == "1"
+    state = lab.worker_state("far")
+    assert "a guest on it is not built" in state["last_error"], state
+
+
+def test_the_worker_and_a_run_on_the_same_machine_take_turns(lab, far):
+    """The worker's job holds the machine until the test lets it go, which it does only once the
+    `perflab run --on far` typed meanwhile said it waits for the machine: the two jobs' lines on
+    the machine never interleave."""
+    _start_machine_worker(lab, "far")
+    log, go = lab.tmp / "turns.log", lab.tmp / "go"
+    held = lab.tmp / "held.yaml"
+    held.write_text("benchmark: cmd\nruns: 1\nshell: true\ntimeout: 300\n"
+                    f"command: 'echo worker-start >> {log}; while [ ! -e {go} ]; do sleep 0.05; done; "
+                    f"echo worker-end >> {log}'\n")
+    sid = lab.submit(held, "far")
+    lab.wait_until("the worker's job running on the machine",
+                   lambda: log.exists() and "worker-start" in log.read_text(), timeout=300)
+    quick = lab.tmp / "quick.yaml"
+    quick.write_text(f"benchmark: cmd\nruns: 1\nshell: true\ncommand: 'echo run-start >> {log}; "
+                     f"echo run-end >> {log}'\n")
+    err = lab.tmp / "run.err"
+    with open(err, "wb") as stderr:
+        run = subprocess.Popen([PERFLAB, "run", str(quick), "--on", "far", "--db", str(lab.tmp / "mine.db")],
+                               env=lab.env, cwd=lab.tmp, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        said = lab.wait_until("the run waiting for the machine",
+                              lambda: "waiting for machine far" in err.read_text(errors="replace")
+                              and err.read_text(errors="replace"), timeout=300)
+        assert "runs one job at a time" in said and "on " in said
+        assert log.read_text().split() == ["worker-start"]      # nothing of the run there yet
+        go.touch()
+        assert run.wait(300) == 0, err.read_text()
+    finally:
+        if run.poll() is None:
+            run.kill()
+    lab.wait_until("the worker's job ended", lambda: _ended(lab, sid, 1), timeout=120)
+    assert log.read_text().split() == ["worker-start", "worker-end", "run-start", "run-end"]
+    assert lab.progress(sid).get("done:far") == "1"
+
+
+def test_bisect_on_an_ssh_machine_finds_the_commit_with_every_step_measured_there(lab, far, tmp_path):
+    repo = tmp_path / "repo"
+    shas = test_bisect.make_repo(repo)
+    job = tmp_path / "count.yaml"
+    job.write_text(test_bisect.COUNT_JOB)
+    db = tmp_path / "bisect.db"
+    done = lab.perflab("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1], "--build", test_bisect.BUILD,
+                       "--job", job, "--metric", "loop.iterations", "--on", far.on, "--db", db,
+                       timeout=test_bisect.BISECT_TIMEOUT)
+    out = done.stdout
+    assert f"first bad commit: {shas[test_bisect.SLOW_AT - 1]}" in out, out + done.stderr
+    assert f"git bisect skip {shas[test_bisect.BROKEN_AT - 1]}" in out           # built here: failed
+    from perflab.store import open_store
+
+    store = open_store(str(db))
+    runs = store.find_runs()
+    assert len(runs) >= 4 and all(r.status == "finished" for r in runs)
+    # Every step ran on the SSH machine, in the copy of its commit's tree there.
+    assert {r.params["on"] for r in runs} == {far.on}
+    assert all(_facts(r)["ssh_machine"] == far.on for r in runs)
+    assert {r.commit for r in runs} >= {shas[0], shas[-1], shas[test_bisect.SLOW_AT - 1]}
+    commands = {r.params["command"] for r in runs}
+    assert len(commands) == 1 and "/perflab-tree-" in commands.pop()
+    if far.hostname:
+        assert {_facts(r)["hostname"] for r in runs} == {FAR_NAME}
+    # Nothing of the bisection is left there (the copies) or in the user's repository.
+    (key,) = _tree_keys(runs)
+    assert far.ssh(f'ls -d "${{TMPDIR:-/tmp}}/perflab-tree-{key}" 2>&1; true').stdout.strip().endswith(
+        "No such file or directory")
+    test_bisect.assert_repo_untouched(repo, shas[-1])
+
+
+def _tree_keys(runs) -> set[str]:
+    """The perflab-tree-KEY names the runs' commands used."""
+    return {r.params["command"].split("/perflab-tree-")[1].split("/")[0] for r in runs}
+
+
+def test_bisect_on_a_machine_refuses_what_does_not_run_there(lab, far, tmp_path):
+    repo = tmp_path / "repo"
+    shas = test_bisect.make_repo(repo, n=3)
+    base = ["bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1], "--metric", "loop.iterations",
+            "--db", tmp_path / "x.db"]
+    wis = lab.perflab(*base, "--on", far.on, "--job", _write(tmp_path / "w.yaml", "benchmark: will-it-scale\n"
+                                                                                    "test: getppid1\n"), check=False)
+    assert_one_line_error(wis, "must be a cmd job")
+    kernel = lab.perflab(*base, "--on", far.on, "--kernel", "arch/x86/boot/bzImage", "--", "./prog", check=False)
+    assert_one_line_error(kernel, "--on with --kernel")
+    count = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB)
+    robot = lab.perflab("robot", "--repo", repo, "--job", count, "--on", far.on, "--once", check=False)
+    assert_one_line_error(robot, "--on: robot does not run its jobs there yet")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
