@@ -199,3 +199,22 @@ def test_bisect_on_a_machine_refuses_what_does_not_run_there(lab, far, tmp_path)
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the_machine(lab, far, tmp_path):
+    """`bisect --box far` where box far is served by `perflab worker --machine far`: the worker fetches
+    and builds each commit, copies its tree to the machine and runs the step there."""
+    _start_machine_worker(lab, "far")
+    repo = tmp_path / "repo"
+    shas = test_bisect.make_repo(repo)
+    job = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB)
+    done = lab.perflab("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1], "--build", test_bisect.BUILD,
+                       "--job", job, "--metric", "loop.iterations", "--box", "far", "--db", lab.db,
+                       timeout=test_bisect.BISECT_TIMEOUT)
+    assert f"first bad commit: {shas[test_bisect.SLOW_AT - 1]}" in done.stdout, done.stdout + done.stderr + lab.logs()
+    _store, runs = _runs(lab)
+    assert runs and all(r.status == "finished" and r.box == "far" for r in runs)
+    assert {r.params["on"] for r in runs} == {"far"}
+    assert all(_facts(r)["ssh_machine"] == "far" and r.job["source"]["commit"] == r.commit for r in runs)
+    # Each task's copy of the tree is removed when its step ends: nothing of them stays there.
+    assert not list(lab.runs_dir.glob("perflab-tree-*")) and not list(lab.runs_dir.iterdir())

@@ -160,7 +160,11 @@ class Worker:
             if job.get("source") is not None:
                 source = check_source(job["source"])
                 measurer = self._measurer(source, job["source"].get("kernel"))
-                outcome = measurer.measure(source["commit"], [AtomicJob.from_dict(job)])[0]
+                try:
+                    outcome = measurer.measure(source["commit"], [AtomicJob.from_dict(job)])[0]
+                finally:
+                    if getattr(measurer, "far", None):
+                        measurer.far.close()      # the commit's tree copied to this box's machine
             else:
                 outcome = run_here(self.spool.store, [AtomicJob.from_dict(job)], box=self.box, path=None)[0]
             status = outcome.status
