@@ -108,3 +108,31 @@ def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_
     assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
     assert on_box.sql("SELECT count(*) FROM sample") == [(0,)]
 
+
+
+def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, box, redis_server, tmp_path):
+    """0-day's way: `perflab submit JOB --box testbox --kernel debian:R` to the worker that drives the
+    box (`perflab worker --machine testbox`): the kernel installed and kexec'ed there, the job run on
+    it, the box back on its default kernel and the package gone (the same path as `run --on --kernel`)."""
+    from test_lab import Lab
+
+    lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
+    lab.env.update(PERFLAB_CONFIG=on_box.env["PERFLAB_CONFIG"], PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
+    try:
+        import test_lab_ssh
+
+        test_lab_ssh._start_machine_worker(lab, "testbox")
+        job = tmp_path / "wis.yaml"
+        job.write_text("benchmark: will-it-scale\ntest: getppid1\nduration: 1\nwarmup_time: 0\nruns: 2\n")
+        sid = lab.perflab("submit", job, "--box", "testbox", "--kernel", f"debian:{OTHER}").stdout.strip()
+        lab.wait_until("the job's end", lambda: test_lab_ssh._ended(lab, sid, 1), timeout=3600, step=1)
+        lab.wait_until("the run uploaded", lambda: test_lab_ssh._runs(lab)[1], timeout=120)
+        _store, (run,) = test_lab_ssh._runs(lab)
+    finally:
+        lab.stop()
+    facts = test_lab_ssh._facts(run)
+    assert run.status == "finished" and run.box == "testbox", (run.error, lab.logs())
+    assert run.params["on"] == "testbox" and run.params["kernel"] == f"debian:{OTHER}"
+    assert facts["kernel_release"] == OTHER and facts["kexec_default_kernel"] == DEFAULT
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
