@@ -6,7 +6,7 @@ import shlex
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options, placed_for_commits, target_options
+from perflab.cli.common import FiniteFloat, db_option, get_store, lab_box_options, placed_for_commits, refuse_targets, target_options
 
 
 def _say(message: str) -> None:
@@ -87,6 +87,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
     from perflab.automate import bisect
     from perflab.core.errors import UsageProblem
 
+    refuse_targets(targets, "bisect", supported=("on", "keep_kernel"))   # --on: the steps on an SSH machine
     on = targets.get("on")
     if on and (kernel or vm_mode):
         raise UsageProblem("--on with --kernel: a kernel bisection on an SSH machine (each commit's kernel installed "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, get_store, placed_for_commits, target_options
+from perflab.cli.common import FiniteFloat, db_option, get_store, placed_for_commits, refuse_targets, target_options
 from perflab.core.text import printable
 
 
@@ -61,6 +61,7 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, 
 
     from perflab.core.errors import UsageProblem
 
+    refuse_targets(targets, "series", supported=("on", "keep_kernel"))   # --on: the steps on an SSH machine
     if targets.get("on") and (kernel or vm_mode or recipe_file):
         raise UsageProblem("--on with a kernel (--kernel/--recipe): a series of kernel patches on an SSH machine "
                            "(each commit's kernel installed and kexec'ed there) is not built; measure it in a guest")
