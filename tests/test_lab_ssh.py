@@ -218,3 +218,42 @@ def test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the
     assert all(_facts(r)["ssh_machine"] == "far" and r.job["source"]["commit"] == r.commit for r in runs)
     # Each task's copy of the tree is removed when its step ends: nothing of them stays there.
     assert not list(lab.runs_dir.glob("perflab-tree-*")) and not list(lab.runs_dir.iterdir())
+
+
+COUNTER = """#include <stdio.h>
+int main(void) { printf("{\\"count\\": %%d}\\n", %d); return 0; }
+// %s
+"""
+
+
+def test_series_on_an_ssh_machine_names_the_patch_measured_there(lab, far, tmp_path):
+    import test_patch_series
+
+    git = test_patch_series._git
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "prog.c").write_text(COUNTER % (100, "base"))
+    git(repo, "add", "prog.c")
+    git(repo, "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-qb", "topic")
+    for i in range(1, 6):
+        (repo / "prog.c").write_text(COUNTER % (130 if i >= 3 else 100, f"step {i}"))
+        git(repo, "commit", "-qam", f"prog: {'count more' if i == 3 else 'a comment'} ({i})")
+    mails = tmp_path / "mails"
+    git(repo, "format-patch", "-q", "--base", base, "--cover-letter", "-o", str(mails), f"{base}..topic")
+    git(repo, "checkout", "-q", "main")
+    job = _write(tmp_path / "count.yaml", "benchmark: cmd\ncommand: ./prog\nmetrics:\n"
+                                          "  - {name: prog.count, pattern: 'json:count'}\n")
+    db = tmp_path / "series.db"
+    done = lab.perflab("series", "--repo", repo, "--mbox", mails, "--job", job, "--build", "cc -O1 -o prog prog.c",
+                       "--metric", "prog.count", "--on", "far", "--db", db, timeout=test_bisect.BISECT_TIMEOUT)
+    assert "the patch: [PATCH 3/5] prog: count more (3) (3 of 5)" in done.stdout, done.stdout + done.stderr
+    assert "kind of change: not labelled (the steps ran on an SSH machine" in done.stderr
+    from perflab.store import open_store
+
+    runs = open_store(str(db)).find_runs()
+    assert runs and {r.params["on"] for r in runs} == {"far"}
+    assert all(r.status == "finished" and _facts(r)["ssh_machine"] == "far" for r in runs)
+    assert not list(lab.runs_dir.glob("perflab-tree-*"))      # the copies removed there
