@@ -415,3 +415,33 @@ def test_monitors_ask_the_target_for_what_they_need_not_its_kind(wrapped):
     with pytest.raises(PerflabError, match="monitor vmstat watches this machine, not elsewhere"):
         instruments.check((Monitors({"vmstat": {}}),), Unreadable(), "job")
     assert far.where_readings() == "on elsewhere" and here.where_readings() is None
+
+
+def test_a_machine_is_held_by_its_address_whatever_name_reaches_it(tmp_path, monkeypatch):
+    """The machine lock (execution/machine_lock.py) is named after host and port: a configured name
+    and an ssh:// URL of the same address exclude each other; another port is another machine."""
+    import fcntl
+    import os
+
+    from perflab.execution import machine_lock
+    from perflab.execution.targets.ssh_machine import machine_of
+
+    config = tmp_path / "perflab.toml"
+    config.write_text('[machine.box1]\nssh = "ssh://perf@h.lab.example:2222"\n')
+    monkeypatch.setenv("PERFLAB_CONFIG", str(config))
+    monkeypatch.setenv(machine_lock.LOCKS_ENV, str(tmp_path / "locks"))
+    named, url = machine_of("box1"), machine_of("ssh://root@h.lab.example:2222")
+    assert machine_lock.lock_path(named) == machine_lock.lock_path(url)
+    assert machine_lock.lock_path(machine_of("ssh://h.lab.example")) != machine_lock.lock_path(named)
+    said = []
+    with machine_lock.held(named, "first job", say=said.append):
+        fd = os.open(machine_lock.lock_path(url), os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):     # another opener (another process's run) must wait
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        assert "first job" in machine_lock.holder(machine_lock.lock_path(url))
+    assert said == []
+    with machine_lock.held(url):     # released with its holder's descriptor
+        pass
