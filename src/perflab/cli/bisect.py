@@ -89,16 +89,6 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
 
     refuse_targets(targets, "bisect", supported=("on", "keep_kernel"))   # --on: the steps on an SSH machine
     on = targets.get("on")
-    if on and (kernel or vm_mode):
-        raise UsageProblem("--on with --kernel: a kernel bisection on an SSH machine (each commit's kernel installed "
-                           "and kexec'ed there) is not built; bisect a kernel in a guest (--kernel IMAGE --vm MODE), "
-                           "or a program with --on on the machine's kernel")
-    if on and box:
-        raise UsageProblem("--on with --box: a lab box's worker drives its own machine (perflab worker --machine); "
-                           "give one of them")
-    if on and kind:
-        raise UsageProblem("--on with --kind: the kind of a change is counted by valgrind on this machine, not on "
-                           "an SSH machine; label it afterwards with `perflab bisect --kind` here")
 
     if resume:
         if command or job_file or good or bad or build_cmd or metric or box or source_url or kernel or vm_mode \
@@ -121,6 +111,7 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
         # Steps measured on an SSH machine: built here, the built tree copied there (docs/lab.md).
         job = placed_for_commits(job, targets, "bisect")
+        _refuse_on_machine(job, kernel or vm_mode, box, kind)
         store = get_store(db)
         settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind, revert=revert)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
@@ -131,6 +122,25 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
                               "perflab noise -- " + shlex.join(command))
     _print(result)
     _where(store, result)
+
+
+def _refuse_on_machine(job, kernel, box, kind) -> None:
+    """What a bisection whose steps run on an SSH machine (`--on`, a job file's `on:`) cannot do: one line."""
+    from perflab.automate import far_tree
+    from perflab.core.errors import UsageProblem
+
+    if far_tree.machine_of_job(job) is None:
+        return
+    if kernel:
+        raise UsageProblem("--on with --kernel: a kernel bisection on an SSH machine (each commit's kernel installed "
+                           "and kexec'ed there) is not built; bisect a kernel in a guest (--kernel IMAGE --vm MODE), "
+                           "or a program with --on on the machine's kernel")
+    if box:
+        raise UsageProblem("--on with --box: a lab box's worker drives its own machine (perflab worker --machine); "
+                           "give one of them")
+    if kind:
+        raise UsageProblem("--on with --kind: the kind of a change is counted by valgrind on this machine, not on "
+                           "an SSH machine; label it afterwards with `perflab bisect --kind` here")
 
 
 def _broker(broker: str | None) -> str:
