@@ -196,8 +196,8 @@ def test_bisect_on_a_machine_refuses_what_does_not_run_there(lab, far, tmp_path)
     kind = lab.perflab(*base, "--kind", "--job", on_file, check=False)
     assert_one_line_error(kind, "--on with --kind")
     count = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB)
-    robot = lab.perflab("robot", "--repo", repo, "--job", count, "--on", far.on, "--once", check=False)
-    assert_one_line_error(robot, "--on: robot does not run its jobs there yet")
+    robot = lab.perflab("robot", "--repo", repo, "--job", count, "--on", far.on, "--box", "b1", "--once", check=False)
+    assert_one_line_error(robot, "--on with --box")
 
 
 def _write(path: Path, text: str) -> Path:
@@ -261,3 +261,29 @@ def test_series_on_an_ssh_machine_names_the_patch_measured_there(lab, far, tmp_p
     assert runs and {r.params["on"] for r in runs} == {"far"}
     assert all(r.status == "finished" and _facts(r)["ssh_machine"] == "far" for r in runs)
     assert not list(lab.runs_dir.glob("perflab-tree-*"))      # the copies removed there
+
+
+def test_the_robot_on_an_ssh_machine_reports_the_planted_regression_once(lab, far, tmp_path):
+    """`robot --on far`: each commit built here (a fresh worktree), its tree copied to the machine and
+    its job run there; the culprit bisected there too (its kind not labelled: valgrind counts here)."""
+    import test_robot
+
+    repo = tmp_path / "sut"
+    shas = test_robot.make_repo(repo)
+    job = _write(tmp_path / "job.yaml", "benchmark: cmd\nargv: [/bin/sh, prog.sh]\nruns: 6\n")
+    out = tmp_path / "reports"
+    args = ["robot", "--repo", repo, "--job", job, "--start", shas[0], "--out", out, "--once", "--name", "far",
+            "--on", "far", "--db", tmp_path / "robot.db"]
+    first = lab.perflab(*args, timeout=600)
+    assert "1 new report(s)" in first.stdout, first.stdout + first.stderr
+    (report,) = out.iterdir()
+    assert report.name.startswith(shas[test_robot.SLOW_AT][:12])
+    second = lab.perflab(*args, timeout=600)
+    assert "0 new report(s)" in second.stdout, second.stdout
+    from perflab.store import open_store
+
+    runs = open_store(str(tmp_path / "robot.db")).find_runs()
+    assert runs and {r.params["on"] for r in runs} == {"far"}
+    assert all(_facts(r)["ssh_machine"] == "far" for r in runs if r.status == "finished")
+    assert len({r.params["command"] for r in runs if r.tag == "robot-far"}) == 1     # one command, every pass
+    assert not list(lab.runs_dir.glob("perflab-tree-*"))

@@ -382,10 +382,10 @@ def test_target_options_are_refused_in_one_line_where_they_cannot_go(wrapped, tm
     rc, _, err = _perflab(["--db", db, "run", "cmd", "--wrap", "env", "--kernel", "/boot/vmlinuz", "--", "true"])
     assert rc != 0 and len(err.strip().splitlines()) == 1
     assert "--kernel/--vm with --wrap: a job runs in one place" in err
-    # bisect and series run their steps on an SSH machine (--on; tests/test_lab_ssh.py), not on every target.
+    # bisect, series and robot run their steps on an SSH machine (--on; tests/test_lab_ssh.py), not on every target.
     for command, option in ((["bisect", "--repo", str(tmp_path)], ["--wrap", "env"]),
                             (["series", "--repo", ".", "--mbox", "x"], ["--wrap", "env"]),
-                            (["robot", "--repo", str(tmp_path), "--job", "x.yaml"], ["--on", "ssh://box"])):
+                            (["robot", "--repo", str(tmp_path), "--job", "x.yaml"], ["--wrap", "env"])):
         rc, _, err = _perflab(["--db", db, *command, *option])
         assert rc != 0 and len(err.strip().splitlines()) == 1, (command, err)
         assert f"{option[0]}: {command[0]} does not run its jobs there yet" in err, err

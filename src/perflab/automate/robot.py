@@ -202,9 +202,13 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
 
     `kernel`: the repository is a kernel tree whose build makes this image (relative to the build
     output directory); the jobs run in a guest booted from each commit's kernel, in mode `vm_mode`."""
+    from perflab.automate import far_tree
+
     spec = _kernel(kernel, vm_mode, jobs)
     given = measurer
-    if measurer is None and spec is not None:
+    # Made here, to be closed here: a kernel pass's builds; the copies of the commits' trees on the
+    # SSH machine the jobs run on (--on).
+    if measurer is None and (spec is not None or any(far_tree.machine_of_job(j) for j in jobs)):
         root = repo_root(repo)
         broker_lab = {"broker": broker, "source_url": source_url or str(root)} if broker else None
         measurer = make_measurer(store, root, build_cmd, box, broker_lab, say, spec, build_timeout)

@@ -6,7 +6,8 @@ import math
 
 import click
 
-from perflab.cli.common import FiniteFloat, db_option, lab_box_options, get_store, refuse_targets, target_options
+from perflab.cli.common import (FiniteFloat, db_option, lab_box_options, get_store, placed_for_commits, refuse_targets,
+                                target_options)
 from perflab.cli.report import report_group
 from perflab.core.text import printable
 from perflab.report.registry import layout_names
@@ -247,7 +248,14 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
     from perflab import jobs as jobfiles
     from perflab.automate import robot
 
-    refuse_targets(targets, "robot", supported=())
+    refuse_targets(targets, "robot", supported=("on", "keep_kernel"))   # --on: each commit measured on an SSH machine
+    if targets.get("on") and (kernel or vm_mode or box):
+        from perflab.core.errors import UsageProblem
+
+        raise UsageProblem(f"--on with {'--box' if box else '--kernel'}: "
+                           + ("a lab box's worker drives its own machine (perflab worker --machine); give one of them"
+                              if box else "each commit's kernel installed and kexec'ed on an SSH machine is not "
+                              "built; test kernels in a guest (--kernel IMAGE --vm MODE)"))
     if source_url and not box:
         raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
     if out_dir:
@@ -261,7 +269,9 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
     from perflab.core import steps
 
     store = get_store(db)
-    jobs = [(path, j) for path in job_files for j in jobfiles.load_atomic(path)]
+    # With --on each commit is built here and its tree copied to the machine, where the job runs (docs/lab.md).
+    jobs = [(path, placed_for_commits(j, dict(targets), "robot")) for path in job_files
+            for j in jobfiles.load_atomic(path)]
     if box:
         from perflab.automate.lab.app import broker_url
 
