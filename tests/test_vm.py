@@ -118,6 +118,24 @@ def test_boot_and_execute(guest):
 
 
 @needs_vm
+def test_the_agent_makes_directories_and_reads_the_guest_state_without_a_process(guest):
+    # Both were busybox processes (mkdir -p; sh, cat and find), 0.07-0.45 s each under icount.
+    guest.make_directory("/tmp/made/by/the/agent")
+    assert guest.execute(ProcessSpec(["/bin/sh", "-c", "test -d /tmp/made/by/the/agent"])).ok
+    guest.make_directory("/tmp/made/by/the/agent")              # as mkdir -p: there already is fine
+    with pytest.raises(PerflabError, match="cannot make /proc/no/such in the guest: No such file"):
+        guest.make_directory("/proc/no/such")
+    first = guest.state()
+    mounts, _, files = first.partition("@@files\n")
+    assert " /proc " in mounts and " /tmp " in mounts
+    assert guest.execute(ProcessSpec(["/bin/sh", "-c", "echo x > /etc/changed; echo y > /tmp/own"])).ok
+    later = guest.state()
+    assert "/etc/changed" in later.splitlines() and "/etc/changed" not in files.splitlines()
+    assert "/tmp/own" not in later           # /tmp is a mount of its own
+    assert "/init" not in later.splitlines()  # older than the first reading
+
+
+@needs_vm
 def test_execute_faults_as_on_the_host(guest):
     with pytest.raises(PerflabError, match="cannot start '/no/such': No such file"):
         guest.execute(ProcessSpec(["/no/such"]))
