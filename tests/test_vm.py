@@ -11,6 +11,7 @@ by side or under more load come near 60 s; a hung boot still fails, after BOOT_T
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import stat
@@ -27,6 +28,7 @@ from perflab.core import cbuild
 from perflab.core.errors import PerflabError
 from perflab.core.process import ProcessSpec
 from perflab.execution.vm import VmError, VmSpec, boot, initramfs, kernel
+from perflab.execution.vm.machine import boot_phase_facts
 
 pytestmark = pytest.mark.vm
 
@@ -101,11 +103,21 @@ def test_initramfs_is_read_by_busybox_cpio(tmp_path):
     assert (tmp_path / "opt/hello").read_bytes() == Path("/bin/busybox").read_bytes()
 
 
+def test_a_boot_splits_by_the_guest_clock_into_the_kernel_and_the_agent():
+    assert boot_phase_facts({"init_ns": "842000000", "hello_ns": "1100000000"}) == {
+        "vm_boot_guest": "kernel to /init 0.842 s, /init to HELLO 0.258 s (guest clock)"}
+    # an agent that says nothing of it (--remote), or something else: no fact
+    assert boot_phase_facts({"init_ns": "0", "hello_ns": "0"}) == boot_phase_facts({"init_ns": "x"}) == {}
+    assert boot_phase_facts({"init_ns": "5", "hello_ns": "4"}) == {}
+
+
 @needs_vm
 def test_boot_and_execute(guest):
     facts = guest.facts
     assert facts["vm_mode"] == "tcg" and facts["vm_cpus"] == "1"
     assert facts["guest_kernel_release"] and facts["qemu_version"][0].isdigit()
+    assert re.fullmatch(r"kernel to /init \d+\.\d{3} s, /init to HELLO \d+\.\d{3} s \(guest clock\)",
+                        facts["vm_boot_guest"]), facts["vm_boot_guest"]
     ok = guest.execute(ProcessSpec(["/bin/true"]))
     assert ok.ok and ok.exit_status == 0 and ok.wall > 0 and ok.maxrss_kib > 0
     r = guest.execute(ProcessSpec(["/usr/bin/getppid_ns", "1000", "2"]))

@@ -265,6 +265,17 @@ static void wait_frame(char *type, char **payload, size_t *n)
 
 static char setup_error[1024];
 static char settle_facts[512];
+/* The guest's clock (CLOCK_BOOTTIME: since the kernel's clock started) when PID 1 began: HELLO
+ * says it, and when HELLO was sent, so a boot splits into the kernel's part and the agent's
+ * (instruction-time under icount, and so the same on every boot). 0 under --remote. */
+static long long init_ns;
+
+static long long boot_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 static long long now_ns(void)
 {
@@ -403,10 +414,11 @@ static void hello(void)
 		fclose(f);
 	int n = snprintf(text, sizeof text,
 			 "release=%s\nversion=%s\nmachine=%s\ncpus=%ld\ncpu_model=%s\nmemory_kib=%ld\nlauncher=%d\n"
-			 "setup_error=%s\nrundir=%s\nhostname=%s\nhome=%s\n%s",
+			 "setup_error=%s\nrundir=%s\nhostname=%s\nhome=%s\ninit_ns=%lld\nhello_ns=%lld\n%s",
 			 u.release, u.version, u.machine, sysconf(_SC_NPROCESSORS_ONLN), model, mem_kib,
 			 access(LAUNCHER, X_OK) == 0, setup_error, rundir, u.nodename,
-			 rundir[0] && getenv("HOME") ? getenv("HOME") : "", settle_facts);
+			 rundir[0] && getenv("HOME") ? getenv("HOME") : "", init_ns, rundir[0] ? 0 : boot_ns(),
+			 settle_facts);
 	send_frame("HELLO", text, (size_t)n);
 }
 
@@ -992,6 +1004,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "perflab-agent: this is the init of perflab's VM guest, not a command\n");
 		return 2;
 	}
+	init_ns = boot_ns();
 	mount_or_say("proc", "/proc", "proc");
 	mount_or_say("sysfs", "/sys", "sysfs");
 	/* devtmpfs has every device node; without it, the nodes the initramfs carries stay. */
