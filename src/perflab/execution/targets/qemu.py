@@ -378,14 +378,10 @@ class Qemu(Target):
                 "host_kernel": os.uname().release}
 
 
-# A shared boot's state outside the jobs' own directories, read before each job (busybox, in the
-# initramfs): the mount table, then the files of the initramfs's root (-xdev: not /tmp, /run,
-# /proc, the host's root or a disk) changed since MARK. busybox's find -newer compares whole
-# seconds, so MARK is dated a second back and what was already that new at the first job is
-# left out (perflab's own setup of the same second).
-CHANGE_MARK = "/run/perflab/boot-state"
-_STATE_SCRIPT = (f"cat /proc/self/mountinfo; echo @@files; test -e {CHANGE_MARK} || "
-                 f"touch -d @$(( $(date +%s) - 1 )) {CHANGE_MARK}; find / -xdev ! -type d -newer {CHANGE_MARK}")
+# A shared boot's state outside the jobs' own directories is read before each job by the agent
+# itself (Guest.state): the mount table, then the files of the initramfs's root (not /tmp, /run,
+# /proc, the host's root or a disk) modified since the first read; what was already that new at
+# the first job is in both readings, and so no change.
 # What the fact names of a change, at most.
 CHANGES_SHOWN = 8
 
@@ -440,21 +436,9 @@ class _GuestPlace(Place):
     def _unadmitted(self, spec, **kwargs):
         raise RuntimeError("a guest's processes start through the executor admit() gives")
 
-    def _state(self) -> GuestState | None:
-        done = self.guest.execute(ProcessSpec(["/bin/sh", "-c", _STATE_SCRIPT], item="read the guest's mounts",
-                                              timeout=120), root="")
-        return GuestState.parse(done.stdout) if done.ok else None
-
     def _changed(self, index: int) -> str | None:
         """What the boot's earlier jobs changed (a phrase naming them), or None."""
-        try:
-            state = self._state()
-        except VmError:
-            raise
-        except PerflabError:
-            return None                # no shell in this initramfs (no busybox-static): not checked
-        if state is None:
-            return None
+        state = GuestState.parse(self.guest.state())
         if self.first_state is None:
             self.first_state = state
             return None
@@ -493,8 +477,8 @@ class _GuestExecutor:
         self.guest, self.files, self.rooted, self.disks = guest, files, rooted, disks
         self.root = HOST_ROOT if rooted else ""
         self.made: set[str] = set()
-        for d in disks:      # busybox's mkdir and cp, in the initramfs, where the staged files are
-            self._run(["/bin/mkdir", "-p", d.path], f"make {d.path}", root="")
+        for d in disks:      # in the initramfs, where the staged files are (busybox's cp)
+            guest.make_directory(d.path)
             self.made.add(d.path)
             if any(path.startswith(f"{STAGE}{d.path}/") for path in staged):
                 self._run(["/bin/cp", "-R", f"{STAGE}{d.path}/.", d.path], f"copy the run's files into {d.path}",
@@ -516,7 +500,7 @@ class _GuestExecutor:
                 self.made.add(here)     # it exists: the host's, read-only
         # The session's directories were made on the host; the guest needs its own.
         if spec.cwd and spec.cwd not in self.made:
-            self._run(["/bin/mkdir", "-p", spec.cwd], f"make {spec.cwd}")
+            self.guest.make_directory(spec.cwd, self.root)
             self.made.add(spec.cwd)
         if self.files:
             spec = replace(spec, argv=_rewrite(spec.argv, self.files))
