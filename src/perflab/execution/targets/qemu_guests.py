@@ -1,0 +1,186 @@
+"""Guests side by side: one place of the Qemu target made of several guests of one kernel (issue 47).
+
+Under icount a guest's figures are instruction-time: another guest on another host CPU does not
+move them (docs/vm.md, "Guests side by side"). A job whose family runs independent processes
+(`Family.independent_processes`: lmbench's programs) and that no instrument watches can then run
+one round's processes in two guests at once, each guest a single-threaded QEMU on a host CPU of
+its own. The runner's one loop stays the one loop: the place admits such a job with an executor
+that takes any idle guest (`Pooled`) and says how many processes it may be given at once
+(`RunIn.lanes`); the loop starts a round's processes through it together and takes their results
+in the round's order (runner.loop).
+
+How many guests (`count`): one unless the mode is icount (under TCG or KVM the guests' wall times
+would disturb each other), the boot has no work disk (an image one QEMU writes) and some job of
+the place runs side by side; then the job's `vm.guests`
+when written (1 forces one guest), else as many as this process may run on CPUs, at most
+MAX_GUESTS and at most the widest round's processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+
+from perflab.core.errors import UsageProblem
+from perflab.execution.targets import Executor, Opening
+
+# The job key, in its `vm` block, that sets the number of guests (1: one guest, as before issue 47).
+GUESTS_KEY = "guests"
+# Two guests are what a 2-core box runs side by side; more would cost memory and boots for a
+# figure not measured yet.
+MAX_GUESTS = 2
+
+
+def host_cpus() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def count(mode: str, asked: int | None, openings: list[Opening], cpus: int | None = None,
+          disks: bool = False) -> tuple[int, str]:
+    """(guests to boot, why, as the run's fact says it) for a place opened for `openings`; `disks`:
+    the boot has work disks (`fs:`), image files one QEMU at a time may write."""
+    if mode != "icount":
+        return 1, f"one guest: mode {mode} measures wall time, which guests side by side would disturb"
+    if disks:
+        return 1, "one guest: a work disk is written by one guest"
+    side = [o for o in openings if o.side_by_side]
+    if not side:
+        return 1, "one guest: no job of this boot runs its processes side by side"
+    if asked is not None:
+        return asked, f"vm.{GUESTS_KEY} = {asked}"
+    cpus = host_cpus() if cpus is None else cpus
+    widest = max(o.widest for o in side)
+    n = max(1, min(cpus, MAX_GUESTS, widest))
+    return n, f"{n} of at most {MAX_GUESTS}: {cpus} host CPU(s), rounds of up to {widest} process(es)"
+
+
+class Pooled:
+    """One job's executors, one per guest, as one executor: a call takes an idle guest's (waiting
+    for one when every guest is busy) and gives it back when its process ended."""
+
+    def __init__(self, executors: list[Executor]):
+        self.lanes = len(executors)
+        self._idle: queue.SimpleQueue = queue.SimpleQueue()
+        for execute in executors:
+            self._idle.put(execute)
+
+    def execute(self, spec, **kwargs):
+        execute = self._idle.get()
+        try:
+            return execute(spec, **kwargs)
+        finally:
+            self._idle.put(execute)
+
+
+def joined_facts(facts: list[dict]) -> dict:
+    """The guests' facts as one run records them: a fact every guest says alike, once; one they
+    differ in (the boot's seconds, the settle), each guest's value in guest order, ` | ` between."""
+    out: dict = {}
+    for key in dict.fromkeys(k for f in facts for k in f):
+        values = [str(f.get(key, "")) for f in facts]
+        out[key] = facts[0][key] if len(set(values)) == 1 else " | ".join(values)
+    return out
+
+
+class _Owner(threading.Thread):
+    """The thread a guest is booted in and lives in until the place closes: QEMU is started with
+    a parent-death signal (core.process.die_with_parent), which fires when the thread that started
+    it ends, so the thread stays until the guest is powered off."""
+
+    def __init__(self, boot_one: Callable[[], AbstractContextManager]):
+        super().__init__(name="perflab-guest", daemon=True)
+        self.boot_one = boot_one
+        self.guest = None
+        self.error: BaseException | None = None
+        self.ready = threading.Event()
+        self.release = threading.Event()
+
+    def run(self) -> None:
+        try:
+            with self.boot_one() as guest:
+                self.guest = guest
+                self.ready.set()
+                self.release.wait()
+        except BaseException as e:        # its boot failed: the place goes on without it, or says so
+            if self.guest is None:
+                self.error = e
+        finally:
+            self.ready.set()
+
+
+@contextlib.contextmanager
+def booted(n: int, boot_one: Callable[[], AbstractContextManager]) -> Iterator[tuple[list, list[BaseException]]]:
+    """`n` guests booted at once (`boot_one()` each): (the guests that came up, in order; why each
+    of the others did not). All down: the first one's error. One guest boots in this thread."""
+    if n == 1:
+        with boot_one() as guest:
+            yield [guest], []
+        return
+    owners = [_Owner(boot_one) for _ in range(n)]
+    try:
+        for owner in owners:
+            owner.start()
+        for owner in owners:
+            owner.ready.wait()
+        up = [o.guest for o in owners if o.guest is not None]
+        if not up:
+            raise next(o.error for o in owners if o.error is not None)
+        yield up, [o.error for o in owners if o.error is not None]
+    finally:
+        for owner in owners:
+            owner.release.set()
+        for owner in owners:
+            if owner.is_alive():
+                owner.join()
+
+
+def facts_of(up: int, why: str, down: list[BaseException]) -> dict:
+    """What a run records of its boot's guests besides their own facts: nothing for one guest
+    (as every run before issue 47), else how many, why, and why any did not come up."""
+    if up == 1 and not down:
+        return {}
+    return {"vm_guests": str(up), "vm_guests_why": why,
+            **({"vm_guests_down": "; ".join(str(e) for e in down)} if down else {})}
+
+
+def warm(files, setup, data) -> None:
+    """The initramfs every guest of the boot reads, built here before they boot at once: its cache
+    writes one temporary file per process, which two threads building it alike would share. The
+    same files, setup lines and data as execution.vm.machine.boot gives initramfs.build."""
+    from perflab.execution.vm import initramfs
+
+    if setup:
+        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
+    initramfs.build(files, data=data)
+
+
+def check_key(machine: dict, at: str) -> None:
+    """A vm block's `guests` as written: UsageProblem in one line when it is not a count."""
+    guests = machine.get(GUESTS_KEY)
+    if guests is not None and (isinstance(guests, bool) or not isinstance(guests, int) or guests < 1):
+        raise UsageProblem(f"{at}key 'vm.{GUESTS_KEY}' = {guests!r}: expected an integer >= 1 "
+                           "(1: one guest; side by side only under icount)")
+
+
+@contextlib.contextmanager
+def boot_guests(boot, spec, machine: dict, openings: list[Opening], disks: bool, *, files, setup,
+                data) -> Iterator[tuple[list, dict]]:
+    """The guests of one boot (`count` of them, each `boot(spec, files=, setup=, data=)`, as
+    execution.vm.machine.boot): (the guests up, their facts joined, with facts_of's)."""
+    n, why = count(spec.mode, machine.get(GUESTS_KEY), openings, disks=disks)
+    if n > 1:
+        warm(files, setup, data)
+    with booted(n, lambda: boot(spec, files=files, setup=setup, data=data)) as (up, down):
+        if down:
+            print(f"perflab: {len(down)} of {n} guests did not boot ({down[0]}); the jobs run in {len(up)}",
+                  file=sys.stderr, flush=True)
+        yield up, {**joined_facts([g.facts for g in up]), **facts_of(len(up), why, down)}
