@@ -72,9 +72,9 @@ class Machines(Target):
 
         class _Place(Place):
             def admit(place, index):
-                many = openings[index].side_by_side
-                pooled = qemu_guests.Pooled([machine(i) for i in range(self.n if many else 1)])
-                return RunIn(pooled.execute, {"machines": str(pooled.lanes)}, lanes=pooled.lanes)
+                n = self.n if openings[index].side_by_side else 1
+                pooled = qemu_guests.Pooled([machine(i) for i in range(n)])
+                return RunIn(pooled.execute, {"machines": str(n)}, together=pooled.together if n > 1 else None)
 
         self.log.append(("open", [(o.side_by_side, o.widest) for o in openings]))
         try:
@@ -111,10 +111,13 @@ def test_a_round_of_independent_processes_runs_in_two_machines_at_once_recorded_
     log: list = []
     target = Machines(log=log, meet=("a", "b"))
     (o,) = loop.run_jobs(store, [_job(target, Independent(), "abcd")])
-    assert o.error is None and o.lanes == 2
+    assert o.error is None and o.together is not None
     # a and b of each round were running at the same time (each waited for the other to start)
     assert ("most at once", 2) in log and log[0] == ("open", [(True, 4)])
     assert {(item, rep) for _, item, rep in log[1:-1]} == {(i, r) for i in "abcd" for r in (0, 1)}
+    # each program's processes in one machine, both machines used
+    home = {item: {m for m, i, _ in log[1:-1] if i == item} for item in "abcd"}
+    assert all(len(h) == 1 for h in home.values()) and set().union(*home.values()) == {0, 1}, log
     # recorded as one after another: process index = the round's order, values as scripted
     assert sorted(s for s in samples(store, o.run_id) if s[0] != "fake.total") == sorted(
         (f"fake.{i}", v + r, r, p) for r in (0, 1) for p, (i, v) in enumerate(zip("abcd", (1.0, 2.0, 3.0, 4.0))))

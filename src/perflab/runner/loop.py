@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -72,7 +72,7 @@ class JobOutcome:
     prepared: object = None                                      # what its target kept from entering the session
     varying: str = ""                                            # `k=v` of what differs across the invocation
     target_down: bool = False                                    # its place went down while it ran
-    lanes: int = 1                                               # processes its place runs at once (RunIn.lanes)
+    together: Callable | None = None                             # its place's RunIn.together (machines side by side)
 
     @property
     def run_id(self) -> int | None:
@@ -270,7 +270,7 @@ class _Loop:
                     # A place brought up once for the jobs that share it (a guest booted); the loop runs
                     # in it through the executor it admits this job with.
                     run_in = places.admit(o, stack)
-                    facts, o.executor, o.lanes = {**facts, **run_in.facts}, run_in.execute, run_in.lanes
+                    facts, o.executor, o.together = {**facts, **run_in.facts}, run_in.execute, run_in.together
                 except TargetDown as e:
                     o.error = str(e)     # the run is recorded failed, with the console's tail
                     o.boot_failure = BootFailure(e.summary, e.console_tail)
@@ -368,19 +368,19 @@ class _Loop:
     @staticmethod
     def start_ahead(o: JobOutcome, specs: list[ProcessSpec], lanes: ExitStack) -> dict[int, Future]:
         """A round's processes started together when the job's place runs several at once (guests
-        side by side, RunIn.lanes), its family's processes are independent and no instrument watches
-        them (their hooks and readings are one process's at a time): index -> its result to come.
-        Empty: one process at a time. The results are taken in the round's order (run_specs), so
-        what is recorded, and in which order, is as if they had run one after another; leaving the
-        round (a failure that stops the job, an interruption) cancels what has not started and
-        waits for what has."""
+        side by side, RunIn.together), its family's processes are independent and no instrument
+        watches them (their hooks and readings are one process's at a time): index -> its result
+        to come. Empty: one process at a time. The results are taken in the round's order
+        (run_specs), so what is recorded, and in which order, is as if they had run one after
+        another; leaving the round (a failure that stops the job, an interruption) cancels what
+        has not started and waits for what has."""
         todo = [(i, s) for i, s in enumerate(specs) if s.item not in o.failures]
-        if o.lanes < 2 or not o.job.family.independent_processes or o.watches or len(todo) < 2:
+        if o.together is None or not o.job.family.independent_processes or o.watches or len(todo) < 2:
             return {}
         interrupt.check()
-        pool = ThreadPoolExecutor(min(o.lanes, len(todo)), thread_name_prefix="perflab-lane")
-        lanes.callback(pool.shutdown, wait=True, cancel_futures=True)
-        return {i: pool.submit(o.executor, s, hooks=None) for i, s in todo}
+        futures = o.together([s for _, s in todo])
+        lanes.callback(lambda: (all(f.cancel() or True for f in futures), wait(futures)))
+        return {i: f for (i, _), f in zip(todo, futures)}
 
     def run_specs(self, o: JobOutcome, specs: list[ProcessSpec], ahead: dict[int, Future], warmup: bool,
                   repetition: int, policy: str) -> None:

@@ -146,12 +146,12 @@ class Opening:
 @dataclass
 class RunIn:
     """Where one job's processes start in an opened place, and what its run records of it;
-    `lanes`: how many processes `execute` may be given at once (from as many threads), each run
-    in a machine of its own (guests side by side: qemu_guests); 1 everywhere else."""
+    `together`, in a place of several machines (guests side by side: qemu_guests): starts a
+    round's processes in them at once, a Future of each one's result in the given order."""
 
     execute: Executor
     facts: dict = field(default_factory=dict)
-    lanes: int = 1
+    together: Callable[[list], list] | None = None
 
 
 @dataclass

@@ -338,8 +338,8 @@ class Qemu(Target):
         spec = replace(spec, share_root=shared, drives=tuple(d.image for d in disks if d.image),
                        count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
         # Under icount, a boot for jobs that run side by side may be several guests (qemu_guests).
-        with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), files={**boot_files, **plan.files()},
-                                     setup=setup, data={**staged, **plan.data()}) as (guests, facts):
+        with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), setup=setup,
+                                     files=boot_files | plan.files(), data=staged | plan.data()) as (guests, facts):
             facts = {**environment_facts(facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
             yield _GuestPlace(guests, facts, openings, files, rooted, staged)
@@ -481,7 +481,7 @@ class _GuestPlace(Place):
         if changed:
             _say(f"job {index + 1} of {len(self.openings)} in this boot runs in a guest changed {changed}")
         pooled = qemu_guests.Pooled([r.execute for r in runs])
-        return RunIn(pooled.execute if len(runs) > 1 else runs[0].execute, lanes=pooled.lanes, facts={
+        return RunIn(pooled.execute, together=pooled.together if len(runs) > 1 else None, facts={
             **self.facts,
             "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]
                                else "static (-static)"),

@@ -4,10 +4,10 @@ Under icount a guest's figures are instruction-time: another guest on another ho
 move them (docs/vm.md, "Guests side by side"). A job whose family runs independent processes
 (`Family.independent_processes`: lmbench's programs) and that no instrument watches can then run
 one round's processes in two guests at once, each guest a single-threaded QEMU on a host CPU of
-its own. The runner's one loop stays the one loop: the place admits such a job with an executor
-that takes any idle guest (`Pooled`) and says how many processes it may be given at once
-(`RunIn.lanes`); the loop starts a round's processes through it together and takes their results
-in the round's order (runner.loop).
+its own. The runner's one loop stays the one loop: the place admits such a job with its
+executors pooled (`Pooled`: a program's processes stay in one guest) and a way to start a round's
+processes in the guests at once (`RunIn.together`); the loop takes their results in the round's
+order (runner.loop).
 
 How many guests (`count`): one unless the mode is icount (under TCG or KVM the guests' wall times
 would disturb each other), the boot has no work disk (an image one QEMU writes) and some job of
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 
 from perflab.core.errors import UsageProblem
@@ -64,21 +64,46 @@ def count(mode: str, asked: int | None, openings: list[Opening], cpus: int | Non
 
 
 class Pooled:
-    """One job's executors, one per guest, as one executor: a call takes an idle guest's (waiting
-    for one when every guest is busy) and gives it back when its process ended."""
+    """One job's executors, one per guest, as one place: `together` runs a round's processes in
+    the guests at once, a thread per guest taking the next process that is its own. A program's
+    processes all run in one guest, the first that was idle when it first ran (`home`), so its
+    repetitions meet one guest, as in a boot of one (the stopping rule compares them); later
+    rounds follow the first's placement."""
 
     def __init__(self, executors: list[Executor]):
-        self.lanes = len(executors)
-        self._idle: queue.SimpleQueue = queue.SimpleQueue()
-        for execute in executors:
-            self._idle.put(execute)
+        self.executors = executors
+        self.home: dict[str, int] = {}        # item -> the guest its processes run in
 
     def execute(self, spec, **kwargs):
-        execute = self._idle.get()
-        try:
-            return execute(spec, **kwargs)
-        finally:
-            self._idle.put(execute)
+        """One process, in its program's guest (the first guest for a program not seen yet)."""
+        return self.executors[self.home.setdefault(spec.item, 0)](spec, **kwargs)
+
+    def together(self, specs: list) -> list[Future]:
+        """The processes started in the guests at once: a Future of each one's result, in order.
+        A Future cancelled before its process started is skipped."""
+        pending = list(zip(specs, (Future() for _ in specs)))
+        futures = [f for _, f in pending]
+        lock = threading.Lock()
+
+        def serve(guest: int) -> None:
+            execute = self.executors[guest]
+            while True:
+                with lock:
+                    mine = next((n for n, (spec, _) in enumerate(pending)
+                                 if self.home.setdefault(spec.item, guest) == guest), None)
+                    if mine is None:
+                        return
+                    spec, future = pending.pop(mine)
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(execute(spec, hooks=None))
+                except BaseException as e:    # the loop raises it where it takes the result
+                    future.set_exception(e)
+
+        for guest in range(len(self.executors)):
+            threading.Thread(target=serve, args=(guest,), name=f"perflab-guest-{guest + 1}", daemon=True).start()
+        return futures
 
 
 def joined_facts(facts: list[dict]) -> dict:
