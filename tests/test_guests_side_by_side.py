@@ -154,6 +154,11 @@ def test_the_guests_key_is_checked_and_stored_only_when_written():
     for bad in (0, "2", True, 1.5):
         with pytest.raises(UsageProblem, match=r"^job: key 'vm.guests' = .*: expected an integer >= 1"):
             machine_of({"mode": "icount", "guests": bad}, "job")
+    assert machine_of({"mode": "tcg", "guests": 1})["guests"] == 1
+    for mode in ("tcg", "kvm"):
+        with pytest.raises(UsageProblem, match=f"^job: key 'vm.guests' = 2: guests side by side only under icount "
+                                               f"\\(mode {mode} measures wall time"):
+            machine_of({"mode": mode, "guests": 2}, "job")
 
 
 class _Boot:

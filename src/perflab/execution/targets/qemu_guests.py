@@ -189,11 +189,15 @@ def warm(files, setup, data) -> None:
 
 
 def check_key(machine: dict, at: str) -> None:
-    """A vm block's `guests` as written: UsageProblem in one line when it is not a count."""
+    """A vm block's `guests` as written: UsageProblem in one line when it is not a count, or more
+    than one outside icount."""
     guests = machine.get(GUESTS_KEY)
     if guests is not None and (isinstance(guests, bool) or not isinstance(guests, int) or guests < 1):
         raise UsageProblem(f"{at}key 'vm.{GUESTS_KEY}' = {guests!r}: expected an integer >= 1 "
                            "(1: one guest; side by side only under icount)")
+    if guests is not None and guests > 1 and machine.get("mode") != "icount":
+        raise UsageProblem(f"{at}key 'vm.{GUESTS_KEY}' = {guests}: guests side by side only under icount "
+                           f"(mode {machine.get('mode')} measures wall time, which they would disturb)")
 
 
 @contextlib.contextmanager
