@@ -352,8 +352,8 @@ class _Loop:
         specs = o.session.processes(round_no if warmup else repetition)
         for watch in o.watches:
             watch.begin(specs)
-        with ExitStack() as lanes:
-            ahead = self.start_ahead(o, specs, lanes)
+        with ExitStack() as started:
+            ahead = self.start_ahead(o, specs, started)
             self.run_specs(o, specs, ahead, warmup, repetition, policy)
         if not warmup:
             for watch in o.watches:
@@ -366,7 +366,7 @@ class _Loop:
         interrupt.check()
 
     @staticmethod
-    def start_ahead(o: JobOutcome, specs: list[ProcessSpec], lanes: ExitStack) -> dict[int, Future]:
+    def start_ahead(o: JobOutcome, specs: list[ProcessSpec], started: ExitStack) -> dict[int, Future]:
         """A round's processes started together when the job's place runs several at once (guests
         side by side, RunIn.together), its family's processes are independent and no instrument
         watches them (their hooks and readings are one process's at a time): index -> its result
@@ -379,7 +379,7 @@ class _Loop:
             return {}
         interrupt.check()
         futures = o.together([s for _, s in todo])
-        lanes.callback(lambda: (all(f.cancel() or True for f in futures), wait(futures)))
+        started.callback(_finish, futures)
         return {i: f for (i, _), f in zip(todo, futures)}
 
     def run_specs(self, o: JobOutcome, specs: list[ProcessSpec], ahead: dict[int, Future], warmup: bool,
@@ -502,6 +502,14 @@ class _Places:
         side = o.job.family.independent_processes and not o.job.watching
         return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.needs,
                        side_by_side=side, widest=len(o.session.processes(0)) if side else 1)
+
+
+def _finish(futures: list[Future]) -> None:
+    """Processes started together, at the end of their round: what has not started is cancelled,
+    what has is waited for (its guest is then free for the next round or job)."""
+    for future in futures:
+        future.cancel()
+    wait(futures)
 
 
 def _nothing_measured(o: JobOutcome) -> str:
