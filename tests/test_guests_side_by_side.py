@@ -17,6 +17,7 @@ from perflab import jobs
 from perflab.core.errors import TargetDown, UsageProblem
 from perflab.execution.targets import Opening, Place, RunIn, Target, Toolchain, qemu_guests
 from perflab.execution.targets.qemu import machine_of
+from perflab.core.process import ProcessSpec
 from perflab.jobs.job import AtomicJob
 from perflab.runner import loop
 from test_runner_fast import FakeFamily, result, samples, store  # noqa: F401 (store: a fixture)
@@ -115,9 +116,7 @@ def test_a_round_of_independent_processes_runs_in_two_machines_at_once_recorded_
     # a and b of each round were running at the same time (each waited for the other to start)
     assert ("most at once", 2) in log and log[0] == ("open", [(True, 4)])
     assert {(item, rep) for _, item, rep in log[1:-1]} == {(i, r) for i in "abcd" for r in (0, 1)}
-    # each program's processes in one machine, both machines used
-    home = {item: {m for m, i, _ in log[1:-1] if i == item} for item in "abcd"}
-    assert all(len(h) == 1 for h in home.values()) and set().union(*home.values()) == {0, 1}, log
+    assert {m for m, _, _ in log[1:-1]} == {0, 1}, log
     # recorded as one after another: process index = the round's order, values as scripted
     assert sorted(s for s in samples(store, o.run_id) if s[0] != "fake.total") == sorted(
         (f"fake.{i}", v + r, r, p) for r in (0, 1) for p, (i, v) in enumerate(zip("abcd", (1.0, 2.0, 3.0, 4.0))))
@@ -134,6 +133,25 @@ def test_processes_that_depend_on_one_another_or_are_watched_run_one_at_a_time(s
     assert log[0] == ("open", [(False, 1), (False, 1)]) and log[-1] == ("most at once", 1)
     # in one machine, in the round's order
     assert [e for e in log[1:-1]] == [(0, i, r) for r in (0, 1) for i in "abcd"] * 2
+
+
+def test_a_round_starts_the_programs_not_seen_yet_first_then_the_longest_first():
+    ran: list = []
+    now = [0.0]
+
+    def machine(spec, hooks=None):
+        ran.append(spec.item)
+        now[0] += {"a": 1.0, "b": 5.0, "c": 3.0, "d": 0.5}[spec.item]      # what it takes, on a fake clock
+        return result(now[0])
+
+    pooled = qemu_guests.Pooled([machine], clock=lambda: now[0])
+    specs = [ProcessSpec(["fake", i, "0"], item=i) for i in "abc"]
+    assert [f.result(WAIT_S).wall for f in pooled.together(specs)] == [1.0, 6.0, 9.0]
+    assert ran == ["a", "b", "c"] and pooled.took == {"a": 1.0, "b": 5.0, "c": 3.0}
+    ran.clear()
+    futures = pooled.together([*specs, ProcessSpec(["fake", "d", "1"], item="d")])
+    assert [f.result(WAIT_S).wall for f in futures] == [18.5, 14.5, 17.5, 9.5]     # in the order given
+    assert ran == ["d", "b", "c", "a"]       # d is new; then b (5 s), c (3 s), a (1 s)
 
 
 def test_a_machine_that_goes_down_fails_the_job_as_one_guest_does_and_the_next_gets_a_fresh_place(store):  # noqa: F811

@@ -5,9 +5,8 @@ move them (docs/vm.md, "Guests side by side"). A job whose family runs independe
 (`Family.independent_processes`: lmbench's programs) and that no instrument watches can then run
 one round's processes in two guests at once, each guest a single-threaded QEMU on a host CPU of
 its own. The runner's one loop stays the one loop: the place admits such a job with its
-executors pooled (`Pooled`: a program's processes stay in one guest) and a way to start a round's
-processes in the guests at once (`RunIn.together`); the loop takes their results in the round's
-order (runner.loop).
+executors pooled (`Pooled`) and a way to start a round's processes in the guests at once
+(`RunIn.together`); the loop takes their results in the round's order (runner.loop).
 
 How many guests (`count`): one unless the mode is icount (under TCG or KVM the guests' wall times
 would disturb each other), the boot has no work disk (an image one QEMU writes) and some job of
@@ -22,6 +21,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
@@ -65,41 +65,40 @@ def count(mode: str, asked: int | None, openings: list[Opening], cpus: int | Non
 
 class Pooled:
     """One job's executors, one per guest, as one place: `together` runs a round's processes in
-    the guests at once, a thread per guest taking the next process that is its own. A program's
-    processes all run in one guest, the first that was idle when it first ran (`home`), so its
-    repetitions meet one guest, as in a boot of one (the stopping rule compares them); later
-    rounds follow the first's placement."""
+    the guests at once, a thread per guest taking the next process when its guest is idle: first
+    the programs not seen yet, in the round's order, then the others longest first (by what
+    their last process took here: `took`), so that the guests end a round together."""
 
-    def __init__(self, executors: list[Executor]):
-        self.executors = executors
-        self.home: dict[str, int] = {}        # item -> the guest its processes run in
+    def __init__(self, executors: list[Executor], clock: Callable[[], float] = time.monotonic):
+        self.executors, self.clock = executors, clock
+        self.took: dict[str, float] = {}      # item -> seconds its last process took, on this host
 
     def execute(self, spec, **kwargs):
-        """One process, in its program's guest (the first guest for a program not seen yet)."""
-        return self.executors[self.home.setdefault(spec.item, 0)](spec, **kwargs)
+        """One process alone: in the first guest."""
+        return self.executors[0](spec, **kwargs)
 
     def together(self, specs: list) -> list[Future]:
-        """The processes started in the guests at once: a Future of each one's result, in order.
-        A Future cancelled before its process started is skipped."""
-        pending = list(zip(specs, (Future() for _ in specs)))
-        futures = [f for _, f in pending]
+        """The processes started in the guests at once: a Future of each one's result, in the
+        order given. A Future cancelled before its process started is skipped."""
+        futures = [Future() for _ in specs]
+        pending = sorted(zip(specs, futures), key=lambda p: (p[0].item in self.took, -self.took.get(p[0].item, 0.0)))
         lock = threading.Lock()
 
         def serve(guest: int) -> None:
             execute = self.executors[guest]
             while True:
                 with lock:
-                    mine = next((n for n, (spec, _) in enumerate(pending)
-                                 if self.home.setdefault(spec.item, guest) == guest), None)
-                    if mine is None:
+                    if not pending:
                         return
-                    spec, future = pending.pop(mine)
+                    spec, future = pending.pop(0)
                 if not future.set_running_or_notify_cancel():
                     continue
+                began = self.clock()
                 try:
                     future.set_result(execute(spec, hooks=None))
                 except BaseException as e:    # the loop raises it where it takes the result
                     future.set_exception(e)
+                self.took[spec.item] = self.clock() - began
 
         for guest in range(len(self.executors)):
             threading.Thread(target=serve, args=(guest,), name=f"perflab-guest-{guest + 1}", daemon=True).start()
