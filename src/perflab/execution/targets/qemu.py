@@ -480,7 +480,7 @@ class _GuestPlace(Place):
         self.executors += runs
         if changed:
             _say(f"job {index + 1} of {len(self.openings)} in this boot runs in a guest changed {changed}")
-        pooled = qemu_guests.Pooled([r.execute for r in runs])
+        pooled = qemu_guests.pooled(runs, o.session)
         return RunIn(pooled.execute, together=pooled.together if len(runs) > 1 else None, facts={
             **self.facts,
             "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]

@@ -18,7 +18,9 @@ MAX_GUESTS and at most the widest round's processes.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import tempfile
 import sys
 import threading
 import time
@@ -65,13 +67,14 @@ def count(mode: str, asked: int | None, openings: list[Opening], cpus: int | Non
 
 class Pooled:
     """One job's executors, one per guest, as one place: `together` runs a round's processes in
-    the guests at once, a thread per guest taking the next process when its guest is idle: first
-    the programs not seen yet, in the round's order, then the others longest first (by what
-    their last process took here: `took`), so that the guests end a round together."""
+    the guests at once, a thread per guest taking the next process when its guest is idle,
+    longest first by what its program's last process took on this host (`took`; in a job's
+    first round, what it took in the last run of the same job here: `remembered`), then the
+    programs never timed, in the round's order: so that the guests end a round together."""
 
-    def __init__(self, executors: list[Executor], clock: Callable[[], float] = time.monotonic):
-        self.executors, self.clock = executors, clock
-        self.took: dict[str, float] = {}      # item -> seconds its last process took, on this host
+    def __init__(self, executors: list[Executor], clock: Callable[[], float] = time.monotonic, memory: str = ""):
+        self.executors, self.clock, self.memory = executors, clock, memory
+        self.took: dict[str, float] = remembered(memory) if memory else {}   # item -> seconds, on this host
 
     def execute(self, spec, **kwargs):
         """One process alone: in the first guest."""
@@ -81,7 +84,7 @@ class Pooled:
         """The processes started in the guests at once: a Future of each one's result, in the
         order given. A Future cancelled before its process started is skipped."""
         futures = [Future() for _ in specs]
-        pending = sorted(zip(specs, futures), key=lambda p: (p[0].item in self.took, -self.took.get(p[0].item, 0.0)))
+        pending = sorted(zip(specs, futures), key=lambda p: -self.took.get(p[0].item, -1.0))
         lock = threading.Lock()
 
         def serve(guest: int) -> None:
@@ -100,9 +103,68 @@ class Pooled:
                     future.set_exception(e)
                 self.took[spec.item] = self.clock() - began
 
-        for guest in range(len(self.executors)):
-            threading.Thread(target=serve, args=(guest,), name=f"perflab-guest-{guest + 1}", daemon=True).start()
+        threads = [threading.Thread(target=serve, args=(guest,), name=f"perflab-guest-{guest + 1}", daemon=True)
+                   for guest in range(len(self.executors))]
+        for thread in threads:
+            thread.start()
+        if self.memory:
+            threading.Thread(target=lambda: ([t.join() for t in threads], remember(self.memory, self.took)),
+                             daemon=True).start()
         return futures
+
+
+# What each program's process took in the last side-by-side run of a job on this host, by the job
+# (kernel, machine, session): how its next run's first round is ordered. Only an order: a
+# figure does not depend on it.
+TOOK_FILE = "side-by-side-seconds.json"
+
+
+def _took_path():
+    from perflab.core import paths
+
+    return paths.cache_home() / "vm" / TOOK_FILE
+
+
+def remembered(memory: str) -> dict[str, float]:
+    try:
+        data = json.loads(_took_path().read_text()).get(memory, {})
+        return {str(k): float(v) for k, v in data.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}            # none yet, or unreadable: the round's order
+
+
+def remember(memory: str, took: dict[str, float]) -> None:
+    """Whole or not at all (another perflab may write it at the same time); the last 50 jobs."""
+    path = _took_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = json.loads(path.read_text())
+            data = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            data = {}
+        data.pop(memory, None)
+        data[memory] = {k: round(v, 3) for k, v in took.items()}
+        data = dict(list(data.items())[-50:])
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-side-")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    except OSError:
+        pass                 # a cache: the next run orders its first round as given
+
+
+def pooled(runs: list, session) -> Pooled:
+    """A job's executors in a boot's guests (qemu._GuestExecutor each), pooled; with more than one,
+    its times remembered by its kernel and machine, its session's name and parameters."""
+    spec = runs[0].guest.spec
+    memory = json.dumps([str(spec.kernel), spec.mode, spec.cpus, spec.memory_mib, session.name, session.params],
+                        sort_keys=True, default=str) if len(runs) > 1 else ""
+    return Pooled([r.execute for r in runs], memory=memory)
 
 
 def joined_facts(facts: list[dict]) -> dict:
