@@ -98,17 +98,21 @@ class Pooled:
                     continue
                 began = self.clock()
                 try:
-                    future.set_result(execute(spec, hooks=None))
+                    done = execute(spec, hooks=None)
                 except BaseException as e:    # the loop raises it where it takes the result
+                    self.took[spec.item] = self.clock() - began
                     future.set_exception(e)
+                    continue
+                # Before the result: the loop may start the next round as soon as it has it.
                 self.took[spec.item] = self.clock() - began
+                future.set_result(done)
 
         threads = [threading.Thread(target=serve, args=(guest,), name=f"perflab-guest-{guest + 1}", daemon=True)
                    for guest in range(len(self.executors))]
         for thread in threads:
             thread.start()
         if self.memory:
-            threading.Thread(target=lambda: ([t.join() for t in threads], remember(self.memory, self.took)),
+            threading.Thread(target=lambda: ([t.join() for t in threads], remember(self.memory, dict(self.took))),
                              daemon=True).start()
         return futures
 
