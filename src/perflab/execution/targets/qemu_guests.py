@@ -10,9 +10,9 @@ executors pooled (`Pooled`) and a way to start a round's processes in the guests
 
 How many guests (`count`): one unless the mode is icount (under TCG or KVM the guests' wall times
 would disturb each other), the boot has no work disk (an image one QEMU writes) and some job of
-the place runs side by side; then the job's `vm.guests`
-when written (1 forces one guest), else as many as this process may run on CPUs, at most
-MAX_GUESTS and at most the widest round's processes.
+the place runs side by side; then the job's `vm.guests` when written (1 forces one guest), else
+as many as this process may run on CPUs, at most MAX_GUESTS and at most the widest round's
+processes.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
