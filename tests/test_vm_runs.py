@@ -128,8 +128,8 @@ def test_lmbench_in_a_tcg_guest_stores_samples_with_the_guest_kernel(cli):
 def test_icount_figures_are_the_same_in_one_guest_and_in_two_side_by_side(cli, tmp_path):
     """Instruction-time (issue 47): lmbench's processes category in one guest, then in two guests
     side by side (its three programs spread over both, booted at once). The figures two boots of
-    one guest give alike (the null call, fstat, the signal figures: docs/vm.md, "Guests side by
-    side") are alike to 0.01% in two guests; the units say icount; each guest settled."""
+    one guest give alike (the null call, the signal figures: docs/vm.md, "Guests side by side")
+    are alike to 0.01% in two guests; the units say icount; each guest settled."""
     for guests in (1, 2):
         job = tmp_path / f"{guests}.yaml"
         job.write_text(f"benchmark: lmbench\nonly: processes\nkernel: {KERNEL}\n"
@@ -149,7 +149,8 @@ def test_icount_figures_are_the_same_in_one_guest_and_in_two_side_by_side(cli, t
         "SELECT metric, min(value), unit FROM sample WHERE run_id = ? GROUP BY metric", (run,))} for run in (1, 2)}
     assert set(figures[1]) == set(figures[2]) and {"syscall.null", "proc.fork"} <= set(figures[1])
     assert {u for f in figures.values() for _, u in f.values()} == {"us (icount)"}
-    steady = ("syscall.null", "syscall.fstat", "signal.install", "signal.handle")
+    # fstat too in --quick; in the tiny mode its figure moved by boot (0.047% once in four runs).
+    steady = ("syscall.null", "signal.install", "signal.handle")
     apart = {m: figures[2][m][0] / figures[1][m][0] - 1 for m in steady}
     assert all(abs(d) < 1e-4 for d in apart.values()), apart
 
