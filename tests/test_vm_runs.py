@@ -135,9 +135,8 @@ def test_icount_figures_are_the_same_in_one_guest_and_in_two_side_by_side(cli, t
         job.write_text(f"benchmark: lmbench\nonly: processes\nkernel: {KERNEL}\n"
                        f"vm: {{mode: icount, guests: {guests}}}\n")
         # Two boots at once under a load of 15 came near VmSpec's 60 s (tests/test_vm.py: BOOT_TIMEOUT).
-        # Five samples a process: single samples move (syscall.null's spread ±0.8-1.1% within a
-        # --quick run under icount, its median the same to 1e-6 between runs), the least of ten
-        # is steady where the least of two was not always.
+        # Five samples a process, each figure the least of ten: single samples move (syscall.null's
+        # spread ±0.8-1.1% within a --quick run under icount, its median the same to 1e-6 between runs).
         cli("run", job, env={"PERFLAB_LMBENCH_TINY": "5", "PERFLAB_VM_BOOT_TIMEOUT": "300"}, timeout=RUN_TIMEOUT)
     one, two = _environment(cli, 1), _environment(cli, 2)
     assert "vm_guests" not in one and two["vm_guests"] == "2" and two["vm_guests_why"] == "vm.guests = 2"
