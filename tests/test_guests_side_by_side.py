@@ -154,7 +154,7 @@ def test_a_round_starts_the_longest_first_as_the_last_run_of_the_job_here_took(t
     assert [f.result(WAIT_S).wall for f in futures] == [18.5, 18.0, 14.0, 17.0]     # in the order given
     assert ran == ["b", "c", "a", "d"]       # b (5 s), c (3 s), a (1 s), then d, never timed
     # the next run of the same job here starts its first round longest first; another job does not
-    for _ in range(100):
+    for _ in range(WAIT_S * 20):
         if qemu_guests.remembered("job").get("d") == 0.5:
             break
         threading.Event().wait(0.05)         # written once the round's guests are idle

@@ -75,6 +75,7 @@ class Pooled:
     def __init__(self, executors: list[Executor], clock: Callable[[], float] = time.monotonic, memory: str = ""):
         self.executors, self.clock, self.memory = executors, clock, memory
         self.took: dict[str, float] = remembered(memory) if memory else {}   # item -> seconds, on this host
+        self._writing = threading.Lock()
 
     def execute(self, spec, **kwargs):
         """One process alone: in the first guest."""
@@ -112,9 +113,16 @@ class Pooled:
         for thread in threads:
             thread.start()
         if self.memory:
-            threading.Thread(target=lambda: ([t.join() for t in threads], remember(self.memory, dict(self.took))),
-                             daemon=True).start()
+            threading.Thread(target=self._remember, args=(threads,), daemon=True).start()
         return futures
+
+    def _remember(self, threads: list[threading.Thread]) -> None:
+        """Once the round's guests are idle: the times as they are then (a later round's writer
+        that ran first wrote no more than this one holds)."""
+        for thread in threads:
+            thread.join()
+        with self._writing:
+            remember(self.memory, dict(self.took))
 
 
 # What each program's process took in the last side-by-side run of a job on this host, by the job
