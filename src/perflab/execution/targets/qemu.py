@@ -30,7 +30,7 @@ from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
-                                      Opening, Place, RunIn, Target, TargetOption, Toolchain)
+                                      Opening, Place, RunIn, Target, TargetOption, Toolchain, qemu_guests)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
@@ -38,7 +38,7 @@ from perflab.execution.vm import kernel as kernels
 from perflab.execution.vm.counting import refusal as counting_refusal
 from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
 
-VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
+VM_KEYS = ("mode", "cpus", "memory", "qemu_args", "guests")     # guests: only when written (qemu_guests)
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
 # Appended to the unit of every sample measured under icount: the honest word for what the
 # number is (1 ns per guest instruction: instruction-time, not time). Exactness itself is the
@@ -100,7 +100,7 @@ def machine_of(vm, where: str = "") -> dict:
     if vm is None:
         vm = {}
     if not isinstance(vm, dict):
-        raise UsageProblem(f"{at}key 'vm': expected a mapping (mode, cpus, memory, qemu_args)")
+        raise UsageProblem(f"{at}key 'vm': expected a mapping ({', '.join(VM_KEYS)})")
     for key in vm:
         if key not in VM_KEYS:
             raise UsageProblem(f"{at}key 'vm.{key}' is unknown; valid: {', '.join(VM_KEYS)}")
@@ -138,7 +138,8 @@ def machine_of(vm, where: str = "") -> dict:
     if why:
         raise UsageProblem(f"{at}key 'vm.qemu_args': {why}")
     out.update(memory=memory, qemu_args=[str(a) for a in args])
-    return {k: out[k] for k in VM_KEYS}
+    qemu_guests.check_key(out, at)
+    return {k: out[k] for k in VM_KEYS if k in out}
 
 
 @dataclass
@@ -336,10 +337,12 @@ class Qemu(Target):
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
         spec = replace(spec, share_root=shared, drives=tuple(d.image for d in disks if d.image),
                        count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
-        with boot(spec, files={**boot_files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
-            facts = {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
+        # Under icount, a boot for jobs that run side by side may be several guests (qemu_guests).
+        with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), setup=setup,
+                                     files=boot_files | plan.files(), data=staged | plan.data()) as (guests, facts):
+            facts = {**environment_facts(facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
-            yield _GuestPlace(guest, facts, openings, files, rooted, staged)
+            yield _GuestPlace(guests, facts, openings, files, rooted, staged)
 
     def params(self, params: dict) -> dict:
         machine = self.machine
@@ -419,18 +422,19 @@ class _GuestPlace(Place):
     """A booted guest shared by the jobs it was opened for, in their order: each job gets an
     executor of its own (its programs' guest paths, its root, its directories) and records
     which of the boot's jobs it was, since what ran before it in the guest is part of its state.
+    Guests side by side (qemu_guests): a job that runs side by side gets one executor per guest.
 
     In a boot of several jobs, the guest's mounts and the files of its root outside the jobs'
     own directories are read before each job: a job that changed them (a bind mount over a
     program, a replaced file) left a guest the next job would run on unknowingly (issue 45,
     G6). The jobs after it record what changed (`vm_guest_changed`), and a line says so."""
 
-    def __init__(self, guest, facts: dict, openings: list[Opening], files: list[dict], rooted: list[bool],
+    def __init__(self, guests: list, facts: dict, openings: list[Opening], files: list[dict], rooted: list[bool],
                  staged: dict):
         super().__init__(self._unadmitted, facts)
-        self.guest, self.openings, self.files, self.rooted, self.staged = guest, openings, files, rooted, staged
+        self.guests, self.openings, self.files, self.rooted, self.staged = guests, openings, files, rooted, staged
         self.executors: list[_GuestExecutor] = []
-        self.first_state: GuestState | None = None
+        self.first_state: list[GuestState | None] | None = None
         self.checked_at = 0            # the job before which the guest was last found as it was
 
     def _unadmitted(self, spec, **kwargs):
@@ -438,12 +442,13 @@ class _GuestPlace(Place):
 
     def _changed(self, index: int) -> str | None:
         """What the boot's earlier jobs changed (a phrase naming them), or None."""
-        state = GuestState.parse(self.guest.state())
+        states = [GuestState.parse(g.state()) for g in self.guests]
         if self.first_state is None:
-            self.first_state = state
+            self.first_state = states
             return None
         own = tuple({d for e in self.executors for d in e.made} | {d.path for e in self.executors for d in e.disks})
-        changes = state.changes(self.first_state, own)
+        changes = list(dict.fromkeys(c for now, first in zip(states, self.first_state) if now and first
+                                     for c in now.changes(first, own)))
         if not changes:
             self.checked_at = index
             return None
@@ -456,11 +461,13 @@ class _GuestPlace(Place):
     def admit(self, index: int) -> RunIn:
         o = self.openings[index]
         changed = self._changed(index) if len(self.openings) > 1 else None
-        run = _GuestExecutor(self.guest, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
-        self.executors.append(run)
+        runs = [_GuestExecutor(g, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
+                for g in (self.guests if o.side_by_side else self.guests[:1])]
+        self.executors += runs
         if changed:
             _say(f"job {index + 1} of {len(self.openings)} in this boot runs in a guest changed {changed}")
-        return RunIn(run.execute, {
+        pooled = qemu_guests.pooled(runs, o.session)
+        return RunIn(pooled.execute, together=pooled.together if len(runs) > 1 else None, facts={
             **self.facts,
             "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]
                                else "static (-static)"),

@@ -417,6 +417,15 @@ def boot_phase_facts(said: dict) -> dict:
     return {"vm_boot_guest": f"kernel to /init {init:.3f} s, /init to HELLO {hello - init:.3f} s (guest clock)"}
 
 
+def initrd_of(files: Mapping[str, Path | str] | None, setup: Sequence[str] = (),
+              data: Mapping[str, bytes] | None = None) -> Path:
+    """The (cached) initramfs of a boot with these files, setup lines and data: built before
+    guests that boot at once share it (targets.qemu_guests), or by boot() itself."""
+    if setup:
+        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
+    return initramfs.build(files, data=data)
+
+
 @contextlib.contextmanager
 def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = (),
          data: Mapping[str, bytes] | None = None) -> Iterator[Guest]:
@@ -428,9 +437,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
     """
     spec.check()
     binary = qemu_binary()
-    if setup:
-        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
-    initrd = initramfs.build(files, data=data)
+    initrd = initrd_of(files, setup, data)
     entry = entries.entry_of(Path(spec.kernel))
     scratch.remove_orphans(WORKDIR_PREFIX)   # boot directories of a killed perflab (issue 31, L2)
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
