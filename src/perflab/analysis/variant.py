@@ -284,16 +284,22 @@ def _where(t: Target) -> str:
     return f"a {t.mode} guest" if t.guest else "the host"
 
 
+def _last(sel) -> Variant:
+    """The variant of a selection's last run: decoded already where it keeps them (Selection.variants)."""
+    known = getattr(sel, "variants", None)
+    return known[sel.runs[-1].id] if isinstance(known, dict) else of(sel.runs[-1])
+
+
 def sides_differ(selections) -> list[str]:
     """What each head measured differently from the base (`measured_differently` of the sides'
     last runs), one line per head and fact, the head named: a comparison's headline says these
     first, since they change what its figures mean (a tmpfs against ext4, a guest against the host)."""
     if len(selections) < 2 or not selections[0].runs:
         return []
-    base = of(selections[0].runs[-1])
+    base = _last(selections[0])
     out = []
     for sel in selections[1:]:
         if sel.runs:
             out += [f"{sel.label} against {selections[0].label}: {line}"
-                    for line in measured_differently(base, of(sel.runs[-1]))]
+                    for line in measured_differently(base, _last(sel))]
     return out

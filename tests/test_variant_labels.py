@@ -1,0 +1,89 @@
+"""Every view names a variant by its label (analysis.naming.variant_labels), never by a build
+key's hash; what compare decodes of a run it decodes once. The worked example's store
+(tests/fixtures_variants.py, docs/views.md "Variants"); no guest boots."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+
+import pytest
+
+import fixtures_variants as fv
+
+HASHES = ("a1b2c3d4e5f60718", "0f1e2d3c4b5a6978", "81706f5e4d3c2b1a", "8796a5b4c3d2e1f0")
+FAST = "gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE"
+
+
+@pytest.fixture
+def two_tags(cli):
+    """e1 (the worked example) and e2: its six variants again, the recipes built at another
+    commit (another build key), the recipe with CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE 20% slower."""
+    fv.plant(str(cli.db))
+    fv.plant_head(str(cli.db), "e2", slower="6.1.192 fast")
+    return cli
+
+
+@pytest.mark.parametrize("style", ["lkp", "benchstat", "mmtests", "lmbench", "kernbench", "json", "csv"])
+def test_compare_names_the_recipes_by_their_variant_label_in_every_style(two_tags, style):
+    """Before: the recipes' groups were keyed by `kernel_build=0f1e2d3c4b5a6978`, and the same
+    recipe built at another commit (another key) was 'only in' each side, never compared."""
+    out = two_tags("compare", "e1", "e2", "--benchmark", "lmbench", "--style", style).stdout
+    for key in HASHES:
+        assert key not in out, (style, out)
+    assert "kernel_build" not in out and "only in" not in out, (style, out)
+    if style == "json":
+        doc = json.loads(out)
+        assert not doc["only_in"], doc["only_in"]
+        variants = sorted(r["params"]["variant"] for r in doc["metrics"])
+        assert variants == sorted(["amd64", "cloud", "rt", "amd64 mitigations=off", "gcc-12", FAST]), variants
+        fast = next(r for r in doc["metrics"] if r["params"]["variant"] == FAST)
+        assert fast["verdict"] == "regression", fast
+    elif style != "csv":
+        assert FAST in out, (style, out)
+    if style == "lkp":
+        assert re.search(rf'^variant="{re.escape(FAST)}"\s+0\.07000\s+\+20\.0%\s+0\.08400\s+syscall\.null', out,
+                         re.MULTILINE), out
+
+
+def test_the_mails_job_is_the_headline_variants(two_tags):
+    """The regression is of `mitigations=off` alone: the mail's job and kernel were the last run's
+    of the tag (a recipe), since the headline's `variant` matched no run's parameters."""
+    fv.plant_head(str(two_tags.db), "e3", slower="6.1.0-56-amd64 mitigations=off")
+    out = two_tags("report", "regression", "--base", "e1", "--head", "e3", "-b", "lmbench").stdout
+    assert "variant: amd64 mitigations=off" in out, out
+    reproduce = out[out.index("To reproduce:"):out.index("perflab compare base head")]
+    assert "tree:" not in reproduce and "CC_OPTIMIZE" not in reproduce, reproduce
+    # --kernel replaces the image and keeps the job's boot options (before: the job file lost them).
+    assert "  cmdline: mitigations=off\n" in reproduce and reproduce.count("--kernel debian:6.1.0-56-amd64 ") == 2, \
+        reproduce
+    out = two_tags("report", "regression", "--base", "tag=e1,kernel=6.1.0-56-amd64,cmdline=", "--head",
+                   "tag=e3,cmdline=mitigations=off", "-b", "lmbench").stdout
+    reproduce = out[out.index("To reproduce:"):out.index("perflab compare base head")]
+    base, head = reproduce.split("cat > job-head.yaml")
+    assert "cat > job-base.yaml" in base and "mitigations=off" not in base.split("# the base")[0], reproduce
+    assert "  cmdline: mitigations=off\n" in head and "perflab run job-base.yaml --kernel" in head \
+        and "perflab run job-head.yaml --kernel" in head, reproduce
+
+
+def test_compare_decodes_each_run_once(tmp_path, monkeypatch):
+    """The note on an operand's variants and its groups' keys decoded every run apart (and what the
+    sides measured, their last runs a third time)."""
+    from perflab.analysis import variant
+    from perflab.analysis.comparison import compare
+    from perflab.store import open_store
+
+    path = str(tmp_path / "perflab.db")
+    fv.plant(path)
+    fv.plant_head(path, "e2")
+    calls: collections.Counter = collections.Counter()
+    decode = variant.of
+
+    def counted(run):
+        calls[run.id] += 1
+        return decode(run)
+
+    monkeypatch.setattr(variant, "of", counted)
+    compare(open_store(path), ["e1", "e2"])
+    assert calls and set(calls.values()) == {1}, calls
