@@ -87,3 +87,26 @@ def test_compare_decodes_each_run_once(tmp_path, monkeypatch):
     monkeypatch.setattr(variant, "of", counted)
     compare(open_store(path), ["e1", "e2"])
     assert calls and set(calls.values()) == {1}, calls
+
+
+def test_a_recipe_built_again_is_one_series_and_the_page_shows_every_compared_variants_trend(tmp_path):
+    """Series were keyed by the raw parameters: the recipe built at another commit (another
+    `kernel_build`) was a series of its own per tag, and the page, keying the compared rows
+    without it, dropped the recipes' and mitigations=off's trends."""
+    from perflab.analysis import naming, series
+    from perflab.analysis.views.page import Filters, build_page
+    from perflab.store import open_store
+
+    path = str(tmp_path / "perflab.db")
+    fv.plant(path)
+    fv.plant_head(path, "e2")
+    store = open_store(path)
+    history = series.build(store, benchmark="lmbench")
+    naming.name_series(history.series)
+    names = sorted(s.name for s in history.series)
+    assert names == sorted(f"lmbench {label}" for label in ("amd64", "cloud", "rt", "amd64 mitigations=off",
+                                                             "gcc-12", FAST)), names
+    assert all(len(s.points) == 2 for s in history.series), [(s.name, len(s.points)) for s in history.series]
+    page = build_page(store, Filters(operands=("e1", "e2"), benchmark="lmbench"))
+    shown = sorted(r.series.name for r in page.trends.results)
+    assert shown == names, shown
