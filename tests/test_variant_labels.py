@@ -110,3 +110,29 @@ def test_a_recipe_built_again_is_one_series_and_the_page_shows_every_compared_va
     page = build_page(store, Filters(operands=("e1", "e2"), benchmark="lmbench"))
     shown = sorted(r.series.name for r in page.trends.results)
     assert shown == names, shown
+
+
+def test_tables_scaling_heads_and_notes_print_variant_labels_whole(cli, tmp_path):
+    """`report table --cols variant` cut a label to 24 characters (`6.1.192 gcc-12 +CC…(+25)`),
+    `report scaling` to 24 and its plot's legend to 30, and compare's note on an operand's
+    variants (six labels) at 240 characters: the part that tells the recipes apart was lost."""
+    from perflab.core.model import HIGHER_IS_BETTER, Sample
+    from perflab.store import open_store
+
+    fv.plant(str(cli.db))
+    table = cli("report", "table", fv.METRIC, "--rows", "tag", "--cols", "variant", "--tag", fv.TAG).stdout
+    heads = table.splitlines()[1]
+    assert heads.rstrip().endswith("6.1.192 gcc-12  6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE") \
+        and "…" not in table, table
+    assert re.search(r"^e1\s.*\s3300000\s+3500000$", table, re.MULTILINE), table
+    store = open_store(str(cli.db))
+    for kernel, extra, release, _, figure in fv.VARIANTS[4:]:
+        for tasks in (1, 2):
+            fv._run(store, "will-it-scale", kernel, {"test": "getppid1", "mode": "process", "nr_task": tasks, **extra},
+                    release, [Sample("will-it-scale.workload", figure * tasks, "ops/s", HIGHER_IS_BETTER)], tag="s1",
+                    env_extra={"kernel_recipe_commit": "c0ffee" * 6 + "abcd"})
+    scaling = cli("report", "scaling", "s1").stdout
+    assert f"s1 6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE" in scaling and "…" not in scaling, scaling
+    out = cli("compare", "e1", "h-6.1.0-55-amd64", "--metric", "syscall.null").stdout
+    assert "6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE), compared variant by variant, never pooled; select one " \
+           "with key=value (kernel=RELEASE, cmdline=OPTIONS, cmdline= for none)" in out, out
