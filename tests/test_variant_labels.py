@@ -136,3 +136,24 @@ def test_tables_scaling_heads_and_notes_print_variant_labels_whole(cli, tmp_path
     out = cli("compare", "e1", "h-6.1.0-55-amd64", "--metric", "syscall.null").stdout
     assert "6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE), compared variant by variant, never pooled; select one " \
            "with key=value (kernel=RELEASE, cmdline=OPTIONS, cmdline= for none)" in out, out
+
+
+def test_the_series_mails_job_keeps_the_kernels_boot_options(tmp_path):
+    """The series mail's job file dropped the job's kernel, boot options and all, and ran the
+    built kernel with --kernel only: mitigations=off was lost from the reproduction."""
+    from dataclasses import replace
+
+    from perflab.analysis.regression import SeriesFacts, build
+    from perflab.report.regression import render
+    from perflab.store import open_store
+
+    path = str(tmp_path / "perflab.db")
+    fv.plant(path)
+    fv.plant_head(path, "e3", slower="6.1.0-56-amd64 mitigations=off")
+    report = build(open_store(path), "e1", "e3", benchmark="lmbench")
+    series = SeriesFacts(patch="[PATCH 1/1] x86: one", index=1, total=1, culprit=None, mbox="series.mbox")
+    text = render(replace(report, series=series))
+    reproduce = text[text.index("To reproduce:"):]
+    job = reproduce[:reproduce.index("EOF\n", reproduce.index("cat > job.yaml"))]
+    assert "kernel:\n" in job and "  cmdline: mitigations=off\n" in job, reproduce
+    assert "--kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" in reproduce, reproduce

@@ -157,10 +157,13 @@ def _series_reproduce(report: RegressionReport) -> list[str]:
     # `git am` on the mailbox file (or the directory's patch files): on a directory it applies nothing.
     am = shlex.join(s.am) if s.am else (shlex.quote(s.mbox) if s.mbox else "series.mbox")
     job = {k: v for k, v in (report.job or {}).items() if k != "kernel"}
+    kernel = report.kernels[0] if report.kernels else None
+    if kernel and kernel.boot_options:
+        # --kernel below replaces the image and keeps the options the series' kernel was booted with.
+        job["kernel"] = {"image": kernel.image, "cmdline": kernel.boot_options}
     steps = ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF",
              f"git clone -q {repo} series-test && cd series-test",
              f"git checkout -q {report.base.sha if report.base else 'BASE'}"]
-    kernel = report.kernels[0] if report.kernels else None
     run = "perflab run ../job.yaml --repo ."     # the job file stays out of the checkout git am patches
     if kernel:
         steps.append("export KBUILD_OUTPUT=$PWD/../kbuild   # kbuild's output directory, for the build below")
