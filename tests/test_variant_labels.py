@@ -157,3 +157,41 @@ def test_the_series_mails_job_keeps_the_kernels_boot_options(tmp_path):
     job = reproduce[:reproduce.index("EOF\n", reproduce.index("cat > job.yaml"))]
     assert "kernel:\n" in job and "  cmdline: mitigations=off\n" in job, reproduce
     assert "--kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" in reproduce, reproduce
+
+
+def test_a_kernel_kexeced_on_an_ssh_machine_is_not_a_guest():
+    """variant.of took any job with a kernel for a guest's: a run on an SSH machine switched to
+    debian:6.1.0-56-amd64 by kexec was labelled a tcg guest with 1 vCPU and 512 MiB."""
+    from types import SimpleNamespace
+
+    from perflab.analysis import naming, variant
+
+    def run(rid, release, on=True):
+        kernel = f"debian:{release}"
+        where = {"on": "box1"} if on else {"vm": "tcg"}
+        return SimpleNamespace(id=rid, box="box1", benchmark="lmbench", tag="k", commit=None,
+                               params={**where, "kernel": kernel} if on else where,
+                               job={"benchmark": "lmbench", "kernel": kernel, **({"on": "box1"} if on else {})},
+                               environment={"testbox": "box1", "kernel_release": release})
+
+    kexeced = variant.of(run(1, "6.1.0-56-amd64"))
+    assert not kexeced.target.guest and kexeced.target.mode == "" and kexeced.target.cpus is None, kexeced.target
+    assert variant.of(run(2, "6.1.0-56-amd64", on=False)).target.guest
+    labels = naming.variant_labels([kexeced, variant.of(run(3, "6.1.0-56-rt-amd64"))])
+    assert labels == ["6.1.0-56 amd64", "6.1.0-56 rt"], labels
+
+
+def test_three_builds_two_of_one_ref_get_three_labels():
+    """The last resort was added once: three builds of one recipe, two at one ref (other build
+    keys), were labelled `... ref=A`, `... ref=A`, `... ref=B`: two identities, one label."""
+    from dataclasses import replace
+
+    from perflab.analysis import naming, variant
+
+    base = variant.Variant("lab1", "lmbench", "{}", variant.Target(variant.GUEST, "icount", 1, 512),
+                           variant.Kernel("6.1.192", "6.1.192", "", variant.RECIPE, recipe="{}", compiler="gcc-12"))
+    builds = [replace(base, kernel=replace(base.kernel, ref=ref, build=build))
+              for ref, build in (("a" * 40, "k1"), ("a" * 40, "k2"), ("b" * 40, "k3"))]
+    labels = naming.variant_labels(builds)
+    assert len(set(labels)) == 3, labels
+    assert labels[2] == f"6.1.192 gcc-12 ref={'b' * 12}" and labels[0].endswith("build=k1"), labels

@@ -36,6 +36,7 @@ DEBIAN, RECIPE, IMAGE = "debian", "recipe", "image"
 # The parameters a guest run stores about where it ran (execution.targets.qemu): part of the
 # variant's target and kernel, not of what the benchmark measured.
 TARGET_PARAMS = ("vm", "vm_cpus", "vm_memory_mib", "vm_qemu_args", "cmdline", "kernel_build")
+SSH_MACHINE = "on"   # the job key and parameter of a run on an SSH machine (execution.targets.ssh.ON_KEY)
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,9 @@ def of(run) -> Variant:
     """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag)."""
     params, env, job = (_mapping(getattr(run, name, None)) for name in ("params", "environment", "job"))
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
-    guest = "vm" in params or bool(job.get("kernel"))
+    # A job's kernel is a guest's, but on an SSH machine (`on`) it is the kernel that machine was
+    # switched to by kexec (execution.targets.ssh): no guest, none of a guest's defaults.
+    guest = "vm" in params or (bool(job.get("kernel")) and not (job.get(SSH_MACHINE) or params.get(SSH_MACHINE)))
     if guest:
         # A guest run stores vCPUs and memory only when not the defaults (execution.targets.qemu:
         # MACHINE_PARAMS, DEFAULT_VM: tcg, 1 vCPU, 512 MiB).
