@@ -53,20 +53,21 @@ class Recorder(Reserve, Reader):
 
     @contextmanager
     def _transaction(self):
-        """One transaction, committed on the way out (short: two perflab processes share a file)."""
+        """One transaction, committed on the way out (short: two perflab processes share a file);
+        rolled back on any error or interruption, so the next write starts clean."""
         cursor = self.connection.cursor()
         try:
+            if self.connection.in_transaction:
+                self.connection.rollback()   # one cut short by an interruption between BEGIN and its end
             cursor.execute("BEGIN")
-            try:
-                yield cursor
-            except BaseException:
-                self.connection.rollback()
-                raise
+            yield cursor
             cursor.execute("COMMIT")
-        except self._errors as e:
+        except BaseException as e:
             if self.connection.in_transaction:
                 self.connection.rollback()
-            raise self._fail(e) from None
+            if isinstance(e, self._errors):
+                raise self._fail(e) from None
+            raise
         finally:
             cursor.close()
 
