@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-PERFLAB = shutil.which("perflab", path=os.path.dirname(sys.executable)) or shutil.which("perflab")
+# $PERFLAB_TEST_COMMAND: another entry point (tools/bench/suite.py's, which logs each process's CPU).
+PERFLAB = (os.environ.get("PERFLAB_TEST_COMMAND") or shutil.which("perflab", path=os.path.dirname(sys.executable))
+           or shutil.which("perflab"))
 
 # A guest started by a `perflab` command may take this long to boot here (VmSpec's default is
 # 60 s; a TCG boot takes 12-16 s, icount 21-26 s at load 8-12 on 2 cores, two side by side more):
@@ -112,6 +114,9 @@ SLOW_FILES = {
     "test_ssh_target.py",     # an sshd (Debian package openssh-server) and real runs over it
     "test_lab_ssh.py",        # the lab's workers and bisect driving that sshd as a machine
     "test_kexec_box.py",      # a simulated test box (QEMU, TCG) kexec'ed into Debian kernels: minutes
+    # `perflab series` builds and measures each patch of a real mailbox, and the mail's reproduce
+    # steps clone, build and measure both sides: real benchmark runs, a third of the fast lane's time
+    "test_patch_series.py", "test_series_reproduce.py",
 }
 # Single slow tests in otherwise fast files (measured: the longest of the fast lane).
 SLOW_TESTS = {

@@ -8,14 +8,17 @@ import re
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import CLI, assert_one_line_error
 from fixtures_compare import METRICS, load
 
 
-@pytest.fixture
-def loaded(cli, tmp_path):
-    load(cli, tmp_path)
-    return cli
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory, shared_cache):
+    """The fixture's store, imported once for the module: the tests that take it only read it."""
+    tmp = tmp_path_factory.mktemp("compare")
+    store = CLI(tmp / "perflab.db", tmp, shared_cache)
+    load(store, tmp)
+    return store
 
 
 def lkp_line(out, metric):

@@ -35,10 +35,11 @@ def db_option(f):
                         help="Store URL or SQLite path (overrides the global --db and $PERFLAB_DB).")(f)
 
 
-def get_store(db: str | None = None, *, reading: bool = False) -> Store:
+def get_store(db: str | None = None, *, reading: bool = False, recording: bool = False) -> Store:
     """The store of --db; with `reading`, for a command that only reads runs, samples and
     monitor series (log, runs, show, compare, detect, export, report), an SQLite store may
-    open without SQLAlchemy (perflab.store.reader)."""
+    open without SQLAlchemy (perflab.store.reader); with `recording`, for `perflab run`, which
+    adds runs and reads them, likewise (perflab.store.recording)."""
     from perflab.execution.filesystem import cleanup_stale
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)
@@ -51,6 +52,13 @@ def get_store(db: str | None = None, *, reading: bool = False) -> Store:
         reader = open_reader(target or default_url())
         if reader is not None:
             return reader
+    if recording:
+        from perflab.store.basics import default_url
+        from perflab.store.recording import open_recorder
+
+        recorder = open_recorder(target or default_url())
+        if recorder is not None:
+            return recorder
     from perflab.store import open_store   # SQLAlchemy: only for the commands that need it
 
     store = open_store(target)

@@ -141,7 +141,7 @@ def rerun_cmd(run_id, tag, comment, box, repo, trust, db, **targets) -> None:
     """
     from perflab.runner import service
 
-    store = get_store(db)
+    store = get_store(db, recording=True)   # reads one run, records one: perflab.store.recording on SQLite
     run = store.get_run(run_id)
     if not run.job:
         raise PerflabError(f"run #{run.id} has no stored job (it was recorded before jobs were stored, or imported)")

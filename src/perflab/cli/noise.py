@@ -83,7 +83,7 @@ def noise_cmd(rounds, change_pct, warmup, overrides, shell, seed, box, repo, db,
     for job in _jobs_of(words, overrides, shell):
         job = job.with_(warmup=warmup if warmup is not None else max(int(job.warmup or 0), 1))
         pairs.append([noise.noise_job(job, noise_id, side, rounds) for side in ("A", "B")])
-    store = get_store(db)
+    store = get_store(db, recording=True)   # records the A/A runs, reads their samples
     outcomes = run_jobs(store, [j for pair in pairs for j in pair], interleave=True, randomise=True, seed=seed,
                         box=box, repo=repo)
     raise_first_failure(outcomes)

@@ -142,7 +142,7 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
     options = service.JobOptions(runs=runs, warmup=warmup, timeout=timeout, tag=tag, comment=comment,
                                  monitor_specs=monitor_specs, measure=measure, target_keys=placed_on(targets))
     request = service.RunRequest("perflab run cmd", "cmd", tuple(points), options=options, box=box, repo=repo)
-    outcomes = service.perform(request, lambda: get_store(db))
+    outcomes = service.perform(request, lambda: get_store(db, recording=True))
     timed = service.command_timings(outcomes)
     for t in timed.timings:
         s = t.spread
@@ -189,7 +189,7 @@ def run_lmbench(quick, only, monitor_specs, tag, box, repo, comment, db, **targe
     options = service.JobOptions(tag=tag, comment=comment, monitor_specs=monitor_specs,
                                  target_keys=placed_on(targets))
     request = service.RunRequest("perflab run lmbench", "lmbench", (point,), options=options, box=box, repo=repo)
-    outcomes = service.perform(request, lambda: get_store(db))
+    outcomes = service.perform(request, lambda: get_store(db, recording=True))
     service.raise_first_failure(outcomes)
     result = service.suite_summary(outcomes[0])
     line = (f"run #{result.run_id}: lmbench ({result.mode}), {result.samples} samples of {result.figures} figures "
@@ -289,7 +289,7 @@ def _family_command(name: str) -> click.Command:
                                      monitor_specs=monitor_specs, measure=measure, target_keys=placed)
         request = service.RunRequest(f"perflab run {name}", name, (_given_values(values),), options=options, box=box,
                                      repo=repo)
-        service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
+        service.raise_first_failure(service.perform(request, lambda: get_store(db, recording=True), on_done=job_line))
 
     params = [*_job_key_options("the family's"), *_param_options(fam)]
     command = click.Command(name, callback=callback, params=params,
@@ -335,7 +335,7 @@ def _job_command(path: str) -> click.Command:
                                      monitor_specs=monitor_specs, measure=measure, target_keys=placed)
         request = service.RunRequest(f"perflab run {path}", job_file=path, overrides=tuple(overrides),
                                      points=(_given_values(values),), options=options, box=box, repo=repo)
-        service.raise_first_failure(service.perform(request, lambda: get_store(db), on_done=job_line))
+        service.raise_first_failure(service.perform(request, lambda: get_store(db, recording=True), on_done=job_line))
 
     command = click.command(path, help=(
         "Run every atomic job of a job file (the Cartesian product of its list values).\n\n"

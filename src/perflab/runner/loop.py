@@ -47,11 +47,12 @@ from perflab.execution.executor import Hooks, ProcessResult, ProcessSpec, execut
 from perflab.execution.targets import BootFailure, Executor, Opening
 from perflab.runner.progress import Bar, declared_seconds, label
 from perflab.runner.recorder import RunRecorder, recording, start_run
-from perflab.store import Store
 from perflab.core.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from perflab.store import Store   # or a Recorder (perflab.store.recording): the same writes
 
 
 @dataclass

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from perflab.core import environment
 from perflab.core.model import Sample
 from perflab.execution.interrupt import Interrupted
-from perflab.store import Store
 
 __all__ = ["Interrupted", "RunFailed", "RunRecorder", "recording", "start_run"]
+
+if TYPE_CHECKING:
+    from perflab.store import Store   # or a Recorder (perflab.store.recording): the same writes
 
 
 class RunRecorder:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perflab import jobs
 from perflab.jobs import AtomicJob
 from perflab.runner.loop import JobOutcome, check_jobs, run_jobs
 from perflab.runner.recorder import RunFailed
 from perflab.stats.relative import Spread, relative_to_fastest, spread
-from perflab.store import Store
+
+if TYPE_CHECKING:
+    from perflab.store import Store   # or a Recorder (perflab.store.recording): the same writes
 
 
 @dataclass(frozen=True)

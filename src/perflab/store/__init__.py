@@ -4,7 +4,8 @@ engine (opening a path or URL, the schema's upgrade), writes and queries (the tw
 halves of the Store), importing (big imports in short transactions), rows (what the
 Store and the importer share), exactness (the sample rows queries return, and the one
 decoder of whether a stored sample is exact); db puts the Store together and opens it;
-reader reads an SQLite store for `perflab log` and `show` without SQLAlchemy.
+reader reads an SQLite store for `perflab log` and `show` without SQLAlchemy, recording
+writes a run into one for `perflab run`.
 """
 
 # The names are perflab.store.db's, imported on first use: importing a module of the

@@ -20,11 +20,9 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from perflab.core.errors import PerflabError
 from perflab.core.text import printable
-from perflab.store.basics import HEAD_REVISION, KNOWN_REVISIONS, default_url
+from perflab.store.basics import (  # noqa: F401 (SQLITE_SCHEMA: tools/make_sqlite_schema.py)
+    HEAD_REVISION, KNOWN_REVISIONS, SQLITE_SCHEMA, default_url, set_wal, sqlite_pragmas, sqlite_template)
 from perflab.store.rows import database_error, disk_full, redact, without_nul
-
-SQLITE_SCHEMA = Path(__file__).with_name("sqlite_schema.sql")
-
 
 def upgrade_with_alembic(conn) -> None:
     """Run the migrations up to the head revision on an open connection (not committed)."""
@@ -62,38 +60,11 @@ def as_url(target: str) -> URL:
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
-    # WAL lets readers and one writer work at once; the busy timeout lets two
-    # perflab processes share one database; NORMAL sync in WAL mode survives a
-    # process crash or kill -9 (it is power loss that it does not cover).
-    cur.execute("PRAGMA busy_timeout=30000")
-    _set_wal(cur)
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA foreign_keys=ON")
+    sqlite_pragmas(cur)
     cur.close()
 
 
-def _set_wal(cur, wait_s: float = 30.0) -> None:
-    """PRAGMA journal_mode=WAL, retried while the file is locked.
-
-    When processes open a new database file at once, two of them may both try to
-    turn it to WAL: SQLite then returns "database is locked" to one at once, without
-    the busy handler (waiting could deadlock). Once the other has turned it, the
-    pragma only reads the mode. Seen in 1 of 800 opens with 4 processes at a time.
-    """
-    import sqlite3
-    import time
-
-    deadline = time.monotonic() + wait_s
-    pause = 0.001
-    while True:
-        try:
-            cur.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() >= deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+_set_wal = set_wal   # the name tests/test_store_faults.py knows
 
 
 def _scrub_params(params):
@@ -273,12 +244,11 @@ class Database:
         if self.engine.dialect.name != "sqlite" or conn.execute(
                 text("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")).scalar():
             return False
-        first, _, body = SQLITE_SCHEMA.read_text().partition("\n")
-        if first != f"-- revision {HEAD_REVISION}":
+        statements = sqlite_template()
+        if statements is None:
             return False   # a template older than the migrations (a checkout between two commits)
-        for statement in body.split(";\n"):
-            if statement.strip():
-                conn.exec_driver_sql(statement)
+        for statement in statements:
+            conn.exec_driver_sql(statement)
         conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": HEAD_REVISION})
         return True
 

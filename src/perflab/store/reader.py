@@ -11,7 +11,8 @@ way the store was opened.
 a file that exists, is writable (so nothing about it would be read-only), at this perflab's
 schema revision, with no dead run to reap. Anything else - a URL, a new or old store, a run
 whose process is gone - returns None and the command opens the Store (perflab.store.db), which
-creates, upgrades and reaps; its one write path does the writing.
+creates, upgrades and reaps. `perflab run` writes with perflab.store.recording, a Reader that
+adds runs as the Store adds them.
 """
 
 from __future__ import annotations

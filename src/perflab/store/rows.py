@@ -10,14 +10,18 @@ db -> writes -> importing -> rows.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError
+from perflab.store.basics import LENGTHS
 
 if TYPE_CHECKING:
     from sqlalchemy.exc import SQLAlchemyError
@@ -38,6 +42,79 @@ def redact(text: str) -> str:
     return _PARAM_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", str(text)))
 
 
+# Free space kept beside an SQLite store (the file DATABASE-reserve): on a full
+# disk, deleting it makes room to record why the run ended (a few WAL frames).
+RESERVE_BYTES = 256 * 1024
+
+# The strings of a run row that users choose, with what sets each: a longer value
+# is refused before anything is written (PostgreSQL would refuse it half-way and
+# SQLite would keep it whole, so two stores would differ).
+_RUN_STRINGS = {
+    "box": ("testbox.name", "--box (the testbox name)"),
+    "benchmark": ("run.benchmark", "the benchmark name"),
+    "name": ("run.name", "the run name (--name; by default the command line)"),
+    "tag": ("run.tag", "--tag"),
+    "commit": ("run.commit", "the commit id"),
+}
+
+
+def check_run_strings(**values: str | None) -> None:
+    """Refuse a user string longer than the column that keeps it, naming what sets it.
+
+    Keys are those of _RUN_STRINGS (box, benchmark, name, tag, commit).
+    """
+    for key, value in values.items():
+        column, what = _RUN_STRINGS[key]
+        limit = LENGTHS[column]
+        if value is not None and len(value) > limit:
+            raise PerflabError(f"{what} is {len(value)} characters long; the store keeps at most {limit}")
+
+
+def check_sample_strings(rows: list[tuple]) -> None:
+    """The metric name and unit of each sample row fit their columns (a backstop:
+    the options that name them should have refused them already)."""
+    for index, column, what in ((1, "sample.metric", "metric name"), (3, "sample.unit", "unit")):
+        limit = LENGTHS[column]
+        for value in {r[index] for r in rows}:
+            if len(value) > limit:
+                raise PerflabError(f"{what} {value[:40]!r}... is {len(value)} characters long; the store keeps at most {limit}")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+class Reserve:
+    """Free space held beside an SQLite store (`self.path`), for the Store and the SQLite recorder."""
+
+    def _reserve_path(self) -> Path | None:
+        return self.path.with_name(self.path.name + "-reserve") if self.path is not None else None
+
+    def _keep_reserve(self) -> None:
+        """Make sure RESERVE_BYTES of disk are held beside an SQLite store (best effort)."""
+        reserve = self._reserve_path()
+        if reserve is None or reserve.exists():
+            return
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError:
+            reserve.unlink(missing_ok=True)  # no room even for that: go without
+        finally:
+            os.close(fd)
+
+    def _release_reserve(self) -> bool:
+        reserve = self._reserve_path()
+        try:
+            reserve.unlink()
+        except (AttributeError, OSError):
+            return False
+        return True
+
+
 def database_error(label: str, e: Exception) -> PerflabError:
     """The one-line error of a failed database call on the store named `label`."""
     detail = str(getattr(e, "orig", e) or e).splitlines()[0]
@@ -45,7 +122,7 @@ def database_error(label: str, e: Exception) -> PerflabError:
 
 
 def disk_full(e: SQLAlchemyError) -> bool:
-    orig = getattr(e, "orig", None)
+    orig = getattr(e, "orig", e)   # SQLAlchemy's wrapper, or the driver's own error (perflab.store.recording)
     # SQLITE_FULL is 13 (the low byte of an extended code); 53100 is PostgreSQL's disk_full.
     return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) == 13 or getattr(orig, "sqlstate", None) == "53100"
 

@@ -22,6 +22,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from perflab.store.basics import LENGTHS
+
 metadata = MetaData()
 
 # Every surrogate id, and every column naming one, is 64-bit on both backends: a shared lab
@@ -35,7 +37,7 @@ testbox = Table(
     "testbox",
     metadata,
     Column("id", Id, primary_key=True),
-    Column("name", String(255), nullable=False, unique=True),
+    Column("name", String(LENGTHS["testbox.name"]), nullable=False, unique=True),
 )
 
 # Environments are deduplicated by a hash of their facts: a thousand runs on one
@@ -58,11 +60,11 @@ run = Table(
     Column("uuid", String(36), nullable=False, unique=True),
     Column("testbox_id", Id, ForeignKey("testbox.id"), nullable=False),
     Column("environment_id", Id, ForeignKey("environment.id"), nullable=False),
-    Column("benchmark", String(100), nullable=False),
-    Column("name", String(500), nullable=False),
+    Column("benchmark", String(LENGTHS["run.benchmark"]), nullable=False),
+    Column("name", String(LENGTHS["run.name"]), nullable=False),
     Column("params", JSON, nullable=False),
-    Column("tag", String(255)),
-    Column("commit", String(64)),
+    Column("tag", String(LENGTHS["run.tag"])),
+    Column("commit", String(LENGTHS["run.commit"])),
     Column("dirty", Boolean),
     Column("started", DateTime, nullable=False),  # UTC, naive
     Column("finished", DateTime),
@@ -89,9 +91,9 @@ sample = Table(
     metadata,
     Column("id", Id, primary_key=True),
     Column("run_id", Id, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
-    Column("metric", String(255), nullable=False),
+    Column("metric", String(LENGTHS["sample.metric"]), nullable=False),
     Column("value", Float, nullable=False),
-    Column("unit", String(32), nullable=False),
+    Column("unit", String(LENGTHS["sample.unit"]), nullable=False),
     Column("direction", Integer, nullable=False),
     Column("repetition", Integer, nullable=False),
     # Which process of the repetition printed it (a suite runs several per repetition).

@@ -8,12 +8,10 @@ whose writer died (reap_dead_runs). Imports go through perflab.store.importing.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 import uuid as uuidlib
 from collections.abc import Iterable
-from pathlib import Path
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -23,51 +21,12 @@ from perflab.core.model import Sample
 from perflab.store.exactness import stored_unit
 from perflab.store import schema as s
 from perflab.store.engine import Database
-from perflab.store.rows import IMPORTING, box_id_of, copy_rows, disk_full, environment_id, process_start_time
-
-# Free space kept beside an SQLite store (the file DATABASE-reserve): on a full
-# disk, deleting it makes room to record why the run ended (a few WAL frames).
-RESERVE_BYTES = 256 * 1024
-
-# The strings of a run row that users choose, with what sets each: a longer value
-# is refused before anything is written (PostgreSQL would refuse it half-way and
-# SQLite would keep it whole, so two stores would differ).
-_RUN_STRINGS = {
-    "box": (s.testbox.c.name, "--box (the testbox name)"),
-    "benchmark": (s.run.c.benchmark, "the benchmark name"),
-    "name": (s.run.c.name, "the run name (--name; by default the command line)"),
-    "tag": (s.run.c.tag, "--tag"),
-    "commit": (s.run.c.commit, "the commit id"),
-}
+from perflab.store.rows import (  # noqa: F401 (RESERVE_BYTES, check_run_strings, utcnow: perflab.store.db's names)
+    IMPORTING, RESERVE_BYTES, Reserve, box_id_of, check_run_strings, check_sample_strings, copy_rows, disk_full,
+    environment_id, process_start_time, utcnow)
 
 
-def check_run_strings(**values: str | None) -> None:
-    """Refuse a user string longer than the column that keeps it, naming what sets it.
-
-    Keys are those of _RUN_STRINGS (box, benchmark, name, tag, commit).
-    """
-    for key, value in values.items():
-        column, what = _RUN_STRINGS[key]
-        limit = column.type.length
-        if value is not None and len(value) > limit:
-            raise PerflabError(f"{what} is {len(value)} characters long; the store keeps at most {limit}")
-
-
-def _check_sample_strings(rows: list[tuple]) -> None:
-    """The metric name and unit of each sample row fit their columns (a backstop:
-    the options that name them should have refused them already)."""
-    for index, column, what in ((1, s.sample.c.metric, "metric name"), (3, s.sample.c.unit, "unit")):
-        limit = column.type.length
-        for value in {r[index] for r in rows}:
-            if len(value) > limit:
-                raise PerflabError(f"{what} {value[:40]!r}... is {len(value)} characters long; the store keeps at most {limit}")
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-class Writes(Database):
+class Writes(Reserve, Database):
     """The Store's writing half (perflab.store.db.Store joins it with Queries)."""
 
     def create_run(
@@ -120,7 +79,7 @@ class Writes(Database):
         rows = [(run_id, x.metric, float(x.value), stored_unit(x.metric, x.unit, x.exact), int(x.direction), repetition,
                  process) for x in samples]
         if rows:
-            _check_sample_strings(rows)
+            check_sample_strings(rows)
             try:
                 with self.engine.begin() as conn:
                     # The driver's executemany straight away: SQLAlchemy's per-row
@@ -216,33 +175,6 @@ class Writes(Database):
                 close()
         except SQLAlchemyError as e:
             raise self._fail(e) from None
-
-    def _reserve_path(self) -> Path | None:
-        return self.path.with_name(self.path.name + "-reserve") if self.path is not None else None
-
-    def _keep_reserve(self) -> None:
-        """Make sure RESERVE_BYTES of disk are held beside an SQLite store (best effort)."""
-        reserve = self._reserve_path()
-        if reserve is None or reserve.exists():
-            return
-        try:
-            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except OSError:
-            return
-        try:
-            os.posix_fallocate(fd, 0, RESERVE_BYTES)
-        except OSError:
-            reserve.unlink(missing_ok=True)  # no room even for that: go without
-        finally:
-            os.close(fd)
-
-    def _release_reserve(self) -> bool:
-        reserve = self._reserve_path()
-        try:
-            reserve.unlink()
-        except (AttributeError, OSError):
-            return False
-        return True
 
     def delete_run(self, run_id: int) -> None:
         """Remove a run that holds no samples (bad input found before any measurement)."""

@@ -21,7 +21,11 @@
  * records of all threads (untimed, uncounted: the first records fault their
  * buffers in), the clock starts, and the threads stop once they have completed
  * RECORDS more between them; elapsed ends at that record (for clocks that count
- * instructions, where a fixed amount of work is the sample).
+ * instructions, where a fixed amount of work is the sample).  Each completed
+ * record takes a ticket (its place among all threads' records) and a thread
+ * counts only the records whose tickets fall after the warm-up and at or before
+ * the last one, so the threads' counts add up to exactly RECORDS however the
+ * threads are scheduled; a record completed past the last ticket is not counted.
  *
  * prints metric lines on stdout (the runtime's protocol, core/c/perflab.h):
  *
@@ -29,8 +33,8 @@
  *   {"metric": "ebizzy.records", "value": R, "unit": "records"}   (one per thread, in order)
  *
  * where R is the number of records a thread completed between the
- * start and the stop (a record in flight at the stop is completed and
- * counted, as ebizzy does) and elapsed the CLOCK_MONOTONIC seconds between
+ * start and the stop (with -S, a record in flight at the stop is completed
+ * and counted, as ebizzy does) and elapsed the CLOCK_MONOTONIC seconds between
  * them.  Bad options exit 2 with one line on stderr; any other failure 1.
  */
 #ifndef _GNU_SOURCE
@@ -41,6 +45,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,8 +68,9 @@ static size_t nchunks = 10;
 static size_t chunk_bytes = sizeof(record) * 64 * 1024;   /* 512 KiB on 64-bit */
 static double seconds = 10.0;
 static unsigned long records_target;    /* -R: stop after this many records of all threads (0: -S) */
-static unsigned long records_total, records_warmup;
+static unsigned long records_total, records_warmup;   /* -R: tickets taken; the warm-up's tickets */
 static int64_t started_at, stopped_at;
+static int start_stamped;               /* -R: started_at is written (the stop waits for it) */
 static size_t page;
 
 static record **chunk_table;
@@ -75,8 +81,7 @@ struct worker {
 	pthread_t tid;
 	unsigned nr;
 	unsigned long records;
-	unsigned long base;             /* -R: its records when the warm-up ended */
-	char pad[SLOT - sizeof(pthread_t) - sizeof(unsigned) - 2 * sizeof(unsigned long)];
+	char pad[SLOT - sizeof(pthread_t) - sizeof(unsigned) - sizeof(unsigned long)];
 };
 static struct worker *workers;
 
@@ -155,19 +160,30 @@ static void *worker_main(void *arg)
 				    w->nr, (size_t)key, which);
 		}
 		put_memory(buffer, chunk_bytes);
-		done++;
-		if (records_target) {
-			__atomic_store_n(&w->records, done, __ATOMIC_RELAXED);
-			unsigned long total = __atomic_add_fetch(&records_total, 1, __ATOMIC_RELAXED);
-			if (total == records_warmup) {
-				/* the warm-up is over: what every thread did so far is not counted */
-				for (unsigned i = 0; i < threads; i++)
-					workers[i].base = __atomic_load_n(&workers[i].records, __ATOMIC_RELAXED);
-				started_at = pl_now_ns();
-			} else if (total == records_warmup + records_target) {
-				stopped_at = pl_now_ns();
-				__atomic_store_n(&stop_flag, 1, __ATOMIC_RELEASE);
-			}
+		if (!records_target) {
+			done++;
+			continue;
+		}
+		/* -R: the ticket decides whether this record counts, not the stop flag, which
+		 * goes up a moment after the last ticket (the thread taking it may be
+		 * preempted in between, while the others go on completing records). */
+		unsigned long ticket = __atomic_add_fetch(&records_total, 1, __ATOMIC_ACQ_REL);
+		if (ticket > records_warmup + records_target)
+			break;
+		if (ticket > records_warmup)
+			done++;
+		if (ticket == records_warmup) {
+			started_at = pl_now_ns();
+			__atomic_store_n(&start_stamped, 1, __ATOMIC_RELEASE);
+		}
+		if (ticket == records_warmup + records_target) {
+			/* with RECORDS 1 and several threads the last ticket can come before the
+			 * first thread has stamped the start: wait for it, so elapsed is >= 0 */
+			while (!__atomic_load_n(&start_stamped, __ATOMIC_ACQUIRE))
+				sched_yield();
+			stopped_at = pl_now_ns();
+			__atomic_store_n(&stop_flag, 1, __ATOMIC_RELEASE);
+			break;
 		}
 	}
 	w->records = done;
@@ -233,8 +249,6 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < threads; i++)
 			pthread_join(workers[i].tid, NULL);
 		elapsed = (double)(stopped_at - started_at) / 1e9;
-		for (unsigned i = 0; i < threads; i++)
-			workers[i].records -= workers[i].base;
 	} else {
 		struct timespec rest = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
 		while (nanosleep(&rest, &rest) == -1 && errno == EINTR)

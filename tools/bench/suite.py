@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The test suite's time against its budgets (issue 47), and where its CPU goes.
+
+Budgets (this 2-core machine, quiet):
+  the fast lane (`sh tools/test.sh --fast`)                 60 s of pytest
+  the whole suite from a fresh clone (`CI=true bash .ci/run`)  6 min, install included
+
+    .venv/bin/python tools/bench/suite.py [--full] [--durations N] [PYTEST ARGS...]
+
+Runs the lane as tools/test.sh runs it (the same markers and workers), with every `perflab`
+process the tests start logging its CPU time (a wrapper of the `perflab` entry point written for
+the run and removed after; tests/conftest.py starts $PERFLAB_TEST_COMMAND), and prints: the wall time and its ratio to the budget, the CPU time (user +
+system of pytest and everything it waited for), the load average before and after, the
+`perflab` subcommands by CPU and the test files by the CPU of the `perflab` processes they
+started. Wall time means little on a busy machine: compare CPU, and re-measure the wall time on
+a quiet one. --full runs the whole default lane (pytest only: the install and the kernels'
+fetch, ~1 min from a fresh clone, come on top of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAST_MARKS = "not slow and not root and not postgres and not redis and not browser and not vm and not tool and not box"
+BUDGET_FAST = 60.0
+BUDGET_FULL = 6 * 60.0
+
+# The `perflab` the tests find (tests/conftest.py: beside sys.executable), wrapped to log each
+# process's subcommand, test and CPU seconds at exit (tests/conftest.py runs $PERFLAB_TEST_COMMAND).
+WRAPPER = """#!{python}
+import atexit, os, resource, sys
+def _log():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    with open({log!r}, "a") as f:
+        f.write("%s\\t%s\\t%.4f\\n" % (os.environ.get("PYTEST_CURRENT_TEST", "-").split(" ")[0],
+                                     sys.argv[1] if len(sys.argv) > 1 else "", own.ru_utime + own.ru_stime))
+atexit.register(_log)
+from perflab.cli import entry
+sys.exit(entry())
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="the whole default lane, not the fast one")
+    ap.add_argument("--durations", type=int, default=30, help="pytest's slowest N tests (default 30)")
+    args, rest = ap.parse_known_args()
+
+    scratch = tempfile.mkdtemp(prefix="perflab-suite-bench-")
+    log = os.path.join(scratch, "calls.tsv")
+    wrapper = os.path.join(scratch, "perflab")
+    with open(wrapper, "w") as f:
+        f.write(WRAPPER.format(python=sys.executable, log=log))
+    os.chmod(wrapper, 0o755)
+
+    if args.full:
+        argv = ["-n", os.environ.get("PERFLAB_TEST_WORKERS", "3"), "--dist", "worksteal", "-m", "not box"]
+        env = dict(os.environ, PERFLAB_TEST_FULL="1")
+        budget, what = BUDGET_FULL, "the whole suite (pytest only)"
+    else:
+        argv = ["-n", "2", "-m", FAST_MARKS]
+        env = dict(os.environ)
+        budget, what = BUDGET_FAST, "the fast lane"
+    env["PERFLAB_TEST_COMMAND"] = wrapper
+    load_before = os.getloadavg()
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--durations={args.durations}",
+                           *argv, *rest], cwd=ROOT, env=env)
+    wall = time.monotonic() - start
+    load_after = os.getloadavg()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children.ru_utime + children.ru_stime
+
+    by_command: dict[str, list[float]] = collections.defaultdict(list)
+    by_file: dict[str, list[float]] = collections.defaultdict(list)
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                test, command, seconds = line.rstrip("\n").split("\t")
+                by_command[command].append(float(seconds))
+                by_file[test.split("::")[0]].append(float(seconds))
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"\n{what}: {wall:.1f} s wall (budget {budget:.0f} s: ratio {wall / budget:.2f}), "
+          f"{cpu:.1f} s CPU (user+sys, pytest and its children); exit {proc.returncode}")
+    print("load average before %.2f %.2f %.2f, after %.2f %.2f %.2f" % (*load_before, *load_after))
+    total = sum(sum(v) for v in by_command.values())
+    print(f"\n`perflab` processes: {sum(len(v) for v in by_command.values())}, {total:.1f} s CPU")
+    for command, values in sorted(by_command.items(), key=lambda kv: -sum(kv[1]))[:12]:
+        print(f"  {command or '(none)':<14} {len(values):5d} processes {sum(values):8.1f} s CPU "
+              f"{sum(values) / len(values):6.3f} s each")
+    print("\ntest files by the CPU of the `perflab` processes they started:")
+    for name, values in sorted(by_file.items(), key=lambda kv: -sum(kv[1]))[:15]:
+        print(f"  {name:<48} {len(values):5d} processes {sum(values):8.1f} s CPU")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
