@@ -396,6 +396,28 @@ def test_a_nearly_exact_culprit_is_confirmed_when_the_ends_estimate_is_a_little_
     assert v.dropped == 1 and v.verdict == "confirmed", v
 
 
+def test_a_culprit_is_not_refuted_by_pairs_whose_own_spread_holds_the_ends_change():
+    """Seen at load 14 (a series' 30 -> 300 ms sleep): three pairs at +10%, +30% and +600% against
+    ends that moved +900%, the other groups' pooled noise tiny. The pooled noise made the pairs'
+    mean look far from the ends' change and refuted the culprit, while the pairs' own interval
+    (-62%, +1110%) held it: undecided (more pairs), not refuted. Pairs at the parent's level
+    are still refuted."""
+    import math
+
+    import numpy as np
+
+    from perflab.stats import sequential
+
+    delta, delta_se = math.log(10), 0.05
+    others = [np.array([0.01, -0.02, 0.015, -0.01, 0.02, 0.0])]
+    wide = [math.log(1.1), math.log(1.3), math.log(7.0)]
+    v = sequential.confirm(wide, delta, delta_se, 0.005, True, 1.0, others, 0.01, noise=0.03)
+    assert v.verdict is None and v.ci[0] < 9.0 < v.ci[1], v
+    flat = [math.log(1.0), math.log(1.02), math.log(0.99)]
+    v = sequential.confirm(flat, delta, delta_se, 0.005, True, 1.0, others, 0.01, noise=0.03)
+    assert v.verdict == "refuted", v
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_a_bisection_counting_instructions_says_where_the_culprits_are(lab):
     """measure: instructions: the culprit's report ends with the functions whose instructions

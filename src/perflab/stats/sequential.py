@@ -454,6 +454,8 @@ def confirm(d, delta: float, delta_se: float, alpha: float, logged: bool = True,
     if n >= CONFIRM_MIN:
         if llr >= upper and abs(change) >= threshold and change * delta > 0:
             verdict = "confirmed"
-        elif llr <= lower:
+        elif llr <= lower and abs(raw - delta) > half:
+            # The pooled noise can be far below these pairs' own spread (a loaded machine): a
+            # culprit is refuted only when its pairs' own interval also leaves out the ends' change.
             verdict = "refuted"
     return Confirmation(verdict, float(llr), change, ci, n, dropped, sd)
