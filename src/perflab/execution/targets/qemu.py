@@ -35,6 +35,7 @@ from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
 from perflab.execution.vm import kernel as kernels
+from perflab.execution.vm import machine as vm_machine
 from perflab.execution.vm.counting import refusal as counting_refusal
 from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
 
@@ -311,9 +312,9 @@ class Qemu(Target):
         return ("qemu", os.path.realpath(self.image), self.cmdline, repr(sorted(self.machine.items())),
                 INSTRUCTION_COUNTS in needs)
 
-    @contextlib.contextmanager
-    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
-        """Boot the kernel once with every opening's programs; each job's processes run in the guest."""
+    def _boot_of(self, openings: list[Opening]):
+        """What `open` boots for `openings`: (VmSpec, boot() keywords, the module plan, each
+        opening's programs, which run the host's, the staged files)."""
         spec = self.spec()
         what = openings[0].prepared.what if len(openings) == 1 else f"{len(openings)} jobs"
         disks = [d for o in openings for d in o.prepared.disks]
@@ -336,7 +337,28 @@ class Qemu(Target):
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
         spec = replace(spec, share_root=shared, drives=tuple(d.image for d in disks if d.image),
                        count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
-        with boot(spec, files={**boot_files, **plan.files()}, setup=setup, data={**staged, **plan.data()}) as guest:
+        boot_keywords = {"files": {**boot_files, **plan.files()}, "setup": setup, "data": {**staged, **plan.data()}}
+        return spec, boot_keywords, plan, files, rooted, staged
+
+    def start_ahead(self, needs: frozenset[str], what: str, params: dict | None = None):
+        """Start the guest a lone job needing `needs` would boot, before its run is even set up
+        (machine.start_ahead; `open` takes it when it boots the same). Only a job whose boot its
+        needs decide: one running the host's programs (nothing of its session in the guest), no
+        file system of its own, on a kernel image already here (not a recipe to build)."""
+        if HOST_PROGRAMS not in needs or (params or {}).get("fs") or self.recipe or not os.path.isfile(self.kernel):
+            return None
+        # The path as a job stores it (jobs.guest.kernel_of): absolute.
+        target = replace(self, kernel=os.path.abspath(os.path.expanduser(self.kernel)))
+        target.check(needs, what, params)
+        spec, boot_keywords, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
+        vm_machine.start_ahead(spec, **boot_keywords)
+        return vm_machine.drop_ahead
+
+    @contextlib.contextmanager
+    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
+        """Boot the kernel once with every opening's programs; each job's processes run in the guest."""
+        spec, boot_keywords, plan, files, rooted, staged = self._boot_of(openings)
+        with boot(spec, **boot_keywords) as guest:
             facts = {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
             yield _GuestPlace(guest, facts, openings, files, rooted, staged)
