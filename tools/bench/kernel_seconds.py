@@ -116,12 +116,34 @@ def _median(values: list) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def icount_round(args, tree: Path, name: str, round_no: int, work: Path, k61: Path, wall: dict, seen: dict) -> None:
+    """1. and 2.: the four will-it-scale testcases and lmbench --quick under icount, in `tree`."""
+    db = work / f"{name}-{round_no}-wis.db"
+    tests = [w for t in TESTS for w in ("--test", t)]
+    at = load()
+    seconds = perflab(tree, db, "run", "will-it-scale", *tests, "--duration", "1", "--runs", "2",
+                      "--kernel", str(k61), "--vm", "icount")
+    wall[name].setdefault("wis4", []).append((seconds, at))
+    wall[name].setdefault("wis4 CPU", []).append((CPU_SECONDS[-1], at))
+    for test, values in figures(db).items():
+        seen[name].setdefault(test, []).extend(values)
+    print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s "
+          f"({CPU_SECONDS[-1]:.1f} s CPU; load {at})", flush=True)
+    if name == "after" or not args.skip_before_lmbench:
+        at = load()
+        seconds = perflab(tree, work / f"{name}-{round_no}-lmbench.db", "run", "lmbench", "--quick",
+                          "--kernel", str(k61), "--vm", "icount")
+        wall[name].setdefault("lmbench", []).append((seconds, at))
+        print(f"[round {round_no + 1}] {name}: lmbench --quick {seconds:.1f} s (load {at})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", default="1979835", help="the earlier tree's commit (default: before issue 34)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--boots", type=int, default=5, help="commands per kernel and tree for the TCG figure")
     parser.add_argument("--skip-before-lmbench", action="store_true", help="measure lmbench in this tree only")
+    parser.add_argument("--tcg-only", action="store_true", help="only the TCG command (3.), not the icount figures")
     args = parser.parse_args()
 
     k61, k612 = kernels.fetch(K61), kernels.fetch(K612)
@@ -138,23 +160,8 @@ def main() -> None:
             order = ["before", "after"] if round_no % 2 == 0 else ["after", "before"]
             for name in order:
                 tree = trees[name]
-                db = work / f"{name}-{round_no}-wis.db"
-                tests = [w for t in TESTS for w in ("--test", t)]
-                at = load()
-                seconds = perflab(tree, db, "run", "will-it-scale", *tests, "--duration", "1", "--runs", "2",
-                                  "--kernel", str(k61), "--vm", "icount")
-                wall[name].setdefault("wis4", []).append((seconds, at))
-                wall[name].setdefault("wis4 CPU", []).append((CPU_SECONDS[-1], at))
-                for test, values in figures(db).items():
-                    seen[name].setdefault(test, []).extend(values)
-                print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s "
-                      f"({CPU_SECONDS[-1]:.1f} s CPU; load {at})", flush=True)
-                if name == "after" or not args.skip_before_lmbench:
-                    at = load()
-                    seconds = perflab(tree, work / f"{name}-{round_no}-lmbench.db", "run", "lmbench", "--quick",
-                                      "--kernel", str(k61), "--vm", "icount")
-                    wall[name].setdefault("lmbench", []).append((seconds, at))
-                    print(f"[round {round_no + 1}] {name}: lmbench --quick {seconds:.1f} s (load {at})", flush=True)
+                if not args.tcg_only:
+                    icount_round(args, tree, name, round_no, work, k61, wall, seen)
                 for label, kernel in (("6.1.0-47", k61), ("6.12.107", k612)):
                     at = load()
                     runs = [tcg_command(tree, kernel, work / f"{name}-{round_no}-tcg.db") for _ in range(args.boots)]

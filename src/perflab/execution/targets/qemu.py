@@ -341,10 +341,9 @@ class Qemu(Target):
         return spec, boot_keywords, plan, files, rooted, staged
 
     def start_ahead(self, needs: frozenset[str], what: str, params: dict | None = None):
-        """Start the guest a lone job needing `needs` would boot, before its run is even set up
-        (machine.start_ahead; `open` takes it when it boots the same). Only a job whose boot its
-        needs decide: one running the host's programs (nothing of its session in the guest), no
-        file system of its own, on a kernel image already here (not a recipe to build)."""
+        """The guest a lone job needing `needs` boots, started before its run is set up (`open`
+        takes it: machine.start_ahead), when its needs decide the boot: the host's programs run
+        (none of its session's in the guest), no `fs:`, an image that is here (not a recipe)."""
         if HOST_PROGRAMS not in needs or (params or {}).get("fs") or self.recipe or not os.path.isfile(self.kernel):
             return None
         # The path as a job stores it (jobs.guest.kernel_of): absolute.
