@@ -313,8 +313,7 @@ class Qemu(Target):
                 INSTRUCTION_COUNTS in needs)
 
     def _boot_of(self, openings: list[Opening]):
-        """What `open` boots for `openings`: (VmSpec, boot() keywords, the module plan, each
-        opening's programs, which run the host's, the staged files)."""
+        """What `open` boots: VmSpec, boot()'s keywords, modules, programs, which run the host's, staged."""
         spec = self.spec()
         what = openings[0].prepared.what if len(openings) == 1 else f"{len(openings)} jobs"
         disks = [d for o in openings for d in o.prepared.disks]
@@ -341,13 +340,14 @@ class Qemu(Target):
         return spec, boot_keywords, plan, files, rooted, staged
 
     def start_ahead(self, needs: frozenset[str], what: str, params: dict | None = None):
-        """The guest a lone job needing `needs` boots, started before its run is set up (`open`
-        takes it: machine.start_ahead), when its needs decide the boot: the host's programs run
-        (none of its session's in the guest), no `fs:`, an image that is here (not a recipe)."""
-        if HOST_PROGRAMS not in needs or (params or {}).get("fs") or self.recipe or not os.path.isfile(self.kernel):
+        """A lone job's guest started before its run is set up (`open` takes it: machine.start_ahead) when
+        its needs decide the boot: the host's programs run, no `fs:`, an image here (not fetched or built)."""
+        debian = self.kernel.startswith(kernels.DEBIAN)
+        here = kernels.cached(kernels.debian_package(self.kernel)) if debian else os.path.isfile(self.kernel)
+        if HOST_PROGRAMS not in needs or (params or {}).get("fs") or self.recipe or not here:
             return None
-        # The path as a job stores it (jobs.guest.kernel_of): absolute.
-        target = replace(self, kernel=os.path.abspath(os.path.expanduser(self.kernel)))
+        # The kernel as a job stores it (jobs.guest.kernel_of): a path made absolute.
+        target = self if debian else replace(self, kernel=os.path.abspath(os.path.expanduser(self.kernel)))
         target.check(needs, what, params)
         spec, boot_keywords, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
         vm_machine.start_ahead(spec, **boot_keywords)
