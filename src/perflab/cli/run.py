@@ -127,7 +127,6 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --measure instructions --runs 3 -- ./bench
     """
     from perflab.benchmarks.cmd import MetricRule, check_unique
-    from perflab.runner import service
 
     unit_map = _key_values(units, "--unit")
     rules = [MetricRule.parse(m, unit_map, set(higher)) for m in metrics]
@@ -142,6 +141,8 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
         raise click.BadParameter("--name applies to a single command", param_hint="--name")
     if not (monitor_specs or measure):
         _start_ahead(placed_on(dict(targets)), "cmd")
+    from perflab.runner import service
+
     points = []
     for words in groups:
         params = {"argv": words, "shell": shell, "prepare": prepare, "ignore_failure": ignore_failure,

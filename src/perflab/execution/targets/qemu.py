@@ -343,12 +343,12 @@ class Qemu(Target):
         """A lone job's guest started before its run is set up (`open` takes it: machine.start_ahead) when
         its needs decide the boot: the host's programs run, no `fs:`, an image here (not fetched or built)."""
         debian = self.kernel.startswith(kernels.DEBIAN)
-        here = kernels.cached(kernels.debian_package(self.kernel)) if debian else os.path.isfile(self.kernel)
-        if HOST_PROGRAMS not in needs or (params or {}).get("fs") or self.recipe or not here:
-            return None
-        # The kernel as a job stores it (jobs.guest.kernel_of): a path made absolute.
+        here = not self.recipe and (kernels.cached(kernels.debian_package(self.kernel)) if debian
+                                    else os.path.isfile(self.kernel))
+        # The kernel as a job stores it (jobs.guest.kernel_of); the rest of check() is boot()'s own.
         target = self if debian else replace(self, kernel=os.path.abspath(os.path.expanduser(self.kernel)))
-        target.check(needs, what, params)
+        if HOST_PROGRAMS not in needs or (params or {}).get("fs") or not here or target.refusal(needs, what):
+            return None
         spec, boot_keywords, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
         vm_machine.start_ahead(spec, **boot_keywords)
         return vm_machine.drop_ahead

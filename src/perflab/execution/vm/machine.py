@@ -455,8 +455,9 @@ def _launch(spec: VmSpec, binary: str, initrd: Path, entry: entries.Entry) -> _S
     try:
         with open(workdir / "qemu.err", "wb") as err:
             started = time.monotonic()
-            process = subprocess.Popen(_command(binary, spec, initrd, entry, workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                       start_new_session=True, preexec_fn=die_with_parent, bufsize=0)
+            process = subprocess.Popen(_command(binary, spec, initrd, entry, workdir), stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=err, start_new_session=True,
+                                       preexec_fn=die_with_parent, bufsize=0)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
