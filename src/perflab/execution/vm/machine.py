@@ -471,11 +471,11 @@ def start_ahead(spec: VmSpec, files: Mapping[str, Path | str] | None = None, set
     takes it when its command line is the same word for word (initramfs and kernel entry
     included); one no boot() takes is killed by `drop_ahead` (the command's end, and at exit;
     its parent-death signal besides). A spec that cannot boot raises as boot() would."""
-    binary, initrd, entry = _boot_files(spec, files, setup, data)
-    if not _AHEAD:
-        import atexit
+    import atexit
 
-        atexit.register(drop_ahead)
+    binary, initrd, entry = _boot_files(spec, files, setup, data)
+    atexit.unregister(drop_ahead)      # once, however many are started in one process
+    atexit.register(drop_ahead)
     _AHEAD.append(_launch(spec, binary, initrd, entry))
 
 
