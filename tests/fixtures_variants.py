@@ -79,3 +79,22 @@ def plant(path: str) -> dict[str, int]:
         ids[f"walk {i}"] = _run(store, "will-it-scale", "/var/tmp/bisect/out/arch/x86/boot/bzImage", dict(wis), WALK,
                                 _wis(2000000.0 + i), tag="bisect-125", commit=commit)
     return ids
+
+
+def plant_head(path: str, tag: str = "e2", slower: str = "6.1.192 fast", by: float = 1.2) -> dict[str, int]:
+    """The six variants of `TAG` measured again under `tag` (lmbench only), the recipes built at
+    another commit (another `kernel_build` key), the variant named `slower` (a name as plant's ids
+    have it: `6.1.192 fast`, `6.1.0-56-amd64 mitigations=off`) `by` times slower."""
+    store = open_store(path)
+    ids: dict[str, int] = {}
+    for kernel, extra, release, null, _ in VARIANTS:
+        recipe = isinstance(kernel, dict) and "tree" in kernel
+        name = f"{release}{' ' + extra['cmdline'] if 'cmdline' in extra else ''}"
+        if recipe and kernel.get("fragments"):
+            name += " fast"
+        params = {**extra, **({"kernel_build": extra["kernel_build"][::-1]} if recipe else {})}
+        figure = null * (by if name == slower else 1.0)
+        ids[f"lmbench {name}"] = _run(store, "lmbench", kernel, params, release,
+                                      [Sample("syscall.null", figure, "µs (icount)", LOWER_IS_BETTER, exact=True)],
+                                      tag=tag, env_extra={"kernel_recipe_commit": "d00d" * 10} if recipe else None)
+    return ids

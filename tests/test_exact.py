@@ -213,3 +213,17 @@ def test_cli_defaults_agree_with_stats():
     from perflab.cli import compare as cli_compare, detect as cli_detect
 
     assert cli_compare.EXACT_MIN_EFFECT_PCT == cli_detect.EXACT_MIN_EFFECT_PCT == exact.EXACT_MIN_EFFECT * 100
+
+
+def test_settled_samples_finds_the_agreement_once(monkeypatch):
+    """settled_samples asked settled (the figure and the agreeing samples) and then computed them
+    again: one computation now, `settled` its answer's test."""
+    from perflab.stats import exact
+
+    calls = []
+    figure = exact.exact_figure
+    monkeypatch.setattr(exact, "exact_figure", lambda xs, d: calls.append(1) or figure(xs, d))
+    ticked = [0.323029] * 8 + [0.330093, 0.329977]
+    assert exact.settled_samples(ticked, -1) == [0.323029] * 8 and len(calls) == 1, calls
+    assert exact.settled(ticked, -1) and not exact.settled([1.0, 1.05, 1.1], -1)
+    assert exact.settled_samples([1.0, 1.05, 1.1], -1) is None and exact.settled_samples([math.nan], -1) is None

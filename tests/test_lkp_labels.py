@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from perflab.analysis.comparison import compare
@@ -25,20 +27,18 @@ def _store(tmp_path):
     return store
 
 
-def test_kernel_operands_keep_the_differing_part_in_the_column_headers(tmp_path):
+def test_kernel_operands_head_their_columns_whole(tmp_path):
+    """Issue 22 cut a long operand to LKP's 16 characters around its differing part
+    (kernel=…40-amd64); the heads are now as wide as the whole names, the figures under them."""
     result = compare(_store(tmp_path), [f"kernel={k}" for k in KERNELS])
     text = lkp.render(result)
     lines = text.splitlines()
-    header = lines[next(i for i, line in enumerate(lines) if line.startswith("-" * 16)) - 1]   # above the rule
-    assert "kernel=…40-amd64" in header and "kernel=…41-amd64" in header
-    assert "(+" not in header
-
-
-def test_column_label_cuts_only_what_the_operands_share():
-    labels = ["kernel=6.1.0-40-amd64", "kernel=6.1.0-41-amd64"]
-    assert [lkp._column_label(label, labels, 16) for label in labels] == ["kernel=…40-amd64", "kernel=…41-amd64"]
-    # short labels are left alone; a long distinguishing middle keeps it between two cuts
-    assert lkp._column_label("v6.7", ["v6.7", "v6.8"], 16) == "v6.7"
-    long = [f"kernel=6.1.0-4{i}-amd64-with-a-very-long-tail" for i in (0, 1)]
-    cut = [lkp._column_label(label, long, 16) for label in long]
-    assert all(len(c) <= 16 for c in cut) and cut[0] != cut[1] and "40" in cut[0] and "41" in cut[1]
+    rule = next(i for i, line in enumerate(lines) if line.startswith("-" * 16))
+    header = lines[rule - 1]
+    assert "kernel=6.1.0-40-amd64" in header and "kernel=6.1.0-41-amd64" in header and "…" not in header, header
+    # Each head's name ends where its column's rule ends, and the rows' figures end inside it.
+    ends = [m.end() for m in re.finditer(r"-+", lines[rule])]
+    assert [header.index(f"kernel={k}") + len(f"kernel={k}") for k in KERNELS] == ends, (header, lines[rule])
+    row = next(l for l in lines if "synthetic.time" in l and "%" in l)
+    figures = [m.end() for m in re.finditer(r"\d\.\d+", row)]
+    assert figures[0] <= ends[0] and ends[0] < figures[-1] <= ends[1], (row, ends)

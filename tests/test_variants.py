@@ -299,3 +299,12 @@ def test_guest_memory_and_mode_are_said_of_two_sides():
     assert variant.measured_differently(base, head) == ["VM mode tcg (base) against icount",
                                                        "guest memory 512 MiB (base) against 1024 MiB"]
     assert variant.measured_differently(base, base) == []
+
+
+def test_report_table_never_averages_two_variants_into_a_cell(cli, db):
+    """`--rows tag`: one tag holds every variant of the worked example; a cell of the tag alone
+    averaged their figures into one (pooling kernels). The columns are split by variant, said."""
+    done = cli("report", "table", METRIC, "--rows", "tag", "--cols", "box", "--tag", fv.TAG)
+    assert "split by variant" in done.stderr, done.stderr
+    figures = sorted(float(x) for line in done.stdout.splitlines()[3:] for x in line.split()[1:] if line.strip())
+    assert figures == sorted(figure for *_, figure in fv.VARIANTS), done.stdout

@@ -256,18 +256,25 @@ def variant_labels(variants: Sequence, *, history: bool = False, without: tuple[
                     value = tuple(w for w in value if w not in shared)
                 words += [printable(w, None) for w in value if w]
         labels.append(" ".join(words) or (printable(v.benchmark, None) if anchor else ""))
-    seen: dict[str, list[int]] = {}
-    for i, text in enumerate(labels):
-        seen.setdefault(text, []).append(i)
-    for indices in seen.values():
-        # Without the version (a series' name) the line is what must differ, not the release.
-        if len({(variants[i].identity if anchor else variants[i].line,
-                 *((variants[i].commit, variants[i].tag) if history else ())) for i in indices}) < 2:
-            continue
-        for name, read in _LAST_RESORT:
-            values = {read(variants[i]) for i in indices}
-            if len(values) > 1:
-                for i in indices:
-                    labels[i] += f" {name}={_shorten(printable(read(variants[i]) or '-', None), sorted(values))}"
-                break
+    # Without the version (a series' name) the line is what must differ, not the release.
+    def apart(i: int) -> tuple:
+        v = variants[i]
+        return (v.identity if anchor else v.line, *((v.commit, v.tag) if history else ()))
+
+    # Until no two identities share a label: a last resort that splits those that still do (three
+    # builds, two of one ref: the ref parts one from the two, the build key the two).
+    for _ in range(len(_LAST_RESORT)):
+        seen: dict[str, list[int]] = {}
+        for i, text in enumerate(labels):
+            seen.setdefault(text, []).append(i)
+        shared = [indices for indices in seen.values() if len({apart(i) for i in indices}) > 1]
+        if not shared:
+            break
+        for indices in shared:
+            for name, read in _LAST_RESORT:
+                values = {read(variants[i]) for i in indices}
+                if len(values) > 1:
+                    for i in indices:
+                        labels[i] += f" {name}={_shorten(printable(read(variants[i]) or '-', None), sorted(values))}"
+                    break
     return labels

@@ -12,6 +12,8 @@ through the local sendmail or the SMTP server of the configuration.
 
 from __future__ import annotations
 
+import json
+
 import hashlib
 import os
 import subprocess
@@ -61,6 +63,7 @@ class KernelSide:
     cpus: int | None = None
     memory_mib: int | None = None
     build: str | None = None      # a kernel perflab built from a recipe: the commands to build it again
+    boot_options: str = ""        # what the job added to the command line (mitigations=off): its variant's
 
 
 @dataclass
@@ -171,7 +174,7 @@ def kernel_side(run) -> KernelSide | None:
                       mode=target.mode or env.get("vm_mode"), cmdline=env.get("kernel_cmdline"),
                       cpus=_number(env.get("vm_cpus")) or target.cpus,
                       memory_mib=_number(env.get("vm_memory_mib")) or target.memory_mib,
-                      build=env.get("kernel_build_commands") or None)
+                      build=env.get("kernel_build_commands") or None, boot_options=decoded.kernel.cmdline)
 
 
 def _memory(kib) -> str:
@@ -195,9 +198,15 @@ def _machine(facts: dict, guest: KernelSide | None = None) -> str:
 
 
 def _headline_runs(selection, row: MetricRow) -> list:
-    """The runs of one side that measured the headline's group (same benchmark and parameters)."""
-    runs = [r for r in selection.runs if r.benchmark == row.benchmark
-            and all((r.params or {}).get(k) == v for k, v in row.params.items())]
+    """The runs of one side that measured the headline's group: keyed as compare keyed them
+    (selection.variant_keys: the parameters, with `variant` where the side's runs are of several),
+    so that the mail's job, kernel and guest are the headline variant's, not another's of the tag.
+    A head paired with the base's other parameters (one variant each) keeps its runs."""
+    from perflab.analysis.selection import variant_keys
+
+    want = (row.benchmark, json.dumps(row.params, sort_keys=True, default=str))
+    keys = variant_keys(selection.runs, variants=selection.variants)
+    runs = [r for r in selection.runs if keys[r.id][1:] == want]
     return runs or list(selection.runs)
 
 

@@ -38,6 +38,17 @@ class Selection:
     operand: str
     runs: list  # store rows
     label: str  # how the operand is shown in tables
+    _variants: dict | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def variants(self) -> dict:
+        """run id -> its variant (analysis.variant.of), decoded once for every step that asks
+        (the groups' keys, the note on an operand's variants, what the sides measured)."""
+        if self._variants is None:
+            from perflab.analysis import variant
+
+            self._variants = {r.id: variant.of(r) for r in self.runs}
+        return self._variants
 
     @property
     def run_ids(self) -> list[int]:
@@ -172,40 +183,55 @@ class Group:
 
 
 VARIANT_KEY = "variant"   # the key a group's parameters gain when its operand's runs are of several variants
+# The parameters a guest run stores about its kernel (execution.targets.qemu: the boot options the
+# job added, the build it booted). A group's key leaves them to the variant's label, which says
+# them in words (`variant=amd64 mitigations=off`, `variant=gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE`)
+# as `log` and `report lmbench` do, never as a build key's hash.
+KERNEL_PARAMS = ("cmdline", "kernel_build")
 
 
-def variant_keys(runs, cross_box: bool = False) -> dict[int, tuple[str | None, str, str]]:
-    """run id -> its group's (box, benchmark, params_key). Runs of one operand that share those
-    but differ in variant (analysis.variant: a flavour, a kernel, a build, the file system, the
-    compiler) are never pooled: each variant's parameters gain `variant` = its label among them,
-    without the kernel's version where that alone does not tell them apart (`rt`, `cloud`), so
-    that the same flavours of two operands are matched."""
+def group_params(params: dict | None, benchmark: str = "", guest: bool = True) -> str:
+    """A group's parameters (params_key) without a guest's kernel parameters (KERNEL_PARAMS)."""
+    kept = {k: v for k, v in (params or {}).items() if not (guest and k in KERNEL_PARAMS)}
+    return params_key(kept, benchmark)
+
+
+def variant_keys(runs, cross_box: bool = False, variants: dict | None = None) -> dict[int, tuple[str | None, str, str]]:
+    """run id -> its group's (box, benchmark, params: group_params). Runs of one operand that share
+    those but differ in variant (analysis.variant: a flavour, a kernel, a build, boot options, the
+    file system, the compiler) are never pooled: each variant's parameters gain `variant` = its
+    label among them, without the kernel's version where that alone does not tell them apart
+    (`rt`, `cloud`), so that the same flavours of two operands are matched. `variants`: the runs'
+    variants when already decoded (Selection.variants)."""
     from perflab.analysis import naming, variant
 
-    keys = {r.id: (None if cross_box else r.box, r.benchmark, params_key(r.params, r.benchmark)) for r in runs}
+    variant_of = variants if variants is not None else {r.id: variant.of(r) for r in runs}
+    keys = {r.id: (None if cross_box else r.box, r.benchmark,
+                   group_params(r.params, r.benchmark, variant_of[r.id].target.guest)) for r in runs}
     by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
-    variant_of = {}
     for r in runs:
-        v = variant_of[r.id] = variant.of(r)
+        v = variant_of[r.id]
         by_key[keys[r.id]].setdefault(v.side_key, v)
     for key, kinds in by_key.items():
         if len(kinds) < 2:
             continue
         labels = naming.variant_labels(list(kinds.values()), anchor=False)
-        if len(set(labels)) < len(labels) or not all(labels):
+        if len(set(labels)) < len(labels):
             labels = naming.variant_labels(list(kinds.values()))
         label_of = dict(zip(kinds, labels))
         params = json.loads(key[2])
         for r in runs:
-            if keys[r.id] == key:
-                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label_of[variant_of[r.id].side_key]},
-                                                   sort_keys=True, default=str))
+            # The one variant that has nothing the others lack (the kernel without boot options
+            # beside it with mitigations=off) keeps its parameters as they are, as it would alone.
+            label = label_of[variant_of[r.id].side_key]
+            if keys[r.id] == key and label:
+                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label}, sort_keys=True, default=str))
     return keys
 
 
 def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = variant_keys(selection.runs, cross_box)
+    run_keys = variant_keys(selection.runs, cross_box, selection.variants)
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)

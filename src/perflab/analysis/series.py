@@ -42,7 +42,7 @@ from perflab.core.kernel_version import order_key as kernel_order_key
 from perflab.core.model import HIGHER_IS_BETTER, LOWER_IS_BETTER
 from perflab.monitors import monitor_of
 from perflab.analysis import variant
-from perflab.analysis.selection import USABLE_STATUSES, params_key
+from perflab.analysis.selection import USABLE_STATUSES, group_params
 from perflab.stats import changepoints, exact, exact_series
 from perflab.stats.descriptive import HMEAN, MEAN, estimator, harmonic_mean
 from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
@@ -82,7 +82,7 @@ class Point:
 class Series:
     box: str
     benchmark: str
-    params: str       # selection.params_key
+    params: str       # selection.group_params (a guest's boot options and build are its line's)
     metric: str
     unit: str
     direction: int
@@ -220,7 +220,7 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
     # flavour, a recipe, boot options, a target, a file system) are different series.
     variant_of = {rid: variant.of(r) for rid, r in run_of.items()}
     line_of: dict[tuple, str] = {}
-    keys = {rid: (r.box, r.benchmark, params_key(r.params, r.benchmark),
+    keys = {rid: (r.box, r.benchmark, group_params(r.params, r.benchmark, variant_of[rid].target.guest),
                   line_of.setdefault(variant_of[rid].line, f"{len(line_of):06d}"))
             for rid, r in run_of.items()}
     runs_of_series, meta = _run_means(store, run_of, keys, slot, metrics)

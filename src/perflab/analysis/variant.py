@@ -36,6 +36,7 @@ DEBIAN, RECIPE, IMAGE = "debian", "recipe", "image"
 # The parameters a guest run stores about where it ran (execution.targets.qemu): part of the
 # variant's target and kernel, not of what the benchmark measured.
 TARGET_PARAMS = ("vm", "vm_cpus", "vm_memory_mib", "vm_qemu_args", "cmdline", "kernel_build")
+SSH_MACHINE = "on"   # the job key and parameter of a run on an SSH machine (execution.targets.ssh.ON_KEY)
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,9 @@ def of(run) -> Variant:
     """The variant of a stored run (a store row: params, environment, job, box, benchmark, commit, tag)."""
     params, env, job = (_mapping(getattr(run, name, None)) for name in ("params", "environment", "job"))
     vm = job.get("vm") if isinstance(job.get("vm"), dict) else {}
-    guest = "vm" in params or bool(job.get("kernel"))
+    # A job's kernel is a guest's, but on an SSH machine (`on`) it is the kernel that machine was
+    # switched to by kexec (execution.targets.ssh): no guest, none of a guest's defaults.
+    guest = "vm" in params or (bool(job.get("kernel")) and not (job.get(SSH_MACHINE) or params.get(SSH_MACHINE)))
     if guest:
         # A guest run stores vCPUs and memory only when not the defaults (execution.targets.qemu:
         # MACHINE_PARAMS, DEFAULT_VM: tcg, 1 vCPU, 512 MiB).
@@ -284,16 +287,22 @@ def _where(t: Target) -> str:
     return f"a {t.mode} guest" if t.guest else "the host"
 
 
+def _last(sel) -> Variant:
+    """The variant of a selection's last run: decoded already where it keeps them (Selection.variants)."""
+    known = getattr(sel, "variants", None)
+    return known[sel.runs[-1].id] if isinstance(known, dict) else of(sel.runs[-1])
+
+
 def sides_differ(selections) -> list[str]:
     """What each head measured differently from the base (`measured_differently` of the sides'
     last runs), one line per head and fact, the head named: a comparison's headline says these
     first, since they change what its figures mean (a tmpfs against ext4, a guest against the host)."""
     if len(selections) < 2 or not selections[0].runs:
         return []
-    base = of(selections[0].runs[-1])
+    base = _last(selections[0])
     out = []
     for sel in selections[1:]:
         if sel.runs:
             out += [f"{sel.label} against {selections[0].label}: {line}"
-                    for line in measured_differently(base, of(sel.runs[-1]))]
+                    for line in measured_differently(base, _last(sel))]
     return out

@@ -128,6 +128,9 @@ class Family:
     # (RUN_DURATION) are added to every family's.
     duration_params: ClassVar[frozenset[str]] = RUN_DURATION
     failure_policy: ClassVar[str] = SKIP
+    # A round's processes are independent of one another (none reads what another left, none
+    # waits for another): a place of several machines may run them side by side (issue 47).
+    independent_processes: ClassVar[bool] = False
     # Axes a job gets when it does not name the parameter (kernbench: both loads, as kernbench runs).
     default_axes: ClassVar[dict[str, list]] = {}
     # Metrics that describe the harness's view of a process rather than the benchmark's result.

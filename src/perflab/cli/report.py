@@ -276,6 +276,8 @@ def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None
     if not cols:
         raise click.BadParameter(f"{col_keys!r}: name one key or more, comma-separated", param_hint="--cols")
     found = pivots(get_store(db, reading=True), tuple(metrics), row_key, cols, benchmark, tuple(boxes), tuple(tags))
+    if found and found[0].note:
+        click.echo(f"note: {found[0].note}", err=True)
     click.echo("\n".join(render_pivot(p.metric, p.unit, p.row_key, p.col_keys, p.row_values, p.col_values, p.cells)
                          for p in found), nl=False)
 

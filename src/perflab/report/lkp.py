@@ -29,7 +29,6 @@ LKP prints it.
 from __future__ import annotations
 
 import json
-import os
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
 from perflab.analysis.views.comparison import ComparisonView
@@ -77,9 +76,14 @@ def _note(row: MetricRow, labels: list[str], notes: Footnotes, implied: str | No
     return (f"   [{text}]" if text else "") + (f" {shown_marks}" if shown_marks else "")
 
 
-def _line(row: MetricRow, name: str, labels: list[str], notes: Footnotes, implied: str | None = None) -> str:
-    cells = f"{value(row.base.center):>10}{_stddev(row.base)}"
+def _line(row: MetricRow, name: str, labels: list[str], notes: Footnotes, implied: str | None = None,
+          pads: list[int] | None = None) -> str:
+    """A metric's line; `pads`: the spaces before each column's cells, where an operand's whole
+    name heads a column wider than LKP's (_widths)."""
+    pads = pads or [0] * (len(row.heads) + 1)
+    cells = f"{'':{pads[0]}}{value(row.base.center):>10}{_stddev(row.base)}"
     for i, cmp in enumerate(row.heads):
+        cells += f"{'':{pads[i + 1]}}"
         if cmp is None:
             cells += f" {'':>10} {'-':>10}      "
             continue
@@ -113,27 +117,14 @@ def _header(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def _column_label(label: str, labels: list[str], width: int) -> str:
-    """`label` in at most `width` characters, keeping what tells it from the other `labels`:
-    a long one loses the part every label shares (after its `key=`), not its end, so that
-    kernel=6.1.0-40-amd64 and kernel=6.1.0-41-amd64 read kernel=…40-amd64 and kernel=…41-amd64."""
-    texts = [shown(l, None) for l in labels]
-    text = shown(label, None)
-    if len(text) <= width or len(set(texts)) < 2:
-        return shown(label, width)
-    prefix = len(os.path.commonprefix(texts))
-    suffix = len(os.path.commonprefix([t[::-1] for t in texts]))
-    differs = (min(prefix, len(text)), max(len(text) - suffix, prefix))   # [start, stop) of what differs
-    key = text[:text.index("=") + 1] if "=" in text[:prefix] else ""
-    if len(key) > width // 2:
-        key = ""
-    room = width - len(key) - 1
-    if len(text) - room <= differs[0]:
-        return f"{key}…{text[-room:]}"        # the common middle goes, the distinguishing end stays
-    start = max(len(key), differs[0] - 2)
-    if differs[1] - start <= room - 1:
-        return f"{key}…{text[start:start + room - 1]}…"   # only the distinguishing middle stays
-    return shown(label, width)
+BASE_WIDTH, HEAD_WIDTH = 16, 26   # LKP's columns: the base's figure and %stddev, a head's %change, figure, %stddev
+
+
+def _widths(labels: list[str]) -> list[int]:
+    """The spaces each column gains so that its operand's whole name heads it: LKP cuts a commit
+    to its column (the `commit:` block above lists them whole), but a variant's or a kernel's
+    name is told apart anywhere, often at its end (`tag=e1,cmdline=mitigations=off`)."""
+    return [max(0, len(shown(label, None)) - (BASE_WIDTH if i == 0 else HEAD_WIDTH)) for i, label in enumerate(labels)]
 
 
 def _testcase_labels(rows: list[MetricRow]) -> dict[int, str]:
@@ -146,11 +137,13 @@ def _testcase_labels(rows: list[MetricRow]) -> dict[int, str]:
 def render(result: ComparisonResult) -> str:
     lines = _header(result)
     heads = len(result.labels) - 1
-    labels = [_column_label(label, result.labels, 16) for label in result.labels]
-    lines.append(f"{labels[0]:>16} " + " ".join(f"{l:>26} " for l in labels[1:]))
-    lines.append("-" * 16 + " " + " ".join("-" * 26 + " " for _ in labels[1:]))
-    lines.append("         %stddev" + "     %change         %stddev" * heads)
-    lines.append("             \\  " + "        |                \\  " * heads)
+    labels = [shown(label, None) for label in result.labels]
+    pads = _widths(result.labels)
+    lines.append(f"{labels[0]:>{BASE_WIDTH + pads[0]}} "
+                 + " ".join(f"{l:>{HEAD_WIDTH + p}} " for l, p in zip(labels[1:], pads[1:])))
+    lines.append("-" * (BASE_WIDTH + pads[0]) + " " + " ".join("-" * (HEAD_WIDTH + p) + " " for p in pads[1:]))
+    lines.append(" " * pads[0] + "         %stddev" + "".join(" " * p + "     %change         %stddev" for p in pads[1:]))
+    lines.append(" " * pads[0] + "             \\  " + "".join(" " * p + "        |                \\  " for p in pads[1:]))
     several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1
     head_labels = result.labels[1:]
     testcases = _testcase_labels(result.rows) if several else {}
@@ -168,7 +161,7 @@ def render(result: ComparisonResult) -> str:
     notes = Footnotes()
 
     def line(row: MetricRow, implied: str | None = None) -> str:
-        text = _line(row, shown(row.metric), head_labels, notes, implied)
+        text = _line(row, shown(row.metric), head_labels, notes, implied, pads)
         return f"{testcases[id(row)]:{width}}  {text}" if several else text
 
     primary = [r for r in result.rows if r.fdr_group == PRIMARY]

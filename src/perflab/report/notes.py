@@ -14,7 +14,8 @@ from perflab.stats.descriptive import EXACT as EXACT_FIGURE
 from perflab.stats.exact import EXACT_LIMIT
 from perflab.core.text import printable
 
-NOTE_LIMIT = 240  # a warning line (it may quote parameters) is bounded, not cut to a cell
+NOTE_LIMIT = 480  # a warning line (it may quote parameters) is bounded, not cut to a cell: room for
+#                   the note naming an operand's variants (a dozen labels) whole
 
 
 def shown(text: object, limit: int | None = None) -> str:

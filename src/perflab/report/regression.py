@@ -157,10 +157,13 @@ def _series_reproduce(report: RegressionReport) -> list[str]:
     # `git am` on the mailbox file (or the directory's patch files): on a directory it applies nothing.
     am = shlex.join(s.am) if s.am else (shlex.quote(s.mbox) if s.mbox else "series.mbox")
     job = {k: v for k, v in (report.job or {}).items() if k != "kernel"}
+    kernel = report.kernels[0] if report.kernels else None
+    if kernel and kernel.boot_options:
+        # --kernel below replaces the image and keeps the options the series' kernel was booted with.
+        job["kernel"] = {"image": kernel.image, "cmdline": kernel.boot_options}
     steps = ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF",
              f"git clone -q {repo} series-test && cd series-test",
              f"git checkout -q {report.base.sha if report.base else 'BASE'}"]
-    kernel = report.kernels[0] if report.kernels else None
     run = "perflab run ../job.yaml --repo ."     # the job file stays out of the checkout git am patches
     if kernel:
         steps.append("export KBUILD_OUTPUT=$PWD/../kbuild   # kbuild's output directory, for the build below")
@@ -220,7 +223,31 @@ def _kernel_comment(k) -> str:
             + f", QEMU {k.mode or 'tcg'}" + (f", {figures}" if figures else ""))
 
 
-def _run_side(report: RegressionReport, which: int, repo: str) -> list[str]:
+def _job_files(report: RegressionReport) -> tuple[list[str], list[str]]:
+    """The job files' steps and each side's file. Each side names its own kernel (--kernel), so a
+    job file holds the guest's vm block, and the boot options its side's kernel was booted with
+    (`kernel: {image, cmdline}`: --kernel replaces the image and keeps them); sides booted with
+    other options each get a file of their own."""
+    job = report.job
+    if not report.kernels:
+        return ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF"], ["job.yaml"] * 2
+    bare = {k: v for k, v in job.items() if k != "kernel"}
+
+    def with_options(kernel) -> dict:
+        if not kernel.boot_options:
+            return bare
+        return {**bare, "kernel": {"image": kernel.image, "cmdline": kernel.boot_options}}
+
+    options = [k.boot_options for k in report.kernels]
+    sides = [("job.yaml", report.kernels[1])] if len(set(options)) == 1 else \
+        [("job-base.yaml", report.kernels[0]), ("job-head.yaml", report.kernels[1])]
+    steps = []
+    for name, kernel in sides:
+        steps += [f"cat > {name} <<'EOF'", *to_yaml(with_options(kernel)).rstrip("\n").splitlines(), "EOF"]
+    return steps, [name for name, _ in sides] * (3 - len(sides))
+
+
+def _run_side(report: RegressionReport, which: int, repo: str, job_file: str = "job.yaml") -> list[str]:
     commit, tag = _side(report, which)
     name = ("base", "head")[which]
     kernel = report.kernels[which] if report.kernels else None
@@ -240,12 +267,12 @@ def _run_side(report: RegressionReport, which: int, repo: str) -> list[str]:
         out.append(f"git -C {repo} checkout {commit.sha}")
     if report.build and commit:
         out.append(f"(cd {repo} && {shown(report.build, 300)})")
-    run = "perflab run job.yaml"
+    run = f"perflab run {job_file}"
     if kernel:
         run += f" --kernel {shlex.quote(kernel.image)}"
     if commit:
         # In the checkout, as the robot ran it: a job's relative paths (./prog) are the commit's files.
-        run = f'(cd {repo} && perflab run "$OLDPWD/job.yaml"' + run.removeprefix("perflab run job.yaml") + " --repo ."
+        run = f'(cd {repo} && perflab run "$OLDPWD/{job_file}"' + run.removeprefix(f"perflab run {job_file}") + " --repo ."
         out.append(f"{run} --tag {tag})")
     else:
         out.append(f"{run} --tag {tag}")
@@ -258,12 +285,10 @@ def _reproduce(report: RegressionReport) -> list[str]:
     if not report.job:
         return ["To reproduce:", "", STEP + "(the head runs were imported: no atomic job is stored to rerun)"]
     repo = shlex.quote(report.repo) if report.repo else "SUT"
-    # Each side names its own kernel (--kernel), so the job file holds the guest's vm block only.
-    job = {k: v for k, v in report.job.items() if k != "kernel"} if report.kernels else report.job
-    steps = ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF"]
+    steps, files = _job_files(report)
     if not report.repo and report.remote:
         steps.insert(0, f"git clone {shlex.quote(report.remote)} SUT")
-    steps += _run_side(report, 0, repo) + _run_side(report, 1, repo)
+    steps += _run_side(report, 0, repo, files[0]) + _run_side(report, 1, repo, files[1])
     base_tag, head_tag = _side(report, 0)[1], _side(report, 1)[1]
     steps.append(f"perflab compare {base_tag} {head_tag}")
     out = ["To reproduce:", "", *(STEP + printable(s, None) for s in steps)]   # tags and paths come from the store
@@ -275,6 +300,6 @@ def _reproduce(report: RegressionReport) -> list[str]:
                 "your head with them rather than run the base yourself (two machines' figures differ,",
                 "so only a comparison on one machine is reliable):", "",
                 STEP + f"perflab import {shlex.quote(report.base_export)}",
-                *(STEP + s for s in _run_side(report, 1, repo)[1:]),
+                *(STEP + s for s in _run_side(report, 1, repo, files[1])[1:]),
                 STEP + f"perflab compare --cross-box {operand} {head_tag}"]
     return out

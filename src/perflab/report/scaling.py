@@ -65,7 +65,7 @@ def _single(test: str, by_mode: dict) -> list[str]:
 
 def _side_by_side(test: str, mode: str, by_variant: dict, variants: list[str]) -> list[str]:
     shown = [v for v in variants if v in by_variant]
-    names = [printable(v or "-", 24) for v in shown]
+    names = [printable(v or "-", None) for v in shown]   # whole: a variant is told apart by its end
     width = [max(12, len(n)) for n in names]
     tasks = sorted({p.tasks for c in by_variant.values() for p in c.points})
     out = [f"{printable(test)} {_modes(mode)} (ops/s of all tasks, {CENTRE}; ±% coefficient of variation; "
@@ -138,7 +138,7 @@ def plot_scaling(curves, path: str, variants: list[str] | None = None, size: tup
                 if c is None:
                     continue
                 color = colors[k % len(colors)]
-                label = (f"{printable(v, 30)} " if len(order) > 1 else "") + _modes(mode)
+                label = (f"{printable(v, None)} " if len(order) > 1 else "") + _modes(mode)
                 xs = [p.tasks for p in c.points]
                 errs = [p.summary.stddev if p.summary.stddev == p.summary.stddev else 0.0 for p in c.points]
                 ax.errorbar(xs, [p.summary.center for p in c.points], yerr=errs, marker="o", linestyle=style,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -71,6 +72,7 @@ class JobOutcome:
     prepared: object = None                                      # what its target kept from entering the session
     varying: str = ""                                            # `k=v` of what differs across the invocation
     target_down: bool = False                                    # its place went down while it ran
+    together: Callable | None = None                             # its place's RunIn.together (machines side by side)
 
     @property
     def run_id(self) -> int | None:
@@ -268,7 +270,7 @@ class _Loop:
                     # A place brought up once for the jobs that share it (a guest booted); the loop runs
                     # in it through the executor it admits this job with.
                     run_in = places.admit(o, stack)
-                    facts, o.executor = {**facts, **run_in.facts}, run_in.execute
+                    facts, o.executor, o.together = {**facts, **run_in.facts}, run_in.execute, run_in.together
                 except TargetDown as e:
                     o.error = str(e)     # the run is recorded failed, with the console's tail
                     o.boot_failure = BootFailure(e.summary, e.console_tail)
@@ -350,11 +352,48 @@ class _Loop:
         specs = o.session.processes(round_no if warmup else repetition)
         for watch in o.watches:
             watch.begin(specs)
+        with ExitStack() as started:
+            ahead = self.start_ahead(o, specs, started)
+            self.run_specs(o, specs, ahead, warmup, repetition, policy)
+        if not warmup:
+            for watch in o.watches:
+                figures = watch.repetition(repetition)
+                if figures.samples:
+                    o.recorder.add_samples(repetition, figures.samples)
+                for name, series in figures.series.items():
+                    self.store.add_monitor_series(o.recorder.run_id, name, repetition, series)
+        self.bar.step()
+        interrupt.check()
+
+    @staticmethod
+    def start_ahead(o: JobOutcome, specs: list[ProcessSpec], started: ExitStack) -> dict[int, Future]:
+        """A round's processes started together when the job's place runs several at once (guests
+        side by side, RunIn.together), its family's processes are independent and no instrument
+        watches them (their hooks and readings are one process's at a time): index -> its result
+        to come. Empty: one process at a time. The results are taken in the round's order
+        (run_specs), so what is recorded, and in which order, is as if they had run one after
+        another; leaving the round (a failure that stops the job, an interruption) cancels what
+        has not started and waits for what has."""
+        todo = [(i, s) for i, s in enumerate(specs) if s.item not in o.failures]
+        if o.together is None or not o.job.family.independent_processes or o.watches or len(todo) < 2:
+            return {}
+        interrupt.check()
+        futures = o.together([s for _, s in todo])
+        started.callback(_finish, futures)
+        return {i: f for (i, _), f in zip(todo, futures)}
+
+    def run_specs(self, o: JobOutcome, specs: list[ProcessSpec], ahead: dict[int, Future], warmup: bool,
+                  repetition: int, policy: str) -> None:
         for index, spec in enumerate(specs):
             if spec.item in o.failures:
                 continue
             try:
-                ran, result = self.run_process(o, spec, index, timed=not warmup and spec.record)
+                if index in ahead:
+                    ran, result = spec, ahead[index].result()
+                    if result.interrupted:
+                        interrupt.check()
+                else:
+                    ran, result = self.run_process(o, spec, index, timed=not warmup and spec.record)
             except TargetDown as e:
                 # The guest died or stopped answering: this job's run fails (console tail kept), others go on.
                 o.error = str(e)
@@ -387,15 +426,6 @@ class _Loop:
                 if o.error is not None:
                     break
             interrupt.check()
-        if not warmup:
-            for watch in o.watches:
-                figures = watch.repetition(repetition)
-                if figures.samples:
-                    o.recorder.add_samples(repetition, figures.samples)
-                for name, series in figures.series.items():
-                    self.store.add_monitor_series(o.recorder.run_id, name, repetition, series)
-        self.bar.step()
-        interrupt.check()
 
 
 class _Places:
@@ -471,7 +501,18 @@ class _Places:
 
     @staticmethod
     def _opening(o: JobOutcome) -> Opening:
-        return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.needs)
+        # Side by side: independent processes that no instrument watches (_Loop.start_ahead).
+        side = o.job.family.independent_processes and not o.job.watching
+        return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.needs,
+                       side_by_side=side, widest=len(o.session.processes(0)) if side else 1)
+
+
+def _finish(futures: list[Future]) -> None:
+    """Processes started together, at the end of their round: what has not started is cancelled,
+    what has is waited for (its guest is then free for the next round or job)."""
+    for future in futures:
+        future.cancel()
+    wait(futures)
 
 
 def _nothing_measured(o: JobOutcome) -> str:

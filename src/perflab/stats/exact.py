@@ -156,22 +156,18 @@ def settled(samples, direction: int) -> bool:
     least disturbed sample within EXACT_LIMIT (a tick disturbs one now and then). Samples that
     scatter (fork+exec under icount, ±4%) have none: every view then takes the metric kind's
     estimator, as `compare` does when it finds them not exact (docs/statistics.md)."""
-    finite = [v for v in samples if math.isfinite(v)]
-    if not finite:
-        return False
-    figure = exact_figure(finite, direction)
-    agree = sum(1 for v in finite if v == figure or (figure != 0 and abs(v / figure - 1) <= EXACT_LIMIT))
-    return 2 * agree > len(finite)
+    return settled_samples(samples, direction) is not None
 
 
 def settled_samples(samples, direction: int) -> list[float] | None:
     """The samples that agree with the least disturbed one (within EXACT_LIMIT) when they are more
     than half (`settled`), else None: the exact figure's own samples, a ticked one set aside."""
     finite = [float(v) for v in samples if math.isfinite(v)]
-    if not settled(finite, direction):
+    if not finite:
         return None
     figure = exact_figure(finite, direction)
-    return [v for v in finite if v == figure or (figure != 0 and abs(v / figure - 1) <= EXACT_LIMIT)]
+    agree = [v for v in finite if v == figure or (figure != 0 and abs(v / figure - 1) <= EXACT_LIMIT)]
+    return agree if 2 * len(agree) > len(finite) else None
 
 
 def _center(values: np.ndarray, direction: int) -> float:

@@ -86,11 +86,10 @@ def _variants_note(sel: Selection, groups: dict[tuple, Group]) -> str:
     """What the comparison chose for an operand whose runs are of several variants (analysis.variant:
     flavours, boot options, builds, targets): a group per variant, never pooled; said once, with
     how to select one."""
-    from perflab.analysis import naming, variant
+    from perflab.analysis import naming
 
     kinds: dict[tuple, object] = {}
-    for r in sel.runs:
-        v = variant.of(r)
+    for v in sel.variants.values():
         kinds.setdefault(v.side_key, v)
     if len(kinds) < 2:
         return ""

@@ -222,17 +222,24 @@ def build_page(store, f: Filters) -> PageView:
             for r in sel.runs:
                 page_runs[r.id] = r
         comparison = sections.comparison(store, result, MAX_MONITOR_CHARTS, MAX_MONITOR_LINES)
-        from perflab.analysis.selection import VARIANT_KEY
+        from perflab.analysis.selection import VARIANT_KEY, group_params
 
         # A row of one of an operand's variants (its parameters gain `variant`) is of the series
-        # of its parameters; the series are of one line each (analysis.series).
+        # of its parameters, keyed as compare keys a group (selection.group_params: without a
+        # guest's boot options and build, which the variant says); the series are of one line
+        # each (analysis.series).
         keys = {(row.box, row.benchmark, json.dumps({k: v for k, v in row.params.items() if k != VARIANT_KEY},
                                                     sort_keys=True, default=str), row.metric)
                 for row in result.own_rows}
         # The trends of what was compared (a cross-box comparison pools boxes: match without them).
         loose = {k[1:] for k in keys}
-        history.series = [s for s in history.series if (s.box, s.benchmark, s.params, s.metric) in keys
-                          or (s.benchmark, s.params, s.metric) in loose]
+
+        def grouped(s) -> str:
+            guest = s.variant is None or s.variant.target.guest
+            return group_params(json.loads(s.params), s.benchmark, guest)
+
+        history.series = [s for s in history.series if (s.box, s.benchmark, grouped(s), s.metric) in keys
+                          or (s.benchmark, grouped(s), s.metric) in loose]
         # Of those, the lines the compared runs are on (not every flavour's of the same parameters).
         compared = {r.id for sel in result.selections for r in sel.runs}
         on_line = [s for s in history.series if any(rid in compared for p in s.points for rid in p.run_ids)]

@@ -25,6 +25,7 @@ class Pivot:
     row_values: list[str]
     col_values: list[tuple[str, ...]]
     cells: dict[tuple[str, tuple[str, ...]], float]
+    note: str = ""       # why the columns carry a key the user did not ask for
 
 
 def key_value(run, key: str) -> str | None:
@@ -84,6 +85,16 @@ def _units(store, run_ids: list[int]) -> dict[str, str]:
     return units
 
 
+def _pools_variants(placed) -> bool:
+    """Whether a cell would hold runs of two variants (what a comparison's side is split by)."""
+    from perflab.analysis import variant
+
+    sides: dict[tuple, set] = {}
+    for r, row, col in placed:
+        sides.setdefault((row, col), set()).add(variant.of(r).side_key)
+    return any(len(keys) > 1 for keys in sides.values())
+
+
 def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], benchmark: str | None,
            boxes: tuple[str, ...], tags: tuple[str, ...]) -> list[Pivot]:
     """A Pivot per metric (every metric of the selected runs when none is named)."""
@@ -105,6 +116,13 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
     if not placed:
         raise PerflabError(f"no runs{' of ' + benchmark if benchmark else ''} have both --rows {row_key} and "
                            f"--cols {','.join(cols)} (keys: box, tag, benchmark, name, commit, kernel, variant or a parameter)")
+    if VARIANT_KEY not in (row_key, *cols) and _pools_variants(placed):
+        # A cell never averages two kernels, flavours, builds or boot options (docs/views.md):
+        # the variant becomes a column key of its own.
+        found = pivots(store, metrics, row_key, [*cols, VARIANT_KEY], benchmark, boxes, tags)
+        note = (f"a cell of --rows {row_key} --cols {','.join(cols)} held runs of more than one variant: "
+                f"the columns are split by {VARIANT_KEY} too")
+        return [Pivot(**{**p.__dict__, "note": note}) for p in found]
     row_values = list(dict.fromkeys(row for _, row, _ in placed))
     if row_key == "kernel":   # kernels in version order, whatever order they were run in
         row_values.sort(key=_kernel_order(placed, row_values).__getitem__)

@@ -342,6 +342,9 @@ class LmbenchFamily(Family):
     name = "lmbench"
     summary = "LMbench-class OS microbenchmarks (the LMbench 2.0 summary's figures)"
     Params = LmbenchParams
+    # Each program makes and removes its own files (bench.h's tmp_path): a round's programs may
+    # run in guests side by side (docs/vm.md).
+    independent_processes = True
     # duration_params: perflab.benchmarks.DURATION_PARAMS
 
     def metrics(self, params: LmbenchParams) -> dict[str, Metric]:

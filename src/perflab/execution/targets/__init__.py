@@ -131,20 +131,27 @@ class Toolchain:
 @dataclass
 class Opening:
     """One job's share of a place being opened: its target's preparation, its entered session,
-    the rounds it will run (warm-ups and repetitions) and what its family needs."""
+    the rounds it will run (warm-ups and repetitions) and what its family needs; `side_by_side`:
+    its round's processes may run in several machines at once (independent of one another, no
+    instrument watching them), `widest` of them in its first round (qemu_guests.count)."""
 
     prepared: Any
     session: Any
     rounds: int
     needs: frozenset[str] = frozenset()
+    side_by_side: bool = False
+    widest: int = 1
 
 
 @dataclass
 class RunIn:
-    """Where one job's processes start in an opened place, and what its run records of it."""
+    """Where one job's processes start in an opened place, and what its run records of it;
+    `together`, in a place of several machines (guests side by side: qemu_guests): starts a
+    round's processes in them at once, a Future of each one's result in the given order."""
 
     execute: Executor
     facts: dict = field(default_factory=dict)
+    together: Callable[[list], list] | None = None
 
 
 @dataclass

@@ -1,16 +1,15 @@
 """A kernel booted in QEMU (tcg | icount | kvm): booted once for the jobs that share it, run them inside.
 
-The family's session is entered with its C programs built static (`cbuild.static_programs`)
-and its CPU shares the guest's vCPUs; the kernel boots with those programs in the initramfs
-at the very paths the session's ProcessSpecs name (or, for a path under a directory the
-guest mounts over such as /tmp, in /opt/perflab/bin: the one place argv is rewritten), and
-the loop gets an executor that makes a process's working directory in the guest on first
-use, then runs it there (`Guest.execute`, the host executor's signature). Families that run
+The family's session is entered with its C programs built static (`cbuild.static_programs`) and its CPU shares
+the guest's vCPUs; the kernel boots with those programs in the initramfs at the very paths the session's
+ProcessSpecs name (or, for a path under a directory the guest mounts over such as /tmp, in /opt/perflab/bin:
+the one place argv is rewritten), and the loop gets an executor that makes a process's working directory in
+the guest on first use, then runs it there (`Guest.execute`, the host executor's signature). Families that run
 the host's programs (cmd, fio) see the host's root read-only over virtio-9p.
 
-What the run records besides (docs/vm.md): the guest's facts in its environment, the VM mode
-in its parameters (`vm`), so figures of a guest are never grouped with the host's or another
-mode's, and under icount every sample exact by construction, its unit saying instruction-time.
+What the run records besides (docs/vm.md): the guest's facts in its environment, the VM mode in its parameters
+(`vm`), so figures of a guest are never grouped with the host's or another mode's, and under icount every
+sample exact by construction, its unit saying instruction-time.
 """
 
 from __future__ import annotations
@@ -30,16 +29,15 @@ from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
-                                      Opening, Place, RunIn, Target, TargetOption, Toolchain)
+                                      Opening, Place, RunIn, Target, TargetOption, Toolchain, qemu_guests)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
 from perflab.execution.vm import kernel as kernels
-from perflab.execution.vm import machine as vm_machine
 from perflab.execution.vm.counting import refusal as counting_refusal
-from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
+from perflab.execution.vm.machine import SLOWDOWN, drop_ahead, qemu_binary, qemu_command, start_ahead as boot_ahead
 
-VM_KEYS = ("mode", "cpus", "memory", "qemu_args")
+VM_KEYS = ("mode", "cpus", "memory", "qemu_args", "guests")     # guests: only when written (qemu_guests)
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
 # Appended to the unit of every sample measured under icount: the honest word for what the
 # number is (1 ns per guest instruction: instruction-time, not time). Exactness itself is the
@@ -101,7 +99,7 @@ def machine_of(vm, where: str = "") -> dict:
     if vm is None:
         vm = {}
     if not isinstance(vm, dict):
-        raise UsageProblem(f"{at}key 'vm': expected a mapping (mode, cpus, memory, qemu_args)")
+        raise UsageProblem(f"{at}key 'vm': expected a mapping ({', '.join(VM_KEYS)})")
     for key in vm:
         if key not in VM_KEYS:
             raise UsageProblem(f"{at}key 'vm.{key}' is unknown; valid: {', '.join(VM_KEYS)}")
@@ -139,7 +137,8 @@ def machine_of(vm, where: str = "") -> dict:
     if why:
         raise UsageProblem(f"{at}key 'vm.qemu_args': {why}")
     out.update(memory=memory, qemu_args=[str(a) for a in args])
-    return {k: out[k] for k in VM_KEYS}
+    qemu_guests.check_key(out, at)
+    return {k: out[k] for k in VM_KEYS if k in out}
 
 
 @dataclass
@@ -312,8 +311,7 @@ class Qemu(Target):
         return ("qemu", os.path.realpath(self.image), self.cmdline, repr(sorted(self.machine.items())),
                 INSTRUCTION_COUNTS in needs)
 
-    def _boot_of(self, openings: list[Opening]):
-        """What `open` boots: VmSpec, boot()'s keywords, modules, programs, which run the host's, staged."""
+    def _boot_of(self, openings: list[Opening]):    # open()'s spec, boot() keywords, plan, files, rooted, staged, disks
         spec = self.spec()
         what = openings[0].prepared.what if len(openings) == 1 else f"{len(openings)} jobs"
         disks = [d for o in openings for d in o.prepared.disks]
@@ -336,31 +334,29 @@ class Qemu(Target):
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
         spec = replace(spec, share_root=shared, drives=tuple(d.image for d in disks if d.image),
                        count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
-        boot_keywords = {"files": {**boot_files, **plan.files()}, "setup": setup, "data": {**staged, **plan.data()}}
-        return spec, boot_keywords, plan, files, rooted, staged
+        boot_with = {"files": {**boot_files, **plan.files()}, "setup": setup, "data": {**staged, **plan.data()}}
+        return spec, boot_with, plan, files, rooted, staged, disks
 
     def start_ahead(self, needs: frozenset[str], what: str, params: dict | None = None):
-        """A lone job's guest started before its run is set up (`open` takes it: machine.start_ahead) when
-        its needs decide the boot: the host's programs run, no `fs:`, an image here (not fetched or built)."""
-        debian = self.kernel.startswith(kernels.DEBIAN)
-        here = not self.recipe and (kernels.cached(kernels.debian_package(self.kernel)) if debian
-                                    else os.path.isfile(self.kernel))
-        # The kernel as a job stores it (jobs.guest.kernel_of); the rest of check() is boot()'s own.
-        target = self if debian else replace(self, kernel=os.path.abspath(os.path.expanduser(self.kernel)))
-        if HOST_PROGRAMS not in needs or (params or {}).get("fs") or not here or target.refusal(needs, what):
+        """A lone job's guest, started before its run is set up when its needs decide the boot (docs/vm.md)."""
+        debian, path = self.kernel.startswith(kernels.DEBIAN), os.path.abspath(os.path.expanduser(self.kernel))
+        here = kernels.cached(kernels.debian_package(self.kernel)) if debian else os.path.isfile(path)
+        if not here or self.recipe or HOST_PROGRAMS not in needs or (params or {}).get("fs"):
             return None
-        spec, boot_keywords, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
-        vm_machine.start_ahead(spec, **boot_keywords)
-        return vm_machine.drop_ahead
+        target = self if debian else replace(self, kernel=path)     # as a job stores it (jobs.guest.kernel_of)
+        spec, boot_with, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
+        boot_ahead(spec, **boot_with)
+        return drop_ahead
 
     @contextlib.contextmanager
     def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
         """Boot the kernel once with every opening's programs; each job's processes run in the guest."""
-        spec, boot_keywords, plan, files, rooted, staged = self._boot_of(openings)
-        with boot(spec, **boot_keywords) as guest:
-            facts = {**environment_facts(guest.facts), "kernel_cmdline": " ".join(qemu_append(spec)),
+        spec, boot_with, plan, files, rooted, staged, disks = self._boot_of(openings)
+        # Under icount, a boot for jobs that run side by side may be several guests (qemu_guests).
+        with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), **boot_with) as (guests, facts):
+            facts = {**environment_facts(facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
-            yield _GuestPlace(guest, facts, openings, files, rooted, staged)
+            yield _GuestPlace(guests, facts, openings, files, rooted, staged)
 
     def params(self, params: dict) -> dict:
         machine = self.machine
@@ -440,18 +436,19 @@ class _GuestPlace(Place):
     """A booted guest shared by the jobs it was opened for, in their order: each job gets an
     executor of its own (its programs' guest paths, its root, its directories) and records
     which of the boot's jobs it was, since what ran before it in the guest is part of its state.
+    Guests side by side (qemu_guests): a job that runs side by side gets one executor per guest.
 
     In a boot of several jobs, the guest's mounts and the files of its root outside the jobs'
     own directories are read before each job: a job that changed them (a bind mount over a
     program, a replaced file) left a guest the next job would run on unknowingly (issue 45,
     G6). The jobs after it record what changed (`vm_guest_changed`), and a line says so."""
 
-    def __init__(self, guest, facts: dict, openings: list[Opening], files: list[dict], rooted: list[bool],
+    def __init__(self, guests: list, facts: dict, openings: list[Opening], files: list[dict], rooted: list[bool],
                  staged: dict):
         super().__init__(self._unadmitted, facts)
-        self.guest, self.openings, self.files, self.rooted, self.staged = guest, openings, files, rooted, staged
+        self.guests, self.openings, self.files, self.rooted, self.staged = guests, openings, files, rooted, staged
         self.executors: list[_GuestExecutor] = []
-        self.first_state: GuestState | None = None
+        self.first_state: list[GuestState | None] | None = None
         self.checked_at = 0            # the job before which the guest was last found as it was
 
     def _unadmitted(self, spec, **kwargs):
@@ -459,12 +456,13 @@ class _GuestPlace(Place):
 
     def _changed(self, index: int) -> str | None:
         """What the boot's earlier jobs changed (a phrase naming them), or None."""
-        state = GuestState.parse(self.guest.state())
+        states = [GuestState.parse(g.state()) for g in self.guests]
         if self.first_state is None:
-            self.first_state = state
+            self.first_state = states
             return None
         own = tuple({d for e in self.executors for d in e.made} | {d.path for e in self.executors for d in e.disks})
-        changes = state.changes(self.first_state, own)
+        changes = list(dict.fromkeys(c for now, first in zip(states, self.first_state) if now and first
+                                     for c in now.changes(first, own)))
         if not changes:
             self.checked_at = index
             return None
@@ -477,11 +475,13 @@ class _GuestPlace(Place):
     def admit(self, index: int) -> RunIn:
         o = self.openings[index]
         changed = self._changed(index) if len(self.openings) > 1 else None
-        run = _GuestExecutor(self.guest, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
-        self.executors.append(run)
+        runs = [_GuestExecutor(g, self.files[index], self.rooted[index], o.prepared.disks, self.staged)
+                for g in (self.guests if o.side_by_side else self.guests[:1])]
+        self.executors += runs
         if changed:
             _say(f"job {index + 1} of {len(self.openings)} in this boot runs in a guest changed {changed}")
-        return RunIn(run.execute, {
+        pooled = qemu_guests.pooled(runs, o.session)
+        return RunIn(pooled.execute, together=pooled.together if len(runs) > 1 else None, facts={
             **self.facts,
             "guest_programs": ("the host's, over 9p (read-only root, chroot)" if self.rooted[index]
                                else "static (-static)"),

@@ -437,10 +437,7 @@ _WORKDIR_MARK = "@workdir@"
 
 def _boot_files(spec: VmSpec, files, setup, data) -> tuple[str, Path, entries.Entry]:
     spec.check()
-    binary = qemu_binary()
-    if setup:
-        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
-    return binary, initramfs.build(files, data=data), entries.entry_of(Path(spec.kernel))
+    return qemu_binary(), initrd_of(files, setup, data), entries.entry_of(Path(spec.kernel))
 
 
 def _command(binary: str, spec: VmSpec, initrd: Path, entry: entries.Entry, workdir: Path) -> list[str]:
@@ -500,6 +497,15 @@ def _taken_ahead(key: tuple[str, ...]) -> _Started | None:
         _AHEAD.remove(taken)
     drop_ahead()
     return taken
+
+
+def initrd_of(files: Mapping[str, Path | str] | None, setup: Sequence[str] = (),
+              data: Mapping[str, bytes] | None = None) -> Path:
+    """The (cached) initramfs of a boot with these files, setup lines and data: built before
+    guests that boot at once share it (targets.qemu_guests), or by boot() itself."""
+    if setup:
+        data = {**(data or {}), initramfs.SETUP: "".join(f"{line}\n" for line in setup).encode()}
+    return initramfs.build(files, data=data)
 
 
 @contextlib.contextmanager
