@@ -445,3 +445,18 @@ def test_a_machine_is_held_by_its_address_whatever_name_reaches_it(tmp_path, mon
     assert said == []
     with machine_lock.held(url):     # released with its holder's descriptor
         pass
+
+
+def test_nothing_is_started_ahead_for_the_host_or_a_kernel_that_is_not_there(tmp_path):
+    """A run whose place cannot begin ahead says nothing there: its own checks refuse it, in one line."""
+    from perflab.execution import targets
+    from perflab.execution.vm import machine
+
+    assert targets.start_ahead({}, frozenset({HOST_PROGRAMS}), "cmd") is None
+    for kernel in (str(tmp_path / "no-vmlinuz"), "debian:6.1.0-99-amd64"):     # not fetched: nothing fetched
+        assert targets.start_ahead({"kernel": kernel, "vm": {"mode": "tcg"}}, frozenset({HOST_PROGRAMS}), "cmd") is None
+    assert machine.running_ahead() == 0 and not machine._AHEAD
+    rc, _, err = _perflab(["--db", str(tmp_path / "db.sqlite"), "run", "cmd", "--runs", "1",
+                           "--kernel", str(tmp_path / "no-vmlinuz"), "--", "true"])
+    assert rc != 0 and err.strip() == f"perflab: error: kernel {tmp_path / 'no-vmlinuz'}: no such file"
+    assert not machine._AHEAD

@@ -10,6 +10,7 @@ by side or under more load come near 60 s; a hung boot still fails, after BOOT_T
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -256,6 +257,49 @@ def test_missing_qemu_and_kernel_are_one_line(monkeypatch, tmp_path):
             pass
     with pytest.raises(PerflabError, match="vm mode 'fast'"):
         VmSpec(kernel=kernel_file, mode="fast").check()
+
+
+@needs_vm
+def test_a_boot_started_ahead_is_the_boot_taken_and_another_is_killed():
+    from perflab.execution.vm import machine
+
+    wanted = VmSpec(kernel=KERNEL, boot_timeout=BOOT_TIMEOUT)
+    machine.start_ahead(VmSpec(kernel=KERNEL, append="perflab.not-this-one", boot_timeout=BOOT_TIMEOUT))
+    machine.start_ahead(wanted)
+    other, ahead = (s.process.pid for s in machine._AHEAD)
+    try:
+        with boot(wanted) as g:
+            assert g.process.pid == ahead            # QEMU was not started again
+            assert not _alive(other) and machine.running_ahead() == 0
+            assert g.facts["guest_kernel_release"]
+            # no_timer_check (KERNEL_CMDLINE) skipped the trial, not the routing: the PIT's IRQ 0
+            # through the IO-APIC's pin 2, as the trial finds it on QEMU's board (docs/vm.md).
+            timer = [line.split() for line in g.read("/proc/interrupts").decode().splitlines()
+                     if line.split()[:1] == ["0:"]]
+            assert b"no_timer_check" in g.read("/proc/cmdline")
+            assert timer and timer[0][2:] == ["IO-APIC", "2-edge", "timer"], timer
+    finally:
+        machine.drop_ahead()
+    assert not _alive(ahead)
+
+
+@needs_vm
+def test_a_refused_run_leaves_no_qemu_started_ahead(tmp_path, monkeypatch):
+    from perflab import cli
+    from perflab.execution.vm import machine
+
+    started = []
+    launch = machine._launch
+    monkeypatch.setattr(machine, "_launch", lambda *a: started.append(launch(*a)) or started[-1])
+    err = tmp_path / "err"
+    with open(err, "w") as f, contextlib.redirect_stderr(f):
+        # Refused by the run service (the job's CPUs), after the guest was started ahead.
+        rc = cli.main(["--db", str(tmp_path / "db.sqlite"), "run", "cmd", "--runs", "1", "--cpus", "999",
+                       "--kernel", str(KERNEL), "--vm", "tcg", "--", "true"])
+    said = err.read_text().strip()
+    assert rc != 0 and len(said.splitlines()) == 1 and "CPU 999" in said, said
+    assert len(started) == 1 and not _alive(started[0].process.pid)
+    assert not started[0].workdir.exists() and machine.running_ahead() == 0
 
 
 @needs_vm

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kernels under test in seconds (issues 34 and 47): this tree against an earlier one, side by side.
 
-    tools/bench/kernel_seconds.py [--against 1979835] [--rounds 1] [--boots 5] [--skip-before-lmbench]
+    tools/bench/kernel_seconds.py [--against 1979835] [--rounds 1] [--boots 5] [--skip-before-lmbench] [--tcg-only]
 
 For each round, the two trees alternate (the earlier one first in odd rounds), each with the same
 Python, kernels and QEMU, and a fresh store:
@@ -20,7 +20,8 @@ Python, kernels and QEMU, and a fresh store:
    phases from what the run recorded: QEMU started -> HELLO on the host's clock
    (vm_boot_seconds), split by the guest's clock into the kernel's part up to /init and the
    agent's up to HELLO (vm_boot_guest, this tree only), and the rest (Python, preparation,
-   the job, power-off, store).
+   the job, power-off, store); and the command's start until QEMU started, with perflab's own
+   CPU seconds until then (what the guest's boot no longer waits for when it starts ahead).
 
 Every figure is printed with its CPU seconds (the command and its children: under TCG the boot
 is CPU-bound, so CPU seconds mean something on a loaded machine where wall time does not) and
@@ -32,6 +33,7 @@ under icount do not.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -114,13 +116,53 @@ def boot_facts(db: Path) -> tuple[float, float | None, float | None]:
     return (float(facts["vm_boot_seconds"]), *(map(float, split.groups()) if split else (None, None)))
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _cpu_of(pid: int) -> float:
+    """A process's own CPU seconds so far (utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def until_qemu(tree: Path, db: Path, *args: str) -> tuple[float, float | None, float | None]:
+    """Run `perflab ARGS` like perflab(), watching for its QEMU: (wall seconds; seconds and perflab's
+    own CPU seconds until QEMU started, None if none started). Polls every 2 ms."""
+    env = tree_env(tree, PERFLAB_DB=str(db))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", "from perflab.cli import entry; entry()", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    to_qemu = cpu_to_qemu = None
+    while proc.poll() is None and to_qemu is None:
+        for child in _children(proc.pid):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{child}/comm").read_text().startswith("qemu-system"):
+                    to_qemu, cpu_to_qemu = time.monotonic() - started, _cpu_of(proc.pid)
+        time.sleep(0.002)
+    out, err = proc.communicate()
+    seconds = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    if proc.returncode != 0:
+        sys.exit(f"perflab {' '.join(args)} in {tree} failed:\n{err[-2000:]}")
+    return seconds, to_qemu, cpu_to_qemu
+
+
 def tcg_command(tree: Path, kernel: Path, db: Path) -> dict[str, float | None]:
-    """`perflab run cmd --runs 1 --kernel K --vm tcg -- true`, whole, and its phases."""
+    """`perflab run cmd --runs 1 --kernel K --vm tcg -- true`, whole, and its phases (`to_qemu`:
+    from the command's start until QEMU started; `py_cpu`: perflab's own CPU seconds until then)."""
     db.unlink(missing_ok=True)
-    wall = perflab(tree, db, "run", "cmd", "--runs", "1", "--kernel", str(kernel), "--vm", "tcg", "--", "true")
+    wall, to_qemu, py_cpu = until_qemu(tree, db, "run", "cmd", "--runs", "1", "--kernel", str(kernel), "--vm", "tcg",
+                                       "--", "true")
     boot, kernel_part, agent_part = boot_facts(db)
     return {"wall": wall, "cpu": CPU_SECONDS[-1], "boot": boot, "kernel": kernel_part, "agent": agent_part,
-            "rest": wall - boot}
+            "rest": wall - boot, "to_qemu": to_qemu, "py_cpu": py_cpu}
 
 
 def _median(values: list) -> float:
@@ -134,6 +176,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--boots", type=int, default=5, help="commands per kernel and tree for the TCG figure")
     parser.add_argument("--skip-before-lmbench", action="store_true", help="measure lmbench in this tree only")
+    parser.add_argument("--tcg-only", action="store_true", help="only the TCG command (3.), not the icount figures")
     args = parser.parse_args()
 
     k61, k612 = kernels.fetch(K61), kernels.fetch(K612)
@@ -151,32 +194,33 @@ def main() -> None:
             order = ["before", "after"] if round_no % 2 == 0 else ["after", "before"]
             for name in order:
                 tree = trees[name]
-                db = work / f"{name}-{round_no}-wis.db"
-                tests = [w for t in TESTS for w in ("--test", t)]
-                at = load()
-                seconds = perflab(tree, db, "run", "will-it-scale", *tests, "--duration", "1", "--runs", "2",
-                                  "--kernel", str(k61), "--vm", "icount")
-                wall[name].setdefault("wis4", []).append((seconds, at))
-                wall[name].setdefault("wis4 CPU", []).append((CPU_SECONDS[-1], at))
-                for test, values in figures(db).items():
-                    seen[name].setdefault(test, []).extend(values)
-                print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s "
-                      f"({CPU_SECONDS[-1]:.1f} s CPU; load {at})", flush=True)
-                if name == "after" or not args.skip_before_lmbench:
+                if not args.tcg_only:
+                    db = work / f"{name}-{round_no}-wis.db"
+                    tests = [w for t in TESTS for w in ("--test", t)]
                     at = load()
-                    db = work / f"{name}-{round_no}-lmbench.db"
-                    seconds = perflab(tree, db, "run", "lmbench", "--quick", "--kernel", str(k61), "--vm", "icount")
-                    wall[name].setdefault("lmbench", []).append((seconds, at))
-                    lm[name], guests = lmbench_figures(db)
-                    print(f"[round {round_no + 1}] {name}: lmbench --quick {seconds:.1f} s in {guests} guest(s); "
-                          f"goal {GOALS['lmbench']:.0f} s: ratio {seconds / GOALS['lmbench']:.2f} (load {at})",
-                          flush=True)
-                    if len(lm) == 2:
-                        common = sorted(set(lm["before"]) & set(lm["after"]))
-                        far = max(common, key=lambda m: abs(lm["after"][m] / lm["before"][m] - 1)
-                                  if lm["before"][m] else 0.0)
-                        print(f"[round {round_no + 1}] lmbench figures after/before: {len(common)} figures, the "
-                              f"farthest {far} {lm['after'][far] / lm['before'][far]:.5f}", flush=True)
+                    seconds = perflab(tree, db, "run", "will-it-scale", *tests, "--duration", "1", "--runs", "2",
+                                      "--kernel", str(k61), "--vm", "icount")
+                    wall[name].setdefault("wis4", []).append((seconds, at))
+                    wall[name].setdefault("wis4 CPU", []).append((CPU_SECONDS[-1], at))
+                    for test, values in figures(db).items():
+                        seen[name].setdefault(test, []).extend(values)
+                    print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s "
+                          f"({CPU_SECONDS[-1]:.1f} s CPU; load {at})", flush=True)
+                    if name == "after" or not args.skip_before_lmbench:
+                        at = load()
+                        db = work / f"{name}-{round_no}-lmbench.db"
+                        seconds = perflab(tree, db, "run", "lmbench", "--quick", "--kernel", str(k61), "--vm", "icount")
+                        wall[name].setdefault("lmbench", []).append((seconds, at))
+                        lm[name], guests = lmbench_figures(db)
+                        print(f"[round {round_no + 1}] {name}: lmbench --quick {seconds:.1f} s in {guests} guest(s); "
+                              f"goal {GOALS['lmbench']:.0f} s: ratio {seconds / GOALS['lmbench']:.2f} (load {at})",
+                              flush=True)
+                        if len(lm) == 2:
+                            common = sorted(set(lm["before"]) & set(lm["after"]))
+                            far = max(common, key=lambda m: abs(lm["after"][m] / lm["before"][m] - 1)
+                                      if lm["before"][m] else 0.0)
+                            print(f"[round {round_no + 1}] lmbench figures after/before: {len(common)} figures, the "
+                                  f"farthest {far} {lm['after'][far] / lm['before'][far]:.5f}", flush=True)
                 for label, kernel in (("6.1.0-47", k61), ("6.12.107", k612)):
                     at = load()
                     runs = [tcg_command(tree, kernel, work / f"{name}-{round_no}-tcg.db") for _ in range(args.boots)]
@@ -200,12 +244,13 @@ def main() -> None:
               f"{(after / b) if b else float('nan'):7.3f} {goal:6.1f}  {after / goal:.2f}")
     print("\n# perflab run cmd --runs 1 --kernel K --vm tcg -- true: phases, medians (s); QEMU start -> HELLO by "
           "the host's clock, split by the guest's; rest = Python, preparation, job, power-off, store")
-    print(f"{'kernel':10} {'tree':7} {'whole':>6} {'CPU':>6} {'boot':>6} {'kernel':>7} {'agent':>6} {'rest':>6}")
+    print(f"{'kernel':10} {'tree':7} {'whole':>6} {'CPU':>6} {'boot':>6} {'kernel':>7} {'agent':>6} {'rest':>6} "
+          f"{'to QEMU':>8} {'its CPU':>8}")
     for name in trees:
         for label, rounds in tcg_phases[name].items():
             m = {k: _median([r[k] for r in rounds]) for k in rounds[0]}
             print(f"{label:10} {name:7} {m['wall']:6.2f} {m['cpu']:6.2f} {m['boot']:6.2f} {m['kernel']:7.3f} "
-                  f"{m['agent']:6.3f} {m['rest']:6.2f}")
+                  f"{m['agent']:6.3f} {m['rest']:6.2f} {m['to_qemu']:8.2f} {m['py_cpu']:8.2f}")
     print("\n# will-it-scale per_process_ops under icount (every sample), before and after")
     for test in TESTS:
         b, a = seen["before"].get(test, []), seen["after"].get(test, [])

@@ -259,6 +259,12 @@ class Target:
         with self.toolchain.building():
             yield None
 
+    def start_ahead(self, needs: frozenset[str], what: str, params: dict | None = None) -> Callable[[], None] | None:
+        """Begin now what `open` will bring up for a lone job needing `needs`, while the run is
+        still being set up (a guest's boot); `open` takes it when it brings up the same. Returns
+        what undoes it if nothing took it (the command's end calls it), or None: nothing begun."""
+        return None
+
     def share_key(self, needs: frozenset[str], params: dict) -> Any:
         """Jobs whose targets give the same key, one after another, run in one opened place;
         None (the default): this job opens a place of its own."""
@@ -387,6 +393,19 @@ def registered_kernel(values: dict, kernel, where: str):
                 raise UsageProblem(f"{where}: {target.describe(target)} boots no kernel under test")
             return check(kernel, where)
     raise UsageProblem(f"{where}: no target takes this kernel")
+
+
+def start_ahead(keys: dict, needs: frozenset[str], what: str) -> Callable[[], None] | None:
+    """The place a lone job with target `keys` (option_keys) and `needs` runs in, begun now
+    (Target.start_ahead): what undoes it, or None. A target that cannot begin says nothing
+    here: the run's own checks say why, in their words, before anything else is done."""
+    from perflab.core.errors import PerflabError
+
+    try:
+        target = registered_target(keys, Toolchain())
+        return target.start_ahead(needs, what) if target is not None else None
+    except PerflabError:
+        return None
 
 
 def registered_target(doc: dict, toolchain: Toolchain) -> Target | None:

@@ -1,16 +1,15 @@
 """A kernel booted in QEMU (tcg | icount | kvm): booted once for the jobs that share it, run them inside.
 
-The family's session is entered with its C programs built static (`cbuild.static_programs`)
-and its CPU shares the guest's vCPUs; the kernel boots with those programs in the initramfs
-at the very paths the session's ProcessSpecs name (or, for a path under a directory the
-guest mounts over such as /tmp, in /opt/perflab/bin: the one place argv is rewritten), and
-the loop gets an executor that makes a process's working directory in the guest on first
-use, then runs it there (`Guest.execute`, the host executor's signature). Families that run
+The family's session is entered with its C programs built static (`cbuild.static_programs`) and its CPU shares
+the guest's vCPUs; the kernel boots with those programs in the initramfs at the very paths the session's
+ProcessSpecs name (or, for a path under a directory the guest mounts over such as /tmp, in /opt/perflab/bin:
+the one place argv is rewritten), and the loop gets an executor that makes a process's working directory in
+the guest on first use, then runs it there (`Guest.execute`, the host executor's signature). Families that run
 the host's programs (cmd, fio) see the host's root read-only over virtio-9p.
 
-What the run records besides (docs/vm.md): the guest's facts in its environment, the VM mode
-in its parameters (`vm`), so figures of a guest are never grouped with the host's or another
-mode's, and under icount every sample exact by construction, its unit saying instruction-time.
+What the run records besides (docs/vm.md): the guest's facts in its environment, the VM mode in its parameters
+(`vm`), so figures of a guest are never grouped with the host's or another mode's, and under icount every
+sample exact by construction, its unit saying instruction-time.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
 from perflab.execution.vm import kernel as kernels
 from perflab.execution.vm.counting import refusal as counting_refusal
-from perflab.execution.vm.machine import SLOWDOWN, qemu_binary, qemu_command
+from perflab.execution.vm.machine import SLOWDOWN, drop_ahead, qemu_binary, qemu_command, start_ahead as boot_ahead
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args", "guests")     # guests: only when written (qemu_guests)
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
@@ -312,9 +311,7 @@ class Qemu(Target):
         return ("qemu", os.path.realpath(self.image), self.cmdline, repr(sorted(self.machine.items())),
                 INSTRUCTION_COUNTS in needs)
 
-    @contextlib.contextmanager
-    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
-        """Boot the kernel once with every opening's programs; each job's processes run in the guest."""
+    def _boot_of(self, openings: list[Opening]):    # open()'s spec, boot() keywords, plan, files, rooted, staged, disks
         spec = self.spec()
         what = openings[0].prepared.what if len(openings) == 1 else f"{len(openings)} jobs"
         disks = [d for o in openings for d in o.prepared.disks]
@@ -337,9 +334,26 @@ class Qemu(Target):
             spec = replace(spec, boot_timeout=spec.boot_timeout + SETTLE["max_ms"] / 1000 * SLOWDOWN["icount"])
         spec = replace(spec, share_root=shared, drives=tuple(d.image for d in disks if d.image),
                        count_instructions=any(INSTRUCTION_COUNTS in o.needs for o in openings))
+        boot_with = {"files": {**boot_files, **plan.files()}, "setup": setup, "data": {**staged, **plan.data()}}
+        return spec, boot_with, plan, files, rooted, staged, disks
+
+    def start_ahead(self, needs: frozenset[str], what: str, params: dict | None = None):
+        """A lone job's guest, started before its run is set up when its needs decide the boot (docs/vm.md)."""
+        debian, path = self.kernel.startswith(kernels.DEBIAN), os.path.abspath(os.path.expanduser(self.kernel))
+        here = kernels.cached(kernels.debian_package(self.kernel)) if debian else os.path.isfile(path)
+        if not here or self.recipe or HOST_PROGRAMS not in needs or (params or {}).get("fs"):
+            return None
+        target = self if debian else replace(self, kernel=path)     # as a job stores it (jobs.guest.kernel_of)
+        spec, boot_with, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
+        boot_ahead(spec, **boot_with)
+        return drop_ahead
+
+    @contextlib.contextmanager
+    def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
+        """Boot the kernel once with every opening's programs; each job's processes run in the guest."""
+        spec, boot_with, plan, files, rooted, staged, disks = self._boot_of(openings)
         # Under icount, a boot for jobs that run side by side may be several guests (qemu_guests).
-        with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), setup=setup,
-                                     files=boot_files | plan.files(), data=staged | plan.data()) as (guests, facts):
+        with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), **boot_with) as (guests, facts):
             facts = {**environment_facts(facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
             yield _GuestPlace(guests, facts, openings, files, rooted, staged)
