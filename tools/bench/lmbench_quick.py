@@ -143,6 +143,8 @@ def main() -> int:
         got = {label: figures(db, ids[label]) for label, _ in sides}
     print(f"load average (1 min) before / after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f} "
           "(quote the figures only from a quiet machine)")
+    if os.environ.get("PERFLAB_LMBENCH_TINY", "").strip() not in ("", "0"):
+        print("PERFLAB_LMBENCH_TINY is set: tiny sizes, a check that the script works, not the measurement")
     for label, _ in sides:
         print(budget_line(f"quick run, {label}", walls[label], cpus[label]))
     if args.baseline_src:
