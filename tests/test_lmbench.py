@@ -543,12 +543,14 @@ def test_icount_samples_are_shorter():
     assert guest.own_args("bw_mem", 0) == host.own_args("bw_mem", 0) == []
 
 
-def test_quick_samples_are_5_ms_and_lat_fs_prints_two(tmp_path):
+def test_quick_samples_are_5_ms_and_lat_fs_prints_two(tmp_path, monkeypatch):
     """Issue 47 (the quick run in 15 s): --quick's processes on the host time 5 ms samples, three a
     process, lat_fs two (its sample is a batch of 1,000 files whatever the length); the process
     counts, and so every figure from at least two processes, are as before; under icount a quick
     sample is still 1 ms."""
     from perflab.core.params import job_time_exact
+
+    monkeypatch.delenv(driver.TINY_ENV, raising=False)
 
     def argv_of(session) -> dict[str, list[str]]:
         session.binaries = {p: tmp_path / p for p in catalog.PROGRAMS}
