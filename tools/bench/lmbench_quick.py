@@ -16,8 +16,10 @@ medians (what the change did to the figure) and the run-to-run CoV of each side 
 did to the spread). Alternating is what makes the two sides comparable on a shared machine.
 
 --per-program runs the quick session's processes directly, round by round as the runner
-does (no store), and prints each program's wall and CPU seconds summed over its processes:
-where the time goes.
+does (no store), and prints each program's wall and CPU seconds summed over its processes,
+and how much of the wall time was timed runs (calibration, samples, settling: the part the
+mode sets, reported by the programs with $PERFLAB_LMBENCH_TIMED): where the time goes.
+--as-before runs it in the quick mode before issue 47 (10 ms samples, lat_fs 3 a process).
 
 Figures to quote come from a quiet machine; the script prints the load average with them.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import sqlite3
 import statistics
@@ -87,31 +90,48 @@ def budget_line(label: str, walls: list[float], cpus: list[float]) -> str:
             f"{'PASS' if m <= BUDGET_S else 'FAIL'}")
 
 
-def per_program(runs: int) -> None:
+# The quick mode before issue 47 (--as-before): 10 ms samples, lat_fs three a process.
+BEFORE = {"target_ms": 10, "sample_caps": ()}
+TIMED = re.compile(r": timed ([0-9.]+) s in [0-9]+ runs$", re.M)
+
+
+def per_program(runs: int, as_before: bool) -> None:
     """Each program's seconds in the quick session, its processes run directly as the runner does."""
-    from perflab.benchmarks.lmbench.driver import FAMILY, LmbenchParams
+    from dataclasses import replace
+
+    from perflab.benchmarks.lmbench import driver
     from perflab.execution.executor import execute
 
+    if as_before:
+        driver.QUICK = replace(driver.QUICK, **BEFORE)
+    os.environ["PERFLAB_LMBENCH_TIMED"] = "1"
     totals: dict[str, list[list[float]]] = {}
     for _ in range(runs):
         walls: dict[str, list[float]] = {}
-        with FAMILY.session(LmbenchParams(quick=True), {}) as session:
+        with driver.FAMILY.session(driver.LmbenchParams(quick=True), {}) as session:
             for repetition in range(session.ceiling):
                 for spec in session.processes(repetition):
                     result = execute(spec)
                     session.parse(spec, result)
-                    w = walls.setdefault(spec.item, [0.0, 0.0, 0])
+                    timed = TIMED.search(result.stderr_tail)
+                    w = walls.setdefault(spec.item, [0.0, 0.0, 0.0, 0])
                     w[0] += result.wall
                     w[1] += result.user + result.sys
-                    w[2] += 1
+                    w[2] += float(timed.group(1)) if timed else float("nan")
+                    w[3] += 1
         for program, w in walls.items():
             totals.setdefault(program, []).append(w)
-    print(f"{'program':<12} {'processes':>9} {'wall s':>7} {'CPU s':>7}   (median over {runs} sessions)")
+    mode = driver.QUICK
+    print(f"quick mode: {mode.target_ms:g} ms samples, {mode.samples} a process"
+          + "".join(f", {p} {n}" for p, n in mode.sample_caps))
+    print(f"{'program':<12} {'processes':>9} {'wall s':>7} {'CPU s':>7} {'timed s':>8}   (median over {runs} sessions)")
     rows = sorted(totals.items(), key=lambda kv: -statistics.median(w[0] for w in kv[1]))
     for program, ws in rows:
-        print(f"{program:<12} {ws[0][2]:>9} {statistics.median(w[0] for w in ws):>7.2f} "
-              f"{statistics.median(w[1] for w in ws):>7.2f}")
-    print(f"{'all':<12} {'':>9} {statistics.median(sum(w[i][0] for _, w in rows) for i in range(runs)):>7.2f}")
+        print(f"{program:<12} {ws[0][3]:>9} " + " ".join(
+            f"{statistics.median(w[i] for w in ws):>{width}.2f}" for i, width in ((0, 7), (1, 7), (2, 8))))
+    print(f"{'all':<12} {'':>9} " + " ".join(
+        f"{statistics.median(sum(w[k][i] for _, w in rows) for k in range(runs)):>{width}.2f}"
+        for i, width in ((0, 7), (1, 7), (2, 8))))
 
 
 def main() -> int:
@@ -120,10 +140,11 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, default=0)
     ap.add_argument("--baseline-src", metavar="PATH", help="alternate with perflab from this source tree")
     ap.add_argument("--per-program", action="store_true", help="seconds per program instead")
+    ap.add_argument("--as-before", action="store_true", help="--per-program in the quick mode before issue 47")
     args = ap.parse_args()
     load_before = os.getloadavg()
     if args.per_program:
-        per_program(args.runs)
+        per_program(args.runs, args.as_before)
         print(f"load average before / after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
         return 0
     sides = [("this tree", None)] + ([("baseline", args.baseline_src)] if args.baseline_src else [])
