@@ -572,3 +572,23 @@ def test_quick_samples_are_5_ms_and_lat_fs_prints_two(tmp_path, monkeypatch):
     with job_time_exact(True):
         guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, str(tmp_path))
     assert {option(words, "-t") for words in argv_of(guest).values()} == {"1"}
+
+
+def test_a_program_reports_its_timed_seconds_only_when_asked(cache_dir, monkeypatch):
+    """$PERFLAB_LMBENCH_TIMED (tools/bench/lmbench_quick.py --per-program): one stderr line at exit
+    from the program itself, not from the children it forks and execs; without it stderr stays
+    empty."""
+    import re
+    import subprocess
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir))
+    binary = cbuild.build("lat_proc", driver.SOURCE_DIR, flags=driver.FLAGS)
+    argv = [str(binary), "-T", "-n", "2", "-t", "0.5"]     # fork, exec of itself, sh -c
+    env = {k: v for k, v in os.environ.items() if k != "PERFLAB_LMBENCH_TIMED"}
+    plain = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+    asked = subprocess.run(argv, capture_output=True, text=True, check=True, env={**env, "PERFLAB_LMBENCH_TIMED": "1"})
+    assert plain.stderr == ""
+    (line,) = asked.stderr.splitlines()
+    match = re.fullmatch(r"lat_proc: timed ([0-9.]+) s in ([0-9]+) runs", line)
+    assert match and float(match.group(1)) > 0 and int(match.group(2)) >= 3 * 2   # three figures, two samples each
+    assert len(driver.parse_output("lat_proc", asked.stdout)) == 3 * 2
