@@ -218,7 +218,7 @@ CURVE = "mem.curve"
 
 
 class LmbenchParams(Params):
-    quick: bool = Field(False, description="fewer, shorter samples (about 15 s)")
+    quick: bool = Field(False, description="fewer, shorter samples (15-20 s)")
     only: list[str] | None = Field(None, description=f"categories to run: {', '.join(catalog.CATEGORIES)}")
     precision: float = Field(PRECISION, ge=0, le=1, description="stop a program's processes once each figure's "
                              "95% interval is within this fraction of its mean (0: always `runs` processes)")
