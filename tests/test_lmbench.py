@@ -531,7 +531,8 @@ def test_icount_samples_are_shorter():
     with job_time_exact(True):
         guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, "/tmp")
     host = driver.LmbenchSession(driver.LmbenchParams(quick=True), {}, "/tmp")
-    assert guest.mode.target_ms == driver.QUICK.target_ms / driver.ICOUNT_SHORTER
+    # 1 ms in both modes: the host's quick samples are shorter (issue 47), the guest's are not
+    assert guest.mode.target_ms == driver.FULL.target_ms / driver.ICOUNT_SHORTER == 1
     assert (guest.mode.processes, guest.mode.samples) == (host.mode.processes, host.mode.samples)
     assert host.mode is driver.QUICK
     # a pass of bw_mem or bw_file is 64 MB, far beyond the sample: one sample a process; lat_mem's
@@ -540,3 +541,54 @@ def test_icount_samples_are_shorter():
     assert guest.mode.samples_of("lat_syscall") == host.mode.samples_of("lat_syscall") == 3
     assert guest.own_args("lat_mem", 1)[-2:] == ["-m", "8m"] and "-m" not in host.own_args("lat_mem", 1)
     assert guest.own_args("bw_mem", 0) == host.own_args("bw_mem", 0) == []
+
+
+def test_quick_samples_are_5_ms_and_lat_fs_prints_two(tmp_path, monkeypatch):
+    """Issue 47 (the quick run in 15 s): --quick's processes on the host time 5 ms samples, three a
+    process, lat_fs two (its sample is a batch of 1,000 files whatever the length); the process
+    counts, and so every figure from at least two processes, are as before; under icount a quick
+    sample is still 1 ms."""
+    from perflab.core.params import job_time_exact
+
+    monkeypatch.delenv(driver.TINY_ENV, raising=False)
+
+    def argv_of(session) -> dict[str, list[str]]:
+        session.binaries = {p: tmp_path / p for p in catalog.PROGRAMS}
+        return {spec.item: spec.argv for spec in session.processes(0)}
+
+    def option(argv: list[str], flag: str) -> str:
+        return argv[argv.index(flag) + 1]
+
+    host = driver.LmbenchSession(driver.LmbenchParams(quick=True), {}, str(tmp_path))
+    argv = argv_of(host)
+    assert sorted(argv) == sorted(catalog.PROGRAMS)
+    for program, words in argv.items():
+        assert option(words, "-t") == "5", program
+        assert option(words, "-n") == ("2" if program == "lat_fs" else "3"), program
+    assert {p: host.ceiling_of(p) for p in catalog.PROGRAMS} == {
+        p: 2 if p in ("lat_fs", "lat_ctx") else 3 for p in catalog.PROGRAMS}
+    full = argv_of(driver.LmbenchSession(driver.LmbenchParams(), {}, str(tmp_path)))
+    assert {option(words, "-t") for words in full.values()} == {"10"}
+    with job_time_exact(True):
+        guest = driver.LmbenchSession(driver.LmbenchParams(quick=True), {"vm": {"mode": "icount"}}, str(tmp_path))
+    assert {option(words, "-t") for words in argv_of(guest).values()} == {"1"}
+
+
+def test_a_program_reports_its_timed_seconds_only_when_asked(cache_dir, monkeypatch):
+    """$PERFLAB_LMBENCH_TIMED (tools/bench/lmbench_quick.py --per-program): one stderr line at exit
+    from the program itself, not from the children it forks and execs; without it stderr stays
+    empty."""
+    import re
+    import subprocess
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir))
+    binary = cbuild.build("lat_proc", driver.SOURCE_DIR, flags=driver.FLAGS)
+    argv = [str(binary), "-T", "-n", "2", "-t", "0.5"]     # fork, exec of itself, sh -c
+    env = {k: v for k, v in os.environ.items() if k != "PERFLAB_LMBENCH_TIMED"}
+    plain = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+    asked = subprocess.run(argv, capture_output=True, text=True, check=True, env={**env, "PERFLAB_LMBENCH_TIMED": "1"})
+    assert plain.stderr == ""
+    (line,) = asked.stderr.splitlines()
+    match = re.fullmatch(r"lat_proc: timed ([0-9.]+) s in ([0-9]+) runs", line)
+    assert match and float(match.group(1)) > 0 and int(match.group(2)) >= 3 * 2   # three figures, two samples each
+    assert len(driver.parse_output("lat_proc", asked.stdout)) == 3 * 2

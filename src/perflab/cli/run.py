@@ -176,8 +176,9 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
 
 @click.command("lmbench")
 @click.option("--quick", is_flag=True,
-              help="Fewer, shorter samples (4 processes x 3 samples of 10 ms per figure, file "
-                   "create/delete 2 x 3; under a minute) instead of 5 x 5 of 50 ms (about 4 minutes).")
+              help="Fewer, shorter samples (3 processes x 3 samples of 5 ms per figure; context "
+                   "switches 2 x 3, file create/delete 2 x 2; 15-20 s) instead of 9 x 5 of 10 ms "
+                   "(about a minute).")
 @click.option("--only", "only", multiple=True, metavar="CATEGORY",
               help="Run only these categories (repeatable or comma-separated): "
                    "processes, select, ctx, filevm, latency, bandwidth, memory.")

@@ -82,11 +82,21 @@ static void *xmalloc(size_t n)
  * the harness adds one indirect call per sample, not per iteration. */
 typedef void (*bench_fn)(uint64_t n, void *ctx);
 
+/* What the timed runs (calibration, samples, settling) add up to: a run lasts its
+ * length of wall time however busy the machine, so this part of a program's time
+ * is set by the mode, not by the load.  With $PERFLAB_LMBENCH_TIMED set it is
+ * printed on stderr at exit (tools/bench/lmbench_quick.py --per-program). */
+static double bench_timed_ns;
+static long bench_timed_runs;
+
 static double time_ns(bench_fn fn, void *ctx, uint64_t n)
 {
 	int64_t t0 = pl_now_ns();
 	fn(n, ctx);
-	return (double)(pl_now_ns() - t0);
+	double t = (double)(pl_now_ns() - t0);
+	bench_timed_ns += t;
+	bench_timed_runs++;
+	return t;
 }
 
 static double target_ns(void)
@@ -545,12 +555,22 @@ static void bench_usage(const char *extra)
 
 /* Parse common options and the program's own (`own` is a getopt string,
  * `handle` returns 0 for an option it does not know). */
+static pid_t bench_main_pid;
+static void report_timed(void)
+{
+	if (getpid() == bench_main_pid)  /* not a forked helper exiting */
+		fprintf(stderr, "%s: timed %.3f s in %ld runs\n", pl_progname, bench_timed_ns * 1e-9, bench_timed_runs);
+}
+
 static void bench_init(int argc, char **argv, const char *name, const char *own,
 		       bench_opt_fn handle, const char *usage_extra)
 {
 	char optstring[128];
 	int c;
 	pl_progname = name;
+	bench_main_pid = getpid();
+	if (getenv("PERFLAB_LMBENCH_TIMED"))
+		atexit(report_timed);
 	snprintf(optstring, sizeof optstring, "n:t:d:TUo:Lh%s", own ? own : "");
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
