@@ -35,7 +35,7 @@ from typing import ClassVar
 
 from perflab.core import cbuild, environment
 from perflab.core.errors import PerflabError, TargetDown, UsageProblem
-from perflab.core.params import job_cpus
+from perflab.core.params import job_cpus, job_machine
 from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.execution import executor
 from perflab.execution.workdir import filesystem_of
@@ -169,8 +169,9 @@ class Ssh(Target):
     @contextlib.contextmanager
     def preparing(self, needs: frozenset[str], what: str) -> Iterator[None]:
         """Programs built static (the machine has its own C library, or none we know); the CPUs a
-        session sees (will-it-scale's binding) are the machine's."""
-        with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()):
+        session sees (will-it-scale's binding, `nr_task: 50%`) are the machine's, and so are its
+        programs (cmd's command looked up on its PATH) and settings (THP: not this machine's)."""
+        with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()), job_machine(self.on):
             yield None
 
     def share_key(self, needs: frozenset[str], params: dict):
