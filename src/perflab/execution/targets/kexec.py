@@ -228,6 +228,7 @@ class Switch:
         self.release = what.release
         self.installed: str | None = None         # the package dpkg -i'd, to purge afterwards
         self.copied = False
+        self.new_modules_dir = False              # /lib/modules/RELEASE made by the install
         self.sudo = ""
         self.console_before = ""                  # the console command's text before the last switch
         self.way_back = ""                        # kexec | reboot | power cycle
@@ -258,6 +259,10 @@ class Switch:
             status = self.run(f"dpkg-query -W -f='${{Status}}' {shlex.quote(what.package)} 2>/dev/null || true")
             if "install ok installed" not in status:
                 remote = f"{REMOTE_DIR}/{what.package}.deb"
+                modules = f"/lib/modules/{self.release}"
+                # What depmod and initramfs-tools write there belongs to no package: removed with it
+                # when it was not there before.
+                self.new_modules_dir = self.run(f"test -e {shlex.quote(modules)} && echo yes || echo no").strip() == "no"
                 self.copy(what.deb, remote)
                 self.installed = what.package
                 self.root(f"DEBIAN_FRONTEND=noninteractive dpkg -i {shlex.quote(remote)} >/dev/null "
@@ -279,6 +284,8 @@ class Switch:
         if self.installed:
             self.root(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {self.installed} >/dev/null", timeout=1800)
             self.installed = None
+            if self.new_modules_dir:
+                self.root(f"rm -rf {shlex.quote(f'/lib/modules/{self.release}')}")
         if self.copied:
             self.root(f"rm -rf {REMOTE_DIR}")
             self.copied = False
