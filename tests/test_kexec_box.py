@@ -9,7 +9,11 @@ Timing here (2 cores shared by seven, load 1-5): the box's image is built once (
 cached under ~/.cache/perflab/box/); the module's one boot 21 s; the running-kernel job 5 s;
 6.1.0-50 installed (dpkg -i, its initramfs), kexec'ed, the job, the reboot back and the purge
 271 s; the panicking kernel (it waits out its machine's 180 s boot_timeout, then the power
-cycle and the boot back) 213 s: 8.5 minutes in all. Marked slow and vm (tests/conftest.py).
+cycle and the boot back) 213 s: 8.5 minutes in all. A kernel recipe (linux-source-6.1, perflab's
+minimal config and what the box's systemd needs: testbox.BOX_FRAGMENT) built as a Debian package
+(make bindeb-pkg; the first time minutes, then cached in ~/.cache/perflab/kernel-builds, as the
+box's image is), installed, kexec'ed and back by kexec: see that test. Marked slow and vm
+(tests/conftest.py).
 """
 
 from __future__ import annotations

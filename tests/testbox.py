@@ -1,6 +1,7 @@
 """A simulated test box: a QEMU guest that plays a kexec-capable machine reached over SSH.
 
-Used by tests/test_kexec_box.py and tools/bench/box.py (docs/lab.md, "A simulated test box").
+Used by tests/test_kexec_box.py and tools/bench/box.py (docs/lab.md, "A simulated test box"),
+which also take from here a kernel recipe the box boots (box_recipe, BOX_FRAGMENT).
 
 The box is a Debian 12 root file system made by mmdebstrap from the mirror apt uses (openssh-
 server, kexec-tools, systemd, initramfs-tools for the kernels installed on it), written into an
