@@ -373,8 +373,9 @@ class Switch:
                 far = self.power_cycle(boot_id)
         if far is None or far["release"] != default:
             said = far["release"] if far else "nothing"
+            tried = way if way != "power cycle" or self.control.power_cycle else f"{way}: no power_cycle configured"
             raise TargetDown(f"target down: {self.machine.on} did not come back on its default kernel {default} "
-                             f"(it says {said}; tried {way})", self.console_text())
+                             f"(it says {said}; tried {tried})", self.console_text())
         self.way_back = way
         self.say(f"{self.machine.on}: back on its default kernel {default} by {way} "
                  f"in {time.monotonic() - started:.0f} s")
