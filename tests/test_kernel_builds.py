@@ -377,6 +377,7 @@ def test_a_recipe_built_as_a_package_is_an_entry_of_its_own_and_leaves_nothing_b
                           check=True).stdout.split()
     assert said == ["Package:", "linux-image-6.1.0-box", "Version:", version]
     assert (done.facts["kernel_package"], done.facts["kernel_package_version"]) == ("linux-image-6.1.0-box", version)
+    assert f"KDEB_PKGVERSION={version} DPKG_FLAGS=-d bindeb-pkg" in done.facts["kernel_build_commands"]
     assert sorted(p.name for p in recipe.cache_dir().iterdir() if p.suffix in (".deb", ".changes")) == []
     out = next(p for p in recipe.cache_dir().glob("out-*") if p.is_dir())
     builds = (out / "builds.txt").read_text()

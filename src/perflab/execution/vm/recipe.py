@@ -384,7 +384,10 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None, packag
             "kernel_built_config_hash": hashlib.sha256((out / ".config").read_bytes()).hexdigest()[:16],
             "kernel_build_seconds": f"{time.monotonic() - started:.0f}",
             "kernel_build_release": release.read_text().strip() if release.is_file() else "",
-            "kernel_build_commands": reproducer(recipe, commit),
+            "kernel_build_commands": reproducer(recipe, commit) + (
+                f"\nmake O=out CC={shlex.quote(recipe.cc)} LOCALVERSION={shlex.quote(recipe.name)} "
+                f"KDEB_PKGVERSION={named[1]} DPKG_FLAGS=-d bindeb-pkg   # ../{named[0]}_{named[1]}_amd64.deb"
+                if len(named) == 2 else ""),
         }
 
     started = time.monotonic()
