@@ -339,3 +339,49 @@ def test_two_measurers_on_one_build_directory_take_turns(tmp_path):
     first.join(WAIT)
     second.join(WAIT)
     assert images == {0: "v0\n", 1: "v1\n"}
+
+
+PACKAGING = """\
+bindeb-pkg:
+\t@r=$$(cat $(O)/include/config/kernel.release); mkdir -p $(O)/pkg/DEBIAN; \\
+\t printf 'Package: linux-image-%s\\nVersion: %s\\nArchitecture: amd64\\nMaintainer: t <t@example.org>\\nDescription: t\\n' \\
+\t   "$$r" "$(KDEB_PKGVERSION)" > $(O)/pkg/DEBIAN/control; \\
+\t dpkg-deb -b $(O)/pkg $(O)/../linux-image-$${r}_$(KDEB_PKGVERSION)_amd64.deb >/dev/null; \\
+\t touch $(O)/../linux-libc-dev_$(KDEB_PKGVERSION)_amd64.deb $(O)/../linux-upstream_$(KDEB_PKGVERSION)_amd64.changes
+"""
+
+
+def test_a_recipe_built_as_a_package_is_an_entry_of_its_own_and_leaves_nothing_beside_it(tmp_path, monkeypatch):
+    """The package form (make bindeb-pkg, as a recipe goes on an SSH machine): its .deb published
+    whole as deb-KEY (KEY: the image's key and the form), named in its facts, with a version that
+    holds the key; the other files bindeb-pkg leaves beside the build directory removed; asked
+    again, taken from the cache. The image of the same recipe is another entry."""
+    import shutil
+
+    from perflab.execution.vm import recipe
+
+    if shutil.which("dpkg-deb") is None or recipe.missing_package_tools():
+        pytest.skip("dpkg-dev and fakeroot are needed for a package build")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tree, gates = _tree(tmp_path, versions=("a",))
+    (gates / "open-a").touch()
+    with open(tree / "Makefile", "a") as f:
+        f.write(PACKAGING)
+    _git(tree, "commit", "-qam", "packaging")
+    r = recipe.recipe_of({"tree": str(tree), "config": "defconfig", "name": "-box"})
+    image_key = recipe.identity(r)[2]
+    done = recipe.build(r, jobs=1, package=True)
+    version = recipe.package_version("6.1.0-box", image_key)
+    assert done.image == recipe.cache_dir() / f"deb-{recipe.package_key(image_key)}" / recipe.DEB
+    said = subprocess.run(["dpkg-deb", "-f", str(done.image), "Package", "Version"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert said == ["Package:", "linux-image-6.1.0-box", "Version:", version]
+    assert (done.facts["kernel_package"], done.facts["kernel_package_version"]) == ("linux-image-6.1.0-box", version)
+    assert f"KDEB_PKGVERSION={version} DPKG_FLAGS=-d bindeb-pkg" in done.facts["kernel_build_commands"]
+    assert sorted(p.name for p in recipe.cache_dir().iterdir() if p.suffix in (".deb", ".changes")) == []
+    out = next(p for p in recipe.cache_dir().glob("out-*") if p.is_dir())
+    builds = (out / "builds.txt").read_text()
+    again = recipe.build(r, jobs=1, package=True)
+    assert again.image == done.image and (out / "builds.txt").read_text() == builds
+    image = recipe.build(r, jobs=1)
+    assert image.image == recipe.cache_dir() / f"image-{image_key}" / "bzImage" and image.key != again.key

@@ -115,6 +115,43 @@ def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, f
         # The machine's own word (its uname, through the agent), not this machine's.
         assert facts["hostname"] == FAR_NAME and facts["testbox"] == FAR_NAME
         assert facts["controller"] == os.uname().nodename != FAR_NAME
+    # THP: the far machine's setting (its fact, read there), not this machine's read here.
+    assert facts["thp_in_effect"] == f"system setting of {far.on} (the run's fact thp_enabled, read there)"
+    assert facts["thp_enabled"] != "n/a"
+
+
+def test_a_thp_mode_on_a_far_machine_is_the_harness_s_and_this_machine_s_setting_untouched(cli, far):
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    before = thp.read_text() if thp.exists() else None
+    cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
+    cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--warmup-time", "0", "--runs", "1",
+        "--thp", "never", "--on", far.on, timeout=300)
+    (run_id, status), = cli.sql("SELECT id, status FROM run")
+    assert status == "finished"
+    assert _facts(cli, run_id)["thp_in_effect"] == "per process: never via prctl(PR_SET_THP_DISABLE)"
+    assert (thp.read_text() if thp.exists() else None) == before
+
+
+def test_a_cmd_jobs_program_is_looked_up_on_the_far_machine(on_far, tmp_path):
+    """`tac` is on the machine's PATH, not on this perflab's: the command is found there."""
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        for f in Path(d).glob("*") if Path(d).is_dir() else ():
+            if f.name != "tac" and not (bin_dir / f.name).exists():
+                try:
+                    os.symlink(f, bin_dir / f.name)
+                except OSError:
+                    pass
+    assert shutil.which("tac", path=str(bin_dir)) is None
+    job = on_far.tmp / "far.yaml"
+    job.write_text("benchmark: cmd\nruns: 2\non: far\ncommand: 'tac /etc/hostname'\n")
+    on_far("run", job, timeout=300, env={"PATH": str(bin_dir)})
+    (status,), = on_far.sql("SELECT status FROM run")
+    assert status == "finished"
+    assert on_far.sql("SELECT count(*) FROM sample WHERE metric = 'time.elapsed_time'") == [(2,)]
 
 
 def test_a_job_files_cmd_runs_on_the_named_machine_and_leaves_nothing(on_far, far):

@@ -1,6 +1,7 @@
 """A simulated test box: a QEMU guest that plays a kexec-capable machine reached over SSH.
 
-Used by tests/test_kexec_box.py and tools/bench/box.py (docs/lab.md, "A simulated test box").
+Used by tests/test_kexec_box.py and tools/bench/box.py (docs/lab.md, "A simulated test box"),
+which also take from here a kernel recipe the box boots (box_recipe, BOX_FRAGMENT).
 
 The box is a Debian 12 root file system made by mmdebstrap from the mirror apt uses (openssh-
 server, kexec-tools, systemd, initramfs-tools for the kernels installed on it), written into an
@@ -190,6 +191,43 @@ def build() -> Path:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return top
+
+
+# A kernel recipe the box boots (tests/test_kexec_box.py, built as a Debian package): perflab's
+# minimal config and what the box's userspace needs besides — ext4 and the virtio NIC built in,
+# systemd's (cgroups, inotify, fhandle, namespaces, seccomp, autofs, /proc/sys), AF_PACKET for
+# networkd's DHCP, KEXEC for the way back, RELOCATABLE for kexec-tools' bzImage64 loader, and
+# MODULES, so that the package has /lib/modules/RELEASE for initramfs-tools' depmod.
+BOX_FRAGMENT = {f"CONFIG_{name}": "y" for name in (
+    "MODULES", "RELOCATABLE", "KEXEC", "PROC_SYSCTL", "EXT4_FS", "NETDEVICES", "NET_CORE", "VIRTIO_NET", "PACKET",
+    "CGROUPS", "INOTIFY_USER", "FHANDLE", "UNIX98_PTYS", "NAMESPACES", "UTS_NS", "IPC_NS", "PID_NS", "NET_NS",
+    "SECCOMP", "SECCOMP_FILTER", "AUTOFS_FS", "TMPFS_POSIX_ACL", "TMPFS_XATTR")}
+
+
+def linux_repo() -> tuple[Path, str] | None:
+    """The linux-source-6.1 tree as a git repository and its ref (made once, shared with
+    tools/bench/kernel_bisect.py, which makes it: about a minute); None when the source is not installed."""
+    repo = shared_cache_home() / "linux" / "repo"
+    if not (repo / ".git").is_dir():
+        if not Path("/usr/src/linux-source-6.1.tar.xz").is_file() and not (
+                shared_cache_home() / "linux" / "linux-source-6.1" / "Makefile").is_file():
+            return None
+        script = Path(__file__).resolve().parents[1] / "tools" / "bench" / "kernel_bisect.py"
+        subprocess.run([sys.executable, str(script), "--setup-only"], check=True, capture_output=True,
+                       env=dict(os.environ, XDG_CACHE_HOME=str(shared_cache_home().parent)))
+    return repo, "perflab-base"
+
+
+def box_recipe(path: Path) -> Path | None:
+    """A recipe file at `path` of a kernel the box boots (BOX_FRAGMENT); None without the source."""
+    found = linux_repo()
+    if found is None:
+        return None
+    repo, ref = found
+    lines = [f"tree: {repo}", f"ref: {ref}", "config: perflab", "name: -box", "fragments:"]
+    lines += [("  - " if i == 0 else "    ") + f"{k}: {v}" for i, (k, v) in enumerate(sorted(BOX_FRAGMENT.items()))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def free_port() -> int:

@@ -26,6 +26,7 @@ from perflab.core.errors import PerflabError, UsageProblem
 # LKP's names for what /usr/bin/time reports (perflab.core.model).
 from perflab.core.model import EXIT, MAXRSS, SYS, USER, WALL
 from perflab.core.model import HIGHER_IS_BETTER, INFORMATIONAL, LOWER_IS_BETTER, Sample
+from perflab.core.params import far_machine
 from perflab.core.process import ProcessResult, ProcessSpec, in_run_directory
 
 BUILTIN_METRICS = catalog_of(
@@ -158,6 +159,10 @@ class Command:
             except ValueError as e:
                 raise PerflabError(f"command {words[0]!r}: {e}") from None
         exe = words[0]
+        if far_machine() is not None:
+            # On another machine: its program, found on its PATH there (the launcher execs a path).
+            argv = words if os.path.isabs(exe) else ["/bin/sh", "-c", 'exec "$0" "$@"', *words]
+            return cls(argv, shlex.join(words), False, metrics)
         local = in_run_directory(exe) if os.path.dirname(exe) else exe   # ./prog: where the run starts
         resolved = shutil.which(local)
         if resolved is None:

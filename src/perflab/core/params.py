@@ -51,6 +51,28 @@ def time_is_exact() -> bool:
     return _TIME_EXACT.get()
 
 
+# The machine the job being made runs on when it is another one (an SSH machine: its programs, its
+# PATH, its kernel's settings are its own), or None: this machine, or a guest booted here (whose
+# root is this machine's). A family then neither looks its programs up here nor changes this
+# machine's settings for it.
+_FAR_MACHINE: ContextVar[str | None] = ContextVar("perflab_far_machine", default=None)
+
+
+@contextmanager
+def job_machine(name: str | None) -> Iterator[None]:
+    """Within the block, the job runs on the machine `name` (None: here)."""
+    token = _FAR_MACHINE.set(name)
+    try:
+        yield
+    finally:
+        _FAR_MACHINE.reset(token)
+
+
+def far_machine() -> str | None:
+    """The other machine the job being made runs on (see job_machine), or None."""
+    return _FAR_MACHINE.get()
+
+
 def cpu_ids() -> list[int]:
     """The CPU numbers the job's tasks may run on: the host's affinity, or a guest's 0..N-1."""
     count = _JOB_CPUS.get()

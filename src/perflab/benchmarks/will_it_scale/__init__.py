@@ -43,7 +43,7 @@ from perflab.benchmarks import protocol
 from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session, job_timeout, task_count
 from perflab.benchmarks.will_it_scale import testcases as tc
 from perflab.core.model import HIGHER_IS_BETTER, Sample
-from perflab.core.params import cpu_ids, time_is_exact
+from perflab.core.params import cpu_ids, far_machine, time_is_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.workdir import Workdir, WorkdirParams, workdir
 
@@ -117,6 +117,13 @@ def _apply_system_thp(wanted: str) -> str | None:
     if _bracketed(THP_SYSFS) != wanted:     # some kernels (this VM's) accept the write and ignore it
         return None
     return before
+
+
+def _per_process(thp: str) -> str:
+    """How the harness puts its tasks in THP mode `thp` itself (the system setting left as it is)."""
+    return ("prctl(PR_SET_THP_DISABLE)" if thp == "never" else
+            "madvise(MADV_HUGEPAGE) on the testcase's mappings" if thp == "always" else
+            "the system setting's madvise behaviour")
 
 
 class WillItScaleSession(Session):
@@ -241,7 +248,15 @@ class WillItScaleFamily(Family):
         restore = None
         with workdir(params, "wis") as directory:
             try:
-                if params.thp == "system":
+                if far_machine() is not None:
+                    # Another machine's setting is its own (its run's fact thp_enabled, read there):
+                    # this machine's is neither read nor changed; a mode asked for is the harness's.
+                    if params.thp == "system":
+                        thp_fact, harness_thp = (f"system setting of {far_machine()} (the run's fact thp_enabled, "
+                                                 "read there)"), "system"
+                    else:
+                        thp_fact, harness_thp = f"per process: {params.thp} via {_per_process(params.thp)}", params.thp
+                elif params.thp == "system":
                     from perflab.core.environment import _bracketed
 
                     thp_fact, harness_thp = f"system setting: {_bracketed(THP_SYSFS)}", "system"
@@ -250,10 +265,8 @@ class WillItScaleFamily(Family):
                     if restore is not None:
                         thp_fact, harness_thp = f"system setting: {params.thp} (set for the run)", "system"
                     else:
-                        how = ("prctl(PR_SET_THP_DISABLE)" if params.thp == "never" else
-                               "madvise(MADV_HUGEPAGE) on the testcase's mappings" if params.thp == "always" else
-                               "the system setting's madvise behaviour")
-                        thp_fact, harness_thp = f"per process: {params.thp} via {how} (system setting read-only)", params.thp
+                        thp_fact, harness_thp = (f"per process: {params.thp} via {_per_process(params.thp)} "
+                                                 "(system setting read-only)"), params.thp
                 yield WillItScaleSession(params, job, binary, directory, thp_fact, harness_thp)
             finally:
                 if restore is not None and restore != params.thp:

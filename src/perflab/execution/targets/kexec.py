@@ -1,31 +1,40 @@
 """The kernel under test on an SSH machine: installed as its distribution does, switched to by kexec.
 
-`--on BOX --kernel debian:R | IMAGE` on a machine declared kexec-capable in perflab's
-configuration ([machine.BOX] kexec = true; power_cycle, console, boot_timeout):
+`--on BOX --kernel debian:R | RECIPE.yaml | IMAGE` on a machine declared kexec-capable in
+perflab's configuration ([machine.BOX] kexec = true; power_cycle, console, boot_timeout):
 
 1. refuse this machine: the far side's boot_id and machine-id must differ from this machine's
    (a loopback destination whose ids cannot be read is refused too);
 2. install: debian:R -> the .deb perflab fetched (apt-get download, pinned as `perflab kernel
-   fetch` pins it) copied there and `dpkg -i`'d (its postinst makes the initramfs the box's
-   initramfs-tools makes); IMAGE -> copied to a directory of ours, with the box's own initrd of
-   that release when /boot has one, else none;
-3. `kexec -l IMAGE [--initrd=INITRD] --reuse-cmdline`, then `systemctl --no-block kexec` (the
+   fetch` pins it); a recipe -> built here as a Debian package by the one kernel build path
+   (execution/vm/recipe.py, kbuild's `bindeb-pkg`, cached by its key and the package form); either
+   copied there and `dpkg -i`'d (its postinst makes the initramfs the box's initramfs-tools makes).
+   IMAGE -> copied to a directory of ours, with the box's own initrd of that release when /boot
+   has one, else none;
+3. the machine's default kernel recorded: its release, its /proc/cmdline (the way back boots it
+   again with that command line);
+4. `kexec -l IMAGE [--initrd=INITRD] --reuse-cmdline`, then `systemctl --no-block kexec` (the
    machine's own userspace stops its services and kexecs);
-4. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for and
+5. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for and
    /proc/cmdline the one reused;
-5. after the jobs: `systemctl reboot` (the machine's firmware boots its default kernel), wait for
-   it, then `dpkg --purge` / remove what was installed (unless --keep-kernel).
+6. after the jobs, the way back: kexec into /boot/vmlinuz-DEFAULT (and its initrd) with the
+   recorded command line; when that cannot be loaded or does not come back on the default kernel,
+   `systemctl reboot` (the machine's firmware boots its default kernel); when the machine does not
+   answer, the power-cycle command. Which way was taken is said on stderr. Then `dpkg --purge` /
+   remove what was installed (unless --keep-kernel).
 
 A kernel that does not come up within boot_timeout (or comes up as another release): the
 machine's power_cycle command, a wait for its default kernel, what was installed removed, and
-TargetDown("kernel did not boot on BOX: ...") with the console command's text as the console
-tail: the run is stored failed, the other jobs go on. docs/lab.md, "The kernel under test on a box".
+TargetDown("kernel did not boot on BOX: ...") with the console text of that boot (what the
+console command printed after what it printed before the switch) as the console tail: the run
+is stored failed, the other jobs go on. docs/lab.md, "The kernel under test on a box".
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shlex
 import subprocess
@@ -41,6 +50,7 @@ BOOT_TIMEOUT = 300.0
 LOOPBACK = ("127.", "localhost", "::1", "[::1]")
 REMOTE_DIR = "/var/tmp/perflab-kernel"        # what perflab copies there; removed afterwards
 CONSOLE_BYTES = 4000                         # of the console command's output, kept as the tail
+CONSOLE_OVERLAP = 256                        # chars of the text before the switch found again after it
 
 
 @dataclass(frozen=True)
@@ -59,13 +69,23 @@ def control_of(settings: dict | None) -> BootControl:
                        float(settings.get("boot_timeout", BOOT_TIMEOUT)))
 
 
-def check_kernel(value, where: str) -> str:
-    """A kernel for an SSH machine as written: debian:RELEASE or an image file (made absolute);
-    UsageProblem in one line naming `where` otherwise."""
+def check_kernel(value, where: str) -> str | dict:
+    """A kernel for an SSH machine as written: debian:RELEASE, a recipe (a file RECIPE.yaml, or a
+    job's `kernel: {tree: ...}`: its stored keys) or an image file (made absolute); UsageProblem in
+    one line naming `where` otherwise."""
     from perflab.execution.vm import kernel as kernels
+    from perflab.execution.vm import recipe
 
+    if isinstance(value, str) and value.endswith((".yaml", ".yml")) and Path(value).expanduser().is_file():
+        value = recipe.read_recipe_file(str(Path(value).expanduser()))
+    if isinstance(value, dict) and "tree" in value:
+        if value.get("cmdline"):
+            raise UsageProblem(f"{where}: key 'kernel.cmdline': on an SSH machine the kernel under test boots with "
+                               "the machine's own command line (kexec --reuse-cmdline)")
+        return recipe.recipe_of({k: v for k, v in value.items() if k != "cmdline"}, where).keys()
     if not isinstance(value, str) or not value.strip():
-        raise UsageProblem(f"{where} = {value!r}: on an SSH machine the kernel is debian:RELEASE or an image file")
+        raise UsageProblem(f"{where} = {value!r}: on an SSH machine the kernel is debian:RELEASE, a kernel recipe "
+                           "or an image file")
     if value.startswith(kernels.DEBIAN):
         try:
             kernels.debian_package(value)
@@ -74,13 +94,28 @@ def check_kernel(value, where: str) -> str:
         return value
     path = Path(value).expanduser()
     if not path.is_file():
-        raise UsageProblem(f"{where} = {value!r}: no such kernel image (on an SSH machine: debian:RELEASE or an "
-                           "image file)")
+        raise UsageProblem(f"{where} = {value!r}: no such kernel image (on an SSH machine: debian:RELEASE, a kernel "
+                           "recipe RECIPE.yaml or an image file)")
     return str(path.resolve())
 
 
+def label(kernel: str | dict) -> str:
+    """The kernel in a message or a fact: as written, or a recipe's keys as JSON."""
+    return json.dumps(kernel, sort_keys=True) if isinstance(kernel, dict) else kernel
+
+
+def check_package_tools(kernel: str | dict) -> None:
+    """A recipe is built as a Debian package here: PerflabError in one line when a tool is missing."""
+    from perflab.execution.vm import recipe
+
+    if isinstance(kernel, dict):
+        why = recipe.missing_package_tools()
+        if why:
+            raise PerflabError(why)
+
+
 def release_of(kernel: str) -> str:
-    """The `uname -r` the kernel will say."""
+    """The `uname -r` the kernel will say (debian:RELEASE, an image)."""
     from perflab.execution.vm import kernel as kernels
     from perflab.execution.vm import modules
 
@@ -93,29 +128,40 @@ def release_of(kernel: str) -> str:
 
 
 def debian_deb(kernel: str) -> Path:
-    """The .deb of debian:RELEASE, downloaded once beside its unpacked kernel (pinned uploads checked)."""
+    """The .deb of debian:RELEASE (pinned uploads checked), downloaded once (execution/vm/kernel.py)."""
     from perflab.execution.vm import kernel as kernels
 
-    package = kernels.debian_package(kernel)
-    top = kernels.cache_dir() / package / "deb"
-    found = sorted(top.glob(f"{package}_*.deb"))
-    if found:
-        return found[0]
-    top.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=top, prefix=".fetch.") as scratch:
-        os.chmod(scratch, 0o755)
-        wanted = f"{package}={kernels.PINNED[package][0]}" if package in kernels.PINNED else package
-        done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
-        debs = list(Path(scratch).glob(f"{package}_*.deb"))
-        if done.returncode != 0 or not debs:
-            said = [line for line in (done.stderr or done.stdout).splitlines() if line.startswith("E:")]
-            raise PerflabError(f"cannot fetch kernel package {package}: "
-                               f"{said[0] if said else f'apt-get download exited {done.returncode}'}")
-        if package in kernels.PINNED:
-            kernels._check_pinned(package, debs[0])
-        os.rename(debs[0], top / debs[0].name)
-        return top / debs[0].name
+    return kernels.download_deb(kernels.debian_package(kernel))
+
+
+@dataclass(frozen=True)
+class Install:
+    """What goes on the machine: a package file dpkg -i's (and purges after), or an image copied."""
+
+    release: str                              # what `uname -r` will say
+    deb: Path | None = None
+    package: str | None = None
+    image: Path | None = None
+    facts: tuple = ()                         # (key, value) facts of the kernel (a recipe's build)
+
+
+def to_install(kernel: str | dict, say=lambda line: None) -> Install:
+    """What `kernel` puts on the machine: a recipe built as a package here (minutes the first time,
+    then cached), Debian's package fetched, or the image."""
+    from perflab.execution.vm import kernel as kernels
+    from perflab.execution.vm import recipe
+
+    if isinstance(kernel, dict):
+        built = recipe.build(recipe.recipe_of(kernel), say=say, package=True)
+        facts = built.facts
+        return Install(facts["kernel_build_release"], deb=built.image, package=facts["kernel_package"],
+                       facts=(("kexec_package", facts["kernel_package"]),
+                              ("kexec_package_version", facts["kernel_package_version"]),
+                              ("kernel_recipe_key", facts["kernel_recipe_key"]),
+                              ("kernel_build_commands", facts.get("kernel_build_commands", ""))))
+    if kernel.startswith(kernels.DEBIAN):
+        return Install(release_of(kernel), deb=debian_deb(kernel), package=kernels.debian_package(kernel))
+    return Install(release_of(kernel), image=Path(kernel))
 
 
 # -- the machine ----------------------------------------------------------------------
@@ -158,16 +204,34 @@ def _cmdline_words(text: str) -> list[str]:
     return [w for w in text.split() if not w.startswith(("BOOT_IMAGE=", "initrd="))]
 
 
+def console_since(before: str, after: str) -> str:
+    """What the console printed after `before`: `after` from the end of the last CONSOLE_OVERLAP
+    characters of `before` found in it (a log file's tail that grew), else all of `after` (the
+    console command printed nothing before, or its output is of this boot only); its last
+    CONSOLE_BYTES."""
+    mark = before[-CONSOLE_OVERLAP:]
+    if mark:
+        at = after.rfind(mark)
+        if at >= 0:
+            after = after[at + len(mark):]
+    return after[-CONSOLE_BYTES:]
+
+
 class Switch:
     """One switch of `machine` to `kernel` and back (the context manager `under_test`)."""
 
-    def __init__(self, machine, control: BootControl, kernel: str, keep: bool, connect, reconnect):
+    def __init__(self, machine, control: BootControl, kernel: str | dict, keep: bool, connect, reconnect,
+                 what: Install, say=lambda line: None):
         self.machine, self.control, self.kernel, self.keep = machine, control, kernel, keep
-        self.connect, self.reconnect = connect, reconnect
-        self.release = release_of(kernel)
+        self.connect, self.reconnect, self.say = connect, reconnect, say
+        self.what = what
+        self.release = what.release
         self.installed: str | None = None         # the package dpkg -i'd, to purge afterwards
         self.copied = False
+        self.new_modules_dir = False              # /lib/modules/RELEASE made by the install
         self.sudo = ""
+        self.console_before = ""                  # the console command's text before the last switch
+        self.way_back = ""                        # kexec | reboot | power cycle
 
     def run(self, script: str, timeout: float = 120) -> str:
         return self.connect(self.machine).run(script, timeout=timeout)
@@ -190,25 +254,26 @@ class Switch:
 
     def install(self) -> tuple[str, str | None]:
         """The image and initrd to kexec, on the machine."""
-        from perflab.execution.vm import kernel as kernels
-
-        if self.kernel.startswith(kernels.DEBIAN):
-            package = kernels.debian_package(self.kernel)
-            status = self.run(f"dpkg-query -W -f='${{Status}}' {package} 2>/dev/null || true")
-            deb = debian_deb(self.kernel)
+        what = self.what
+        if what.deb is not None:
+            status = self.run(f"dpkg-query -W -f='${{Status}}' {shlex.quote(what.package)} 2>/dev/null || true")
             if "install ok installed" not in status:
-                remote = f"{REMOTE_DIR}/{deb.name}"
-                self.copy(deb, remote)
-                self.installed = package
+                remote = f"{REMOTE_DIR}/{what.package}.deb"
+                modules = f"/lib/modules/{self.release}"
+                # What depmod and initramfs-tools write there belongs to no package: removed with it
+                # when it was not there before.
+                self.new_modules_dir = self.run(f"test -e {shlex.quote(modules)} && echo yes || echo no").strip() == "no"
+                self.copy(what.deb, remote)
+                self.installed = what.package
                 self.root(f"DEBIAN_FRONTEND=noninteractive dpkg -i {shlex.quote(remote)} >/dev/null "
                           f"&& rm -f {shlex.quote(remote)}", timeout=1800)
             image = f"/boot/vmlinuz-{self.release}"
             initrd = f"/boot/initrd.img-{self.release}"
             has = self.run(f"test -f {initrd} && echo yes || echo no").strip()
             return image, (initrd if has == "yes" else None)
-        digest = hashlib.sha256(Path(self.kernel).read_bytes()).hexdigest()[:12]
+        digest = hashlib.sha256(what.image.read_bytes()).hexdigest()[:12]
         image = f"{REMOTE_DIR}/vmlinuz-{digest}"
-        self.copy(Path(self.kernel), image)
+        self.copy(what.image, image)
         initrd = f"/boot/initrd.img-{self.release}"
         has = self.run(f"test -f {initrd} && echo yes || echo no").strip()
         return image, (initrd if has == "yes" else None)
@@ -219,6 +284,8 @@ class Switch:
         if self.installed:
             self.root(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {self.installed} >/dev/null", timeout=1800)
             self.installed = None
+            if self.new_modules_dir:
+                self.root(f"rm -rf {shlex.quote(f'/lib/modules/{self.release}')}")
         if self.copied:
             self.root(f"rm -rf {REMOTE_DIR}")
             self.copied = False
@@ -238,7 +305,7 @@ class Switch:
             time.sleep(2)
         return None
 
-    def console_text(self) -> str:
+    def _console(self) -> str:
         if not self.control.console:
             return ""
         try:
@@ -246,8 +313,17 @@ class Switch:
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return "(the console command did not end within 60 s)"
-        text = done.stdout.decode(errors="replace").replace("\r", "")
-        return text[-CONSOLE_BYTES:]
+        return done.stdout.decode(errors="replace").replace("\r", "")
+
+    def mark_console(self) -> None:
+        """Remember what the console said so far: the text of the boot that follows is what comes after."""
+        self.console_before = self._console()
+
+    def console_text(self) -> str:
+        """What the console said since the last switch (mark_console), its last CONSOLE_BYTES."""
+        if not self.control.console:
+            return ""
+        return console_since(self.console_before, self._console())
 
     def power_cycle(self, old_boot_id: str) -> dict | None:
         """The power-cycle command, then the machine back (on whatever its firmware boots)."""
@@ -257,29 +333,69 @@ class Switch:
                        stdin=subprocess.DEVNULL)
         return self.wait_boot(old_boot_id, time.monotonic() + self.control.boot_timeout)
 
-    def back_to_default(self, default: str, boot_id: str) -> None:
-        """`systemctl reboot`: the firmware boots the default kernel; the power-cycle command when it does not."""
+    def _kexec_back(self, default: str, cmdline: str) -> bool:
+        """Load the default kernel (/boot/vmlinuz-DEFAULT, its initrd when /boot has one) with the
+        command line it booted with, and start it; False when it cannot be loaded."""
+        image, initrd = f"/boot/vmlinuz-{default}", f"/boot/initrd.img-{default}"
+        words = " ".join(_cmdline_words(cmdline))
+        load = (f"test -f {image} || exit 3; if test -f {initrd}; then i=--initrd={initrd}; else i=; fi; "
+                f"kexec -l {image} $i --command-line={shlex.quote(words)}")
+        try:
+            self.root(load, timeout=300)
+        except TargetDown:
+            return False
         with contextlib.suppress(TargetDown):
-            self.root("systemctl --no-block reboot", timeout=60)
-        far = self.wait_boot(boot_id, time.monotonic() + self.control.boot_timeout)
-        if far is None:
-            far = self.power_cycle(boot_id)
+            self.root("systemctl --no-block kexec", timeout=60)
+        return True
+
+    def back_to_default(self, default: str, cmdline: str, boot_id: str) -> str:
+        """The machine back on its default kernel: by kexec, else `systemctl reboot` (the firmware boots
+        the default kernel), else the power-cycle command; which way it took. TargetDown when none did."""
+        started = time.monotonic()
+        self.mark_console()
+        far = None
+        way = ""
+        if self._kexec_back(default, cmdline):
+            way = "kexec"
+            far = self.wait_boot(boot_id, time.monotonic() + self.control.boot_timeout)
+            if far is not None and far["release"] != default:
+                boot_id, far = far["boot_id"], None      # it came back on another kernel: rebooted from there
+            elif far is None:
+                way = "power cycle"                     # no answer: nothing to ask for a reboot
+                far = self.power_cycle(boot_id)
+        if far is None and way != "power cycle":
+            way = "reboot"
+            with contextlib.suppress(TargetDown):
+                self.root("systemctl --no-block reboot", timeout=60)
+            far = self.wait_boot(boot_id, time.monotonic() + self.control.boot_timeout)
+            if far is None:
+                way = "power cycle"
+                far = self.power_cycle(boot_id)
         if far is None or far["release"] != default:
             said = far["release"] if far else "nothing"
+            tried = way if way != "power cycle" or self.control.power_cycle else f"{way}: no power_cycle configured"
             raise TargetDown(f"target down: {self.machine.on} did not come back on its default kernel {default} "
-                             f"(it says {said})", self.console_text())
+                             f"(it says {said}; tried {tried})", self.console_text())
+        self.way_back = way
+        self.say(f"{self.machine.on}: back on its default kernel {default} by {way} "
+                 f"in {time.monotonic() - started:.0f} s")
+        return way
 
 
 @contextlib.contextmanager
-def under_test(machine, control: BootControl, kernel: str, keep: bool, connect, reconnect) -> Iterator[dict]:
+def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, connect, reconnect,
+               say=lambda line: None) -> Iterator[dict]:
     """`machine` running `kernel` while inside; back on its default kernel, what was installed
     removed, after. Yields the facts of the switch. TargetDown when the kernel does not boot."""
-    switch = Switch(machine, control, kernel, keep, connect, reconnect)
     requested = time.monotonic()
+    what = to_install(kernel, say)           # a recipe's package built before the machine is touched
+    shown = label(kernel)
+    switch = Switch(machine, control, kernel, keep, connect, reconnect, what, say)
     first = _probe(connect(machine))
     refuse_this_machine(machine, first)
     switch.sudo = "" if first["uid"] == "0" else "sudo -n "
-    default = first["release"]
+    # The default kernel, recorded before the switch: the way back boots it again with this command line.
+    default, default_cmdline = first["release"], first["cmdline"]
     if switch.release == default:
         raise PerflabError(f"{machine.on} already runs {default}: run on its running kernel (leave --kernel out)")
     try:
@@ -287,13 +403,14 @@ def under_test(machine, control: BootControl, kernel: str, keep: bool, connect, 
     except TargetDown as e:
         with contextlib.suppress(TargetDown):
             switch.remove()         # a half-installed package purged, what was copied removed
-        raise TargetDown(f"kernel did not boot on {machine.on}: {kernel} could not be installed: {e.summary}") from None
+        raise TargetDown(f"kernel did not boot on {machine.on}: {shown} could not be installed: {e.summary}") from None
     try:
         switch.root(f"kexec -l {shlex.quote(image)}" + (f" --initrd={shlex.quote(initrd)}" if initrd else "")
                     + " --reuse-cmdline", timeout=300)
     except TargetDown as e:
         switch.remove()
-        raise TargetDown(f"kernel did not boot on {machine.on}: kexec -l of {kernel} failed: {e.summary}") from None
+        raise TargetDown(f"kernel did not boot on {machine.on}: kexec -l of {shown} failed: {e.summary}") from None
+    switch.mark_console()
     with contextlib.suppress(TargetDown):
         # The connection may end before its answer does: the wait below tells whether it went down.
         switch.root("systemctl --no-block kexec", timeout=60)
@@ -305,23 +422,24 @@ def under_test(machine, control: BootControl, kernel: str, keep: bool, connect, 
         if far is None:
             far = switch.power_cycle(first["boot_id"])
             if far is None:
-                raise TargetDown(f"kernel did not boot on {machine.on}: {kernel}: {why}; "
+                raise TargetDown(f"kernel did not boot on {machine.on}: {shown}: {why}; "
                                  + ("the power-cycle command did not bring it back" if control.power_cycle
                                     else "no power_cycle command is configured to bring it back"), console)
         if far["release"] != default:
-            switch.back_to_default(default, far["boot_id"])
+            switch.back_to_default(default, default_cmdline, far["boot_id"])
         with contextlib.suppress(TargetDown):
             switch.remove()
-        raise TargetDown(f"kernel did not boot on {machine.on}: {kernel}: {why}; the machine is back on {default}",
+        raise TargetDown(f"kernel did not boot on {machine.on}: {shown}: {why}; the machine is back on {default}",
                          console)
     booted = time.monotonic()
     try:
         if _cmdline_words(far["cmdline"]) != _cmdline_words(first["cmdline"]):
             raise TargetDown(f"kernel did not boot on {machine.on} as asked: its command line is {far['cmdline']!r}, "
                              f"not the reused {first['cmdline']!r}")
-        yield {"kexec_kernel": kernel, "kexec_release": far["release"], "kexec_default_kernel": default,
-               "kexec_cmdline": far["cmdline"], "kexec_boot_seconds": f"{booted - requested:.1f}",
-               "kexec_initrd": initrd or "none", "kexec_kept": "yes" if keep else "no"}
+        yield {"kexec_kernel": shown, "kexec_release": far["release"], "kexec_default_kernel": default,
+               "kexec_default_cmdline": default_cmdline, "kexec_cmdline": far["cmdline"],
+               "kexec_boot_seconds": f"{booted - requested:.1f}", "kexec_initrd": initrd or "none",
+               "kexec_kept": "yes" if keep else "no", **dict(what.facts)}
     finally:
-        switch.back_to_default(default, far["boot_id"])
+        switch.back_to_default(default, default_cmdline, far["boot_id"])
         switch.remove()

@@ -35,7 +35,7 @@ from typing import ClassVar
 
 from perflab.core import cbuild, environment
 from perflab.core.errors import PerflabError, TargetDown, UsageProblem
-from perflab.core.params import job_cpus
+from perflab.core.params import job_cpus, job_machine
 from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.execution import executor
 from perflab.execution.workdir import filesystem_of
@@ -60,7 +60,8 @@ ON_OPTION = TargetOption(
     "--on", "on", "ssh://[USER@]HOST[:PORT]|MACHINE",
     "Run the job on a machine reached over SSH, on its running kernel: ssh://[user@]host[:port], or a "
     "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\"). With --kernel "
-    "debian:RELEASE|IMAGE on a machine configured with kexec = true: that kernel, installed there and kexec'ed.")
+    "debian:RELEASE|RECIPE.yaml|IMAGE on a machine configured with kexec = true: that kernel, installed there (a "
+    "recipe built as a Debian package) and kexec'ed.")
 KEEP_KERNEL_KEY = "keep_kernel"
 KEEP_KERNEL_OPTION = TargetOption(
     "--keep-kernel", KEEP_KERNEL_KEY, "",
@@ -84,7 +85,7 @@ class Ssh(Target):
              HOST_TOOLS: "perf on an SSH machine is not driven yet (the /proc monitors run there)"}
     on: str = ""
     toolchain: Toolchain = field(default_factory=Toolchain)
-    kernel: str | None = None                 # debian:RELEASE or an image: the kernel under test there
+    kernel: str | dict | None = None          # debian:RELEASE, a recipe's keys or an image: the kernel under test there
     keep_kernel: bool = False
 
     @classmethod
@@ -92,7 +93,9 @@ class Ssh(Target):
         """The target of a job's keys when they say `on:` (None otherwise)."""
         if not doc.get(ON_KEY):
             return None
-        kernel = doc.get("kernel") if isinstance(doc.get("kernel"), str) and doc.get("kernel") else None
+        kernel = doc.get("kernel")
+        kernel = kernel if (isinstance(kernel, str) and kernel) or (isinstance(kernel, dict) and "tree" in kernel) \
+            else None
         return cls(on=doc[ON_KEY], toolchain=toolchain, kernel=kernel, keep_kernel=doc.get(KEEP_KERNEL_KEY) is True)
 
     @classmethod
@@ -119,8 +122,8 @@ class Ssh(Target):
         return keys
 
     @classmethod
-    def check_kernel(cls, value, where: str) -> str:
-        """A kernel for an SSH machine (debian:RELEASE, an image file) as it is stored; UsageProblem."""
+    def check_kernel(cls, value, where: str) -> str | dict:
+        """A kernel for an SSH machine (debian:RELEASE, a recipe, an image file) as it is stored; UsageProblem."""
         from perflab.execution.targets import kexec
 
         return kexec.check_kernel(value, where)
@@ -138,7 +141,12 @@ class Ssh(Target):
             raise PerflabError(str(e)) from None
 
     def describe(self) -> str:
-        return f"the SSH machine {self.on}" + (f" on kernel {self.kernel}" if self.kernel else "")
+        return f"the SSH machine {self.on}" + (f" on kernel {self._kernel_label()}" if self.kernel else "")
+
+    def _kernel_label(self) -> str:
+        from perflab.execution.targets import kexec
+
+        return kexec.label(self.kernel) if self.kernel else ""
 
     def cpus(self) -> int | None:
         """The machine's CPUs once asked (check_key, where a job to run is made); None before."""
@@ -153,6 +161,7 @@ class Ssh(Target):
             if not kexec.control_of(dict(machine.settings)).kexec:
                 raise PerflabError(f"{self.on} is not declared kexec-capable: a kernel under test is booted only on a "
                                    "machine of perflab's configuration with kexec = true ([machine.NAME]; docs/lab.md)")
+            kexec.check_package_tools(self.kernel)
         if shutil.which("ssh") is None:
             raise PerflabError("ssh not found: an SSH machine is reached with the OpenSSH client "
                                "(Debian package openssh-client)")
@@ -160,14 +169,15 @@ class Ssh(Target):
     @contextlib.contextmanager
     def preparing(self, needs: frozenset[str], what: str) -> Iterator[None]:
         """Programs built static (the machine has its own C library, or none we know); the CPUs a
-        session sees (will-it-scale's binding) are the machine's."""
-        with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()):
+        session sees (will-it-scale's binding, `nr_task: 50%`) are the machine's, and so are its
+        programs (cmd's command looked up on its PATH) and settings (THP: not this machine's)."""
+        with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()), job_machine(self.on):
             yield None
 
     def share_key(self, needs: frozenset[str], params: dict):
         """The jobs that run one after another on the machine (on one kernel) share one session and
         run directory, and one switch to the kernel."""
-        return ("ssh", self.on, self.kernel, self.keep_kernel)
+        return ("ssh", self.on, self._kernel_label() or None, self.keep_kernel)
 
     @contextlib.contextmanager
     def open(self, openings: list[Opening], execute: Executor) -> Iterator[Place]:
@@ -177,8 +187,11 @@ class Ssh(Target):
             if self.kernel:
                 from perflab.execution.targets import kexec
 
+                from perflab.core.steps import say
+
                 switched = stack.enter_context(kexec.under_test(machine, kexec.control_of(dict(machine.settings)),
-                                                                self.kernel, self.keep_kernel, connection, reconnect))
+                                                                self.kernel, self.keep_kernel, connection, reconnect,
+                                                                say=say))
             conn = connection(machine)
             with _session(conn, openings) as (far, shipped, workdirs):
                 facts = {**_facts(far, machine), **switched}
@@ -186,11 +199,23 @@ class Ssh(Target):
 
     def params(self, params: dict) -> dict:
         # Where it ran, and on which kernel, is part of what was measured.
-        return {**params, ON_KEY: self.on, **({"kernel": self.kernel} if self.kernel else {})}
+        return {**params, ON_KEY: self.on, **self._kernel_param()}
+
+    def _kernel_param(self) -> dict:
+        """The kernel as a parameter: debian:RELEASE or the image; a recipe by its build's name, else
+        its key (as a recipe's kernel in QEMU: the parameter kernel_build)."""
+        if not self.kernel:
+            return {}
+        if isinstance(self.kernel, dict):
+            from perflab.execution.vm import recipe
+
+            r = recipe.recipe_of(self.kernel)
+            return {"kernel_build": r.name or recipe.identity(r)[2]}
+        return {"kernel": self.kernel}
 
     def unopened_facts(self) -> dict:
         return {"ssh_machine": self.on, "testbox": self.on, "host_kernel": os.uname().release,
-                **({"kexec_kernel": self.kernel} if self.kernel else {})}
+                **({"kexec_kernel": self._kernel_label()} if self.kernel else {})}
 
 
 # -- a session on the machine ----------------------------------------------------------

@@ -106,29 +106,12 @@ def fetch(package: str = DEFAULT_PACKAGE, replace_damaged: bool = False) -> Path
     if damaged and not replace_damaged:
         name = DEBIAN + _release(package)
         raise PerflabError(f"damaged cached image {found}: {damaged}; refetch with `perflab kernel fetch {name}`")
-    for tool, pkg in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
-        if shutil.which(tool) is None:
-            raise PerflabError(f"cannot fetch kernel {package}: {tool} not found (Debian package {pkg})")
     target = cache_dir() / package
     target.parent.mkdir(parents=True, exist_ok=True)
     # Download and unpack into a scratch directory beside the target, then rename it into
     # place: an interrupted fetch never leaves a half-unpacked kernel where `cached` looks.
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{package}.") as scratch:
-        # apt-get download drops privileges to _apt where it can; a directory it may write avoids a warning.
-        os.chmod(scratch, 0o755)
-        wanted = f"{package}={PINNED[package][0]}" if package in PINNED else package
-        with step(f"fetching {wanted} (apt-get download)"):
-            done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True,
-                                  text=True, stdin=subprocess.DEVNULL)
-        debs = list(Path(scratch).glob(f"{package}_*.deb"))
-        if done.returncode != 0 or not debs:
-            lines = [line for line in (done.stderr or done.stdout).splitlines() if line.startswith("E:")]
-            why = lines[0] if lines else f"apt-get download exited {done.returncode}"
-            if package in PINNED:
-                why += f" (perflab pins {wanted}: perflab.execution.vm.kernel.PINNED)"
-            raise PerflabError(f"cannot fetch kernel package {package}: {why} (run apt-get update?)")
-        if package in PINNED:
-            _check_pinned(package, debs[0])
+        debs = [_download(package, Path(scratch))]
         unpack = Path(scratch) / "unpacked"
         unpack.mkdir()
         # Only the parts this flavour has (the cloud kernels build no 9p): tar fails on a pattern
@@ -163,6 +146,45 @@ def fetch(package: str = DEFAULT_PACKAGE, replace_damaged: bool = False) -> Path
     if found is None:
         raise PerflabError(f"kernel package {package} has no boot/vmlinuz-{_release(package)}")
     return found
+
+
+def _download(package: str, scratch: Path) -> Path:
+    """`apt-get download` of `package` (its pinned upload, checked) into `scratch`: the .deb; PerflabError
+    in one line when it cannot be fetched. The one download of a Debian kernel package: unpacked for
+    a guest (fetch), installed on an SSH machine as it is (download_deb)."""
+    for tool, pkg in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
+        if shutil.which(tool) is None:
+            raise PerflabError(f"cannot fetch kernel {package}: {tool} not found (Debian package {pkg})")
+    # apt-get download drops privileges to _apt where it can; a directory it may write avoids a warning.
+    os.chmod(scratch, 0o755)
+    wanted = f"{package}={PINNED[package][0]}" if package in PINNED else package
+    with step(f"fetching {wanted} (apt-get download)"):
+        done = subprocess.run(["apt-get", "download", wanted], cwd=scratch, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)
+    debs = list(scratch.glob(f"{package}_*.deb"))
+    if done.returncode != 0 or not debs:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.startswith("E:")]
+        why = lines[0] if lines else f"apt-get download exited {done.returncode}"
+        if package in PINNED:
+            why += f" (perflab pins {wanted}: perflab.execution.vm.kernel.PINNED)"
+        raise PerflabError(f"cannot fetch kernel package {package}: {why} (run apt-get update?)")
+    if package in PINNED:
+        _check_pinned(package, debs[0])
+    return debs[0]
+
+
+def download_deb(package: str) -> Path:
+    """The .deb of `package` itself (to install on a machine), downloaded once into the cache beside
+    its unpacked kernel (`deb/`), renamed into place whole."""
+    top = cache_dir() / package / "deb"
+    found = sorted(top.glob(f"{package}_*.deb"))
+    if found:
+        return found[0]
+    top.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=top, prefix=".fetch.") as scratch:
+        deb = _download(package, Path(scratch))
+        os.rename(deb, top / deb.name)
+    return top / deb.name
 
 
 def _package_md5sums(deb: Path, unpacked: set[str]) -> str:

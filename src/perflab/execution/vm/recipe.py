@@ -247,29 +247,68 @@ def identity(recipe: Recipe) -> tuple[str, str, str]:
     return commit, version, key
 
 
-def built(recipe: Recipe) -> Built | None:
-    """The recipe's build in the cache, or None."""
-    return _cached(identity(recipe)[2])
+def built(recipe: Recipe, package: bool = False) -> Built | None:
+    """The recipe's build in the cache (its image, or with `package` its Debian package), or None."""
+    key = identity(recipe)[2]
+    return _cached(package_key(key) if package else key, package)
 
 
 IMAGE = "arch/x86/boot/bzImage"
+# A recipe built as a Debian package (kbuild's own `bindeb-pkg`: the image, its modules, config and
+# System.map under /boot and /lib/modules, and maintainer scripts that run the machine's
+# /etc/kernel/postinst.d hooks: its initramfs made as it makes one for Debian's kernels). The
+# entry keeps the linux-image package alone, under this name; its facts name the package.
+PACKAGE_FORM = "bindeb-pkg"
+DEB = "linux-image.deb"
+# What `make bindeb-pkg` runs besides make and the compiler (its Build-Depends are not checked:
+# dpkg-buildpackage -d; these are what the build cannot do without).
+PACKAGE_TOOLS = (("dpkg-buildpackage", "dpkg-dev"), ("dpkg-architecture", "dpkg-dev"), ("fakeroot", "fakeroot"))
 
 
-def _cached(key: str) -> Built | None:
+def package_key(key: str) -> str:
+    """The cache key of a recipe's package: its image's key and the package form (another entry)."""
+    return _digest(key, PACKAGE_FORM)
+
+
+def package_version(release: str, key: str) -> str:
+    """The package's version: the release, then the key (two builds of one release are two versions)."""
+    return f"{release}-perflab.{key}"
+
+
+def missing_package_tools() -> str | None:
+    """Why a recipe cannot be built as a Debian package here (a tool missing), or None."""
+    for tool, package in PACKAGE_TOOLS:
+        if shutil.which(tool) is None:
+            return (f"a kernel recipe built as a Debian package (make bindeb-pkg) needs {tool} "
+                    f"(Debian package {package})")
+    return None
+
+
+def _cached(key: str, package: bool = False) -> Built | None:
     """The build of `key` when its entry checks out (kbuild.published); a broken one is rebuilt."""
-    entry = cache_dir() / f"image-{key}"
-    facts = kbuild.published(entry, "bzImage", {"kernel_recipe_key": key})
-    return Built(entry / "bzImage", key, facts) if facts is not None else None
+    entry = cache_dir() / (f"deb-{key}" if package else f"image-{key}")
+    name = DEB if package else "bzImage"
+    facts = kbuild.published(entry, name, {"kernel_recipe_key": key})
+    return Built(entry / name, key, facts) if facts is not None else None
 
 
-def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Built:
+def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None, package: bool = False) -> Built:
     """The recipe's image: from the cache, else built by the one build path (execution/vm/kbuild.py:
     locked, a clean checkout, the make process group killed with perflab, published whole) in the
     cache's clone of the tree — minutes the first time; the build directory is kept per tree, config,
     compiler and flags, so a later commit or patch rebuilds what changed.
+
+    `package`: its Debian package instead (`make bindeb-pkg` after the image, in the same build
+    directory: an image built before is not built again), an entry of its own (`deb-KEY`, KEY the
+    image's key and the form), published whole as an image is; Built.image is the .deb.
     BuildFailed (a PerflabError) in one line with the log's tail when a step fails."""
-    commit, version, key = identity(recipe)
-    found = _cached(key)
+    if package:
+        why = missing_package_tools()
+        if why:
+            raise PerflabError(why)
+    commit, version, image_key = identity(recipe)
+    key = package_key(image_key) if package else image_key
+    found = _cached(key, package)
     if found is not None:
         return found
     top = cache_dir()
@@ -314,28 +353,61 @@ def build(recipe: Recipe, jobs: int | None = None, say=lambda line: None) -> Bui
                     f.write("\n" + lines + "\n")
         make("olddefconfig")
         make("bzImage")
+        if package:
+            made_package(run, make)
+
+    def made_package(run: kbuild.Running, make) -> None:
+        # bindeb-pkg leaves its packages (and dpkg-buildpackage's .buildinfo, .changes) beside the
+        # build directory: each named by the version, which holds the key, so another key's build
+        # meanwhile cannot take them; the linux-image one is moved into the build directory.
+        release = (run.out / "include" / "config" / "kernel.release").read_text().strip()
+        pkgversion = package_version(release, image_key)
+        if _enabled(run.out / ".config", "CONFIG_MODULES"):
+            make("modules")           # with -j here: dpkg-buildpackage's own make may not get the jobs
+        make("bindeb-pkg", f"KDEB_PKGVERSION={pkgversion}", "DPKG_FLAGS=-d")
+        made = run.out.parent / f"linux-image-{release}_{pkgversion}_amd64.deb"
+        left = [p for p in run.out.parent.glob(f"*_{pkgversion}_*") if p != made]
+        for p in left:
+            p.unlink(missing_ok=True)
+        if made.is_file():
+            os.replace(made, run.out / DEB)
+            (run.out / "package").write_text(f"linux-image-{release} {pkgversion}\n")
 
     def facts(out: Path) -> dict:
         release = out / "include" / "config" / "kernel.release"
+        named = (out / "package").read_text().split() if package and (out / "package").is_file() else []
         return {
+            **({"kernel_package": named[0], "kernel_package_version": named[1]} if len(named) == 2 else {}),
             "kernel_recipe": json.dumps(recipe.keys(), sort_keys=True),
             "kernel_recipe_commit": commit,
             "kernel_compiler": version,
             "kernel_built_config_hash": hashlib.sha256((out / ".config").read_bytes()).hexdigest()[:16],
             "kernel_build_seconds": f"{time.monotonic() - started:.0f}",
             "kernel_build_release": release.read_text().strip() if release.is_file() else "",
-            "kernel_build_commands": reproducer(recipe, commit),
+            "kernel_build_commands": reproducer(recipe, commit) + (
+                f"\nmake O=out CC={shlex.quote(recipe.cc)} LOCALVERSION={shlex.quote(recipe.name)} "
+                f"KDEB_PKGVERSION={named[1]} DPKG_FLAGS=-d bindeb-pkg   # ../{named[0]}_{named[1]}_amd64.deb"
+                if len(named) == 2 else ""),
         }
 
     started = time.monotonic()
+    entry = top / (f"deb-{key}" if package else f"image-{key}")
     try:
-        done = kbuild.build(checkout, commit, out, steps, image=IMAGE, entry=top / f"image-{key}", facts=facts,
-                            expect={"kernel_recipe_key": key}, prepare=patched, say=say, name=f"kernel {label}")
+        done = kbuild.build(checkout, commit, out, steps, image=DEB if package else IMAGE, entry=entry,
+                            facts=facts, expect={"kernel_recipe_key": key}, prepare=patched, say=say,
+                            name=f"kernel {label}" + (" (Debian package)" if package else ""))
     except kbuild.NoImage as e:
         raise BuildFailed(f"kernel build of {label}: {e.why}", e.why) from None
-    entry = top / f"image-{key}"
-    say(f"built {done['kernel_build_release'] or key} in {done['kernel_build_seconds']} s: {entry / 'bzImage'}")
-    return Built(entry / "bzImage", key, done)
+    made = entry / (DEB if package else "bzImage")
+    say(f"built {done['kernel_build_release'] or key} in {done['kernel_build_seconds']} s: {made}")
+    return Built(made, key, done)
+
+
+def _enabled(config: Path, option: str) -> bool:
+    try:
+        return f"\n{option}=y\n" in "\n" + config.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def make_argv(recipe: Recipe, src: Path, out: Path, jobs: int | None) -> list[str]:
