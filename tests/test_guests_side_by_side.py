@@ -31,6 +31,12 @@ class Independent(FakeFamily):
     independent_processes = True
 
 
+class Repeatable(FakeFamily):
+    """will-it-scale's kind: one process a round, the same every repetition."""
+
+    independent_repetitions = True
+
+
 @dataclass(frozen=True)
 class Machines(Target):
     """A place of `n` machines, as a boot of guests side by side is: a job that runs side by side
@@ -39,8 +45,11 @@ class Machines(Target):
     kind = "machines"
     n: int = 2
     log: list = field(default_factory=list, compare=False)
-    dies_on: str = ""
-    meet: tuple = ()            # items whose processes each wait until all of them have started
+    dies_on: str = ""           # an item, or `item/repetition`, whose process finds its machine down
+    # Processes (an item, or `item/repetition`) that each wait until all of their group have started:
+    # the names given alone are one group, a tuple of names another.
+    meet: tuple = ()
+    ends_after: tuple = ()      # (name, other): name's process ends only once other's has ended
     toolchain: Toolchain = field(default_factory=Toolchain)
 
     def share_key(self, needs, params):
@@ -50,7 +59,10 @@ class Machines(Target):
     def open(self, openings, execute):
         lock = threading.Lock()
         state = {"active": 0, "most": 0}
-        started = {item: threading.Event() for item in self.meet}
+        groups = [g for g in (tuple(n for n in self.meet if isinstance(n, str)), *(g for g in self.meet
+                                                                                 if isinstance(g, tuple))) if g]
+        started = {name: threading.Event() for g in groups for name in g}
+        ended = {other: threading.Event() for _, other in self.ends_after}
 
         def machine(number):
             def run(spec, hooks=None, wrapper=()):
@@ -58,17 +70,25 @@ class Machines(Target):
                 with lock:
                     state["active"] += 1
                     state["most"] = max(state["most"], state["active"])
+                names = {item, f"{item}/{repetition}"}
                 try:
-                    if item in started:
-                        started[item].set()
-                        assert all(e.wait(WAIT_S) for e in started.values()), "ran one after another"
-                    if item == self.dies_on:
+                    for group in groups:
+                        if names & set(group):
+                            for name in names & set(group):
+                                started[name].set()
+                            assert all(started[n].wait(WAIT_S) for n in group), "ran one after another"
+                    if self.dies_on in names:
                         raise TargetDown(f"machine {number} went down", "its console")
+                    for name, other in self.ends_after:
+                        if name in names:
+                            assert ended[other].wait(WAIT_S), f"{other} never ended"
                     self.log.append((number, item, int(repetition)))
                     return result({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}[item] + int(repetition))
                 finally:
                     with lock:
                         state["active"] -= 1
+                    for name in names & ended.keys():
+                        ended[name].set()
             return run
 
         class _Place(Place):
@@ -100,7 +120,7 @@ def test_guests_side_by_side_only_under_icount_for_jobs_that_may_and_as_the_host
     assert qemu_guests.count("icount", None, [_opening(False)], cpus=8)[0] == 1
     assert qemu_guests.count("icount", None, side, cpus=1)[0] == 1      # one host CPU: nothing side by side
     assert qemu_guests.count("icount", None, side, cpus=2) == (
-        2, "2 of at most 2: 2 host CPU(s), rounds of up to 12 process(es)")
+        2, "2 of at most 2: 2 host CPU(s), up to 12 process(es) at once")
     assert qemu_guests.count("icount", None, side, cpus=64)[0] == qemu_guests.MAX_GUESTS
     assert qemu_guests.count("icount", None, [_opening(True, widest=1)], cpus=8)[0] == 1
     assert qemu_guests.count("icount", 1, side, cpus=8) == (1, "vm.guests = 1")     # the job forces one
@@ -172,6 +192,64 @@ def test_a_machine_that_goes_down_fails_the_job_as_one_guest_does_and_the_next_g
     assert [m for m, *_ in samples(store, first.run_id)] == ["fake.a"]
     assert second.error is None and second.samples == 4
     assert [e[0] for e in log].count("open") == 2
+
+
+def test_a_jobs_repetitions_run_in_two_machines_at_once_recorded_in_their_order(store):  # noqa: F811
+    """will-it-scale's matrix in one boot (issue 47): each job a batch of its own, one process a
+    round; the repetitions of each run side by side, recorded as if one after another."""
+    log: list = []
+    # a's two repetitions at once, the second ending first; b's 0 and 1 start at once, and 2 while 1 runs
+    target = Machines(log=log, meet=(("a/0", "a/1"), ("b/1", "b/2")), ends_after=(("a/0", "a/1"),))
+    first, second = loop.run_jobs(store, [_job(target, Repeatable(), "a"), _job(target, Repeatable(), "b", runs=3)])
+    assert first.error is None and second.error is None and first.together is not None
+    # one place for both, each may start all its repetitions at once (two machines: qemu_guests.count)
+    assert log[0] == ("open", [(True, 2), (True, 3)]) and log[-1] == ("most at once", 2)
+    ran = [(item, rep) for _, item, rep in log[1:-1]]
+    assert ran[:2] == [("a", 1), ("a", 0)] and sorted(ran[2:]) == [("b", 0), ("b", 1), ("b", 2)]
+    assert {m for m, _, _ in log[1:-1]} == {0, 1}, log
+    # recorded in the repetitions' order (the loop takes, and writes, each as it records it), process 0
+    # of each, values as scripted
+    for o, item, value, runs in ((first, "a", 1.0, 2), (second, "b", 2.0, 3)):
+        assert o.values[f"fake.{item}"] == [value + r for r in range(runs)]
+        kept = [s for s in samples(store, o.run_id) if s[0] != "fake.total"]
+        assert kept == [(f"fake.{item}", value + r, r, 0) for r in range(runs)]
+    facts = store.get_run(second.run_id).environment
+    assert (facts if isinstance(facts, dict) else json.loads(facts))["machines"] == "2"
+
+
+@pytest.mark.parametrize("how", ["warm-up", "instrument", "one run", "interleaved"])
+def test_repetitions_run_one_after_another_with_a_warm_up_an_instrument_one_run_or_beside_another_job(
+        store, how):  # noqa: F811
+    log: list = []
+    target = Machines(log=log)
+    family = Repeatable()
+    kw = {"warm-up": {"warmup": 1}, "instrument": {"instruments": [Counter()]}, "one run": {"runs": 1}}.get(how, {})
+    built = [_job(target, family, "a", **{k: v for k, v in kw.items() if k != "warmup"})]
+    if how == "warm-up":
+        built = [built[0].with_(warmup=1)]
+    if how == "interleaved":
+        built.append(_job(target, family, "b"))
+    outcomes = loop.run_jobs(store, built, interleave=how == "interleaved")
+    assert all(o.error is None for o in outcomes)
+    assert log[0] == ("open", [(False, 1)] * len(built)) and log[-1] == ("most at once", 1)
+    assert {m for m, *_ in log[1:-1]} == {0}        # in the first machine
+    rounds = 1 if how == "one run" else 2
+    expected = ([("a", r) for r in range(rounds)] if how != "warm-up" else [("a", 0), ("a", 0), ("a", 1)])
+    if how == "interleaved":
+        expected = [(i, r) for r in range(rounds) for i in "ab"]
+    assert [(item, rep) for _, item, rep in log[1:-1]] == expected
+
+
+@pytest.mark.parametrize("down", ["a/0", "a/1"])
+def test_a_repetition_whose_machine_goes_down_keeps_the_ones_before_it_and_nothing_after(store, down):  # noqa: F811
+    log: list = []
+    target = Machines(log=log, dies_on=down)
+    first, second = loop.run_jobs(store, [_job(target, Repeatable(), "a", runs=3), _job(target, Repeatable(), "b")])
+    assert first.error.startswith("machine") and first.target_down
+    assert store.get_run(first.run_id).status == "failed"
+    # the other machine may have run later repetitions: none of them is recorded
+    assert [(m, r) for m, _, r, _ in samples(store, first.run_id)] == ([] if down == "a/0" else [("fake.a", 0)])
+    assert second.error is None and second.samples == 2 and [e[0] for e in log].count("open") == 2
 
 
 def test_the_guests_key_is_checked_and_stored_only_when_written():

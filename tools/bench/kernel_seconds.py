@@ -9,7 +9,11 @@ Python, kernels and QEMU, and a fresh store:
 1. will-it-scale getppid1, page_fault1, brk1 and signal1, `--duration 1 --runs 2` on Debian
    6.1.0-47 under icount (the issue's command): the wall time per kernel, boot included (goal
    <= 10 s, issue 47), and each testcase's figure in both trees (the two should agree within the
-   repetitions' spread: instruction-time does not depend on the load).
+   repetitions' spread: instruction-time does not depend on the load). Each job's repetitions run
+   in two guests side by side (docs/vm.md): besides the command's CPU, each guest's QEMU CPU
+   seconds (`QEMU/guest`, the most of its guests): a guest spins its CPU from boot to power-off
+   under icount, so on a quiet 2-core box the command's wall time is about this plus Python's
+   start-up, where the command's CPU, which adds the guests up, says less.
 2. The quick LMbench-class suite (`perflab run lmbench --quick`) on 6.1.0-47 under icount, boot
    included (goal <= 25 s, issue 47: on 2 free host CPUs its programs run in two guests side by
    side), each run's ratio to the goal, its guests (the run's vm_guests), and how far its figures
@@ -67,6 +71,31 @@ def tree_env(tree: Path, **more: str) -> dict[str, str]:
 
 
 CPU_SECONDS: list[float] = []     # the CPU seconds of each perflab() command, in order
+QEMU_SECONDS: list[list[float]] = []   # each perflab() command's QEMU processes' CPU seconds, in order
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _qemu_cpu(root: int) -> dict[int, float]:
+    """The CPU seconds (utime + stime) of the QEMU processes under process `root`, as they are now."""
+    parent, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        parent[int(entry)] = int(fields[1])
+        if name.startswith("qemu-system"):
+            cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / HZ
+    def under(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == root:
+                return True
+        return False
+    return {pid: seconds for pid, seconds in cpu.items() if under(pid)}
 
 
 def perflab(tree: Path, db: Path, *args: str) -> float:
@@ -75,9 +104,17 @@ def perflab(tree: Path, db: Path, *args: str) -> float:
     env = tree_env(tree, PERFLAB_DB=str(db))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", "from perflab.cli import entry; entry()", *args], env=env,
-                          capture_output=True, text=True)
-    seconds = time.monotonic() - started
+    qemu: dict[int, float] = {}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", "from perflab.cli import entry; entry()", *args], env=env,
+                                stdout=out, stderr=err, text=True)
+        while proc.poll() is None:
+            qemu.update(_qemu_cpu(proc.pid))    # the last reading before each QEMU ends (20 ms apart)
+            time.sleep(0.02)
+        seconds = time.monotonic() - started
+        out.seek(0), err.seek(0)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
+    QEMU_SECONDS.append([round(v, 2) for v in qemu.values() if v > 0.5])    # not QEMU's --version
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU_SECONDS.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if done.returncode != 0:
@@ -202,10 +239,13 @@ def main() -> None:
                                       "--kernel", str(k61), "--vm", "icount")
                     wall[name].setdefault("wis4", []).append((seconds, at))
                     wall[name].setdefault("wis4 CPU", []).append((CPU_SECONDS[-1], at))
+                    if QEMU_SECONDS[-1]:
+                        wall[name].setdefault("wis4 QEMU/guest", []).append((max(QEMU_SECONDS[-1]), at))
                     for test, values in figures(db).items():
                         seen[name].setdefault(test, []).extend(values)
                     print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s "
-                          f"({CPU_SECONDS[-1]:.1f} s CPU; load {at})", flush=True)
+                          f"({CPU_SECONDS[-1]:.1f} s CPU; QEMU CPU per guest {QEMU_SECONDS[-1]} s; load {at})",
+                          flush=True)
                     if name == "after" or not args.skip_before_lmbench:
                         at = load()
                         db = work / f"{name}-{round_no}-lmbench.db"
@@ -239,7 +279,7 @@ def main() -> None:
         after = statistics.median(s for s, _ in wall["after"][what])
         before_s = [s for s, _ in wall["before"].get(what, [])]
         b = statistics.median(before_s) if before_s else None
-        goal = GOALS["first_sample" if what.startswith("tcg") else what.removesuffix(" CPU")]
+        goal = GOALS["first_sample" if what.startswith("tcg") else what.split()[0]]
         print(f"{what:32} {b if b is not None else float('nan'):9.2f} {after:9.2f} "
               f"{(after / b) if b else float('nan'):7.3f} {goal:6.1f}  {after / goal:.2f}")
     print("\n# perflab run cmd --runs 1 --kernel K --vm tcg -- true: phases, medians (s); QEMU start -> HELLO by "

@@ -131,6 +131,11 @@ class Family:
     # A round's processes are independent of one another (none reads what another left, none
     # waits for another): a place of several machines may run them side by side (issue 47).
     independent_processes: ClassVar[bool] = False
+    # Its repetitions are independent of one another: what one runs does not depend on what an
+    # earlier one measured (no stopping rule), none reads what another left or waits for another,
+    # and a process leaves nothing running behind it. A job of a fixed count of them, alone in its
+    # batch, with no warm-up and no instrument, may run them side by side (issue 47, docs/vm.md).
+    independent_repetitions: ClassVar[bool] = False
     # Axes a job gets when it does not name the parameter (kernbench: both loads, as kernbench runs).
     default_axes: ClassVar[dict[str, list]] = {}
     # Metrics that describe the harness's view of a process rather than the benchmark's result.

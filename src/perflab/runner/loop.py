@@ -74,6 +74,8 @@ class JobOutcome:
     varying: str = ""                                            # `k=v` of what differs across the invocation
     target_down: bool = False                                    # its place went down while it ran
     together: Callable | None = None                             # its place's RunIn.together (machines side by side)
+    # Rounds started before their turn (repetitions side by side): round -> (its processes, their results to come).
+    ahead: dict[int, tuple[list[ProcessSpec], dict[int, Future]]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> int | None:
@@ -295,9 +297,12 @@ class _Loop:
                         _fail_item(o, item, message, bar)
                 rounds = max(int(o.job.warmup or 0) + int(o.job.runs) for o in batch)
                 try:
-                    for round_no in range(rounds):
-                        for o in self.round_order(batch):
-                            self.one_round(o, round_no)
+                    with ExitStack() as started:
+                        if len(batch) == 1:
+                            self.start_rounds_ahead(batch[0], started)
+                        for round_no in range(rounds):
+                            for o in self.round_order(batch):
+                                self.one_round(o, round_no)
                 except PerflabError:
                     # Bad input (e.g. a --metric that matches nothing) before anything was
                     # measured: nothing of those runs is kept.
@@ -350,11 +355,15 @@ class _Loop:
         repetition = round_no - warmups
         where = f"{'warm-up ' + str(round_no + 1) if warmup else repetition + 1}/{warmups if warmup else o.job.runs}"
         self.bar.begin(id(o), label(self.varying.get(id(o), ""), o.session.name, where), declared_seconds(o.job.parsed))
-        specs = o.session.processes(round_no if warmup else repetition)
+        if round_no in o.ahead:
+            specs, ahead = o.ahead.pop(round_no)        # started with the job's other rounds
+        else:
+            specs, ahead = o.session.processes(round_no if warmup else repetition), {}
         for watch in o.watches:
             watch.begin(specs)
         with ExitStack() as started:
-            ahead = self.start_ahead(o, specs, started)
+            if not ahead:
+                ahead = self.start_ahead(o, specs, started)
             self.run_specs(o, specs, ahead, warmup, repetition, policy)
         if not warmup:
             for watch in o.watches:
@@ -382,6 +391,29 @@ class _Loop:
         futures = o.together([s for _, s in todo])
         started.callback(_finish, futures)
         return {i: f for (i, _), f in zip(todo, futures)}
+
+    @staticmethod
+    def start_rounds_ahead(o: JobOutcome, started: ExitStack) -> None:
+        """A job's repetitions started together in its place's machines (guests side by side), when
+        they may be (`_rounds_together`) and the place runs several at once: every round's processes,
+        in the rounds' order, each machine taking the next when it is idle (o.ahead). Each round
+        then takes its results in its order (one_round, run_specs): what is recorded, and in which
+        order, is as if the rounds had run one after another. A round the loop does not reach (a
+        failure that stops the job, an interruption) is cancelled if it has not started; the
+        batch's end waits for what has."""
+        if o.together is None or o.error is not None or not _rounds_together(o.job):
+            return
+        rounds = [(r, [(i, s) for i, s in enumerate(specs) if s.item not in o.failures], specs)
+                  for r, specs in ((r, o.session.processes(r)) for r in range(int(o.job.runs)))]
+        todo = [(r, i, s) for r, pending, _ in rounds for i, s in pending]
+        if len(todo) < 2:
+            return
+        interrupt.check()
+        futures = o.together([s for _, _, s in todo])
+        started.callback(_finish, futures)
+        started.callback(o.ahead.clear)
+        for r, _, specs in rounds:
+            o.ahead[r] = (specs, {i: f for (rr, i, _), f in zip(todo, futures) if rr == r})
 
     def run_specs(self, o: JobOutcome, specs: list[ProcessSpec], ahead: dict[int, Future], warmup: bool,
                   repetition: int, policy: str) -> None:
@@ -469,7 +501,8 @@ class _Places:
         key = _share_key(o)
         if key is None:
             stack.enter_context(machine_lock.holding(target, o.session.name))
-            place = stack.enter_context(target.open([self._opening(o)], self.execute))
+            place = stack.enter_context(target.open([self._opening(o, len(self.group[self.index]) == 1)],
+                                                    self.execute))
             return place.admit(0)
         if key in self.failed:
             raise self.failed[key]
@@ -479,17 +512,17 @@ class _Places:
             for batch, keys in zip(self.group[self.index:], self.keys[self.index:]):
                 if key not in keys:
                     break
-                users += [u for u, k in zip(batch, keys) if k == key and u.error is None]
+                users += [(u, len(batch) == 1) for u, k in zip(batch, keys) if k == key and u.error is None]
             own = ExitStack()
             try:
                 # A machine runs one job at a time: a worker driving it and a `run --on` from here wait for each other.
                 own.enter_context(machine_lock.holding(target, o.session.name))
-                place = own.enter_context(target.open([self._opening(u) for u in users], self.execute))
+                place = own.enter_context(target.open([self._opening(u, alone) for u, alone in users], self.execute))
             except TargetDown as e:
                 own.close()
                 self.failed[key] = e
                 raise
-            self.open[key] = (own, place, users)
+            self.open[key] = (own, place, [u for u, _ in users])
         _stack, place, users = self.open[key]
         return place.admit(next(i for i, u in enumerate(users) if u is o))
 
@@ -501,11 +534,23 @@ class _Places:
             self._close(key)
 
     @staticmethod
-    def _opening(o: JobOutcome) -> Opening:
-        # Side by side: independent processes that no instrument watches (_Loop.start_ahead).
-        side = o.job.family.independent_processes and not o.job.watching
+    def _opening(o: JobOutcome, alone: bool) -> Opening:
+        # Side by side: independent processes that no instrument watches (_Loop.start_ahead), or the
+        # job's independent repetitions, alone in its batch (_Loop.start_rounds_ahead).
+        rounds = alone and _rounds_together(o.job)
+        side = rounds or (o.job.family.independent_processes and not o.job.watching)
+        widest = len(o.session.processes(0)) * (int(o.job.runs) if rounds else 1) if side else 1
         return Opening(o.prepared, o.session, int(o.job.warmup or 0) + int(o.job.runs), o.job.needs,
-                       side_by_side=side, widest=len(o.session.processes(0)) if side else 1)
+                       side_by_side=side, widest=widest)
+
+
+def _rounds_together(job: AtomicJob) -> bool:
+    """Whether a job's repetitions may run side by side: its family's are independent, a fixed
+    count of them (more than one), no warm-up round (a warm-up readies the machine it runs in for
+    the next process; in another machine it would ready nothing) and no instrument (its hooks and
+    readings are one process's at a time)."""
+    return (job.family.independent_repetitions and int(job.runs or 1) > 1 and not int(job.warmup or 0)
+            and not job.watching)
 
 
 def _finish(futures: list[Future]) -> None:

@@ -211,6 +211,10 @@ class WillItScaleFamily(Family):
     Params = WillItScaleParams
     # duration_params: perflab.benchmarks.DURATION_PARAMS
     default_runs = 3
+    # Every repetition runs the same process, which kills and reaps its tasks before it ends and
+    # writes only in its own directory (a guest's own tmpfs): a job's repetitions may run in
+    # guests side by side (docs/vm.md).
+    independent_repetitions = True
 
     def metrics(self, params: WillItScaleParams) -> dict[str, Metric]:
         per_task = per_task_metric(params.mode)

@@ -132,8 +132,9 @@ class Toolchain:
 class Opening:
     """One job's share of a place being opened: its target's preparation, its entered session,
     the rounds it will run (warm-ups and repetitions) and what its family needs; `side_by_side`:
-    its round's processes may run in several machines at once (independent of one another, no
-    instrument watching them), `widest` of them in its first round (qemu_guests.count)."""
+    its processes may run in several machines at once (a round's, independent of one another, or
+    its repetitions', runner.loop._rounds_together; no instrument watching them), `widest` of them
+    at once: its first round's, or all its repetitions' (qemu_guests.count)."""
 
     prepared: Any
     session: Any

@@ -4,15 +4,16 @@ Under icount a guest's figures are instruction-time: another guest on another ho
 move them (docs/vm.md, "Guests side by side"). A job whose family runs independent processes
 (`Family.independent_processes`: lmbench's programs) and that no instrument watches can then run
 one round's processes in two guests at once, each guest a single-threaded QEMU on a host CPU of
-its own. The runner's one loop stays the one loop: the place admits such a job with its
+its own; a job of a fixed count of independent repetitions (`Family.independent_repetitions`:
+will-it-scale's), its repetitions. The runner's one loop stays the one loop: the place admits such a job with its
 executors pooled (`Pooled`) and a way to start a round's processes in the guests at once
 (`RunIn.together`); the loop takes their results in the round's order (runner.loop).
 
 How many guests (`count`): one unless the mode is icount (under TCG or KVM the guests' wall times
 would disturb each other), the boot has no work disk (an image one QEMU writes) and some job of
 the place runs side by side; then the job's `vm.guests` when written (1 forces one guest), else
-as many as this process may run on CPUs, at most MAX_GUESTS and at most the widest round's
-processes.
+as many as this process may run on CPUs, at most MAX_GUESTS and at most the processes a job may
+start at once (a round's, or all its repetitions' when those run side by side).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def count(mode: str, asked: int | None, openings: list[Opening], cpus: int | Non
     cpus = host_cpus() if cpus is None else cpus
     widest = max(o.widest for o in side)
     n = max(1, min(cpus, MAX_GUESTS, widest))
-    return n, f"{n} of at most {MAX_GUESTS}: {cpus} host CPU(s), rounds of up to {widest} process(es)"
+    return n, f"{n} of at most {MAX_GUESTS}: {cpus} host CPU(s), up to {widest} process(es) at once"
 
 
 class Pooled:
