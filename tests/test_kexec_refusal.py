@@ -89,10 +89,11 @@ def test_a_recipe_on_a_machine_not_declared_kexec_capable_is_refused_before_anyt
     spec.write_text(f"tree: {tree}\nconfig: defconfig\nname: -box\n")
     config = tmp_path / "perflab.toml"
     config.write_text('[machine.plain]\nssh = "perf@plain.invalid"\nconnect_timeout = 2\n')
+    cache = tmp_path / "cache"      # its own: the session's shared cache holds other tests' builds
     proc = cli("run", "will-it-scale", "--test", "getppid1", "--on", "plain", "--kernel", spec, check=False,
-               env={"PERFLAB_CONFIG": str(config)})
+               env={"PERFLAB_CONFIG": str(config), "XDG_CACHE_HOME": str(cache)})
     assert_one_line_error(proc, "plain is not declared kexec-capable")
-    assert not (Path(cli.env["XDG_CACHE_HOME"]) / "perflab" / "kernel-builds").exists()
+    assert not (cache / "perflab" / "kernel-builds").exists()
 
 
 def test_a_recipe_without_dpkg_buildpackage_is_refused_in_one_line(cli, tmp_path):
