@@ -340,8 +340,12 @@ def boot(workdir: Path, *, memory_mb: int = 1536, boot_timeout: float = 600) -> 
             "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:22",
             "-serial", f"file:{workdir / 'console.log'}",
             "-monitor", f"unix:{workdir / 'monitor.sock'},server,nowait", "-no-user-config"]
+    from perflab.core.process import die_with_parent
+
     with open(workdir / "qemu.err", "wb") as err:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+        # Dies with the test process, also when that is killed (a box once ran on for an hour).
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
+                                   preexec_fn=die_with_parent)
     box = Box(workdir, port, process, key)
     try:
         box.wait_ssh(boot_timeout)
