@@ -37,6 +37,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lmbench_speed import perflab_figures  # noqa: E402  (each run's figure as the summary prints it)
+
 BUDGET_S = 15.0
 VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            ".venv", "bin", "python")
@@ -61,20 +64,6 @@ def quick_run(db: str, cpu: int, src: str | None) -> tuple[float, float, int]:
     con.close()
     cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return wall, cpu_s, run_id
-
-
-def figures(db: str, run_ids: list[int]) -> dict[str, list[float]]:
-    """metric -> each run's figure as the summary prints it (the median of the run's samples)."""
-    con = sqlite3.connect(db)
-    out: dict[str, list[float]] = {}
-    for run_id in run_ids:
-        samples: dict[str, list[float]] = {}
-        for metric, value in con.execute("SELECT metric, value FROM sample WHERE run_id=?", (run_id,)):
-            samples.setdefault(metric, []).append(value)
-        for metric, values in samples.items():
-            out.setdefault(metric, []).append(statistics.median(values))
-    con.close()
-    return out
 
 
 def cov(values: list[float]) -> float:
@@ -161,7 +150,7 @@ def main() -> int:
                 walls[label].append(wall)
                 cpus[label].append(cpu_s)
                 ids[label].append(run_id)
-        got = {label: figures(db, ids[label]) for label, _ in sides}
+        got = {label: perflab_figures(db, ids[label]) for label, _ in sides}
     print(f"load average (1 min) before / after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f} "
           "(quote the figures only from a quiet machine)")
     if os.environ.get("PERFLAB_LMBENCH_TINY", "").strip() not in ("", "0"):
