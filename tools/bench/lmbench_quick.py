@@ -38,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lmbench_speed import perflab_figures  # noqa: E402  (each run's figure as the summary prints it)
+from lmbench_speed import cov, perflab_figures  # noqa: E402  (each run's figure as the summary prints it)
 
 BUDGET_S = 15.0
 VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -64,12 +64,6 @@ def quick_run(db: str, cpu: int, src: str | None) -> tuple[float, float, int]:
     con.close()
     cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return wall, cpu_s, run_id
-
-
-def cov(values: list[float]) -> float:
-    if len(values) < 2 or not statistics.fmean(values):
-        return float("nan")
-    return statistics.stdev(values) / abs(statistics.fmean(values))
 
 
 def budget_line(label: str, walls: list[float], cpus: list[float]) -> str:
