@@ -413,6 +413,18 @@ def postgres_url(postgres_cluster):
         postgres_cluster.drop_database(name)
 
 
+def sshd_named(hostname: str):
+    """For a fixture to `yield from`: an sshd on 127.0.0.1 that answers as `hostname` (a UTS
+    namespace of its own where it can), destroyed afterwards; never a silent skip."""
+    try:
+        server = SshServer(hostname=hostname)
+        server.start()
+    except (ServiceError, OSError, subprocess.SubprocessError) as e:
+        pytest.fail(f"cannot start sshd: {e}", pytrace=False)
+    yield server
+    server.destroy()
+
+
 @pytest.fixture
 def redis_server():
     """A redis-server of this test alone (a broker test may stop and restart it)."""

@@ -16,7 +16,7 @@ import pytest
 
 import test_bisect
 from conftest import PERFLAB, assert_one_line_error
-from services import ServiceError, SshServer
+from services import SshServer, sshd_named
 from test_lab import HEARTBEAT, Lab
 
 FAR_NAME = "perflab-lab-far"
@@ -24,13 +24,7 @@ FAR_NAME = "perflab-lab-far"
 
 @pytest.fixture(scope="module")
 def far():
-    try:
-        server = SshServer(hostname=FAR_NAME)
-        server.start()
-    except (ServiceError, OSError, subprocess.SubprocessError) as e:
-        pytest.fail(f"cannot start sshd: {e}", pytrace=False)     # never a silent skip
-    yield server
-    server.destroy()
+    yield from sshd_named(FAR_NAME)
 
 
 @pytest.fixture

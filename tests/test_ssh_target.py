@@ -19,7 +19,7 @@ import pytest
 
 from conftest import assert_one_line_error
 from perflab.execution.targets.ssh import IDLE_SECONDS
-from services import ServiceError, SshServer, free_port
+from services import SshServer, free_port, sshd_named
 
 FAR_NAME = "perflab-far-box"
 
@@ -27,13 +27,7 @@ FAR_NAME = "perflab-far-box"
 @pytest.fixture(scope="module")
 def far(tmp_path_factory):
     """The tests' machine over SSH, named FAR_NAME where it can be (root: a UTS namespace)."""
-    try:
-        server = SshServer(hostname=FAR_NAME)
-        server.start()
-    except (ServiceError, OSError, subprocess.SubprocessError) as e:
-        pytest.fail(f"cannot start sshd: {e}", pytrace=False)     # never a silent skip
-    yield server
-    server.destroy()
+    yield from sshd_named(FAR_NAME)
 
 
 @pytest.fixture
