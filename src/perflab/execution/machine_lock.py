@@ -17,14 +17,14 @@ kill -9, so nothing stale is ever left to clear.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
 import socket
 import sys
-import time
 from collections.abc import Iterator
+
+from perflab.core import filelock
 
 LOCKS_ENV = "PERFLAB_MACHINE_LOCKS"
 DEFAULT_DIR = "/tmp/perflab-machine-locks"
@@ -75,22 +75,17 @@ def held(machine, what: str = "", say=None) -> Iterator[None]:
 
     path = lock_path(machine)
     fd = _open(path)
+
+    @contextlib.contextmanager
+    def waiting() -> Iterator[None]:
+        line = (f"waiting for machine {machine.on}: it runs one job at a time, and "
+                f"{holder(path)} holds it ({path})")
+        (say or (lambda text: print(f"perflab: {text}", file=sys.stderr, flush=True)))(line)
+        yield
+
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            line = (f"waiting for machine {machine.on}: it runs one job at a time, and "
-                    f"{holder(path)} holds it ({path})")
-            (say or (lambda text: print(f"perflab: {text}", file=sys.stderr, flush=True)))(line)
-            while True:
-                interrupt.check()
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    time.sleep(POLL_S)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}{': ' + what if what else ''}\n".encode(), 0)
+        filelock.take(fd, waiting, POLL_S, between=interrupt.check,
+                      holding=f"pid {os.getpid()} on {socket.gethostname()}{': ' + what if what else ''}\n")
         yield
     finally:
         os.close(fd)                    # the flock goes with the descriptor
@@ -98,9 +93,11 @@ def held(machine, what: str = "", say=None) -> Iterator[None]:
 
 def target_machine(target):
     """The machine a target reaches over SSH (its `machine`), or None for one that reaches none."""
+    machine = getattr(type(target), "machine", None) and getattr(target, "machine", None)
+    if machine is None:
+        return None        # the host, a guest: no import of the SSH target for them
     from perflab.execution.targets.ssh_machine import Machine
 
-    machine = getattr(type(target), "machine", None) and getattr(target, "machine", None)
     return machine if isinstance(machine, Machine) else None
 
 

@@ -29,7 +29,6 @@ user's build command). Each has the same guarantees (docs/vm.md, "One build path
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from perflab.core import filelock
 from perflab.core.buildlog import first_errors
 from perflab.core.steps import step
 from perflab.core.git import BuildFailed, GitError, add_worktree, git
@@ -76,21 +76,16 @@ def locked(path: Path, what: str, say: Callable[[str], None]) -> Iterator[int]:
     Yields the descriptor: the build's steps inherit it (Running.run)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+    @contextmanager
+    def waiting() -> Iterator[None]:
+        holder = filelock.holder(fd, 200) or "another perflab"
+        say(f"waiting for the build of {what} by {holder} (or its processes) to end")
+        with step(f"waiting for the build of {what} by {holder}"):
+            yield
+
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another perflab"
-            say(f"waiting for the build of {what} by {holder} (or its processes) to end")
-            with step(f"waiting for the build of {what} by {holder}"):
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        time.sleep(LOCK_POLL)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        filelock.take(fd, waiting, LOCK_POLL, holding=f"pid {os.getpid()}\n")
         yield fd
     finally:
         os.close(fd)
