@@ -6,7 +6,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
 import yaml
@@ -21,13 +21,18 @@ _JOB_CPUS: ContextVar[int | None] = ContextVar("perflab_job_cpus", default=None)
 
 
 @contextmanager
-def job_cpus(count: int | None) -> Iterator[None]:
-    """Within the block, the job's CPUs are `count` (a guest's vCPUs); None: the host's."""
-    token = _JOB_CPUS.set(count)
+def _within(var: ContextVar, value) -> Iterator[None]:
+    """`var` is `value` within the block, as it was after."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _JOB_CPUS.reset(token)
+        var.reset(token)
+
+
+def job_cpus(count: int | None) -> AbstractContextManager[None]:
+    """Within the block, the job's CPUs are `count` (a guest's vCPUs); None: the host's."""
+    return _within(_JOB_CPUS, count)
 
 
 # Whether the durations the job being made will measure are exact by construction: a guest
@@ -36,14 +41,9 @@ def job_cpus(count: int | None) -> Iterator[None]:
 _TIME_EXACT: ContextVar[bool] = ContextVar("perflab_time_exact", default=False)
 
 
-@contextmanager
-def job_time_exact(exact: bool) -> Iterator[None]:
+def job_time_exact(exact: bool) -> AbstractContextManager[None]:
     """Within the block, the job's durations are exact by construction (instruction-time) or not."""
-    token = _TIME_EXACT.set(bool(exact))
-    try:
-        yield
-    finally:
-        _TIME_EXACT.reset(token)
+    return _within(_TIME_EXACT, bool(exact))
 
 
 def time_is_exact() -> bool:
@@ -58,14 +58,9 @@ def time_is_exact() -> bool:
 _FAR_MACHINE: ContextVar[str | None] = ContextVar("perflab_far_machine", default=None)
 
 
-@contextmanager
-def job_machine(name: str | None) -> Iterator[None]:
+def job_machine(name: str | None) -> AbstractContextManager[None]:
     """Within the block, the job runs on the machine `name` (None: here)."""
-    token = _FAR_MACHINE.set(name)
-    try:
-        yield
-    finally:
-        _FAR_MACHINE.reset(token)
+    return _within(_FAR_MACHINE, name)
 
 
 def far_machine() -> str | None:
