@@ -7,21 +7,26 @@ clock (instruction-time under icount), and sends the texts back with the result
 (executor.Readings). insn-profile asks the guest's emulator for the instructions of the
 window instead (executor.InstructionCounts). Here the texts are parsed and reduced by the
 same monitors, to the same metric names as on the host, when a repetition is collected.
-perf-stat and perf-profile run the host's perf inside the guest (the host's root is shared
-over 9p): the agent starts it before the benchmark, enables it just before and disables it
-just after through perf's control FIFO, and sends its output back (executor.Helper); for
-perf-profile, `perf script`'s text, run in the guest so that its kernel's symbols name the
-samples. sched_debug does not run in a guest (refused before anything boots).
+perf-stat and perf-profile run perf where the processes run, as the target says
+(Target.perf_there): in a guest the host's perf (the host's root is shared over 9p), on an
+SSH machine that machine's own perf, in the run directory. The agent starts it before the
+benchmark, enables it just before and disables it just after through perf's control FIFO,
+and sends its output back (executor.Helper); for perf-profile, `perf script`'s text, run
+there so that that machine's kernel and binaries name the samples (perf.data is removed
+there once read). sched_debug does not run in a guest (refused before anything boots).
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+from perflab.core.errors import PerflabError
 from perflab.core.model import INFORMATIONAL, Sample
 from perflab.execution.executor import Helper, Hooks, InstructionCounts, Readings
+from perflab.execution.targets import PerfThere
 from perflab.monitors import monitor_class, parse_options
 from perflab.monitors.base import Collected, Monitor, Unavailable
 from perflab.monitors.perf.probe import perf_binary
@@ -38,12 +43,13 @@ class GuestMonitorSet:
     reduced per repetition. A monitor whose files the guest cannot give is recorded and dropped."""
 
     def __init__(self, config: dict[str, dict], warn: Callable[[str], None] = lambda m: None, exact: bool = False,
-                 cpus: int = 1):
+                 cpus: int = 1, perf_there: Callable[[], PerfThere | None] | None = None):
         self.warn, self.exact, self.cpus = warn, exact, cpus
         self.active: list[Monitor] = []
         self.record: dict[str, dict] = {}
         self.pending: list[tuple[int | None, dict[str, object]]] = []
         self.scripts: dict[str, list[str]] = {}     # perf-profile: perf script's text per process
+        self.there: PerfThere | None = None         # how perf runs where the processes run
         for name, raw in config.items():
             options = parse_options(name, raw)
             self.record[name] = {"options": options.model_dump(mode="json"), "interval": options.interval,
@@ -51,22 +57,50 @@ class GuestMonitorSet:
             mon = monitor_class(name)(options)
             if isinstance(mon, (PerfStat, PerfProfile)):
                 try:
-                    perf_binary()
+                    there = self._perf_there(perf_there)
                 except Unavailable as e:
                     self.record[name].update(status="unavailable", errors=[str(e)])
                     warn(f"monitor {name} not run: {e}")
                     continue
-                self.record[name]["notes"] = ["this machine's perf, run in the guest over 9p"]
+                self.record[name]["notes"] = [there.said]
             if isinstance(mon, PerfStat):
-                mon.events = list(options.events)    # as asked: this machine's probe says nothing of the guest
+                # As asked, but for what the machine there was found not to count (the probe here says
+                # nothing of it); what perf then finds not supported there is listed as it reports.
+                mon.events = [e for e in options.events if e not in there.unsupported]
+                left = [e for e in options.events if e in there.unsupported]
+                if left:
+                    self.record[name]["unsupported"] = sorted(left)
+                    self.record[name]["notes"].append(there.software_only)
+                if not mon.events:
+                    self.record[name].update(status="unavailable",
+                                             errors=[f"none of the events can be counted there: {', '.join(left)}"])
+                    warn(f"monitor {name} not run: none of its events can be counted there ({there.software_only})")
+                    continue
             if isinstance(mon, PerfProfile):
-                if options.event == "cycles":
-                    self.record[name]["unsupported"] = ["cycles (sampling cpu-clock instead: no hardware counters in TCG)"]
+                if options.event in ("auto", "cycles") and there.hardware:
+                    mon.event = "cycles"
+                elif options.event == "cycles":
+                    self.record[name]["unsupported"] = [f"cycles (sampling cpu-clock instead: {there.software_only})"]
                 self.record[name]["notes"].append(
-                    f"perf-profile sampled cpu-clock at {options.freq} Hz in the guest: timer samples, not exact "
-                    "under icount (insn-profile counts)")
+                    f"perf-profile sampled {mon.event} at {options.freq} Hz there"
+                    + (": timer samples, not exact under icount (insn-profile counts)" if exact else ""))
                 self.scripts[name] = []
             self.active.append(mon)
+
+    def _perf_there(self, perf_there) -> PerfThere:
+        """How perf runs there, asked once; Unavailable when it does not (or this machine's perf is
+        what runs there, and it does not run here)."""
+        if self.there is None:
+            try:
+                there = perf_there() if perf_there is not None else None
+            except PerflabError as e:       # its machine's perf missing, or the machine unreachable
+                raise Unavailable(str(e)) from None
+            if there is None:
+                raise Unavailable("no perf runs where the processes run")
+            if there.perf is None:
+                there = replace(there, perf=perf_binary())
+            self.there = there
+        return self.there
 
     def __bool__(self) -> bool:
         return bool(self.active)
@@ -79,9 +113,9 @@ class GuestMonitorSet:
             elif isinstance(mon, InsnProfile):
                 asked[mon.name] = InstructionCounts()
             elif isinstance(mon, PerfStat):
-                asked[mon.name] = perf_stat_helper(mon, len(self.pending))
+                asked[mon.name] = perf_stat_helper(mon, len(self.pending), self.there)
             elif isinstance(mon, PerfProfile):
-                asked[mon.name] = perf_profile_helper(mon, len(self.pending))
+                asked[mon.name] = perf_profile_helper(mon, len(self.pending), self.there)
         self.pending.append((process, asked))
         return Hooks(inside=list(asked.values()))
 
@@ -146,30 +180,32 @@ class GuestMonitorSet:
         self.active = []
 
 
-def perf_stat_helper(mon: PerfStat, n: int) -> Helper:
-    """perf-stat's `perf stat -a -I` (its argv as on this machine: PerfStat.perf_argv), as the guest's
-    agent starts it in the host's root (docs/vm.md)."""
-    from perflab.execution.targets.qemu import HOST_ROOT
-
-    ctl, ack, out = f"/run/perflab/stat-{n}.ctl", f"/run/perflab/stat-{n}.ack", f"/tmp/perflab-stat-{n}.txt"
-    return Helper(controlled(mon.perf_argv(Path(out)), ctl, ack), HOST_ROOT, ctl, ack, out)
+def _at(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
 
 
-def perf_profile_helper(mon: PerfProfile, n: int) -> Helper:
-    """perf-profile's `perf record -a -g -e cpu-clock` (PerfProfile.perf_argv) in the guest, then
-    `perf script` there: the guest kernel's /proc/kallsyms names its samples."""
-    from perflab.execution.targets.qemu import HOST_ROOT
+def perf_stat_helper(mon: PerfStat, n: int, there: PerfThere) -> Helper:
+    """perf-stat's `perf stat -a -I` (its argv as on this machine: PerfStat.perf_argv, with the perf
+    there), as the agent starts it where the processes run (docs/vm.md, docs/lab.md)."""
+    ctl, ack = _at(there.fifos, f"stat-{n}.ctl"), _at(there.fifos, f"stat-{n}.ack")
+    out = _at(there.files, f"perflab-stat-{n}.txt")
+    return Helper(controlled(mon.perf_argv(Path(out), there.perf), ctl, ack), there.root, ctl, ack, out)
 
-    ctl, ack = f"/run/perflab/profile-{n}.ctl", f"/run/perflab/profile-{n}.ack"
-    data, out = f"/tmp/perflab-profile-{n}.data", f"/tmp/perflab-profile-{n}.txt"
-    script = shlex.join(script_argv(perf_binary(), data))
-    post = ["/bin/sh", "-c", f"{script} > {out}; rm -f {data}"]
-    return Helper(controlled(mon.perf_argv(Path(data)), ctl, ack), HOST_ROOT, ctl, ack, out, post)
+
+def perf_profile_helper(mon: PerfProfile, n: int, there: PerfThere) -> Helper:
+    """perf-profile's `perf record -a -g` (PerfProfile.perf_argv) where the processes run, then
+    `perf script` there: that machine's /proc/kallsyms and binaries name its samples; the
+    recording is removed there once read."""
+    ctl, ack = _at(there.fifos, f"profile-{n}.ctl"), _at(there.fifos, f"profile-{n}.ack")
+    data, out = _at(there.files, f"perflab-profile-{n}.data"), _at(there.files, f"perflab-profile-{n}.txt")
+    script = shlex.join(script_argv(there.perf, data))
+    post = ["/bin/sh", "-c", f"{script} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
+    return Helper(controlled(mon.perf_argv(Path(data), there.perf), ctl, ack), there.root, ctl, ack, out, post)
 
 
 def _output(helper: Helper) -> str:
     """What a helper wrote; an error with its own words when it wrote nothing."""
     if not helper.output.strip():
         said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
-        raise RuntimeError(f"perf did not run in the guest: {said or 'no output'}")
+        raise RuntimeError(f"perf did not run there: {said or 'no output'}")
     return helper.output

@@ -19,7 +19,7 @@ class Monitors(Instrument):
     hooks: they watch only the timed part of each recorded process. On this machine they read
     its /proc and run its perf; in a VM guest they read the guest's /proc and run this machine's
     perf there (through its agent: perflab.monitors.guest), and insn-profile counts the guest's
-    instructions."""
+    instructions; on an SSH machine they read its /proc and run its own perf, through its agent."""
 
     name = "monitors"
     requires = frozenset()      # per monitor: each asks the target for what it needs (Monitor.needs)
@@ -32,7 +32,8 @@ class Monitors(Instrument):
         return "monitors (" + ", ".join(self.config) + ")"
 
     def needs(self) -> frozenset[str]:
-        # insn-profile: the emulator's counts; perf-stat in a guest: the host's perf, over 9p.
+        # insn-profile: the emulator's counts; perf-stat and perf-profile: perf beside the processes
+        # (in a guest the host's, over 9p; on an SSH machine its own: Target.perf_there).
         return frozenset({*((INSTRUCTION_COUNTS,) if "insn-profile" in self.config else ()),
                           *((HOST_TOOLS,) if {"perf-stat", "perf-profile"} & set(self.config) else ())})
 
@@ -55,7 +56,8 @@ class Monitors(Instrument):
             from perflab.monitors.guest import GuestMonitorSet
 
             # The place's agent reads the files where the processes run (a guest's, an SSH machine's).
-            watching = GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time), cpus=target.cpus() or 1)
+            watching = GuestMonitorSet(self.config, warn=warn, exact=bool(target.exact_time), cpus=target.cpus() or 1,
+                                       perf_there=target.perf_there)
             where = target.where_readings()
             if where:
                 for record in watching.record.values():

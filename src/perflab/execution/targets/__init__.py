@@ -54,7 +54,8 @@ WORK_DISK = "work-disk"                    # a file system to work in (fio, aim7
 # What an instrument may need of its target (Instrument.needs): the instructions the
 # processes' machine ran, counted by the emulator (the insn-profile monitor).
 INSTRUCTION_COUNTS = "instruction-counts"
-# ... and the host's tools where its processes run (a guest's monitors run the host's perf).
+# ... and perf beside its processes, where they run (a guest's monitors run the host's perf over
+# 9p; an SSH machine's, its own perf): the target says how (`perf_there`).
 HOST_TOOLS = "host-tools"
 # What a monitor or instrument asks of the place its process runs (Monitor.needs, Instrument.requires),
 # fulfilled where the process runs: its files read there (/proc: by the host, a guest's or an SSH
@@ -68,7 +69,7 @@ CAPABILITIES = {
     WRITABLE_HOST_TREE: "the host's directories, writable",
     WORK_DISK: "a file system to work in",
     INSTRUCTION_COUNTS: "the instructions its machine runs, counted by an emulator",
-    HOST_TOOLS: "the host's tools (perf) beside its processes",
+    HOST_TOOLS: "perf beside its processes",
     FILE_READINGS: "its files read where its processes run",
     HOST_PROCESSES: "its processes on this machine",
 }
@@ -108,6 +109,24 @@ class BootFailure:
 
     def __str__(self) -> str:
         return self.message
+
+
+@dataclass(frozen=True)
+class PerfThere:
+    """How a target whose processes run elsewhere (`fulfils_far`) runs perf beside them (HOST_TOOLS),
+    through the place's agent (executor.Helper): the perf command there, the root it runs in, where
+    its control FIFOs and files go, and what that machine counts. perflab.monitors.guest makes the
+    helpers from it; its `perf script` runs there too, so the samples are named by that machine's
+    kernel and binaries."""
+
+    perf: str | None          # the perf command there, absolute; None: this machine's (a root shared with it)
+    root: str = ""            # the directory perf runs chrooted in ("": the machine's own root)
+    fifos: str = ""           # where its control FIFOs go ("": the agent's working directory)
+    files: str = ""           # where its output files go, removed once read ("": the same)
+    said: str = ""            # where it came from, kept in the monitor's notes
+    hardware: bool = False    # the machine counts hardware events (perf-profile samples cycles)
+    software_only: str = ""   # ... and if not, why, said beside what was left out
+    unsupported: tuple[str, ...] = ()   # events found not counted there (a VM's hardware counters)
 
 
 @dataclass(frozen=True)
@@ -206,6 +225,11 @@ class Target:
     # machine's), and the processes are not this machine's (it lacks HOST_PROCESSES); False — here,
     # by this process (the host's executor has nothing to fulfil).
     fulfils_far: ClassVar[bool] = True
+
+    def perf_there(self) -> PerfThere | None:
+        """How perf runs beside its processes when they run elsewhere (HOST_TOOLS fulfilled far);
+        None: it does not (and it does not offer HOST_TOOLS far from here)."""
+        return None
 
     def where_readings(self) -> str | None:
         """What a monitor's record says of where its files were read (None: nothing said, as on

@@ -29,7 +29,8 @@ from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
-                                      Opening, Place, RunIn, Target, TargetOption, Toolchain, qemu_guests)
+                                      Opening, PerfThere, Place, RunIn, Target, TargetOption, Toolchain,
+                                      qemu_guests)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
@@ -218,6 +219,12 @@ class Qemu(Target):
 
     def where_readings(self) -> str | None:
         return None           # a guest's monitor records have always said nothing of where
+
+    def perf_there(self) -> PerfThere:
+        """This machine's perf, run in the guest in this machine's root (shared over 9p: HOST_TOOLS),
+        its FIFOs in the initramfs's /run; the guest's kernel names the samples."""
+        return PerfThere(None, HOST_ROOT, "/run/perflab", "/tmp", "this machine's perf, run in the guest over 9p",
+                         software_only="no hardware counters in TCG")
 
     def keys(self) -> dict:
         if self.recipe:

@@ -41,7 +41,7 @@ from perflab.execution import executor
 from perflab.execution.workdir import filesystem_of
 from perflab.execution.targets import registered as _registered
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WORK_DISK, WRITABLE_HOST_TREE,
-                                      Executor, Opening, Place, RunIn, Target, TargetOption, Toolchain)
+                                      Executor, Opening, PerfThere, Place, RunIn, Target, TargetOption, Toolchain)
 from perflab.execution.vm import initramfs
 # The guest's driver, shared as it is: its frames, its executor (Guest.execute), its environment.
 from perflab.execution.vm.channel import Channel, _Dead, _Late
@@ -81,8 +81,9 @@ class Ssh(Target):
     options: ClassVar[tuple[TargetOption, ...]] = (ON_OPTION, KEEP_KERNEL_OPTION)
     lacks = {WRITABLE_HOST_TREE: "this machine's directories are not on the SSH machine",
              WORK_DISK: "a file system of its own on an SSH machine is not made yet (run without fs:)",
-             INSTRUCTION_COUNTS: "an SSH machine's CPU runs it natively (boot a kernel under vm mode icount)",
-             HOST_TOOLS: "perf on an SSH machine is not driven yet (the /proc monitors run there)"}
+             INSTRUCTION_COUNTS: "an SSH machine's CPU runs it natively (boot a kernel under vm mode icount)"}
+    # HOST_TOOLS (perf-stat, perf-profile) it offers: the machine's own perf, found on its PATH
+    # before the job runs (check) and run there beside the processes (perf_there: ssh_perf.py).
     on: str = ""
     toolchain: Toolchain = field(default_factory=Toolchain)
     kernel: str | dict | None = None          # debian:RELEASE, a recipe's keys or an image: the kernel under test there
@@ -165,6 +166,22 @@ class Ssh(Target):
         if shutil.which("ssh") is None:
             raise PerflabError("ssh not found: an SSH machine is reached with the OpenSSH client "
                                "(Debian package openssh-client)")
+        if HOST_TOOLS in needs:
+            from perflab.execution.targets import ssh_perf
+
+            try:
+                ssh_perf.perf_of(machine, connection(machine))
+            except SshDown:
+                pass              # unreachable: the run fails as target down where it would run
+            except PerflabError as e:
+                raise PerflabError(f"{what}: {e}") from None
+
+    def perf_there(self) -> PerfThere:
+        """The machine's own perf, in the run directory (the agent's working directory); PerflabError
+        when it has none (check said so before the job ran) or cannot be reached."""
+        from perflab.execution.targets import ssh_perf
+
+        return ssh_perf.perf_of(self.machine, connection(self.machine))
 
     @contextlib.contextmanager
     def preparing(self, needs: frozenset[str], what: str) -> Iterator[None]:
@@ -381,6 +398,7 @@ class _Far(Guest):
                  said: dict, started: float):
         super().__init__(spec, process, channel, workdir, facts)
         self.machine, self.err_path, self.said, self.started = machine, err_path, said, started
+        self.helper_err = f"{said['rundir']}/helper.err"    # where `agent --remote` puts its helpers' stderr
 
     def console_tail(self, lines: int = 25) -> str:
         return _last_words(self.err_path, lines)

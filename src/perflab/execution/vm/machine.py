@@ -191,6 +191,7 @@ class Guest:
     facts: dict[str, str] = field(default_factory=dict)
     _kallsyms: tuple[str, str] | None = field(default=None, repr=False)
     _counts_seq: int = field(default=0, repr=False)      # the last window the plugin ended (counting.Windows)
+    helper_err: str = field(default=HELPER_ERR, repr=False)   # its helpers' stderr (an SSH agent's: its run directory)
 
     @property
     def console(self) -> Path:
@@ -276,7 +277,7 @@ class Guest:
                 r.taken += [(t, mine) for t, texts in taken if (mine := {p: texts[p] for p in r.paths if p in texts})]
             for h in helpers:
                 said = next((texts for _, texts in taken if h.out in texts), {})
-                h.output, h.stderr = said.get(h.out, ""), said.get(HELPER_ERR, "")
+                h.output, h.stderr = said.get(h.out, ""), said.get(self.helper_err, "")
         if self.spec.count_instructions:
             # After every request, asked or not: the file is emptied for the next one.
             windows = counting.take_windows(self.workdir / counting.COUNTS_FILE, self._counts_seq)

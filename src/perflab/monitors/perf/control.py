@@ -155,8 +155,9 @@ class PerfMonitor(Monitor):
                                               dir=scratch.directory()))
         return self._dir
 
-    def perf_argv(self, output: Path) -> list[str]:
-        """perf's command line writing to `output` (without -D and --control)."""
+    def perf_argv(self, output: Path, perf: str | None = None) -> list[str]:
+        """perf's command line writing to `output` (without -D and --control), with the perf command
+        `perf` (where the processes run: perflab.monitors.guest) or this machine's."""
         raise NotImplementedError
 
     def output_name(self, n: int) -> str:

@@ -262,11 +262,11 @@ class PerfProfile(PerfMonitor):
     def output_name(self, n: int) -> str:
         return f"perf-{n}.data"
 
-    def perf_argv(self, output: Path) -> list[str]:
+    def perf_argv(self, output: Path, perf: str | None = None) -> list[str]:
         graph = ["-g"] if self.options.call_graph == "fp" else ["--call-graph", "dwarf"]
         # --no-buildid: perf script reads the file at once, on this machine, so the build-id pass
         # perf record makes at its end (hundreds of ms) buys nothing.
-        return [perf_binary(), "record", "-a", *graph, "-e", self.event, "-F", str(self.options.freq),
+        return [perf or perf_binary(), "record", "-a", *graph, "-e", self.event, "-F", str(self.options.freq),
                 "-q", "--no-buildid", "-o", str(output)]
 
     def begin(self, now: float, process: int | None) -> None:

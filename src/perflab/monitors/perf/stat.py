@@ -161,9 +161,9 @@ class PerfStat(PerfMonitor):
     def output_name(self, n: int) -> str:
         return f"stat-{n}.txt"
 
-    def perf_argv(self, output: Path) -> list[str]:
+    def perf_argv(self, output: Path, perf: str | None = None) -> list[str]:
         interval_ms = max(10, int(round(self.options.interval * 1000)))
-        argv = [perf_binary(), "stat", "-a", "-x", SEP, "-I", str(interval_ms)]
+        argv = [perf or perf_binary(), "stat", "-a", "-x", SEP, "-I", str(interval_ms)]
         for e in self.events:
             argv += ["-e", e]
         return [*argv, "-o", str(output)]

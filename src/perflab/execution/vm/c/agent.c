@@ -119,7 +119,10 @@ static int remote_mode;          /* --remote: the controller may go away (EOF) *
 static unsigned idle_seconds;    /* --remote: the watchdog's bound, 0 for none */
 static volatile pid_t running;   /* the launcher of the RUN in progress */
 
-/* The controller is gone: stop the launcher (it stops its benchmark), reap it, end. */
+static void end_helpers(void);
+
+/* The controller is gone: stop the launcher (it stops its benchmark), reap it, and the RUN's
+ * helpers (a monitor's perf would outlive the agent on an SSH machine), end. */
 static void hang_up(int sig)
 {
 	pid_t child = running;
@@ -127,6 +130,7 @@ static void hang_up(int sig)
 		kill(child, SIGTERM);
 		waitpid(child, NULL, 0);
 	}
+	end_helpers();
 	_exit(sig ? 128 + sig : 0);
 }
 
@@ -580,6 +584,25 @@ static void helper_start(struct helper *h, char *root, char **argv, char *ctl, c
 	h->ok = h->pid > 0 && helper_say(h, "ping") == 0;
 }
 
+/* The helpers of the RUN under way, and a helper's command after it: what hang_up ends too. */
+static struct helper *live_helpers;
+static long live_nhelpers;
+static volatile pid_t post_running;
+
+static void end_helpers(void)
+{
+	for (long i = 0; i < live_nhelpers; i++)
+		if (live_helpers[i].pid > 0) {
+			kill(live_helpers[i].pid, SIGKILL);
+			waitpid(live_helpers[i].pid, NULL, 0);
+		}
+	pid_t post = post_running;
+	if (post > 0) {
+		kill(post, SIGKILL);
+		waitpid(post, NULL, 0);
+	}
+}
+
 /* The helper's command after it ended (perf script), to its end. */
 static void helper_post(struct helper *h)
 {
@@ -587,8 +610,11 @@ static void helper_post(struct helper *h)
 		return;
 	pid_t pid = spawn_in(h->root, h->post);
 	int status;
-	if (pid > 0)
+	if (pid > 0) {
+		post_running = pid;
 		waitpid(pid, &status, 0);
+		post_running = 0;
+	}
 }
 
 static void helper_stop(struct helper *h)
@@ -605,6 +631,7 @@ static void helper_stop(struct helper *h)
 			}
 			poll(NULL, 0, 10);
 		}
+		h->pid = -1;      /* reaped: hang_up must not signal its number again */
 	}
 	if (h->ctl >= 0)
 		close(h->ctl);
@@ -656,6 +683,8 @@ static void run(char *payload, size_t n)
 	s = next_string(&p, end);
 	long nhelpers = s ? atol(s) : 0;
 	struct helper *helpers = calloc((size_t)nhelpers + 1, sizeof *helpers);
+	live_helpers = helpers;
+	live_nhelpers = nhelpers;
 	unlink(HELPER_ERR);
 	for (long i = 0; i < nhelpers; i++) {
 		char *hroot = next_string(&p, end);
@@ -780,6 +809,8 @@ static void run(char *payload, size_t n)
 		readings.buf = one.buf, readings.len = one.len, readings.cap = one.cap;
 		unlink(helpers[i].out);
 	}
+	live_nhelpers = 0;
+	live_helpers = NULL;
 	free(helpers);
 	size_t out_len = 0, err_len = 0;
 	char *out = capture ? read_file(OUT_FILE, STDOUT_LIMIT, 0, &out_len) : calloc(1, 1);

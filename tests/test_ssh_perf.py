@@ -1,0 +1,205 @@
+"""perf-stat and perf-profile on a machine reached over SSH (execution/targets/ssh_perf.py,
+monitors/guest.py), against a real sshd on 127.0.0.1 (tests/services.py).
+
+The machine's own perf runs there, beside the job's processes, through perflab's agent: found on
+the PATH of the login there (an sshd whose sessions get a PATH without perf is refused in one
+line before anything runs), its output read back over the session, its recording named there
+by `perf script` and removed with the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from perflab.monitors.perf import symbols_from_series
+from perflab.monitors.perf.probe import probe_events
+from services import SshServer, sshd_named
+from test_monitors_perf import HOT_C
+from perflab.execution.targets.ssh import IDLE_SECONDS
+from test_ssh_target import FAR_NAME, _left_behind, _until
+
+needs_perf = pytest.mark.skipif(shutil.which("perf") is None or os.geteuid() != 0,
+                                reason="needs perf and root (system-wide counting on the far side)")
+
+# N round trips over two pipes between a parent and its child: each side blocks on its read
+# until the other wrote, so the run switches at least once per round trip, however busy the
+# machine is (others only add to a system-wide count).
+PINGPONG_C = textwrap.dedent("""\
+    #include <stdlib.h>
+    #include <unistd.h>
+    #include <sys/wait.h>
+    int main(int argc, char **argv) {
+        long n = argc > 1 ? atol(argv[1]) : 1000;
+        int a[2], b[2];
+        char c = 'x';
+        if (pipe(a) || pipe(b)) return 1;
+        pid_t pid = fork();
+        if (pid < 0) return 1;
+        if (pid == 0) {
+            for (long i = 0; i < n; i++) if (read(a[0], &c, 1) != 1 || write(b[1], &c, 1) != 1) _exit(1);
+            _exit(0);
+        }
+        for (long i = 0; i < n; i++) if (write(a[1], &c, 1) != 1 || read(b[0], &c, 1) != 1) return 1;
+        int status;
+        return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    }
+    """)
+ROUND_TRIPS = 20000
+
+
+@pytest.fixture(scope="module")
+def far(tmp_path_factory):
+    yield from sshd_named(FAR_NAME)
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """The planted workloads, built here: the far side is this machine's file system, so the
+    cmd job's command (the machine's own programs, HOST_PROGRAMS) finds them at the same path."""
+    d = tmp_path_factory.mktemp("far-programs")
+    cc = os.environ.get("CC", "cc")
+    for name, source in (("pingpong", PINGPONG_C), ("hot", HOT_C)):
+        (d / f"{name}.c").write_text(source)
+        subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / name), str(d / f"{name}.c")],
+                       check=True)
+    return d
+
+
+def _machine(cli, server: SshServer, tmp_path: Path) -> Path:
+    """A configured machine `far` reached through `server`, its run directories under tmp_path/far-runs."""
+    runs = tmp_path / "far-runs"
+    runs.mkdir(exist_ok=True)
+    config = tmp_path / "perflab.toml"
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    cli.env.update(PERFLAB_SSH_CONFIG=str(server.config), PERFLAB_CONFIG=str(config))
+    return runs
+
+
+def _monitors(cli) -> dict:
+    (text,), = cli.sql("SELECT monitors FROM run")
+    return json.loads(text)
+
+
+def _metrics(cli, prefix: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for metric, value in cli.sql("SELECT metric, value FROM sample WHERE metric LIKE ? ORDER BY repetition",
+                                 (prefix + "%",)):
+        out.setdefault(metric, []).append(value)
+    return out
+
+
+@needs_perf
+def test_perf_stat_counts_a_planted_workload_on_the_far_machine(cli, far, programs, tmp_path):
+    runs = _machine(cli, far, tmp_path)
+    job = cli.tmp / "stat.yaml"
+    job.write_text(f"benchmark: cmd\nruns: 2\non: far\ncommand: '{programs / 'pingpong'} {ROUND_TRIPS}'\n"
+                   "monitors:\n  perf-stat:\n    events: [context-switches, task-clock, cycles]\n"
+                   "    interval: 0.2\n")
+    cli("run", job, timeout=300)
+    assert cli.sql("SELECT status FROM run") == [("finished",)]
+    m = _metrics(cli, "perf-stat.")
+    # Counted there, per repetition, while the workload ran: at least a switch per round trip.
+    assert len(m["perf-stat.context-switches.total"]) == 2
+    assert all(v >= ROUND_TRIPS for v in m["perf-stat.context-switches.total"]), m
+    assert all(v > 0 for v in m["perf-stat.task-clock.total"])
+    record = _monitors(cli)["perf-stat"]
+    assert record["status"] == "ran" and record["where"] == "on the SSH machine far", record
+    assert any(n.startswith("the perf of far (") and "run there" in n for n in record["notes"]), record
+    # The machine's hardware counters, found there and said: a VM has none (software events only).
+    if probe_events(["cycles"])["cycles"] == "ok":
+        assert "perf-stat.cycles.total" in m and "cycles" not in record["unsupported"]
+    else:
+        assert "cycles" in record["unsupported"] and "perf-stat.cycles.total" not in m
+        assert "no hardware counters on far: software events only" in record["notes"]
+    series = cli.sql("SELECT count(*) FROM monitor_series WHERE monitor = 'perf-stat'")[0][0]
+    assert series >= 2
+    assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
+                  show=lambda: _left_behind(runs))
+
+
+@needs_perf
+def test_perf_profile_names_a_planted_function_of_a_c_program_run_over_ssh(cli, far, programs, tmp_path):
+    runs = _machine(cli, far, tmp_path)
+    hot = programs / "hot"
+    cli("run", "cmd", "--runs", "1", "--on", "far", "--monitor", "perf-profile", "--", hot, "0.6", timeout=300)
+    assert cli.sql("SELECT status FROM run") == [("finished",)]
+    selfs = {k.split(".cycles-pp.", 1)[1]: v[0] for k, v in _metrics(cli, "perf-profile.self.").items()}
+    (values,), = cli.sql("SELECT \"values\" FROM monitor_series WHERE monitor = 'perf-profile'")
+    facts = symbols_from_series(json.loads(values))
+    # System-wide, so whatever else runs takes its share: first among the program's own symbols
+    # (named by `perf script` there, from the program's own symbol table), and nearly all of them.
+    own = {sym: v for sym, v in selfs.items() if facts.get(sym, ("",))[0] == hot.name}
+    assert max(own, key=own.get) == "hot_loop_function", (own, facts)
+    assert selfs["hot_loop_function"] > 0.5 * sum(own.values())
+    assert facts["hot_loop_function"] == ("hot", "[.]")
+    record = _monitors(cli)["perf-profile"]
+    assert record["status"] == "ran" and record["where"] == "on the SSH machine far", record
+    assert any(n.startswith("perf-profile sampled ") and " there" in n for n in record["notes"]), record
+    # Its recording and script went with the run directory.
+    assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
+                  show=lambda: _left_behind(runs))
+
+
+def _perf_there(runs: Path) -> list[str]:
+    """perf processes started in a run directory under `runs` (their working directory)."""
+    return [s for s in _left_behind(runs) if s.startswith("process") and "cwd" in s and _exe(s).endswith("/perf")]
+
+
+def _exe(left: str) -> str:
+    try:
+        return os.readlink(f"/proc/{left.split()[1]}/exe")
+    except OSError:
+        return ""
+
+
+@needs_perf
+@pytest.mark.parametrize("monitor", ["perf-stat", "perf-profile"])
+def test_kill_9_of_perflab_mid_run_leaves_no_perf_on_the_machine(cli, far, programs, tmp_path, monitor):
+    runs = _machine(cli, far, tmp_path)
+    hot = programs / "hot"
+    proc = cli.popen("run", "cmd", "--runs", "3", "--on", "far", "--monitor", monitor, "--", hot, "60")
+
+    def both() -> bool:
+        running = any(_exe(f"process {pid}") == str(hot) for pid in filter(str.isdigit, os.listdir("/proc")))
+        return running and bool(_perf_there(runs))
+
+    _until(both, "the benchmark and its perf running there", show=lambda: _left_behind(runs))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    # The end of its channel ends the agent, which ends its helpers: no perf outlives the run
+    # directory (well within the agent's own watchdog).
+    assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
+                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(runs))
+
+
+def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(cli, tmp_path):
+    """The sshd gives its sessions a PATH of every program of this machine's but perf."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for f in Path(d).iterdir() if Path(d).is_dir() else ():
+            if f.name != "perf" and not f.name.startswith("perf_") and not (bin_dir / f.name).exists():
+                os.symlink(f, bin_dir / f.name)
+    server = SshServer()
+    with open(server.base / "sshd_config", "a") as config:
+        config.write(f"SetEnv PATH={bin_dir}\n")
+    try:
+        server.start()
+        runs = _machine(cli, server, tmp_path)
+        for monitor in ("perf-stat", "perf-profile"):
+            proc = cli("run", "cmd", "--on", "far", "--monitor", monitor, "--", "true", check=False, timeout=120)
+            assert_one_line_error(proc, "cmd: far has no perf on its PATH: install linux-perf there",
+                                  "perf-stat and perf-profile run the machine's own perf", "bin)")
+        assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+        assert not list(runs.iterdir())          # nothing was started there
+    finally:
+        server.destroy()
