@@ -112,6 +112,7 @@ SLOW_FILES = {
     "test_hostile_strings.py", "test_hostile_output.py",   # every command on a hostile store; every -o
     "test_hostile_temp.py",   # kill -9 of fio and perf runs
     "test_ssh_target.py",     # an sshd (Debian package openssh-server) and real runs over it
+    "test_ssh_perf.py",       # the same sshd, perf run on its far side
     "test_lab_ssh.py",        # the lab's workers and bisect driving that sshd as a machine
     "test_kexec_box.py",      # a simulated test box (QEMU, TCG) kexec'ed into Debian kernels: minutes
     # `perflab series` builds and measures each patch of a real mailbox, and the mail's reproduce
@@ -149,6 +150,7 @@ ROOT_TESTS = {
 TOOL_TESTS = {
     "test_fio.py": ("*", ("fio",)),
     "test_monitors_perf.py": ("skipif", ("perf",)),
+    "test_ssh_perf.py": ("skipif", ("perf",)),
     "test_aim7.py": ({"test_disk_tasks_on_a_fresh_xfs"}, ("mkfs.xfs",)),
     "test_filesystem.py": ("*", ("mkfs.ext4", "mkfs.xfs", "mkfs.btrfs")),
     "test_instructions.py": ("*", ("valgrind",)),

@@ -125,7 +125,7 @@ class PerfThere:
     files: str = ""           # where its output files go, removed once read ("": the same)
     said: str = ""            # where it came from, kept in the monitor's notes
     hardware: bool = False    # the machine counts hardware events (perf-profile samples cycles)
-    software_only: str = ""   # ... and if not, why, said beside what was left out
+    software_only: str = "no hardware counters there"   # ... and if not, said beside what was left out
     unsupported: tuple[str, ...] = ()   # events found not counted there (a VM's hardware counters)
 
 
@@ -226,10 +226,12 @@ class Target:
     # by this process (the host's executor has nothing to fulfil).
     fulfils_far: ClassVar[bool] = True
 
+    # How perf runs beside its processes when they run elsewhere (HOST_TOOLS fulfilled far): fixed
+    # (`perf_where`, a guest's), or found on the machine (`perf_there`, an SSH machine's); None: it does not.
+    perf_where: ClassVar[PerfThere | None] = None
+
     def perf_there(self) -> PerfThere | None:
-        """How perf runs beside its processes when they run elsewhere (HOST_TOOLS fulfilled far);
-        None: it does not (and it does not offer HOST_TOOLS far from here)."""
-        return None
+        return self.perf_where
 
     def where_readings(self) -> str | None:
         """What a monitor's record says of where its files were read (None: nothing said, as on

@@ -29,8 +29,7 @@ from perflab.core.model import Sample
 from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
-                                      Opening, PerfThere, Place, RunIn, Target, TargetOption, Toolchain,
-                                      qemu_guests)
+                                      Opening, PerfThere, Place, RunIn, Target, TargetOption, Toolchain, qemu_guests)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
@@ -114,8 +113,7 @@ def machine_of(vm, where: str = "") -> dict:
     # A bare number is MiB however it is written: 512, "512", 512.0 (issue 31, L4).
     if isinstance(memory, float):
         if not memory.is_integer():
-            raise UsageProblem(f"{at}key 'vm.memory' = {memory!r}: expected a whole number of MiB "
-                               "or a size (1G, 512M)")
+            raise UsageProblem(f"{at}key 'vm.memory' = {memory!r}: expected a whole number of MiB or a size (1G, 512M)")
         memory = int(memory)
     elif isinstance(memory, str) and memory.strip().isdigit():
         memory = int(memory.strip())
@@ -172,6 +170,7 @@ class Qemu(Target):
     job_keys: ClassVar[tuple[str, ...]] = ("kernel", "vm")
     options: ClassVar[tuple[TargetOption, ...]] = (KERNEL_OPTION, VM_OPTION)
     lacks = {WRITABLE_HOST_TREE: "the guest's view of the host's root is read-only"}
+    perf_where = PerfThere(None, HOST_ROOT, "/run/perflab", "/tmp", "this machine's perf, run in the guest over 9p")
     kernel: str = ""            # an image's path, or debian:RELEASE (execution.vm.kernel.image)
     vm: dict = field(default_factory=dict)
     toolchain: Toolchain = field(default_factory=Toolchain)
@@ -219,12 +218,6 @@ class Qemu(Target):
 
     def where_readings(self) -> str | None:
         return None           # a guest's monitor records have always said nothing of where
-
-    def perf_there(self) -> PerfThere:
-        """This machine's perf, run in the guest in this machine's root (shared over 9p: HOST_TOOLS),
-        its FIFOs in the initramfs's /run; the guest's kernel names the samples."""
-        return PerfThere(None, HOST_ROOT, "/run/perflab", "/tmp", "this machine's perf, run in the guest over 9p",
-                         software_only="no hardware counters in TCG")
 
     def keys(self) -> dict:
         if self.recipe:
