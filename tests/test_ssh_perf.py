@@ -203,3 +203,49 @@ def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(c
         assert not list(runs.iterdir())          # nothing was started there
     finally:
         server.destroy()
+
+
+# -- the probe's verdicts, from the probe itself run here (no sshd: the same /bin/sh script) --
+
+def _probe_here(env_path: str, *prefix: str) -> str:
+    from perflab.execution.targets.ssh_perf import PROBE
+
+    return subprocess.run([*prefix, "/bin/sh", "-c", PROBE], capture_output=True, text=True, timeout=120,
+                          env={"PATH": env_path}).stdout
+
+
+def _verdict(text: str):
+    from perflab.core.errors import PerflabError
+    from perflab.execution.targets.ssh_machine import machine_of
+    from perflab.execution.targets.ssh_perf import _found
+
+    found = _found(machine_of("ssh://box1"), text)
+    return str(found) if isinstance(found, PerflabError) else found
+
+
+@pytest.mark.skipif(shutil.which("perf") is None or shutil.which("setpriv") is None or os.geteuid() != 0
+                    or Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip() in ("-1", "0"),
+                    reason="needs perf, setpriv, root and perf_event_paranoid > 0")
+def test_a_login_that_may_not_count_system_wide_is_refused_naming_the_setting():
+    level = Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+    said = _verdict(_probe_here(os.environ["PATH"], "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+    assert said.startswith("the perf of ssh://box1 may not count system-wide there (perf -a)"), said
+    assert f"kernel.perf_event_paranoid is {level}" in said and "\n" not in said
+
+
+def test_a_perf_that_does_not_run_is_refused_with_its_own_words(tmp_path):
+    # Debian's /usr/bin/perf without the linux-perf package of the running kernel says so and fails.
+    fake = tmp_path / "perf"
+    fake.write_text("#!/bin/sh\necho 'E: linux-perf-9.9 is not installed.' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    said = _verdict(_probe_here(f"{tmp_path}:/usr/bin:/bin"))
+    assert said == (f"the perf of ssh://box1 ({fake}) does not run there (E: linux-perf-9.9 is not installed.): "
+                    "install linux-perf there for its running kernel")
+
+
+@needs_perf
+def test_the_probe_finds_what_this_machine_counts():
+    found = _verdict(_probe_here(os.environ["PATH"]))
+    assert found.perf == shutil.which("perf") and found.root == ""
+    counts_cycles = probe_events(["cycles"])["cycles"] == "ok"
+    assert found.hardware == counts_cycles and ("cycles" in found.unsupported) != counts_cycles
