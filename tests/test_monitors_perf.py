@@ -436,6 +436,29 @@ def test_perf_profile_agrees_with_perf_report(hot, tmp_path):
 
 
 @needs_perf
+@pytest.mark.skipif(shutil.which("awk") is None, reason="needs awk")
+def test_a_profile_folded_by_awk_where_perf_ran_reduces_to_the_same_shares(hot, tmp_path):
+    """What comes back from a guest or an SSH machine is perf script's text with identical
+    stacks summed there (FOLD_AWK): the same profile, in a fraction of the bytes."""
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-F", "999", "-o", str(data), "--",
+                    str(hot), "0.4", "30"], check=True, capture_output=True)
+    text = "".join(perfmon.perf_script("perf", data))
+    folded = subprocess.run(["awk", perfmon.FOLD_AWK], input=text, capture_output=True, text=True, check=True).stdout
+    whole, summed = perfmon.reduce_profile(perfmon.parse_perf_script(text)), \
+        perfmon.reduce_profile(perfmon.parse_perf_script(folded))
+    assert folded.startswith(perfmon.FOLDED + "\n") and whole.samples > 100
+    assert (summed.total, summed.samples, summed.symbols, summed.calltraces) == \
+        (whole.total, whole.samples, whole.symbols, whole.calltraces)
+    # The hot loop's hundreds of samples are a few stacks (what else ran, system-wide, may be
+    # as varied as it likes: it only adds to both sides).
+    hot_stacks = [b for b in folded.split("\n\n") if b.startswith("hot ") and "hot_loop_function" in b]
+    assert len(folded) < len(text) and len(hot_stacks) < whole.symbols["hot_loop_function"].self * whole.samples / 100 / 4
+    # Nothing read, nothing said: an empty text folds to nothing (the monitor then says perf did not run).
+    assert subprocess.run(["awk", perfmon.FOLD_AWK], input="", capture_output=True, text=True).stdout == ""
+
+
+@needs_perf
 def test_perf_script_of_a_broken_file_fails_naming_it(tmp_path):
     broken = tmp_path / "perf-1.data"
     broken.write_bytes(b"not a perf file")

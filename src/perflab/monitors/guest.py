@@ -32,7 +32,7 @@ from perflab.monitors.base import Collected, Monitor, Unavailable
 from perflab.monitors.perf.probe import perf_binary
 from perflab.monitors.insns import InsnProfile
 from perflab.monitors.perf.control import controlled
-from perflab.monitors.perf.profile import (PerfProfile, parse_perf_script, profile_samples, reduce_profile,
+from perflab.monitors.perf.profile import (FOLD_AWK, PerfProfile, parse_perf_script, profile_samples, reduce_profile,
                                            script_argv, symbol_row)
 from perflab.monitors.perf.stat import PerfStat, StatPart, parse_stat_intervals
 from perflab.monitors.procfs import ProcfsMonitor
@@ -199,7 +199,8 @@ def perf_profile_helper(mon: PerfProfile, n: int, there: PerfThere) -> Helper:
     ctl, ack = _at(there.fifos, f"profile-{n}.ctl"), _at(there.fifos, f"profile-{n}.ack")
     data, out = _at(there.files, f"perflab-profile-{n}.data"), _at(there.files, f"perflab-profile-{n}.txt")
     script = shlex.join(script_argv(there.perf, data))
-    post = ["/bin/sh", "-c", f"{script} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
+    # Identical stacks summed there (FOLD_AWK): what comes back goes with the distinct stacks.
+    post = ["/bin/sh", "-c", f"{script} | awk {shlex.quote(FOLD_AWK)} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
     return Helper(controlled(mon.perf_argv(Path(data), there.perf), ctl, ack), there.root, ctl, ack, out, post)
 
 

@@ -22,6 +22,8 @@ from perflab.monitors.perf.probe import (
     tracefs_events,
 )
 from perflab.monitors.perf.profile import (
+    FOLD_AWK,
+    FOLDED,
     Frame,
     PerfProfile,
     PerfProfileOptions,
@@ -47,7 +49,7 @@ from perflab.monitors.perf.stat import (
 )
 
 __all__ = [
-    "DEFAULT_EVENTS", "WORKDIR_PREFIX", "ControlledPerf", "Frame", "PerfFailed", "PerfMonitor", "PerfProfile",
+    "DEFAULT_EVENTS", "FOLD_AWK", "FOLDED", "WORKDIR_PREFIX", "ControlledPerf", "Frame", "PerfFailed", "PerfMonitor", "PerfProfile",
     "PerfProfileOptions", "PerfStat", "PerfStatOptions", "Profile", "ProfileSample", "StatPart", "SymbolShare",
     "check_permission", "expand_tracepoints", "is_tracepoint", "metric_name", "online_cpus", "parse_perf_script",
     "parse_stat_intervals", "perf_binary", "perf_script", "probe_events", "profile_samples", "reduce_profile",

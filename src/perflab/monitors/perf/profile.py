@@ -59,18 +59,26 @@ class ProfileSample:
     pid: int
     period: int
     frames: list[Frame]      # leaf first
+    count: int = 1           # samples of this stack (folded text: fold_awk)
 
 
 def parse_perf_script(lines: Iterable[str] | str) -> Iterator[ProfileSample]:
     """`perf script -F comm,pid,period,ip,sym,dso` of a -g recording -> samples, leaf first, one at a time.
 
     A sample is a header line ("comm pid period"; comm may hold spaces) and its
-    frames ("addr symbol (dso)"; the symbol may hold spaces and parentheses).
+    frames ("addr symbol (dso)"; the symbol may hold spaces and parentheses). After a line
+    FOLDED, the text is FOLD_AWK's: a header's pid field is its stack's number of samples.
     """
     if isinstance(lines, str):
         lines = lines.splitlines()
     current: ProfileSample | None = None
+    folded = False
     for line in lines:
+        if line.rstrip("\n") == FOLDED:
+            if current is not None:
+                yield current
+            current, folded = None, True
+            continue
         if not line.strip():
             if current is not None:
                 yield current
@@ -97,9 +105,42 @@ def parse_perf_script(lines: Iterable[str] | str) -> Iterator[ProfileSample]:
             continue
         if current is not None:
             yield current
-        current = ProfileSample(" ".join(words[:-2]), pid, period, [])
+        current = ProfileSample(" ".join(words[:-2]), 0, period, [], pid) if folded else \
+            ProfileSample(" ".join(words[:-2]), pid, period, [])
     if current is not None:
         yield current
+
+
+FOLDED = "perflab-folded"
+# perf script's text with identical stacks summed, where perf ran (awk: POSIX, Debian's mawk):
+# a system-wide profile of a many-CPU machine is ~600 bytes a sample, 64 MiB in a couple of
+# seconds, and it comes back through the agent; its distinct stacks are few. Per stack: "comm
+# SAMPLES PERIOD" and its frames, each address made 0 or 8000000000000000 (user or kernel:
+# all reduce_profile reads of it). FOLDED first, only when a sample was read.
+FOLD_AWK = r"""
+function flush() { if (have) { n[key]++; p[key] += period; have = 0 } }
+/^[ \t]*$/ { flush(); next }
+/^[ \t]/ {
+    if (have) {
+        ip = $1; k = (length(ip) == 16 && ip ~ /^[89a-fA-F]/) ? "8000000000000000" : "0"
+        sub(/^[ \t]*[0-9a-fA-F]+/, ""); key = key "\n\t" k $0
+    }
+    next
+}
+NF >= 3 && $(NF - 1) ~ /^[0-9]+$/ && $NF ~ /^[0-9]+$/ {
+    flush(); period = $NF; comm = $0
+    sub(/[ \t]+[0-9]+[ \t]+[0-9]+[ \t]*$/, "", comm); sub(/^[ \t]+/, "", comm)
+    key = comm; have = 1
+}
+END {
+    flush(); started = 0
+    for (k in n) {
+        if (!started) { print "perflab-folded"; started = 1 }
+        i = index(k, "\n")
+        printf "%s %d %.0f%s\n\n", (i ? substr(k, 1, i - 1) : k), n[k], p[k], (i ? substr(k, i) : "")
+    }
+}
+"""
 
 
 @dataclass
@@ -132,7 +173,7 @@ def reduce_profile(samples: Iterable[ProfileSample]) -> Profile:
     stacks: dict[tuple, int] = {}
     total = count = 0
     for s in samples:
-        count += 1
+        count += s.count
         total += s.period
         if s.frames:
             key = (s.comm, tuple(f.symbol for f in s.frames), tuple(f.kernel for f in s.frames))
