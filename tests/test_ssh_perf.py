@@ -249,3 +249,54 @@ def test_the_probe_finds_what_this_machine_counts():
     assert found.perf == shutil.which("perf") and found.root == ""
     counts_cycles = probe_events(["cycles"])["cycles"] == "ok"
     assert found.hardware == counts_cycles and ("cycles" in found.unsupported) != counts_cycles
+
+
+# -- the agent itself, on pipes as ssh would give them ------------------------------------------
+
+def test_the_agent_outlives_a_helpers_long_epilogue_while_perflab_ticks(tmp_path):
+    """`perf script` of a long profile may take longer than the agent's watchdog (IDLE s without a
+    byte from perflab): the agent reads perflab's TICKs while it waits for a helper, so it lives
+    through it; and it ends it when the channel ends (hang_up)."""
+    import threading
+    import time
+
+    from perflab.core.process import ProcessSpec
+    from perflab.execution import executor
+    from perflab.execution.targets.ssh import _SharedChannel
+    from perflab.execution.vm import initramfs
+    from perflab.execution.vm.machine import Guest, VmSpec
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(initramfs.build_static("agent", initramfs.AGENT_DIR), run_dir / "agent")
+    shutil.copy(initramfs.build_static("launch", executor.LAUNCHER_DIR), run_dir / "launch")
+    idle = 2
+    agent = subprocess.Popen([str(run_dir / "agent"), "--remote", str(run_dir), str(idle)], cwd=run_dir,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    channel = _SharedChannel(agent.stdin.fileno(), agent.stdout.fileno())
+    done = threading.Event()
+
+    def tick():
+        while not done.wait(idle / 5):
+            try:
+                channel.send("TICK")
+            except Exception:
+                return
+
+    try:
+        assert channel.receive(time.monotonic() + 60)[0] == "HELLO"
+        guest = Guest(VmSpec(kernel=""), agent, channel, tmp_path, {})
+        guest.helper_err = f"{run_dir}/helper.err"
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        # A helper speaking perf's control protocol, whose epilogue takes twice the watchdog's bound.
+        answer = 'exec 3<>"$0" 4<>"$1"; while read -r w <&3; do echo ack >&4; done'
+        helper = executor.Helper(["/bin/sh", "-c", answer, "h.ctl", "h.ack"], "", "h.ctl", "h.ack", "h.out",
+                                 ["/bin/sh", "-c", f"sleep {2 * idle}; echo folded > h.out"])
+        result = guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=[helper]))
+        assert result.ok and helper.output == "folded\n", (helper.output, helper.stderr)
+    finally:
+        done.set()
+        agent.stdin.close()          # the channel's end: the agent ends, and nothing of it stays
+        agent.wait(30)
+        agent.stdout.close()

@@ -518,6 +518,14 @@ struct helper {
 	int ok;
 };
 
+/* --remote, while a helper is waited for: what perflab sent meanwhile, read (its TICKs), for the
+ * watchdog counts from the last byte read and a long perf script is no silent controller. */
+static void keep_reading(void)
+{
+	if (remote_mode)
+		fill(0);
+}
+
 /* Write a command on the helper's control FIFO and wait for its "ack". */
 static int helper_say(struct helper *h, const char *what)
 {
@@ -532,6 +540,7 @@ static int helper_say(struct helper *h, const char *what)
 		struct pollfd fd = {h->ack, POLLIN, 0};
 		if (poll(&fd, 1, 100) <= 0) {
 			int status;
+			keep_reading();
 			if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
 				h->pid = -1;
 				return -1;
@@ -612,7 +621,12 @@ static void helper_post(struct helper *h)
 	int status;
 	if (pid > 0) {
 		post_running = pid;
-		waitpid(pid, &status, 0);
+		if (!remote_mode)
+			waitpid(pid, &status, 0);
+		while (remote_mode && waitpid(pid, &status, WNOHANG) == 0) {
+			keep_reading();
+			poll(NULL, 0, 20);
+		}
 		post_running = 0;
 	}
 }
@@ -629,6 +643,7 @@ static void helper_stop(struct helper *h)
 				waitpid(h->pid, &status, 0);
 				break;
 			}
+			keep_reading();
 			poll(NULL, 0, 10);
 		}
 		h->pid = -1;      /* reaped: hang_up must not signal its number again */
