@@ -144,6 +144,9 @@ def test_perf_profile_names_a_planted_function_of_a_c_program_run_over_ssh(cli, 
     record = _monitors(cli)["perf-profile"]
     assert record["status"] == "ran" and record["where"] == "on the SSH machine far", record
     assert any(n.startswith("perf-profile sampled ") and " there" in n for n in record["notes"]), record
+    if probe_events(["cycles"])["cycles"] != "ok":
+        assert "perf-profile sampled cpu-clock at 999 Hz there" in record["notes"]
+        assert "no hardware counters on far: software events only" in record["notes"]
     # Its recording and script went with the run directory.
     assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
                   show=lambda: _left_behind(runs))

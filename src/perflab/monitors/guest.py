@@ -81,6 +81,8 @@ class GuestMonitorSet:
                     mon.event = "cycles"
                 elif options.event == "cycles":
                     self.record[name]["unsupported"] = [f"cycles (sampling cpu-clock instead: {there.software_only})"]
+                if "cycles" in there.unsupported:        # found there: said, as for perf-stat
+                    self.record[name]["notes"].append(there.software_only)
                 self.record[name]["notes"].append(
                     f"perf-profile sampled {mon.event} at {options.freq} Hz there"
                     + (": timer samples, not exact under icount (insn-profile counts)" if exact else ""))
