@@ -308,3 +308,80 @@ def test_report_table_never_averages_two_variants_into_a_cell(cli, db):
     assert "split by variant" in done.stderr, done.stderr
     figures = sorted(float(x) for line in done.stdout.splitlines()[3:] for x in line.split()[1:] if line.strip())
     assert figures == sorted(figure for *_, figure in fv.VARIANTS), done.stdout
+
+
+def test_compare_labels_the_variants_across_both_operands(cli, db):
+    """Review 1: one kernel against a tag of six labelled the tag's groups only (`variant=amd64`
+    against a bare group): the lone kernel's group matched none, and nothing said which variant of
+    the tag it was. The labels are made across both operands: the lone kernel is `variant=amd64`
+    on both sides (its release is what is compared), the tag's others are one-sided, named alike."""
+    out = cli("compare", "h-6.1.0-55-amd64", fv.TAG).stdout
+    assert re.search(r"^test=getppid1 mode=process nr_task=1 variant=amd64 vm=icount\s+3028048\s+0\.0%\s+3028048\s",
+                     out, re.MULTILINE), out
+    only = [line.strip() for line in out.splitlines() if line.strip().startswith("only in")]
+    assert all(f"only in {fv.TAG}:" in line and "variant=" in line for line in only), out
+    assert not any("variant=amd64," in line and "will-it-scale" in line for line in only), out
+    # the other way round, and in benchstat's layout: the same group, labelled the same
+    out = cli("compare", fv.TAG, "h-6.1.0-55-amd64", "--style", "benchstat", "--metric", METRIC).stdout
+    assert re.search(r"^will-it-scale variant=amd64: will-it-scale\.per_process_ops\s+3028048 .*~", out, re.MULTILINE), out
+    # each side of one variant only: operand against operand, no label (unchanged)
+    out = cli("compare", "h-6.1.0-53-amd64", "h-6.1.0-55-amd64").stdout
+    assert "variant=" not in out, out
+
+
+def _perf_profiled(store, tag: str, cmdline: str, extra: float) -> None:
+    """A perf-profile run of getppid1 on Debian's 6.1.0-56-amd64 in a guest, booted with `cmdline`."""
+    import json
+
+    from perflab.core.model import INFORMATIONAL
+
+    shares = {"do_syscall_64": 30.0 + extra, "entry_SYSCALL_64": 20.0}
+    params = {"test": "getppid1", "mode": "process", "nr_task": 1, **({"cmdline": cmdline} if cmdline else {})}
+    kernel = {"image": "debian:6.1.0-56-amd64", "cmdline": cmdline} if cmdline else "debian:6.1.0-56-amd64"
+    run = fv._run(store, "will-it-scale", kernel, params, "6.1.0-56-amd64", [], tag=tag)
+    for rep in range(3):
+        store.add_samples(run, rep, [Sample(f"perf-profile.{kind}.cycles-pp.{sym}", value + rep * 0.1, "%",
+                                            INFORMATIONAL) for sym, value in shares.items()
+                                     for kind in ("children", "self")])
+        store.add_monitor_series(run, "perf-profile", rep, [(None, 1.0, {
+            json.dumps(["symbol", "[k]", "will-it-scale", sym]): value for sym, value in shares.items()})])
+
+
+def test_report_profile_heads_columns_with_what_tells_two_variants_apart(cli):
+    """Review 2: `report profile` cut its column headings at 18 (perf-profile) and 24 (insn-profile)
+    characters, or from the word where they differ: `tag=p1,kernel=6.1.0-56-amd64,cmdline=` against
+    `...,cmdline=mitigations=off` was headed by nothing against `mitigations=off`. The headings are
+    the whole operands up to 40 characters, each column as wide as its own; longer, the common part
+    is said as "…" (the header names both whole)."""
+    from test_variant_leftovers import _profiled
+
+    store = open_store(str(cli.db))
+    base, head = "tag=p1,kernel=6.1.0-56-amd64,cmdline=", "tag=p1,kernel=6.1.0-56-amd64,cmdline=mitigations=off"
+    _perf_profiled(store, "p1", "", 0.0)
+    _perf_profiled(store, "p1", "mitigations=off", 5.0)
+    out = cli("report", "profile", base, head).stdout
+    heading = next(l for l in out.splitlines() if l.rstrip().endswith("change"))
+    assert heading.split() == ["…cmdline=", "…cmdline=mitigations=off", "change"], out
+    assert f"base {base}, head {head}" in out
+    row = next(l for l in out.splitlines() if l.endswith(" do_syscall_64"))
+    assert row.split()[:4] == ["30.10%", "30.10%", "35.10%", "35.10%"], out
+    # insn-profile's table: the base column was headed "" (the text after the last "=" before they differ)
+    for release, cmdline, bump in (("6.1.0-47-amd64", "", 0), ("6.1.0-47-amd64", "mitigations=off", 0)):
+        _profiled(store, release, cmdline, bump, "i1")
+    base, head = "kernel=6.1.0-47-amd64,cmdline=", "kernel=6.1.0-47-amd64,cmdline=mitigations=off"
+    out = cli("report", "profile", base, head).stdout
+    heading = next(l for l in out.splitlines() if l.rstrip().endswith("function"))
+    assert heading.split()[:2] == ["…cmdline=", "…cmdline=mitigations=off"], out
+
+
+def test_a_profile_columns_heading_is_shortened_only_to_what_tells_them_apart():
+    from perflab.report.profile import _columns
+
+    assert _columns("kernel=6.1.0-56-amd64", "kernel=6.1.0-56-rt-amd64", 40) == \
+        ("kernel=6.1.0-56-amd64", "kernel=6.1.0-56-rt-amd64")
+    long = "tag=a-long-series-name,box=lab1,kernel=6.1.0-56-amd64,cmdline="
+    assert _columns(long, long + "mitigations=off", 40) == ("…cmdline=", "…cmdline=mitigations=off")
+    sha = "tag=bisect-125,commit="
+    a, b = _columns(sha + "1" * 40, sha + "2" * 40, 24)
+    assert a != b and a.startswith("…111") and len(a) <= 24
+    assert _columns("x" * 50 + "a", "x" * 50 + "b", 18) == ("base", "head")   # the header names them whole

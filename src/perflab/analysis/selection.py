@@ -196,42 +196,45 @@ def group_params(params: dict | None, benchmark: str = "", guest: bool = True) -
     return params_key(kept, benchmark)
 
 
-def variant_keys(runs, cross_box: bool = False, variants: dict | None = None) -> dict[int, tuple[str | None, str, str]]:
+def variant_keys(runs, cross_box: bool = False, variants: dict | None = None,
+                 among: list[Selection] | None = None) -> dict[int, tuple[str | None, str, str]]:
     """run id -> its group's (box, benchmark, params: group_params). Runs of one operand that share
     those but differ in variant (analysis.variant: a flavour, a kernel, a build, boot options, the
     file system, the compiler) are never pooled: each variant's parameters gain `variant` = its
     label among them, without the kernel's version where that alone does not tell them apart
     (`rt`, `cloud`), so that the same flavours of two operands are matched. `variants`: the runs'
-    variants when already decoded (Selection.variants)."""
-    from perflab.analysis import naming, variant
+    variants when already decoded (Selection.variants). `among`: every compared operand (this one
+    too): the labels are then made across them all (analysis.variant.cross_labels), so that one
+    variant against a tag of several is labelled on both sides (`variant=amd64` with `variant=amd64`)."""
+    from perflab.analysis import variant
+
+    def keyed(rs, variant_of: dict) -> tuple[dict, dict]:
+        keys = {r.id: (None if cross_box else r.box, r.benchmark,
+                       group_params(r.params, r.benchmark, variant_of[r.id].target.guest)) for r in rs}
+        by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
+        for r in rs:
+            v = variant_of[r.id]
+            by_key[keys[r.id]].setdefault(v.side_key, v)
+        return keys, by_key
 
     variant_of = variants if variants is not None else {r.id: variant.of(r) for r in runs}
-    keys = {r.id: (None if cross_box else r.box, r.benchmark,
-                   group_params(r.params, r.benchmark, variant_of[r.id].target.guest)) for r in runs}
-    by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
+    keys, mine = keyed(runs, variant_of)
+    sides = [keyed(sel.runs, sel.variants)[1] for sel in among] if among else [mine]
+    labels = variant.cross_labels(sides)
     for r in runs:
-        v = variant_of[r.id]
-        by_key[keys[r.id]].setdefault(v.side_key, v)
-    for key, kinds in by_key.items():
-        if len(kinds) < 2:
-            continue
-        labels = naming.variant_labels(list(kinds.values()), anchor=False)
-        if len(set(labels)) < len(labels):
-            labels = naming.variant_labels(list(kinds.values()))
-        label_of = dict(zip(kinds, labels))
-        params = json.loads(key[2])
-        for r in runs:
-            # The one variant that has nothing the others lack (the kernel without boot options
-            # beside it with mitigations=off) keeps its parameters as they are, as it would alone.
-            label = label_of[variant_of[r.id].side_key]
-            if keys[r.id] == key and label:
-                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label}, sort_keys=True, default=str))
+        label = labels.get((keys[r.id], variant_of[r.id].side_key))
+        # The one variant that has nothing the others lack (the kernel without boot options
+        # beside it with mitigations=off) keeps its parameters as they are, as it would alone.
+        if label:
+            key = keys[r.id]
+            keys[r.id] = (*key[:2], json.dumps({**json.loads(key[2]), VARIANT_KEY: label}, sort_keys=True, default=str))
     return keys
 
 
-def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
+def groups_of(store: Store, selection: Selection, cross_box: bool = False,
+              among: list[Selection] | None = None) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = variant_keys(selection.runs, cross_box, selection.variants)
+    run_keys = variant_keys(selection.runs, cross_box, selection.variants, among)
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)

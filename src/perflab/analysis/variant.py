@@ -306,3 +306,49 @@ def sides_differ(selections) -> list[str]:
             out += [f"{sel.label} against {selections[0].label}: {line}"
                     for line in measured_differently(base, _last(sel))]
     return out
+
+
+# -- one label for a variant on every side of a comparison --------------------------------------
+
+def cross_labels(sides: list[dict]) -> dict[tuple, str]:
+    """(group key, side_key) -> the `variant` label of that variant's group, made across every
+    compared operand at once (`sides`: per operand, group key -> {side_key: Variant}).
+
+    A group key where each operand ran one variant is left alone (operand against operand: what
+    differs is what is compared). Otherwise every variant of every operand is labelled among all
+    of them (naming.variant_labels without the version), so whatever tells two groups shown apart
+    is said on both sides: one kernel against a tag of several is `variant=amd64` against the
+    tag's `variant=amd64`, not bare against it. Variants of one line (analysis.variant.Variant.line:
+    Debian's amd64 6.1.0-55 and 6.1.0-56) on different operands share a label, so they are
+    compared; two releases of one line within an operand are told apart by their version."""
+    from collections import Counter
+
+    from perflab.analysis import naming
+
+    out: dict[tuple, str] = {}
+    for key in dict.fromkeys(k for side in sides for k in side):
+        per_side = [side.get(key, {}) for side in sides]
+        if all(len(kinds) <= 1 for kinds in per_side):
+            continue
+        crowded = {line for kinds in per_side
+                   for line, n in Counter(v.line for v in kinds.values()).items() if n > 1}
+
+        def unit(v: Variant) -> tuple:
+            return v.side_key if v.line in crowded else v.line
+
+        reps: dict[tuple, Variant] = {}
+        for kinds in per_side:
+            for v in kinds.values():
+                reps.setdefault(unit(v), v)
+        units = list(reps)
+        labels = naming.variant_labels(list(reps.values()), anchor=False)
+        seen = Counter(labels)
+        if any(n > 1 for n in seen.values()):
+            # Releases of one line within an operand: those (and only those) say their version.
+            anchored = naming.variant_labels(list(reps.values()))
+            labels = [anchored[i] if seen[text] > 1 else text for i, text in enumerate(labels)]
+        label_of = dict(zip(units, labels))
+        for kinds in per_side:
+            for side_key, v in kinds.items():
+                out[(key, side_key)] = label_of[unit(v)]
+    return out
