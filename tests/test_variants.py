@@ -385,3 +385,34 @@ def test_a_profile_columns_heading_is_shortened_only_to_what_tells_them_apart():
     a, b = _columns(sha + "1" * 40, sha + "2" * 40, 24)
     assert a != b and a.startswith("…111") and len(a) <= 24
     assert _columns("x" * 50 + "a", "x" * 50 + "b", 18) == ("base", "head")   # the header names them whole
+
+
+def test_report_table_leaves_out_a_row_of_no_sample_and_says_so(cli, db):
+    """Review 3: `report table` printed a row of dashes for a tag that has no sample of the metric
+    (e2 holds lmbench only; the history's tags no syscall.null); the other views leave out what
+    they have no figure for. Left out, and a note on stderr names it."""
+    fv.plant_head(str(cli.db))
+    done = cli("report", "table", METRIC, "syscall.null", "--rows", "tag", "--cols", "variant")
+    tables = done.stdout.split("\n\n")
+    assert len(tables) == 2, done.stdout
+    for table in tables:
+        body = [line for line in table.splitlines()[3:] if line.strip()]
+        assert body and all(re.search(r"\d", line.split(None, 1)[1]) for line in body), table
+    wis_rows = [line.split()[0] for line in tables[0].splitlines()[3:] if line.strip()]
+    assert "e2" not in wis_rows and "e1" in wis_rows, tables[0]
+    null_rows = [line.split()[0] for line in tables[1].splitlines()[3:] if line.strip()]
+    assert null_rows == ["e1", "e2"], tables[1]
+    assert "6.1.0-47 amd64" not in tables[1].splitlines()[1], tables[1]
+    assert f"note: {METRIC}: left out, no sample of it: tag e2" in done.stderr, done.stderr
+    assert "note: syscall.null: left out, no sample of it: tag h-6.1.0-47-amd64" in done.stderr, done.stderr
+
+
+def test_log_prints_a_kernel_label_whole(cli, db):
+    """Review 4: `log` cut a kernel label at 44 characters (`6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFOR…(+22)`),
+    the only view that did, and the recipe's two builds (e1's and e2's) read alike. Whole now."""
+    fv.plant_head(str(cli.db))
+    out = cli("log").stdout
+    assert "…(+" not in out, out
+    kernels = {m.group(2).strip(): m.group(1) for m in re.finditer(r"^\s*(\d+)\s.*?done\s+(.+?)\s{2,}e[12]\s", out, re.M)}
+    fast = [k for k in kernels if k.startswith("6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE ref=")]
+    assert len(fast) == 2, out      # e1's build and e2's, told apart by their ref

@@ -278,6 +278,9 @@ def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None
     found = pivots(get_store(db, reading=True), tuple(metrics), row_key, cols, benchmark, tuple(boxes), tuple(tags))
     if found and found[0].note:
         click.echo(f"note: {found[0].note}", err=True)
+    for p in found:
+        if p.left_out:
+            click.echo(f"note: {p.left_out}", err=True)
     click.echo("\n".join(render_pivot(p.metric, p.unit, p.row_key, p.col_keys, p.row_values, p.col_values, p.cells)
                          for p in found), nl=False)
 
