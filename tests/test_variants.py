@@ -416,3 +416,19 @@ def test_log_prints_a_kernel_label_whole(cli, db):
     kernels = {m.group(2).strip(): m.group(1) for m in re.finditer(r"^\s*(\d+)\s.*?done\s+(.+?)\s{2,}e[12]\s", out, re.M)}
     fast = [k for k in kernels if k.startswith("6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE ref=")]
     assert len(fast) == 2, out      # e1's build and e2's, told apart by their ref
+
+
+def test_mmtests_heads_each_section_with_its_own_kernels(cli, db):
+    """Review 5 (mmtests): a section's kernel line was the operand's, `mixed` for a tag of six
+    kernels, in every section: the rt section did not say it measured 6.1.0-56-rt-amd64. Each
+    section now heads its columns with the kernel its own runs measured."""
+    fv.plant_head(str(cli.db))
+    out = cli("compare", fv.TAG, "e2", "--style", "mmtests").stdout
+    assert "mixed" not in out, out
+    sections = {block.splitlines()[0]: block.splitlines()[1].split() for block in out.split("\n\n")
+                if block.startswith("lmbench variant=")}
+    assert sections["lmbench variant=rt"] == ["6.1.0-56-rt-amd64", "6.1.0-56-rt-amd64"], out
+    assert sections["lmbench variant=cloud"] == ["6.1.0-56-cloud-amd64", "6.1.0-56-cloud-amd64"], out
+    assert sections["lmbench variant=gcc-12"] == ["6.1.192", "6.1.192"], out
+    out = cli("compare", "h-6.1.0-55-amd64", fv.TAG, "--style", "mmtests", "--metric", METRIC).stdout
+    assert out.splitlines()[1].split() == ["6.1.0-55-amd64", "6.1.0-56-amd64"], out

@@ -204,7 +204,7 @@ def variant_keys(runs, cross_box: bool = False, variants: dict | None = None,
     label among them, without the kernel's version where that alone does not tell them apart
     (`rt`, `cloud`), so that the same flavours of two operands are matched. `variants`: the runs'
     variants when already decoded (Selection.variants). `among`: every compared operand (this one
-    too): the labels are then made across them all (analysis.variant.cross_labels), so that one
+    too): the labels are then made across them all (cross_labels), so that one
     variant against a tag of several is labelled on both sides (`variant=amd64` with `variant=amd64`)."""
     from perflab.analysis import variant
 
@@ -220,7 +220,7 @@ def variant_keys(runs, cross_box: bool = False, variants: dict | None = None,
     variant_of = variants if variants is not None else {r.id: variant.of(r) for r in runs}
     keys, mine = keyed(runs, variant_of)
     sides = [keyed(sel.runs, sel.variants)[1] for sel in among] if among else [mine]
-    labels = variant.cross_labels(sides)
+    labels = cross_labels(sides)
     for r in runs:
         label = labels.get((keys[r.id], variant_of[r.id].side_key))
         # The one variant that has nothing the others lack (the kernel without boot options
@@ -229,6 +229,52 @@ def variant_keys(runs, cross_box: bool = False, variants: dict | None = None,
             key = keys[r.id]
             keys[r.id] = (*key[:2], json.dumps({**json.loads(key[2]), VARIANT_KEY: label}, sort_keys=True, default=str))
     return keys
+
+
+# -- one label for a variant on every side of a comparison --------------------------------------
+
+def cross_labels(sides: list[dict]) -> dict[tuple, str]:
+    """(group key, side_key) -> the `variant` label of that variant's group, made across every
+    compared operand at once (`sides`: per operand, group key -> {side_key: Variant}).
+
+    A group key where each operand ran one variant is left alone (operand against operand: what
+    differs is what is compared). Otherwise every variant of every operand is labelled among all
+    of them (naming.variant_labels without the version), so whatever tells two groups shown apart
+    is said on both sides: one kernel against a tag of several is `variant=amd64` against the
+    tag's `variant=amd64`, not bare against it. Variants of one line (analysis.variant.Variant.line:
+    Debian's amd64 6.1.0-55 and 6.1.0-56) on different operands share a label, so they are
+    compared; two releases of one line within an operand are told apart by their version."""
+    from collections import Counter
+
+    from perflab.analysis import naming
+
+    out: dict[tuple, str] = {}
+    for key in dict.fromkeys(k for side in sides for k in side):
+        per_side = [side.get(key, {}) for side in sides]
+        if all(len(kinds) <= 1 for kinds in per_side):
+            continue
+        crowded = {line for kinds in per_side
+                   for line, n in Counter(v.line for v in kinds.values()).items() if n > 1}
+
+        def unit(v) -> tuple:
+            return v.side_key if v.line in crowded else v.line
+
+        reps: dict[tuple, object] = {}
+        for kinds in per_side:
+            for v in kinds.values():
+                reps.setdefault(unit(v), v)
+        units = list(reps)
+        labels = naming.variant_labels(list(reps.values()), anchor=False)
+        seen = Counter(labels)
+        if any(n > 1 for n in seen.values()):
+            # Releases of one line within an operand: those (and only those) say their version.
+            anchored = naming.variant_labels(list(reps.values()))
+            labels = [anchored[i] if seen[text] > 1 else text for i, text in enumerate(labels)]
+        label_of = dict(zip(units, labels))
+        for kinds in per_side:
+            for side_key, v in kinds.items():
+                out[(key, side_key)] = label_of[unit(v)]
+    return out
 
 
 def groups_of(store: Store, selection: Selection, cross_box: bool = False,
