@@ -432,3 +432,21 @@ def test_mmtests_heads_each_section_with_its_own_kernels(cli, db):
     assert sections["lmbench variant=gcc-12"] == ["6.1.192", "6.1.192"], out
     out = cli("compare", "h-6.1.0-55-amd64", fv.TAG, "--style", "mmtests", "--metric", METRIC).stdout
     assert out.splitlines()[1].split() == ["6.1.0-55-amd64", "6.1.0-56-amd64"], out
+
+
+def test_report_profile_pairs_one_kernel_with_its_variant_of_a_tag(cli):
+    """Review 5 (the mail's "where", report profile): one kernel against a tag of two flavours keyed
+    the lone kernel's testcase bare and the tag's by `variant=`, so none was compared ("only in"
+    both sides). Keyed as compare keys them now: amd64 with amd64, rt only in the head."""
+    from test_variant_leftovers import _profiled
+
+    store = open_store(str(cli.db))
+    _profiled(store, "6.1.0-47-amd64", "", 0, "t47")
+    for release, bump in (("6.1.0-56-amd64", 1), ("6.1.0-56-rt-amd64", 2)):
+        _profiled(store, release, "", bump, "t56")
+    out = cli("report", "profile", "t47", "t56").stdout
+    sections = re.split(r"^## ", out, flags=re.M)[1:]
+    assert len(sections) == 1 and "variant=amd64" in sections[0].splitlines()[0], out
+    row = next(l for l in sections[0].splitlines() if l.endswith(" do_syscall_64"))
+    assert row.split()[:3] == ["100.00", "101.00", "+1.00"], out
+    assert re.search(r"only in the head: .*variant=rt", out), out
