@@ -450,3 +450,31 @@ def test_report_profile_pairs_one_kernel_with_its_variant_of_a_tag(cli):
     row = next(l for l in sections[0].splitlines() if l.endswith(" do_syscall_64"))
     assert row.split()[:3] == ["100.00", "101.00", "+1.00"], out
     assert re.search(r"only in the head: .*variant=rt", out), out
+
+
+def test_scaling_and_kernbench_label_a_lone_kernel_beside_a_tag_of_several(cli):
+    """Review 5 (report scaling/kernbench and their page sections, the compare defect again): a tag
+    of one kernel beside a tag of two flavours kept its bare label (`one`) while the other's were
+    `two 6.1.0-56 amd64` and `two 6.1.0-56 rt`: which kernel `one` was went unsaid. Labelled
+    across every operand now; the same for kernbench's columns. And `report scaling` of runs with no
+    workload figure printed nothing at all and succeeded: it says so and fails."""
+    from perflab.benchmarks.kernbench.view import report
+    from perflab.benchmarks.will_it_scale import WORKLOAD
+    from perflab.benchmarks.will_it_scale.view import scaling
+
+    store = open_store(str(cli.db))
+    for tag, release in (("one", "6.1.0-55-amd64"), ("two", "6.1.0-56-amd64"), ("two", "6.1.0-56-rt-amd64")):
+        for n in (1, 2):
+            fv._run(store, "will-it-scale", f"debian:{release}", {"test": "getppid1", "mode": "process", "nr_task": n},
+                    release, [Sample(WORKLOAD, 1000.0 * n, "ops/s (icount)", HIGHER_IS_BETTER, exact=True)], tag=tag)
+        fv._run(store, "kernbench", f"debian:{release}", {"load": "half", "jobs": 1}, release,
+                [Sample("kernbench.elapsed_time", 100.0, "s (icount)", LOWER_IS_BETTER, exact=True)], tag=tag)
+    view = scaling(store, ("one", "two"), (), None)
+    assert sorted(set(view.variants)) == ["one 6.1.0-55 amd64", "two 6.1.0-56 amd64", "two 6.1.0-56 rt"], view.variants
+    assert report(store, ("one", "two"), None).labels == ["one 6.1.0-55 amd64", "two 6.1.0-56 amd64", "two 6.1.0-56 rt"]
+    # every operand of one variant: each keeps its label
+    assert sorted(set(scaling(store, ("one", "tag=two,kernel=6.1.0-56-rt-amd64"), (), None).variants)) == \
+        ["one", "tag=two,kernel=6.1.0-56-rt-amd64"]
+    fv.plant(str(cli.db))
+    done = cli("report", "scaling", "h-6.1.0-55-amd64", fv.TAG, check=False)
+    assert done.returncode != 0 and "will-it-scale.workload" in done.stderr and not done.stdout, done

@@ -326,18 +326,24 @@ def metric_wanted(names, wanted) -> set[str]:
 def variants_apart(groups) -> list[tuple[str, list]]:
     """Each (label, runs) split by variant (analysis.variant: a kernel's flavour, boot options, a
     target, the file system): a tag of amd64 and rt runs is two curves, `TAG rt` and `TAG amd64`,
-    never one curve averaging the two kernels. A group of one variant keeps its label."""
+    never one curve averaging the two kernels. Labelled across every group, as compare labels its
+    operands' variants: beside a tag of several, a group of one variant says which it is too
+    (`v1 6.1.0-55 amd64` beside `v2 6.1.0-56 amd64`, `v2 6.1.0-56 rt`). Where every group is of one
+    variant, each keeps its label."""
     from perflab.analysis import naming, variant
 
-    out = []
+    split = []
     for label, runs in groups:
         kinds: dict[tuple, tuple] = {}
         for r in runs:
             v = variant.of(r)
             kinds.setdefault(v.side_key, (v, []))[1].append(r)
-        if len(kinds) < 2:
-            out.append((label, runs))
-            continue
-        labels = naming.variant_labels([v for v, _ in kinds.values()])
-        out += [(f"{label} {name}", rs) for name, (_, rs) in zip(labels, kinds.values())]
+        split.append((label, runs, kinds))
+    if all(len(kinds) < 2 for _, _, kinds in split):
+        return [(label, runs) for label, runs, _ in split]
+    every = {key: v for _, _, kinds in split for key, (v, _) in kinds.items()}
+    name_of = dict(zip(every, naming.variant_labels(list(every.values()))))
+    out = []
+    for label, runs, kinds in split:
+        out += [(f"{label} {name_of[key]}", rs) for key, (_, rs) in kinds.items()] if kinds else [(label, runs)]
     return out

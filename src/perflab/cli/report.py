@@ -81,6 +81,13 @@ def report_scaling(operands, tests, box, plot, size, db) -> None:
     from perflab.report.scaling import render_scaling
 
     view = scaling(get_store(db, reading=True), tuple(operands), tuple(tests), box)
+    if not view.curves:
+        # Runs matched, but none holds the workload figure a curve is drawn from: say so, never print nothing.
+        from perflab.benchmarks.will_it_scale import WORKLOAD
+        from perflab.core.errors import PerflabError
+
+        raise PerflabError(f"the will-it-scale runs{' of ' + ' '.join(operands) if operands else ''} hold no "
+                           f"{WORKLOAD} samples to draw a curve from (runs stored by another tool?)")
     click.echo(render_scaling(view.curves, view.variants), nl=False)
     if plot:
         from perflab.report.scaling import plot_scaling
