@@ -306,4 +306,3 @@ def sides_differ(selections) -> list[str]:
             out += [f"{sel.label} against {selections[0].label}: {line}"
                     for line in measured_differently(base, _last(sel))]
     return out
-
