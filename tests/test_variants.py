@@ -308,3 +308,173 @@ def test_report_table_never_averages_two_variants_into_a_cell(cli, db):
     assert "split by variant" in done.stderr, done.stderr
     figures = sorted(float(x) for line in done.stdout.splitlines()[3:] for x in line.split()[1:] if line.strip())
     assert figures == sorted(figure for *_, figure in fv.VARIANTS), done.stdout
+
+
+def test_compare_labels_the_variants_across_both_operands(cli, db):
+    """Review 1: one kernel against a tag of six labelled the tag's groups only (`variant=amd64`
+    against a bare group): the lone kernel's group matched none, and nothing said which variant of
+    the tag it was. The labels are made across both operands: the lone kernel is `variant=amd64`
+    on both sides (its release is what is compared), the tag's others are one-sided, named alike."""
+    out = cli("compare", "h-6.1.0-55-amd64", fv.TAG).stdout
+    assert re.search(r"^test=getppid1 mode=process nr_task=1 variant=amd64 vm=icount\s+3028048\s+0\.0%\s+3028048\s",
+                     out, re.MULTILINE), out
+    only = [line.strip() for line in out.splitlines() if line.strip().startswith("only in")]
+    assert all(f"only in {fv.TAG}:" in line and "variant=" in line for line in only), out
+    assert not any("variant=amd64," in line and "will-it-scale" in line for line in only), out
+    # the other way round, and in benchstat's layout: the same group, labelled the same
+    out = cli("compare", fv.TAG, "h-6.1.0-55-amd64", "--style", "benchstat", "--metric", METRIC).stdout
+    assert re.search(r"^will-it-scale variant=amd64: will-it-scale\.per_process_ops\s+3028048 .*~", out, re.MULTILINE), out
+    # each side of one variant only: operand against operand, no label (unchanged)
+    out = cli("compare", "h-6.1.0-53-amd64", "h-6.1.0-55-amd64").stdout
+    assert "variant=" not in out, out
+
+
+def _perf_profiled(store, tag: str, cmdline: str, extra: float) -> None:
+    """A perf-profile run of getppid1 on Debian's 6.1.0-56-amd64 in a guest, booted with `cmdline`."""
+    import json
+
+    from perflab.core.model import INFORMATIONAL
+
+    shares = {"do_syscall_64": 30.0 + extra, "entry_SYSCALL_64": 20.0}
+    params = {"test": "getppid1", "mode": "process", "nr_task": 1, **({"cmdline": cmdline} if cmdline else {})}
+    kernel = {"image": "debian:6.1.0-56-amd64", "cmdline": cmdline} if cmdline else "debian:6.1.0-56-amd64"
+    run = fv._run(store, "will-it-scale", kernel, params, "6.1.0-56-amd64", [], tag=tag)
+    for rep in range(3):
+        store.add_samples(run, rep, [Sample(f"perf-profile.{kind}.cycles-pp.{sym}", value + rep * 0.1, "%",
+                                            INFORMATIONAL) for sym, value in shares.items()
+                                     for kind in ("children", "self")])
+        store.add_monitor_series(run, "perf-profile", rep, [(None, 1.0, {
+            json.dumps(["symbol", "[k]", "will-it-scale", sym]): value for sym, value in shares.items()})])
+
+
+def test_report_profile_heads_columns_with_what_tells_two_variants_apart(cli):
+    """Review 2: `report profile` cut its column headings at 18 (perf-profile) and 24 (insn-profile)
+    characters, or from the word where they differ: `tag=p1,kernel=6.1.0-56-amd64,cmdline=` against
+    `...,cmdline=mitigations=off` was headed by nothing against `mitigations=off`. The headings are
+    the whole operands up to 40 characters, each column as wide as its own; longer, the common part
+    is said as "…" (the header names both whole)."""
+    from test_variant_leftovers import _profiled
+
+    store = open_store(str(cli.db))
+    base, head = "tag=p1,kernel=6.1.0-56-amd64,cmdline=", "tag=p1,kernel=6.1.0-56-amd64,cmdline=mitigations=off"
+    _perf_profiled(store, "p1", "", 0.0)
+    _perf_profiled(store, "p1", "mitigations=off", 5.0)
+    out = cli("report", "profile", base, head).stdout
+    heading = next(l for l in out.splitlines() if l.rstrip().endswith("change"))
+    assert heading.split() == ["…cmdline=", "…cmdline=mitigations=off", "change"], out
+    assert f"base {base}, head {head}" in out
+    row = next(l for l in out.splitlines() if l.endswith(" do_syscall_64"))
+    assert row.split()[:4] == ["30.10%", "30.10%", "35.10%", "35.10%"], out
+    # insn-profile's table: the base column was headed "" (the text after the last "=" before they differ)
+    for release, cmdline, bump in (("6.1.0-47-amd64", "", 0), ("6.1.0-47-amd64", "mitigations=off", 0)):
+        _profiled(store, release, cmdline, bump, "i1")
+    base, head = "kernel=6.1.0-47-amd64,cmdline=", "kernel=6.1.0-47-amd64,cmdline=mitigations=off"
+    out = cli("report", "profile", base, head).stdout
+    heading = next(l for l in out.splitlines() if l.rstrip().endswith("function"))
+    assert heading.split()[:2] == ["…cmdline=", "…cmdline=mitigations=off"], out
+
+
+def test_a_profile_columns_heading_is_shortened_only_to_what_tells_them_apart():
+    from perflab.report.profile import _columns
+
+    assert _columns("kernel=6.1.0-56-amd64", "kernel=6.1.0-56-rt-amd64", 40) == \
+        ("kernel=6.1.0-56-amd64", "kernel=6.1.0-56-rt-amd64")
+    long = "tag=a-long-series-name,box=lab1,kernel=6.1.0-56-amd64,cmdline="
+    assert _columns(long, long + "mitigations=off", 40) == ("…cmdline=", "…cmdline=mitigations=off")
+    sha = "tag=bisect-125,commit="
+    a, b = _columns(sha + "1" * 40, sha + "2" * 40, 24)
+    assert a != b and a.startswith("…111") and len(a) <= 24
+    assert _columns("x" * 50 + "a", "x" * 50 + "b", 18) == ("base", "head")   # the header names them whole
+
+
+def test_report_table_leaves_out_a_row_of_no_sample_and_says_so(cli, db):
+    """Review 3: `report table` printed a row of dashes for a tag that has no sample of the metric
+    (e2 holds lmbench only; the history's tags no syscall.null); the other views leave out what
+    they have no figure for. Left out, and a note on stderr names it."""
+    fv.plant_head(str(cli.db))
+    done = cli("report", "table", METRIC, "syscall.null", "--rows", "tag", "--cols", "variant")
+    tables = done.stdout.split("\n\n")
+    assert len(tables) == 2, done.stdout
+    for table in tables:
+        body = [line for line in table.splitlines()[3:] if line.strip()]
+        assert body and all(re.search(r"\d", line.split(None, 1)[1]) for line in body), table
+    wis_rows = [line.split()[0] for line in tables[0].splitlines()[3:] if line.strip()]
+    assert "e2" not in wis_rows and "e1" in wis_rows, tables[0]
+    null_rows = [line.split()[0] for line in tables[1].splitlines()[3:] if line.strip()]
+    assert null_rows == ["e1", "e2"], tables[1]
+    assert "6.1.0-47 amd64" not in tables[1].splitlines()[1], tables[1]
+    assert f"note: {METRIC}: left out, no sample of it: tag e2" in done.stderr, done.stderr
+    assert "note: syscall.null: left out, no sample of it: tag h-6.1.0-47-amd64" in done.stderr, done.stderr
+
+
+def test_log_prints_a_kernel_label_whole(cli, db):
+    """Review 4: `log` cut a kernel label at 44 characters (`6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFOR…(+22)`),
+    the only view that did, and the recipe's two builds (e1's and e2's) read alike. Whole now."""
+    fv.plant_head(str(cli.db))
+    out = cli("log").stdout
+    assert "…(+" not in out, out
+    kernels = {m.group(2).strip(): m.group(1) for m in re.finditer(r"^\s*(\d+)\s.*?done\s+(.+?)\s{2,}e[12]\s", out, re.M)}
+    fast = [k for k in kernels if k.startswith("6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE ref=")]
+    assert len(fast) == 2, out      # e1's build and e2's, told apart by their ref
+
+
+def test_mmtests_heads_each_section_with_its_own_kernels(cli, db):
+    """Review 5 (mmtests): a section's kernel line was the operand's, `mixed` for a tag of six
+    kernels, in every section: the rt section did not say it measured 6.1.0-56-rt-amd64. Each
+    section now heads its columns with the kernel its own runs measured."""
+    fv.plant_head(str(cli.db))
+    out = cli("compare", fv.TAG, "e2", "--style", "mmtests").stdout
+    assert "mixed" not in out, out
+    sections = {block.splitlines()[0]: block.splitlines()[1].split() for block in out.split("\n\n")
+                if block.startswith("lmbench variant=")}
+    assert sections["lmbench variant=rt"] == ["6.1.0-56-rt-amd64", "6.1.0-56-rt-amd64"], out
+    assert sections["lmbench variant=cloud"] == ["6.1.0-56-cloud-amd64", "6.1.0-56-cloud-amd64"], out
+    assert sections["lmbench variant=gcc-12"] == ["6.1.192", "6.1.192"], out
+    out = cli("compare", "h-6.1.0-55-amd64", fv.TAG, "--style", "mmtests", "--metric", METRIC).stdout
+    assert out.splitlines()[1].split() == ["6.1.0-55-amd64", "6.1.0-56-amd64"], out
+
+
+def test_report_profile_pairs_one_kernel_with_its_variant_of_a_tag(cli):
+    """Review 5 (the mail's "where", report profile): one kernel against a tag of two flavours keyed
+    the lone kernel's testcase bare and the tag's by `variant=`, so none was compared ("only in"
+    both sides). Keyed as compare keys them now: amd64 with amd64, rt only in the head."""
+    from test_variant_leftovers import _profiled
+
+    store = open_store(str(cli.db))
+    _profiled(store, "6.1.0-47-amd64", "", 0, "t47")
+    for release, bump in (("6.1.0-56-amd64", 1), ("6.1.0-56-rt-amd64", 2)):
+        _profiled(store, release, "", bump, "t56")
+    out = cli("report", "profile", "t47", "t56").stdout
+    sections = re.split(r"^## ", out, flags=re.M)[1:]
+    assert len(sections) == 1 and "variant=amd64" in sections[0].splitlines()[0], out
+    row = next(l for l in sections[0].splitlines() if l.endswith(" do_syscall_64"))
+    assert row.split()[:3] == ["100.00", "101.00", "+1.00"], out
+    assert re.search(r"only in the head: .*variant=rt", out), out
+
+
+def test_scaling_and_kernbench_label_a_lone_kernel_beside_a_tag_of_several(cli):
+    """Review 5 (report scaling/kernbench and their page sections, the compare defect again): a tag
+    of one kernel beside a tag of two flavours kept its bare label (`one`) while the other's were
+    `two 6.1.0-56 amd64` and `two 6.1.0-56 rt`: which kernel `one` was went unsaid. Labelled
+    across every operand now; the same for kernbench's columns. And `report scaling` of runs with no
+    workload figure printed nothing at all and succeeded: it says so and fails."""
+    from perflab.benchmarks.kernbench.view import report
+    from perflab.benchmarks.will_it_scale import WORKLOAD
+    from perflab.benchmarks.will_it_scale.view import scaling
+
+    store = open_store(str(cli.db))
+    for tag, release in (("one", "6.1.0-55-amd64"), ("two", "6.1.0-56-amd64"), ("two", "6.1.0-56-rt-amd64")):
+        for n in (1, 2):
+            fv._run(store, "will-it-scale", f"debian:{release}", {"test": "getppid1", "mode": "process", "nr_task": n},
+                    release, [Sample(WORKLOAD, 1000.0 * n, "ops/s (icount)", HIGHER_IS_BETTER, exact=True)], tag=tag)
+        fv._run(store, "kernbench", f"debian:{release}", {"load": "half", "jobs": 1}, release,
+                [Sample("kernbench.elapsed_time", 100.0, "s (icount)", LOWER_IS_BETTER, exact=True)], tag=tag)
+    view = scaling(store, ("one", "two"), (), None)
+    assert sorted(set(view.variants)) == ["one 6.1.0-55 amd64", "two 6.1.0-56 amd64", "two 6.1.0-56 rt"], view.variants
+    assert report(store, ("one", "two"), None).labels == ["one 6.1.0-55 amd64", "two 6.1.0-56 amd64", "two 6.1.0-56 rt"]
+    # every operand of one variant: each keeps its label
+    assert sorted(set(scaling(store, ("one", "tag=two,kernel=6.1.0-56-rt-amd64"), (), None).variants)) == \
+        ["one", "tag=two,kernel=6.1.0-56-rt-amd64"]
+    fv.plant(str(cli.db))
+    done = cli("report", "scaling", "h-6.1.0-55-amd64", fv.TAG, check=False)
+    assert done.returncode != 0 and "will-it-scale.workload" in done.stderr and not done.stdout, done

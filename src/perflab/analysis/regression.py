@@ -197,7 +197,7 @@ def _machine(facts: dict, guest: KernelSide | None = None) -> str:
     return f"{facts.get('testbox', '?')}: {threads} threads {model}{_memory(facts.get('memory_kib'))}"
 
 
-def _headline_runs(selection, row: MetricRow) -> list:
+def _headline_runs(selection, row: MetricRow, among: list | None = None) -> list:
     """The runs of one side that measured the headline's group: keyed as compare keyed them
     (selection.variant_keys: the parameters, with `variant` where the side's runs are of several),
     so that the mail's job, kernel and guest are the headline variant's, not another's of the tag.
@@ -205,7 +205,7 @@ def _headline_runs(selection, row: MetricRow) -> list:
     from perflab.analysis.selection import variant_keys
 
     want = (row.benchmark, json.dumps(row.params, sort_keys=True, default=str))
-    keys = variant_keys(selection.runs, variants=selection.variants)
+    keys = variant_keys(selection.runs, variants=selection.variants, among=among)
     runs = [r for r in selection.runs if keys[r.id][1:] == want]
     return runs or list(selection.runs)
 
@@ -225,7 +225,8 @@ def _findings(result: ComparisonResult, head: str, base: str) -> tuple[str, list
 def _repetitions(result: ComparisonResult, row: MetricRow, job: dict) -> int | None:
     """The repetitions a reproduction should ask for: the runs measured of the headline's group on
     the larger side (a bisection measures a culprit again to match its good end), at least the job's."""
-    sides = [sum(int((r.job or {}).get("runs") or 0) for r in _headline_runs(sel, row)) for sel in result.selections]
+    sides = [sum(int((r.job or {}).get("runs") or 0) for r in _headline_runs(sel, row, result.selections))
+             for sel in result.selections]
     return max([job.get("runs") or 0, *sides]) or None
 
 
@@ -264,8 +265,8 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
         result = replace(result, rows=[r for r in result.rows if r.fdr_group != SECONDARY])
     # `headline`: the metric a bisection was judged by leads, when it is among the significant ones.
     headline = next((r for r in rows if r.metric == headline), rows[0])
-    head_run = _headline_runs(result.selections[1], headline)[-1]
-    base_run = _headline_runs(result.selections[0], headline)[-1]
+    head_run = _headline_runs(result.selections[1], headline, result.selections)[-1]
+    base_run = _headline_runs(result.selections[0], headline, result.selections)[-1]
     guests = [kernel_side(base_run), kernel_side(head_run)]
     remote = head_run.environment.get("sut_remote") or _lab_source(head_run)
     repo = repo or _repository(head_run)

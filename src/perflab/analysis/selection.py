@@ -196,42 +196,91 @@ def group_params(params: dict | None, benchmark: str = "", guest: bool = True) -
     return params_key(kept, benchmark)
 
 
-def variant_keys(runs, cross_box: bool = False, variants: dict | None = None) -> dict[int, tuple[str | None, str, str]]:
+def variant_keys(runs, cross_box: bool = False, variants: dict | None = None,
+                 among: list[Selection] | None = None) -> dict[int, tuple[str | None, str, str]]:
     """run id -> its group's (box, benchmark, params: group_params). Runs of one operand that share
     those but differ in variant (analysis.variant: a flavour, a kernel, a build, boot options, the
     file system, the compiler) are never pooled: each variant's parameters gain `variant` = its
     label among them, without the kernel's version where that alone does not tell them apart
     (`rt`, `cloud`), so that the same flavours of two operands are matched. `variants`: the runs'
-    variants when already decoded (Selection.variants)."""
-    from perflab.analysis import naming, variant
+    variants when already decoded (Selection.variants). `among`: every compared operand (this one
+    too): the labels are then made across them all (cross_labels), so that one
+    variant against a tag of several is labelled on both sides (`variant=amd64` with `variant=amd64`)."""
+    from perflab.analysis import variant
+
+    def keyed(rs, variant_of: dict) -> tuple[dict, dict]:
+        keys = {r.id: (None if cross_box else r.box, r.benchmark,
+                       group_params(r.params, r.benchmark, variant_of[r.id].target.guest)) for r in rs}
+        by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
+        for r in rs:
+            v = variant_of[r.id]
+            by_key[keys[r.id]].setdefault(v.side_key, v)
+        return keys, by_key
 
     variant_of = variants if variants is not None else {r.id: variant.of(r) for r in runs}
-    keys = {r.id: (None if cross_box else r.box, r.benchmark,
-                   group_params(r.params, r.benchmark, variant_of[r.id].target.guest)) for r in runs}
-    by_key: dict[tuple, dict[tuple, object]] = defaultdict(dict)
+    keys, mine = keyed(runs, variant_of)
+    sides = [keyed(sel.runs, sel.variants)[1] for sel in among] if among else [mine]
+    labels = cross_labels(sides)
     for r in runs:
-        v = variant_of[r.id]
-        by_key[keys[r.id]].setdefault(v.side_key, v)
-    for key, kinds in by_key.items():
-        if len(kinds) < 2:
-            continue
-        labels = naming.variant_labels(list(kinds.values()), anchor=False)
-        if len(set(labels)) < len(labels):
-            labels = naming.variant_labels(list(kinds.values()))
-        label_of = dict(zip(kinds, labels))
-        params = json.loads(key[2])
-        for r in runs:
-            # The one variant that has nothing the others lack (the kernel without boot options
-            # beside it with mitigations=off) keeps its parameters as they are, as it would alone.
-            label = label_of[variant_of[r.id].side_key]
-            if keys[r.id] == key and label:
-                keys[r.id] = (*key[:2], json.dumps({**params, VARIANT_KEY: label}, sort_keys=True, default=str))
+        label = labels.get((keys[r.id], variant_of[r.id].side_key))
+        # The one variant that has nothing the others lack (the kernel without boot options
+        # beside it with mitigations=off) keeps its parameters as they are, as it would alone.
+        if label:
+            key = keys[r.id]
+            keys[r.id] = (*key[:2], json.dumps({**json.loads(key[2]), VARIANT_KEY: label}, sort_keys=True, default=str))
     return keys
 
 
-def groups_of(store: Store, selection: Selection, cross_box: bool = False) -> dict[tuple, Group]:
+# -- one label for a variant on every side of a comparison --------------------------------------
+
+def cross_labels(sides: list[dict]) -> dict[tuple, str]:
+    """(group key, side_key) -> the `variant` label of that variant's group, made across every
+    compared operand at once (`sides`: per operand, group key -> {side_key: Variant}).
+
+    A group key where each operand ran one variant is left alone (operand against operand: what
+    differs is what is compared). Otherwise every variant of every operand is labelled among all
+    of them (naming.variant_labels without the version), so whatever tells two groups shown apart
+    is said on both sides: one kernel against a tag of several is `variant=amd64` against the
+    tag's `variant=amd64`, not bare against it. Variants of one line (analysis.variant.Variant.line:
+    Debian's amd64 6.1.0-55 and 6.1.0-56) on different operands share a label, so they are
+    compared; two releases of one line within an operand are told apart by their version."""
+    from collections import Counter
+
+    from perflab.analysis import naming
+
+    out: dict[tuple, str] = {}
+    for key in dict.fromkeys(k for side in sides for k in side):
+        per_side = [side.get(key, {}) for side in sides]
+        if all(len(kinds) <= 1 for kinds in per_side):
+            continue
+        crowded = {line for kinds in per_side
+                   for line, n in Counter(v.line for v in kinds.values()).items() if n > 1}
+
+        def unit(v) -> tuple:
+            return v.side_key if v.line in crowded else v.line
+
+        reps: dict[tuple, object] = {}
+        for kinds in per_side:
+            for v in kinds.values():
+                reps.setdefault(unit(v), v)
+        units = list(reps)
+        labels = naming.variant_labels(list(reps.values()), anchor=False)
+        seen = Counter(labels)
+        if any(n > 1 for n in seen.values()):
+            # Releases of one line within an operand: those (and only those) say their version.
+            anchored = naming.variant_labels(list(reps.values()))
+            labels = [anchored[i] if seen[text] > 1 else text for i, text in enumerate(labels)]
+        label_of = dict(zip(units, labels))
+        for kinds in per_side:
+            for side_key, v in kinds.items():
+                out[(key, side_key)] = label_of[unit(v)]
+    return out
+
+
+def groups_of(store: Store, selection: Selection, cross_box: bool = False,
+              among: list[Selection] | None = None) -> dict[tuple, Group]:
     out: dict[tuple, Group] = {}
-    run_keys = variant_keys(selection.runs, cross_box, selection.variants)
+    run_keys = variant_keys(selection.runs, cross_box, selection.variants, among)
     for smp in store.samples(selection.run_ids):
         key = (*run_keys[smp.run_id], smp.metric)
         g = out.get(key)
@@ -277,18 +326,24 @@ def metric_wanted(names, wanted) -> set[str]:
 def variants_apart(groups) -> list[tuple[str, list]]:
     """Each (label, runs) split by variant (analysis.variant: a kernel's flavour, boot options, a
     target, the file system): a tag of amd64 and rt runs is two curves, `TAG rt` and `TAG amd64`,
-    never one curve averaging the two kernels. A group of one variant keeps its label."""
+    never one curve averaging the two kernels. Labelled across every group, as compare labels its
+    operands' variants: beside a tag of several, a group of one variant says which it is too
+    (`v1 6.1.0-55 amd64` beside `v2 6.1.0-56 amd64`, `v2 6.1.0-56 rt`). Where every group is of one
+    variant, each keeps its label."""
     from perflab.analysis import naming, variant
 
-    out = []
+    split = []
     for label, runs in groups:
         kinds: dict[tuple, tuple] = {}
         for r in runs:
             v = variant.of(r)
             kinds.setdefault(v.side_key, (v, []))[1].append(r)
-        if len(kinds) < 2:
-            out.append((label, runs))
-            continue
-        labels = naming.variant_labels([v for v, _ in kinds.values()])
-        out += [(f"{label} {name}", rs) for name, (_, rs) in zip(labels, kinds.values())]
+        split.append((label, runs, kinds))
+    if all(len(kinds) < 2 for _, _, kinds in split):
+        return [(label, runs) for label, runs, _ in split]
+    every = {key: v for _, _, kinds in split for key, (v, _) in kinds.items()}
+    name_of = dict(zip(every, naming.variant_labels(list(every.values()))))
+    out = []
+    for label, runs, kinds in split:
+        out += [(f"{label} {name_of[key]}", rs) for key, (_, rs) in kinds.items()] if kinds else [(label, runs)]
     return out

@@ -103,7 +103,9 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
     headline = _headlines(listed, variants, rows, store, benchmark=benchmark, tag=tag, box=box, since=since_time)
     kernel = _kernel_labels(listed, variants)
     rows = _ordered(rows, listed, variants, order)
-    kernel_width = max([6, *(len(printable(kernel.get(r.id), 44)) for r in rows)])
+    # A kernel's label is printed whole (docs/views.md "Names of rows and series"): the variant
+    # labels are short by construction, and what tells two apart is often at their end.
+    kernel_width = max([6, *(len(printable(kernel.get(r.id), None)) for r in rows)])
     first, first_unit = _first_column(rows, headline, unit)
     out = [f"{'run':>5}  {'date':16}  {first:>9}  {'user':>9}  {'sys':>9}  {'status':11}  {'kernel':{kernel_width}}  "
            f"{'tag':14}  {'commit':18}  comment"]
@@ -120,7 +122,7 @@ def log_cmd(benchmark, per, tag, box, since, plot, db, order=None) -> None:
             comment = f"[{printable(metric, 60)}{' ' + printable(metric_unit, 20) if metric_unit else ''}] {comment}"
         out.append(
             f"{r.id:>5}  {local_time(r.started):16}  {fmt_num(real, 9)}  {fmt_num(user, 9)}  {fmt_num(sys_, 9)}  "
-            f"{_MARK.get(r.status, r.status):11}  {printable(kernel.get(r.id), 44):{kernel_width}}  "
+            f"{_MARK.get(r.status, r.status):11}  {printable(kernel.get(r.id), None):{kernel_width}}  "
             f"{printable(r.tag):14}  {_commit(r):18}  {comment}"
         )
     click.echo("\n".join(out))

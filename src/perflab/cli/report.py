@@ -81,6 +81,13 @@ def report_scaling(operands, tests, box, plot, size, db) -> None:
     from perflab.report.scaling import render_scaling
 
     view = scaling(get_store(db, reading=True), tuple(operands), tuple(tests), box)
+    if not view.curves:
+        # Runs matched, but none holds the workload figure a curve is drawn from: say so, never print nothing.
+        from perflab.benchmarks.will_it_scale import WORKLOAD
+        from perflab.core.errors import PerflabError
+
+        raise PerflabError(f"the will-it-scale runs{' of ' + ' '.join(operands) if operands else ''} hold no "
+                           f"{WORKLOAD} samples to draw a curve from (runs stored by another tool?)")
     click.echo(render_scaling(view.curves, view.variants), nl=False)
     if plot:
         from perflab.report.scaling import plot_scaling
@@ -278,6 +285,9 @@ def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None
     found = pivots(get_store(db, reading=True), tuple(metrics), row_key, cols, benchmark, tuple(boxes), tuple(tags))
     if found and found[0].note:
         click.echo(f"note: {found[0].note}", err=True)
+    for p in found:
+        if p.left_out:
+            click.echo(f"note: {p.left_out}", err=True)
     click.echo("\n".join(render_pivot(p.metric, p.unit, p.row_key, p.col_keys, p.row_values, p.col_values, p.cells)
                          for p in found), nl=False)
 

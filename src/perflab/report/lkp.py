@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 
 from perflab.analysis.comparison import ComparisonResult, MetricRow
+from perflab.analysis.selection import VARIANT_KEY
 from perflab.analysis.views.comparison import ComparisonView
 from perflab.core.text import printable
 from perflab.report.notes import Footnotes, estimator_legend, fdr_group_lines, monitor_summary, shown, tail_lines
@@ -144,7 +145,10 @@ def render(result: ComparisonResult) -> str:
     lines.append("-" * (BASE_WIDTH + pads[0]) + " " + " ".join("-" * (HEAD_WIDTH + p) + " " for p in pads[1:]))
     lines.append(" " * pads[0] + "         %stddev" + "".join(" " * p + "     %change         %stddev" for p in pads[1:]))
     lines.append(" " * pads[0] + "             \\  " + "".join(" " * p + "        |                \\  " for p in pads[1:]))
-    several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1
+    # A row per testcase names it; so does a lone row of one variant among several (`variant=amd64`
+    # of a tag matched with the other side's one kernel): the header names no variant.
+    several = len({(r.benchmark, json.dumps(r.params, sort_keys=True, default=str)) for r in result.rows}) > 1 \
+        or any(VARIANT_KEY in r.params for r in result.rows)
     head_labels = result.labels[1:]
     testcases = _testcase_labels(result.rows) if several else {}
     width = max((len(t) for t in testcases.values()), default=0)

@@ -99,11 +99,7 @@ def _monitor_tables(result: ComparisonResult, name, tags: list[str], notes: Foot
 
 def render(view: ComparisonView) -> str:
     result = view.result
-    kernels, tags = [], []
-    for sel in result.selections:
-        releases = {(r.environment or {}).get("kernel_release", "") for r in sel.runs}
-        kernels.append(shown(releases.pop() if len(releases) == 1 else "mixed", LABEL_LIMIT))
-        tags.append(shown(sel.label, LABEL_LIMIT))
+    tags = [shown(sel.label, LABEL_LIMIT) for sel in result.selections]
     lines = []
     by_benchmark: dict[str, list[MetricRow]] = {}
     for row in result.rows:
@@ -129,6 +125,8 @@ def render(view: ComparisonView) -> str:
             for i, (stat, cells) in enumerate(stats):
                 table.append((stat, shown(op) + (marks if i == mean else ""), cells))
         ncols = len(result.labels)
+        # Each section's kernels are its own runs' (a tag of several variants: rt's in rt's section).
+        kernels = [shown(k or "-", LABEL_LIMIT) for k in view.kernels_of(rows[0])]
         value_w = [max([MIN_VALUE_WIDTH] + [len(c[0]) for _, _, cells in table if (c := cells[j]) is not None])
                    for j in range(ncols)]
         col_w = [max(w + 12, len(kernels[j]) + 1, len(tags[j]) + 1) for j, w in enumerate(value_w)]

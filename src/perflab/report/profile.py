@@ -41,14 +41,43 @@ def _significance(sym) -> str:
     return ("changed" if verdict == CHANGED else "~") + ptext
 
 
+_WORD_ENDS = ",= "
+HEADING_WIDTH = 40    # a column heading longer than this is shortened to what tells it apart (_columns)
+
+
 def _columns(base: str, head: str, width: int) -> tuple[str, str]:
-    """Two column headings of at most `width`: their starts, or where both start alike (one tag,
-    two commits: "bisect-1a2b,SHA"), from the part where they differ (the commits)."""
-    if base[:width] != head[:width]:
+    """Two column headings of at most `width` that never lose what tells them apart: the labels
+    whole when they fit; else the words where they differ, the common part around them left as
+    "…" (`…cmdline=mitigations=off` against `…cmdline=mitigations=auto`); a part still too wide
+    is cut only where both stay apart (two commits: `…1a2b3c4d5e6f7a8b9…`); else `base` and `head`,
+    the header naming both whole (a legend)."""
+    if (len(base) <= width and len(head) <= width) or base == head:
         return base[:width], head[:width]
     first = next((i for i, (a, b) in enumerate(zip(base, head)) if a != b), min(len(base), len(head)))
-    start = max(base.rfind(",", 0, first), base.rfind("=", 0, first)) + 1
-    return base[start:start + width], head[start:start + width]
+    tail = 0
+    while tail < min(len(base), len(head)) - first and base[-1 - tail] == head[-1 - tail]:
+        tail += 1
+
+    def part(text: str) -> tuple[bool, bool, str]:
+        start = max(text.rfind(c, 0, first) for c in _WORD_ENDS) + 1
+        if start == first and first in (len(base), len(head)):
+            # One label is the other's start (`cmdline=` against `cmdline=mitigations=off`): the word before too.
+            start = max(text.rfind(c, 0, start - 1) for c in _WORD_ENDS) + 1
+        ends = [i for i in (text.find(c, len(text) - tail) for c in _WORD_ENDS) if i != -1]
+        end = min(ends) if ends else len(text)
+        return start > 0, end < len(text), text[start:end]
+
+    (b_pre, b_post, b), (h_pre, h_post, h) = part(base), part(head)
+
+    def shown(pre: bool, post: bool, text: str, room: int) -> str:
+        cut = len(text) > room
+        text = text[:room]
+        return ("…" if pre else "") + text + ("…" if post or cut else "")
+
+    room = width - 2
+    if max(len(b), len(h)) <= room or b[:room] != h[:room]:
+        return shown(b_pre, b_post, b, room), shown(h_pre, h_post, h, room)
+    return "base", "head"
 
 
 def _profile_legend(result: ProfileComparison) -> list[str]:
@@ -73,13 +102,16 @@ def _profile_table(result: ProfileComparison, base_label: str, head_label: str,
     kinds = [facts.get(s.symbol, ("?", "?"))[1] for s in result.symbols]
     sw = max(len("significance"), *(len(x) for x in sig))
     cw = max(len("comm"), *(len(c) for c in comms))
-    base_short, head_short = _columns(base_label, head_label, 18)
-    lines = ["", f"{base_short:^19}{head_short:^19}{'change':^18}".rstrip(),
-             f"{'children':>10}{'self':>9}{'children':>10}{'self':>9}{'children':>10}{'self':>8}  "
+    # Each side's columns as wide as its heading: the labels whole (kernel=6.1.0-56-amd64,cmdline=
+    # against kernel=6.1.0-56-amd64,cmdline=mitigations=off), never cut where they differ.
+    base_short, head_short = _columns(base_label, head_label, HEADING_WIDTH)
+    bw, hw = max(19, len(base_short) + 1), max(19, len(head_short) + 1)
+    lines = ["", f"{base_short:^{bw}}{head_short:^{hw}}{'change':^18}".rstrip(),
+             f"{'children':>{bw - 9}}{'self':>9}{'children':>{hw - 9}}{'self':>9}{'children':>10}{'self':>8}  "
              f"{'significance':<{sw}}  {'comm':<{cw}}  symbol"]
     for s, sg, comm, kind in zip(result.symbols, sig, comms, kinds):
-        lines.append(f"{_pct(s.children.base):>10}{_pct(s.self.base):>9}"
-                     f"{_pct(s.children.head):>10}{_pct(s.self.head):>9}"
+        lines.append(f"{_pct(s.children.base):>{bw - 9}}{_pct(s.self.base):>9}"
+                     f"{_pct(s.children.head):>{hw - 9}}{_pct(s.self.head):>9}"
                      f"{_points(s.children.change):>10}{_points(s.self.change):>8}  "
                      f"{sg:<{sw}}  {comm:<{cw}}  {kind} {s.symbol}")
     return lines
@@ -197,8 +229,8 @@ def _instruction_section(view, section, moved_only: bool) -> list[str]:
         lines += [f"{_count(r.base, whole):>16}{_pct(r.share):>9}  {r.symbol}" for r in section.rows]
         lines.append(f"# the {len(section.rows)} largest of {section.compared} rows ({ROWS_NOTE})")
         return lines
-    # Columns as wide as the labels' telling part (kernel=6.1.0-47-rt-amd64: 6.1.0-47-rt-amd64), up to 24.
-    base_short, head_short = _columns(view.base_label, view.head_label, 24)
+    # Columns headed by the whole labels (up to HEADING_WIDTH, else the part that tells them apart).
+    base_short, head_short = _columns(view.base_label, view.head_label, HEADING_WIDTH)
     w = max(16, len(base_short) + 1, len(head_short) + 1)
     lines += ["", f"{base_short:>{w}}{head_short:>{w}}{'change':>14}{'of change':>11}  function",
               f"{_count(section.base_total, whole):>{w}}{_count(section.head_total, whole):>{w}}"

@@ -33,7 +33,7 @@ class Layout(NamedTuple):
 
 LAYOUTS = (
     Layout("lkp", "perflab.report.lkp:render_view", env_diff=True),
-    Layout("mmtests", "perflab.report.mmtests:render", needs=("summary_lines",)),
+    Layout("mmtests", "perflab.report.mmtests:render", needs=("summary_lines", "testcase_kernels")),
     # The LMbench summary prints LMbench's figures alone: a gate over another job would show nothing.
     Layout("lmbench", "perflab.report.lmbench_compare:render", gate=False),
     Layout("kernbench", "perflab.report.kernbench:render", needs=("kernbench_blocks",)),

@@ -63,7 +63,8 @@ class Matched:
 def match_groups(store: Store, selections: list[Selection], *, cross_box: bool, metrics: list[str] | None,
                  drop_monitors: bool) -> Matched:
     """The groups of each selection, narrowed to `metrics`, heads paired with the base, one-sided ones listed."""
-    side_groups = [groups_of(store, sel, cross_box=cross_box) for sel in selections]
+    # The variants are labelled across every operand: one kernel against a tag of several says which it is.
+    side_groups = [groups_of(store, sel, cross_box=cross_box, among=selections) for sel in selections]
     notes = [_variants_note(sel, groups) for sel, groups in zip(selections, side_groups)]
     if metrics:
         # --metric NAME: that metric alone when it exists (syscall.null is not syscall.null_io), else a substring.

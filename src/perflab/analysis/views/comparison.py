@@ -24,7 +24,9 @@ from perflab.analysis.comparison import ComparisonResult, MetricRow
 
 # The extras a layout may need: the names of ComparisonView's optional fields.
 SUMMARY_LINES, KERNBENCH_BLOCKS, MIN_SAMPLES_FOR_CI = "summary_lines", "kernbench_blocks", "min_samples_for_ci"
-EXTRAS = (SUMMARY_LINES, KERNBENCH_BLOCKS, MIN_SAMPLES_FOR_CI)
+TESTCASE_KERNELS = "testcase_kernels"
+EXTRAS = (SUMMARY_LINES, KERNBENCH_BLOCKS, MIN_SAMPLES_FOR_CI, TESTCASE_KERNELS)
+MIXED = "mixed"   # a side whose runs of one testcase measured several kernel releases (host upgrades)
 
 
 class RowKey(NamedTuple):
@@ -58,6 +60,17 @@ class ComparisonView:
     summary_lines: dict[RowKey, list[SummaryLine]] | None = None   # mmtests: the lines of each own directional row
     kernbench_blocks: list | None = None          # kernbench: the view hook's BlockGroups (empty: no kernbench rows)
     min_samples_for_ci: int | None = None         # benchstat: samples a bounded median interval needs (stats.median)
+    # mmtests: the kernel release each side measured, per testcase (benchmark, params as RowKey's):
+    # a tag of six variants is 6.1.0-56-rt-amd64 in its rt section, never "mixed" over the tag.
+    testcase_kernels: dict[tuple[str, str], list[str]] | None = None
+
+    def kernels_of(self, row: MetricRow) -> list[str]:
+        """Each side's kernel release of the row's testcase ("" where the side has none of its runs)."""
+        if self.testcase_kernels is None:
+            raise LookupError(f"this comparison view was built without {TESTCASE_KERNELS!r}: "
+                              "the layout that reads it must name it in its needs (perflab.report.registry)")
+        key = RowKey.of(row)
+        return self.testcase_kernels.get((key.benchmark, key.params), [""] * len(self.result.labels))
 
     def lines_of(self, row: MetricRow) -> list[SummaryLine]:
         if self.summary_lines is None:
@@ -91,6 +104,29 @@ def summary_lines(row: MetricRow) -> list[SummaryLine]:
     return out
 
 
+def testcase_kernels(result: ComparisonResult) -> dict[tuple[str, str], list[str]]:
+    """(benchmark, params) -> each side's kernel release of that testcase's runs, keyed as the
+    comparison keyed its groups (selection.variant_keys across the operands); MIXED where a side's
+    runs of it measured several (the host's upgrades, pooled as its history). A head paired with
+    the base's other parameters (one variant each, comparison.matching) is keyed by the base's."""
+    from perflab.analysis.selection import variant_keys
+
+    sides = result.selections
+    found: dict[tuple[str, str], list[set]] = {}
+    for i, sel in enumerate(sides):
+        keys = variant_keys(sel.runs, variants=sel.variants, among=sides)
+        for r in sel.runs:
+            release = str((r.environment or {}).get("kernel_release") or "")
+            found.setdefault(keys[r.id][1:], [set() for _ in sides])[i].add(release)
+    out = {key: [next(iter(s)) if len(s) == 1 else MIXED if s else "" for s in per_side]
+           for key, per_side in found.items()}
+    if len(found) == len(sides) == 2 and all(sum(bool(s) for s in per_side) == 1 for per_side in found.values()):
+        # Each side one testcase of other parameters: the head's runs are compared under the base's key.
+        (bkey, b), (hkey, h) = sorted(found.items(), key=lambda kv: not kv[1][0])
+        out[bkey] = [out[bkey][0], out[hkey][1]]
+    return out
+
+
 def comparison_view(result: ComparisonResult, extras: Iterable[str] | None = None) -> ComparisonView:
     """The view with the extras named (a layout's `needs` in perflab.report.registry; every one when None)."""
     if isinstance(extras, str):   # a layout's name where its needs belong: refuse rather than read letters
@@ -113,6 +149,8 @@ def comparison_view(result: ComparisonResult, extras: Iterable[str] | None = Non
 
             hook = family_hook("kernbench")
             view.kernbench_blocks = hook.compared_blocks(kern) if hook is not None else []
+    if TESTCASE_KERNELS in wanted:
+        view.testcase_kernels = testcase_kernels(result)
     if MIN_SAMPLES_FOR_CI in wanted:
         from perflab.stats.median import CONFIDENCE, min_samples_for_median_ci
 

@@ -48,14 +48,16 @@ class Testcase:
         return f"{n} run{'s' if n != 1 else ''}, {reps} repetition{'s' if reps != 1 else ''}"
 
 
-def _split(sel, rows_of: dict[tuple[int, int], dict]) -> dict[tuple[str, str], Testcase]:
+def _split(sel, rows_of: dict[tuple[int, int], dict], among: list | None = None) -> dict[tuple[str, str], Testcase]:
     """The selection's rows (per (run, repetition)) by testcase and variant: an operand's runs of
     one testcase on two kernels (`kernel=6.1.0-47` selects amd64 and rt) are two sections, their
-    parameters gaining `variant` (analysis.selection.variant_keys), never one pooled profile."""
+    parameters gaining `variant` (analysis.selection.variant_keys), never one pooled profile.
+    `among`: both operands' selections, so the variants are labelled as compare labels them (one
+    kernel against a tag of several: `variant=amd64` on both sides)."""
     from perflab.analysis.selection import variant_keys
 
     run_of = {r.id: r for r in sel.runs}
-    keys = variant_keys(sel.runs)
+    keys = variant_keys(sel.runs, variants=sel.variants, among=among)
     out: dict[tuple[str, str], Testcase] = {}
     for (rid, rep), row in sorted(rows_of.items()):
         run = run_of[rid]
@@ -169,7 +171,7 @@ class ProfileView:
 
 
 def _profile_rows(store, operand: str, runs):
-    """(selection, its testcases with perf-profile rows) of one operand."""
+    """(selection, its rows by (run, repetition)) of one operand: perf-profile shares."""
     from perflab.analysis.selection import select
 
     sel = select(store, operand, runs)
@@ -183,7 +185,7 @@ def _profile_rows(store, operand: str, runs):
         raise PerflabError(f"operand {operand!r} selects {len(sel.runs)} run(s) ({', '.join('#%d' % r.id for r in sel.runs[:5])}"
                            f"{' ...' if len(sel.runs) > 5 else ''}) but none holds perf-profile data; "
                            "run with `--monitor perf-profile`")
-    return sel, _split(sel, reps)
+    return sel, reps
 
 
 def _facts(store, cases) -> dict[str, tuple[str, str]]:
@@ -208,7 +210,8 @@ def profile_side_view(store, operand: str, benchmark: str | None, top: int) -> P
     as `perf report --children` shows it, means over the repetitions."""
     from perflab.stats.profile import profile_shares
 
-    sel, cases = _profile_rows(store, operand, _runs(store, benchmark))
+    sel, reps = _profile_rows(store, operand, _runs(store, benchmark))
+    cases = _split(sel, reps)
     names = _names(list(cases))
     sections = []
     for key, case in cases.items():
@@ -223,7 +226,8 @@ def profile_view(store, base: str, head: str, benchmark: str | None, top: int) -
     """Per testcase both sides ran, the `top` symbols whose share changed most between the runs BASE
     and HEAD select."""
     runs = _runs(store, benchmark)
-    (bsel, bcases), (hsel, hcases) = (_profile_rows(store, operand, runs) for operand in (base, head))
+    (bsel, breps), (hsel, hreps) = (_profile_rows(store, operand, runs) for operand in (base, head))
+    bcases, hcases = _split(bsel, breps, [bsel, hsel]), _split(hsel, hreps, [bsel, hsel])
     # scipy is imported only once the operands are known good (a bad one fails fast).
     from perflab.stats.profile import compare_profiles
 
@@ -327,8 +331,8 @@ def instruction_time_per_op(metric: str, unit: str, value: float) -> float:
 
 
 def _instruction_rows(store, operand: str, runs):
-    """(selection, its testcases) of one operand; each testcase's rows are
-    (function counts, {metric: [(value, unit)]}) per repetition."""
+    """(selection, its rows by (run, repetition)) of one operand: (function counts,
+    {metric: [(value, unit)]}) per repetition (_split makes them testcases)."""
     from perflab.analysis.selection import select
     from perflab.execution.counted import PREFIX, USER
 
@@ -348,7 +352,7 @@ def _instruction_rows(store, operand: str, runs):
                            "run in a guest with `--vm icount --monitor insn-profile`")
     for key, (_, figs) in reps.items():
         figs.update(figures.get(key, {}))
-    return sel, _split(sel, reps)
+    return sel, reps
 
 
 def _per_op(case: Testcase, metric: str | None) -> list[float] | None:
@@ -476,12 +480,14 @@ def instruction_view(store, base: str, head: str | None, benchmark: str | None, 
     from perflab.analysis.selection import params_key
 
     runs = _runs(store, benchmark)
-    bsel, bcases = _instruction_rows(store, base, runs)
+    bsel, breps = _instruction_rows(store, base, runs)
     if head is None:
+        bcases = _split(bsel, breps)
         hsel, hcases = bsel, bcases
         pairs, only = [(k, c, c) for k, c in bcases.items()], []
     else:
-        hsel, hcases = _instruction_rows(store, head, runs)
+        hsel, hreps = _instruction_rows(store, head, runs)
+        bcases, hcases = _split(bsel, breps, [bsel, hsel]), _split(hsel, hreps, [bsel, hsel])
         lead = (first[0], params_key(first[1], first[0])) if first else None
         pairs, only = _pairs(bcases, hcases, lead)
         if not pairs:

@@ -26,6 +26,7 @@ class Pivot:
     col_values: list[tuple[str, ...]]
     cells: dict[tuple[str, tuple[str, ...]], float]
     note: str = ""       # why the columns carry a key the user did not ask for
+    left_out: str = ""   # the rows and columns of the runs shown that hold no sample of this metric
 
 
 def key_value(run, key: str) -> str | None:
@@ -147,5 +148,14 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
         if not cells:
             raise PerflabError(f"metric {metric!r}: no sample in the selected runs; "
                                f"they hold: {', '.join(sorted(units)[:20]) or 'nothing'}")
-        out.append(Pivot(metric, units.get(metric, ""), row_key, cols, row_values, col_values, cells))
+        # A row or column of no sample of this metric (a tag of lmbench runs in will-it-scale's
+        # table) is left out, as a comparison leaves out what it has no figure for; the note names it.
+        rows = [row for row in row_values if any((row, col) in cells for col in col_values)]
+        columns = [col for col in col_values if any((row, col) in cells for row in row_values)]
+        empty = [f"{row_key} {', '.join(r for r in row_values if r not in rows)}"] if len(rows) < len(row_values) \
+            else []
+        if len(columns) < len(col_values):
+            empty.append(f"{','.join(cols)} " + ", ".join("/".join(c) for c in col_values if c not in columns))
+        left_out = f"{metric}: left out, no sample of it: {'; '.join(empty)}" if empty else ""
+        out.append(Pivot(metric, units.get(metric, ""), row_key, cols, rows, columns, cells, left_out=left_out))
     return out
