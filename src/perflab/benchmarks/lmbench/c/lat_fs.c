@@ -15,22 +15,31 @@
  * reports files per second; 10^6 divided by its figure is ours.  The file
  * system is whatever -d is on.
  *
- * Where the batches go.  The process makes one directory under -d and asks
- * the file system to treat it as the top of a hierarchy (FS_TOPDIR_FL, what
- * chattr +T sets; ext2/3/4 honour it, others refuse and nothing changes), so
- * that ext4 places each batch's directory as it places a top-level one
- * (Orlov: in the block group with the fewest directories, from a point set
- * by the name's hash), and its files with it.  Each batch's directory has a
- * name of its own and stays, empty, until the process ends, so that the
- * next batch lands in another group.  Why: an ext4 without a journal does
- * not reuse an inode freed in the last 60 s (360 s while its inode table
- * block is dirty), and every file created scans past each such inode of its
- * group (fs/ext4/ialloc.c: find_inode_bit, recently_deleted).  With every
- * batch in one group, creating a file cost what the benchmark itself, and
- * any run of the minute before, had deleted there: here 11 us a file in a
- * group without recent deletions, 256 us after 2,000 of them, 724 us in
- * the group a previous run had used.  With PERFLAB_LMBENCH_FS_DIRS set each
- * batch's directory and its inode number are printed on stderr.
+ * Where the batches go.  An ext4 without a journal does not reuse an inode
+ * freed in the last 60 s (360 s while its inode table block is dirty), and
+ * every inode it allocates scans past each such inode of the block group
+ * that lies before the first free one (fs/ext4/ialloc.c: find_inode_bit,
+ * recently_deleted).  With every batch in one group, creating a file timed
+ * what the benchmark itself, and any run of the minutes before, had deleted
+ * there: 11 us a file in a group without recent deletions, 256 us after
+ * 2,000 of them, 724 us in the state back-to-back runs left.  So:
+ *   - the process makes one directory under -d and marks it FS_TOPDIR_FL
+ *     (chattr +T; ext2/3/4 honour it, other file systems refuse and nothing
+ *     else changes), so that ext4 places each batch's directory as it
+ *     places a top-level one (Orlov: the group with the fewest directories,
+ *     searched from a point set by the name's hash), and its files with it;
+ *   - each batch's directory has a name of its own and stays, empty, until
+ *     the process ends, so the next batch lands in another group;
+ *   - with that placement a tree is given up for another (at most TRIES)
+ *     when its PROBE files, made before the batch's files, cost more than
+ *     twice the cheapest probe so far in CPU time (recent deletions before
+ *     where the files will go), or when the batch's files did not get
+ *     consecutive inode numbers (recent deletions, or others' files, among
+ *     them).
+ * The figure is then the cost of creating files in a group where nothing was
+ * deleted in the last minute or two, as on an ext4 with a journal, whatever
+ * ran before.  With PERFLAB_LMBENCH_FS_DIRS set each tree, its probe, its
+ * inode numbers and its cost are printed on stderr.
  */
 #include "bench.h"
 
