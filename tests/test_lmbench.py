@@ -633,3 +633,9 @@ def test_each_lat_fs_batch_is_a_fresh_tree_and_nothing_is_left(cache_dir, tmp_pa
     finally:
         for work in places[1:]:
             shutil.rmtree(work, ignore_errors=True)
+    # the fact, where it is tried: on the host, not for a guest's file system
+    params = driver.LmbenchParams(quick=True)
+    fact = driver.LmbenchSession(params, {}, str(tmp_path)).facts["lmbench_fs_batches"]
+    assert fact == driver.FS_BATCHES[driver.top_level_placement(str(tmp_path))]
+    assert "lmbench_fs_batches" not in driver.LmbenchSession(params, {"vm": {"mode": "kvm"}}, str(tmp_path)).facts
+    assert "lmbench_fs_batches" not in driver.LmbenchSession(driver.LmbenchParams(only=["memory"]), {}, str(tmp_path)).facts

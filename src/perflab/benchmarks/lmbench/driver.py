@@ -276,7 +276,9 @@ class LmbenchSession(Session):
                      + f"; lat_mem up to {ICOUNT_LARGEST >> 20} MB"} if icount else {}),
                  "lmbench_mem_points": f"L1 {self.mem_args[1]}, L2 {self.mem_args[3]}",
                  "lmbench_tmpdir_fs": filesystem_of(tmp_parent)[0],
-                 **({"lmbench_fs_batches": FS_BATCHES[top_level_placement(workdir)]} if "lat_fs" in self.programs else {}),
+                 # where lat_fs's batches go, tried here: a guest's file system is the guest's
+                 **({"lmbench_fs_batches": FS_BATCHES[top_level_placement(workdir)]}
+                    if "lat_fs" in self.programs and not job.get("vm") else {}),
                  "placement": "each program pinned to the first CPU it may use"}
         try:
             facts["cc_path"] = cbuild.compiler().path
