@@ -109,9 +109,11 @@ static void new_dir(void)
 	if (mkdir(dir, 0700) != 0)
 		die_errno("mkdir %s", dir);
 	char **grown = realloc(kept, sizeof(char *) * (size_t)(nkept + 1));
-	if (!grown || !(grown[nkept] = strdup(dir)))
+	if (!grown)
 		die("out of memory");
 	kept = grown;
+	if (!(kept[nkept] = strdup(dir)))
+		die("out of memory");
 	nkept++;
 }
 
