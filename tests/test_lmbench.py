@@ -166,6 +166,8 @@ def test_the_compiler_and_flags_are_recorded(suite):
     assert facts["cc_flags"] == "-O2"
     assert facts["cc"] and facts["cc_version"] not in ("", "n/a")
     assert facts["cc_path"].startswith("/")
+    # where lat_fs put its batches (issue 47): top-level placement on ext2/3/4
+    assert facts["lmbench_fs_batches"] == driver.FS_BATCHES[facts["lmbench_tmpdir_fs"] in ("ext2", "ext3", "ext4")]
 
 
 def test_report_shows_the_run(suite):
@@ -592,3 +594,48 @@ def test_a_program_reports_its_timed_seconds_only_when_asked(cache_dir, monkeypa
     match = re.fullmatch(r"lat_proc: timed ([0-9.]+) s in ([0-9]+) runs", line)
     assert match and float(match.group(1)) > 0 and int(match.group(2)) >= 3 * 2   # three figures, two samples each
     assert len(driver.parse_output("lat_proc", asked.stdout)) == 3 * 2
+
+
+
+def test_each_lat_fs_batch_is_a_fresh_tree_and_nothing_is_left(cache_dir, tmp_path, monkeypatch):
+    """Issue 47: every batch of files (the warm-up's too) is made in a directory of its own,
+    inside the process's own directory under -d, so that a batch does not time what the
+    batches before it deleted; after the process nothing of it is left.  Where the file
+    system allows it (ext2/3/4), the process's directory places its subdirectories as
+    top-level ones, and the driver records the same as a fact of the run."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir))
+    binary = cbuild.build("lat_fs", driver.SOURCE_DIR, flags=driver.FLAGS)
+    places = [str(tmp_path)]
+    if driver.filesystem_of("/dev/shm")[0] == "tmpfs" and os.access("/dev/shm", os.W_OK):
+        places.append(tempfile.mkdtemp(prefix="perflab-test-", dir="/dev/shm"))   # no top-level placement there
+    try:
+        for work in places:
+            proc = subprocess.run([str(binary), "-T", "-n", "2", "-t", "0.5", "-d", work], capture_output=True,
+                                  text=True, check=True, env={**os.environ, "PERFLAB_LMBENCH_FS_DIRS": "1"})
+            head, *lines = proc.stderr.splitlines()
+            top = re.fullmatch(r"lat_fs: top-level placement (on|off) in (.+)", head)
+            assert top and os.path.dirname(top.group(2)) == work, head
+            on = driver.top_level_placement(work)
+            assert (top.group(1) == "on") == on
+            assert on == (driver.filesystem_of(work)[0] in ("ext2", "ext3", "ext4"))
+            trees = [re.match(r"lat_fs: (?:batch of \d+ in|tree) (\S+?)[,:]", line).group(1) for line in lines]
+            batches = [line for line in lines if line.startswith("lat_fs: batch of ")]
+            # four sizes, each a warm-up batch and at least one batch for each of two samples
+            assert len(batches) >= 4 * 3 and len(set(trees)) == len(trees), lines
+            assert all(os.path.dirname(t) == top.group(2) for t in trees)
+            assert len(driver.parse_output("lat_fs", proc.stdout)) == 8 * 2
+            assert os.listdir(work) == []
+    finally:
+        for work in places[1:]:
+            shutil.rmtree(work, ignore_errors=True)
+    # the fact, where it is tried: on the host, not for a guest's file system
+    params = driver.LmbenchParams(quick=True)
+    fact = driver.LmbenchSession(params, {}, str(tmp_path)).facts["lmbench_fs_batches"]
+    assert fact == driver.FS_BATCHES[driver.top_level_placement(str(tmp_path))]
+    assert "lmbench_fs_batches" not in driver.LmbenchSession(params, {"vm": {"mode": "kvm"}}, str(tmp_path)).facts
+    assert "lmbench_fs_batches" not in driver.LmbenchSession(driver.LmbenchParams(only=["memory"]), {}, str(tmp_path)).facts

@@ -4,6 +4,7 @@
     .venv/bin/python tools/bench/lmbench_quick.py [--runs 5] [--cpu 0]
     .venv/bin/python tools/bench/lmbench_quick.py --runs 4 --baseline-src /tmp/old/src   # A/B
     .venv/bin/python tools/bench/lmbench_quick.py --per-program [--runs 3]
+    .venv/bin/python tools/bench/lmbench_quick.py --lat-fs --runs 4 --quiet 400 [--baseline-src /tmp/old/src]
 
 Times the whole command `perflab run lmbench --quick` (the README's first command's main
 job), pinned to --cpu, --runs times into a scratch store, and prints the median wall time,
@@ -20,6 +21,14 @@ does (no store), and prints each program's wall and CPU seconds summed over its 
 and how much of the wall time was timed runs (calibration, samples, settling: the part the
 mode sets, reported by the programs with $PERFLAB_LMBENCH_TIMED): where the time goes.
 --as-before runs it in the quick mode before issue 47 (10 ms samples, lat_fs 3 a process).
+
+--lat-fs runs only the quick session's lat_fs processes (`-n 2 -t 5`, two of them, in a
+fresh work directory under $TMPDIR as the driver makes one), --runs times back to back,
+after --quiet seconds without file churn of ours (on an ext4 without a journal an inode
+freed in the last 60-360 s makes every later create in its block group scan past it:
+docs/lmbench.md, "lat_fs: a fresh tree a batch"), and prints each run's wall and CPU
+seconds and its fs.create_* samples: the first run after a quiet spell against the ones
+right after it.  With --baseline-src, the other tree's lat_fs does the same afterwards.
 
 Figures to quote come from a quiet machine; the script prints the load average with them.
 """
@@ -117,6 +126,42 @@ def per_program(runs: int, as_before: bool) -> None:
         for i, width in ((0, 7), (1, 7), (2, 8))))
 
 
+def lat_fs_runs(label: str, src: str | None, runs: int, quiet: float, cpu: int) -> None:
+    """`runs` quick-mode lat_fs sessions back to back after `quiet` seconds: wall, CPU, figures."""
+    from pathlib import Path
+
+    from perflab.benchmarks.lmbench import driver
+    from perflab.core import cbuild
+
+    source = Path(src) / "perflab" / "benchmarks" / "lmbench" / "c" if src else driver.SOURCE_DIR
+    binary = cbuild.build("lat_fs", source, flags=driver.FLAGS)
+    mode = driver.QUICK
+    argv = ["taskset", "-c", str(cpu), str(binary), "-n", str(mode.samples_of("lat_fs")), "-t", f"{mode.target_ms:g}"]
+    if quiet:
+        print(f"{label}: waiting {quiet:g} s", file=sys.stderr, flush=True)
+        time.sleep(quiet)
+    for run in range(runs):
+        with tempfile.TemporaryDirectory(prefix="perflab-lmbench-") as work:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            began = time.monotonic()
+            figures: dict[str, list[float]] = {}
+            given_up = 0
+            for _ in range(mode.processes_of("lat_fs")):
+                proc = subprocess.run([*argv, "-d", work], capture_output=True, text=True, check=True,
+                                      env={**os.environ, "PERFLAB_LMBENCH_FS_DIRS": "1"})
+                given_up += sum(": another" in line or "(not consecutive)" in line for line in proc.stderr.splitlines())
+                for smp in driver.parse_output("lat_fs", proc.stdout):
+                    figures.setdefault(smp.metric, []).append(smp.value)
+            wall = time.monotonic() - began
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        creates = "  ".join(f"{m[len('fs.create_'):]} {statistics.median(v):.1f} ({', '.join(f'{x:.0f}' for x in v)})"
+                            for m, v in figures.items() if m.startswith("fs.create_"))
+        print(f"{label} run {run + 1}{' (after the quiet spell)' if run == 0 and quiet else ''}: {wall:.2f} s wall, "
+              f"{cpu_s:.2f} s CPU, trees given up {given_up}, load {os.getloadavg()[0]:.2f}; fs.create us: {creates}",
+              flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -124,8 +169,16 @@ def main() -> int:
     ap.add_argument("--baseline-src", metavar="PATH", help="alternate with perflab from this source tree")
     ap.add_argument("--per-program", action="store_true", help="seconds per program instead")
     ap.add_argument("--as-before", action="store_true", help="--per-program in the quick mode before issue 47")
+    ap.add_argument("--lat-fs", action="store_true", help="only lat_fs's quick processes, back to back")
+    ap.add_argument("--quiet", type=float, default=0, metavar="S", help="--lat-fs: wait S seconds first (each side)")
     args = ap.parse_args()
     load_before = os.getloadavg()
+    if args.lat_fs:
+        lat_fs_runs("this tree", None, args.runs, args.quiet, args.cpu)
+        if args.baseline_src:
+            lat_fs_runs("baseline", args.baseline_src, args.runs, args.quiet, args.cpu)
+        print(f"load average before / after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
+        return 0
     if args.per_program:
         per_program(args.runs, args.as_before)
         print(f"load average before / after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")

@@ -14,8 +14,10 @@ suite goes on and the run ends "partial".
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -274,6 +276,9 @@ class LmbenchSession(Session):
                      + f"; lat_mem up to {ICOUNT_LARGEST >> 20} MB"} if icount else {}),
                  "lmbench_mem_points": f"L1 {self.mem_args[1]}, L2 {self.mem_args[3]}",
                  "lmbench_tmpdir_fs": filesystem_of(tmp_parent)[0],
+                 # where lat_fs's batches go, tried here: a guest's file system is the guest's
+                 **({"lmbench_fs_batches": FS_BATCHES[top_level_placement(workdir)]}
+                    if "lat_fs" in self.programs and not job.get("vm") else {}),
                  "placement": "each program pinned to the first CPU it may use"}
         try:
             facts["cc_path"] = cbuild.compiler().path
@@ -341,6 +346,38 @@ class LmbenchSession(Session):
             if metric in catalog.FIGURES:   # the curve's points are measured once, not repeated
                 seen.setdefault(metric, []).append(sum(values) / len(values))
                 pooled.setdefault(metric, []).extend(values)
+
+
+# Where lat_fs puts each batch of files (lat_fs.c, "Where the batches go"): a fresh directory
+# tree, which ext2/3/4 place as a top-level directory (FS_TOPDIR_FL on the program's own
+# directory), a tree in a block group with inodes deleted in the last minute or two given up
+# for another.  A fact of the run: on an ext4 without a journal fs.create_* reads 11 us a file
+# with it and up to 60 times that without it, depending on what the minute before deleted.
+FS_BATCHES = {True: "fresh tree a batch, placed as a top-level directory; groups with recent deletions skipped",
+              False: "fresh tree a batch"}
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000   # <linux/fs.h>
+
+
+def top_level_placement(parent: str) -> bool:
+    """Whether the file system under `parent` lets a directory's subdirectories be placed as
+    top-level ones (chattr +T), as lat_fs asks for its batches: tried on a directory made here."""
+    try:
+        probe = tempfile.mkdtemp(prefix="perflab-topdir-", dir=parent)
+    except OSError:
+        return False
+    try:
+        fd = os.open(probe, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            (flags,) = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_TOPDIR_FL))
+            (flags,) = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))
+            return bool(flags & FS_TOPDIR_FL)
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    finally:
+        os.rmdir(probe)
 
 
 def mem_args(curve: str, tiny: bool, caches: list[tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:
