@@ -318,7 +318,8 @@ class Qemu(Target):
         rooted = [HOST_PROGRAMS in o.needs for o in openings]
         # The host's root is shared for jobs that run its programs, and for monitors that run its perf.
         shared = any(rooted) or any(HOST_TOOLS in o.needs for o in openings)
-        plan = modules.plan(spec.kernel, _modules_needed(shared, disks), f"{what} in a VM guest")
+        plan = modules.plan(spec.kernel, _modules_needed(shared, disks), f"{what} in a VM guest",
+                            cmdline=" ".join(qemu_append(spec)))
         files: list[dict[str, str]] = []
         boot_files: dict[str, str] = {}
         for o, host_programs in zip(openings, rooted):
@@ -356,6 +357,8 @@ class Qemu(Target):
         with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), **boot_with) as (guests, facts):
             facts = {**environment_facts(facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
+            if plan.load:
+                facts["guest_module_signatures"] = plan.signature_fact()
             yield _GuestPlace(guests, facts, openings, files, rooted, staged)
 
     def params(self, params: dict) -> dict:

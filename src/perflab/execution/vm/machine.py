@@ -341,13 +341,18 @@ class Guest:
         return self._kallsyms
 
     def shutdown(self) -> None:
-        """Power the guest off and wait for QEMU to exit (killed if it does not)."""
+        """End the guest: OFF, and once the agent said BYE (nothing of the guest is wanted any
+        more: its results are in, its disks are thrown away), QEMU is killed rather than waited
+        for through the guest kernel's power-off (30-60 ms under TCG). A guest that does not
+        answer gets SHUTDOWN_SECONDS to power off by itself, then is killed too."""
         if self.process.poll() is None:
+            said_bye = False
             with contextlib.suppress(_Dead, _Late, VmError):
                 self.channel.send("OFF")
-                self.channel.receive(time.monotonic() + SHUTDOWN_SECONDS)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(SHUTDOWN_SECONDS)
+                said_bye = self.channel.receive(time.monotonic() + SHUTDOWN_SECONDS)[0] == "BYE"
+            if not said_bye:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(SHUTDOWN_SECONDS)
         _kill(self.process)
 
 
@@ -416,7 +421,13 @@ def boot_phase_facts(said: dict) -> dict:
         return {}
     if not 0 < init <= hello:
         return {}
-    return {"vm_boot_guest": f"kernel to /init {init:.3f} s, /init to HELLO {hello - init:.3f} s (guest clock)"}
+    facts = {"vm_boot_guest": f"kernel to /init {init:.3f} s, /init to HELLO {hello - init:.3f} s (guest clock)"}
+    # The agent's setup lines, each "LINE NS" (agent.c, setup_times): the modules' part of it.
+    took = [line.rpartition(" ") for line in said.get("setup_times", "").split("|") if line]
+    loads = [int(ns) for line, _, ns in took if line.startswith("insmod ") and ns.isdigit()]
+    if loads:
+        facts["vm_boot_modules"] = f"{len(loads)} modules loaded in {sum(loads) / 1e9:.3f} s (guest clock)"
+    return facts
 
 
 @dataclass

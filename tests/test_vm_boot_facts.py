@@ -1,0 +1,140 @@
+"""How a guest's boot is cut (issue 47; docs/vm.md, "Modules without their signatures"): the
+modules go into the initramfs without the signatures appended to them where the kernel loads
+unsigned modules, the agent says what each setup line took, and QEMU is killed once the agent
+said BYE. Facts, not times: the bytes that go in, the decisions, and one real boot that shows the
+modules loaded, the kernel's taint saying so, and the run's facts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+
+from perflab.core.errors import PerflabError
+from perflab.core.process import ProcessSpec
+from perflab.execution.vm import VmError, VmSpec, boot, kernel, modules
+from perflab.execution.vm.machine import KERNEL_CMDLINE, boot_phase_facts
+
+KERNEL = os.environ.get("PERFLAB_TEST_KERNEL") or kernel.cached()
+RELEASE = modules.release_of(Path(KERNEL)) if KERNEL else None
+needs_kernel = pytest.mark.skipif(
+    not KERNEL or not RELEASE or modules.modules_dir(Path(KERNEL), RELEASE) is None,
+    reason="needs a Debian kernel with its modules: python tools/fetch_kernel.py")
+needs_vm = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
+                              reason="needs qemu-system-x86_64 (Debian qemu-system-x86)")
+BOOT_TIMEOUT = 300           # a backstop for a loaded machine, as tests/test_vm.py
+ROOT = "/run/perflab/host"
+TAINT_UNSIGNED_MODULE = 1 << 13      # 'E' in the kernel's taint flags
+
+
+def _trailer(data: bytes) -> int:
+    """The length of a signed module's appended signature, its info block and magic."""
+    sig_len, = struct.unpack_from(">I", data, len(data) - len(modules.SIGNATURE_MAGIC) - 4)
+    return sig_len + modules.SIGNATURE_INFO + len(modules.SIGNATURE_MAGIC)
+
+
+@needs_kernel
+def test_a_module_without_its_signature_is_the_bytes_that_were_signed():
+    plan = modules.plan(KERNEL, ["9p"], "test")
+    for module in plan.load:
+        data = modules.module_bytes(module)
+        assert data.endswith(modules.SIGNATURE_MAGIC), module      # Debian signs its modules
+        bare = modules.without_signature(data)
+        assert data[:len(bare)] == bare and len(data) - len(bare) == _trailer(data)
+        # still a whole ELF file: its section table lies inside it
+        shoff, = struct.unpack_from("<Q", bare, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", bare, 0x3A)
+        assert bare[:4] == b"\x7fELF" and shoff + shentsize * shnum <= len(bare)
+        assert modules.without_signature(bare) == bare                # nothing more to take
+    # a trailer that claims more than the file holds is refused in one line
+    forged = bytearray(modules.module_bytes(plan.load[0]))
+    struct.pack_into(">I", forged, len(forged) - len(modules.SIGNATURE_MAGIC) - 4, len(forged))
+    with pytest.raises(PerflabError, match="more than the file holds"):
+        modules.without_signature(bytes(forged))
+
+
+def test_signatures_are_kept_where_the_kernel_may_refuse_a_module_without_one():
+    debian = {"CONFIG_MODULE_SIG": "y", "CONFIG_LOCK_DOWN_KERNEL_FORCE_NONE": "y"}
+    assert modules.signatures_needed(debian, KERNEL_CMDLINE) is None
+    assert modules.signatures_needed(None, KERNEL_CMDLINE + " module.sig_enforce=0") is None
+    assert modules.signatures_needed({**debian, "CONFIG_MODULE_SIG_FORCE": "y"}, KERNEL_CMDLINE) == \
+        "CONFIG_MODULE_SIG_FORCE=y"
+    assert modules.signatures_needed({"CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY": "y"}, "") == \
+        "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY=y"
+    for word in ("module.sig_enforce", "module.sig_enforce=1", "lockdown=integrity", "ima_policy=secure_boot",
+                 "ima_appraise=enforce"):
+        assert modules.signatures_needed(debian, f"{KERNEL_CMDLINE} {word}") == word
+
+
+@needs_kernel
+def test_a_boot_plan_puts_the_modules_in_without_their_signatures_unless_the_kernel_needs_them():
+    kept = modules.plan(KERNEL, ["9p"], "test")                       # no command line: as they are
+    bare = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
+    assert bare.load == kept.load and bare.signed is None and bare.files() == {}
+    originals = {**{path: module.read_bytes() for path, module in kept.files().items()}, **kept.data()}
+    assert set(bare.data()) == set(originals)
+    for path, data in bare.data().items():
+        assert data == modules.without_signature(originals[path]) != originals[path], path
+    assert "without their signatures" in bare.signature_fact() and "taint E" in bare.signature_fact()
+    enforced = modules.plan(KERNEL, ["9p"], "test", cmdline=f"{KERNEL_CMDLINE} module.sig_enforce=1")
+    assert enforced.signed == "module.sig_enforce=1"
+    assert {**{p: m.read_bytes() for p, m in enforced.files().items()}, **enforced.data()} == originals
+    assert enforced.signature_fact() == "checked by the kernel (module.sig_enforce=1)"
+    assert modules.Plan(RELEASE).signature_fact() == ""              # a guest that loads none says nothing
+
+
+def test_the_modules_part_of_a_boot_comes_from_the_agents_setup_times():
+    said = {"init_ns": "800000000", "hello_ns": "1000000000",
+            "setup_times": "insmod /lib/modules/r/netfs.ko 120000000|insmod /lib/modules/r/9p.ko 30000000|"
+                           "mount hostroot /run/perflab/host 9p ro trans=virtio,version=9p2000.L,msiz 9000000|"}
+    assert boot_phase_facts(said) == {
+        "vm_boot_guest": "kernel to /init 0.800 s, /init to HELLO 0.200 s (guest clock)",
+        "vm_boot_modules": "2 modules loaded in 0.150 s (guest clock)"}
+    # no module loaded, or an agent that does not say: no such fact
+    assert "vm_boot_modules" not in boot_phase_facts({**said, "setup_times": "bind /proc /x/proc 5|"})
+    assert "vm_boot_modules" not in boot_phase_facts({**said, "setup_times": "insmod /x.ko junk|"})
+
+
+def _setup(plan: modules.Plan) -> list[str]:
+    return [*modules.setup_lines(plan), *modules.share_root_lines(ROOT)]
+
+
+@pytest.mark.vm
+@needs_vm
+@needs_kernel
+def test_modules_without_signatures_are_all_loaded_the_kernel_says_so_and_qemu_is_killed_after_bye():
+    plan = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
+    spec = VmSpec(kernel=KERNEL, mode="tcg", share_root=True, boot_timeout=BOOT_TIMEOUT)
+    with boot(spec, files=plan.files(), setup=_setup(plan), data=plan.data()) as guest:
+        loaded = {line.split()[0] for line in guest.read("/proc/modules").decode().splitlines()}
+        tainted = int(guest.read("/proc/sys/kernel/tainted").decode())
+        # the host's root came up over them: a host program runs there
+        assert guest.execute(ProcessSpec(["/bin/true"]), root=ROOT).ok
+        facts = guest.facts
+        process = guest.process
+    assert {m.name.split(".ko")[0].replace("-", "_") for m in plan.load} <= loaded
+    assert tainted & TAINT_UNSIGNED_MODULE
+    assert facts["vm_boot_modules"].startswith(f"{len(plan.load)} modules loaded in ")
+    # killed once it said BYE, not waited for through the guest kernel's power-off
+    assert process.returncode == -signal.SIGKILL
+
+
+@pytest.mark.vm
+@needs_vm
+@needs_kernel
+def test_a_kernel_that_refuses_a_module_without_its_signature_fails_the_boot_in_one_line():
+    """What modules.signatures_needed exists for: under module.sig_enforce=1 the first module
+    without its signature is refused, and the boot says which, in one line."""
+    plan = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
+    spec = VmSpec(kernel=KERNEL, mode="tcg", share_root=True, boot_timeout=BOOT_TIMEOUT,
+                  append="module.sig_enforce=1")
+    with pytest.raises(VmError) as failed, boot(spec, files=plan.files(), setup=_setup(plan), data=plan.data()):
+        pass
+    first = plan.guest_path(plan.load[0])
+    assert "\n" not in failed.value.summary
+    assert f"could not prepare its devices: insmod {first}: " in failed.value.summary
