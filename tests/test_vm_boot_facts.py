@@ -138,3 +138,59 @@ def test_a_kernel_that_refuses_a_module_without_its_signature_fails_the_boot_in_
     first = plan.guest_path(plan.load[0])
     assert "\n" not in failed.value.summary
     assert f"could not prepare its devices: insmod {first}: " in failed.value.summary
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@needs_vm
+@needs_kernel
+def test_a_remembered_start_is_the_command_made_before_and_nothing_when_a_file_is_gone(tmp_path, monkeypatch):
+    """start_remembered starts the command line start_ahead made for the same inputs, without
+    making the initramfs again; a memo whose initramfs is gone, or made for other inputs, starts
+    nothing. (The QEMUs started are killed at once: no boot is waited for.)"""
+    from perflab.execution.vm import machine
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    plan = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
+    spec = VmSpec(kernel=KERNEL, mode="tcg", share_root=True, boot_timeout=BOOT_TIMEOUT)
+    try:
+        assert not machine.start_remembered("inputs A")                 # nothing remembered yet
+        machine.start_ahead(spec, files=plan.files(), setup=_setup(plan), data=plan.data(), remember="inputs A")
+        made = machine._AHEAD[-1].key
+        machine.drop_ahead()
+        assert machine.start_remembered("inputs A") and machine._AHEAD[-1].key == made
+        pid = machine._AHEAD[-1].process.pid
+        machine.drop_ahead()
+        assert not _alive(pid)
+        assert not machine.start_remembered("inputs B") and machine.running_ahead() == 0
+        Path(made[made.index("-initrd") + 1]).unlink()
+        assert not machine.start_remembered("inputs A") and machine.running_ahead() == 0
+    finally:
+        machine.drop_ahead()
+
+
+@needs_kernel
+def test_the_inputs_of_a_start_ahead_name_what_its_command_line_is_made_from(tmp_path):
+    from perflab.execution.vm import remembering
+
+    machine, needs = {"mode": "tcg", "cpus": 1}, ["host-programs"]
+    said = remembering.inputs(KERNEL, machine, "", needs)
+    assert said == remembering.inputs(KERNEL, machine, "", needs) and str(Path(KERNEL).resolve()) in said
+    assert "agent.c" in said and "launch.c" in said and "initramfs.py" in said
+    assert f"config-{RELEASE}" in said and f"lib/modules/{RELEASE}" in said
+    for other in (remembering.inputs(KERNEL, {**machine, "mode": "icount"}, "", needs),
+                  remembering.inputs(KERNEL, machine, "mitigations=off", needs),
+                  remembering.inputs(KERNEL, machine, "", [*needs, "disk"]),
+                  remembering.inputs(KERNEL, machine, "", needs, (Path(__file__),))):
+        assert other not in (said, None)
+    copy = tmp_path / Path(KERNEL).name
+    shutil.copy(KERNEL, copy)
+    assert remembering.inputs(copy, machine, "", needs) not in (said, None)
+    copy.unlink()
+    assert remembering.inputs(copy, machine, "", needs) is None          # a file gone: nothing guessed

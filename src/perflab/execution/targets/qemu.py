@@ -33,9 +33,11 @@ from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_CO
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
-from perflab.execution.vm import kernel as kernels
+from perflab.execution.vm import kernel as kernels, remembering
+from perflab.execution.vm.hello import environment_facts
 from perflab.execution.vm.counting import refusal as counting_refusal
-from perflab.execution.vm.machine import SLOWDOWN, drop_ahead, qemu_binary, qemu_command, start_ahead as boot_ahead
+from perflab.execution.vm.machine import (SLOWDOWN, drop_ahead, qemu_binary, qemu_command, start_ahead as boot_ahead,
+                                          start_remembered)
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args", "guests")     # guests: only when written (qemu_guests)
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
@@ -345,8 +347,10 @@ class Qemu(Target):
         if not here or self.recipe or HOST_PROGRAMS not in needs or (params or {}).get("fs"):
             return None
         target = self if debian else replace(self, kernel=path)     # as a job stores it (jobs.guest.kernel_of)
-        spec, boot_with, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
-        boot_ahead(spec, **boot_with)
+        remember = remembering.inputs(target.image, target.machine, target.cmdline, needs, (Path(__file__),))
+        if remember is None or not start_remembered(remember):
+            spec, boot_with, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
+            boot_ahead(spec, **boot_with, remember=remember)
         return drop_ahead
 
     @contextlib.contextmanager
@@ -576,25 +580,6 @@ def _modules_needed(rooted: bool, disks: list) -> list[str]:
     if any(d.image for d in disks):
         needs.append("disk")
     return needs + sorted({d.fstype for d in disks if d.fstype})
-
-
-def environment_facts(facts: dict) -> dict:
-    """The guest's facts, over the host's where the run's environment names the system under test.
-
-    A guest run measured the guest's kernel: `kernel_release` (what `compare kernel=...`
-    selects by), `kernel_version`, the CPU model, cores and threads and the memory are the guest's;
-    the host's stay beside them as host_*.
-    """
-    out = dict(facts)
-    for key, value in (("kernel_release", facts.get("guest_kernel_release")),
-                       ("kernel_version", facts.get("guest_kernel_version")),
-                       ("cpu_model", facts.get("vm_cpu_model")), ("cpu_threads", int(facts.get("vm_cpus") or 0)),
-                       # QEMU's -smp N: N single-threaded vCPUs, so as many cores as threads.
-                       ("cpu_cores", int(facts.get("vm_cpus") or 0)),
-                       ("memory_kib", int(facts.get("vm_memory_mib") or 0) * 1024)):
-        if value:
-            out[key] = value
-    return out
 
 
 def qemu_append(spec) -> list[str]:

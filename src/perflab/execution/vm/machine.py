@@ -32,7 +32,8 @@ from perflab.core.errors import PerflabError
 from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.core.steps import step
 from perflab.execution import executor, interrupt, scratch
-from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
+from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels, remembering
+from perflab.execution.vm.hello import boot_phase_facts, settle_facts  # noqa: F401 (boot_phase_facts re-exported)
 from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
 from perflab.execution.vm.qemu_args import qemu_args_refusal  # noqa: F401 (re-exported)
 
@@ -400,36 +401,6 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
     return VmError(why, console)
 
 
-def settle_facts(said: dict) -> dict:
-    """What the agent's wait for a quiet kernel (its `settle` setup line) took, as the run records it."""
-    seconds = int(said.get("settle_ns") or 0) / 1e9
-    spread = int(said.get("settle_spread_ppm") or -1)
-    how = (f"{'settled' if said['settle'] == 'settled' else 'NOT settled'} after {seconds:.3f} s of guest time, "
-           f"{said.get('settle_rounds', '?')} rounds of getppid; the last agreed within "
-           + (f"{spread / 1e4:.4f}%" if spread >= 0 else "n/a"))
-    return {"vm_settle": how, "vm_settled": "yes" if said["settle"] == "settled" else "no",
-            "vm_settle_seconds": f"{seconds:.3f}"}
-
-
-def boot_phase_facts(said: dict) -> dict:
-    """Where a boot's time went by the guest's own clock (the agent's init_ns and hello_ns):
-    the kernel's part up to perflab's init, then the agent's (modules, mounts, settle) up to
-    HELLO. Instruction-time under icount: the same on every boot of one kernel and initramfs."""
-    try:
-        init, hello = int(said.get("init_ns") or 0) / 1e9, int(said.get("hello_ns") or 0) / 1e9
-    except ValueError:
-        return {}
-    if not 0 < init <= hello:
-        return {}
-    facts = {"vm_boot_guest": f"kernel to /init {init:.3f} s, /init to HELLO {hello - init:.3f} s (guest clock)"}
-    # The agent's setup lines, each "LINE NS" (agent.c, setup_times): the modules' part of it.
-    took = [line.rpartition(" ") for line in said.get("setup_times", "").split("|") if line]
-    loads = [int(ns) for line, _, ns in took if line.startswith("insmod ") and ns.isdigit()]
-    if loads:
-        facts["vm_boot_modules"] = f"{len(loads)} modules loaded in {sum(loads) / 1e9:.3f} s (guest clock)"
-    return facts
-
-
 @dataclass
 class _Started:
     """A QEMU started for a boot: its process, boot directory, start time and what it boots
@@ -458,33 +429,57 @@ def _command(binary: str, spec: VmSpec, initrd: Path, entry: entries.Entry, work
 def _launch(spec: VmSpec, binary: str, initrd: Path, entry: entries.Entry) -> _Started:
     """QEMU started on `spec` in a boot directory of its own, in its own process group (killed
     with its parent)."""
+    return _launch_command(tuple(_command(binary, spec, initrd, entry, Path(_WORKDIR_MARK))))
+
+
+def _launch_command(key: tuple[str, ...]) -> _Started:
+    """QEMU started on the command line `key` (its boot directory marked _WORKDIR_MARK)."""
     scratch.remove_orphans(WORKDIR_PREFIX)   # boot directories of a killed perflab (issue 31, L2)
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     try:
         with open(workdir / "qemu.err", "wb") as err:
             started = time.monotonic()
-            process = subprocess.Popen(_command(binary, spec, initrd, entry, workdir), stdin=subprocess.PIPE,
+            process = subprocess.Popen([w.replace(_WORKDIR_MARK, str(workdir)) for w in key], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=err, start_new_session=True,
                                        preexec_fn=die_with_parent, bufsize=0)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return _Started(process, workdir, started, tuple(_command(binary, spec, initrd, entry, Path(_WORKDIR_MARK))))
+    return _Started(process, workdir, started, key)
+
+
+def _ahead(started: _Started) -> None:
+    import atexit
+
+    atexit.unregister(drop_ahead)      # once, however many are started in one process
+    atexit.register(drop_ahead)
+    _AHEAD.append(started)
 
 
 def start_ahead(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = (),
-                data: Mapping[str, bytes] | None = None) -> None:
+                data: Mapping[str, bytes] | None = None, remember: str | None = None) -> None:
     """Start now the QEMU that `boot(spec, files, setup, data)` would start later, so that the
     guest boots while this process still imports and checks (a second core does it). boot()
     takes it when its command line is the same word for word (initramfs and kernel entry
     included); one no boot() takes is killed by `drop_ahead` (the command's end, and at exit;
-    its parent-death signal besides). A spec that cannot boot raises as boot() would."""
-    import atexit
-
+    its parent-death signal besides). A spec that cannot boot raises as boot() would.
+    `remember`: what decided this boot (start_remembered), kept with its command line."""
     binary, initrd, entry = _boot_files(spec, files, setup, data)
-    atexit.unregister(drop_ahead)      # once, however many are started in one process
-    atexit.register(drop_ahead)
-    _AHEAD.append(_launch(spec, binary, initrd, entry))
+    started = _launch(spec, binary, initrd, entry)
+    _ahead(started)
+    if remember is not None:
+        remembering.keep(remember, started.key)
+
+
+def start_remembered(remember: str) -> bool:
+    """Start the QEMU that start_ahead started last for the same `remember`, without making its
+    initramfs or kernel entry again (vm/remembering.py): True when started. Only a guess: boot()
+    takes it when its own command line is the same word for word, and kills it otherwise."""
+    key = remembering.command(remember)
+    if key is None:
+        return False
+    _ahead(_launch_command(key))
+    return True
 
 
 def drop_ahead() -> None:
