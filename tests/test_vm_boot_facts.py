@@ -154,7 +154,7 @@ def test_a_remembered_start_is_the_command_made_before_and_nothing_when_a_file_i
     """start_remembered starts the command line start_ahead made for the same inputs, without
     making the initramfs again; a memo whose initramfs is gone, or made for other inputs, starts
     nothing. (The QEMUs started are killed at once: no boot is waited for.)"""
-    from perflab.execution.vm import machine
+    from perflab.execution.vm import initramfs, machine, remembering
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     plan = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
@@ -171,6 +171,11 @@ def test_a_remembered_start_is_the_command_made_before_and_nothing_when_a_file_i
         assert not machine.start_remembered("inputs B") and machine.running_ahead() == 0
         Path(made[made.index("-initrd") + 1]).unlink()
         assert not machine.start_remembered("inputs A") and machine.running_ahead() == 0
+        # the cache keeps the newest few command lines, not every one ever made
+        for n in range(remembering.KEPT + 5):
+            remembering.keep(f"inputs {n}", made)
+        assert len(list(initramfs.cache_dir().glob("ahead-*.json"))) == remembering.KEPT
+        assert remembering.command(f"inputs {remembering.KEPT + 4}") is None      # its initramfs is gone
     finally:
         machine.drop_ahead()
 

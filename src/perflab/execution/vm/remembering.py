@@ -27,6 +27,8 @@ from perflab.core.errors import PerflabError
 from perflab.execution import executor
 from perflab.execution.vm import initramfs, kernel as kernels, modules
 
+KEPT = 32      # the command lines kept, the most recently started first
+
 # perflab's code that makes a guest's initramfs and command line.
 SOURCES = tuple(Path(__file__).parent / f for f in ("machine.py", "initramfs.py", "modules.py", "entry.py",
                                                     "disk.py", "remembering.py"))
@@ -63,6 +65,9 @@ def keep(remember: str, command: Sequence[str]) -> None:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"remember": remember, "command": list(command)}))
         os.replace(tmp, path)
+        kept = sorted(path.parent.glob("ahead-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[KEPT:]:
+            old.unlink(missing_ok=True)
 
 
 def command(remember: str) -> tuple[str, ...] | None:
@@ -74,6 +79,7 @@ def command(remember: str) -> tuple[str, ...] | None:
         if kept["remember"] != remember:
             return None
         if all(Path(p).is_file() for p in (key[0], key[key.index("-kernel") + 1], key[key.index("-initrd") + 1])):
+            os.utime(_path(remember))        # started again: kept longest
             return key
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         pass
