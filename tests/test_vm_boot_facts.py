@@ -54,8 +54,10 @@ def test_a_module_without_its_signature_is_the_bytes_that_were_signed():
     # a trailer that claims more than the file holds is refused in one line
     forged = bytearray(modules.module_bytes(plan.load[0]))
     struct.pack_into(">I", forged, len(forged) - len(modules.SIGNATURE_MAGIC) - 4, len(forged))
+    with pytest.raises(PerflabError, match=f"^{plan.load[0].name}: its signature says it is .* more than the file holds"):
+        modules.without_signature(bytes(forged), plan.load[0].name)
     with pytest.raises(PerflabError, match="more than the file holds"):
-        modules.without_signature(bytes(forged))
+        modules.without_signature(b"\x7fELF" + modules.SIGNATURE_MAGIC)        # a trailer cut short
 
 
 def test_signatures_are_kept_where_the_kernel_may_refuse_a_module_without_one():
@@ -120,8 +122,40 @@ def test_modules_without_signatures_are_all_loaded_the_kernel_says_so_and_qemu_i
     assert {m.name.split(".ko")[0].replace("-", "_") for m in plan.load} <= loaded
     assert tainted & TAINT_UNSIGNED_MODULE
     assert facts["vm_boot_modules"].startswith(f"{len(plan.load)} modules loaded in ")
-    # killed once it said BYE, not waited for through the guest kernel's power-off
+    assert process.poll() is not None                                   # no QEMU left behind
+
+
+# A guest agent's last words, played by a process that then never ends by itself: it answers
+# OFF with BYE as agent.c does, and 3 s later (far beyond any load's delay of a kill) leaves a
+# mark that it was still there.
+AFTER_BYE = r"""
+import os, sys, time
+from perflab.execution.vm.channel import frame
+line = sys.stdin.buffer.readline()
+assert line.startswith(b"@PL OFF "), line
+sys.stdin.buffer.readline()
+os.write(1, frame("BYE", b""))
+time.sleep(3)
+open(sys.argv[1], "w").write("still running 3 s after BYE")
+time.sleep(60)
+"""
+
+
+def test_the_host_kills_qemu_once_the_agent_said_bye_rather_than_wait_for_the_power_off(tmp_path):
+    import subprocess
+    import sys
+
+    from perflab.execution.vm.channel import Channel
+    from perflab.execution.vm.machine import Guest
+
+    mark = tmp_path / "mark"
+    process = subprocess.Popen([sys.executable, "-c", AFTER_BYE, str(mark)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, start_new_session=True, bufsize=0)
+    guest = Guest(VmSpec(kernel=str(tmp_path / "k")), process, Channel(process.stdin.fileno(),
+                                                                      process.stdout.fileno()), tmp_path)
+    guest.shutdown()
     assert process.returncode == -signal.SIGKILL
+    assert not mark.exists()            # before: waited up to 10 s for the guest to power off by itself
 
 
 @pytest.mark.vm

@@ -183,20 +183,18 @@ def modinfo(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def without_signature(data: bytes) -> bytes:
+def without_signature(data: bytes, name: str = "a module") -> bytes:
     """A module's ELF file without the signature appended to it: the bytes the signature was
-    made over. A module without one comes back as it is; PerflabError for a signature whose
-    stated length does not fit the file."""
+    made over. A module without one comes back as it is; PerflabError naming `name` for a
+    signature whose stated length does not fit the file."""
     if not data.endswith(SIGNATURE_MAGIC):
         return data
     end = len(data) - len(SIGNATURE_MAGIC)
-    if end < SIGNATURE_INFO:
-        raise PerflabError("a module's signature trailer is cut short")
-    signer_len, key_id_len = data[end - 9], data[end - 8]
-    sig_len, = struct.unpack_from(">I", data, end - 4)
+    signer_len, key_id_len = (data[end - 9], data[end - 8]) if end >= SIGNATURE_INFO else (0, 0)
+    sig_len, = struct.unpack_from(">I", data, end - 4) if end >= SIGNATURE_INFO else (end,)
     start = end - SIGNATURE_INFO - sig_len - signer_len - key_id_len
     if start < 64 or data[:4] != b"\x7fELF":
-        raise PerflabError(f"a module's signature says it is {sig_len} bytes long, more than the file holds")
+        raise PerflabError(f"{name}: its signature says it is {sig_len} bytes long, more than the file holds")
     return data[:start]
 
 
@@ -237,7 +235,7 @@ class Plan:
         """The other modules, decompressed and, when `signed` is None, without their signatures:
         guest path -> the module's bytes."""
         keep = self.signed is not None
-        return {self.guest_path(p): (lambda b: b if keep else without_signature(b))(module_bytes(p))
+        return {self.guest_path(p): module_bytes(p) if keep else without_signature(module_bytes(p), str(p))
                 for p in self.load if not self._as_is(p)}
 
     def signature_fact(self) -> str:

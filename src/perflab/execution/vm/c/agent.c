@@ -426,6 +426,8 @@ static void hello(void)
 			 access(LAUNCHER, X_OK) == 0, setup_error, rundir, u.nodename,
 			 rundir[0] && getenv("HOME") ? getenv("HOME") : "", init_ns, rundir[0] ? 0 : boot_ns(),
 			 setup_times, settle_facts);
+	if (n >= (int)sizeof text)
+		n = (int)sizeof text - 1;      /* cut, never read past the buffer */
 	send_frame("HELLO", text, (size_t)n);
 }
 
