@@ -26,7 +26,6 @@ from pathlib import Path
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import Sample
-from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
                                       Opening, Place, RunIn, Target, TargetOption, Toolchain, qemu_guests)
@@ -298,6 +297,8 @@ class Qemu(Target):
         (will-it-scale's binding, hackbench's placement) are the guest's vCPUs; under icount its
         durations are exact (lmbench's stopping rule); its work directories (fio, aim7, news)
         become the guest's disks."""
+        from perflab.core.params import job_cpus, job_time_exact    # YAML: not before a guest can start ahead
+
         prepared = _Prepared(what)
         with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()), \
                 job_time_exact(self.exact_time), disk.collecting() as disks:
