@@ -233,3 +233,24 @@ def test_the_inputs_of_a_start_ahead_name_what_its_command_line_is_made_from(tmp
     assert remembering.inputs(copy, machine, "", needs) not in (said, None)
     copy.unlink()
     assert remembering.inputs(copy, machine, "", needs) is None          # a file gone: nothing guessed
+
+
+@needs_vm
+def test_qemus_version_is_asked_once_per_binary_then_remembered(tmp_path, monkeypatch):
+    from perflab.execution.vm import machine, remembering
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    qemu = machine.qemu_binary()
+    asked = machine.asking_version(qemu)
+    assert asked is not None                      # nothing remembered: QEMU is asked
+    said = machine.qemu_version(qemu, asked)
+    assert said[0].isdigit()
+    assert machine.asking_version(qemu) is None and machine.qemu_version(qemu) == said     # no process now
+    # kept by the program file's size and modification time: another file (an upgrade) is asked again
+    other = tmp_path / "qemu-system-x86_64"
+    shutil.copy(qemu, other)
+    assert remembering.output(str(other), ("--version",)) is None
+    remembering.keep_output(str(other), ("--version",), "QEMU emulator version 99.0\n")
+    assert machine.qemu_version(str(other)) == "99.0"
+    os.utime(other, ns=(0, 0))
+    assert remembering.output(str(other), ("--version",)) is None

@@ -89,14 +89,20 @@ def qemu_binary() -> str:
     return path
 
 
-def asking_version(binary: str) -> subprocess.Popen:
-    """`QEMU --version`, started: boot() asks while the guest boots (20-60 ms it no longer waits)."""
+def asking_version(binary: str) -> subprocess.Popen | None:
+    """`QEMU --version`, started (None when this binary's answer is remembered): boot() asks while
+    the guest boots (20-60 ms it no longer waits)."""
+    if remembering.output(binary, ("--version",)) is not None:
+        return None
     return subprocess.Popen([binary, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
 
 
 def qemu_version(binary: str, asked: subprocess.Popen | None = None) -> str:
-    out, _ = (asked or asking_version(binary)).communicate()
+    out = remembering.output(binary, ("--version",))
+    if out is None:
+        out, _ = (asked or asking_version(binary)).communicate()
+        remembering.keep_output(binary, ("--version",), out)
     first = out.strip().splitlines()
     match = re.search(r"version (\S+)", first[0]) if first else None
     return match.group(1) if match else (first[0] if first else "unknown")

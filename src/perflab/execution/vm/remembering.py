@@ -1,5 +1,6 @@
-"""A guest started ahead, remembered: the QEMU command line a lone job's guest was started with,
-kept under what decided it, so that the next command with the same inputs starts it at once.
+"""What a guest's boot remembers across commands, by files' sizes and modification times: the
+QEMU command line a lone job's guest was started ahead with, kept under what decided it, so that
+the next command with the same inputs starts it at once; and what QEMU says of its version.
 
 Making a `cmd` guest's command line reads and hashes ~20 MB (the modules decompressed, the
 initramfs composed and compared with its cached copy, the kernel image hashed for its PVH
@@ -84,3 +85,32 @@ def command(remember: str) -> tuple[str, ...] | None:
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         pass
     return None
+
+
+def _said_path(program: str, args: Sequence[str]) -> Path | None:
+    try:
+        st = os.stat(program)
+    except OSError:
+        return None
+    key = f"{os.path.realpath(program)}\0{st.st_size}\0{st.st_mtime_ns}\0" + "\0".join(args)
+    return initramfs.cache_dir() / f"said-{hashlib.sha256(key.encode()).hexdigest()[:20]}.txt"
+
+
+def output(program: str, args: Sequence[str]) -> str | None:
+    """What `program ARGS` printed when it last ran, kept by the program file's size and
+    modification time (QEMU's --version: a process of 20-60 ms of CPU per boot otherwise), or None."""
+    path = _said_path(program, args)
+    try:
+        return path.read_text() if path is not None else None
+    except OSError:
+        return None
+
+
+def keep_output(program: str, args: Sequence[str], out: str) -> None:
+    path = _said_path(program, args)
+    if path is not None and out.strip():
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(out)
+            os.replace(tmp, path)
