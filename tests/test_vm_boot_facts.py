@@ -182,6 +182,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _own_vm_cache(tmp_path, monkeypatch) -> None:
+    """A cache of the test's own for the initramfs and what is remembered (files are removed
+    there), sharing the built programs and the kernels' vmlinux with the real one (nothing
+    compiled or decompressed again)."""
+    from perflab.core import paths
+
+    real = paths.cache_home()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    paths.cache_home().mkdir(parents=True, exist_ok=True)
+    for shared in ("cbuild", "vmlinux"):
+        if (real / shared).is_dir():
+            (paths.cache_home() / shared).symlink_to(real / shared)
+
+
+@pytest.mark.vm
 @needs_vm
 @needs_kernel
 def test_a_remembered_start_is_the_command_made_before_and_nothing_when_a_file_is_gone(tmp_path, monkeypatch):
@@ -190,7 +205,7 @@ def test_a_remembered_start_is_the_command_made_before_and_nothing_when_a_file_i
     nothing. (The QEMUs started are killed at once: no boot is waited for.)"""
     from perflab.execution.vm import initramfs, machine, remembering
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _own_vm_cache(tmp_path, monkeypatch)
     plan = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
     spec = VmSpec(kernel=KERNEL, mode="tcg", share_root=True, boot_timeout=BOOT_TIMEOUT)
     try:
@@ -235,11 +250,12 @@ def test_the_inputs_of_a_start_ahead_name_what_its_command_line_is_made_from(tmp
     assert remembering.inputs(copy, machine, "", needs) is None          # a file gone: nothing guessed
 
 
+@pytest.mark.vm
 @needs_vm
 def test_qemus_version_is_asked_once_per_binary_then_remembered(tmp_path, monkeypatch):
     from perflab.execution.vm import machine, remembering
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _own_vm_cache(tmp_path, monkeypatch)
     qemu = machine.qemu_binary()
     asked = machine.asking_version(qemu)
     assert asked is not None                      # nothing remembered: QEMU is asked
