@@ -290,8 +290,8 @@ def test_a_refused_run_leaves_no_qemu_started_ahead(tmp_path, monkeypatch):
     from perflab.execution.vm import machine
 
     started = []
-    launch = machine._launch
-    monkeypatch.setattr(machine, "_launch", lambda *a: started.append(launch(*a)) or started[-1])
+    launch = machine._launch_command      # every QEMU started: made anew or remembered (start_remembered)
+    monkeypatch.setattr(machine, "_launch_command", lambda *a: started.append(launch(*a)) or started[-1])
     err = tmp_path / "err"
     with open(err, "w") as f, contextlib.redirect_stderr(f):
         # Refused by the run service (the job's CPUs), after the guest was started ahead.

@@ -23,7 +23,8 @@ Python, kernels and QEMU, and a fresh store:
    and the store; goal <= 2 s): the median of --boots commands per kernel and tree, with its
    phases from what the run recorded: QEMU started -> HELLO on the host's clock
    (vm_boot_seconds), split by the guest's clock into the kernel's part up to /init and the
-   agent's up to HELLO (vm_boot_guest, this tree only), and the rest (Python, preparation,
+   agent's up to HELLO (vm_boot_guest), the modules' part of the agent's (vm_boot_modules, from
+   issue 47's agent on: nan before), and the rest (Python, preparation,
    the job, power-off, store); and the command's start until QEMU started, with perflab's own
    CPU seconds until then (what the guest's boot no longer waits for when it starts ahead).
 
@@ -143,14 +144,17 @@ def lmbench_figures(db: Path) -> tuple[dict[str, float], str]:
     return {m: statistics.median(v) for m, v in by.items()}, json.loads(facts).get("vm_guests", "1")
 
 
-def boot_facts(db: Path) -> tuple[float, float | None, float | None]:
-    """The last run's QEMU-start-to-HELLO seconds, and the guest clock's kernel and agent parts."""
+def boot_facts(db: Path) -> tuple[float, float | None, float | None, float | None]:
+    """The last run's QEMU-start-to-HELLO seconds, and the guest clock's kernel and agent parts,
+    and the modules' part of the agent's (vm_boot_modules; None before issue 47's agent said it)."""
     with sqlite3.connect(db) as conn:
         facts, = conn.execute("SELECT e.facts FROM run r JOIN environment e ON e.id = r.environment_id "
                               "ORDER BY r.id DESC LIMIT 1").fetchone()
     facts = json.loads(facts)
     split = re.match(r"kernel to /init ([\d.]+) s, /init to HELLO ([\d.]+) s", facts.get("vm_boot_guest", ""))
-    return (float(facts["vm_boot_seconds"]), *(map(float, split.groups()) if split else (None, None)))
+    loads = re.search(r"loaded in ([\d.]+) s", facts.get("vm_boot_modules", ""))
+    return (float(facts["vm_boot_seconds"]), *(map(float, split.groups()) if split else (None, None)),
+            float(loads.group(1)) if loads else None)
 
 
 def _children(pid: int) -> list[int]:
@@ -197,9 +201,9 @@ def tcg_command(tree: Path, kernel: Path, db: Path) -> dict[str, float | None]:
     db.unlink(missing_ok=True)
     wall, to_qemu, py_cpu = until_qemu(tree, db, "run", "cmd", "--runs", "1", "--kernel", str(kernel), "--vm", "tcg",
                                        "--", "true")
-    boot, kernel_part, agent_part = boot_facts(db)
+    boot, kernel_part, agent_part, modules_part = boot_facts(db)
     return {"wall": wall, "cpu": CPU_SECONDS[-1], "boot": boot, "kernel": kernel_part, "agent": agent_part,
-            "rest": wall - boot, "to_qemu": to_qemu, "py_cpu": py_cpu}
+            "modules": modules_part, "rest": wall - boot, "to_qemu": to_qemu, "py_cpu": py_cpu}
 
 
 def _median(values: list) -> float:
@@ -284,13 +288,13 @@ def main() -> None:
               f"{(after / b) if b else float('nan'):7.3f} {goal:6.1f}  {after / goal:.2f}")
     print("\n# perflab run cmd --runs 1 --kernel K --vm tcg -- true: phases, medians (s); QEMU start -> HELLO by "
           "the host's clock, split by the guest's; rest = Python, preparation, job, power-off, store")
-    print(f"{'kernel':10} {'tree':7} {'whole':>6} {'CPU':>6} {'boot':>6} {'kernel':>7} {'agent':>6} {'rest':>6} "
-          f"{'to QEMU':>8} {'its CPU':>8}")
+    print(f"{'kernel':10} {'tree':7} {'whole':>6} {'CPU':>6} {'boot':>6} {'kernel':>7} {'agent':>6} {'modules':>7} "
+          f"{'rest':>6} {'to QEMU':>8} {'its CPU':>8}")
     for name in trees:
         for label, rounds in tcg_phases[name].items():
             m = {k: _median([r[k] for r in rounds]) for k in rounds[0]}
             print(f"{label:10} {name:7} {m['wall']:6.2f} {m['cpu']:6.2f} {m['boot']:6.2f} {m['kernel']:7.3f} "
-                  f"{m['agent']:6.3f} {m['rest']:6.2f} {m['to_qemu']:8.2f} {m['py_cpu']:8.2f}")
+                  f"{m['agent']:6.3f} {m['modules']:7.3f} {m['rest']:6.2f} {m['to_qemu']:8.2f} {m['py_cpu']:8.2f}")
     print("\n# will-it-scale per_process_ops under icount (every sample), before and after")
     for test in TESTS:
         b, a = seen["before"].get(test, []), seen["after"].get(test, [])

@@ -26,16 +26,17 @@ from pathlib import Path
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
 from perflab.core.model import Sample
-from perflab.core.params import job_cpus, job_time_exact
 from perflab.core.process import ProcessResult, ProcessSpec
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WRITABLE_HOST_TREE, Executor,
                                       Opening, PerfThere, Place, RunIn, Target, TargetOption, Toolchain, qemu_guests)
 from perflab.core.units import parse_size
 from perflab.store.exactness import ICOUNT_MARK
 from perflab.execution.vm import MODES, VmError, VmSpec, boot, disk, initramfs, modules, qemu_args_refusal
-from perflab.execution.vm import kernel as kernels
+from perflab.execution.vm import kernel as kernels, remembering
+from perflab.execution.vm.hello import environment_facts
 from perflab.execution.vm.counting import refusal as counting_refusal
-from perflab.execution.vm.machine import SLOWDOWN, drop_ahead, qemu_binary, qemu_command, start_ahead as boot_ahead
+from perflab.execution.vm.machine import (SLOWDOWN, drop_ahead, qemu_binary, qemu_command, start_ahead as boot_ahead,
+                                          start_remembered)
 
 VM_KEYS = ("mode", "cpus", "memory", "qemu_args", "guests")     # guests: only when written (qemu_guests)
 DEFAULT_VM = {"mode": "tcg", "cpus": 1, "memory": 512, "qemu_args": []}
@@ -296,6 +297,8 @@ class Qemu(Target):
         (will-it-scale's binding, hackbench's placement) are the guest's vCPUs; under icount its
         durations are exact (lmbench's stopping rule); its work directories (fio, aim7, news)
         become the guest's disks."""
+        from perflab.core.params import job_cpus, job_time_exact    # YAML: not before a guest can start ahead
+
         prepared = _Prepared(what)
         with self.toolchain.building(), cbuild.static_programs(), job_cpus(self.cpus()), \
                 job_time_exact(self.exact_time), disk.collecting() as disks:
@@ -318,7 +321,8 @@ class Qemu(Target):
         rooted = [HOST_PROGRAMS in o.needs for o in openings]
         # The host's root is shared for jobs that run its programs, and for monitors that run its perf.
         shared = any(rooted) or any(HOST_TOOLS in o.needs for o in openings)
-        plan = modules.plan(spec.kernel, _modules_needed(shared, disks), f"{what} in a VM guest")
+        plan = modules.plan(spec.kernel, _modules_needed(shared, disks), f"{what} in a VM guest",
+                            cmdline=" ".join(qemu_append(spec)))
         files: list[dict[str, str]] = []
         boot_files: dict[str, str] = {}
         for o, host_programs in zip(openings, rooted):
@@ -344,8 +348,10 @@ class Qemu(Target):
         if not here or self.recipe or HOST_PROGRAMS not in needs or (params or {}).get("fs"):
             return None
         target = self if debian else replace(self, kernel=path)     # as a job stores it (jobs.guest.kernel_of)
-        spec, boot_with, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
-        boot_ahead(spec, **boot_with)
+        remember = remembering.inputs(target.image, target.machine, target.cmdline, needs, (Path(__file__),))
+        if remember is None or not start_remembered(remember):
+            spec, boot_with, *_ = target._boot_of([Opening(_Prepared(what), None, 0, needs)])
+            boot_ahead(spec, **boot_with, remember=remember)
         return drop_ahead
 
     @contextlib.contextmanager
@@ -356,6 +362,8 @@ class Qemu(Target):
         with qemu_guests.boot_guests(boot, spec, self.machine, openings, bool(disks), **boot_with) as (guests, facts):
             facts = {**environment_facts(facts), "kernel_cmdline": " ".join(qemu_append(spec)),
                      "guest_modules": " ".join(p.stem for p in plan.load)}
+            if plan.load:
+                facts["guest_module_signatures"] = plan.signature_fact()
             yield _GuestPlace(guests, facts, openings, files, rooted, staged)
 
     def params(self, params: dict) -> dict:
@@ -573,25 +581,6 @@ def _modules_needed(rooted: bool, disks: list) -> list[str]:
     if any(d.image for d in disks):
         needs.append("disk")
     return needs + sorted({d.fstype for d in disks if d.fstype})
-
-
-def environment_facts(facts: dict) -> dict:
-    """The guest's facts, over the host's where the run's environment names the system under test.
-
-    A guest run measured the guest's kernel: `kernel_release` (what `compare kernel=...`
-    selects by), `kernel_version`, the CPU model, cores and threads and the memory are the guest's;
-    the host's stay beside them as host_*.
-    """
-    out = dict(facts)
-    for key, value in (("kernel_release", facts.get("guest_kernel_release")),
-                       ("kernel_version", facts.get("guest_kernel_version")),
-                       ("cpu_model", facts.get("vm_cpu_model")), ("cpu_threads", int(facts.get("vm_cpus") or 0)),
-                       # QEMU's -smp N: N single-threaded vCPUs, so as many cores as threads.
-                       ("cpu_cores", int(facts.get("vm_cpus") or 0)),
-                       ("memory_kib", int(facts.get("vm_memory_mib") or 0) * 1024)):
-        if value:
-            out[key] = value
-    return out
 
 
 def qemu_append(spec) -> list[str]:

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from perflab.core.errors import UsageProblem
 from perflab.execution import filesystem
-from perflab.execution import workdir as host_workdir
 from perflab.execution.filesystem import Workdir
 
 SHM = filesystem.SHM
@@ -90,6 +89,10 @@ def workdir(params, prefix: str) -> Iterator[Workdir]:
     """The run's directory: the host's (execution.workdir) or, for a guest job, the guest's."""
     disks = _DISKS.get()
     if disks is None:
+        # Here, not at the top: execution.workdir brings pydantic, which a guest started ahead
+        # (`run cmd --kernel`) must not wait for (docs/vm.md, "A command's seconds").
+        from perflab.execution import workdir as host_workdir
+
         with host_workdir.workdir(params, prefix) as wd:
             yield wd
         return

@@ -68,9 +68,11 @@ def entry_of(kernel: Path) -> Entry:
     key = hashlib.sha256(data).hexdigest()[:20]
     cached = cache_dir() / f"{PREFIX}{key}"
     refused = cache_dir() / f"{PREFIX}{key}.not-pvh"
-    if cached.is_file():
+    try:
         os.utime(cached)        # recently booted: kept longest
         return Entry(cached, "PVH (vmlinux decompressed on the host; no decompressor, no KASLR)")
+    except FileNotFoundError:
+        pass                    # not unpacked yet, or pruned just now by another perflab: unpacked again
     if refused.is_file():
         return Entry(kernel, f"bzImage ({refused.read_text().strip()})")
     why, elf = _unpack(data)

@@ -139,10 +139,29 @@ def busybox() -> Path | None:
     return None
 
 
+def _applets(path: Path) -> list[str]:
+    """busybox's applets (`busybox --list`), kept in the cache beside the archives by the binary's
+    size and modification time: the command that boots a guest runs no program to learn them (a
+    fork and exec before its QEMU can start)."""
+    st = path.stat()
+    kept = cache_dir() / f"busybox-{hashlib.sha256(f'{path}:{st.st_size}:{st.st_mtime_ns}'.encode()).hexdigest()[:16]}.list"
+    try:
+        return kept.read_text().split()
+    except OSError:
+        pass
+    listing = subprocess.run([str(path), "--list"], capture_output=True, text=True)
+    applets = sorted(set(listing.stdout.split()))
+    if listing.returncode == 0 and applets:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+        tmp.write_text("\n".join(applets) + "\n")
+        os.replace(tmp, kept)
+    return applets
+
+
 def _busybox_entries(path: Path) -> list[Entry]:
     entries = [_program("bin/busybox", path)]
-    listing = subprocess.run([str(path), "--list"], capture_output=True, text=True)
-    for applet in sorted(set(listing.stdout.split())):
+    for applet in _applets(path):
         if applet and "/" not in applet and applet != "busybox":
             entries.append(Entry(f"bin/{applet}", stat.S_IFLNK | 0o777, b"busybox"))
     return entries

@@ -32,7 +32,8 @@ from perflab.core.errors import PerflabError
 from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.core.steps import step
 from perflab.execution import executor, interrupt, scratch
-from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels
+from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels, remembering
+from perflab.execution.vm.hello import boot_phase_facts, settle_facts  # noqa: F401 (boot_phase_facts re-exported)
 from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
 from perflab.execution.vm.qemu_args import qemu_args_refusal  # noqa: F401 (re-exported)
 
@@ -88,14 +89,20 @@ def qemu_binary() -> str:
     return path
 
 
-def asking_version(binary: str) -> subprocess.Popen:
-    """`QEMU --version`, started: boot() asks while the guest boots (20-60 ms it no longer waits)."""
+def asking_version(binary: str) -> subprocess.Popen | None:
+    """`QEMU --version`, started (None when this binary's answer is remembered): boot() asks while
+    the guest boots (20-60 ms it no longer waits)."""
+    if remembering.output(binary, ("--version",)) is not None:
+        return None
     return subprocess.Popen([binary, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
 
 
 def qemu_version(binary: str, asked: subprocess.Popen | None = None) -> str:
-    out, _ = (asked or asking_version(binary)).communicate()
+    out = remembering.output(binary, ("--version",))
+    if out is None:
+        out, _ = (asked or asking_version(binary)).communicate()
+        remembering.keep_output(binary, ("--version",), out)
     first = out.strip().splitlines()
     match = re.search(r"version (\S+)", first[0]) if first else None
     return match.group(1) if match else (first[0] if first else "unknown")
@@ -342,13 +349,18 @@ class Guest:
         return self._kallsyms
 
     def shutdown(self) -> None:
-        """Power the guest off and wait for QEMU to exit (killed if it does not)."""
+        """End the guest: OFF, and once the agent said BYE (nothing of the guest is wanted any
+        more: its results are in, its disks are thrown away), QEMU is killed rather than waited
+        for through the guest kernel's power-off (30-60 ms under TCG). A guest that does not
+        answer gets SHUTDOWN_SECONDS to power off by itself, then is killed too."""
         if self.process.poll() is None:
+            said_bye = False
             with contextlib.suppress(_Dead, _Late, VmError):
                 self.channel.send("OFF")
-                self.channel.receive(time.monotonic() + SHUTDOWN_SECONDS)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(SHUTDOWN_SECONDS)
+                said_bye = self.channel.receive(time.monotonic() + SHUTDOWN_SECONDS)[0] == "BYE"
+            if not said_bye:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(SHUTDOWN_SECONDS)
         _kill(self.process)
 
 
@@ -396,30 +408,6 @@ def _boot_failure(spec: VmSpec, process: subprocess.Popen, workdir: Path, timed_
     return VmError(why, console)
 
 
-def settle_facts(said: dict) -> dict:
-    """What the agent's wait for a quiet kernel (its `settle` setup line) took, as the run records it."""
-    seconds = int(said.get("settle_ns") or 0) / 1e9
-    spread = int(said.get("settle_spread_ppm") or -1)
-    how = (f"{'settled' if said['settle'] == 'settled' else 'NOT settled'} after {seconds:.3f} s of guest time, "
-           f"{said.get('settle_rounds', '?')} rounds of getppid; the last agreed within "
-           + (f"{spread / 1e4:.4f}%" if spread >= 0 else "n/a"))
-    return {"vm_settle": how, "vm_settled": "yes" if said["settle"] == "settled" else "no",
-            "vm_settle_seconds": f"{seconds:.3f}"}
-
-
-def boot_phase_facts(said: dict) -> dict:
-    """Where a boot's time went by the guest's own clock (the agent's init_ns and hello_ns):
-    the kernel's part up to perflab's init, then the agent's (modules, mounts, settle) up to
-    HELLO. Instruction-time under icount: the same on every boot of one kernel and initramfs."""
-    try:
-        init, hello = int(said.get("init_ns") or 0) / 1e9, int(said.get("hello_ns") or 0) / 1e9
-    except ValueError:
-        return {}
-    if not 0 < init <= hello:
-        return {}
-    return {"vm_boot_guest": f"kernel to /init {init:.3f} s, /init to HELLO {hello - init:.3f} s (guest clock)"}
-
-
 @dataclass
 class _Started:
     """A QEMU started for a boot: its process, boot directory, start time and what it boots
@@ -448,33 +436,57 @@ def _command(binary: str, spec: VmSpec, initrd: Path, entry: entries.Entry, work
 def _launch(spec: VmSpec, binary: str, initrd: Path, entry: entries.Entry) -> _Started:
     """QEMU started on `spec` in a boot directory of its own, in its own process group (killed
     with its parent)."""
+    return _launch_command(tuple(_command(binary, spec, initrd, entry, Path(_WORKDIR_MARK))))
+
+
+def _launch_command(key: tuple[str, ...]) -> _Started:
+    """QEMU started on the command line `key` (its boot directory marked _WORKDIR_MARK)."""
     scratch.remove_orphans(WORKDIR_PREFIX)   # boot directories of a killed perflab (issue 31, L2)
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     try:
         with open(workdir / "qemu.err", "wb") as err:
             started = time.monotonic()
-            process = subprocess.Popen(_command(binary, spec, initrd, entry, workdir), stdin=subprocess.PIPE,
+            process = subprocess.Popen([w.replace(_WORKDIR_MARK, str(workdir)) for w in key], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=err, start_new_session=True,
                                        preexec_fn=die_with_parent, bufsize=0)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return _Started(process, workdir, started, tuple(_command(binary, spec, initrd, entry, Path(_WORKDIR_MARK))))
+    return _Started(process, workdir, started, key)
+
+
+def _ahead(started: _Started) -> None:
+    import atexit
+
+    atexit.unregister(drop_ahead)      # once, however many are started in one process
+    atexit.register(drop_ahead)
+    _AHEAD.append(started)
 
 
 def start_ahead(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Sequence[str] = (),
-                data: Mapping[str, bytes] | None = None) -> None:
+                data: Mapping[str, bytes] | None = None, remember: str | None = None) -> None:
     """Start now the QEMU that `boot(spec, files, setup, data)` would start later, so that the
     guest boots while this process still imports and checks (a second core does it). boot()
     takes it when its command line is the same word for word (initramfs and kernel entry
     included); one no boot() takes is killed by `drop_ahead` (the command's end, and at exit;
-    its parent-death signal besides). A spec that cannot boot raises as boot() would."""
-    import atexit
-
+    its parent-death signal besides). A spec that cannot boot raises as boot() would.
+    `remember`: what decided this boot (start_remembered), kept with its command line."""
     binary, initrd, entry = _boot_files(spec, files, setup, data)
-    atexit.unregister(drop_ahead)      # once, however many are started in one process
-    atexit.register(drop_ahead)
-    _AHEAD.append(_launch(spec, binary, initrd, entry))
+    started = _launch(spec, binary, initrd, entry)
+    _ahead(started)
+    if remember is not None:
+        remembering.keep(remember, started.key)
+
+
+def start_remembered(remember: str) -> bool:
+    """Start the QEMU that start_ahead started last for the same `remember`, without making its
+    initramfs or kernel entry again (vm/remembering.py): True when started. Only a guess: boot()
+    takes it when its own command line is the same word for word, and kills it otherwise."""
+    key = remembering.command(remember)
+    if key is None:
+        return False
+    _ahead(_launch_command(key))
+    return True
 
 
 def drop_ahead() -> None:
