@@ -495,3 +495,16 @@ def test_detect_says_which_build_of_a_recipe_a_step_is_at(cli, db):
     points = [p for s in json.loads(cli("detect", "--benchmark", "lmbench", "--min-points", "2", "--style", "json").stdout)
               ["series"] for c in s["change_points"] for p in (c["at"], c["previous"])]
     assert {p.get("build") for p in points} == {head, before}, points
+
+
+def test_report_tables_left_out_note_is_one_line_whatever_the_tag(cli, db):
+    """Review of the left-out note: it printed the tags and variants it names as stored, so a tag
+    imported with a newline or a terminal escape broke the note into two lines and coloured the
+    terminal; names are shown as every view shows them (core.text.printable)."""
+    tag = "e2\n\x1b[31mred ünï"
+    fv.plant_head(str(cli.db), tag)
+    done = cli("report", "table", METRIC, "--rows", "tag", "--cols", "variant")
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+    assert any(n.startswith(f"note: {METRIC}: left out, no sample of it: tag e2\\n\\x1b[31mred ünï;") for n in notes), \
+        done.stderr
+    assert "\x1b" not in done.stderr and "\x1b" not in done.stdout, done.stderr
