@@ -201,8 +201,10 @@ def perf_profile_helper(mon: PerfProfile, n: int, there: PerfThere) -> Helper:
     ctl, ack = _at(there.fifos, f"profile-{n}.ctl"), _at(there.fifos, f"profile-{n}.ack")
     data, out = _at(there.files, f"perflab-profile-{n}.data"), _at(there.files, f"perflab-profile-{n}.txt")
     script = shlex.join(script_argv(there.perf, data))
-    # Identical stacks summed there (FOLD_AWK): what comes back goes with the distinct stacks.
-    post = ["/bin/sh", "-c", f"{script} | awk {shlex.quote(FOLD_AWK)} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
+    # Identical stacks summed there (FOLD_AWK): what comes back goes with the distinct stacks; where
+    # there is no awk, the text as perf script wrote it.
+    fold = f" | awk {shlex.quote(FOLD_AWK)}" if there.fold else ""
+    post = ["/bin/sh", "-c", f"{script}{fold} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
     return Helper(controlled(mon.perf_argv(Path(data), there.perf), ctl, ack), there.root, ctl, ack, out, post)
 
 
