@@ -508,3 +508,14 @@ def test_report_tables_left_out_note_is_one_line_whatever_the_tag(cli, db):
     assert any(n.startswith(f"note: {METRIC}: left out, no sample of it: tag e2\\n\\x1b[31mred ünï;") for n in notes), \
         done.stderr
     assert "\x1b" not in done.stderr and "\x1b" not in done.stdout, done.stderr
+
+
+def test_mmtests_does_not_head_a_section_with_the_kernel_of_another_benchmarks_run(cli, db):
+    """Review of the per-section kernels: one run of will-it-scale against one of lmbench (one
+    testcase a side, nothing matched) headed will-it-scale's head column with the lmbench run's
+    kernel, a column without a figure of that section named by a kernel that measured none."""
+    base, head = db["wis 6.1.0-47-amd64"], db["lmbench 6.1.0-56-amd64"]
+    out = cli("compare", str(base), str(head), "--style", "mmtests").stdout
+    section = out.split("\n\n")[0].splitlines()
+    assert section[0].startswith("will-it-scale "), out
+    assert section[1].split() == ["6.1.0-47-amd64", "-"], out
