@@ -271,6 +271,33 @@ def test_a_machine_without_awk_sends_perf_scripts_text_whole(tmp_path):
     assert with_awk.fold is True and FOLD_AWK in " ".join(perf_profile_helper(mon, 0, with_awk).post)
 
 
+def test_a_perf_script_text_the_agent_cut_is_refused_not_reduced():
+    """Review of issue 46: the agent reads a helper's file back up to 64 MiB and cuts it there
+    without a word; perf script's text of a long profile (unfolded where the machine has no awk)
+    was reduced as the whole run's, its shares those of the run's first seconds. Refused now:
+    the monitor fails naming the limit, the run goes on without it."""
+    from perflab.execution.targets import PerfThere
+    from perflab.monitors.guest import GuestMonitorSet
+
+    AGENT_READ_LIMIT = 64 << 20     # agent.c READ_LIMIT
+    warned: list[str] = []
+    sample = "hot 1 1000\n\tffffffff81000000 do_syscall_64+0x1 ([kernel.kallsyms])\n\t401000 hot_loop_function+0x2 (/x/hot)\n\n"
+    for size, whole in ((AGENT_READ_LIMIT // len(sample) // 2, True), (AGENT_READ_LIMIT // len(sample) + 1, False)):
+        watching = GuestMonitorSet({"perf-profile": {}}, warn=warned.append,
+                                   perf_there=lambda: PerfThere("/usr/bin/perf", said="the perf of box1", fold=False))
+        (helper,) = watching.hooks(0).inside
+        helper.output = (sample * size)[:AGENT_READ_LIMIT]     # as the agent sends a file it cut
+        collected = watching.collect()
+        record = watching.record["perf-profile"]
+        if whole:
+            samples = {s.metric: s.value for s in collected["perf-profile"].samples}
+            assert samples["perf-profile.samples"] == size and record["status"] != "failed", record
+        else:
+            assert "perf-profile" not in collected and record["status"] == "failed", record
+            assert any("reached the 64 MiB the agent reads back and was cut" in e for e in record["errors"]), record
+            assert any("perf-profile" in w and "64 MiB" in w for w in warned), warned
+
+
 @needs_perf
 def test_the_probe_finds_what_this_machine_counts():
     found = _verdict(_probe_here(os.environ["PATH"]))
