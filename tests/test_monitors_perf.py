@@ -435,6 +435,20 @@ def test_perf_profile_agrees_with_perf_report(hot, tmp_path):
     assert mine.top(1, "self")[0].symbol == "hot_loop_function"
 
 
+def test_a_profile_reads_alike_whatever_order_its_stacks_come_in():
+    """Review of issue 46: a symbol's kind ([k] or [.]) was the first stack's that named it, so a
+    name in both spaces (a libc and a kernel function of one name, a busy machine's profile)
+    read [.] in perf script's order and [k] in the order awk folded the stacks (hash order):
+    the folded test failed now and then. Order-independent now."""
+    text = ("app 1 100\n\t7f0000001000 memcpy (/lib/libc.so.6)\n\t401000 main (/x/app)\n\n"
+            "app 1 300\n\tffffffff81001000 memcpy ([kernel.kallsyms])\n\tffffffff81000000 do_syscall_64 "
+            "([kernel.kallsyms])\n\n")
+    samples = list(perfmon.parse_perf_script(text))
+    forward, backward = perfmon.reduce_profile(samples), perfmon.reduce_profile(samples[::-1])
+    assert forward.symbols == backward.symbols and forward.calltraces == backward.calltraces
+    assert forward.symbols["memcpy"].kind == "[k]" and forward.symbols["memcpy"].self == 100.0
+
+
 @needs_perf
 @pytest.mark.skipif(shutil.which("awk") is None, reason="needs awk")
 def test_a_profile_folded_by_awk_where_perf_ran_reduces_to_the_same_shares(hot, tmp_path):

@@ -246,6 +246,58 @@ def test_a_perf_that_does_not_run_is_refused_with_its_own_words(tmp_path):
                     "install linux-perf there for its running kernel")
 
 
+def test_a_machine_without_awk_sends_perf_scripts_text_whole(tmp_path):
+    """Review of issue 46: perf-profile's epilogue piped perf script into awk (FOLD_AWK) on the
+    machine; on one without awk the text came back empty and the run said "perf did not run
+    there". The probe asks for awk; without it the text comes back as perf script wrote it."""
+    from perflab.monitors import monitor_class, parse_options
+    from perflab.monitors.guest import perf_profile_helper
+    from perflab.monitors.perf import FOLD_AWK
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "perf"     # a perf that runs and counts cpu-clock (the probe's questions only)
+    fake.write_text("#!/bin/sh\ncase $1 in --version) echo 'perf version 9.9';; "
+                    "stat) echo '1.00;msec;cpu-clock;1000;100.00;;' >&2;; esac\n")
+    fake.chmod(0o755)
+    for tool in ("cat", "head", "sed"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    mon = monitor_class("perf-profile")(parse_options("perf-profile", {}))
+    without = _verdict(_probe_here(str(bin_dir)))
+    assert without.perf == str(fake) and without.fold is False, without
+    assert FOLD_AWK not in " ".join(perf_profile_helper(mon, 0, without).post)
+    os.symlink(shutil.which("awk"), bin_dir / "awk")
+    with_awk = _verdict(_probe_here(str(bin_dir)))
+    assert with_awk.fold is True and FOLD_AWK in " ".join(perf_profile_helper(mon, 0, with_awk).post)
+
+
+def test_a_perf_script_text_the_agent_cut_is_refused_not_reduced():
+    """Review of issue 46: the agent reads a helper's file back up to 64 MiB and cuts it there
+    without a word; perf script's text of a long profile (unfolded where the machine has no awk)
+    was reduced as the whole run's, its shares those of the run's first seconds. Refused now:
+    the monitor fails naming the limit, the run goes on without it."""
+    from perflab.execution.targets import PerfThere
+    from perflab.monitors.guest import GuestMonitorSet
+
+    AGENT_READ_LIMIT = 64 << 20     # agent.c READ_LIMIT
+    warned: list[str] = []
+    sample = "hot 1 1000\n\tffffffff81000000 do_syscall_64+0x1 ([kernel.kallsyms])\n\t401000 hot_loop_function+0x2 (/x/hot)\n\n"
+    for size, whole in ((AGENT_READ_LIMIT // len(sample) // 2, True), (AGENT_READ_LIMIT // len(sample) + 1, False)):
+        watching = GuestMonitorSet({"perf-profile": {}}, warn=warned.append,
+                                   perf_there=lambda: PerfThere("/usr/bin/perf", said="the perf of box1", fold=False))
+        (helper,) = watching.hooks(0).inside
+        helper.output = (sample * size)[:AGENT_READ_LIMIT]     # as the agent sends a file it cut
+        collected = watching.collect()
+        record = watching.record["perf-profile"]
+        if whole:
+            samples = {s.metric: s.value for s in collected["perf-profile"].samples}
+            assert samples["perf-profile.samples"] == size and record["status"] != "failed", record
+        else:
+            assert "perf-profile" not in collected and record["status"] == "failed", record
+            assert any("reached the 64 MiB the agent reads back and was cut" in e for e in record["errors"]), record
+            assert any("perf-profile" in w and "64 MiB" in w for w in warned), warned
+
+
 @needs_perf
 def test_the_probe_finds_what_this_machine_counts():
     found = _verdict(_probe_here(os.environ["PATH"]))

@@ -6,6 +6,7 @@ self-built kernel. No guest boots."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -478,3 +479,43 @@ def test_scaling_and_kernbench_label_a_lone_kernel_beside_a_tag_of_several(cli):
     fv.plant(str(cli.db))
     done = cli("report", "scaling", "h-6.1.0-55-amd64", fv.TAG, check=False)
     assert done.returncode != 0 and "will-it-scale.workload" in done.stderr and not done.stdout, done
+
+
+def test_detect_says_which_build_of_a_recipe_a_step_is_at(cli, db):
+    """A step along a recipe's series names its point by tag *and* build: the commit the recipe's
+    ref resolved to and the `kernel_build` key, so that a person knows which kernel to build
+    again (the tag alone does not: one tag may hold several builds of the recipe)."""
+    fv.plant_head(str(cli.db), "e2", slower="6.1.192 fast", by=1.2)
+    out = cli("detect", "--benchmark", "lmbench", "--min-points", "2").stdout
+    head = f"ref {'d00d' * 3}, build {'0f1e2d3c4b5a6978'[::-1][:12]}"
+    before = f"ref {'c0ffee' * 2}, build 0f1e2d3c4b5a"
+    assert re.search(rf"REGRESSION\s+\+20\.00%.*at tag e2, {head}, run #", out), out
+    assert re.search(rf"previous tag e1, {before}, run #", out), out
+    assert "ref " not in out.split("syscall.null")[0], out   # a Debian kernel's point has no build to say
+    points = [p for s in json.loads(cli("detect", "--benchmark", "lmbench", "--min-points", "2", "--style", "json").stdout)
+              ["series"] for c in s["change_points"] for p in (c["at"], c["previous"])]
+    assert {p.get("build") for p in points} == {head, before}, points
+
+
+def test_report_tables_left_out_note_is_one_line_whatever_the_tag(cli, db):
+    """Review of the left-out note: it printed the tags and variants it names as stored, so a tag
+    imported with a newline or a terminal escape broke the note into two lines and coloured the
+    terminal; names are shown as every view shows them (core.text.printable)."""
+    tag = "e2\n\x1b[31mred ünï"
+    fv.plant_head(str(cli.db), tag)
+    done = cli("report", "table", METRIC, "--rows", "tag", "--cols", "variant")
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+    assert any(n.startswith(f"note: {METRIC}: left out, no sample of it: tag e2\\n\\x1b[31mred ünï;") for n in notes), \
+        done.stderr
+    assert "\x1b" not in done.stderr and "\x1b" not in done.stdout, done.stderr
+
+
+def test_mmtests_does_not_head_a_section_with_the_kernel_of_another_benchmarks_run(cli, db):
+    """Review of the per-section kernels: one run of will-it-scale against one of lmbench (one
+    testcase a side, nothing matched) headed will-it-scale's head column with the lmbench run's
+    kernel, a column without a figure of that section named by a kernel that measured none."""
+    base, head = db["wis 6.1.0-47-amd64"], db["lmbench 6.1.0-56-amd64"]
+    out = cli("compare", str(base), str(head), "--style", "mmtests").stdout
+    section = out.split("\n\n")[0].splitlines()
+    assert section[0].startswith("will-it-scale "), out
+    assert section[1].split() == ["6.1.0-47-amd64", "-"], out

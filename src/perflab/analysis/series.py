@@ -28,6 +28,7 @@ import datetime as dt
 import fnmatch
 import gc
 import math
+import re
 import subprocess
 from collections import defaultdict
 from contextlib import contextmanager
@@ -62,6 +63,10 @@ class Point:
     run_means: list[float] = field(default_factory=list)  # each run's mean
     kernel: str | None = None     # the kernel release its (first) run measured
     tag: str | None = None        # its (first) run's tag
+    # A recipe's point: the build its (first) run booted, "ref REF, build KEY" (variant.Kernel:
+    # the commit the recipe's ref resolved to, else the ref; the `kernel_build` key), so that a
+    # step along a recipe's series says which build it was, not only the tag.
+    build: str | None = None
     figure: float | None = None   # an exact series' point: its least disturbed sample (exact_figure)
     # The metric kind's estimator (stats.descriptive.estimator), as `compare` and `show` take it:
     # a higher-is-better rate's point is the harmonic mean of its samples, not their mean.
@@ -245,6 +250,7 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
             for p in points:
                 p.kernel = kernel_of.get(p.run_ids[0])
                 p.tag = run_of[p.run_ids[0]].tag or None
+                p.build = build_of(variant_of[p.run_ids[0]].kernel)
                 if assumed_exact and exact.settled(p.samples, direction):
                     # Scattered samples have no exact figure: the estimator, as compare and show take it.
                     p.figure = exact.exact_figure(p.samples, direction)
@@ -257,6 +263,16 @@ def _build(store: Store, *, benchmark, metrics, box, tag, since, repo, branch, o
         history.order = BY_KERNEL
     history.runs = len({rid for s in history.series for p in s.points for rid in p.run_ids})
     return history
+
+
+def build_of(kernel) -> str | None:
+    """A recipe kernel's build in words: `ref 1a2b3c4d5e6f, build 0f1e2d3c4b5a` (the commit its
+    ref resolved to, or the ref; the `kernel_build` key); None for a kernel not built by perflab."""
+    if kernel.origin != variant.RECIPE or not (kernel.ref or kernel.build):
+        return None
+    ref = kernel.ref[:12] if re.fullmatch(r"[0-9a-f]{13,}", kernel.ref) else kernel.ref
+    return ", ".join(part for part in (f"ref {ref}" if ref else "", f"build {kernel.build[:12]}" if kernel.build else "")
+                     if part)
 
 
 def _by_commit(entries: list[tuple], run_of: dict) -> list[list[tuple]]:

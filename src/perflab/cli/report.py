@@ -277,17 +277,20 @@ def report_table(metrics, row_key, col_keys, benchmark, boxes, tags, db) -> None
       perflab report table --rows rw --cols box,tag fio.read_bw_kib
     """
     from perflab.analysis.views.table import pivots
+    from perflab.core.text import printable
     from perflab.report.pivot import render_pivot
 
     cols = [k.strip() for k in col_keys.split(",") if k.strip()]
     if not cols:
         raise click.BadParameter(f"{col_keys!r}: name one key or more, comma-separated", param_hint="--cols")
     found = pivots(get_store(db, reading=True), tuple(metrics), row_key, cols, benchmark, tuple(boxes), tuple(tags))
+    # The notes name keys and values as stored (tags, variants): shown as every view shows them,
+    # one line each whatever a tag holds.
     if found and found[0].note:
-        click.echo(f"note: {found[0].note}", err=True)
+        click.echo(f"note: {printable(found[0].note, None)}", err=True)
     for p in found:
         if p.left_out:
-            click.echo(f"note: {p.left_out}", err=True)
+            click.echo(f"note: {printable(p.left_out, None)}", err=True)
     click.echo("\n".join(render_pivot(p.metric, p.unit, p.row_key, p.col_keys, p.row_values, p.col_values, p.cells)
                          for p in found), nl=False)
 

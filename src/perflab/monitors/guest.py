@@ -141,7 +141,7 @@ class GuestMonitorSet:
                     elif isinstance(answer, Helper) and isinstance(mon, PerfStat):
                         self._perf_stat(mon, process, answer)
                     elif isinstance(answer, Helper):
-                        self.scripts[mon.name].append(_output(answer))
+                        self.scripts[mon.name].append(_whole(_output(answer)))
                 except Exception as e:
                     self._failed(mon, e)
         out = {}
@@ -201,9 +201,26 @@ def perf_profile_helper(mon: PerfProfile, n: int, there: PerfThere) -> Helper:
     ctl, ack = _at(there.fifos, f"profile-{n}.ctl"), _at(there.fifos, f"profile-{n}.ack")
     data, out = _at(there.files, f"perflab-profile-{n}.data"), _at(there.files, f"perflab-profile-{n}.txt")
     script = shlex.join(script_argv(there.perf, data))
-    # Identical stacks summed there (FOLD_AWK): what comes back goes with the distinct stacks.
-    post = ["/bin/sh", "-c", f"{script} | awk {shlex.quote(FOLD_AWK)} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
+    # Identical stacks summed there (FOLD_AWK): what comes back goes with the distinct stacks; where
+    # there is no awk, the text as perf script wrote it.
+    fold = f" | awk {shlex.quote(FOLD_AWK)}" if there.fold else ""
+    post = ["/bin/sh", "-c", f"{script}{fold} > {shlex.quote(out)}; rm -f {shlex.quote(data)}"]
     return Helper(controlled(mon.perf_argv(Path(data), there.perf), ctl, ack), there.root, ctl, ack, out, post)
+
+
+# The agent reads a helper's file back up to this many bytes (agent.c READ_LIMIT) and cuts it there
+# without a word: a profile of the samples before the cut (unfolded text: the run's first seconds;
+# folded: stacks in awk's hash order) would read as the whole run's.
+AGENT_READ_LIMIT = 64 << 20
+
+
+def _whole(text: str) -> str:
+    """perf script's text as it came back, refused when the agent cut it (AGENT_READ_LIMIT)."""
+    if len(text) >= AGENT_READ_LIMIT // 4 and len(text.encode(errors="surrogateescape")) >= AGENT_READ_LIMIT:
+        raise RuntimeError(f"perf script's text there reached the {AGENT_READ_LIMIT >> 20} MiB the agent reads back "
+                           "and was cut: a profile of part of the run is not the run's (lower the monitor's freq, "
+                           "or shorten the run)")
+    return text
 
 
 def _output(helper: Helper) -> str:

@@ -32,7 +32,8 @@ def _position(history: History, point: Point, order: str | None = None) -> str:
         return f"{commit.sha[:12]} \"{printable(commit.subject, 70)}\" (run {runs})"
     tail = f", commit {printable(point.commit[:12])}" if point.commit else ""
     tag = f"tag {printable(point.tag, 40)}, " if point.tag else ""
-    return f"{tag}run {runs} ({_when(point)}{tail})"
+    build = f"{printable(point.build, 80)}, " if point.build else ""
+    return f"{tag}{build}run {runs} ({_when(point)}{tail})"
 
 
 def _exact(resolution: float) -> str:
@@ -165,7 +166,8 @@ def _point_json(history: History, point: Point, order: str | None = None) -> dic
     commit = history.commits.get(point.commit or "")
     return {"runs": point.run_ids, "started": point.started.isoformat() + "Z", "commit": point.commit,
             "subject": commit.subject if commit else None,
-            **({"kernel": point.kernel} if order == BY_KERNEL else {})}
+            **({"kernel": point.kernel} if order == BY_KERNEL else {}),
+            **({"build": point.build} if point.build else {})}
 
 
 def _finite(x: float) -> float | None:

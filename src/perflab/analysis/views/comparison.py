@@ -121,9 +121,12 @@ def testcase_kernels(result: ComparisonResult) -> dict[tuple[str, str], list[str
     out = {key: [next(iter(s)) if len(s) == 1 else MIXED if s else "" for s in per_side]
            for key, per_side in found.items()}
     if len(found) == len(sides) == 2 and all(sum(bool(s) for s in per_side) == 1 for per_side in found.values()):
-        # Each side one testcase of other parameters: the head's runs are compared under the base's key.
+        # Each side one testcase of other parameters: the head's runs are compared under the base's key,
+        # when they are of one benchmark (matching pairs no other: a side of another benchmark has none
+        # of the section's runs, and its kernel is not the section's).
         (bkey, b), (hkey, h) = sorted(found.items(), key=lambda kv: not kv[1][0])
-        out[bkey] = [out[bkey][0], out[hkey][1]]
+        if bkey[0] == hkey[0]:
+            out[bkey] = [out[bkey][0], out[hkey][1]]
     return out
 
 

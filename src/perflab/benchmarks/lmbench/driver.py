@@ -350,10 +350,12 @@ class LmbenchSession(Session):
 
 # Where lat_fs puts each batch of files (lat_fs.c, "Where the batches go"): a fresh directory
 # tree, which ext2/3/4 place as a top-level directory (FS_TOPDIR_FL on the program's own
-# directory), a tree in a block group with inodes deleted in the last minute or two given up
-# for another.  A fact of the run: on an ext4 without a journal fs.create_* reads 11 us a file
-# with it and up to 60 times that without it, depending on what the minute before deleted.
-FS_BATCHES = {True: "fresh tree a batch, placed as a top-level directory; groups with recent deletions skipped",
+# directory), a tree at or just above one lat_fs deleted in the last 400 s (its ledger in the
+# cache directory: the previous run's too) given up for another, by inode numbers, never by
+# what the tree cost.  A fact of the run: on an ext4 without a journal fs.create_* reads 11 us
+# a file with it and up to 60 times that without it, depending on what the minute before deleted.
+FS_BATCHES = {True: "fresh tree a batch, placed as a top-level directory; trees near lat_fs's deletions of the "
+                    "last 400 s skipped, by inode number",
               False: "fresh tree a batch"}
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000   # <linux/fs.h>
 

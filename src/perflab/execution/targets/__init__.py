@@ -127,6 +127,9 @@ class PerfThere:
     hardware: bool = False    # the machine counts hardware events (perf-profile samples cycles)
     software_only: str = "no hardware counters there"   # ... and if not, said beside what was left out
     unsupported: tuple[str, ...] = ()   # events found not counted there (a VM's hardware counters)
+    # awk there sums perf script's identical stacks before the text comes back (FOLD_AWK); without
+    # it (a minimal machine) the text comes back whole, rather than nothing and "perf did not run".
+    fold: bool = True
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ PROBE = "\n".join([
     'echo "perf=$p"',
     'echo "paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"',
     'echo "version=$("$p" --version 2>&1 | head -n 1)"',
+    'echo "awk=$(command -v awk)"',
     f"o=$(\"$p\" stat -a -x '{SEP}' -e cpu-clock " + " ".join(f"-e {e}" for e in HARDWARE)
     + " -- true 2>&1 >/dev/null); echo \"status=$?\"",
     "printf '%s\\n' \"$o\" | sed 's/^/stat=/'",
@@ -86,7 +87,7 @@ def _found(machine: Machine, text: str) -> PerfThere | PerflabError:
     return PerfThere(perf, said=f"the perf of {on} ({perf}, {version}), run there in the run directory",
                      hardware="cycles" not in lacking,
                      software_only=f"no hardware counters on {on}: software events only",
-                     unsupported=lacking)
+                     unsupported=lacking, fold=bool(said.get("awk")))
 
 
 def forget() -> None:

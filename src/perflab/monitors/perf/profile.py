@@ -187,8 +187,10 @@ def reduce_profile(samples: Iterable[ProfileSample]) -> Profile:
         if names[0] != UNKNOWN:
             self_w[names[0]] = self_w.get(names[0], 0) + period
         for name, k in zip(names, kernels):
-            if name != UNKNOWN and name not in kernel:
-                kernel[name] = k
+            # A name in both spaces (a libc and a kernel `memcpy`) is the kernel's, whatever stack
+            # came first: the same profile folded where perf ran (FOLD_AWK, hash order) reads alike.
+            if name != UNKNOWN:
+                kernel[name] = kernel.get(name, False) or k
         for sym in set(names) - {UNKNOWN}:
             children_w[sym] = children_w.get(sym, 0) + period
             per_comm = comm_w.setdefault(sym, {})

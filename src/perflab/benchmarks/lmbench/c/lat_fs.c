@@ -31,18 +31,29 @@
  *   - each batch's directory has a name of its own and stays, empty, until
  *     the process ends, so the next batch lands in another group;
  *   - with that placement a tree is given up for another (at most TRIES)
- *     when its PROBE files, made before the batch's files, cost more than
- *     twice the cheapest probe so far in CPU time (recent deletions before
- *     where the files will go), or when the batch's files did not get
- *     consecutive inode numbers (recent deletions, or others' files, among
- *     them).
- * The figure is then the cost of creating files in a group where nothing was
- * deleted in the last minute or two, as on an ext4 with a journal, whatever
- * ran before.  With PERFLAB_LMBENCH_FS_DIRS set each tree, its probe, its
- * inode numbers and its cost are printed on stderr.
+ *     when its directory's inode lies in or just above (SLACK) the inodes of
+ *     a tree that lat_fs (this process, or another on the same file system:
+ *     the ledger below) deleted less than RECENT seconds ago, or when the
+ *     batch's files did not get consecutive inode numbers (recent deletions,
+ *     or others' files, among them).
+ * The figure is then the cost of creating files in a group where lat_fs
+ * deleted nothing in the last minutes, whatever ran before.  The choice reads
+ * inode numbers and the ledger, never a time: a rule that gave a tree up when
+ * creating files there cost more (an earlier version timed ten probe files
+ * against the cheapest probe) keeps the cheap outcomes, so a kernel whose file
+ * creation got dearer in some block groups, or after deletions (a slower
+ * recently_deleted() check, a longer recentcy), would read as before, its
+ * cost in the trees given up.  The ledger: one file per process in
+ * $XDG_CACHE_HOME/perflab/lat_fs/ (default ~/.cache), named by the file
+ * system's device, a line "SECONDS FIRST LAST" per tree deleted; lines older
+ * than RECENT are ignored, files older than that removed.  Without it (no
+ * cache directory) only this process's own trees are known.  With
+ * PERFLAB_LMBENCH_FS_DIRS set each tree, its inode numbers, why it was given
+ * up and its cost are printed on stderr.
  */
 #include "bench.h"
 
+#include <dirent.h>
 #include <sys/ioctl.h>
 #ifdef __linux__
 #include <linux/fs.h>
@@ -51,8 +62,9 @@
 #define PER_DIR 100   /* files per subdirectory */
 #define BATCH 1000    /* files per batch */
 #define TRIES 8       /* trees made at most for a batch that counts */
-#define PROBE 10      /* probe files a tree */
-#define BASELINE 3    /* trees probed at the start: the cheapest is the first reference */
+#define RECENT 400    /* s: ext4 skips an inode deleted in the last 60 s, 360 s while its block is dirty */
+#define SLACK 1024    /* inodes others may have taken above a deleted tree since */
+#define LEDGER_MAX 4096
 
 static int sizes[8] = { 0, 1, 4, 10 };
 static int nsizes = 4;
@@ -62,7 +74,11 @@ static char **names;
 static char **kept;      /* every batch's directory, empty, removed at exit */
 static int nkept, made_base, top, show_dirs;
 static unsigned nonce;
-static double cheapest;  /* CPU ns of the cheapest probe file so far (0: none yet) */
+/* trees deleted in the last RECENT s on this file system: when, first and last inode */
+struct deleted { long long when; unsigned long long first, last; };
+static struct deleted mine[LEDGER_MAX];  /* this process's own, also when there is no ledger */
+static int nmine;
+static char ledger_dir[4096], ledger[4200], ledger_prefix[64];
 
 static void cleanup(void)
 {
@@ -152,64 +168,125 @@ static unsigned long long inode_of(const char *path)
 	return (unsigned long long)st.st_ino;
 }
 
-/* PROBE empty files in the tree's directory "p", made before the batch's files and
- * removed after them: the CPU ns one took.  Creating a file scans past every inode of
- * its block group deleted in the last minute that lies before the first free one;
- * with the probes alive, the batch's files come after them and scan the same. */
-static double probe(int make)
+/* The ledger of deleted trees, in the cache directory, per file system (device of base). */
+static void ledger_open(void)
 {
-	char path[sizeof dir + 16];
-	int64_t c0 = cpu_ns();
-	snprintf(path, sizeof path, "%s/p", dir);
-	if (make ? mkdir(path, 0700) : 0)
-		die_errno("mkdir %s", path);
-	for (int i = 0; i < PROBE; i++) {
-		snprintf(path, sizeof path, "%s/p/%d", dir, i);
-		int fd = make ? creat(path, 0600) : unlink(path);
-		if (fd < 0)
-			die_errno("%s %s", make ? "creat" : "unlink", path);
-		if (make)
-			close(fd);
+	struct stat st;
+	const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (stat(base, &st) != 0)
+		die_errno("stat %s", base);
+	snprintf(ledger_prefix, sizeof ledger_prefix, "%llx-", (unsigned long long)st.st_dev);
+	if (cache && *cache)
+		snprintf(ledger_dir, sizeof ledger_dir, "%s/perflab", cache);
+	else if (home && *home)
+		snprintf(ledger_dir, sizeof ledger_dir, "%s/.cache/perflab", home);
+	else
+		return;
+	/* ~/.cache/perflab/lat_fs, made as far as it is missing; without it, no ledger */
+	char *slash = ledger_dir + strlen(ledger_dir) - strlen("perflab") - 1;
+	*slash = 0;
+	mkdir(ledger_dir, 0700);
+	*slash = '/';
+	mkdir(ledger_dir, 0700);
+	strncat(ledger_dir, "/lat_fs", sizeof ledger_dir - strlen(ledger_dir) - 1);
+	if (mkdir(ledger_dir, 0700) != 0 && errno != EEXIST) {
+		ledger_dir[0] = 0;
+		return;
 	}
-	snprintf(path, sizeof path, "%s/p", dir);
-	if (!make && rmdir(path) != 0)
-		die_errno("rmdir %s", path);
-	return (double)(cpu_ns() - c0) / PROBE;
+	snprintf(ledger, sizeof ledger, "%s/%s%d.%x", ledger_dir, ledger_prefix, (int)getpid(), nonce);
 }
 
-/* A fresh tree for n files, its probe's cost set against the cheapest so far. */
-static double new_tree(int n)
+static void ledger_add(unsigned long long first, unsigned long long last)
 {
-	new_dir();
-	subdirs(n, 1);
-	double cost = probe(1);
-	if (cheapest == 0 || cost < cheapest)
-		cheapest = cost;
-	return cost;
+	long long now = (long long)time(NULL);
+	if (nmine == LEDGER_MAX) {   /* the oldest goes: it aged long ago in any run that long */
+		memmove(mine, mine + 1, sizeof mine[0] * (LEDGER_MAX - 1));
+		nmine--;
+	}
+	mine[nmine++] = (struct deleted){ now, first, last };
+	if (!ledger_dir[0])
+		return;
+	FILE *f = fopen(ledger, "a");
+	if (f) {
+		fprintf(f, "%lld %llu %llu\n", now, first, last);
+		fclose(f);
+	}
 }
 
-static void drop_tree(int n)
+static int overlaps(const struct deleted *d, long long now, unsigned long long ino, unsigned long long span)
 {
-	probe(0);
-	subdirs(n, 0);
+	return now - d->when < RECENT && d->first <= ino + span && ino <= d->last + SLACK;
+}
+
+/* Whether a tree whose directory is inode `ino` and whose n files follow it would scan past,
+ * or run into, a tree lat_fs deleted less than RECENT s ago: the one found, in *hit. */
+static int recently_deleted_near(unsigned long long ino, int n, struct deleted *hit)
+{
+	long long now = (long long)time(NULL);
+	unsigned long long span = (unsigned long long)n + (unsigned long long)n / PER_DIR + 2;
+	for (int i = 0; i < nmine; i++)
+		if (overlaps(&mine[i], now, ino, span)) {
+			*hit = mine[i];
+			return 1;
+		}
+	if (!ledger_dir[0])
+		return 0;
+	DIR *d = opendir(ledger_dir);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int found = 0;
+	char path[sizeof ledger_dir + 256], line[128];
+	while (!found && (e = readdir(d))) {
+		if (strncmp(e->d_name, ledger_prefix, strlen(ledger_prefix)) != 0)
+			continue;
+		snprintf(path, sizeof path, "%s/%s", ledger_dir, e->d_name);
+		if (strcmp(path, ledger) == 0)
+			continue;   /* this process's own: in mine[] */
+		struct stat st;
+		if (stat(path, &st) != 0)
+			continue;
+		if (now - (long long)st.st_mtime >= RECENT) {
+			unlink(path);   /* every line of it aged */
+			continue;
+		}
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		struct deleted del;
+		while (!found && fgets(line, sizeof line, f)) {
+			char end;
+			/* a line half written by a process still writing it is not read */
+			if (sscanf(line, "%lld %llu %llu%c", &del.when, &del.first, &del.last, &end) == 4 && end == '\n' &&
+			    overlaps(&del, now, ino, span)) {
+				*hit = del;
+				found = 1;
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
 }
 
 /* Create n files of `bytes` in a fresh directory tree, then delete them: the two times
- * in ns.  With top-level placement a tree counts only if it is in a block group
- * without recent deletions before or among its files: its probe cost at most twice
- * the cheapest so far, and its files got consecutive inode numbers (ext4 skipped
- * none in use or deleted in the last minute).  Returns 0 if it did not (the caller
- * makes another); `last`: count it whatever. */
+ * in ns.  With top-level placement a tree counts only if it is in a block group where
+ * lat_fs deleted nothing recently before or among its files (the ledger), and its files
+ * got consecutive inode numbers (ext4 skipped none in use or deleted in the last
+ * minute).  Neither reads a time.  Returns 0 if it did not count (the caller makes
+ * another); `last`: count it whatever. */
 static int batch(int n, const char *buf, size_t bytes, double *t_create, double *t_delete, int last)
 {
-	double cost = new_tree(n);
-	if (top && !last && cost > 2 * cheapest) {
+	struct deleted hit;
+	new_dir();
+	unsigned long long at = inode_of(dir);
+	if (top && !last && recently_deleted_near(at, n, &hit)) {
 		if (show_dirs)
-			fprintf(stderr, "lat_fs: tree %s: probe %.1f us a file, cheapest %.1f: another\n", dir,
-				cost * 1e-3, cheapest * 1e-3);
-		drop_tree(n);
+			fprintf(stderr, "lat_fs: tree %s: inode %llu, by a tree deleted %lld s ago (inodes %llu..%llu): "
+				"another\n", dir, at, (long long)time(NULL) - hit.when, hit.first, hit.last);
 		return 0;
 	}
+	subdirs(n, 1);
 	make_names(n);
 	int64_t c0 = show_dirs ? cpu_ns() : 0;
 	int64_t t0 = pl_now_ns();
@@ -230,15 +307,17 @@ static int batch(int n, const char *buf, size_t bytes, double *t_create, double 
 	unsigned long long first = inode_of(names[0]), final = inode_of(names[n - 1]);
 	int counts = !top || last || final - first == (unsigned long long)n - 1;
 	if (show_dirs)
-		fprintf(stderr, "lat_fs: batch of %d in %s, probe %.1f us a file (cheapest %.1f), inodes %llu..%llu%s: "
-			"creating %.1f us a file, %.1f us of CPU\n", n, dir, cost * 1e-3, cheapest * 1e-3, first, final,
+		fprintf(stderr, "lat_fs: batch of %d in %s, inode %llu, files %llu..%llu%s: "
+			"creating %.1f us a file, %.1f us of CPU\n", n, dir, at, first, final,
 			final - first == (unsigned long long)n - 1 ? "" : " (not consecutive)",
 			(t1 - t0) * 1e-3 / n, (c1 - c0) * 1e-3 / n);
 	for (int i = 0; i < n; i++)
 		if (unlink(names[i]) != 0)
 			die_errno("unlink %s", names[i]);
 	int64_t t2 = pl_now_ns();
-	drop_tree(n);
+	subdirs(n, 0);
+	unsigned long long lo = first < at ? first : at, hi = final > at ? final : at;
+	ledger_add(lo, hi);
 	*t_create = (double)(t1 - t0);
 	*t_delete = (double)(t2 - t1);
 	return counts;
@@ -269,10 +348,8 @@ int main(int argc, char **argv)
 	if (show_dirs)
 		fprintf(stderr, "lat_fs: top-level placement %s in %s\n", top ? "on" : "off", base);
 	int batch_files = opt.tiny ? 20 : BATCH;
-	for (int i = 0; top && i < BASELINE; i++) {
-		new_tree(0);
-		drop_tree(0);
-	}
+	if (top)
+		ledger_open();
 
 	for (int si = 0; si < nsizes; si++) {
 		int k = sizes[si];
