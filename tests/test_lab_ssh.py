@@ -429,3 +429,40 @@ def test_the_next_session_on_a_machine_sweeps_a_dead_bisections_tree_and_spares_
         live.close()
         close_connections()
     assert not list(runs.glob("perflab-tree-*"))
+
+
+def test_a_lock_lost_with_the_machines_boot_is_taken_again_before_the_reconnection(cli, far, tmp_path,
+                                                                                    monkeypatch):
+    """What a kexec does to the machine's lock, without the reboot: the session that held it is cut
+    (its ssh killed here, as the reboot ends it there). The reconnection the kexec switch polls with
+    (machine_lock.keeping) takes it again first; another controller waiting meanwhile names us and
+    gets the machine only once we let it go."""
+    from perflab.execution import machine_lock
+    from perflab.execution.targets.ssh_machine import close_connections, machine_of, reconnect
+
+    _runs, (one, two) = _controllers(cli, far, tmp_path)
+    for key in ("PERFLAB_SSH_CONFIG", "PERFLAB_CONFIG", "PERFLAB_MACHINE_LOCKS"):
+        monkeypatch.setenv(key, one[key])
+    machine = machine_of("far")
+    log = tmp_path / "turns.log"
+    said, other = [], None
+    try:
+        with machine_lock.held(machine, "a kernel under test", say=said.append):
+            lease, _ = machine_lock._HELD[machine_lock.machine_key(machine)]
+            os.kill(lease.process.pid, signal.SIGKILL)       # the session that held it: gone
+            lease.process.wait()
+            assert not lease.alive()
+            machine_lock.keeping(reconnect)(machine)
+            assert lease.alive()                               # held again, by a new session
+            other, err = _start(two, tmp_path, "other", "run", _write(
+                tmp_path / "other.yaml", f"benchmark: cmd\nruns: 1\nshell: true\non: far\ncommand: 'echo other >> {log}'\n"))
+            _until("the other controller waiting for us", lambda: f"pid {os.getpid()} on" in err.read_text()
+                   and "a kernel under test" in err.read_text())
+            assert not log.exists()
+        assert other.wait(300) == 0, err.read_text()
+        assert log.read_text().split() == ["other"]
+    finally:
+        if other is not None and other.poll() is None:
+            other.kill()
+            other.wait()
+        close_connections()
