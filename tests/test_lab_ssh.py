@@ -295,7 +295,8 @@ def _controllers(cli, far, tmp_path: Path, n: int = 2) -> tuple[Path, list[dict]
     config = tmp_path / "perflab.toml"
     config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
     return runs, [dict(cli.env, PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config),
-                       PERFLAB_DB=str(tmp_path / f"controller{i}.db"), PERFLAB_MACHINE_LOCKS=str(tmp_path / f"locks{i}"))
+                       PERFLAB_DB=str(tmp_path / f"controller{i}.db"),
+                       PERFLAB_MACHINE_LOCKS=str(tmp_path / f"locks{i}"))
                   for i in range(n)]
 
 
@@ -454,8 +455,9 @@ def test_a_lock_lost_with_the_machines_boot_is_taken_again_before_the_reconnecti
             assert not lease.alive()
             machine_lock.keeping(reconnect)(machine)
             assert lease.alive()                               # held again, by a new session
-            other, err = _start(two, tmp_path, "other", "run", _write(
-                tmp_path / "other.yaml", f"benchmark: cmd\nruns: 1\nshell: true\non: far\ncommand: 'echo other >> {log}'\n"))
+            job = _write(tmp_path / "other.yaml",
+                         f"benchmark: cmd\nruns: 1\nshell: true\non: far\ncommand: 'echo other >> {log}'\n")
+            other, err = _start(two, tmp_path, "other", "run", job)
             _until("the other controller waiting for us", lambda: f"pid {os.getpid()} on" in err.read_text()
                    and "a kernel under test" in err.read_text())
             assert not log.exists()

@@ -103,7 +103,8 @@ class FarTrees:
 
         lines = ["umask 077", NEEDS_FLOCK, f'd={self._base()}/{PREFIX}{self.key}',
                  'if [ -d "$d" ] && ! flock -n "$d" true 2>/dev/null; then echo "BUSY $d"; exit 0; fi',
-                 'rm -rf "$d" && mkdir -m 700 "$d" && exec 9<"$d" && flock -n 9 || { echo "NONE cannot make $d"; exit 0; }',
+                 'rm -rf "$d" && mkdir -m 700 "$d" && exec 9<"$d" && flock -n 9 || '
+                 '{ echo "NONE cannot make $d"; exit 0; }',
                  SIGNAL_TRAPS, "trap 'cd / && rm -rf \"$d\"' EXIT", 'echo "HELD $(cd "$d" && pwd -P)"', keep_alive()]
         return "exec /bin/sh -c " + shlex.quote("\n".join(lines))
 

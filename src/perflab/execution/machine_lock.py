@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from perflab.core import filelock
+from perflab.core.process import die_with_parent
 
 LOCKS_ENV = "PERFLAB_MACHINE_LOCKS"
 DEFAULT_DIR = "/tmp/perflab-machine-locks"
@@ -115,12 +116,13 @@ def _base(machine) -> str:
 
 def keep_alive() -> str:
     """The end of a lease's script: each line perflab sends echoed back, until its stdin ends or
-    nothing came for IDLE_SECONDS (`timeout` ends the read). The flock goes with the shell."""
-    return f"while timeout {IDLE_SECONDS} sh -c 'IFS= read -r x && echo \"$x\"'; do :; done"
+    nothing came for IDLE_SECONDS (`timeout` ends the read). The flock goes with the shell (its
+    descriptor 9 is not the readers': a reader outliving a killed shell must not keep it)."""
+    return f"while timeout {IDLE_SECONDS} sh -c 'IFS= read -r x && echo \"$x\"' 9<&-; do :; done"
 
 
 NEEDS_FLOCK = ("command -v flock >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1 || "
-          "{ echo 'NONE flock(1) or timeout(1) is not on its PATH (util-linux, coreutils)'; exit 0; }")
+               "{ echo 'NONE flock(1) or timeout(1) is not on its PATH (util-linux, coreutils)'; exit 0; }")
 SIGNAL_TRAPS = "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"
 
 
@@ -144,7 +146,7 @@ def machine_script(machine, who: str) -> str:
         # A bisection's copies whose owner holds no flock on them any more: a killed perflab's.
         f'for d in {_base(machine)}/{TREE_PREFIX}*; do',
         '  [ -d "$d" ] && [ -O "$d" ] || continue',
-        '  if flock -n "$d" true 2>/dev/null; then rm -rf "$d" && echo "SWEPT $d"; fi',
+        '  if flock -n "$d" true 2>/dev/null 9<&-; then rm -rf "$d" && echo "SWEPT $d"; fi',
         "done",
         "echo HELD", keep_alive()]
     return "exec /bin/sh -c " + shlex.quote("\n".join(lines))
@@ -174,11 +176,14 @@ class FarLease:
     # the session
 
     def _start(self) -> None:
-        fd, err = tempfile.mkstemp(prefix="perflab-lease-", suffix=".err")
+        from perflab.execution import scratch
+
+        # In this process's scratch directory: removed at exit, and reaped after a kill -9.
+        fd, err = tempfile.mkstemp(prefix="lease-", suffix=".err", dir=scratch.directory())
         self.err = Path(err)
         command = self.machine.ssh("none", "-o", "ControlMaster=no", "-T") + [self.script]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd,
-                                        start_new_session=True, preexec_fn=_die_with_parent, bufsize=0)
+                                        start_new_session=True, preexec_fn=die_with_parent, bufsize=0)
         os.close(fd)
 
     def _last_words(self) -> str:
@@ -328,12 +333,6 @@ class FarLease:
             with contextlib.suppress(OSError):
                 self.err.unlink()
         self.process = None
-
-
-def _die_with_parent() -> None:
-    from perflab.core.process import die_with_parent
-
-    die_with_parent()
 
 
 # Leases held by this process, by machine address: kept across a reboot by `keeping`.
