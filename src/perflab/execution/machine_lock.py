@@ -326,6 +326,9 @@ class FarLease:
 
     def release(self) -> None:
         self._done.set()
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()      # the far shell ends; the keeper reads the session's end
         if self._keeper is not None and self._keeper is not threading.current_thread():
             self._keeper.join(5)
         self._kill()
