@@ -178,6 +178,10 @@ class FarLease:
     def _start(self) -> None:
         from perflab.execution import scratch
 
+        if self.err is not None:
+            with contextlib.suppress(OSError):
+                self.err.unlink()               # a previous try's
+        self._buf = b""
         # In this process's scratch directory: removed at exit, and reaped after a kill -9.
         fd, err = tempfile.mkstemp(prefix="lease-", suffix=".err", dir=scratch.directory())
         self.err = Path(err)
@@ -225,10 +229,9 @@ class FarLease:
         `waiting(HOLDER)` each time another holder is named. SshDown when the machine cannot be
         reached; when it was reached and its session ended before the lock was ours (the holder
         rebooted it: kexec), tried `again` every LOST_RETRY_S for up to LOST_GIVE_UP_S."""
-        reached = None
         from perflab.execution.targets.ssh_machine import SshDown
 
-        told = None
+        reached, told = None, None
         connect = self.machine.connect_timeout + 30
         while True:
             self._start()
