@@ -340,10 +340,14 @@ class SshServer(_ProcessServer):
         for key in ("host_key", "client_key"):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.base / key)], check=True,
                            capture_output=True, timeout=60)
-        shutil.copy(self.base / "client_key.pub", self.base / "authorized_keys")
+        # One key file per user (sshd reads it as that user: the directories are searchable by all).
+        (self.base / "keys").mkdir(mode=0o755)
+        self.base.chmod(0o711)
+        self._authorize(self.user)
+        self.users: list[str] = []          # users add_user made on this machine, removed by destroy
         (self.base / "sshd_config").write_text(
             f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {self.base / 'host_key'}\n"
-            f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
+            f"AuthorizedKeysFile {self.base / 'keys'}/%u\nStrictModes no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPidFile none\n"
             "MaxSessions 50\nMaxStartups 50\n")
         self.config.write_text(
@@ -355,6 +359,47 @@ class SshServer(_ProcessServer):
     def on(self) -> str:
         """The `--on` value that reaches it (with `config` as the ssh config)."""
         return f"ssh://{self.HOST}"
+
+    def _authorize(self, user: str) -> None:
+        keys = self.base / "keys" / user
+        shutil.copy(self.base / "client_key.pub", keys)
+        keys.chmod(0o644)
+
+    def add_host(self, alias: str, *lines: str) -> str:
+        """Another Host of `config` reaching this sshd, with more of ssh_config's `lines` (User,
+        ProxyJump...): its `--on` value."""
+        with open(self.config, "a") as f:
+            f.write(f"Host {alias}\n  HostName 127.0.0.1\n  Port {self.port}\n"
+                    f"  IdentityFile {self.base / 'client_key'}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+                    "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n" + "".join(f"  {line}\n" for line in lines))
+        return f"ssh://{alias}"
+
+    def add_user(self) -> tuple[str, str]:
+        """A user who is not root, let in with the client key: (its name, the `--on` value reaching
+        it). As root, made here (useradd; its home under /tmp) and removed by destroy; otherwise the
+        tests' own user, who is not root already."""
+        if os.geteuid() != 0:
+            return self.user, self.on
+        name = f"perflab-u{self.port}"
+        if shutil.which("useradd") is None:
+            raise ServiceError("useradd is not installed (Debian package passwd): no user who is not root")
+        # Password '*': no password, and not locked ('!'), which sshd without PAM refuses.
+        subprocess.run(["useradd", "--create-home", "--home-dir", f"/tmp/{name}", "--shell", "/bin/sh",
+                        "--password", "*", name],
+                       check=True, capture_output=True, timeout=60)
+        self.users.append(name)
+        self._authorize(name)
+        return name, self.add_host(f"{self.HOST}-{name}", f"User {name}")
+
+    def destroy(self) -> None:
+        super().destroy()
+        for name in self.users:
+            # Its sessions end with sshd's connections: userdel refuses while one still runs.
+            for _ in range(50):
+                if subprocess.run(["userdel", "--remove", name], capture_output=True, timeout=60).returncode in (0, 6):
+                    break
+                time.sleep(0.2)
+        self.users.clear()
 
     def start(self) -> "SshServer":
         if self.running:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -281,3 +282,189 @@ def test_the_robot_on_an_ssh_machine_reports_the_planted_regression_once(lab, fa
     assert all(_facts(r)["ssh_machine"] == "far" for r in runs if r.status == "finished")
     assert len({r.params["command"] for r in runs if r.tag == "robot-far"}) == 1     # one command, every pass
     assert not list(lab.runs_dir.glob("perflab-tree-*"))
+
+
+# -- two controllers, one machine; what a killed bisection leaves there ----------------------
+
+def _controllers(cli, far, tmp_path: Path, n: int = 2) -> tuple[Path, list[dict]]:
+    """The environments of `n` controllers of one machine: each its own store and its own lock
+    directory (as two hosts have, or two users who set PERFLAB_MACHINE_LOCKS apart), all reaching
+    `far` as the configured machine `far` (run directories and trees under the returned directory)."""
+    runs = tmp_path / "far-runs"
+    runs.mkdir()
+    config = tmp_path / "perflab.toml"
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    return runs, [dict(cli.env, PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config),
+                       PERFLAB_DB=str(tmp_path / f"controller{i}.db"),
+                       PERFLAB_MACHINE_LOCKS=str(tmp_path / f"locks{i}"))
+                  for i in range(n)]
+
+
+def _until(what: str, condition, timeout: float = 300.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {timeout:g} s")
+
+
+def _start(env: dict, tmp: Path, name: str, *args) -> tuple[subprocess.Popen, Path]:
+    err = tmp / f"{name}.err"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([PERFLAB, *map(str, args)], env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=stderr)
+    return proc, err
+
+
+def _holding_job(tmp: Path, log: Path, go: Path, name: str) -> Path:
+    """A job on `far` that writes NAME-start, waits for `go`, then writes NAME-end."""
+    return _write(tmp / f"{name}.yaml", f"benchmark: cmd\nruns: 1\nshell: true\ntimeout: 300\non: far\n"
+                                        f"command: 'echo {name}-start >> {log}; while [ ! -e {go} ]; do sleep 0.05; "
+                                        f"done; echo {name}-end >> {log}'\n")
+
+
+def test_two_controllers_driving_one_machine_take_turns_the_waiter_naming_the_holder(cli, far, tmp_path):
+    """Two controllers with lock directories of their own (this controller's lock cannot keep them
+    apart): the lock on the machine does. The second says whom it waits for (host, pid, job), and
+    their lines on the machine never interleave."""
+    _runs, (one, two) = _controllers(cli, far, tmp_path)
+    log, go = tmp_path / "turns.log", tmp_path / "go"
+    first, first_err = _start(one, tmp_path, "first", "run", _holding_job(tmp_path, log, go, "first"))
+    try:
+        _until("the first controller's job running on the machine", lambda: log.exists() and log.read_text())
+        second, second_err = _start(two, tmp_path, "second", "run", _holding_job(tmp_path, log, tmp_path, "second"))
+        try:
+            said = _until("the second controller waiting for the first",
+                          lambda: f"pid {first.pid} on {os.uname().nodename}" in second_err.read_text()
+                          and second_err.read_text())
+            line = next(x for x in said.splitlines() if f"pid {first.pid}" in x)
+            assert "waiting for machine far" in line and "the lock on the machine" in line, line
+            assert log.read_text().split() == ["first-start"]       # nothing of the second there yet
+            go.touch()
+            assert first.wait(300) == 0, first_err.read_text()
+            assert second.wait(300) == 0, second_err.read_text()
+        finally:
+            if second.poll() is None:
+                second.kill()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert log.read_text().split() == ["first-start", "first-end", "second-start", "second-end"]
+
+
+def test_a_controller_killed_while_it_holds_the_machine_frees_it_for_the_other(cli, far, tmp_path):
+    _runs, (one, two) = _controllers(cli, far, tmp_path)
+    log, never = tmp_path / "turns.log", tmp_path / "never"
+    first, _ = _start(one, tmp_path, "first", "run", _holding_job(tmp_path, log, never, "first"))
+    try:
+        _until("the first controller's job running on the machine", lambda: log.exists() and log.read_text())
+        second, second_err = _start(two, tmp_path, "second", "run", _holding_job(tmp_path, log, tmp_path, "second"))
+        try:
+            _until("the second controller waiting for the first",
+                   lambda: f"pid {first.pid} on" in second_err.read_text())
+            os.kill(first.pid, signal.SIGKILL)
+            assert second.wait(300) == 0, second_err.read_text()
+        finally:
+            if second.poll() is None:
+                second.kill()
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.wait()
+    assert log.read_text().split() == ["first-start", "second-start", "second-end"]
+
+
+def test_a_bisection_killed_on_a_machine_leaves_no_copy_of_its_tree_there(cli, far, tmp_path):
+    runs, (env,) = _controllers(cli, far, tmp_path, 1)
+    repo = tmp_path / "repo"
+    shas = test_bisect.make_repo(repo)
+    go = tmp_path / "go"
+    job = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB.replace(
+        "command: ./prog", f"shell: true\ncommand: 'while [ ! -e {go} ]; do sleep 0.05; done; ./prog'"))
+    bisect, err = _start(env, tmp_path, "bisect", "bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1],
+                         "--build", test_bisect.BUILD, "--job", job, "--metric", "loop.iterations", "--on", "far")
+    try:
+        # A step waits on the machine in the copy of its commit's tree.
+        _until("a step running in its tree's copy", lambda: list(runs.glob("perflab-tree-*/cur/prog"))
+               or bisect.poll() is not None)
+        assert bisect.poll() is None, err.read_text()
+        os.kill(bisect.pid, signal.SIGKILL)
+    finally:
+        if bisect.poll() is None:
+            bisect.kill()
+        bisect.wait()
+    # Its session there ended with perflab's ssh: the shell that held the copy removed it.
+    _until("the copy removed", lambda: not list(runs.glob("perflab-tree-*")), timeout=120)
+
+
+def test_the_next_session_on_a_machine_sweeps_a_dead_bisections_tree_and_spares_a_live_ones(cli, far, tmp_path,
+                                                                                           monkeypatch):
+    """A copy whose holding shell could not remove it (that shell killed there, the machine rebooted
+    with it on a disk, an older perflab's) is removed by whatever perflab next takes the machine;
+    a live bisection's copy, whose shell holds its flock, is not touched."""
+    from perflab.automate.far_tree import FarTrees
+    from perflab.execution.targets.ssh_machine import close_connections, machine_of
+
+    runs, (env,) = _controllers(cli, far, tmp_path, 1)
+    for key in ("PERFLAB_SSH_CONFIG", "PERFLAB_CONFIG", "PERFLAB_MACHINE_LOCKS"):
+        monkeypatch.setenv(key, env[key])
+    tree = tmp_path / "built"
+    tree.mkdir()
+    (tree / "prog.txt").write_text("built at c0ffee\n")
+    live = FarTrees(machine_of("far"), "live00000000")
+    try:
+        live.place(tree, "c0ffee", "a live bisection")
+        copy = runs / "perflab-tree-live00000000" / "cur" / "prog.txt"
+        assert copy.read_text() == "built at c0ffee\n"
+        dead = runs / "perflab-tree-dead00000000"
+        (dead / "s0").mkdir(parents=True)
+        (dead / "s0" / "prog.txt").write_text("left by a killed perflab\n")
+        done = subprocess.run([PERFLAB, "run", "cmd", "--runs", "1", "--on", "far", "--", "true"], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert not dead.exists()
+        assert f"far: removed {dead}, the copy of a bisection whose perflab is gone" in done.stderr
+        assert copy.read_text() == "built at c0ffee\n"      # the live one's, untouched
+    finally:
+        live.close()
+        close_connections()
+    assert not list(runs.glob("perflab-tree-*"))
+
+
+def test_a_lock_lost_with_the_machines_boot_is_taken_again_before_the_reconnection(cli, far, tmp_path,
+                                                                                    monkeypatch):
+    """What a kexec does to the machine's lock, without the reboot: the session that held it is cut
+    (its ssh killed here, as the reboot ends it there). The reconnection the kexec switch polls with
+    (machine_lock.keeping) takes it again first; another controller waiting meanwhile names us and
+    gets the machine only once we let it go."""
+    from perflab.execution import machine_lock
+    from perflab.execution.targets.ssh_machine import close_connections, machine_of, reconnect
+
+    _runs, (one, two) = _controllers(cli, far, tmp_path)
+    for key in ("PERFLAB_SSH_CONFIG", "PERFLAB_CONFIG", "PERFLAB_MACHINE_LOCKS"):
+        monkeypatch.setenv(key, one[key])
+    machine = machine_of("far")
+    log = tmp_path / "turns.log"
+    said, other = [], None
+    try:
+        with machine_lock.held(machine, "a kernel under test", say=said.append):
+            lease, _ = machine_lock._HELD[machine_lock.machine_key(machine)]
+            os.kill(lease.process.pid, signal.SIGKILL)       # the session that held it: gone
+            lease.process.wait()
+            assert not lease.alive()
+            machine_lock.keeping(reconnect)(machine)
+            assert lease.alive()                               # held again, by a new session
+            job = _write(tmp_path / "other.yaml",
+                         f"benchmark: cmd\nruns: 1\nshell: true\non: far\ncommand: 'echo other >> {log}'\n")
+            other, err = _start(two, tmp_path, "other", "run", job)
+            _until("the other controller waiting for us", lambda: f"pid {os.getpid()} on" in err.read_text()
+                   and "a kernel under test" in err.read_text())
+            assert not log.exists()
+        assert other.wait(300) == 0, err.read_text()
+        assert log.read_text().split() == ["other"]
+    finally:
+        if other is not None and other.poll() is None:
+            other.kill()
+            other.wait()
+        close_connections()

@@ -260,3 +260,87 @@ def test_an_agent_killed_on_the_machine_fails_the_run_as_target_down_and_leaves_
     assert cli.sql("SELECT status FROM run") == [("failed",)]
     assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
                   timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
+
+
+# -- a far user who is not root; a machine behind a jump host --------------------------------
+
+def _processes_of(uid: int) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                found.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:100])
+        except OSError:
+            continue
+    return found
+
+
+def test_a_far_user_who_is_not_root_runs_jobs_and_what_it_may_not_do_is_one_line(cli, far, tmp_path):
+    """The machine's user is not root (as root, the test makes one): a job, its monitors and the
+    machine's lock work; a run directory it may not write is one line; a dead bisection's copy of
+    another user's is not its to sweep, its own is."""
+    import pwd
+
+    name, on = far.add_user()
+    user = pwd.getpwnam(name)
+    assert user.pw_uid != 0
+    home = Path(user.pw_dir)
+    closed = tmp_path / "closed"          # the test's (root's) directory: not the far user's to write in
+    closed.mkdir(mode=0o700)
+    config = tmp_path / "perflab.toml"
+    alias = on[len("ssh://"):]
+    config.write_text(f'[machine.mine]\nssh = "{alias}"\ntmpdir = "{home}"\nconnect_timeout = 20\n'
+                      f'[machine.closed]\nssh = "{alias}"\ntmpdir = "{closed}"\nconnect_timeout = 20\n')
+    cli.env.update(PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config))
+    # A dead bisection's copies there: one of the far user's, one of another user (root's, this test's).
+    own = home / "perflab-tree-0wn000000000"
+    subprocess.run(["su", "-s", "/bin/sh", name, "-c", f"mkdir -p {own}/s0"], check=True, timeout=60) \
+        if os.geteuid() == 0 else (own / "s0").mkdir(parents=True)
+    other = home / "perflab-tree-0th000000000"
+    if os.geteuid() == 0:
+        (other / "s0").mkdir(parents=True)
+    done = cli("run", "will-it-scale", "--test", "getppid1", "--duration", "1", "--warmup-time", "0", "--runs", "1",
+               "--monitor", "vmstat", "--on", "mine", timeout=300)
+    (run_id, status, monitors), = cli.sql("SELECT id, status, monitors FROM run")
+    assert status == "finished", done.stderr
+    assert json.loads(monitors)["vmstat"]["status"] == "ran"
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'will-it-scale.per_process_ops'") == [(1,)]
+    assert _facts(cli, run_id)["ssh_destination"] == alias
+    assert not own.exists()                                       # its own: swept
+    assert other.exists() == (os.geteuid() == 0)                  # another user's: left to that user
+    # The machine's lock was taken as that user: its holder file is gone with its session.
+    lock = Path("/tmp/perflab-machine-lock")
+    assert lock.is_dir() and not (lock / f"holder.{user.pw_uid}").exists()
+    assert _until(lambda: not list(home.glob("perflab-run.*")) and not _processes_of(user.pw_uid),
+                  "nothing of the run left there", show=lambda: _processes_of(user.pw_uid))
+    # A directory it may not write: the run fails in one line naming the machine and the refusal.
+    proc = cli("run", "cmd", "--runs", "1", "--on", "closed", "--", "true", check=False, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "target down: closed: the run directory and agent did not start" in lines[0], lines[0]
+    assert "Permission denied" in lines[0], lines[0]
+    if os.geteuid() == 0:
+        import shutil
+
+        shutil.rmtree(other)
+
+
+def test_a_machine_behind_a_jump_host_is_reached_through_the_users_ssh_config(cli, far):
+    """ProxyJump in the user's ssh config (the tests' sshd is its own jump host): perflab goes through
+    the OpenSSH client, so the job runs there; it succeeds only while the jump's `ssh -W` to the
+    machine runs (seen on the machine itself, which is this one)."""
+    on = far.add_host("perflab-behind-a-jump", f"ProxyJump {SshServer.HOST}")
+    cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
+    job = cli.tmp / "jumped.yaml"
+    # The pattern matches the jump's argv (-W [127.0.0.1]:PORT), not this command's own text (\[).
+    job.write_text(f"benchmark: cmd\nruns: 2\nshell: true\non: {on}\n"
+                   f"command: 'pgrep -f -- \"-W \\[127.0.0.1\\]:{far.port}\" >/dev/null'\n")
+    cli("run", job, timeout=300)
+    (run_id, status), = cli.sql("SELECT id, status FROM run")
+    assert status == "finished"
+    assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'time.elapsed_time'") == [(2,)]
+    assert _facts(cli, run_id)["ssh_destination"] == "perflab-behind-a-jump"
+    # The same job without the jump fails: the check above is the jump's, not anything else's.
+    job.write_text(job.read_text().replace(on, far.on))
+    cli("run", job, "--tag", "direct", timeout=300, check=False)
+    assert cli.sql("SELECT status FROM run WHERE tag = 'direct'") == [("failed",)]

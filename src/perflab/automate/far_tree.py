@@ -15,10 +15,17 @@ the same (KEY: this controller and the job's tag, so a resumed bisection stores 
 command). A copy is sent again only when its worktree moved to another commit; the machine's
 lock is held while it is sent (the copy would disturb another job there).
 
-The directory is removed when the Measurer closes; after a kill -9 of perflab it stays until the
-same bisection is resumed (its KEY is the same: removed first) — `rm -rf $TMPDIR/perflab-tree-*`
-on the machine otherwise. Only `cmd` jobs carry a commit's program: any other family runs
-perflab's own programs, which the commit does not change (refused, `check_job`).
+The directory is its owner's for as long as the owner lives: a shell of an ssh session of its own
+(execution/machine_lock.py FarLease) makes it, holds a flock on it and removes it when its session
+ends — when the Measurer closes, and also when perflab is killed (kill -9: its ssh dies with it,
+the shell's stdin ends) or silent for 60 s. What such a shell could not remove (the shell itself
+killed there, the machine rebooted with the copy on a disk) is removed by the next session of any
+perflab on the machine, whoever it is, under the machine's lock: a perflab-tree-* directory of
+that user on which no one holds the flock any more (execution.machine_lock.machine_script). A
+live bisection's copy is never touched: its shell holds the flock. The copy is made under the
+machine's lock too, so that no sweep finds it between its making and its flock. Only `cmd` jobs
+carry a commit's program: any other family runs perflab's own programs, which the commit does not
+change (refused, `check_job`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from pathlib import Path
 from perflab.core.errors import PerflabError
 from perflab.jobs.job import AtomicJob
 
-PREFIX = "perflab-tree-"
+PREFIX = "perflab-tree-"          # execution.machine_lock.TREE_PREFIX: what its sweep looks for
 
 
 def machine_of_job(job: AtomicJob):
@@ -69,6 +76,7 @@ class FarTrees:
         self.top: str | None = None                  # the machine's directory, once made
         self.slots: dict[Path, str] = {}             # worktree here -> its copy's name there
         self.sent: dict[str, str] = {}               # copy's name -> commit copied
+        self.lease = None                            # the session that holds the directory there
 
     @classmethod
     def for_jobs(cls, jobs: list[AtomicJob]) -> FarTrees | None:
@@ -87,28 +95,63 @@ class FarTrees:
 
         return connection(self.machine)
 
+    def _tree_script(self) -> str:
+        """The remote command that makes the directory (what a killed bisection of the same key left
+        goes first; one whose owner lives is refused: BUSY), holds its flock, says HELD PATH, keeps it,
+        and removes it when its session ends."""
+        from perflab.execution.machine_lock import NEEDS_FLOCK, SIGNAL_TRAPS, keep_alive
+
+        lines = ["umask 077", NEEDS_FLOCK, f'd={self._base()}/{PREFIX}{self.key}',
+                 'if [ -d "$d" ] && ! flock -n "$d" true 2>/dev/null; then echo "BUSY $d"; exit 0; fi',
+                 'rm -rf "$d" && mkdir -m 700 "$d" && exec 9<"$d" && flock -n 9 || '
+                 '{ echo "NONE cannot make $d"; exit 0; }',
+                 SIGNAL_TRAPS, "trap 'cd / && rm -rf \"$d\"' EXIT", 'echo "HELD $(cd "$d" && pwd -P)"', keep_alive()]
+        return "exec /bin/sh -c " + shlex.quote("\n".join(lines))
+
+    def _base(self) -> str:
+        return shlex.quote(self.machine.tmpdir) if self.machine.tmpdir else '"${TMPDIR:-/tmp}"'
+
     def _make_top(self) -> str:
+        """The directory there, made (under the machine's lock: place) and held while this lives."""
         if self.top is None:
-            base = shlex.quote(self.machine.tmpdir) if self.machine.tmpdir else '"${TMPDIR:-/tmp}"'
-            # What a killed bisection of the same key left goes first.
-            script = (f'd={base}/{PREFIX}{self.key} && rm -rf "$d" && mkdir -m 700 "$d" && '
-                      'cd "$d" && pwd -P')
-            self.top = self._connection().run(script).strip()
-            if not self.top.startswith("/"):
+            from perflab.execution.machine_lock import FarLease
+
+            lease = FarLease(self.machine, self._tree_script())
+            if lease.take():
+                self.lease, top = lease, lease.text.strip()
+            elif lease.busy:
+                raise PerflabError(f"{self.machine.on}: {lease.busy} is the copy of a live bisection of the same tag "
+                                   "from this controller: wait for it to end, or give this one another --tag")
+            else:
+                # No flock there (util-linux): made as it is, removed at close, not swept after a kill -9.
+                script = (f'd={self._base()}/{PREFIX}{self.key} && rm -rf "$d" && mkdir -m 700 "$d" && '
+                          'cd "$d" && pwd -P')
+                top = self._connection().run(script).strip()
+            if not top.startswith("/"):
                 raise PerflabError(f"{self.machine.on}: could not make a directory for the commit's tree "
-                                   f"({self.top[:100]!r})")
+                                   f"({top[:100]!r})")
+            self.top = top
         return self.top
+
+    def _lost(self) -> None:
+        """The session that held the directory ended (a cut connection, the machine rebooted): the
+        directory is gone or about to be swept; it is made and filled again."""
+        if self.lease is not None and not self.lease.alive():
+            self.lease.release()
+            self.lease, self.top = None, None
+            self.sent.clear()
 
     def place(self, path: Path, commit: str, what: str) -> None:
         """The built worktree `path` (at `commit`) copied there unless it is already, and made `cur`."""
         from perflab.core.steps import step
         from perflab.execution import machine_lock
 
-        top = self._make_top()
         name = self.slots.setdefault(path, f"s{len(self.slots)}")
-        q_top, q_name = shlex.quote(top), shlex.quote(name)
-        flip = f"cd {q_top} && ln -sfn {q_name} cur.new && mv -T cur.new cur"
         with machine_lock.held(self.machine, what):
+            self._lost()
+            top = self._make_top()       # under the machine's lock: no sweep sees it before its flock
+            q_top, q_name = shlex.quote(top), shlex.quote(name)
+            flip = f"cd {q_top} && ln -sfn {q_name} cur.new && mv -T cur.new cur"
             if self.sent.get(name) == commit:
                 self._connection().run(flip)
                 return
@@ -151,10 +194,14 @@ class FarTrees:
     def close(self) -> None:
         if self.top is None:
             return
-        try:
-            self._connection().run(f"rm -rf {shlex.quote(self.top)}")
-        except PerflabError:
-            pass        # the machine gone: the next bisection of this key removes it
+        if self.lease is not None:
+            self.lease.release()         # the end of its session: the shell there removes the directory
+            self.lease = None
+        else:
+            try:
+                self._connection().run(f"rm -rf {shlex.quote(self.top)}")
+            except PerflabError:
+                pass        # the machine gone: the next bisection of this key removes it
         self.top = None
         self.slots.clear()
         self.sent.clear()

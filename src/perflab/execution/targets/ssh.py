@@ -205,10 +205,12 @@ class Ssh(Target):
                 from perflab.execution.targets import kexec
 
                 from perflab.core.steps import say
+                from perflab.execution.machine_lock import keeping
 
+                # Each reconnection after a reboot first takes the machine's lock again (it went with the boot).
                 switched = stack.enter_context(kexec.under_test(machine, kexec.control_of(dict(machine.settings)),
-                                                                self.kernel, self.keep_kernel, connection, reconnect,
-                                                                say=say))
+                                                                self.kernel, self.keep_kernel, connection,
+                                                                keeping(reconnect), say=say))
             conn = connection(machine)
             with _session(conn, openings) as (far, shipped, workdirs):
                 facts = {**_facts(far, machine), **switched}
