@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from perflab.execution.machine_lock import FAR_DIR_ENV as FAR_LOCK_ENV
+
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 
@@ -345,11 +347,18 @@ class SshServer(_ProcessServer):
         self.base.chmod(0o711)
         self._authorize(self.user)
         self.users: list[str] = []          # users add_user made on this machine, removed by destroy
+        # Its machine lock's directory (SetEnv below), open to every user as /tmp's would be.
+        (self.base / "machine-lock").mkdir()
+        (self.base / "machine-lock").chmod(0o1777)
         (self.base / "sshd_config").write_text(
             f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {self.base / 'host_key'}\n"
             f"AuthorizedKeysFile {self.base / 'keys'}/%u\nStrictModes no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPidFile none\n"
             "MaxSessions 50\nMaxStartups 50\n")
+        # Its sessions' environment (sshd's SetEnv, written at start: sshd takes one SetEnv line).
+        # Its own machine lock (execution/machine_lock.py): the test machines share this kernel,
+        # and one /tmp/perflab-machine-lock would make them one machine to each other.
+        self.env = {FAR_LOCK_ENV: str(self.base / "machine-lock")}
         self.config.write_text(
             f"Host {self.HOST}\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"
             f"  IdentityFile {self.base / 'client_key'}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
@@ -406,6 +415,9 @@ class SshServer(_ProcessServer):
             return self
         if os.geteuid() == 0:
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)    # its privilege-separation directory
+        config = self.base / "sshd_config"
+        lines = [line for line in config.read_text().splitlines() if not line.startswith("SetEnv ")]
+        config.write_text("\n".join(lines + ["SetEnv " + " ".join(f"{k}={v}" for k, v in self.env.items())]) + "\n")
         with open(self.log, "ab") as log:
             argv = [self.binary, "-D", "-e", "-f", str(self.base / "sshd_config")]
             if self.hostname:

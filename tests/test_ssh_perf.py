@@ -193,8 +193,7 @@ def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(c
             if f.name != "perf" and not f.name.startswith("perf_") and not (bin_dir / f.name).exists():
                 os.symlink(f, bin_dir / f.name)
     server = SshServer()
-    with open(server.base / "sshd_config", "a") as config:
-        config.write(f"SetEnv PATH={bin_dir}\n")
+    server.env["PATH"] = str(bin_dir)
     try:
         server.start()
         runs = _machine(cli, server, tmp_path)

@@ -308,8 +308,9 @@ def test_a_far_user_who_is_not_root_runs_jobs_and_what_it_may_not_do_is_one_line
     assert _facts(cli, run_id)["ssh_destination"] == alias
     assert not own.exists()                                       # its own: swept
     assert other.exists() == (os.geteuid() == 0)                  # another user's: left to that user
-    # The machine's lock was taken as that user: its holder file is gone with its session.
-    lock = Path("/tmp/perflab-machine-lock")
+    # The machine's lock was taken as that user (where the machine's sshd says: tests/services.py):
+    # its holder file is gone with its session.
+    lock = far.base / "machine-lock"
     assert lock.is_dir() and not (lock / f"holder.{user.pw_uid}").exists()
     assert _until(lambda: not list(home.glob("perflab-run.*")) and not _processes_of(user.pw_uid),
                   "nothing of the run left there", show=lambda: _processes_of(user.pw_uid))

@@ -56,6 +56,10 @@ LOCKS_ENV = "PERFLAB_MACHINE_LOCKS"
 DEFAULT_DIR = "/tmp/perflab-machine-locks"
 POLL_S = 0.2
 FAR_DIR = "/tmp/perflab-machine-lock"      # on the machine: the directory whose flock is the machine's lock
+# ... unless the machine's own environment names another (its sshd's SetEnv): a machine setting, so
+# every controller reaching that machine agrees on it. The tests' sshd servers, all on one kernel,
+# each name their own: else every test machine would be one machine to the lock.
+FAR_DIR_ENV = "PERFLAB_MACHINE_LOCK"
 IDLE_SECONDS = 60                          # the far shell ends after this long without a line from perflab
 LOST_RETRY_S = 10                          # a waiter whose session ended (the machine rebooted) tries again
 LOST_GIVE_UP_S = 900                       # ... for this long without reaching the machine, then target down
@@ -129,9 +133,8 @@ SIGNAL_TRAPS = "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"
 def machine_script(machine, who: str) -> str:
     """The remote command that takes the machine's lock (saying WAIT HOLDER while another holds it),
     writes `who` as its holder, sweeps dead bisections' trees, says HELD and keeps it."""
-    q_dir = shlex.quote(FAR_DIR)
     lines = [
-        "umask 022", NEEDS_FLOCK, f"L={q_dir}",
+        "umask 022", NEEDS_FLOCK, f'L="${{{FAR_DIR_ENV}:-{FAR_DIR}}}"',
         '[ -d "$L" ] || mkdir -m 1777 "$L" 2>/dev/null || [ -d "$L" ] || { echo "NONE cannot make $L"; exit 0; }',
         'exec 9<"$L" || { echo "NONE cannot open $L"; exit 0; }',
         'h="$L/holder.$(id -u)"', SIGNAL_TRAPS,
@@ -378,7 +381,7 @@ def held(machine, what: str = "", say=None) -> Iterator[None]:
 
     def waiting_far(who: str) -> None:
         say(f"waiting for machine {machine.on}: it runs one job at a time, and {who} holds it "
-            f"(the lock on the machine, {FAR_DIR})")
+            f"(the lock on the machine, ${FAR_DIR_ENV} there or {FAR_DIR})")
 
     key = machine_key(machine)
     try:
@@ -420,5 +423,5 @@ def holding(target, what: str = "") -> Iterator[None]:
         yield
 
 
-__all__ = ["FAR_DIR", "FarLease", "held", "holding", "keeping", "lock_path", "machine_key", "machine_script",
+__all__ = ["FAR_DIR", "FAR_DIR_ENV", "FarLease", "held", "holding", "keeping", "lock_path", "machine_key", "machine_script",
            "target_machine"]
