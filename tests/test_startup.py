@@ -92,6 +92,34 @@ def test_help_log_show_and_compare_load_only_what_they_use(tmp_path):
     assert not loaded & {"sqlalchemy", "alembic", "scipy", "pydantic", "yaml"}, loaded & set(HEAVY)
 
 
+def test_a_guest_is_started_ahead_before_pydantic_or_yaml_is_imported(tmp_path):
+    """`run cmd --kernel K`: the guest's boot begins (cli.run._start_ahead) with what the
+    family needs read from the registry, and the targets' modules on that path import neither
+    pydantic nor YAML, so QEMU starts ~0.1 s sooner (docs/vm.md). A kernel that is no file: the
+    target is resolved, nothing is begun."""
+    script = ("import json, sys\n"
+              "from perflab import benchmarks\n"
+              "from perflab.execution import targets\n"
+              "undo = targets.start_ahead({'kernel': sys.argv[1], 'vm': 'tcg'}, benchmarks.needs('cmd'), 'cmd')\n"
+              "print(json.dumps([undo is None, sorted({m.split('.')[0] for m in sys.modules}),\n"
+              "                  sorted(m for m in sys.modules if m.startswith('perflab.execution.targets.'))]))\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "no-such-vmlinuz")], capture_output=True,
+                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PERFLAB_DB"})
+    assert proc.returncode == 0, proc.stderr
+    nothing_begun, loaded, target_modules = json.loads(proc.stdout)
+    assert nothing_begun and "perflab.execution.targets.qemu" in target_modules, target_modules
+    assert not set(loaded) & {"pydantic", "yaml", "sqlalchemy", "numpy"}, set(loaded) & set(HEAVY)
+
+
+def test_the_registrys_needs_are_each_familys():
+    from perflab import benchmarks
+    from perflab.execution import targets
+
+    for name in benchmarks.FAMILIES:
+        assert benchmarks.family(name).needs == benchmarks.needs(name)
+        assert benchmarks.needs(name) <= set(targets.CAPABILITIES)
+
+
 def test_the_registrys_duration_and_secondary_metrics_are_each_familys():
     """The registry declares what compare needs of a family without importing it; each family's
     class takes its sets from there, and each secondary metric is one its module catalogs."""

@@ -418,8 +418,9 @@ def test_monitors_ask_the_target_for_what_they_need_not_its_kind(wrapped):
 
 
 def test_a_machine_is_held_by_its_address_whatever_name_reaches_it(tmp_path, monkeypatch):
-    """The machine lock (execution/machine_lock.py) is named after host and port: a configured name
-    and an ssh:// URL of the same address exclude each other; another port is another machine."""
+    """The controller's machine lock (execution/machine_lock.py) is named after host and port: a
+    configured name and an ssh:// URL of the same address exclude each other; another port is
+    another machine. (The machine's own lock: tests/test_lab_ssh.py, with a real sshd.)"""
     import fcntl
     import os
 
@@ -434,7 +435,7 @@ def test_a_machine_is_held_by_its_address_whatever_name_reaches_it(tmp_path, mon
     assert machine_lock.lock_path(named) == machine_lock.lock_path(url)
     assert machine_lock.lock_path(machine_of("ssh://h.lab.example")) != machine_lock.lock_path(named)
     said = []
-    with machine_lock.held(named, "first job", say=said.append):
+    with machine_lock.held_here(named, "first job", say=said.append):
         fd = os.open(machine_lock.lock_path(url), os.O_RDWR)
         try:
             with pytest.raises(BlockingIOError):     # another opener (another process's run) must wait
@@ -443,7 +444,7 @@ def test_a_machine_is_held_by_its_address_whatever_name_reaches_it(tmp_path, mon
             os.close(fd)
         assert "first job" in machine_lock.holder(machine_lock.lock_path(url))
     assert said == []
-    with machine_lock.held(url):     # released with its holder's descriptor
+    with machine_lock.held_here(url):     # released with its holder's descriptor
         pass
 
 

@@ -47,6 +47,22 @@ SECONDARY_METRICS: dict[str, frozenset[str]] = {
     "news": frozenset({"time.elapsed_time", "time.user_time", "time.system_time"}),
 }
 
+# What a family needs of the place it runs in (perflab.execution.targets' capability names), when
+# not perflab's own C programs: declared here so that a guest can start booting before the
+# family's module (its pydantic model, ~0.1 s) is imported (`run cmd --kernel`, cli.run's
+# _start_ahead). Each family class takes its set from here (benchmarks.base checks the names).
+NEEDS: dict[str, frozenset[str]] = {
+    "cmd": frozenset({"host-programs"}),                           # the user's command, from the host's root
+    "fio": frozenset({"host-programs"}),                           # the host's fio
+    "kernbench": frozenset({"host-programs", "writable-host-tree"}),
+}
+DEFAULT_NEEDS = frozenset({"perflab-programs"})
+
+
+def needs(name: str) -> frozenset[str]:
+    """What family `name` needs of the place it runs in, without importing the family."""
+    return NEEDS.get(name, DEFAULT_NEEDS)
+
 
 def duration_params(name: str) -> frozenset[str]:
     """The parameters of family `name` that only change how long its runs take."""

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from perflab.benchmarks import DURATION_PARAMS, RUN_DURATION, SECONDARY_METRICS
+from perflab.benchmarks import DEFAULT_NEEDS, DURATION_PARAMS, NEEDS, RUN_DURATION, SECONDARY_METRICS
 from perflab.execution import targets
 from perflab.core import cbuild
 from perflab.core.errors import PerflabError, UsageProblem
@@ -151,14 +151,19 @@ class Family:
     build_libs: ClassVar[tuple[str, ...]] = ()
     session_class: ClassVar[type[Session] | None] = None
     # What the family needs of the place it runs in (perflab.execution.targets: a target that
-    # lacks one refuses the job in one line). Most run perflab's own C programs.
-    needs: ClassVar[frozenset[str]] = frozenset({targets.PERFLAB_PROGRAMS})
+    # lacks one refuses the job in one line). Most run perflab's own C programs; a registered
+    # family's are declared in perflab.benchmarks.NEEDS (read without importing the family).
+    needs: ClassVar[frozenset[str]] = DEFAULT_NEEDS
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         declared = DURATION_PARAMS.get(cls.__dict__.get("name", ""))
         cls.duration_params = RUN_DURATION | (declared if declared is not None else cls.duration_params)
         cls.secondary_metrics = SECONDARY_METRICS.get(cls.__dict__.get("name", ""), cls.secondary_metrics)
+        cls.needs = NEEDS.get(cls.__dict__.get("name", ""), cls.needs)
+        unknown = cls.needs - set(targets.CAPABILITIES)
+        if unknown:
+            raise TypeError(f"{cls.__name__}.needs: {sorted(unknown)} are no target capabilities")
 
     def metrics(self, params: Params) -> dict[str, Metric]:
         """The metric catalog (for these parameters)."""

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.execution import targets
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of, cpu_time_metrics
 from perflab.core.errors import PerflabError, UsageProblem
 # LKP's names for what /usr/bin/time reports (perflab.core.model).
@@ -304,7 +303,6 @@ class CmdSession(Session):
 
 class CmdFamily(Family):
     name = "cmd"
-    needs = frozenset({targets.HOST_PROGRAMS})     # the user's command, from the host's root
     summary = "time any command, as hyperfine does"
     Params = CmdParams
     # duration_params: perflab.benchmarks.DURATION_PARAMS

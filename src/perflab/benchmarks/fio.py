@@ -23,7 +23,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.execution import targets
 from perflab.benchmarks.base import STOP, Family, ItemFailed, Metric, Params, Session, catalog_of, job_timeout, task_count
 from perflab.core.errors import UsageProblem
 from perflab.core.params import in_range
@@ -220,7 +219,6 @@ def parse_output(item: str, rw: str, text: str) -> list[Sample]:
 
 class FioFamily(Family):
     name = "fio"
-    needs = frozenset({targets.HOST_PROGRAMS})     # the host's fio
     summary = "the real fio on a file in the run's directory (optionally a fresh filesystem in RAM)"
     Params = FioParams
     # duration_params: perflab.benchmarks.DURATION_PARAMS

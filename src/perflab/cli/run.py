@@ -85,7 +85,7 @@ def _start_ahead(keys: dict, family: str) -> None:
     from perflab import benchmarks
     from perflab.execution import targets as places
 
-    undo = places.start_ahead(keys, benchmarks.family(family).needs, family)
+    undo = places.start_ahead(keys, benchmarks.needs(family), family)
     if undo is not None:
         click.get_current_context().call_on_close(undo)
 
@@ -126,21 +126,21 @@ def run_cmd(runs, warmup, prepare, timeout, cmds, shell, metrics, units, higher,
       perflab run cmd --monitor vmstat --monitor perf-stat -- ./bench
       perflab run cmd --measure instructions --runs 3 -- ./bench
     """
-    from perflab.benchmarks.cmd import MetricRule, check_unique
-
     unit_map = _key_values(units, "--unit")
-    rules = [MetricRule.parse(m, unit_map, set(higher)) for m in metrics]
-    check_unique(rules)
-    for key in list(unit_map) + list(higher):
-        if key not in {r.name for r in rules}:
-            raise click.BadParameter(f"{key!r} names no --metric", param_hint="--unit/--higher-is-better")
     groups = [[c] for c in cmds] + _split_commands(command)
     if not groups:
         raise click.UsageError("no command given: put it after -- or use --cmd")
     if name and len(groups) > 1:
         raise click.BadParameter("--name applies to a single command", param_hint="--name")
     if not (monitor_specs or measure):
-        _start_ahead(placed_on(dict(targets)), "cmd")
+        _start_ahead(placed_on(dict(targets)), "cmd")     # before the family's import (pydantic)
+    from perflab.benchmarks.cmd import MetricRule, check_unique
+
+    rules = [MetricRule.parse(m, unit_map, set(higher)) for m in metrics]
+    check_unique(rules)
+    for key in list(unit_map) + list(higher):
+        if key not in {r.name for r in rules}:
+            raise click.BadParameter(f"{key!r} names no --metric", param_hint="--unit/--higher-is-better")
     from perflab.runner import service
 
     points = []

@@ -9,9 +9,6 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
-import yaml
-
-from perflab.core import yamlsafe
 
 # How many CPUs the job being made will run on, while its parameters are parsed and its
 # session is entered: None is this process's own (the host's affinity); a job in a VM guest
@@ -92,6 +89,10 @@ def cpu_percent(value, key: str) -> int:
 
 def parse_scalar(value: str):
     """A value from the command line, read as YAML would ('3' -> 3, '[1, 2]' -> a list, 'x' -> 'x')."""
+    import yaml        # here: the modules that import this one for the job's CPUs need no YAML
+
+    from perflab.core import yamlsafe
+
     try:
         return yamlsafe.load(value) if value.strip() else ""
     except yaml.YAMLError:

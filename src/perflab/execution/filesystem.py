@@ -30,7 +30,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from perflab.core import units
@@ -50,6 +50,26 @@ MKFS = {
 MINIMUM = {"ext4": 4 << 20, "xfs": 300 << 20, "btrfs": 110 << 20, "tmpfs": 1 << 20}
 SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 UNMOUNT_PATIENCE = 10.0   # seconds to retry an unmount a dying benchmark still holds
+
+
+def filesystem_of(path: str, mounts: str | None = None) -> tuple[str, str, str]:
+    """(type, mount point, mount options) of the mount holding `path`, from /proc/self/mounts, or
+    from `mounts`, another machine's (an SSH machine's, read by its agent)."""
+    best = ("n/a", "", "")
+    real = os.path.realpath(path) if mounts is None else path
+    try:
+        with (nullcontext(mounts.splitlines()) if mounts is not None else open("/proc/self/mounts")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 4:
+                    continue
+                mount = parts[1].replace("\\040", " ")
+                if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best[1]):
+                    best = (parts[2], mount, parts[3])
+    except OSError:
+        pass
+    return best
+
 
 
 @dataclass

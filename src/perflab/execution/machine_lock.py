@@ -363,10 +363,8 @@ def keeping(reconnect: Callable):
 
 
 @contextlib.contextmanager
-def held(machine, what: str = "", say=None) -> Iterator[None]:
-    """The machine, ours alone while the block runs: this controller's lock, then the machine's.
-    Waits (Ctrl-C/SIGTERM end the wait) while another holds either, saying whom for through `say`
-    (stderr by default): once on this controller, and each time the machine names another holder."""
+def held_here(machine, what: str = "", say=None) -> Iterator[None]:
+    """This controller's lock of the machine (the first of `held`'s two), ours while the block runs."""
     from perflab.execution import interrupt
 
     say = say or _say
@@ -379,13 +377,28 @@ def held(machine, what: str = "", say=None) -> Iterator[None]:
             f"{holder(path)} holds it ({path})")
         yield
 
+    try:
+        filelock.take(fd, waiting, POLL_S, between=interrupt.check, holding=identity(what) + "\n")
+        yield
+    finally:
+        os.close(fd)                    # this controller's flock goes with the descriptor
+
+
+@contextlib.contextmanager
+def held(machine, what: str = "", say=None) -> Iterator[None]:
+    """The machine, ours alone while the block runs: this controller's lock, then the machine's.
+    Waits (Ctrl-C/SIGTERM end the wait) while another holds either, saying whom for through `say`
+    (stderr by default): once on this controller, and each time the machine names another holder."""
+    from perflab.execution import interrupt
+
+    say = say or _say
+
     def waiting_far(who: str) -> None:
         say(f"waiting for machine {machine.on}: it runs one job at a time, and {who} holds it "
             f"(the lock on the machine, ${FAR_DIR_ENV} there or {FAR_DIR})")
 
     key = machine_key(machine)
-    try:
-        filelock.take(fd, waiting, POLL_S, between=interrupt.check, holding=identity(what) + "\n")
+    with held_here(machine, what, say):
         lease = FarLease(machine, machine_script(machine, identity(what)))
         if lease.take(waiting_far, between=interrupt.check):
             _HELD[key] = (lease, waiting_far)
@@ -398,8 +411,6 @@ def held(machine, what: str = "", say=None) -> Iterator[None]:
         finally:
             _HELD.pop(key, None)
             lease.release()
-    finally:
-        os.close(fd)                    # this controller's flock goes with the descriptor
 
 
 def target_machine(target):
@@ -423,5 +434,5 @@ def holding(target, what: str = "") -> Iterator[None]:
         yield
 
 
-__all__ = ["FAR_DIR", "FAR_DIR_ENV", "FarLease", "held", "holding", "keeping", "lock_path", "machine_key", "machine_script",
+__all__ = ["FAR_DIR", "FAR_DIR_ENV", "FarLease", "held", "held_here", "holding", "keeping", "lock_path", "machine_key", "machine_script",
            "target_machine"]

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, field_validator
 from perflab.core.errors import UsageProblem
 from perflab.core.process import in_run_directory
 from perflab.execution import scratch
-from perflab.execution.filesystem import Workdir, check_minimum, mounted, parse_size
+from perflab.execution.filesystem import Workdir, check_minimum, filesystem_of, mounted, parse_size
 
 __all__ = ["FILESYSTEMS", "Workdir", "WorkdirParams", "filesystem_of", "workdir"]
 
@@ -63,25 +63,6 @@ def _probe(directory: str) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".perflab-probe-", dir=directory))
     except OSError as e:
         raise ValueError(f"cannot make a directory there ({e.strerror}): give a writable dir") from None
-
-
-def filesystem_of(path: str, mounts: str | None = None) -> tuple[str, str, str]:
-    """(type, mount point, mount options) of the mount holding `path`, from /proc/self/mounts, or
-    from `mounts`, another machine's (an SSH machine's, read by its agent)."""
-    best = ("n/a", "", "")
-    real = os.path.realpath(path) if mounts is None else path
-    try:
-        with (nullcontext(mounts.splitlines()) if mounts is not None else open("/proc/self/mounts")) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 4:
-                    continue
-                mount = parts[1].replace("\\040", " ")
-                if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best[1]):
-                    best = (parts[2], mount, parts[3])
-    except OSError:
-        pass
-    return best
 
 
 @contextmanager

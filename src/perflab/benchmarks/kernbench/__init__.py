@@ -28,7 +28,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from perflab.execution import targets
 from perflab.core import cbuild
 from perflab.benchmarks.base import STOP, Family, Metric, Params, Session, catalog_of
 from perflab.benchmarks.kernbench import tree as generated
@@ -171,7 +170,6 @@ def samples_of(result: ProcessResult) -> list[Sample]:
 class KernbenchFamily(Family):
     name = "kernbench"
     # It builds a kernel tree in place with the host's make and compiler.
-    needs = frozenset({targets.HOST_PROGRAMS, targets.WRITABLE_HOST_TREE})
     # Without a `jobs`, both of kernbench's loads run, one run (and one compare block) each.
     default_axes = {"jobs": ["half", "optimal"]}
     summary = "time a parallel build of a C tree (generated, or a kernel) at half and optimal load"

@@ -35,7 +35,7 @@ from perflab.benchmarks.base import Family, ItemFailed, Metric, Params, Session
 from perflab.benchmarks.lmbench import catalog, sweep
 from perflab.core.model import LOWER_IS_BETTER, Sample
 from perflab.core.process import ProcessResult, ProcessSpec
-from perflab.execution.workdir import filesystem_of
+from perflab.execution.filesystem import filesystem_of
 from perflab.core.params import time_is_exact
 from perflab.stats.stopping import StoppingRule
 

@@ -38,7 +38,7 @@ from perflab.core.errors import PerflabError, TargetDown, UsageProblem
 from perflab.core.params import job_cpus, job_machine
 from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
 from perflab.execution import executor
-from perflab.execution.workdir import filesystem_of
+from perflab.execution.filesystem import filesystem_of
 from perflab.execution.targets import registered as _registered
 from perflab.execution.targets import (HOST_PROGRAMS, HOST_TOOLS, INSTRUCTION_COUNTS, WORK_DISK, WRITABLE_HOST_TREE,
                                       Executor, Opening, PerfThere, Place, RunIn, Target, TargetOption, Toolchain)
