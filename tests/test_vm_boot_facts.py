@@ -73,6 +73,19 @@ def test_signatures_are_kept_where_the_kernel_may_refuse_a_module_without_one():
         assert modules.signatures_needed(debian, f"{KERNEL_CMDLINE} {word}") == word
 
 
+def test_signatures_are_kept_where_a_module_without_one_panics_the_kernel_or_is_refused_by_another_spelling():
+    """The kernel panics on an unsigned crypto module under fips=1 (crypto/algapi.c,
+    crypto_check_module_sig: ext4's and btrfs's checksum drivers are modules), and on taint E
+    under panic_on_taint with bit 13 (kernel/panic.c, add_taint); it reads a parameter's '-' as
+    '_' (kernel/params.c, parameq), so module.sig-enforce=1 enforces too."""
+    debian = {"CONFIG_MODULE_SIG": "y"}
+    for word in ("fips=1", "panic_on_taint=0x2000", "panic_on_taint=2001,nousertaint", "module.sig-enforce=1",
+                 "ima-appraise=enforce"):
+        assert modules.signatures_needed(debian, f"{KERNEL_CMDLINE} {word}") == word, word
+    for word in ("fips=0", "panic_on_taint=0x1", "panic_on_taint=20", "module.sig-enforce=off"):
+        assert modules.signatures_needed(debian, f"{KERNEL_CMDLINE} {word}") is None, word
+
+
 @needs_kernel
 def test_a_boot_plan_puts_the_modules_in_without_their_signatures_unless_the_kernel_needs_them():
     kept = modules.plan(KERNEL, ["9p"], "test")                       # no command line: as they are

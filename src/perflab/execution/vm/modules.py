@@ -60,6 +60,7 @@ SIGNATURE_INFO = 12
 SIGNATURE_OPTIONS = ("module.sig_enforce", "lockdown", "ima_appraise", "ima_policy")
 # Kernel options that do the same whatever the command line says.
 # (CONFIG_IMA_ARCH_POLICY acts only under UEFI secure boot, which perflab's guests do not have.)
+TAINT_UNSIGNED_MODULE = 1 << 13      # 'E', what a module loaded without its signature adds to the taint
 SIGNATURE_CONFIG = ("CONFIG_MODULE_SIG_FORCE", "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY",
                     "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY")
 
@@ -206,9 +207,25 @@ def signatures_needed(config: dict[str, str] | None, cmdline: str) -> str | None
             return f"{option}=y"
     for word in cmdline.split():
         name, _, value = word.partition("=")
+        name = name.replace("-", "_")       # the kernel reads a parameter's '-' as '_' (params.c, parameq)
         if name in SIGNATURE_OPTIONS and not (name == "module.sig_enforce" and value.lower() in ("0", "n", "no", "off")):
             return word
+        # Where an unsigned module panics the kernel: any crypto module under FIPS mode
+        # (crypto/algapi.c, crypto_check_module_sig), and taint E when panic_on_taint names it.
+        if name == "fips" and not re.fullmatch(r"0*|0x0*", value.lower()):
+            return word
+        if name == "panic_on_taint" and _taint_mask(value) & TAINT_UNSIGNED_MODULE:
+            return word
     return None
+
+
+def _taint_mask(value: str) -> int:
+    """panic_on_taint's mask as the kernel reads it (hexadecimal before an optional ",nousertaint");
+    one it could not read counts as all flags, so signatures are kept."""
+    try:
+        return int(value.partition(",")[0], 16)
+    except ValueError:
+        return -1
 
 
 def _norm(name: str) -> str:
