@@ -242,6 +242,30 @@ def test_a_remembered_start_is_the_command_made_before_and_nothing_when_a_file_i
         machine.drop_ahead()
 
 
+def test_a_remembered_command_that_is_not_this_qemus_starts_nothing(tmp_path, monkeypatch):
+    """The memo is a file in the user's cache: one that names another program than the QEMU
+    this command would run (written by hand, by another tool, or garbled) is no command line
+    to start, not even for boot() to kill after it ran."""
+    import json
+
+    from perflab.execution.vm import machine, remembering
+
+    _own_vm_cache(tmp_path, monkeypatch)
+    marker, kernel_file, initrd = tmp_path / "ran", tmp_path / "vmlinux", tmp_path / "initrd"
+    kernel_file.write_bytes(b"k")
+    initrd.write_bytes(b"i")
+    shell = shutil.which("sh")
+    remembering._path("inputs H").parent.mkdir(parents=True, exist_ok=True)
+    remembering._path("inputs H").write_text(json.dumps(
+        {"remember": "inputs H", "command": [shell, "-c", f"touch {marker}", "-kernel", str(kernel_file),
+                                             "-initrd", str(initrd)]}))
+    try:
+        assert not machine.start_remembered("inputs H") and machine.running_ahead() == 0
+    finally:
+        machine.drop_ahead()
+    assert not marker.exists()
+
+
 @needs_kernel
 def test_the_inputs_of_a_start_ahead_name_what_its_command_line_is_made_from(tmp_path):
     from perflab.execution.vm import remembering

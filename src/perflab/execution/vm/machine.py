@@ -483,7 +483,9 @@ def start_remembered(remember: str) -> bool:
     initramfs or kernel entry again (vm/remembering.py): True when started. Only a guess: boot()
     takes it when its own command line is the same word for word, and kills it otherwise."""
     key = remembering.command(remember)
-    if key is None:
+    # A file of the user's cache: a command line whose program is not the QEMU this command
+    # would run is not started at all (boot()'s check would only kill it after it ran).
+    if key is None or key[0] != shutil.which(QEMU):
         return False
     _ahead(_launch_command(key))
     return True
