@@ -575,6 +575,9 @@ static pid_t spawn_in(const char *root, char **argv)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* A process group of its own: what it starts (perf script | awk under sh) ends with it
+		 * (kill_group), not left running on an SSH machine once the agent is gone. */
+		setpgid(0, 0);
 		int nul = open("/dev/null", O_RDWR);
 		int err = open(HELPER_ERR, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(nul, 0);
@@ -607,18 +610,22 @@ static struct helper *live_helpers;
 static long live_nhelpers;
 static volatile pid_t post_running;
 
+/* A helper or its command after it, and every process it started (spawn_in: its own group), killed and reaped. */
+static void kill_group(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 static void end_helpers(void)
 {
 	for (long i = 0; i < live_nhelpers; i++)
-		if (live_helpers[i].pid > 0) {
-			kill(live_helpers[i].pid, SIGKILL);
-			waitpid(live_helpers[i].pid, NULL, 0);
-		}
+		if (live_helpers[i].pid > 0)
+			kill_group(live_helpers[i].pid);
 	pid_t post = post_running;
-	if (post > 0) {
-		kill(post, SIGKILL);
-		waitpid(post, NULL, 0);
-	}
+	if (post > 0)
+		kill_group(post);
 }
 
 /* The helper's command after it ended (perf script), to its end. */
@@ -648,8 +655,7 @@ static void helper_stop(struct helper *h)
 		int status;
 		while (waitpid(h->pid, &status, WNOHANG) == 0) {
 			if (now_ns() > until) {
-				kill(h->pid, SIGKILL);
-				waitpid(h->pid, &status, 0);
+				kill_group(h->pid);
 				break;
 			}
 			keep_reading();
