@@ -310,6 +310,57 @@ def test_the_probe_finds_what_this_machine_counts():
 
 # -- the agent itself, on pipes as ssh would give them ------------------------------------------
 
+def _remote_agent(run_dir: Path, agent: Path, idle: int = 3600) -> subprocess.Popen:
+    """`agent --remote RUN_DIR IDLE` started here as ssh would start it there: frames on its stdin
+    and stdout, the launcher beside it in its run directory."""
+    from perflab.execution import executor
+    from perflab.execution.vm import initramfs
+
+    run_dir.mkdir()
+    shutil.copy(agent, run_dir / "agent")
+    shutil.copy(initramfs.build_static("launch", executor.LAUNCHER_DIR), run_dir / "launch")
+    return subprocess.Popen([str(run_dir / "agent"), "--remote", str(run_dir), str(idle)], cwd=run_dir,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+
+
+def test_a_perf_output_over_the_agents_readings_limit_is_said_to_be_over_it_not_to_have_not_run(tmp_path):
+    """The agent sends back at most READINGS_LIMIT bytes of one run's readings and helpers' files;
+    one it leaves out is noted as such, and perflab says the output passed the limit rather than
+    "perf did not run there". The agent is built with a 64 KiB limit (-DREADINGS_LIMIT, the one
+    constant changed) and the helper writes 96 KiB: the real limit is 128 MiB."""
+    from perflab.core.process import ProcessSpec
+    from perflab.execution import executor
+    from perflab.execution.vm import initramfs
+    from perflab.execution.vm.channel import Channel
+    from perflab.execution.vm.machine import Guest, VmSpec
+    from perflab.monitors import guest as guest_monitors
+
+    small = tmp_path / "agent-small"
+    subprocess.run(["cc", "-O2", "-DREADINGS_LIMIT=65536", "-o", str(small),
+                    str(initramfs.AGENT_DIR / "agent.c")], check=True)
+    run_dir = tmp_path / "run"
+    agent = _remote_agent(run_dir, small)
+    try:
+        channel = Channel(agent.stdin.fileno(), agent.stdout.fileno())
+        assert channel.receive(time.monotonic() + 60)[0] == "HELLO"
+        guest = Guest(VmSpec(kernel=""), agent, channel, tmp_path, {})
+        guest.helper_err = f"{run_dir}/helper.err"
+        answer = 'exec 3<>"$0" 4<>"$1"; while read -r w <&3; do echo ack >&4; done'
+        helpers = [executor.Helper(["/bin/sh", "-c", answer, f"{n}.ctl", f"{n}.ack"], "", f"{n}.ctl", f"{n}.ack",
+                                   f"{n}.out", ["/bin/sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x > {n}.out"])
+                   for n, size in (("small", 100), ("big", 96 << 10))]
+        result = guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=helpers))
+        assert result.ok
+        assert helpers[0].output == "x" * 100 and not helpers[0].left_out          # within the limit: whole
+        assert helpers[1].output == "" and helpers[1].left_out
+        with pytest.raises(RuntimeError, match=r"^perf's output there was not sent back: .* passed the 128 MiB"):
+            guest_monitors._output(helpers[1])
+    finally:
+        agent.stdin.close()
+        agent.wait(30)
+        agent.stdout.close()
+
+
 def _gone(pid: int) -> bool:
     """Whether process `pid` has ended (a zombie not yet reaped by its new parent counts as ended)."""
     try:
@@ -339,11 +390,7 @@ def test_the_agent_outlives_a_helpers_long_epilogue_while_perflab_ticks(tmp_path
     from perflab.execution.vm.machine import Guest, VmSpec
 
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    shutil.copy(initramfs.build_static("agent", initramfs.AGENT_DIR), run_dir / "agent")
-    shutil.copy(initramfs.build_static("launch", executor.LAUNCHER_DIR), run_dir / "launch")
-    agent = subprocess.Popen([str(run_dir / "agent"), "--remote", str(run_dir), "3600"], cwd=run_dir,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    agent = _remote_agent(run_dir, initramfs.build_static("agent", initramfs.AGENT_DIR))
     page = fcntl.fcntl(agent.stdin.fileno(), fcntl.F_SETPIPE_SZ, 4096)
     channel = _SharedChannel(agent.stdin.fileno(), agent.stdout.fileno())
     backstop = 120.0      # only a broken agent takes it: a reading one empties the pipe in microseconds

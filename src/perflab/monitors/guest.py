@@ -223,8 +223,16 @@ def _whole(text: str) -> str:
     return text
 
 
+# What the agent sends back of one run's readings and helpers' files at most (agent.c READINGS_LIMIT).
+AGENT_READINGS_LIMIT = 128 << 20
+
+
 def _output(helper: Helper) -> str:
     """What a helper wrote; an error with its own words when it wrote nothing."""
+    if helper.left_out:
+        raise RuntimeError(f"perf's output there was not sent back: with the run's other readings it passed the "
+                           f"{AGENT_READINGS_LIMIT >> 20} MiB the agent sends of one run (lower the monitor's freq, "
+                           "monitor fewer things at once, or shorten the run)")
     if not helper.output.strip():
         said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
         raise RuntimeError(f"perf did not run there: {said or 'no output'}")

@@ -156,16 +156,23 @@ def device_args(spec: VmSpec) -> list[str]:
     return out
 
 
-def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
-    """The agent's readings of a RUN -> [(guest seconds, {path: text})], one entry per instant."""
+def parse_readings(data: bytes, left_out: set[str] | None = None) -> list[tuple[float, dict[str, str]]]:
+    """The agent's readings of a RUN -> [(guest seconds, {path: text})], one entry per instant.
+    A reading the agent left out for its limit on a RUN's readings (agent.c READINGS_LIMIT; its
+    text length -1) is no entry: its path goes into `left_out`."""
     out: list[tuple[float, dict[str, str]]] = []
     at = 0
     while at < len(data):
         end = data.index(b"\n", at)
         t_ns, n_path, n_text = map(int, data[at:end].split())
-        if n_path < 0 or n_text < 0:
+        if n_path < 0 or n_text < -1:
             raise ValueError(f"a reading of negative length at byte {at}")
         path = data[end + 1:end + 1 + n_path].decode(errors="replace")
+        if n_text == -1:
+            at = end + 1 + n_path
+            if left_out is not None:
+                left_out.add(path)
+            continue
         text = data[end + 1 + n_path:end + 1 + n_path + n_text].decode(errors="replace")
         at = end + 1 + n_path + n_text
         t = t_ns / 1e9
@@ -272,7 +279,8 @@ class Guest:
             n_res, n_out, n_err, n_read = lengths = [int(w) for w in head.split()]
             if min(lengths) < 0:
                 raise ValueError("a negative length")
-            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read]) \
+            left_out: set[str] = set()
+            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read], left_out) \
                 if readings or helpers else []
         except ValueError:
             raise self._failure(f"garbled RESULT frame from the guest agent for {display!r}") from None
@@ -285,6 +293,7 @@ class Guest:
             for h in helpers:
                 said = next((texts for _, texts in taken if h.out in texts), {})
                 h.output, h.stderr = said.get(h.out, ""), said.get(self.helper_err, "")
+                h.left_out = h.out in left_out
         if self.spec.count_instructions:
             # After every request, asked or not: the file is emptied for the next one.
             windows = counting.take_windows(self.workdir / counting.COUNTS_FILE, self._counts_seq)
