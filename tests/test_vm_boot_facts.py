@@ -63,7 +63,11 @@ def test_a_module_without_its_signature_is_the_bytes_that_were_signed():
 def test_signatures_are_kept_where_the_kernel_may_refuse_a_module_without_one():
     debian = {"CONFIG_MODULE_SIG": "y", "CONFIG_LOCK_DOWN_KERNEL_FORCE_NONE": "y"}
     assert modules.signatures_needed(debian, KERNEL_CMDLINE) is None
-    assert modules.signatures_needed(None, KERNEL_CMDLINE + " module.sig_enforce=0") is None
+    assert modules.signatures_needed(debian, KERNEL_CMDLINE + " module.sig_enforce=0") is None
+    # a kernel whose config is not found may force the check (module.sig_enforce=0 cannot lift
+    # CONFIG_MODULE_SIG_FORCE: the parameter only enables): its modules keep their signatures
+    assert modules.signatures_needed(None, KERNEL_CMDLINE + " module.sig_enforce=0") == \
+        "its config is not found: CONFIG_MODULE_SIG_FORCE may be set"
     assert modules.signatures_needed({**debian, "CONFIG_MODULE_SIG_FORCE": "y"}, KERNEL_CMDLINE) == \
         "CONFIG_MODULE_SIG_FORCE=y"
     assert modules.signatures_needed({"CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY": "y"}, "") == \

@@ -202,8 +202,10 @@ def without_signature(data: bytes, name: str = "a module") -> bytes:
 def signatures_needed(config: dict[str, str] | None, cmdline: str) -> str | None:
     """Why the guest's kernel may refuse a module without its signature (its config or its
     command line), or None: modules then go into the initramfs without it."""
+    if config is None:          # nothing says the check is not forced; one forced refuses every bare module
+        return "its config is not found: CONFIG_MODULE_SIG_FORCE may be set"
     for option in SIGNATURE_CONFIG:
-        if config is not None and config.get(option) == "y":
+        if config.get(option) == "y":
             return f"{option}=y"
     for word in cmdline.split():
         name, _, value = word.partition("=")
