@@ -72,6 +72,8 @@ def test_signatures_are_kept_where_the_kernel_may_refuse_a_module_without_one():
         "CONFIG_MODULE_SIG_FORCE=y"
     assert modules.signatures_needed({"CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY": "y"}, "") == \
         "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY=y"
+    assert modules.signatures_needed({"CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS": "y"}, "") == \
+        "CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS=y"
     for word in ("module.sig_enforce", "module.sig_enforce=1", "lockdown=integrity", "ima_policy=secure_boot",
                  "ima_appraise=enforce"):
         assert modules.signatures_needed(debian, f"{KERNEL_CMDLINE} {word}") == word

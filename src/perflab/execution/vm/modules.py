@@ -61,8 +61,10 @@ SIGNATURE_OPTIONS = ("module.sig_enforce", "lockdown", "ima_appraise", "ima_poli
 # Kernel options that do the same whatever the command line says.
 # (CONFIG_IMA_ARCH_POLICY acts only under UEFI secure boot, which perflab's guests do not have.)
 TAINT_UNSIGNED_MODULE = 1 << 13      # 'E', what a module loaded without its signature adds to the taint
+# (CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS: a built-in IMA rule that appraises every module, the
+# initramfs's too; ima_appraise_tcb's rules leave tmpfs and ramfs, where the modules are, alone.)
 SIGNATURE_CONFIG = ("CONFIG_MODULE_SIG_FORCE", "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY",
-                    "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY")
+                    "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY", "CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS")
 
 
 def release_of(image: Path) -> str | None:
