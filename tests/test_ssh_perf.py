@@ -355,6 +355,13 @@ def test_a_perf_output_over_the_agents_readings_limit_is_said_to_be_over_it_not_
         assert helpers[1].output == "" and helpers[1].left_out
         with pytest.raises(RuntimeError, match=r"^perf's output there was not sent back: .* passed the 128 MiB"):
             guest_monitors._output(helpers[1])
+        # A monitor's readings: 40 KiB at the start fit, the end's do not, and the monitor is told.
+        (run_dir / "stat").write_text("y" * (40 << 10))
+        readings = executor.Readings((str(run_dir / "stat"),), 0.0)
+        assert guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=[readings])).ok
+        assert len(readings.taken) == 1 and readings.left_out == {str(run_dir / "stat")}
+        with pytest.raises(RuntimeError, match=r"^readings of .*/stat there were not sent back: .* 128 MiB"):
+            guest_monitors._taken(readings)
     finally:
         agent.stdin.close()
         agent.wait(30)

@@ -86,11 +86,13 @@ def launcher() -> Path:
 @dataclass
 class Readings:
     """Files read where the process runs (a guest's /proc): at its start, every `interval`
-    seconds, at its end. The target fills `taken`: (seconds on the clock of the place, {path: text})."""
+    seconds, at its end. The target fills `taken`: (seconds on the clock of the place, {path: text}),
+    and `left_out`: the paths of readings not sent back (the run's readings passed the place's limit)."""
 
     paths: tuple[str, ...]
     interval: float
     taken: list[tuple[float, dict[str, str]]] = field(default_factory=list)
+    left_out: set[str] = field(default_factory=set)
 
 
 @dataclass

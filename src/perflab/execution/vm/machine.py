@@ -264,6 +264,7 @@ class Guest:
         if readings or helpers:
             for r in readings:
                 r.taken += [(t, mine) for t, texts in taken if (mine := {p: texts[p] for p in r.paths if p in texts})]
+                r.left_out |= left_out & set(r.paths)
             for h in helpers:
                 said = next((texts for _, texts in taken if h.out in texts), {})
                 h.output, h.stderr = said.get(h.out, ""), said.get(self.helper_err, "")
