@@ -9,12 +9,14 @@ by `perf script` and removed with the run directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -307,12 +309,85 @@ def test_the_probe_finds_what_this_machine_counts():
 
 # -- the agent itself, on pipes as ssh would give them ------------------------------------------
 
+def _remote_agent(run_dir: Path, agent: Path, idle: int = 3600) -> subprocess.Popen:
+    """`agent --remote RUN_DIR IDLE` started here as ssh would start it there: frames on its stdin
+    and stdout, the launcher beside it in its run directory."""
+    from perflab.execution import executor
+    from perflab.execution.vm import initramfs
+
+    run_dir.mkdir()
+    shutil.copy(agent, run_dir / "agent")
+    shutil.copy(initramfs.build_static("launch", executor.LAUNCHER_DIR), run_dir / "launch")
+    return subprocess.Popen([str(run_dir / "agent"), "--remote", str(run_dir), str(idle)], cwd=run_dir,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+
+
+def test_a_perf_output_over_the_agents_readings_limit_is_said_to_be_over_it_not_to_have_not_run(tmp_path):
+    """The agent sends back at most READINGS_LIMIT bytes of one run's readings and helpers' files;
+    one it leaves out is noted as such, and perflab says the output passed the limit rather than
+    "perf did not run there". The agent is built with a 64 KiB limit (-DREADINGS_LIMIT, the one
+    constant changed) and the helper writes 96 KiB: the real limit is 128 MiB."""
+    from perflab.core.process import ProcessSpec
+    from perflab.execution import executor
+    from perflab.execution.vm import initramfs
+    from perflab.execution.vm.channel import Channel
+    from perflab.execution.vm.machine import Guest, VmSpec
+    from perflab.monitors import guest as guest_monitors
+
+    small = tmp_path / "agent-small"
+    subprocess.run(["cc", "-O2", "-DREADINGS_LIMIT=65536", "-o", str(small),
+                    str(initramfs.AGENT_DIR / "agent.c")], check=True)
+    run_dir = tmp_path / "run"
+    agent = _remote_agent(run_dir, small)
+    try:
+        channel = Channel(agent.stdin.fileno(), agent.stdout.fileno())
+        assert channel.receive(time.monotonic() + 60)[0] == "HELLO"
+        guest = Guest(VmSpec(kernel=""), agent, channel, tmp_path, {})
+        guest.helper_err = f"{run_dir}/helper.err"
+        answer = 'exec 3<>"$0" 4<>"$1"; while read -r w <&3; do echo ack >&4; done'
+        helpers = [executor.Helper(["/bin/sh", "-c", answer, f"{n}.ctl", f"{n}.ack"], "", f"{n}.ctl", f"{n}.ack",
+                                   f"{n}.out", ["/bin/sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x > {n}.out"])
+                   for n, size in (("small", 100), ("big", 96 << 10))]
+        result = guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=helpers))
+        assert result.ok
+        assert helpers[0].output == "x" * 100 and not helpers[0].left_out          # within the limit: whole
+        assert helpers[1].output == "" and helpers[1].left_out
+        with pytest.raises(RuntimeError, match=r"^perf's output there was not sent back: .* passed the 128 MiB"):
+            guest_monitors._output(helpers[1])
+        # A monitor's readings: 40 KiB at the start fit, the end's do not, and the monitor is told.
+        (run_dir / "stat").write_text("y" * (40 << 10))
+        readings = executor.Readings((str(run_dir / "stat"),), 0.0)
+        assert guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=[readings])).ok
+        assert len(readings.taken) == 1 and readings.left_out == {str(run_dir / "stat")}
+        with pytest.raises(RuntimeError, match=r"^readings of .*/stat there were not sent back: .* 128 MiB"):
+            guest_monitors._taken(readings)
+    finally:
+        agent.stdin.close()
+        agent.wait(30)
+        agent.stdout.close()
+
+
+def _gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie not yet reaped by its new parent counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+
+
 def test_the_agent_outlives_a_helpers_long_epilogue_while_perflab_ticks(tmp_path):
     """`perf script` of a long profile may take longer than the agent's watchdog (IDLE s without a
-    byte from perflab): the agent reads perflab's TICKs while it waits for a helper, so it lives
-    through it; and it ends it when the channel ends (hang_up)."""
+    byte from perflab): the agent reads perflab's TICKs while it waits for a helper's epilogue, for
+    the watchdog counts from the last byte read; and when the channel ends meanwhile it ends the
+    epilogue, with what the epilogue started (hang_up).
+
+    Shown without a clock, so that no load can decide it: the agent's stdin is made one page deep
+    and perflab writes 64 pages of TICKs while the epilogue waits for all of them to be written.
+    An agent that did not read during the epilogue would leave the writer blocked (the backstop
+    below fails the test) and the epilogue waiting. The watchdog itself is set far beyond any
+    stall, so a starved thread of this test cannot trip it."""
+    import fcntl
     import threading
-    import time
 
     from perflab.core.process import ProcessSpec
     from perflab.execution import executor
@@ -321,36 +396,59 @@ def test_the_agent_outlives_a_helpers_long_epilogue_while_perflab_ticks(tmp_path
     from perflab.execution.vm.machine import Guest, VmSpec
 
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    shutil.copy(initramfs.build_static("agent", initramfs.AGENT_DIR), run_dir / "agent")
-    shutil.copy(initramfs.build_static("launch", executor.LAUNCHER_DIR), run_dir / "launch")
-    idle = 2
-    agent = subprocess.Popen([str(run_dir / "agent"), "--remote", str(run_dir), str(idle)], cwd=run_dir,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    agent = _remote_agent(run_dir, initramfs.build_static("agent", initramfs.AGENT_DIR))
+    page = fcntl.fcntl(agent.stdin.fileno(), fcntl.F_SETPIPE_SZ, 4096)
     channel = _SharedChannel(agent.stdin.fileno(), agent.stdout.fileno())
-    done = threading.Event()
+    backstop = 120.0      # only a broken agent takes it: a reading one empties the pipe in microseconds
+    answer = 'exec 3<>"$0" 4<>"$1"; while read -r w <&3; do echo ack >&4; done'
 
-    def tick():
-        while not done.wait(idle / 5):
+    def execute(epilogue: str, said: dict) -> threading.Thread:
+        helper = executor.Helper(["/bin/sh", "-c", answer, "h.ctl", "h.ack"], "", "h.ctl", "h.ack", "h.out",
+                                 ["/bin/sh", "-c", epilogue])
+
+        def run():
             try:
-                channel.send("TICK")
-            except Exception:
-                return
+                said["result"] = guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=[helper]))
+            except Exception as e:        # the second request: its channel ends under it
+                said["error"] = e
+            said["helper"] = helper
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
 
     try:
         assert channel.receive(time.monotonic() + 60)[0] == "HELLO"
         guest = Guest(VmSpec(kernel=""), agent, channel, tmp_path, {})
         guest.helper_err = f"{run_dir}/helper.err"
-        ticker = threading.Thread(target=tick, daemon=True)
-        ticker.start()
-        # A helper speaking perf's control protocol, whose epilogue takes twice the watchdog's bound.
-        answer = 'exec 3<>"$0" 4<>"$1"; while read -r w <&3; do echo ack >&4; done'
-        helper = executor.Helper(["/bin/sh", "-c", answer, "h.ctl", "h.ack"], "", "h.ctl", "h.ack", "h.out",
-                                 ["/bin/sh", "-c", f"sleep {2 * idle}; echo folded > h.out"])
-        result = guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=[helper]))
-        assert result.ok and helper.output == "folded\n", (helper.output, helper.stderr)
+        # 1. An epilogue that lasts until perflab has written 64 pages of TICKs through a one-page pipe.
+        said: dict = {}
+        runner = execute("touch began; while [ ! -e ticked ]; do sleep 0.05; done; echo folded > h.out", said)
+        _until(lambda: (run_dir / "began").exists(), "the helper's epilogue began", backstop)
+        writer = threading.Thread(target=lambda: [channel.send("TICK") for _ in range(64 * page // 20)], daemon=True)
+        writer.start()
+        writer.join(backstop)
+        written = not writer.is_alive()
+        (run_dir / "ticked").touch()       # lets a broken agent's epilogue end too
+        assert written, "the agent did not read perflab's TICKs while the helper's epilogue ran"
+        runner.join(backstop)
+        assert said["result"].ok and said["helper"].output == "folded\n", said
+        # 2. The channel ends during an epilogue: the agent ends it, and the sleep it started.
+        said = {}
+        runner = execute("echo $$ > post.pid; sleep 3600 & echo $! > child.pid; touch began2; wait", said)
+        _until(lambda: (run_dir / "began2").exists(), "the second epilogue began", backstop)
+        pids = [int((run_dir / name).read_text()) for name in ("post.pid", "child.pid")]
+        agent.stdin.close()
+        agent.wait(backstop)
+        runner.join(backstop)
+        for pid in pids:
+            _until(lambda: _gone(pid), f"process {pid} of the epilogue ended with the agent", backstop)
     finally:
-        done.set()
-        agent.stdin.close()          # the channel's end: the agent ends, and nothing of it stays
+        (run_dir / "ticked").touch()
+        if not agent.stdin.closed:
+            agent.stdin.close()          # the channel's end: the agent ends, and nothing of it stays
         agent.wait(30)
         agent.stdout.close()
+        for name in ("post.pid", "child.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int((run_dir / name).read_text()), signal.SIGKILL)

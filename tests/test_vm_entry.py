@@ -79,3 +79,18 @@ def test_an_elf_vmlinux_is_booted_as_given(tmp_path):
     kernel = tmp_path / "vmlinux"
     kernel.write_bytes(elf(pvh=True))
     assert entry.entry_of(kernel) == entry.Entry(kernel, "PVH (an ELF vmlinux, as given)")
+
+
+def test_a_cached_vmlinux_gone_while_the_cache_is_pruned_is_no_failure(tmp_path):
+    """The cache is shared by every perflab of the user and pruned by whichever unpacks a new
+    kernel: a file listed, then removed by another one before its time is read, is skipped.
+    (A name whose target is gone stands for it: listed, and not there to stat.)"""
+    entry.cache_dir().mkdir(parents=True)
+    (entry.cache_dir() / f"{entry.PREFIX}0123456789abcdef0123").symlink_to(tmp_path / "removed-meanwhile")
+    for n in range(entry.KEEP + 2):
+        (entry.cache_dir() / f"{entry.PREFIX}{n:020x}").write_bytes(b"old")
+    kernel = tmp_path / "vmlinuz"
+    kernel.write_bytes(bzimage(gzip.compress(elf(pvh=True))))
+    got = entry.entry_of(kernel)
+    assert got.pvh and got.image.read_bytes() == elf(pvh=True)
+    assert len([p for p in entry.cache_dir().glob(f"{entry.PREFIX}*") if p.exists()]) == entry.KEEP

@@ -86,11 +86,13 @@ def launcher() -> Path:
 @dataclass
 class Readings:
     """Files read where the process runs (a guest's /proc): at its start, every `interval`
-    seconds, at its end. The target fills `taken`: (seconds on the clock of the place, {path: text})."""
+    seconds, at its end. The target fills `taken`: (seconds on the clock of the place, {path: text}),
+    and `left_out`: the paths of readings not sent back (the run's readings passed the place's limit)."""
 
     paths: tuple[str, ...]
     interval: float
     taken: list[tuple[float, dict[str, str]]] = field(default_factory=list)
+    left_out: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -112,7 +114,8 @@ class Helper:
     it, told "enable" just before the process starts and "disable" just after it ended on its
     control FIFO (`ctl`, answered on `ack`), then SIGINT; then `post` runs (perf script), if
     given. `root`: the directory both run chrooted in (the host's root over 9p). The target
-    fills `output` (the file `out`; empty when the helper did not run) and `stderr`."""
+    fills `output` (the file `out`; empty when the helper did not run) and `stderr`, and
+    `left_out` when the file was not sent back: the run's readings passed the place's limit."""
 
     argv: list[str]
     root: str
@@ -122,6 +125,7 @@ class Helper:
     post: list[str] = field(default_factory=list)
     output: str = ""
     stderr: str = ""
+    left_out: bool = False
 
 
 @dataclass

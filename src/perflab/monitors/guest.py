@@ -135,7 +135,7 @@ class GuestMonitorSet:
                 answer = asked.get(mon.name)
                 try:
                     if isinstance(answer, Readings) and answer.taken:
-                        mon.replay(process, answer.taken)
+                        mon.replay(process, _taken(answer))
                     elif isinstance(answer, InstructionCounts):
                         mon.replay_counts(answer, self.exact)
                     elif isinstance(answer, Helper) and isinstance(mon, PerfStat):
@@ -223,8 +223,25 @@ def _whole(text: str) -> str:
     return text
 
 
+# What the agent sends back of one run's readings and helpers' files at most (agent.c READINGS_LIMIT).
+AGENT_READINGS_LIMIT = 128 << 20
+
+
+def _taken(readings: Readings) -> list:
+    """A monitor's readings, refused when the agent left some out: its figures would cover part of the run."""
+    if readings.left_out:
+        raise RuntimeError(f"readings of {', '.join(sorted(readings.left_out))} there were not sent back: with the "
+                           f"run's other readings they passed the {AGENT_READINGS_LIMIT >> 20} MiB the agent sends "
+                           "of one run (a longer interval, fewer monitors, or a shorter run)")
+    return readings.taken
+
+
 def _output(helper: Helper) -> str:
     """What a helper wrote; an error with its own words when it wrote nothing."""
+    if helper.left_out:
+        raise RuntimeError(f"perf's output there was not sent back: with the run's other readings it passed the "
+                           f"{AGENT_READINGS_LIMIT >> 20} MiB the agent sends of one run (lower the monitor's freq, "
+                           "monitor fewer things at once, or shorten the run)")
     if not helper.output.strip():
         said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
         raise RuntimeError(f"perf did not run there: {said or 'no output'}")

@@ -107,3 +107,27 @@ class Channel:
                 poll()
 
 
+def parse_readings(data: bytes, left_out: set[str] | None = None) -> list[tuple[float, dict[str, str]]]:
+    """The agent's readings of a RUN -> [(guest seconds, {path: text})], one entry per instant.
+    A reading the agent left out for its limit on a RUN's readings (agent.c READINGS_LIMIT; its
+    text length -1) is no entry: its path goes into `left_out`."""
+    out: list[tuple[float, dict[str, str]]] = []
+    at = 0
+    while at < len(data):
+        end = data.index(b"\n", at)
+        t_ns, n_path, n_text = map(int, data[at:end].split())
+        if n_path < 0 or n_text < -1:
+            raise ValueError(f"a reading of negative length at byte {at}")
+        path = data[end + 1:end + 1 + n_path].decode(errors="replace")
+        if n_text == -1:
+            at = end + 1 + n_path
+            if left_out is not None:
+                left_out.add(path)
+            continue
+        text = data[end + 1 + n_path:end + 1 + n_path + n_text].decode(errors="replace")
+        at = end + 1 + n_path + n_text
+        t = t_ns / 1e9
+        if not out or out[-1][0] != t:
+            out.append((t, {}))
+        out[-1][1][path] = text
+    return out

@@ -163,7 +163,13 @@ def _unlink(path: str) -> None:
 
 
 def _prune() -> None:
-    kept = sorted((p for p in cache_dir().glob(f"{PREFIX}*") if not p.name.endswith(".not-pvh")),
-                  key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in kept[KEEP:]:
+    timed = []
+    for p in cache_dir().glob(f"{PREFIX}*"):
+        if p.name.endswith(".not-pvh"):
+            continue
+        try:
+            timed.append((p.stat().st_mtime, p))
+        except FileNotFoundError:
+            continue            # removed meanwhile by another perflab pruning the shared cache
+    for _, old in sorted(timed, reverse=True)[KEEP:]:
         _unlink(str(old))

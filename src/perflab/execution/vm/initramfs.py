@@ -21,6 +21,7 @@ archive ends with an entry named TRAILER!!!.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -39,6 +40,9 @@ GUEST_LAUNCHER = "/usr/lib/perflab/launch"
 SETUP = "/etc/perflab/setup"      # what the agent does before HELLO (agent.c: insmod, mount, bind)
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 FORMAT_VERSION = "2"          # bump when the archive's layout changes: part of the cache key
+# Archives kept in the cache, the most recently used: one boot's is 5-20 MB, and every agent,
+# launcher, module set and signature choice makes another.
+KEEP_ARCHIVES = 24
 
 
 @dataclass(frozen=True)
@@ -243,9 +247,23 @@ def build(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool =
     target = cache_dir() / f"initramfs-{digest.hexdigest()[:20]}.cpio"
     archive = write_cpio(members)
     if target.is_file() and _intact(target, archive):
+        with contextlib.suppress(OSError):
+            os.utime(target)            # used again: kept longest (_prune_archives)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_bytes(archive)
     os.replace(tmp, target)
+    _prune_archives()
     return target
+
+
+def _prune_archives() -> None:
+    """The KEEP_ARCHIVES most recently used archives kept, the others removed (one removed
+    meanwhile by another perflab is skipped)."""
+    timed = []
+    for path in cache_dir().glob("initramfs-*.cpio"):
+        with contextlib.suppress(FileNotFoundError):
+            timed.append((path.stat().st_mtime, path))
+    for _, old in sorted(timed, reverse=True)[KEEP_ARCHIVES:]:
+        old.unlink(missing_ok=True)

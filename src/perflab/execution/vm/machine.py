@@ -34,7 +34,7 @@ from perflab.core.steps import step
 from perflab.execution import executor, interrupt, scratch
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels, remembering
 from perflab.execution.vm.hello import boot_phase_facts, settle_facts  # noqa: F401 (boot_phase_facts re-exported)
-from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late
+from perflab.execution.vm.channel import Channel, VmError, _Dead, _Late, parse_readings
 from perflab.execution.vm.qemu_args import qemu_args_refusal  # noqa: F401 (re-exported)
 
 QEMU = "qemu-system-x86_64"
@@ -156,25 +156,6 @@ def device_args(spec: VmSpec) -> list[str]:
     return out
 
 
-def parse_readings(data: bytes) -> list[tuple[float, dict[str, str]]]:
-    """The agent's readings of a RUN -> [(guest seconds, {path: text})], one entry per instant."""
-    out: list[tuple[float, dict[str, str]]] = []
-    at = 0
-    while at < len(data):
-        end = data.index(b"\n", at)
-        t_ns, n_path, n_text = map(int, data[at:end].split())
-        if n_path < 0 or n_text < 0:
-            raise ValueError(f"a reading of negative length at byte {at}")
-        path = data[end + 1:end + 1 + n_path].decode(errors="replace")
-        text = data[end + 1 + n_path:end + 1 + n_path + n_text].decode(errors="replace")
-        at = end + 1 + n_path + n_text
-        t = t_ns / 1e9
-        if not out or out[-1][0] != t:
-            out.append((t, {}))
-        out[-1][1][path] = text
-    return out
-
-
 def _tail(path: Path, lines: int = CONSOLE_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as f:
@@ -272,7 +253,8 @@ class Guest:
             n_res, n_out, n_err, n_read = lengths = [int(w) for w in head.split()]
             if min(lengths) < 0:
                 raise ValueError("a negative length")
-            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read]) \
+            left_out: set[str] = set()
+            taken = parse_readings(rest[n_res + n_out + n_err:n_res + n_out + n_err + n_read], left_out) \
                 if readings or helpers else []
         except ValueError:
             raise self._failure(f"garbled RESULT frame from the guest agent for {display!r}") from None
@@ -282,9 +264,11 @@ class Guest:
         if readings or helpers:
             for r in readings:
                 r.taken += [(t, mine) for t, texts in taken if (mine := {p: texts[p] for p in r.paths if p in texts})]
+                r.left_out |= left_out & set(r.paths)
             for h in helpers:
                 said = next((texts for _, texts in taken if h.out in texts), {})
                 h.output, h.stderr = said.get(h.out, ""), said.get(self.helper_err, "")
+                h.left_out = h.out in left_out
         if self.spec.count_instructions:
             # After every request, asked or not: the file is emptied for the next one.
             windows = counting.take_windows(self.workdir / counting.COUNTS_FILE, self._counts_seq)
@@ -483,7 +467,9 @@ def start_remembered(remember: str) -> bool:
     initramfs or kernel entry again (vm/remembering.py): True when started. Only a guess: boot()
     takes it when its own command line is the same word for word, and kills it otherwise."""
     key = remembering.command(remember)
-    if key is None:
+    # A file of the user's cache: a command line whose program is not the QEMU this command
+    # would run is not started at all (boot()'s check would only kill it after it ran).
+    if key is None or key[0] != shutil.which(QEMU):
         return False
     _ahead(_launch_command(key))
     return True

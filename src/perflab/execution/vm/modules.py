@@ -60,8 +60,11 @@ SIGNATURE_INFO = 12
 SIGNATURE_OPTIONS = ("module.sig_enforce", "lockdown", "ima_appraise", "ima_policy")
 # Kernel options that do the same whatever the command line says.
 # (CONFIG_IMA_ARCH_POLICY acts only under UEFI secure boot, which perflab's guests do not have.)
+TAINT_UNSIGNED_MODULE = 1 << 13      # 'E', what a module loaded without its signature adds to the taint
+# (CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS: a built-in IMA rule that appraises every module, the
+# initramfs's too; ima_appraise_tcb's rules leave tmpfs and ramfs, where the modules are, alone.)
 SIGNATURE_CONFIG = ("CONFIG_MODULE_SIG_FORCE", "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY",
-                    "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY")
+                    "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY", "CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS")
 
 
 def release_of(image: Path) -> str | None:
@@ -201,14 +204,32 @@ def without_signature(data: bytes, name: str = "a module") -> bytes:
 def signatures_needed(config: dict[str, str] | None, cmdline: str) -> str | None:
     """Why the guest's kernel may refuse a module without its signature (its config or its
     command line), or None: modules then go into the initramfs without it."""
+    if config is None:          # nothing says the check is not forced; one forced refuses every bare module
+        return "its config is not found: CONFIG_MODULE_SIG_FORCE may be set"
     for option in SIGNATURE_CONFIG:
-        if config is not None and config.get(option) == "y":
+        if config.get(option) == "y":
             return f"{option}=y"
     for word in cmdline.split():
         name, _, value = word.partition("=")
+        name = name.replace("-", "_")       # the kernel reads a parameter's '-' as '_' (params.c, parameq)
         if name in SIGNATURE_OPTIONS and not (name == "module.sig_enforce" and value.lower() in ("0", "n", "no", "off")):
             return word
+        # Where an unsigned module panics the kernel: any crypto module under FIPS mode
+        # (crypto/algapi.c, crypto_check_module_sig), and taint E when panic_on_taint names it.
+        if name == "fips" and not re.fullmatch(r"0*|0x0*", value.lower()):
+            return word
+        if name == "panic_on_taint" and _taint_mask(value) & TAINT_UNSIGNED_MODULE:
+            return word
     return None
+
+
+def _taint_mask(value: str) -> int:
+    """panic_on_taint's mask as the kernel reads it (hexadecimal before an optional ",nousertaint");
+    one it could not read counts as all flags, so signatures are kept."""
+    try:
+        return int(value.partition(",")[0], 16)
+    except ValueError:
+        return -1
 
 
 def _norm(name: str) -> str:

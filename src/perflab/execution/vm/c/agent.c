@@ -39,7 +39,9 @@
  * channel on fd 3) and answers RESULT: "R O E W\n" (four lengths), then the
  * launcher's result text, the stdout, the stderr's tail and the readings: per
  * reading of a file "T_NS PATH_LEN TEXT_LEN\n", the path, the text (whole readings
- * up to READINGS_LIMIT bytes; the host refuses any frame over 256 MiB).  Around the
+ * up to READINGS_LIMIT bytes; the host refuses any frame over 256 MiB); a reading
+ * left out for that limit is "T_NS PATH_LEN -1\n" and the path, so the host says so
+ * rather than "it did not run" (within LEFT_OUT_LIMIT bytes more).  Around the
  * launcher (before the fork, after it is reaped) the worker executes the
  * process markers of perflab's instruction-counting plugin (vm/c/insns.c):
  * no-ops here, window bounds where the plugin is loaded.
@@ -109,7 +111,11 @@ static char rundir[4096];
 #define READ_LIMIT (64L << 20)
 /* The readings of one RUN, at most: with the stdout and the result this keeps a RESULT frame
  * under the host's limit (machine.FRAME_LIMIT, 256 MiB), which refuses a longer one. */
+#ifndef READINGS_LIMIT      /* a test builds the agent with a small one */
 #define READINGS_LIMIT (128L << 20)
+#endif
+/* What the notes of readings left out may add to READINGS_LIMIT. */
+#define LEFT_OUT_LIMIT (1L << 20)
 /* nopl 0x?..(%rax): 'P' 'L' CHANNEL KIND, a marker for vm/c/insns.c; nothing on a CPU. */
 #define MARK_PROCESS_START() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x53" ::: "memory")
 #define MARK_PROCESS_END() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x50,0x4c,0x30,0x45" ::: "memory")
@@ -506,7 +512,12 @@ static void take_readings(struct readings *r)
 		char head[96];
 		int h = snprintf(head, sizeof head, "%lld %zu %zu\n", t, strlen(r->paths[i]), n);
 		if (r->len + (size_t)h + strlen(r->paths[i]) + n > (size_t)READINGS_LIMIT) {
-			free(text);      /* whole readings only: the ones past the limit are left out */
+			free(text);      /* whole readings only: the ones past the limit are left out, and noted */
+			h = snprintf(head, sizeof head, "%lld %zu -1\n", t, strlen(r->paths[i]));
+			if (r->len + (size_t)h + strlen(r->paths[i]) <= (size_t)(READINGS_LIMIT + LEFT_OUT_LIMIT)) {
+				append(r, head, (size_t)h);
+				append(r, r->paths[i], strlen(r->paths[i]));
+			}
 			continue;
 		}
 		append(r, head, (size_t)h);
@@ -575,6 +586,9 @@ static pid_t spawn_in(const char *root, char **argv)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* A process group of its own: what it starts (perf script | awk under sh) ends with it
+		 * (kill_group), not left running on an SSH machine once the agent is gone. */
+		setpgid(0, 0);
 		int nul = open("/dev/null", O_RDWR);
 		int err = open(HELPER_ERR, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(nul, 0);
@@ -607,18 +621,22 @@ static struct helper *live_helpers;
 static long live_nhelpers;
 static volatile pid_t post_running;
 
+/* A helper or its command after it, and every process it started (spawn_in: its own group), killed and reaped. */
+static void kill_group(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 static void end_helpers(void)
 {
 	for (long i = 0; i < live_nhelpers; i++)
-		if (live_helpers[i].pid > 0) {
-			kill(live_helpers[i].pid, SIGKILL);
-			waitpid(live_helpers[i].pid, NULL, 0);
-		}
+		if (live_helpers[i].pid > 0)
+			kill_group(live_helpers[i].pid);
 	pid_t post = post_running;
-	if (post > 0) {
-		kill(post, SIGKILL);
-		waitpid(post, NULL, 0);
-	}
+	if (post > 0)
+		kill_group(post);
 }
 
 /* The helper's command after it ended (perf script), to its end. */
@@ -648,8 +666,7 @@ static void helper_stop(struct helper *h)
 		int status;
 		while (waitpid(h->pid, &status, WNOHANG) == 0) {
 			if (now_ns() > until) {
-				kill(h->pid, SIGKILL);
-				waitpid(h->pid, &status, 0);
+				kill_group(h->pid);
 				break;
 			}
 			keep_reading();
