@@ -176,11 +176,12 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     assert set(total) == {0, 1} and 0.09e9 < total[0] < 0.3e9          # a window of >= 0.1 s of instruction-time
     assert by["insn-profile.user"][0] + by["insn-profile.kernel"][0] == total[0]
     # The window is 0.1 s of instruction-time, fixed up to the harness's wake-up: ~1e-4 apart here
-    # (1.03e-4 seen at load 14: a 10 us later wake-up). The bound is a tenth of issue 35's 0.5%
-    # goal; the exact figure, the kernel function's share below, is held to 1e-3.
+    # (1.03e-4 seen at load 14: a 10 us later wake-up). What the kernel's own work (timer ticks,
+    # RCU, the agent's channel) took of it moves the function's share: within 1e-3 on a quiet
+    # machine, once past it under -n 2 at load 9. Both are held to issue 35's goal, 0.5%, or less.
     assert abs(total[0] - total[1]) / total[0] < 5e-4, total
     getppid = [by["insn-profile.self.__x64_sys_getppid"][r] / total[r] for r in (0, 1)]
-    assert abs(getppid[0] - getppid[1]) / getppid[0] < 1e-3, getppid
+    assert abs(getppid[0] - getppid[1]) / getppid[0] < 5e-3, getppid
     values = dict(cli.sql("SELECT metric, avg(value) FROM sample WHERE run_id = 1 GROUP BY metric"))
     assert values["vmstat.cpu.sy"] > 50 and values["interrupts.LOC:Local_timer_interrupts"] > 0
     # perf stat ran in the guest (the host's perf over 9p), counting only around the benchmark
