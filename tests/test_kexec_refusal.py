@@ -239,6 +239,11 @@ def test_a_kernel_bisections_steps_on_a_machine_kexec_each_commits_image(tmp_pat
     # A job file's own kernel on the machine is not the commits': refused.
     with pytest.raises(Exception, match="the job names its own kernel"):
         kernel_spec("arch/x86/boot/bzImage", None, job.with_(kernel="debian:6.1.0-50-amd64"))
+    # The robot does not kexec per commit: its job's `on:` with --kernel is refused, not booted in a guest.
+    from perflab.automate import robot
+
+    with pytest.raises(PerflabError, match="the robot does not kexec each commit's kernel"):
+        robot._kernel("arch/x86/boot/bzImage", None, [job])
 
 
 def test_an_image_of_the_default_release_is_told_apart_by_uname_v():
