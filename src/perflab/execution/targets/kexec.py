@@ -15,7 +15,10 @@ perflab's configuration ([machine.BOX] kexec = true; power_cycle, console, boot_
    again with that command line);
 4. `kexec -l IMAGE [--initrd=INITRD] --reuse-cmdline`, then `systemctl --no-block kexec` (the
    machine's own userspace stops its services and kexecs);
-5. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for and
+5. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for (for
+   an image, `uname -v` too: the version its header says; so an image of the default kernel's
+   release, as a kernel bisection's commits often are, is kexec'ed and told apart from it; a
+   package of that release is refused: it would replace the default kernel's files) and
    /proc/cmdline the one reused;
 6. after the jobs, the way back: kexec into /boot/vmlinuz-DEFAULT (and its initrd) with the
    recorded command line; when that cannot be loaded or does not come back on the default kernel,
