@@ -235,7 +235,9 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
         config.write_text(box.machine_config("testbox", boot_timeout=2400))
         proc = on_box("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
                       "--kernel", "arch/x86/boot/bzImage", "--on", "testbox", "--job", job,
-                      "--metric", "kernel.abi", timeout=6 * 3600, env={"PERFLAB_CONFIG": str(config)})
+                      "--metric", "kernel.abi", timeout=6 * 3600,
+                      # This box's own lock: another session's box is also `testbox` (ssh alias, port 22).
+                      env={"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")})
         assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
         runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
                           'JOIN environment e ON e.id = r.environment_id')
