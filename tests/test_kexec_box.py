@@ -173,3 +173,90 @@ def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, b
     assert facts["kernel_release"] == OTHER and facts["kexec_default_kernel"] == DEFAULT
     assert box.ssh("uname -r").stdout.strip() == DEFAULT
     assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
+
+
+# A kernel tree whose build "makes" one of two real Debian kernels, as kernel.txt of the commit says
+# (tests/test_kernel_bisect.py's way): c0 6.1.0-47 (the box's default release: kexec'ed all the same,
+# told from the default kernel by `uname -v`), c1 6.1.0-50 (the culprit), c2 6.1.0-50.
+BOX_BUILD = """set -e
+mkdir -p "$KBUILD_OUTPUT/arch/x86/boot"
+cp "$(cat kernel.txt)" "$KBUILD_OUTPUT/arch/x86/boot/bzImage"
+"""
+# The planted difference: the release the job reads on the box, an exact metric (47 or 50).
+RELEASE_JOB = """benchmark: cmd
+command: uname -r
+metrics:
+  - {name: kernel.abi, pattern: '^6\\.1\\.0-(\\d+)-amd64', direction: 1}
+"""
+
+
+def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, tmp_path):
+    """`perflab bisect --kernel IMAGE --on testbox`: each commit's image built here (the one kernel
+    build path), copied to the box, kexec'ed, `uname -r` and `uname -v` checked, the job run there,
+    the box back on its default kernel by kexec and the image removed, step after step. The metric
+    is the release the job reads there (exact): the verdict does not depend on load."""
+    import subprocess
+
+    from perflab.execution.vm import kernel as kernels
+
+    k47, k50 = kernels.cached(kernels.DEFAULT_PACKAGE), kernels.cached(kernels.OTHER_PACKAGE)
+    if not k47 or not k50:
+        pytest.skip("needs both Debian kernels: python tools/fetch_kernel.py --both")
+    from perflab.execution.targets import kexec
+
+    # An image of 6.1.0-50 boots on the box with that release's modules and initramfs, as a box
+    # kept for a kernel tree has them: its package installed (removed at the end).
+    deb = kexec.debian_deb(f"debian:{OTHER}")
+    with open(deb, "rb") as f:
+        done = subprocess.run(["ssh", "-F", str(box.ssh_config), "testbox",
+                               "cat > /var/tmp/k.deb && DEBIAN_FRONTEND=noninteractive dpkg -i /var/tmp/k.deb "
+                               ">/dev/null && rm /var/tmp/k.deb"], stdin=f, capture_output=True, text=True,
+                              timeout=3600)
+    assert done.returncode == 0, done.stderr
+    try:
+        repo = tmp_path / "linux"
+        repo.mkdir()
+        git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,  # noqa: E731
+                                        text=True).stdout.strip()
+        git("init", "-q")
+        (repo / "build.sh").write_text(BOX_BUILD)
+        shas = []
+        for i, image in enumerate((k47, k50, k50)):
+            (repo / "kernel.txt").write_text(f"{image}\n")
+            (repo / "n.txt").write_text(f"{i}\n")
+            git("add", "-A")
+            git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", f"c{i}")
+            shas.append(git("rev-parse", "HEAD"))
+        job = tmp_path / "release.yaml"
+        job.write_text(RELEASE_JOB)
+        # A kexec's page copy under TCG took 10 minutes at load 13 here (2 boxes, 2 cores): the box's
+        # boot_timeout is longer for this test of 14 kexecs, which is not a test of that bound.
+        config = tmp_path / "slow-box.toml"
+        config.write_text(box.machine_config("testbox", boot_timeout=2400))
+        proc = on_box("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
+                      "--kernel", "arch/x86/boot/bzImage", "--on", "testbox", "--job", job,
+                      "--metric", "kernel.abi", timeout=6 * 3600,
+                      # This box's own lock: another session's box is also `testbox` (ssh alias, port 22).
+                      env={"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")})
+        assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+        runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
+                          'JOIN environment e ON e.id = r.environment_id')
+        assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
+        for commit, status, params, facts in runs:
+            params, facts = json.loads(params), json.loads(facts)
+            want = DEFAULT if commit == shas[0] else OTHER
+            assert status == "finished" and params["on"] == "testbox", (status, facts)
+            # One parameter for every commit's kernel: their runs compare.
+            assert params["kernel"] == "arch/x86/boot/bzImage"
+            assert facts["kernel_release"] == want and facts["kexec_release"] == want
+            assert facts["kexec_default_kernel"] == DEFAULT and facts["kexec_initrd"] == f"/boot/initrd.img-{want}"
+        values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
+                            "WHERE s.metric = 'kernel.abi'")
+        assert {(c, v) for c, v in values} == {(shas[0], 47.0), (shas[1], 50.0), (shas[2], 50.0)}
+        assert f"testbox: back on its default kernel {DEFAULT} by kexec" in proc.stderr
+        assert box.ssh("uname -r").stdout.strip() == DEFAULT
+        assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
+        assert git("worktree", "list").count("\n") == 0
+    finally:
+        box.ssh(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {PACKAGE} >/dev/null; rm -rf /lib/modules/{OTHER}",
+                timeout=1800)

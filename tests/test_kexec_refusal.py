@@ -162,3 +162,101 @@ def test_the_console_text_is_this_boots_only():
     # Nothing said before, or nothing in common: all of it, its last CONSOLE_BYTES.
     assert kexec.console_since("", "boot\n") == "boot\n"
     assert kexec.console_since("other text", "x" * 9000) == "x" * kexec.CONSOLE_BYTES
+
+
+# -- a kernel bisection on a box (perflab bisect/series --kernel IMAGE --on BOX) ---------------
+
+def _kernel_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A two-commit "kernel tree" whose build leaves a mark (to show nothing was built) and no image."""
+    import os
+    import subprocess
+
+    tree = tmp_path / "linux"
+    tree.mkdir()
+    mark = tmp_path / "built"
+    (tree / "build.sh").write_text(f"touch {mark}\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "a"]):
+        subprocess.run(["git", "-C", str(tree), *args], check=True, env=env)
+    (tree / "n.txt").write_text("1\n")
+    subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(tree), "commit", "-qm", "b"], check=True, env=env)
+    return tree, mark
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--on", "plain"], "plain is not declared kexec-capable"),
+    (["--on", "kbox", "--vm", "tcg"], "--vm tcg: with --on kbox each commit's kernel is kexec'ed on the machine"),
+])
+def test_a_kernel_bisection_on_a_machine_is_refused_before_anything_is_built(cli, tmp_path, extra, needle):
+    """What remains refused of `bisect --kernel IMAGE --on MACHINE`: a machine not declared
+    kexec-capable, and a VM mode (the kernel boots on the machine); one line, nothing built."""
+    tree, mark = _kernel_tree(tmp_path)
+    config = tmp_path / "perflab.toml"
+    config.write_text('[machine.plain]\nssh = "perf@plain.invalid"\nconnect_timeout = 2\n'
+                      '[machine.kbox]\nssh = "root@kbox.invalid"\nconnect_timeout = 2\nkexec = true\n')
+    job = tmp_path / "wis.yaml"
+    # Any job (not only cmd): a kernel bisection's commits change the kernel, not the program.
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\n")
+    proc = cli("bisect", "--repo", tree, "--good", "HEAD~1", "--bad", "HEAD", "--build", "sh build.sh",
+               "--kernel", "arch/x86/boot/bzImage", "--job", job, "--metric", "will-it-scale.per_process_ops",
+               *extra, check=False, env={"PERFLAB_CONFIG": str(config)})
+    assert_one_line_error(proc, needle)
+    assert not mark.exists()
+    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+def test_a_kernel_bisections_steps_on_a_machine_kexec_each_commits_image(tmp_path, monkeypatch):
+    """The step plan: each commit's image (its own file) is the machine's kernel under test, one
+    switch each (a place of its own), all under one parameter `kernel` (the image's path in the build
+    output: the commits' runs compare); the record keeps the machine; no VM mode, no counting there."""
+    from perflab import jobs
+    from perflab.automate import change_kind
+    from perflab.automate.measurer import KernelSpec, LocalMeasurer, kernel_spec
+    from perflab.execution.targets.ssh import Ssh
+    from perflab.jobs import atomic
+
+    config = tmp_path / "perflab.toml"
+    config.write_text('[machine.kbox]\nssh = "root@kbox.invalid"\nconnect_timeout = 2\nkexec = true\n')
+    monkeypatch.setenv("PERFLAB_CONFIG", str(config))
+    job = jobs.placed(atomic("will-it-scale", {"test": "getppid1", "nr_task": 1}), Ssh(on="kbox", keep_kernel=True))
+    spec = kernel_spec("arch/x86/boot/bzImage", None, job)
+    assert spec == KernelSpec("arch/x86/boot/bzImage", {}, on="kbox", keep=True)
+    assert KernelSpec(**spec.to_dict()) == spec          # the record's form: a resume kexecs there too
+    assert KernelSpec(**KernelSpec("bzImage", {"mode": "tcg"}).to_dict()).on == ""
+    targets = [spec.target(tmp_path / "kernel-images" / sha / "bzImage") for sha in ("c0", "c1")]
+    for t, sha in zip(targets, ("c0", "c1")):
+        assert isinstance(t, Ssh) and t.on == "kbox" and t.keep_kernel
+        assert t.kernel == str(tmp_path / "kernel-images" / sha / "bzImage")
+        assert t.params({}) == {"on": "kbox", "kernel": "arch/x86/boot/bzImage"}
+    assert targets[0].share_key(frozenset(), {}) != targets[1].share_key(frozenset(), {})
+    with pytest.raises(PerflabError, match="the kernels run on kbox, not in a VM"):
+        spec.in_mode("icount")
+    measurer = LocalMeasurer(None, None, kernel=spec)
+    assert measurer.place == " on kbox (kexec)"
+    assert change_kind.counting(measurer, job, "will-it-scale.per_process_ops").startswith("the kernels ran on kbox")
+    # A job file's own kernel on the machine is not the commits': refused.
+    with pytest.raises(Exception, match="the job names its own kernel"):
+        kernel_spec("arch/x86/boot/bzImage", None, job.with_(kernel="debian:6.1.0-50-amd64"))
+    # The robot does not kexec per commit: its job's `on:` with --kernel is refused, not booted in a guest.
+    from perflab.automate import robot
+
+    with pytest.raises(PerflabError, match="the robot does not kexec each commit's kernel"):
+        robot._kernel("arch/x86/boot/bzImage", None, [job])
+
+
+def test_an_image_of_the_default_release_is_told_apart_by_uname_v():
+    """An image of the release the machine runs by default (a kernel tree's build) is kexec'ed all the
+    same; the machine is on it only when `uname -v` says the image's build too."""
+    from perflab.execution.vm import kernel as kernels
+
+    image = kernels.cached(kernels.OTHER_PACKAGE)
+    if not image:
+        pytest.skip("no cached Debian 6.1.0-50 kernel (tools/fetch_kernel.py --both)")
+    what = kexec.to_install(str(image))
+    assert what.release == "6.1.0-50-amd64" and what.version.startswith("#1 SMP PREEMPT_DYNAMIC Debian 6.1.176")
+    far = {"release": "6.1.0-50-amd64", "version": what.version}
+    assert kexec.came_up_as_asked(far, what)
+    assert not kexec.came_up_as_asked({**far, "version": "#1 SMP PREEMPT_DYNAMIC Debian 6.1.170-3"}, what)
+    assert not kexec.came_up_as_asked({**far, "release": "6.1.0-47-amd64"}, what)

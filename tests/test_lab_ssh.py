@@ -184,8 +184,9 @@ def test_bisect_on_a_machine_refuses_what_does_not_run_there(lab, far, tmp_path)
     wis = lab.perflab(*base, "--on", far.on, "--job", _write(tmp_path / "w.yaml", "benchmark: will-it-scale\n"
                                                                                     "test: getppid1\n"), check=False)
     assert_one_line_error(wis, "must be a cmd job")
+    # A kernel bisection there: each commit's kernel kexec'ed, on a machine declared kexec-capable only.
     kernel = lab.perflab(*base, "--on", far.on, "--kernel", "arch/x86/boot/bzImage", "--", "./prog", check=False)
-    assert_one_line_error(kernel, "--on with --kernel")
+    assert_one_line_error(kernel, f"{far.on} is not declared kexec-capable")
     # A job file's own `on:` puts the steps there as --on does, and is refused alike.
     on_file = _write(tmp_path / "on.yaml", f"benchmark: cmd\ncommand: ./prog\non: {far.on}\n")
     kind = lab.perflab(*base, "--kind", "--job", on_file, check=False)

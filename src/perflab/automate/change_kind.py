@@ -44,6 +44,8 @@ def counting(measurer: Measurer, job: AtomicJob, metric: str) -> Counting | str:
     """The counting mode of a timed job, or why there is none (one line: the metric counts already)."""
     # A guest: the Measurer's kernel (a kernel tree's commits), else the job's own.
     kernel = getattr(measurer, "kernel", None)
+    if kernel is not None and kernel.on:
+        return f"the kernels ran on {kernel.on}: counting them (QEMU icount) needs a guest, not done"
     vm = kernel.vm if kernel is not None else job.vm if job.in_guest else None
     if vm is not None:
         if vm.get("mode") == "icount":

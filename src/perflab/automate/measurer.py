@@ -219,7 +219,7 @@ class LocalMeasurer:
                  builds: KernelBuilds | None = None, say: Callable[[str], None] = lambda _m: None):
         self.store, self.trees, self.box = store, trees, box
         self.kernel, self.builds, self.say = kernel, builds, say
-        self.place = (f" in a VM ({kernel.vm['mode']})" if "mode" in kernel.vm else " in a VM") if kernel else ""
+        self.place = kernel.place if kernel else ""
         self.far = None          # the commits' trees on the SSH machine the jobs run on (automate/far_tree.py)
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
@@ -288,20 +288,38 @@ class KernelFailed(BuildFailed):
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """The kernel a commit's build makes and the guest it is booted in."""
+    """The kernel a commit's build makes and where it is booted: a guest, or an SSH machine (kexec)."""
 
     image: str        # the image's path relative to the build output directory: arch/x86/boot/bzImage
     vm: dict          # vm keys laid over the job's own (a bisection's: the whole block, normalized)
+    on: str = ""      # a kexec-capable SSH machine the image is kexec'ed on, instead of a guest
+    keep: bool = False   # with `on`: leave each commit's image copied there (--keep-kernel)
 
     def to_dict(self) -> dict:
-        return {"image": self.image, "vm": dict(self.vm)}
+        return {"image": self.image, "vm": dict(self.vm),
+                **({"on": self.on} if self.on else {}), **({"keep": True} if self.keep else {})}
 
-    def target(self, image: Path | str) -> Qemu:
-        """Where a commit's jobs run: its built image, booted in this guest."""
+    def target(self, image: Path | str):
+        """Where a commit's jobs run: its built image, booted in this guest, or installed on the
+        machine and kexec'ed there (execution/targets/kexec.py), the runs' parameter `kernel` the
+        image's path in the build output (the same for every commit: their runs compare)."""
+        if self.on:
+            from perflab.execution.targets.ssh import Ssh
+
+            return Ssh(on=self.on, kernel=str(image), keep_kernel=self.keep, kernel_name=self.image)
         return Qemu(kernel=str(image), vm=dict(self.vm))
+
+    @property
+    def place(self) -> str:
+        """Where its jobs run, for messages."""
+        if self.on:
+            return f" on {self.on} (kexec)"
+        return f" in a VM ({self.vm['mode']})" if "mode" in self.vm else " in a VM"
 
     def in_mode(self, vm_mode: str) -> "KernelSpec":
         """The same kernel booted in another mode (icount, to count)."""
+        if self.on:
+            raise PerflabError(f"vm mode {vm_mode}: the kernels run on {self.on}, not in a VM")
         return KernelSpec(self.image, {**self.vm, "mode": vm_mode})
 
 
@@ -316,6 +334,9 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     if not image or os.path.isabs(image) or ".." in Path(image).parts:
         raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
                            "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage")
+    on = getattr(job.target, "on", "")
+    if on:
+        return _machine_kernel_spec(image, vm_mode, job, on, where)
     # The options go on as `run --kernel --vm` puts them on a job (the targets' one way: --vm over
     # the job's vm block); the image is the build's, so only the machine block is kept.
     keys = targets.placed(job.target.keys(), targets.option_keys({"kernel": image, "vm_mode": vm_mode}))
@@ -328,9 +349,28 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     return spec
 
 
+def _machine_kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, on: str, where: str) -> KernelSpec:
+    """`--kernel IMAGE` of a job on an SSH machine: each commit's image kexec'ed there; the machine
+    checked kexec-capable (and the job placeable there) before anything is built."""
+    from perflab import jobs
+    from perflab.core.errors import UsageProblem
+
+    if vm_mode:
+        raise UsageProblem(f"--vm {vm_mode}: with --on {on} each commit's kernel is kexec'ed on the machine, "
+                           "not booted in a VM")
+    if job.target.kernel:
+        raise UsageProblem(f"{where} {image}: the job names its own kernel ({job.target.kernel}) on {on}; "
+                           "each commit's kernel is the one its build makes")
+    spec = KernelSpec(image, {}, on=on, keep=bool(job.target.keep_kernel))
+    placed = jobs.placed(job, spec.target(image), where)
+    placed.target.check(placed.needs, placed.benchmark, placed.params)
+    return spec
+
+
 def run_in_guest(store, commit: str, jobs: list[AtomicJob], image: Path, kernel: KernelSpec, *, box: str | None,
                  path: Path) -> list[Measured]:
-    """Run jobs in a guest booted from `image` through the one runner; KernelFailed when it did not boot."""
+    """Run jobs in a guest booted from `image` (or on the SSH machine kexec'ed into it: `kernel.on`) through
+    the one runner; KernelFailed when it did not boot."""
     from perflab import jobs as jobfiles
     from perflab.runner.loop import run_jobs
 
@@ -346,7 +386,8 @@ def run_in_guest(store, commit: str, jobs: list[AtomicJob], image: Path, kernel:
 
 
 def _boot_seconds(store, measured: list[Measured]) -> str:
-    """The guests' boot times as the runs recorded them (vm_boot_seconds)."""
+    """The kernels' boot times as the runs recorded them (a guest's vm_boot_seconds; on a machine,
+    kexec_boot_seconds: from the request, install and kexec included)."""
     seen = []
     for m in measured:
         for run_id in m.runs:
@@ -355,8 +396,9 @@ def _boot_seconds(store, measured: list[Measured]) -> str:
                 import json
 
                 facts = json.loads(facts)
-            if facts.get("vm_boot_seconds"):
-                seen.append(f"{facts['vm_boot_seconds']} s")
+            seconds = facts.get("vm_boot_seconds") or facts.get("kexec_boot_seconds")
+            if seconds:
+                seen.append(f"{seconds} s")
     return ", ".join(seen) or "n/a"
 
 

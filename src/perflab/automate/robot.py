@@ -230,7 +230,10 @@ def _kernel(kernel: str | None, vm_mode: str | None, jobs: list[AtomicJob]) -> K
                                "(e.g. arch/x86/boot/bzImage)")
         return None
     for job in jobs:
-        kernel_spec(kernel, vm_mode, job, f"--kernel (job {job.benchmark})")
+        if kernel_spec(kernel, vm_mode, job, f"--kernel (job {job.benchmark})").on:
+            # (bisect and series do: docs/bisect.md, "A kernel on a test box")
+            raise PerflabError(f"--kernel with a job on {job.target.on}: the robot does not kexec each commit's "
+                               "kernel on an SSH machine; test kernels in a guest (--kernel IMAGE --vm MODE)")
     return KernelSpec(kernel, {"mode": vm_mode} if vm_mode else {})
 
 

@@ -64,8 +64,9 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
     through the runner, adding runs only while it cannot yet tell whether the
     commit is like good or like bad. With --kernel the repository is a kernel
     tree: --build makes that image (KBUILD_OUTPUT set to a directory kept
-    between steps), the job runs in a guest booted from it, and a kernel that
-    does not build or boot is skipped. Every run is stored with its commit and
+    between steps), the job runs in a guest booted from it (with --on BOX: on
+    that test box, kexec'ed into it and back), and a kernel that does not
+    build or boot is skipped. Every run is stored with its commit and
     the bisection's tag (`perflab compare tag=bisect-ID,commit=SHA ...`).
 
     \b
@@ -81,6 +82,9 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
           --metric time.elapsed_time --on box1 -- ./prog --input big
       perflab bisect --repo ~/linux --good v6.1 --bad HEAD --build 'make -j2 bzImage' \\
           --kernel arch/x86/boot/bzImage --vm icount --job getppid.yaml \\
+          --metric will-it-scale.per_process_ops
+      perflab bisect --repo ~/linux --good v6.1 --bad HEAD --build 'make -j8 bzImage' \\
+          --kernel arch/x86/boot/bzImage --on testbox --job getppid.yaml \\
           --metric will-it-scale.per_process_ops
       perflab bisect --resume
     """
@@ -109,9 +113,10 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
         if bool(job_file) == bool(command):
             raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
         job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
-        # Steps measured on an SSH machine: built here, the built tree copied there (docs/lab.md).
-        job = placed_for_commits(job, targets, "bisect")
-        _refuse_on_machine(job, kernel or vm_mode, box, kind)
+        # Steps measured on an SSH machine: built here, the built tree copied there (docs/lab.md); with
+        # --kernel, each commit's kernel kexec'ed there (docs/bisect.md, "A kernel on a test box").
+        job = placed_for_commits(job, targets, "bisect", programs=not kernel)
+        _refuse_on_machine(job, box, kind)
         store = get_store(db)
         settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind, revert=revert)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
@@ -124,23 +129,20 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
     _where(store, result)
 
 
-def _refuse_on_machine(job, kernel, box, kind) -> None:
+def _refuse_on_machine(job, box, kind) -> None:
     """What a bisection whose steps run on an SSH machine (`--on`, a job file's `on:`) cannot do: one line."""
     from perflab.automate import far_tree
     from perflab.core.errors import UsageProblem
 
     if far_tree.machine_of_job(job) is None:
         return
-    if kernel:
-        raise UsageProblem("--on with --kernel: a kernel bisection on an SSH machine (each commit's kernel installed "
-                           "and kexec'ed there) is not built; bisect a kernel in a guest (--kernel IMAGE --vm MODE), "
-                           "or a program with --on on the machine's kernel")
     if box:
         raise UsageProblem("--on with --box: a lab box's worker drives its own machine (perflab worker --machine); "
                            "give one of them")
     if kind:
-        raise UsageProblem("--on with --kind: the kind of a change is counted by valgrind on this machine, not on "
-                           "an SSH machine; label it afterwards with `perflab bisect --kind` here")
+        raise UsageProblem("--on with --kind: the kind of a change is counted on this machine (valgrind) or in a "
+                           "guest (icount), not on an SSH machine; label it afterwards with `perflab bisect --kind` "
+                           "here")
 
 
 def _broker(broker: str | None) -> str:

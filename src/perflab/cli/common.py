@@ -195,10 +195,11 @@ def refuse_targets(values: dict, command: str, supported: tuple[str, ...]) -> No
                                f"`perflab run JOB {o.flag} ...` (docs/architecture.md, \"Where a process runs\")")
 
 
-def placed_for_commits(job, values: dict, command: str):
+def placed_for_commits(job, values: dict, command: str, programs: bool = True):
     """bisect/series: `--on` (taken out of `values`) puts the job on an SSH machine, as a job file's own
     `on:` does; each commit is then built here and its tree copied there (automate/far_tree.py), which
-    only a cmd job uses: anything else is refused in one line, before any step."""
+    only a cmd job uses: anything else is refused in one line, before any step. `programs=False`: the
+    commits are kernels kexec'ed there (--kernel), any job runs on them and no tree is copied."""
     from perflab import jobs
     from perflab.automate import far_tree
     from perflab.execution.targets import registered_target
@@ -206,6 +207,6 @@ def placed_for_commits(job, values: dict, command: str):
     keys = placed_on(values)
     if keys:
         job = jobs.placed(job, registered_target(keys, job.target.toolchain), "--on")
-    if far_tree.machine_of_job(job) is not None:
+    if programs and far_tree.machine_of_job(job) is not None:
         far_tree.check_job(job, f"{command} --on")
     return job

@@ -44,6 +44,9 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, 
     kernel): code path, timing only, or not reproduced. --out/--to: the robot's mail for it.
     With --kernel the repository is a kernel tree and --kernel the image the build makes.
 
+    A kernel tree's images boot in a guest (--vm), or with --on BOX are kexec'ed on that test
+    box, one commit at a time (docs/bisect.md, "A kernel on a test box").
+
     The base is the series' `base-commit:` trailer (`git format-patch --base`, b4) or --base. A
     patch that does not apply is one line naming it. The measuring, the stopping rules and the
     culprit's confirmation are perflab bisect's (docs/bisect.md, "A patch series").
@@ -59,22 +62,21 @@ def series_cmd(repo, mbox, base, job_file, metric, build_cmd, recipe_file, tag, 
     from perflab.automate import bisect, change_kind, series
     from perflab.core.errors import PerflabError
 
-    from perflab.core.errors import UsageProblem
-
     refuse_targets(targets, "series", supported=("on", "keep_kernel"))   # --on: the steps on an SSH machine
-    if targets.get("on") and (kernel or vm_mode or recipe_file):
-        raise UsageProblem("--on with a kernel (--kernel/--recipe): a series of kernel patches on an SSH machine "
-                           "(each commit's kernel installed and kexec'ed there) is not built; measure it in a guest")
     if bool(job_file) == bool(command):
         raise click.UsageError("give the benchmark as --job JOB.yaml or as a command after --, one of them")
     job = bisect.file_job(job_file) if job_file else bisect.command_job(list(command))
-    # Each commit built here, its tree copied to the SSH machine and measured there (docs/lab.md).
-    job = placed_for_commits(job, targets, "series")
+    # Each commit built here, its tree copied to the SSH machine and measured there (docs/lab.md); a
+    # kernel tree's commits (--kernel/--recipe): each one's kernel kexec'ed there (docs/bisect.md).
+    a_kernel = bool(kernel or recipe_file)
+    job = placed_for_commits(job, targets, "series", programs=not a_kernel)
     from perflab.automate import far_tree
 
     if far_tree.machine_of_job(job) is not None and not no_kind:
-        no_kind = True     # valgrind counts on this machine, not there: said, not refused (the default is on)
-        far_note = "kind of change: not labelled (the steps ran on an SSH machine; valgrind counts only here)"
+        # valgrind and icount count here, not there: said, not refused (the default is on).
+        no_kind = True
+        far_note = ("kind of change: not labelled (the steps ran on an SSH machine; "
+                    + ("icount counts in a guest only)" if a_kernel else "valgrind counts only here)"))
     else:
         far_note = ""
     typed_build = build_cmd

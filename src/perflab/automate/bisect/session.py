@@ -30,7 +30,8 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     `job`: validated here unless it was already (a job file's is, by its expansion); a dict is its
     JSON form. `measurer`: how commits are measured (default: the record's, here or on its lab box).
     `kernel`: the repository is a kernel tree and each commit's build makes this image (a path in
-    the build output directory); the job runs in a guest booted from it, in mode `vm_mode`.
+    the build output directory); the job runs in a guest booted from it, in mode `vm_mode`, or, for
+    a job on a kexec-capable SSH machine, on the machine kexec'ed into it (docs/bisect.md).
     `runs`: the ends' first look after this many runs each (else chosen from the job's stored noise,
     `perflab noise`, which `noise_how` says how to measure when there is none)."""
     from perflab import jobs
@@ -72,7 +73,8 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     rec.save()
     say(f"bisection {bisect_id}: {good_sha[:12]}..{bad_sha[:12]} in {root}, metric {metric}, "
         f"runs tagged {tag}, record {rec.path}"
-        + (f"; kernel $KBUILD_OUTPUT/{spec.image} booted in a VM ({spec.vm['mode']})" if spec else ""))
+        + (f"; kernel $KBUILD_OUTPUT/{spec.image} " + (f"kexec'ed on {spec.on}" if spec.on else
+                                                         f"booted in a VM ({spec.vm['mode']})") if spec else ""))
     return Bisection(store, rec, say, measurer).run()
 
 

@@ -15,7 +15,10 @@ perflab's configuration ([machine.BOX] kexec = true; power_cycle, console, boot_
    again with that command line);
 4. `kexec -l IMAGE [--initrd=INITRD] --reuse-cmdline`, then `systemctl --no-block kexec` (the
    machine's own userspace stops its services and kexecs);
-5. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for and
+5. wait (boot_timeout) for SSH with a new boot_id; `uname -r` must be the release asked for (for
+   an image, `uname -v` too: the version its header says; so an image of the default kernel's
+   release, as a kernel bisection's commits often are, is kexec'ed and told apart from it; a
+   package of that release is refused: it would replace the default kernel's files) and
    /proc/cmdline the one reused;
 6. after the jobs, the way back: kexec into /boot/vmlinuz-DEFAULT (and its initrd) with the
    recorded command line; when that cannot be loaded or does not come back on the default kernel,
@@ -114,6 +117,16 @@ def check_package_tools(kernel: str | dict) -> None:
             raise PerflabError(why)
 
 
+def version_of(image: Path) -> str:
+    """What `uname -v` says on the kernel an image boots (its setup header's version string ends
+    with it: "RELEASE (BUILDER) #1 SMP ... (DATE)"), or "" when the header does not say it."""
+    from perflab.execution.vm import modules
+
+    text = modules.version_string_of(image) or ""
+    at = text.find(" #")
+    return text[at + 1:].strip() if at >= 0 else ""
+
+
 def release_of(kernel: str) -> str:
     """The `uname -r` the kernel will say (debian:RELEASE, an image)."""
     from perflab.execution.vm import kernel as kernels
@@ -143,6 +156,7 @@ class Install:
     package: str | None = None
     image: Path | None = None
     facts: tuple = ()                         # (key, value) facts of the kernel (a recipe's build)
+    version: str = ""                         # what `uname -v` will say (an image's header), when known
 
 
 def to_install(kernel: str | dict, say=lambda line: None) -> Install:
@@ -161,7 +175,7 @@ def to_install(kernel: str | dict, say=lambda line: None) -> Install:
                               ("kernel_build_commands", facts.get("kernel_build_commands", ""))))
     if kernel.startswith(kernels.DEBIAN):
         return Install(release_of(kernel), deb=debian_deb(kernel), package=kernels.debian_package(kernel))
-    return Install(release_of(kernel), image=Path(kernel))
+    return Install(release_of(kernel), image=Path(kernel), version=version_of(Path(kernel)))
 
 
 # -- the machine ----------------------------------------------------------------------
@@ -176,15 +190,22 @@ def _ids() -> tuple[str, str]:
 
 # One line each, also when a file is empty or missing.
 PROBE = ('echo "$(cat /proc/sys/kernel/random/boot_id)"; echo "$(cat /etc/machine-id 2>/dev/null)"; uname -r; id -u; '
-         'echo "$(cat /proc/cmdline)"')
+         'echo "$(cat /proc/cmdline)"; uname -v')
 
 
 def _probe(conn) -> dict:
     lines = conn.run(PROBE, timeout=60).splitlines()
-    while len(lines) < 5:
+    while len(lines) < 6:
         lines.append("")
     return {"boot_id": lines[0].strip(), "machine_id": lines[1].strip(), "release": lines[2].strip(),
-            "uid": lines[3].strip(), "cmdline": lines[4].strip()}
+            "uid": lines[3].strip(), "cmdline": lines[4].strip(), "version": lines[5].strip()}
+
+
+def came_up_as_asked(far: dict, what: Install) -> bool:
+    """Whether the machine answered on the kernel installed: its release, and for an image whose
+    header says it, its `uname -v` (an image of the default kernel's release, a kernel bisection's
+    build, is told from the default kernel the machine may have fallen back to by this)."""
+    return far["release"] == what.release and (not what.version or far["version"] == what.version)
 
 
 def refuse_this_machine(machine, far: dict) -> None:
@@ -396,7 +417,10 @@ def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, co
     switch.sudo = "" if first["uid"] == "0" else "sudo -n "
     # The default kernel, recorded before the switch: the way back boots it again with this command line.
     default, default_cmdline = first["release"], first["cmdline"]
-    if switch.release == default:
+    if switch.release == default and what.image is None:
+        # A package of the running release would replace the default kernel's files (and its purge
+        # remove them). An image is only copied: one of the default's release (a kernel tree's
+        # build, each commit of a bisection) is kexec'ed like any other, told apart by `uname -v`.
         raise PerflabError(f"{machine.on} already runs {default}: run on its running kernel (leave --kernel out)")
     try:
         image, initrd = switch.install()
@@ -415,9 +439,10 @@ def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, co
         # The connection may end before its answer does: the wait below tells whether it went down.
         switch.root("systemctl --no-block kexec", timeout=60)
     far = switch.wait_boot(first["boot_id"], time.monotonic() + control.boot_timeout)
-    if far is None or far["release"] != switch.release:
+    if far is None or not came_up_as_asked(far, what):
         why = (f"no answer over SSH within {control.boot_timeout:g} s" if far is None
-               else f"it came back as {far['release']}, not {switch.release}")
+               else f"it came back as {far['release']}, not {switch.release}" if far["release"] != switch.release
+               else f"it came back as {far['release']} {far['version']!r}, not the image's {what.version!r}")
         console = switch.console_text()
         if far is None:
             far = switch.power_cycle(first["boot_id"])
@@ -425,7 +450,7 @@ def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, co
                 raise TargetDown(f"kernel did not boot on {machine.on}: {shown}: {why}; "
                                  + ("the power-cycle command did not bring it back" if control.power_cycle
                                     else "no power_cycle command is configured to bring it back"), console)
-        if far["release"] != default:
+        if far["release"] != default or (far["version"] != first["version"] and first["version"]):
             switch.back_to_default(default, default_cmdline, far["boot_id"])
         with contextlib.suppress(TargetDown):
             switch.remove()
@@ -439,7 +464,7 @@ def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, co
         yield {"kexec_kernel": shown, "kexec_release": far["release"], "kexec_default_kernel": default,
                "kexec_default_cmdline": default_cmdline, "kexec_cmdline": far["cmdline"],
                "kexec_boot_seconds": f"{booted - requested:.1f}", "kexec_initrd": initrd or "none",
-               "kexec_kept": "yes" if keep else "no", **dict(what.facts)}
+               "kexec_kept": "yes" if keep else "no", "kexec_version": far["version"], **dict(what.facts)}
     finally:
         switch.back_to_default(default, default_cmdline, far["boot_id"])
         switch.remove()

@@ -88,6 +88,9 @@ class Ssh(Target):
     toolchain: Toolchain = field(default_factory=Toolchain)
     kernel: str | dict | None = None          # debian:RELEASE, a recipe's keys or an image: the kernel under test there
     keep_kernel: bool = False
+    # The kernel as the runs' parameter when its file is not the name (a kernel bisection's: the
+    # image's path in each commit's build output; the commit says whose): not a job key.
+    kernel_name: str = ""
 
     @classmethod
     def from_keys(cls, doc: dict, toolchain: Toolchain) -> Ssh | None:
@@ -225,6 +228,8 @@ class Ssh(Target):
         its key (as a recipe's kernel in QEMU: the parameter kernel_build)."""
         if not self.kernel:
             return {}
+        if self.kernel_name:
+            return {"kernel": self.kernel_name}
         if isinstance(self.kernel, dict):
             from perflab.execution.vm import recipe
 

@@ -67,8 +67,8 @@ SIGNATURE_CONFIG = ("CONFIG_MODULE_SIG_FORCE", "CONFIG_LOCK_DOWN_KERNEL_FORCE_IN
                     "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY", "CONFIG_IMA_APPRAISE_REQUIRE_MODULE_SIGS")
 
 
-def release_of(image: Path) -> str | None:
-    """The kernel release a bzImage/vmlinuz says it is (its setup header's version string)."""
+def version_string_of(image: Path) -> str | None:
+    """A bzImage/vmlinuz's setup header version string ("RELEASE (BUILDER) #1 SMP ... (DATE)"), or None."""
     try:
         with open(image, "rb") as f:
             head = f.read(0x210)
@@ -79,7 +79,13 @@ def release_of(image: Path) -> str | None:
             text = f.read(256).split(b"\0")[0].decode(errors="replace")
     except OSError:
         return None
-    return text.split()[0] if text.strip() else None
+    return text if text.strip() else None
+
+
+def release_of(image: Path) -> str | None:
+    """The kernel release a bzImage/vmlinuz says it is (its setup header's version string)."""
+    text = version_string_of(image)
+    return text.split()[0] if text else None
 
 
 def read_config(path: Path | None) -> dict[str, str] | None:
