@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import db_option, get_store
-from perflab.store.db import redact
+from perflab.store.rows import redact
 from perflab.core.text import printable
 
 # An environment value (a kernel command line, a compiler banner) is shown whole up
