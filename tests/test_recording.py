@@ -55,6 +55,8 @@ def _write_everything(store) -> None:
     store.add_failure(dropped, "x", "y")
     store.add_monitor_series(dropped, "vmstat", 0, [(None, 0.1, {"us": 1.0})])
     store.delete_run(dropped)
+    store.annotate(second, "a comment, then another")
+    store.annotate(second, "é \x00 and more")
     store.finish_run(first, "finished")
     store.finish_run(second, "partial", "failed parts: part")
     store.finish_run(third, "failed", None)
@@ -273,3 +275,7 @@ def test_perflab_import_and_export_load_no_sqlalchemy_nor_a_family(cli, tmp_path
     assert "imported 2 runs" in out
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
     assert sorted(open_store(str(tmp_path / "other.db")).find_runs(), key=lambda r: r.name)[0].tag == "again"
+    # annotate writes its comment the same way
+    loaded, out = _modules(env, "annotate", "1", "a note")
+    assert out.startswith("run #1: a note") and "sqlalchemy" not in loaded
+    assert open_store(str(cli.db)).get_run(1).comment == "a note"

@@ -40,7 +40,7 @@ def env_cmd(diff_runs, box, as_json, db) -> None:
     from perflab.core import environment
 
     if diff_runs:
-        store = get_store(db)
+        store = get_store(db, reading=True)
         a, b = (store.get_run(r) for r in diff_runs)
         changes = environment.diff(a.environment, b.environment)
         if as_json:

@@ -166,6 +166,11 @@ class Recorder(Reserve, Reader):
                 cur.execute(f"DELETE FROM {table} WHERE {table}.run_id = ?", (run_id,))
             cur.execute("DELETE FROM run WHERE run.id = ?", (run_id,))
 
+    def annotate(self, run_id: int, comment: str) -> None:
+        """`perflab annotate`: the run's comment (the caller found the run)."""
+        with self._transaction() as cur:
+            cur.execute("UPDATE run SET comment=? WHERE run.id = ?", (comment, run_id))
+
     def begin_import(self, check=None) -> RecorderImport:
         """An import in short transactions, shown at once by its commit() (Store.begin_import)."""
         return RecorderImport(self, check)
