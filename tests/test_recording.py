@@ -55,6 +55,8 @@ def _write_everything(store) -> None:
     store.add_failure(dropped, "x", "y")
     store.add_monitor_series(dropped, "vmstat", 0, [(None, 0.1, {"us": 1.0})])
     store.delete_run(dropped)
+    store.annotate(second, "a comment, then another")
+    store.annotate(second, "é \x00 and more")
     store.finish_run(first, "finished")
     store.finish_run(second, "partial", "failed parts: part")
     store.finish_run(third, "failed", None)
@@ -190,3 +192,90 @@ def test_perflab_run_records_without_sqlalchemy_and_the_store_reads_it(cli):
     runs = store.find_runs()
     assert [(r.status, r.tag, r.benchmark) for r in runs] == [("finished", "t", "cmd")] * 2
     assert len([x for x in store.samples([runs[0].id]) if x.metric == "time.elapsed_time"]) == 2
+
+
+def _import_everything(store) -> list:
+    """Every write `perflab import` makes, with values that test each column's encoding: runs with and
+    without failures, monitors and series, a job, a dirty flag of each kind, a time with a zone, a
+    run that was still running (it becomes interrupted), samples with and without their process, a
+    run named twice in one import, then the same runs again (skipped), then an import rolled back."""
+    from perflab.exchange.transfer import check_run_fields
+
+    def run(i, **more):
+        return check_run_fields({
+            "uuid": f"00000000-0000-4000-8000-{i:012d}", "testbox": f"box{i % 2}", "benchmark": "cmd",
+            "name": f"run {i}", "params": {"command": "true", "n": i, "ratio": 0.1}, "tag": "t" if i else None,
+            "commit": "a" * 40 if i == 1 else None, "dirty": (None, True, False)[i % 3],
+            "started": f"2026-11-{1 + i:02d}T10:00:0{i}.25", "finished": None if i == 2 else "2026-11-20T10:00:00",
+            "status": "running" if i == 2 else "finished", "comment": "a note" if i == 1 else None, "error": None,
+            "environment": {"testbox": f"box{i % 2}", "cpus": 2, "flags": ["a", "é"], "nested": {"none": None}},
+            "failures": [["part", "exited 3"]] if i == 1 else [], "job": {"runs": 3} if i == 3 else None,
+            "monitors": {"vmstat": {"status": "ok"}} if i == 1 else None,
+            "monitor_series": [["vmstat", 0, None, 0.5, {"us": 10.0}], ["vmstat", 1, 2, 1.0, {"sy": 1}]] if i == 1 else [],
+            **more}, f"run {i}")
+
+    counts = []
+    writer = store.begin_import()
+    writer.begin_file()
+    for i in range(4):
+        r = run(i, started="2026-11-05T10:00:00+02:00") if i == 3 else run(i)
+        rows = ([("time.elapsed_time", 0.5 + rep, "s", -1, rep) for rep in range(3)] if i % 2 else
+                [("time.elapsed_time", 0.5 + rep, "s", -1, rep, rep or None) for rep in range(3)])
+        writer.add_samples(writer.add_run(r), rows)
+    writer.add_samples(writer.add_run(run(0)), [("m", 1.0, "", 0, 0)])   # the same run twice
+    counts += [(c.runs, c.skipped, c.samples) for c in writer.commit()]
+    again = store.begin_import()
+    again.add_samples(again.add_run(run(1)), [("m", 1.0, "", 0, 0)])
+    counts += [(c.runs, c.skipped, c.samples) for c in again.commit()]
+    doomed = store.begin_import()
+    doomed.add_samples(doomed.add_run(run(7)), [("m", 1.0, "", 0, rep) for rep in range(5)])
+    doomed._flush()   # written, still invisible ...
+    doomed.rollback()  # ... and removed
+    return counts
+
+
+def test_an_import_through_the_recorder_writes_the_rows_the_store_writes(tmp_path):
+    """`perflab import` writes through sqlite3 too (perflab.store.recording.RecorderImport): the same
+    import through the Store's ImportWriter (SQLAlchemy) and a Recorder leaves every row of every
+    table equal, value and SQLite type, and says the same counts."""
+    by_store = tmp_path / "store.db"
+    store = open_store(str(by_store))
+    expected_counts = _import_everything(store)
+    store.engine.dispose()
+    by_recorder = tmp_path / "recorder.db"
+    recorder = open_recorder(str(by_recorder))
+    counts = _import_everything(recorder)
+    recorder.close()
+
+    assert counts == expected_counts == [(4, 1, 12), (0, 1, 0)]
+    expected, got = _rows(by_store), _rows(by_recorder)
+    for table in TABLES:
+        assert got[table] == expected[table], table
+    runs = expected["run"]
+    assert len(runs) == 4 and len(expected["sample"]) == 12 and len(expected["monitor_series"]) == 2
+    statuses = [row[2 * 12 + 1] for row in runs]   # (typeof, value) pairs: column 12 is status
+    assert statuses == ["finished", "finished", "interrupted", "finished"]
+
+
+def test_perflab_import_and_export_load_no_sqlalchemy_nor_a_family(cli, tmp_path):
+    """`perflab import` (other tools' files and perflab's own exports, into a new store and one that
+    has runs) and `perflab export` import neither SQLAlchemy nor a benchmark family's module
+    (pydantic, YAML): the recorder writes, the reader reads, the checks need five metric names."""
+    from test_startup import HEAVY, _modules
+
+    data = os.path.join(os.path.dirname(__file__), "data", "importers")
+    env = dict(cli.env, PERFLAB_FS_STATE_DIR=str(tmp_path / "fs"))
+    loaded, out = _modules(env, "import", os.path.join(data, "hyperfine.json"))
+    assert "imported 2 runs (hyperfine JSON, 32 samples)" in out
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    export = tmp_path / "export.json"
+    loaded, _ = _modules(env, "export", "-o", str(export))
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    loaded, out = _modules(dict(env, PERFLAB_DB=str(tmp_path / "other.db")), "import", "--tag", "again", str(export))
+    assert "imported 2 runs" in out
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    assert sorted(open_store(str(tmp_path / "other.db")).find_runs(), key=lambda r: r.name)[0].tag == "again"
+    # annotate writes its comment the same way
+    loaded, out = _modules(env, "annotate", "1", "a note")
+    assert out.startswith("run #1: a note") and "sqlalchemy" not in loaded
+    assert open_store(str(cli.db)).get_run(1).comment == "a note"

@@ -93,6 +93,18 @@ def test_report_names_commit_author_machine_parameters_and_reproduce_steps(cli, 
     assert "perflab run \"$OLDPWD/job.yaml\"" in out and "will-it-scale:" in out and "test: page_fault2" in out
 
 
+def test_the_report_and_check_read_the_store_without_sqlalchemy(cli, tmp_path):
+    """Facts, not times (issue 47): `report regression` and `check` read an SQLite store through
+    perflab.store.reader, not SQLAlchemy (0.1-0.3 s of each start)."""
+    from test_startup import _modules
+
+    _, shas = load(cli, tmp_path)
+    loaded, out = _modules(cli.env, "report", "regression", "--base", shas[0][:8], "--head", shas[1][:8])
+    assert "-17.5% regression" in out and "sqlalchemy" not in loaded
+    loaded, out = _modules(cli.env, "check", "--baseline", shas[1][:8], "--run", shas[0][:8])
+    assert "check: no significant regression" in out and "sqlalchemy" not in loaded
+
+
 def test_unknown_revisions_are_one_line_errors(cli, tmp_path):
     _, shas = load(cli, tmp_path)
     # The other way round it is an improvement mail (tests/test_mail.py), not an error.

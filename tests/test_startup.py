@@ -304,3 +304,24 @@ def test_numpy_is_loaded_with_one_blas_thread_and_the_environment_is_left_alone(
         assert setting == user_setting   # left to OpenBLAS (which may cap it at the cores there are)
     else:
         assert (threads, setting) == (1, None)
+
+
+def test_an_error_message_loads_no_sqlalchemy(tmp_path):
+    """Every one-line error passes through the CLI's _one_line, which masks URL passwords: with the
+    masking from perflab.store.rows, not perflab.store.db, an error costs no SQLAlchemy import (the
+    test suite checks hundreds of them); the password is still masked."""
+    script = ("import sys\n"
+              "from perflab.cli import main\n"
+              "rc = main(sys.argv[1:])\n"
+              "print('sqlalchemy' in sys.modules, file=sys.stderr)\n"
+              "sys.exit(rc)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_")}
+    env.update(PERFLAB_DB=str(tmp_path / "perflab.db"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    open_store(env["PERFLAB_DB"]).engine.dispose()   # a store to read (making one is the Store's)
+    for argv, needle in ((["log", "--per", "nan"], "--per"), (["show", "12"], "no run with id 12"),
+                         (["--db", "postgresql://u:secret@127.0.0.1:1/x?password=other", "log", "--per", "0"], "--per")):
+        proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120, env=env)
+        *message, loaded = proc.stderr.splitlines()
+        assert proc.returncode != 0 and len(message) == 1 and needle in message[0], proc.stderr
+        assert "secret" not in proc.stderr and "other" not in proc.stderr
+        assert loaded == "False", (argv, proc.stderr)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from conftest import CLI, assert_one_line_error
 
 RUN_COLUMNS = "r.uuid, b.name, r.benchmark, r.name, r.params, r.tag, r.\"commit\", r.dirty, r.started, r.finished, r.status, r.comment, r.error"
@@ -22,8 +24,21 @@ def populate(cli):
     cli("annotate", "1", "héllo ünïcode")
 
 
-def test_json_round_trip(cli, tmp_path):
-    populate(cli)
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory, shared_cache):
+    """One store with populate's runs for the tests that only read it (export) and write into stores
+    of their own: made once per module instead of once per test (four `perflab` processes each).
+    No test may change it: checked after the last one."""
+    tmp = tmp_path_factory.mktemp("transfer-source")
+    source = CLI(tmp / "perflab.db", tmp, shared_cache)
+    populate(source)
+    before = snapshot(source)
+    yield source
+    assert snapshot(source) == before, "a test changed the shared store"
+
+
+def test_json_round_trip(populated, tmp_path):
+    cli = populated
     cli("export", "-o", tmp_path / "all.json")
     second = CLI(tmp_path / "second.db", tmp_path)
     assert "imported 3 runs" in second("import", tmp_path / "all.json").stdout
@@ -33,24 +48,24 @@ def test_json_round_trip(cli, tmp_path):
     assert snapshot(second) == snapshot(cli)
 
 
-def test_csv_round_trip(cli, tmp_path):
-    populate(cli)
+def test_csv_round_trip(populated, tmp_path):
+    cli = populated
     (tmp_path / "all.csv").write_text(cli("export", "--format", "csv").stdout)
     second = CLI(tmp_path / "second.db", tmp_path)
     second("import", tmp_path / "all.csv")
     assert snapshot(second) == snapshot(cli)
 
 
-def test_export_filters(cli):
-    populate(cli)
+def test_export_filters(populated):
+    cli = populated
     doc = json.loads(cli("export", "--tag", "b").stdout)
     assert [r["tag"] for r in doc["runs"]] == ["b"]
     assert doc["runs"][0]["environment"]["testbox"] == "other"
     assert len(doc["runs"][0]["samples"]) == 2 * 5
 
 
-def test_bad_import_files_write_nothing(cli, tmp_path):
-    populate(cli)
+def test_bad_import_files_write_nothing(populated, tmp_path):
+    cli = populated
     doc = json.loads(cli("export").stdout)
     second = CLI(tmp_path / "second.db", tmp_path)
     second("log")  # create the empty store
@@ -60,9 +75,11 @@ def test_bad_import_files_write_nothing(cli, tmp_path):
         "missing.json": json.dumps({**doc, "runs": doc["runs"][:1] + [{k: v for k, v in doc["runs"][1].items() if k != "started"}]}),
         "badvalue.json": json.dumps({**doc, "runs": [{**doc["runs"][0], "samples": [["m", "fast", "s", -1, 0]]}]}),
         "garbage.txt": "hello",
+        "dirty.json": json.dumps({**doc, "runs": [{**doc["runs"][0], "dirty": "yes"}]}),
     }
     needles = {"broken.json": "broken.json:2", "other.json": "not a perflab export", "missing.json": "'started'",
-               "badvalue.json": "'fast'", "garbage.txt": "garbage.txt"}
+               "badvalue.json": "'fast'", "garbage.txt": "garbage.txt",
+               "dirty.json": "run 0: dirty 'yes' is not true, false or null"}
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
         assert_one_line_error(second("import", tmp_path / name, check=False), needles[name])

@@ -15,6 +15,11 @@ system of pytest and everything it waited for), the load average before and afte
 started. Wall time means little on a busy machine: compare CPU, and re-measure the wall time on
 a quiet one. --full runs the whole default lane (pytest only: the install and the kernels'
 fetch, ~1 min from a fresh clone, come on top of it).
+
+It also prints the test files by all the CPU their tests cost: the test's own process and every
+process it waited for (`perflab`, and what those started: compilers, git, benchmarks), measured
+around each test by a small plugin written for the run; what no test accounts for is pytest's
+collection and the workers' start.
 """
 
 from __future__ import annotations
@@ -48,6 +53,21 @@ from perflab.cli import entry
 sys.exit(entry())
 """
 
+# A pytest plugin (loaded with -p in every worker): each test's CPU, its process's and that of every
+# process it waited for, appended to a log as "nodeid<TAB>seconds".
+PLUGIN = """import os, resource
+import pytest
+def _cpu():
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = _cpu()
+    yield
+    with open({log!r}, "a") as f:
+        f.write("%s\\t%.4f\\n" % (item.nodeid, _cpu() - start))
+"""
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,6 +81,9 @@ def main() -> int:
     with open(wrapper, "w") as f:
         f.write(WRAPPER.format(python=sys.executable, log=log))
     os.chmod(wrapper, 0o755)
+    per_test = os.path.join(scratch, "tests.tsv")
+    with open(os.path.join(scratch, "perflab_suite_cpu.py"), "w") as f:
+        f.write(PLUGIN.format(log=per_test))
 
     if args.full:
         argv = ["-n", os.environ.get("PERFLAB_TEST_WORKERS", "3"), "--dist", "worksteal", "-m", "not box"]
@@ -71,10 +94,11 @@ def main() -> int:
         env = dict(os.environ)
         budget, what = BUDGET_FAST, "the fast lane"
     env["PERFLAB_TEST_COMMAND"] = wrapper
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (scratch, env.get("PYTHONPATH"))))
     load_before = os.getloadavg()
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--durations={args.durations}",
-                           *argv, *rest], cwd=ROOT, env=env)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "perflab_suite_cpu",
+                           f"--durations={args.durations}", *argv, *rest], cwd=ROOT, env=env)
     wall = time.monotonic() - start
     load_after = os.getloadavg()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -88,6 +112,12 @@ def main() -> int:
                 test, command, seconds = line.rstrip("\n").split("\t")
                 by_command[command].append(float(seconds))
                 by_file[test.split("::")[0]].append(float(seconds))
+    by_test_file: dict[str, float] = collections.defaultdict(float)
+    if os.path.exists(per_test):
+        with open(per_test) as f:
+            for line in f:
+                nodeid, seconds = line.rstrip("\n").split("\t")
+                by_test_file[nodeid.split("::")[0]] += float(seconds)
     shutil.rmtree(scratch, ignore_errors=True)
 
     print(f"\n{what}: {wall:.1f} s wall (budget {budget:.0f} s: ratio {wall / budget:.2f}), "
@@ -101,6 +131,12 @@ def main() -> int:
     print("\ntest files by the CPU of the `perflab` processes they started:")
     for name, values in sorted(by_file.items(), key=lambda kv: -sum(kv[1]))[:15]:
         print(f"  {name:<48} {len(values):5d} processes {sum(values):8.1f} s CPU")
+    in_tests = sum(by_test_file.values())
+    print(f"\ntest files by all their tests' CPU (their process and every process they waited for): "
+          f"{in_tests:.1f} s in tests, {cpu - in_tests:.1f} s outside any (collection, the workers' start)")
+    for name, seconds in sorted(by_test_file.items(), key=lambda kv: -kv[1])[:15]:
+        perflab = sum(by_file.get(name, ()))
+        print(f"  {name:<48} {seconds:8.1f} s CPU, {perflab:6.1f} s of it in `perflab` processes")
     return proc.returncode
 
 

@@ -13,13 +13,16 @@ import socket
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from perflab.analysis.selection import EXECUTION_PARAMS, duration_params, select
 from perflab.core.errors import PerflabError
 from perflab.jobs.job import AtomicJob
 from perflab.core.model import INFORMATIONAL
 from perflab.stats.noise import MOST_RUNS, RUNS_PER_SIDE, MetricNoise, measure
-from perflab.store import Store
+
+if TYPE_CHECKING:   # annotations only: importing the Store loads SQLAlchemy (0.1-0.3 s)
+    from perflab.store import Store
 
 NOISE_KEY = "noise"       # the key of a noise run's job JSON: {"id", "side", "rounds"}
 TAG_PREFIX = "noise-"

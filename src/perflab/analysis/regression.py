@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
+from typing import TYPE_CHECKING
 
 from perflab.analysis import variant
 from perflab.analysis.comparison import ComparisonResult, MetricRow, compare
@@ -27,7 +28,9 @@ from perflab.core import config
 from perflab.core.errors import PerflabError
 from perflab.jobs.minimal import minimal
 from perflab.stats.compare import IMPROVEMENT, PRIMARY, REGRESSION, SECONDARY
-from perflab.store import Store
+
+if TYPE_CHECKING:   # the store is read through what the command opened: no SQLAlchemy to import here
+    from perflab.store import Store
 
 DEFAULT_SENDER = "perflab <perflab@localhost>"
 

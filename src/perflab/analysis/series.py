@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter, ne
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,8 +48,10 @@ from perflab.analysis.selection import USABLE_STATUSES, group_params
 from perflab.stats import changepoints, exact, exact_series
 from perflab.stats.descriptive import HMEAN, MEAN, estimator, harmonic_mean
 from perflab.stats.verdicts import CHANGE, IMPROVEMENT, REGRESSION  # noqa: F401 (re-exported)
-from perflab.store import Store
 from perflab.core.text import printable
+
+if TYPE_CHECKING:   # annotations only: importing the Store loads SQLAlchemy (0.1-0.3 s)
+    from perflab.store import Store
 
 BY_COMMIT, BY_KERNEL, BY_TIME = "commit", "kernel", "time"
 ORDERS = (BY_COMMIT, BY_KERNEL, BY_TIME)

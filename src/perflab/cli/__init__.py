@@ -155,7 +155,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
 def _one_line(message: object) -> str:
     """An error message as one line that is safe to print: whitespace runs made one
     space, other control characters shown (\\x1b), URL passwords masked, bounded."""
-    from perflab.store.db import redact
+    from perflab.store.rows import redact   # not store.db: SQLAlchemy for every error message
     from perflab.core.text import printable
 
     return printable(redact(" ".join(str(message).split())), limit=2000)

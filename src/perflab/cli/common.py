@@ -38,8 +38,8 @@ def db_option(f):
 def get_store(db: str | None = None, *, reading: bool = False, recording: bool = False) -> Store:
     """The store of --db; with `reading`, for a command that only reads runs, samples and
     monitor series (log, runs, show, compare, detect, export, report), an SQLite store may
-    open without SQLAlchemy (perflab.store.reader); with `recording`, for `perflab run`, which
-    adds runs and reads them, likewise (perflab.store.recording)."""
+    open without SQLAlchemy (perflab.store.reader); with `recording`, for the commands that add
+    runs or a comment and read them (run, import, annotate, check), likewise (perflab.store.recording)."""
     from perflab.execution.filesystem import cleanup_stale
 
     cleanup_stale()   # test filesystems left mounted by a killed run (one stderr line each)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from perflab.cli.common import db_option, get_store
-from perflab.store.db import redact
+from perflab.store.rows import redact
 from perflab.core.text import printable
 
 # An environment value (a kernel command line, a compiler banner) is shown whole up
@@ -40,7 +40,7 @@ def env_cmd(diff_runs, box, as_json, db) -> None:
     from perflab.core import environment
 
     if diff_runs:
-        store = get_store(db)
+        store = get_store(db, reading=True)
         a, b = (store.get_run(r) for r in diff_runs)
         changes = environment.diff(a.environment, b.environment)
         if as_json:

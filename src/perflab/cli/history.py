@@ -420,7 +420,7 @@ def annotate_cmd(run_id, text, db) -> None:
     Example:
       perflab annotate 42 "fewer opens: just rewind the spool file"
     """
-    store = get_store(db)
+    store = get_store(db, recording=True)
     run = store.get_run(run_id)
     store.annotate(run.id, text)
     click.echo(f"run #{run.id}: {printable(text, SHOW_LIMIT)}")

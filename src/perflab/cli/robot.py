@@ -51,7 +51,7 @@ def report_regression(base, head, benchmark, metrics, repo, build_command, subje
 
     if to:
         regression.check_recipients(to)     # before the report is built (and an --export-base written)
-    store = get_store(db)
+    store = get_store(db, reading=True)
     mail = config.load().get("mail", {})
     report = regression.build(store, base, head, tag=subject_tag, benchmark=benchmark,
                               metrics=list(metrics) or None, repo=repo, build_command=build_command,
@@ -131,7 +131,7 @@ def check_cmd(baseline, job, overrides, run, repo, box, metrics, threshold, alph
         raise click.UsageError("give the head as either --job JOB.yaml (run it now) or --run REF (stored runs)")
     from perflab.cli.compare import EXACT_MIN_EFFECT_PCT, THRESHOLD_PCT
 
-    store = get_store(db)
+    store = get_store(db, recording=True)   # reads, and with --job records as `perflab run` does
     if job:
         from perflab.analysis.selection import select
         from perflab.cli.run import job_line

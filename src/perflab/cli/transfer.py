@@ -6,7 +6,7 @@ import click
 
 from perflab.cli.common import db_option, get_store, parse_since
 from perflab.core.errors import PerflabError
-from perflab.store.db import MAX_RUN_ID
+from perflab.store.reader import MAX_RUN_ID
 
 
 @click.command("export")
@@ -82,7 +82,8 @@ def import_cmd(files, fmt, tag, box, db) -> None:
     # saying that nothing was imported (not the "samples kept" of an interrupted run);
     # a Ctrl-C before import_files takes the signals over says the same.
     try:
-        store = get_store(db)
+        # an SQLite store it can simply add to is written through sqlite3 (perflab.store.recording)
+        store = get_store(db, recording=True)
         results = importers.import_files(store, list(files), fmt, tag=tag, box=box)
     except KeyboardInterrupt:
         raise importers.ImportInterrupted("interrupted by Ctrl-C (SIGINT): nothing was imported "

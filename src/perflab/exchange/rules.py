@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perflab.benchmarks.cmd import EXIT, MAXRSS, SYS, USER, WALL
+from perflab.core.model import EXIT, MAXRSS, SYS, USER, WALL
 
 # -- what a measured value can be -------------------------------------------
 # A rule names what a value is and the range it must lie in; every rule also

@@ -23,11 +23,16 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError
 from perflab.core.spreadsheet import guard, unguard
-from perflab.store import Store
-from perflab.store import schema as s
+# The store's column lengths without its SQLAlchemy tables: `perflab import` writes through
+# sqlite3 where it can (perflab.store.recording), and the tables cost it 0.1-0.3 s to import.
+from perflab.store.basics import LENGTHS
+
+if TYPE_CHECKING:
+    from perflab.store import Store
 
 FORMAT = "perflab-export"
 VERSION = 3
@@ -116,8 +121,8 @@ def _check_run(run: dict, where: str) -> dict:
 
 # Columns whose length the store enforces on PostgreSQL and not on SQLite:
 # checked here so that both stores refuse the same files.
-_LENGTHS = {"testbox": s.testbox.c.name.type.length, "benchmark": s.run.c.benchmark.type.length,
-            "name": s.run.c.name.type.length, "tag": s.run.c.tag.type.length, "commit": s.run.c.commit.type.length}
+_LENGTHS = {"testbox": LENGTHS["testbox.name"], "benchmark": LENGTHS["run.benchmark"], "name": LENGTHS["run.name"],
+            "tag": LENGTHS["run.tag"], "commit": LENGTHS["run.commit"]}
 
 
 def check_run_fields(run: dict, where: str) -> dict:
@@ -130,7 +135,7 @@ def check_run_fields(run: dict, where: str) -> dict:
     if run["status"] not in STATUSES:
         raise PerflabError(f"{where}: status {run['status']!r} is not one of {', '.join(sorted(STATUSES))}")
     for key in ("started", "finished"):
-        if run.get(key) and not isinstance(run[key], dt.datetime):
+        if run.get(key) is not None and not isinstance(run[key], dt.datetime):
             try:
                 run[key] = dt.datetime.fromisoformat(run[key])
             except (TypeError, ValueError):
@@ -142,6 +147,8 @@ def check_run_fields(run: dict, where: str) -> dict:
         if value is not None and len(value) > limit:
             raise PerflabError(f"{where}: {key} is {len(value)} characters long ({value[:40]!r}...); "
                                f"the store keeps at most {limit}")
+    if run.get("dirty") not in (None, True, False) or isinstance(run.get("dirty"), float):
+        raise PerflabError(f"{where}: dirty {run['dirty']!r} is not true, false or null")
     if not isinstance(run["environment"], dict):
         raise PerflabError(f"{where}: environment must be an object")
     if not isinstance(run.get("params") or {}, dict):
@@ -162,7 +169,7 @@ def check_monitor_series(rows, where: str) -> list[tuple]:
     if not isinstance(rows, list):
         raise PerflabError(f"{where}: monitor_series must be a list")
     out = []
-    limit = s.monitor_series.c.monitor.type.length
+    limit = LENGTHS["monitor_series.monitor"]
     for i, row in enumerate(rows):
         if not isinstance(row, (list, tuple)) or len(row) != 5 or not isinstance(row[4], dict):
             raise PerflabError(f"{where}, monitor_series {i}: expected [monitor, repetition, process, t, {{field: value}}]")
@@ -211,8 +218,8 @@ def check_samples(samples, where: str) -> list[tuple]:
     return rows
 
 
-_METRIC_LENGTH = s.sample.c.metric.type.length
-_UNIT_LENGTH = s.sample.c.unit.type.length
+_METRIC_LENGTH = LENGTHS["sample.metric"]
+_UNIT_LENGTH = LENGTHS["sample.unit"]
 
 
 def _check_header(path, doc) -> None:

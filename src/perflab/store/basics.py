@@ -42,10 +42,11 @@ HEAD_REVISION, KNOWN_REVISIONS = _head_revision()
 
 SQLITE_SCHEMA = Path(__file__).with_name("sqlite_schema.sql")
 
-# The longest value of each string column users choose (perflab.store.schema declares the
-# columns with these; perflab.store.writes.check_run_strings refuses a longer value by name).
+# The longest value of each string column users choose or a file names (perflab.store.schema
+# declares the columns with these; perflab.store.writes.check_run_strings and an import's checks,
+# perflab.exchange.transfer, refuse a longer value by name).
 LENGTHS = {"testbox.name": 255, "run.benchmark": 100, "run.name": 500, "run.tag": 255, "run.commit": 64,
-           "sample.metric": 255, "sample.unit": 32}
+           "sample.metric": 255, "sample.unit": 32, "monitor_series.monitor": 50}
 
 
 def sqlite_template() -> list[str] | None:

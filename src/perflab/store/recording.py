@@ -1,4 +1,4 @@
-"""Recording a run in an SQLite store with the standard library's sqlite3 (`perflab run`).
+"""Recording runs in an SQLite store with the standard library's sqlite3 (`perflab run`, `import`).
 
 `perflab run` is the command started most often (by people in loops, by the test suite some
 hundreds of times), and importing SQLAlchemy to write a run and its samples cost it 0.1-0.3 s
@@ -12,8 +12,10 @@ A `Recorder` writes what a run writes - the run row with its testbox and environ
 monitors and their series, failures, the closing status, the deletion of a run refused before it
 measured - exactly as the Store's writes do on SQLite: the same statements, the same encoding of
 each column's type (JSON text as json.dumps writes it, times as SQLAlchemy's DateTime keeps them
-on SQLite, booleans as 0/1), the same reserve for a full disk. tests/test_recording.py writes
-runs both ways and compares every row. The table definitions stay in perflab.store.schema
+on SQLite, booleans as 0/1), the same reserve for a full disk. Its `begin_import` writes an
+import (`perflab import`, 0.35 s of start-up before, most of it SQLAlchemy) in the batches of
+perflab.store.importing, as the Store's ImportWriter does. tests/test_recording.py writes runs
+and imports both ways and compares every row. The table definitions stay in perflab.store.schema
 (the template is made from them through the migrations); this module names columns only.
 """
 
@@ -31,8 +33,10 @@ from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.store.basics import HEAD_REVISION, sqlite_pragmas, sqlite_template
 from perflab.store.exactness import stored_unit
+from perflab.store.importing import ImportBatches
 from perflab.store.reader import Reader, _anything_to_reap
-from perflab.store.rows import Reserve, check_run_strings, check_sample_strings, disk_full, process_start_time, utcnow
+from perflab.store.rows import (IMPORTING, Reserve, check_run_strings, check_sample_strings, disk_full,
+                                process_start_time, utcnow)
 
 
 def _json(value, none_as_null: bool = False):
@@ -44,8 +48,23 @@ def _json(value, none_as_null: bool = False):
 
 
 def _time(value):
-    """A naive UTC datetime as SQLAlchemy's DateTime keeps it on SQLite (microseconds always)."""
-    return value.isoformat(" ", "microseconds")
+    """A datetime as SQLAlchemy's DateTime keeps it on SQLite: its fields, microseconds always, any
+    time zone left out (perflab's are naive UTC; an imported file's time may carry one)."""
+    if value is None:
+        return None
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
+
+
+def _boolean(value):
+    """A boolean as SQLAlchemy's Boolean binds it on SQLite: 0/1, NULL for None; what is not a
+    boolean (an imported file's "dirty": "yes") is refused as it refuses it."""
+    if value is None:
+        return None
+    if value not in (True, False):   # 1 and 0 are True and False here, as there
+        raise TypeError(f"Not a boolean value: {value!r}" if not isinstance(value, int)
+                        else f"Value {value!r} is not None, True, or False")
+    return int(bool(value))
 
 
 class Recorder(Reserve, Reader):
@@ -146,6 +165,90 @@ class Recorder(Reserve, Reader):
             for table in ("failure", "sample", "monitor_series"):
                 cur.execute(f"DELETE FROM {table} WHERE {table}.run_id = ?", (run_id,))
             cur.execute("DELETE FROM run WHERE run.id = ?", (run_id,))
+
+    def annotate(self, run_id: int, comment: str) -> None:
+        """`perflab annotate`: the run's comment (the caller found the run)."""
+        with self._transaction() as cur:
+            cur.execute("UPDATE run SET comment=? WHERE run.id = ?", (comment, run_id))
+
+    def begin_import(self, check=None) -> RecorderImport:
+        """An import in short transactions, shown at once by its commit() (Store.begin_import)."""
+        return RecorderImport(self, check)
+
+
+class RecorderImport(ImportBatches):
+    """perflab.store.importing's batches written through a Recorder's sqlite3 connection, with the
+    statements and encodings of the Store's ImportWriter on SQLite."""
+
+    def __init__(self, recorder: Recorder, check=None):
+        super().__init__(check)
+        self.recorder = recorder
+
+    def _transaction(self):
+        return self.recorder._transaction()
+
+    def _box_id(self, cur, name: str) -> int:
+        cur.execute("INSERT INTO testbox (name) VALUES (?) ON CONFLICT DO NOTHING", (name,))
+        (box_id,) = cur.execute("SELECT testbox.id FROM testbox WHERE testbox.name = ?", (name,)).fetchone()
+        return box_id
+
+    def _environment_id(self, cur, box_id: int, facts: dict) -> int:
+        digest = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+        cur.execute("INSERT INTO environment (testbox_id, digest, facts) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    (box_id, digest, _json(facts)))
+        (env_id,) = cur.execute("SELECT environment.id FROM environment WHERE environment.digest = ?",
+                                (digest,)).fetchone()
+        return env_id
+
+    def _add_run_row(self, cur, v: dict) -> tuple:
+        try:
+            row = (v["uuid"], v["testbox_id"], v["environment_id"], v["benchmark"], v["name"], _json(v["params"]),
+                   v["tag"], v["commit"], _boolean(v["dirty"]), _time(v["started"]), _time(v["finished"]),
+                   v["status"], v["comment"], v["error"], v["host"], v["pid"], v["pid_start"],
+                   _json(v["job"], none_as_null=True), _json(v["monitors"], none_as_null=True))
+        except (TypeError, ValueError) as e:   # a value no column takes: as the Store says it, one line
+            raise self.recorder._fail(e) from None
+        cur.execute(
+            'INSERT INTO run (uuid, testbox_id, environment_id, benchmark, name, params, tag, "commit", dirty, started, '
+            "finished, status, comment, error, host, pid, pid_start, job, monitors) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", row)
+        return cur.execute("SELECT run.id, run.status, run.host, run.pid, run.pid_start FROM run WHERE run.uuid = ?",
+                           (v["uuid"],)).fetchone()
+
+    def _add_failures(self, cur, run_id: int, failures) -> None:
+        cur.executemany("INSERT INTO failure (run_id, item, message) VALUES (?, ?, ?)",
+                        [(run_id, item, message) for item, message in failures])
+
+    def _add_series(self, cur, run_id: int, series) -> None:
+        cur.executemany('INSERT INTO monitor_series (run_id, monitor, repetition, process, t, "values") '
+                        "VALUES (?, ?, ?, ?, ?, ?)", [(run_id, m, r, p, t, _json(v)) for m, r, p, t, v in series])
+
+    def _add_samples(self, cur, run_id: int, rows) -> None:
+        # the importer's rows as they are (the Store's ImportWriter hands them to the driver too)
+        if rows and len(rows[0]) == 6:
+            cur.executemany(f"INSERT INTO sample (run_id, metric, value, unit, direction, repetition, process) "
+                            f"VALUES ({int(run_id)}, ?, ?, ?, ?, ?, ?)", rows)
+        else:
+            cur.executemany(f"INSERT INTO sample (run_id, metric, value, unit, direction, repetition) "
+                            f"VALUES ({int(run_id)}, ?, ?, ?, ?, ?)", rows)
+
+    def _set_status(self, cur, status: str, ids: list[int]) -> None:
+        cur.execute(f"UPDATE run SET status=?, host=NULL, pid=NULL, pid_start=NULL WHERE run.id IN ({_marks(ids)})",
+                    (status, *ids))
+
+    def _delete_samples(self, cur, run_ids: list[int], limit: int) -> int:
+        cur.execute(f"DELETE FROM sample WHERE sample.id IN (SELECT sample.id FROM sample "
+                    f"WHERE sample.run_id IN ({_marks(run_ids)}) LIMIT ?)", (*run_ids, int(limit)))
+        return cur.rowcount
+
+    def _delete_runs(self, cur, run_ids: list[int]) -> None:
+        for table in ("failure", "monitor_series"):
+            cur.execute(f"DELETE FROM {table} WHERE {table}.run_id IN ({_marks(run_ids)})", run_ids)
+        cur.execute(f"DELETE FROM run WHERE run.id IN ({_marks(run_ids)}) AND run.status = ?", (*run_ids, IMPORTING))
+
+
+def _marks(values) -> str:
+    return ", ".join("?" * len(values))
 
 
 def open_recorder(target: str) -> Recorder | None:

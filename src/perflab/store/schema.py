@@ -120,7 +120,7 @@ monitor_series = Table(
     metadata,
     Column("id", Id, primary_key=True),
     Column("run_id", Id, ForeignKey("run.id", ondelete="CASCADE"), nullable=False),
-    Column("monitor", String(50), nullable=False),
+    Column("monitor", String(LENGTHS["monitor_series.monitor"]), nullable=False),
     Column("repetition", Integer, nullable=False),
     Column("process", Integer),
     Column("t", Float, nullable=False),     # seconds since the timed part began

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from itertools import chain, count, repeat
 from operator import truediv
 
-from perflab.benchmarks.cmd import EXIT, MAXRSS, WALL
+from perflab.core.model import EXIT, MAXRSS, WALL
 from perflab.exchange.importers.base import DURATION, EXIT_STATUS, SIZE, Context, Problem, check_values
 from perflab.exchange.importers.source import Document
 from perflab.core.model import INFORMATIONAL, LOWER_IS_BETTER
