@@ -455,12 +455,21 @@ BAD = {
 }
 
 
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory, shared_cache) -> Path:
+    """A store with no runs, as `perflab log` makes it: made once, copied by each test below (30
+    of them: one `perflab` start-up each, not two)."""
+    tmp = tmp_path_factory.mktemp("empty-store")
+    CLI(tmp / "perflab.db", tmp, shared_cache)("log")
+    return tmp / "perflab.db"
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, name):
+def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, name, empty_store):
     make, needles = BAD[name]
     path = tmp_path / name
     path.write_text(make())
-    cli("log")  # an empty store
+    shutil.copyfile(empty_store, cli.db)
     proc = cli("import", path, check=False)
     assert_one_line_error(proc, *needles)
     assert proc.stderr.startswith("perflab: error: ")

@@ -219,8 +219,9 @@ def test_perf_profile_samples_the_guest_kernel_with_its_own_symbols(cli, tmp_pat
     """perf-profile in a tcg guest: the host's perf records there and `perf script` runs there,
     so the samples are named by the guest kernel's symbols; report profile shows them."""
     job = tmp_path / "wis.yaml"
+    # One run, not will-it-scale's default three: what is checked is how one run's samples are named.
     job.write_text(f"benchmark: will-it-scale\nkernel: {KERNEL}\nvm: {{mode: tcg}}\ntest: getppid1\nduration: 0.5\n"
-                   "warmup_time: 0.1\ninterval: 0.5\nmonitors: {perf-profile: {freq: 2000}}\n")
+                   "warmup_time: 0.1\ninterval: 0.5\nruns: 1\nmonitors: {perf-profile: {freq: 2000}}\n")
     cli("run", job, timeout=600)
     metrics = {m for (m,) in cli.sql("SELECT DISTINCT metric FROM sample WHERE run_id = 1")}
     assert "perf-profile.children.cycles-pp.do_syscall_64" in metrics, sorted(metrics)[:20]
@@ -300,8 +301,11 @@ def test_a_job_cannot_forge_the_kernel_symbols_that_name_the_counts(cli, tmp_pat
             (cache / "perflab" / entry.name).symlink_to(entry)
     forge = ("sed 's/ \\([tT]\\) / \\1 POISONED_/' /proc/kallsyms >/tmp/fk && "
              "mount -c --bind /tmp/fk /proc/1/root/proc/kallsyms && grep -q ' POISONED_' /proc/1/root/proc/kallsyms")
-    cli("run", "cmd", "--kernel", KERNEL, "--vm", "icount", "--monitor", "insn-profile", "--", "sh", "-c", forge,
-        timeout=900, env={"XDG_CACHE_HOME": str(cache)})
+    # Two runs, not cmd's default ten: the first forges the file while it is counted, the second is
+    # counted with the forged file in place from its start (as every later run would be).
+    cli("run", "cmd", "--runs", "2", "--kernel", KERNEL, "--vm", "icount", "--monitor", "insn-profile", "--",
+        "sh", "-c", forge, timeout=900, env={"XDG_CACHE_HOME": str(cache)})
+    assert cli.sql("SELECT count(DISTINCT repetition) FROM sample WHERE metric = 'insn-profile.instructions'") == [(2,)]
     assert cli.sql("SELECT status FROM run") == [("finished",)]     # the forged file was in place
     named = [m for (m,) in cli.sql("SELECT DISTINCT metric FROM sample WHERE metric LIKE 'insn-profile.self.%'")]
     assert len(named) > 2 and not [m for m in named if "POISONED_" in m], named

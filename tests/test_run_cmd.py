@@ -32,7 +32,10 @@ def test_records_every_run(cli):
 
 
 def test_user_time_of_a_cpu_bound_command(cli):
-    cli("run", "cmd", "--runs", "2", "--shell", "--", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done")
+    # 200,000 turns of the loop: about 0.1 s of user time, far above the 5 ms asked below (30,000 turns,
+    # about 10 ms, was read as under 5 ms once in a loaded run: the kernel splits a process's CPU into
+    # user and system by ticks it sampled).
+    cli("run", "cmd", "--runs", "2", "--shell", "--", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
     users = [v for m, v, *_ in samples(cli, 1) if m == "time.user_time"]
     walls = [v for m, v, *_ in samples(cli, 1) if m == "time.elapsed_time"]
     assert all(u > 0.005 for u in users)

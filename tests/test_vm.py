@@ -74,12 +74,32 @@ def getppid_program(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def guest(getppid_program):
+def started_ahead() -> dict:
+    """The QEMU pids of the guest fixture's two boots started ahead: the decoy's and the wanted one's."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def guest(getppid_program, started_ahead):
+    """The executor tests' one TCG boot, booted as `perflab run` boots it: started ahead, beside
+    a decoy boot of another command line, then taken by boot() (which kills the decoy). One boot
+    for the executor tests and the start-ahead test, not one each (a TCG boot: 12-16 s of CPU)."""
+    from perflab.execution.vm import machine
+
     if shutil.which("qemu-system-x86_64") is None or not KERNEL:
         pytest.skip("needs qemu-system-x86_64 and a kernel")
-    with boot(VmSpec(kernel=KERNEL, mode="tcg", boot_timeout=BOOT_TIMEOUT),
-              files={"/usr/bin/getppid_ns": getppid_program}) as g:
-        yield g
+    files = {"/usr/bin/getppid_ns": getppid_program}
+    wanted = VmSpec(kernel=KERNEL, mode="tcg", boot_timeout=BOOT_TIMEOUT)
+    machine.start_ahead(VmSpec(kernel=KERNEL, append="perflab.not-this-one", boot_timeout=BOOT_TIMEOUT))
+    machine.start_ahead(wanted, files=files)
+    started_ahead["other"], started_ahead["ahead"] = (s.process.pid for s in machine._AHEAD)
+    try:
+        with boot(wanted, files=files) as g:
+            yield g
+    finally:
+        machine.drop_ahead()
+    # The guest's end is the end of the QEMU started ahead (the test's own check, at the module's end).
+    assert not _alive(started_ahead["ahead"])
 
 
 def test_cpio_round_trip():
@@ -261,27 +281,18 @@ def test_missing_qemu_and_kernel_are_one_line(monkeypatch, tmp_path):
 
 
 @needs_vm
-def test_a_boot_started_ahead_is_the_boot_taken_and_another_is_killed():
+def test_a_boot_started_ahead_is_the_boot_taken_and_another_is_killed(guest, started_ahead):
     from perflab.execution.vm import machine
 
-    wanted = VmSpec(kernel=KERNEL, boot_timeout=BOOT_TIMEOUT)
-    machine.start_ahead(VmSpec(kernel=KERNEL, append="perflab.not-this-one", boot_timeout=BOOT_TIMEOUT))
-    machine.start_ahead(wanted)
-    other, ahead = (s.process.pid for s in machine._AHEAD)
-    try:
-        with boot(wanted) as g:
-            assert g.process.pid == ahead            # QEMU was not started again
-            assert not _alive(other) and machine.running_ahead() == 0
-            assert g.facts["guest_kernel_release"]
-            # no_timer_check (KERNEL_CMDLINE) skipped the trial, not the routing: the PIT's IRQ 0
-            # through the IO-APIC's pin 2, as the trial finds it on QEMU's board (docs/vm.md).
-            timer = [line.split() for line in g.read("/proc/interrupts").decode().splitlines()
-                     if line.split()[:1] == ["0:"]]
-            assert b"no_timer_check" in g.read("/proc/cmdline")
-            assert timer and timer[0][2:] == ["IO-APIC", "2-edge", "timer"], timer
-    finally:
-        machine.drop_ahead()
-    assert not _alive(ahead)
+    assert guest.process.pid == started_ahead["ahead"]            # QEMU was not started again
+    assert not _alive(started_ahead["other"]) and machine.running_ahead() == 0
+    assert guest.facts["guest_kernel_release"]
+    # no_timer_check (KERNEL_CMDLINE) skipped the trial, not the routing: the PIT's IRQ 0
+    # through the IO-APIC's pin 2, as the trial finds it on QEMU's board (docs/vm.md).
+    timer = [line.split() for line in guest.read("/proc/interrupts").decode().splitlines()
+             if line.split()[:1] == ["0:"]]
+    assert b"no_timer_check" in guest.read("/proc/cmdline")
+    assert timer and timer[0][2:] == ["IO-APIC", "2-edge", "timer"], timer
 
 
 @needs_vm

@@ -38,8 +38,9 @@ def allowed_cpus() -> list[int]:
 
 class Binaries(dict):
     """Testcase name -> its binary, compiled by cbuild when a test first asks for it, into
-    a cache of this module's own.  Not all up front: under pytest -n each worker compiles
-    only the testcases its own tests run, not every one of them."""
+    the session's shared compiler cache (conftest.shared_cache: all workers, and the `perflab`
+    runs of other files that build the same testcases with the same flags, take one binary).
+    Not all up front: under pytest -n each worker asks only for the testcases its own tests run."""
 
     def __init__(self, cache: Path):
         super().__init__()
@@ -59,8 +60,8 @@ class Binaries(dict):
 
 
 @pytest.fixture(scope="module")
-def binaries(tmp_path_factory) -> Binaries:
-    return Binaries(tmp_path_factory.mktemp("wis-cbuild"))
+def binaries(shared_cache) -> Binaries:
+    return Binaries(shared_cache)
 
 
 def run_points(binary: Path, name: str, root: Path) -> dict[tuple[str, int], tuple]:
