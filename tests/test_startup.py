@@ -361,3 +361,26 @@ def test_report_profile_reads_the_symbols_row_without_pydantic(tmp_path):
     loaded, out = _modules(env, "report", "profile", "base", "head")
     assert "getppid1  [k] do_syscall_64" in out, out
     assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
+
+
+def test_report_html_and_scaling_reach_the_family_views_without_pydantic(tmp_path):
+    """A family's view hook lives in its package (perflab.benchmarks.<family>.view), so importing it
+    runs the package's __init__: the families with a hook keep their code in a module of their own
+    (.family, lmbench's .driver) and `report html` and `report scaling` load no pydantic."""
+    env = _reading_env(tmp_path)
+    store = open_store(env["PERFLAB_DB"])
+    for tag, ops in (("base", 3.0e6), ("head", 2.5e6)):
+        for n in (1, 2):
+            rid = store.create_run(box="box1", environment={"testbox": "box1"}, benchmark="will-it-scale",
+                                   name="will-it-scale", params={"test": "getppid1", "mode": "process", "nr_task": n},
+                                   tag=tag)
+            for rep in range(3):
+                store.add_samples(rid, rep, [Sample("will-it-scale.workload", ops * n + rep, "ops/s", 1, exact=True)])
+            store.finish_run(rid, "finished")
+    store.engine.dispose()
+    loaded, out = _modules(env, "report", "scaling", "base", "head")
+    assert "getppid1 processes" in out, out
+    assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
+    loaded, out = _modules(env, "report", "html", "base", "head", "-o", str(tmp_path / "r.html"))
+    assert "getppid1" in (tmp_path / "r.html").read_text()
+    assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
