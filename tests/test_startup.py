@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import case, func, select
 
 from perflab import cli as cli_pkg
+from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.store import open_store
 from perflab.store import schema as s
@@ -384,3 +385,20 @@ def test_report_html_and_scaling_reach_the_family_views_without_pydantic(tmp_pat
     loaded, out = _modules(env, "report", "html", "base", "head", "-o", str(tmp_path / "r.html"))
     assert "getppid1" in (tmp_path / "r.html").read_text()
     assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
+
+
+def test_run_cmd_loads_no_yaml(tmp_path):
+    """`perflab run cmd` reads no job file: its YAML loader (perflab.jobs.file) is made on first use,
+    so the test suite's most frequent process imports no YAML, nor SQLAlchemy (the recorder).
+    pydantic it needs: the cmd family's parameters are its model."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_")}
+    env.update(PERFLAB_DB=str(tmp_path / "perflab.db"), PERFLAB_FS_STATE_DIR=str(tmp_path / "fs"))
+    loaded, out = _modules(env, "run", "cmd", "--runs", "1", "--", "true")
+    assert "run #1: true" in out, out
+    assert not loaded & {"yaml", "sqlalchemy", "scipy"}, loaded & set(HEAVY)
+    from perflab.jobs import file as job_file
+
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: cmd\nruns: 2\ncmd:\n  argv: [[true]]\n  bogus: 1\n")
+    with pytest.raises(PerflabError, match=r"job.yaml:5: unknown key .bogus."):     # a key's line still named
+        job_file.load(job)
