@@ -9,7 +9,7 @@ import re
 import pytest
 
 from conftest import assert_one_line_error
-from perflab.benchmarks.kernbench import FAMILY, load_jobs
+from perflab.benchmarks.kernbench.family import FAMILY, load_jobs
 from perflab.benchmarks.kernbench.tree import generate
 from perflab.benchmarks.base import JobError
 

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import case, func, select
 
 from perflab import cli as cli_pkg
+from perflab.core.errors import PerflabError
 from perflab.core.model import Sample
 from perflab.store import open_store
 from perflab.store import schema as s
@@ -325,3 +326,79 @@ def test_an_error_message_loads_no_sqlalchemy(tmp_path):
         assert proc.returncode != 0 and len(message) == 1 and needle in message[0], proc.stderr
         assert "secret" not in proc.stderr and "other" not in proc.stderr
         assert loaded == "False", (argv, proc.stderr)
+
+
+def _reading_env(tmp_path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_")}
+    env.update(PERFLAB_DB=str(tmp_path / "perflab.db"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               PERFLAB_FS_STATE_DIR=str(tmp_path / "fs"))
+    return env
+
+
+def test_report_profile_reads_the_symbols_row_without_pydantic(tmp_path):
+    """`report profile` reads perf-profile's per-symbol row (comm, [k]/[.]) with
+    perflab.monitors.symbol_rows, not the monitor's module and its options model (pydantic)."""
+    import json as _json
+
+    from perflab.monitors.perf import symbol_row, symbols_from_series
+    from perflab.monitors.perf.profile import PerfProfileOptions, Profile, SymbolShare
+
+    env = _reading_env(tmp_path)
+    profile = Profile(10, 10, {"do_syscall_64": SymbolShare("do_syscall_64", "[k]", "getppid1", 61.0, 30.0)}, {})
+    row = symbol_row(profile, PerfProfileOptions())
+    assert symbols_from_series(row) == {"do_syscall_64": ("getppid1", "[k]")}
+    store = open_store(env["PERFLAB_DB"])
+    for tag, share in (("base", 40.0), ("head", 61.0)):
+        rid = store.create_run(box="box1", environment={"testbox": "box1"}, benchmark="cmd", name="true",
+                               params={"command": "true"}, tag=tag)
+        for rep in range(3):
+            store.add_samples(rid, rep, [Sample("time.elapsed_time", 0.01, "s", -1),
+                                         Sample("perf-profile.children.cycles-pp.do_syscall_64", share + rep, "%", -1),
+                                         Sample("perf-profile.self.cycles-pp.do_syscall_64", share / 2, "%", -1)])
+        store.set_run_monitors(rid, {"perf-profile": {"options": {}, "status": "ok"}})
+        store.add_monitor_series(rid, "perf-profile", 0, [(None, 0.0, _json.loads(_json.dumps(row)))])
+        store.finish_run(rid, "finished")
+    store.engine.dispose()
+    loaded, out = _modules(env, "report", "profile", "base", "head")
+    assert "getppid1  [k] do_syscall_64" in out, out
+    assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
+
+
+def test_report_html_and_scaling_reach_the_family_views_without_pydantic(tmp_path):
+    """A family's view hook lives in its package (perflab.benchmarks.<family>.view), so importing it
+    runs the package's __init__: the families with a hook keep their code in a module of their own
+    (.family, lmbench's .driver) and `report html` and `report scaling` load no pydantic."""
+    env = _reading_env(tmp_path)
+    store = open_store(env["PERFLAB_DB"])
+    for tag, ops in (("base", 3.0e6), ("head", 2.5e6)):
+        for n in (1, 2):
+            rid = store.create_run(box="box1", environment={"testbox": "box1"}, benchmark="will-it-scale",
+                                   name="will-it-scale", params={"test": "getppid1", "mode": "process", "nr_task": n},
+                                   tag=tag)
+            for rep in range(3):
+                store.add_samples(rid, rep, [Sample("will-it-scale.workload", ops * n + rep, "ops/s", 1, exact=True)])
+            store.finish_run(rid, "finished")
+    store.engine.dispose()
+    loaded, out = _modules(env, "report", "scaling", "base", "head")
+    assert "getppid1 processes" in out, out
+    assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
+    loaded, out = _modules(env, "report", "html", "base", "head", "-o", str(tmp_path / "r.html"))
+    assert "getppid1" in (tmp_path / "r.html").read_text()
+    assert not loaded & {"pydantic", "sqlalchemy", "yaml", "scipy"}, loaded & set(HEAVY)
+
+
+def test_run_cmd_loads_no_yaml(tmp_path):
+    """`perflab run cmd` reads no job file: its YAML loader (perflab.jobs.file) is made on first use,
+    so the test suite's most frequent process imports no YAML, nor SQLAlchemy (the recorder).
+    pydantic it needs: the cmd family's parameters are its model."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_")}
+    env.update(PERFLAB_DB=str(tmp_path / "perflab.db"), PERFLAB_FS_STATE_DIR=str(tmp_path / "fs"))
+    loaded, out = _modules(env, "run", "cmd", "--runs", "1", "--", "true")
+    assert "run #1: true" in out, out
+    assert not loaded & {"yaml", "sqlalchemy", "scipy"}, loaded & set(HEAVY)
+    from perflab.jobs import file as job_file
+
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: cmd\nruns: 2\ncmd:\n  argv: [[true]]\n  bogus: 1\n")
+    with pytest.raises(PerflabError, match=r"job.yaml:5: unknown key .bogus."):     # a key's line still named
+        job_file.load(job)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from perflab.core import cbuild
-from perflab.benchmarks.will_it_scale import parse_output
+from perflab.benchmarks.will_it_scale.family import parse_output
 from perflab.benchmarks.will_it_scale import testcases as wis
 
 NAMES = sorted(wis.TESTCASES)

@@ -102,7 +102,7 @@ def main() -> int:
         config.write_text(box.machine_config("testbox", boot_timeout=900))
         env = dict(os.environ, PERFLAB_CONFIG=str(config))
 
-        from perflab.benchmarks.will_it_scale import WillItScaleParams
+        from perflab.benchmarks.will_it_scale.family import WillItScaleParams
         from perflab.benchmarks.will_it_scale import testcases as tc
         from perflab.core import cbuild
 

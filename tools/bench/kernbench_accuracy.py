@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from perflab.benchmarks.kernbench import load_jobs, samples_of
+from perflab.benchmarks.kernbench.family import load_jobs, samples_of
 from perflab.benchmarks.kernbench.tree import generate
 from perflab.core import cbuild
 from perflab.execution.executor import ProcessSpec, execute

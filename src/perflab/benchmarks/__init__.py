@@ -13,8 +13,8 @@ from perflab.core.errors import UsageProblem
 FAMILIES: dict[str, str] = {
     "cmd": "perflab.benchmarks.cmd",
     "lmbench": "perflab.benchmarks.lmbench.driver",
-    "will-it-scale": "perflab.benchmarks.will_it_scale",
-    "kernbench": "perflab.benchmarks.kernbench",
+    "will-it-scale": "perflab.benchmarks.will_it_scale.family",
+    "kernbench": "perflab.benchmarks.kernbench.family",
     "ebizzy": "perflab.benchmarks.ebizzy",
     "hackbench": "perflab.benchmarks.hackbench",
     "aim7": "perflab.benchmarks.aim7",

@@ -5,33 +5,43 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from functools import cache
+
 from perflab.benchmarks.base import JobError
-from perflab.core.yamlsafe import StrictLoader
 from perflab.jobs.job import AtomicJob
 from perflab.jobs.keys import _Mapping
 from perflab.jobs.matrix import expand_atomic
 
 SHIPPED_DIR = Path(__file__).parent
 
-class _LineLoader(StrictLoader):
-    """Records the line of every mapping key, so errors can name it (no aliases, no duplicate keys)."""
+@cache
+def _line_loader():
+    """The YAML loader that records the line of every mapping key, so errors can name it (no
+    aliases, no duplicate keys). Made on first use: a command that reads no job file (`run cmd`,
+    the most frequent process of the test suite) imports no YAML (issue 47)."""
+    import yaml
 
-def _construct_mapping(loader, node, deep=False):
-    mapping = StrictLoader.construct_mapping(loader, node, deep=deep)
-    lines = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key is True and key_node.value == "on" and True in mapping:
-            # YAML 1.1 reads a plain `on` as true: as a key it is the job's `on:` (an SSH machine).
-            key = "on"
-            mapping = {("on" if k is True else k): v for k, v in mapping.items()}
-        lines[key] = key_node.start_mark.line + 1
-    mapping_with_lines = _Mapping(mapping)
-    mapping_with_lines.lines = lines
-    return mapping_with_lines
+    from perflab.core.yamlsafe import StrictLoader
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    class _LineLoader(StrictLoader):
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        mapping = StrictLoader.construct_mapping(loader, node, deep=deep)
+        lines = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key is True and key_node.value == "on" and True in mapping:
+                # YAML 1.1 reads a plain `on` as true: as a key it is the job's `on:` (an SSH machine).
+                key = "on"
+                mapping = {("on" if k is True else k): v for k, v in mapping.items()}
+            lines[key] = key_node.start_mark.line + 1
+        mapping_with_lines = _Mapping(mapping)
+        mapping_with_lines.lines = lines
+        return mapping_with_lines
+
+    _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return _LineLoader
 
 def load(path: str | Path, overrides: list[str] = ()) -> list[dict]:
     """Read a job file, apply --set overrides and expand it; the atomic jobs as JSON dicts."""
@@ -46,8 +56,11 @@ def load_atomic(path: str | Path, overrides: list[str] = (), values: dict | None
         raise JobError(f"{path}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise JobError(f"{path}: not a text file") from None
+    import yaml
+
+    loader = _line_loader()
     try:
-        doc = yaml.load(text, Loader=_LineLoader)
+        doc = yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -66,6 +79,8 @@ def to_yaml(job: dict | AtomicJob) -> str:
         # A list-valued parameter is written as a one-element axis so it is not taken for an axis.
         params[k] = [v] if isinstance(v, list) else v
     doc[job["benchmark"]] = params
+    import yaml
+
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 def shipped() -> list[Path]:

@@ -190,7 +190,7 @@ def _profile_rows(store, operand: str, runs):
 
 def _facts(store, cases) -> dict[str, tuple[str, str]]:
     """comm and [k]/[.] of each symbol, from the series rows of the testcases' runs."""
-    from perflab.monitors.perf import symbols_from_series
+    from perflab.monitors.symbol_rows import symbols_from_series
 
     facts: dict[str, tuple[str, str]] = {}
     if hasattr(store, "monitor_series"):

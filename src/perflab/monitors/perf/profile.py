@@ -4,12 +4,11 @@ Reduced here as `perf report --children` would: per symbol the share of samples
 (weighted by period) whose leaf it is (self) and whose call chain contains it
 (children), and LKP's 5-frame call traces. The per-symbol facts the metric names
 cannot hold (command, kernel or user space) go in one series row
-(symbol_row / symbols_from_series). docs/monitors-perf.md.
+(symbol_row; read back by perflab.monitors.symbol_rows). docs/monitors-perf.md.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from perflab.execution.targets import HOST_TOOLS
 from perflab.monitors.base import Collected, MonitorOptions, Unavailable, informational
 from perflab.monitors.perf.control import PerfFailed, PerfMonitor
 from perflab.monitors.perf.probe import check_permission, perf_binary, probe_events
+from perflab.monitors.symbol_rows import symbol_field, symbols_from_series  # noqa: F401 (re-exported)
 
 
 
@@ -221,33 +221,12 @@ def profile_samples(profile: Profile, options: PerfProfileOptions):
     return out
 
 
-SYMBOLS_FIELD_KIND = "symbol"
-
-
 def symbol_row(profile: Profile, options: PerfProfileOptions) -> dict[str, float]:
     """The per-symbol facts the stored metrics cannot say (comm, [k]/[.]): one series row whose
-    field names are JSON ["symbol", kind, comm, symbol] and whose values are the children%.
-
-    Field names carry the strings so the row stays {field: number} like every series row.
-    """
-    return {json.dumps([SYMBOLS_FIELD_KIND, s.kind, s.comm, s.symbol]): round(s.children, 4)
+    field names are perflab.monitors.symbol_rows.symbol_field's and whose values are the children%."""
+    return {symbol_field(s.kind, s.comm, s.symbol): round(s.children, 4)
             for s in profile.symbols.values()
             if s.children >= options.min_children or s.self >= options.min_self}
-
-
-def symbols_from_series(values: dict[str, float]) -> dict[str, tuple[str, str]]:
-    """symbol_row's fields back to {symbol: (comm, kind)}; other fields are ignored."""
-    out = {}
-    for key in values:
-        if not key.startswith("["):
-            continue
-        try:
-            tag, kind, comm, symbol = json.loads(key)
-        except (ValueError, TypeError):
-            continue
-        if tag == SYMBOLS_FIELD_KIND:
-            out[symbol] = (comm, kind)
-    return out
 
 
 def script_argv(perf: str, data: str) -> list[str]:
