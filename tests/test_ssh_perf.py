@@ -237,6 +237,44 @@ def test_a_login_that_may_not_count_system_wide_is_refused_naming_the_setting():
     assert f"kernel.perf_event_paranoid is {level}" in said and "\n" not in said
 
 
+def test_a_machine_refused_for_want_of_perf_is_asked_again_once_perf_is_there(tmp_path):
+    """Review of issue 46: a long-lived lab worker remembered "no perf" for a machine for its
+    whole life. The probe (run here, as the machine's /bin/sh would) is asked again after a
+    refusal; a perf found is then kept."""
+    from perflab.core.errors import PerflabError
+    from perflab.execution.targets import ssh_perf
+    from perflab.execution.targets.ssh_machine import machine_of
+
+    class Here:
+        """The probe's script run by this machine's /bin/sh with PATH `path` (no SSH)."""
+        path = ""
+        asked = 0
+
+        def run(self, script: str) -> str:
+            Here.asked += 1
+            return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
+                                  env={"PATH": self.path}).stdout
+
+    bin_dir = tmp_path / "bin"                # this machine's programs but perf
+    bin_dir.mkdir()
+    for d in ("/usr/bin", "/bin"):
+        for f in Path(d).iterdir() if Path(d).is_dir() else ():
+            if f.name != "perf" and not (bin_dir / f.name).exists():
+                os.symlink(f, bin_dir / f.name)
+    machine, here = machine_of("ssh://box-review"), Here()
+    ssh_perf.forget()
+    try:
+        here.path = str(bin_dir)                      # no perf on its PATH
+        with pytest.raises(PerflabError, match="has no perf on its PATH"):
+            ssh_perf.perf_of(machine, here)
+        os.symlink(shutil.which("perf"), bin_dir / "perf")   # perf installed there meanwhile
+        found = ssh_perf.perf_of(machine, here)
+        assert found.perf == str(bin_dir / "perf") and here.asked == 2
+        assert ssh_perf.perf_of(machine, here) is found and here.asked == 2     # a perf found is kept
+    finally:
+        ssh_perf.forget()
+
+
 def test_a_perf_that_does_not_run_is_refused_with_its_own_words(tmp_path):
     # Debian's /usr/bin/perf without the linux-perf package of the running kernel says so and fails.
     fake = tmp_path / "perf"
