@@ -627,12 +627,17 @@ def test_run_with_perf_profile_then_report(cli, tmp_path):
         cli("run", "cmd", "--runs", "2", "--monitor", "perf-profile", "--tag", tag, "--", planted, "0.3", other,
             str(os.cpu_count() or 1))
     out = cli("report", "profile", "v1", "v2", "--top", "60").stdout
-    row = next(l for l in out.splitlines() if l.rstrip().endswith("planted_other_function"))
-    # v1 calls it once per round (one turn of its loop): next to nothing, though a sample's
-    # interrupt landing late on a loaded host can give it a little; v2 gives it half its work.
-    shares = re.match(r"\s*(\d+\.\d\d)%\s+(\d+\.\d\d)%\s+(\d+\.\d\d)%\s+(\d+\.\d\d)%\s+\+\d", row)
-    assert shares, out
-    children_base, self_base, children_head, self_head = map(float, shares.groups())
-    assert self_base < 3 and self_head > 20 and self_head - self_base > 15, out
-    assert "planted  " in row and "[.] planted_other_function" in row
+    def self_shares(symbol: str) -> tuple[float, float]:
+        row = next(l for l in out.splitlines() if l.rstrip().endswith(symbol))
+        assert "planted  " in row and f"[.] {symbol}" in row, row
+        shares = re.match(r"\s*(\d+\.\d\d)%\s+(\d+\.\d\d)%\s+(\d+\.\d\d)%\s+(\d+\.\d\d)%", row)
+        assert shares, out
+        return float(shares[2]), float(shares[4])
+
+    # What the machine's other work takes of a system-wide profile moves both functions' shares
+    # alike (the program's share was 36% of the samples in a CI run, 97% quiet): their ratio holds.
+    # v1 calls the second one turn a round, next to nothing; v2 gives it half the work.
+    hot_v1, hot_v2 = self_shares("planted_hot_function")
+    other_v1, other_v2 = self_shares("planted_other_function")
+    assert other_v1 < 0.05 * hot_v1 and 0.5 * hot_v2 < other_v2 < 2 * hot_v2, out
     assert "sampled cpu-clock" in out or "sampled cycles" in out
