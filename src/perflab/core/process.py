@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+import contextlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -91,6 +92,19 @@ class ProcessResult:
         """': last | lines | of stderr' (empty when it printed nothing), for failure messages."""
         tail = [line.strip() for line in self.stderr_tail.splitlines() if line.strip()][-lines:]
         return ": " + " | ".join(tail) if tail else ""
+
+
+def kill_group(process) -> None:
+    """A child started in a process group of its own (start_new_session), ended whatever state it
+    is in: the whole group killed if it still runs, reaped, its pipes closed."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for stream in (process.stdin, process.stdout):
+        if stream:
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def die_with_parent() -> None:

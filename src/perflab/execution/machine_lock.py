@@ -39,7 +39,6 @@ import os
 import re
 import select
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -50,7 +49,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from perflab.core import filelock
-from perflab.core.process import die_with_parent
+from perflab.core.process import die_with_parent, kill_group
 
 LOCKS_ENV = "PERFLAB_MACHINE_LOCKS"
 DEFAULT_DIR = "/tmp/perflab-machine-locks"
@@ -219,12 +218,7 @@ class FarLease:
             self.process.stdin.close()       # the far shell's stdin ends: it removes its holder file, exits
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        with contextlib.suppress(OSError):
-            self.process.stdout.close()
+        kill_group(self.process)
 
     def take(self, waiting: Callable[[str], None] = lambda who: None, between: Callable[[], None] = lambda: None,
              again: bool = True) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.core.errors import TargetDown, UsageProblem
-from perflab.core.process import die_with_parent
+from perflab.core.process import die_with_parent, kill_group
 from perflab.execution import scratch
 
 SCHEME = "ssh://"
@@ -159,10 +159,7 @@ class Connection:
                 os.killpg(self.master.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.master.wait(5)
-        if self.master.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.master.pid, signal.SIGKILL)
-            self.master.wait()
+        kill_group(self.master)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

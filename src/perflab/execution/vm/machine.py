@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.core.errors import PerflabError
-from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent
+from perflab.core.process import ProcessResult, ProcessSpec, die_with_parent, kill_group
 from perflab.core.steps import step
 from perflab.execution import executor, interrupt, scratch
 from perflab.execution.vm import counting, entry as entries, initramfs, kernel as kernels, remembering
@@ -348,16 +348,7 @@ class Guest:
         _kill(self.process)
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """QEMU's whole process group, whatever state it is in."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    for stream in (process.stdin, process.stdout):
-        if stream:
-            with contextlib.suppress(OSError):
-                stream.close()
+_kill = kill_group      # QEMU's whole process group, whatever state it is in
 
 
 WORKDIR_PREFIX = "perflab-vm-"
