@@ -2,15 +2,123 @@
 
 Each cache is a directory under it, named by its owner: cbuild/ (compiled programs),
 vm/ (initramfs archives), kernels/ (Debian kernel packages), vmlinux/ (decompressed kernels).
+
+A file of a cache is written whole: into a temporary beside it, renamed into place
+(`write_whole`, or `temporary` for a file another program writes). The temporary's name
+carries its writer, `.NAME.PID-START.N.tmp` (START: the process's kernel start time, so a
+reused pid is not taken for it), so that the next writer of that cache removes what a
+killed perflab left (`sweep`) and spares what a live one is writing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
+import re
+import shutil
+import time
 from pathlib import Path
+
+from perflab.core.process import process_start_time
+
+# A temporary whose writer cannot be told (an older perflab's name: .NAME.PID.tmp, whose PID
+# may be a thread's, or mkstemp's .tmp-XXXX) is removed only when it is far older than any
+# write of a cache takes. (Two pid namespaces sharing one cache would take each other's
+# writers for dead: a cache is one machine's, as $TMPDIR's scratch directories are.)
+STALE_SECONDS = 24 * 3600
+_TEMPORARY = re.compile(r"\..+\.(\d+)-(\d+)\.\d+\.tmp")
+_LEGACY = re.compile(r"\..+\.\d+\.tmp|\.tmp-.+")        # .NAME.PID.tmp, .NAME.PID.TID.tmp, mkstemp's .tmp-XXXX
+_serial = itertools.count()
+_me: tuple[int, str] | None = None
 
 
 def cache_home() -> Path:
     """perflab's cache root, read from the environment at each call (tests and CI set it)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "perflab"
+
+
+def _writer() -> str:
+    global _me
+    if _me is None or _me[0] != os.getpid():      # a forked child is a writer of its own
+        _me = (os.getpid(), f"{os.getpid()}-{process_start_time(os.getpid()) or 0}")
+    return _me[1]
+
+
+def temporary(target: Path) -> Path:
+    """A name beside `target` to write it under before the rename, this process's (and unique
+    within it: two threads may write the same target). Sweeps the directory's dead temporaries."""
+    sweep(target.parent)
+    return target.with_name(f".{target.name}.{_writer()}.{next(_serial)}.tmp")
+
+
+@contextlib.contextmanager
+def temporary_directory(target: Path):
+    """A directory beside `target`, named as `temporary` names a file, for the block's time (a
+    download unpacked there, then renamed into place): removed at its end, or by the next sweep
+    of the directory if this process is killed meanwhile."""
+    path = temporary(target)
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def write_whole(target: Path, data: bytes | str) -> None:
+    """`target` holding `data`, whole or not at all (another perflab may write it meanwhile)."""
+    tmp = temporary(target)
+    try:
+        if isinstance(data, str):
+            tmp.write_text(data)
+        else:
+            tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _writer_gone(pid: str, start: str) -> bool:
+    started = process_start_time(int(pid))
+    return started is None or (start != "0" and started != start)
+
+
+def sweep(directory: Path) -> list[Path]:
+    """Remove the temporaries in `directory` whose writer is gone (a perflab killed between
+    its write and its rename); those of live writers, this process's included, stay."""
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if not name.startswith("."):
+            continue
+        ours, legacy = _TEMPORARY.fullmatch(name), _LEGACY.fullmatch(name)
+        if ours:
+            dead = int(ours.group(1)) != os.getpid() and _writer_gone(ours.group(1), ours.group(2))
+        elif legacy:
+            try:
+                dead = now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS
+            except OSError:
+                continue
+        else:
+            continue
+        if not dead:
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:       # another sweeper's, meanwhile
+            continue
+        except OSError:
+            continue                    # not ours to remove (another user's cache entry)
+        removed.append(path)
+    return removed

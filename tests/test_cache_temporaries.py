@@ -1,0 +1,132 @@
+"""A perflab killed (kill -9) between writing a cache file's temporary and renaming it into place
+leaves that temporary behind; the next writer of the cache removes it, and spares the temporary
+a live perflab is writing meanwhile (core/paths.py: the temporary's name carries its writer)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import CLI, PERFLAB
+from services import until
+
+# A C compiler that, asked for an output (-o), writes part of it, says so, and goes on only once
+# the test lets it: a perflab compiling through it sits between its write and its rename.
+STALLING_CC = """#!/bin/sh
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+if [ -n "$out" ]; then
+    printf 'half an ELF' > "$out"
+    echo "$out" >> "{gates}/started"
+    while [ ! -e "{gates}/go" ]; do sleep 0.05; done
+fi
+exec {cc} "$@"
+"""
+
+
+def _temporaries(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.rglob("*") if p.name.endswith(".tmp"))
+
+
+def _started(gates: Path) -> list[str]:
+    return (gates / "started").read_text().split() if (gates / "started").exists() else []
+
+
+def test_a_killed_compile_s_temporary_is_swept_by_the_next_command_and_a_live_one_spared(tmp_path):
+    cli = CLI(tmp_path / "perflab.db", tmp_path)          # a cache of this test's own
+    cache = Path(cli.env["XDG_CACHE_HOME"]) / "perflab"
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    # Named cc, first on PATH: perflab builds its launcher with the machine's `cc`.
+    (tmp_path / "bin").mkdir()
+    stalling = tmp_path / "bin" / "cc"
+    stalling.write_text(STALLING_CC.format(gates=gates, cc=shutil.which("cc")))
+    stalling.chmod(0o755)
+
+    def stalled_run(name: str) -> subprocess.Popen:
+        # Its own session: the kill -9 takes perflab and the compiler it waits on together.
+        return subprocess.Popen([PERFLAB, "run", "cmd", "--runs", "1", "--", "true"], cwd=tmp_path,
+                                env=dict(cli.env, PATH=f"{stalling.parent}:{os.environ['PATH']}",
+                                         PERFLAB_DB=str(tmp_path / f"{name}.db")),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    killed = stalled_run("killed")
+    until("the first compile's temporary", lambda: _started(gates))
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    dead = [Path(p) for p in _started(gates)]
+    assert dead and all(p.exists() for p in dead)           # what a kill -9 leaves
+
+    live = stalled_run("live")
+    try:
+        until("the live compile's temporary", lambda: len(_started(gates)) > len(dead))
+        spared = [Path(p) for p in _started(gates)[len(dead):]]
+        cli("run", "cmd", "--runs", "1", "--", "true", timeout=300)     # the next command, another compiler
+        assert not any(p.exists() for p in dead), _temporaries(cache)
+        assert all(p.exists() for p in spared)                # its writer is alive: not touched
+        (gates / "go").touch()
+        _, err = live.communicate(timeout=300)
+        assert live.returncode == 0, err
+    finally:
+        (gates / "go").touch()
+        if live.poll() is None:
+            os.killpg(live.pid, signal.SIGKILL)
+            live.wait()
+    assert _temporaries(cache) == []
+
+
+# A process that writes a temporary of the VM cache the way perflab does and stops before the
+# rename, until killed (or let go).
+WRITER = """
+import sys, time
+from pathlib import Path
+from perflab.core import paths
+from perflab.execution.vm import initramfs
+tmp = paths.temporary(initramfs.cache_dir() / sys.argv[1])
+tmp.write_bytes(b"half an archive")
+print(tmp, flush=True)
+time.sleep(3600)
+"""
+
+
+def _writer(name: str, env: dict) -> tuple[subprocess.Popen, Path]:
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, name], env=env, stdout=subprocess.PIPE, text=True)
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_the_vm_cache_s_next_write_removes_a_dead_writer_s_temporary_only(tmp_path, monkeypatch):
+    from perflab.core import paths
+    from perflab.execution.vm import initramfs, remembering
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    initramfs.cache_dir().mkdir(parents=True)
+    env = dict(os.environ)
+    dead, dead_tmp = _writer("initramfs-0123.cpio", env)
+    live, live_tmp = _writer("initramfs-4567.cpio", env)
+    try:
+        dead.kill()
+        dead.wait()
+        # An older perflab's temporary (mkstemp's name, its writer unknown): removed once far older
+        # than any write takes, kept while it may still be written.
+        old, fresh = initramfs.cache_dir() / ".tmp-abc123", initramfs.cache_dir() / ".tmp-def456"
+        old.write_text("x")
+        fresh.write_text("y")
+        os.utime(old, (time.time() - 2 * paths.STALE_SECONDS,) * 2)
+        assert dead_tmp.exists() and live_tmp.exists()
+        archive = initramfs.build(data={"hello": b"world\n"}, with_busybox=False)
+        assert archive.read_bytes() and archive.parent == initramfs.cache_dir()
+        assert not dead_tmp.exists() and not old.exists()
+        assert live_tmp.exists() and fresh.exists()
+        remembering.keep("a boot", ["qemu", "-kernel", "k", "-initrd", str(archive)])   # sweeps again: same
+        assert live_tmp.exists()
+    finally:
+        live.kill()
+        live.wait()
+    paths.sweep(initramfs.cache_dir())                         # its writer gone now too
+    assert not live_tmp.exists()
+    assert sorted(p.name for p in initramfs.cache_dir().iterdir() if p.name.startswith(".")) == [".tmp-def456"]
