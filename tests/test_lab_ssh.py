@@ -322,41 +322,47 @@ def _holding_job(tmp: Path, log: Path, go: Path, name: str) -> Path:
                                         f"done; echo {name}-end >> {log}'\n")
 
 
+@contextlib.contextmanager
+def _second_waiting_for_first(cli, far, tmp_path: Path, first_goes_on: Path):
+    """Two controllers of `far`: the first's job on the machine, holding it until `first_goes_on`
+    exists; the second's typed meanwhile, waiting for it (it said so, naming the first's pid).
+    Yields (log of their jobs' lines, first, its stderr file, second, its stderr file); both are
+    killed and reaped when the block ends."""
+    _runs, (one, two) = _controllers(cli, far, tmp_path)
+    log = tmp_path / "turns.log"
+    with _running(one, tmp_path, "first", "run", _holding_job(tmp_path, log, first_goes_on, "first")) as (first,
+                                                                                                       first_err):
+        until("the first controller's job running on the machine", lambda: log.exists() and log.read_text(),
+              timeout=WAIT)
+        with _running(two, tmp_path, "second", "run",
+                      _holding_job(tmp_path, log, tmp_path, "second")) as (second, second_err):
+            until("the second controller waiting for the first",      # its whole line
+                  lambda: any(f"pid {first.pid} on" in x and x.endswith("\n")
+                              for x in second_err.read_text().splitlines(keepends=True)), timeout=WAIT)
+            yield log, first, first_err, second, second_err
+
+
 def test_two_controllers_driving_one_machine_take_turns_the_waiter_naming_the_holder(cli, far, tmp_path):
     """Two controllers with lock directories of their own (this controller's lock cannot keep them
     apart): the lock on the machine does. The second says whom it waits for (host, pid, job), and
     their lines on the machine never interleave."""
-    _runs, (one, two) = _controllers(cli, far, tmp_path)
-    log, go = tmp_path / "turns.log", tmp_path / "go"
-    with _running(one, tmp_path, "first", "run", _holding_job(tmp_path, log, go, "first")) as (first, first_err):
-        until("the first controller's job running on the machine", lambda: log.exists() and log.read_text(),
-              timeout=WAIT)
-        with _running(two, tmp_path, "second", "run",
-                      _holding_job(tmp_path, log, tmp_path, "second")) as (second, second_err):
-            said = until("the second controller waiting for the first",
-                         lambda: f"pid {first.pid} on {os.uname().nodename}" in second_err.read_text()
-                         and second_err.read_text(), timeout=WAIT)
-            line = next(x for x in said.splitlines() if f"pid {first.pid}" in x)
-            assert "waiting for machine far" in line and "the lock on the machine" in line, line
-            assert log.read_text().split() == ["first-start"]       # nothing of the second there yet
-            go.touch()
-            assert first.wait(300) == 0, first_err.read_text()
-            assert second.wait(300) == 0, second_err.read_text()
+    go = tmp_path / "go"
+    with _second_waiting_for_first(cli, far, tmp_path, go) as (log, first, first_err, second, second_err):
+        line = next(x for x in second_err.read_text().splitlines() if f"pid {first.pid}" in x)
+        assert f"pid {first.pid} on {os.uname().nodename}" in line, line
+        assert "waiting for machine far" in line and "the lock on the machine" in line, line
+        assert log.read_text().split() == ["first-start"]       # nothing of the second there yet
+        go.touch()
+        assert first.wait(300) == 0, first_err.read_text()
+        assert second.wait(300) == 0, second_err.read_text()
     assert log.read_text().split() == ["first-start", "first-end", "second-start", "second-end"]
 
 
 def test_a_controller_killed_while_it_holds_the_machine_frees_it_for_the_other(cli, far, tmp_path):
-    _runs, (one, two) = _controllers(cli, far, tmp_path)
-    log, never = tmp_path / "turns.log", tmp_path / "never"
-    with _running(one, tmp_path, "first", "run", _holding_job(tmp_path, log, never, "first")) as (first, _):
-        until("the first controller's job running on the machine", lambda: log.exists() and log.read_text(),
-              timeout=WAIT)
-        with _running(two, tmp_path, "second", "run",
-                      _holding_job(tmp_path, log, tmp_path, "second")) as (second, second_err):
-            until("the second controller waiting for the first",
-                  lambda: f"pid {first.pid} on" in second_err.read_text(), timeout=WAIT)
-            os.kill(first.pid, signal.SIGKILL)
-            assert second.wait(300) == 0, second_err.read_text()
+    never = tmp_path / "never"
+    with _second_waiting_for_first(cli, far, tmp_path, never) as (log, first, _, second, second_err):
+        os.kill(first.pid, signal.SIGKILL)
+        assert second.wait(300) == 0, second_err.read_text()
     assert log.read_text().split() == ["first-start", "second-start", "second-end"]
 
 
