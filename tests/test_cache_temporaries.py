@@ -130,3 +130,40 @@ def test_the_vm_cache_s_next_write_removes_a_dead_writer_s_temporary_only(tmp_pa
     paths.sweep(initramfs.cache_dir())                         # its writer gone now too
     assert not live_tmp.exists()
     assert sorted(p.name for p in initramfs.cache_dir().iterdir() if p.name.startswith(".")) == [".tmp-def456"]
+
+
+DOWNLOADER = """
+import sys, time
+from perflab.core import paths
+from perflab.execution.vm import kernel
+with paths.temporary_directory(kernel.cache_dir() / sys.argv[1]) as scratch:
+    (scratch / "linux-image.deb").write_bytes(b"part of a package")
+    print(scratch, flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_a_killed_kernel_download_s_directory_goes_with_the_next_download(tmp_path):
+    """The kernels' cache downloads a package into a directory beside its entry: one killed mid-way
+    is removed by the next download's start (the sweep of its temporary_directory), a live one not."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    (tmp_path / "cache" / "perflab" / "kernels").mkdir(parents=True)
+
+    def downloading(package: str) -> tuple[subprocess.Popen, Path]:
+        proc = subprocess.Popen([sys.executable, "-c", DOWNLOADER, package], env=env, stdout=subprocess.PIPE,
+                                text=True)
+        return proc, Path(proc.stdout.readline().strip())
+
+    killed, dead = downloading("linux-image-6.1.0-50-amd64-unsigned")
+    live, spared = downloading("linux-image-6.1.0-47-amd64-unsigned")
+    try:
+        killed.kill()
+        killed.wait()
+        assert (dead / "linux-image.deb").exists()                   # what a kill -9 leaves
+        next_one, mine = downloading("linux-image-6.1.0-55-amd64-unsigned")
+        next_one.kill()
+        next_one.wait()
+        assert not dead.exists() and (spared / "linux-image.deb").exists() and mine.exists()
+    finally:
+        live.kill()
+        live.wait()
