@@ -144,9 +144,9 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
 # Under icount the guest's RAM is a memfd rather than QEMU's anonymous memory, for which QEMU asks
 # transparent huge pages: on a host that hands free memory back to its hypervisor, their first
 # touches cost 0.45-2.6 s of system time per will-it-scale guest, base pages 0.36-0.85 s (docs/vm.md,
-# "The guest's RAM under icount"). The guest sees the
-# same RAM at the same addresses; instruction-time does not depend on the host's pages. Not under
-# tcg and kvm: there the host's page size is under every memory access a wall-time figure times.
+# "The guest's RAM under icount"). The guest sees the same RAM at the same addresses;
+# instruction-time does not depend on the host's pages. Not under tcg and kvm: there the host's
+# page size is under every memory access a wall-time figure times.
 RAM_BACKEND_ID = "perflab-ram"
 RAM_FACT = "a memfd (shared memory: the host's base pages where its shmem_enabled is never)"
 
