@@ -130,7 +130,7 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
     cmdline = KERNEL_CMDLINE + (f" {spec.append}" if spec.append else "")
     return [
         binary, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M",
+        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M", *ram_args(spec),
         "-kernel", str(image or spec.kernel), "-initrd", str(initrd), "-append", cmdline,
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
@@ -139,6 +139,24 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
           if spec.count_instructions and counts else []),
         *spec.qemu_args,
     ]
+
+
+# Under icount the guest's RAM is a memfd rather than QEMU's anonymous memory, for which QEMU asks
+# transparent huge pages: on a host that hands free memory back to its hypervisor, their first
+# touches cost 0.45-2.6 s of system time per will-it-scale guest, base pages 0.36-0.85 s (docs/vm.md,
+# "The guest's RAM under icount"). The guest sees the same RAM at the same addresses;
+# instruction-time does not depend on the host's pages. Not under tcg and kvm: there the host's
+# page size is under every memory access a wall-time figure times.
+RAM_BACKEND_ID = "perflab-ram"
+RAM_FACT = "a memfd (shared memory: the host's base pages where its shmem_enabled is never)"
+
+
+def ram_args(spec: VmSpec) -> list[str]:
+    """QEMU's arguments for the guest's RAM when it is not QEMU's own anonymous memory."""
+    if spec.mode != "icount":
+        return []
+    return ["-object", f"memory-backend-memfd,id={RAM_BACKEND_ID},size={spec.memory_mib}M",
+            "-machine", f"memory-backend={RAM_BACKEND_ID}"]
 
 
 def device_args(spec: VmSpec) -> list[str]:
@@ -551,6 +569,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         }
         if spec.mode == "icount":
             facts["time_base"] = "instruction-time (QEMU icount shift=0: 1 ns per guest instruction)"
+            facts["vm_ram_backing"] = RAM_FACT
         if guest_facts.get("settle"):
             facts.update(settle_facts(guest_facts))
         facts.update(boot_phase_facts(guest_facts))
