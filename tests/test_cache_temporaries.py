@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import CLI, PERFLAB
 from services import until
 
@@ -167,3 +168,39 @@ def test_a_killed_kernel_download_s_directory_goes_with_the_next_download(tmp_pa
     finally:
         live.kill()
         live.wait()
+
+
+def _another_host(argv: list[str], env: dict) -> list[str] | None:
+    """`argv` run as on another machine sharing this cache (a home over NFS): a hostname and pids
+    of its own (user, UTS and pid namespaces); None where this kernel gives no such namespaces."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--user", "--map-root-user", "--uts", "--pid", "--fork",
+                                          "--mount-proc", "true"], capture_output=True).returncode != 0:
+        return None
+    return [unshare, "--user", "--map-root-user", "--uts", "--pid", "--fork", "--mount-proc",
+            "sh", "-c", 'hostname far-host && exec "$@"', "sh", *argv]
+
+
+def test_a_live_writer_on_another_host_keeps_its_temporary(tmp_path, monkeypatch):
+    """Another machine's pid says nothing here: its live writer's temporary (pid 1 in its own pid
+    namespace, which this machine's init has with another start) is left to the age rule."""
+    from perflab.core import paths
+    from perflab.execution.vm import initramfs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    initramfs.cache_dir().mkdir(parents=True)
+    argv = _another_host([sys.executable, "-c", WRITER, "initramfs-89ab.cpio"], dict(os.environ))
+    if argv is None:
+        pytest.skip("no user/UTS/pid namespaces here to stand for another host")
+    far = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        far_tmp = initramfs.cache_dir() / Path(far.stdout.readline().strip()).name
+        assert far_tmp.exists() and far.poll() is None
+        initramfs.build(data={"hello": b"world\n"}, with_busybox=False)    # this host's next write
+        assert far_tmp.exists()
+        os.utime(far_tmp, (time.time() - 2 * paths.STALE_SECONDS,) * 2)  # a day old: its writer is gone
+        paths.sweep(initramfs.cache_dir())
+        assert not far_tmp.exists()
+    finally:
+        os.killpg(far.pid, signal.SIGKILL)
+        far.wait()
