@@ -5,9 +5,11 @@ vm/ (initramfs archives), kernels/ (Debian kernel packages), vmlinux/ (decompres
 
 A file of a cache is written whole: into a temporary beside it, renamed into place
 (`write_whole`, or `temporary` for a file another program writes). The temporary's name
-carries its writer, `.NAME.PID-START.N.tmp` (START: the process's kernel start time, so a
+carries its writer, `.NAME.HOST.PID-START.N.tmp` (START: the process's kernel start time, so a
 reused pid is not taken for it), so that the next writer of that cache removes what a
-killed perflab left (`sweep`) and spares what a live one is writing.
+killed perflab left (`sweep`) and spares what a live one is writing. HOST, because a home
+(and ~/.cache with it) is often shared over NFS: another machine's pid says nothing here, so
+another host's temporary is left to the age rule as an older perflab's is.
 """
 
 from __future__ import annotations
@@ -22,12 +24,11 @@ from pathlib import Path
 
 from perflab.core.process import process_start_time
 
-# A temporary whose writer cannot be told (an older perflab's name: .NAME.PID.tmp, whose PID
-# may be a thread's, or mkstemp's .tmp-XXXX) is removed only when it is far older than any
-# write of a cache takes. (Two pid namespaces sharing one cache would take each other's
-# writers for dead: a cache is one machine's, as $TMPDIR's scratch directories are.)
+# A temporary whose writer cannot be told (another host's, an older perflab's name: .NAME.PID.tmp,
+# whose PID may be a thread's, .NAME.PID-START.N.tmp without its host, or mkstemp's .tmp-XXXX) is
+# removed only when it is far older than any write of a cache takes.
 STALE_SECONDS = 24 * 3600
-_TEMPORARY = re.compile(r"\..+\.(\d+)-(\d+)\.\d+\.tmp")
+_TEMPORARY = re.compile(r"\..+\.([A-Za-z0-9-]+)\.(\d+)-(\d+)\.\d+\.tmp")
 _LEGACY = re.compile(r"\..+\.\d+\.tmp|\.tmp-.+")        # .NAME.PID.tmp, .NAME.PID.TID.tmp, mkstemp's .tmp-XXXX
 _serial = itertools.count()
 _me: tuple[int, str] | None = None
@@ -39,10 +40,16 @@ def cache_home() -> Path:
     return Path(base) / "perflab"
 
 
+def _host() -> str:
+    """This machine's name as a temporary's name carries it: its first label, in [A-Za-z0-9-]
+    (a pid namespace of its own, a container's, usually has a hostname of its own too)."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", os.uname().nodename.split(".", 1)[0]) or "-"
+
+
 def _writer() -> str:
     global _me
     if _me is None or _me[0] != os.getpid():      # a forked child is a writer of its own
-        _me = (os.getpid(), f"{os.getpid()}-{process_start_time(os.getpid()) or 0}")
+        _me = (os.getpid(), f"{_host()}.{os.getpid()}-{process_start_time(os.getpid()) or 0}")
     return _me[1]
 
 
@@ -99,9 +106,9 @@ def sweep(directory: Path) -> list[Path]:
         if not name.startswith("."):
             continue
         ours, legacy = _TEMPORARY.fullmatch(name), _LEGACY.fullmatch(name)
-        if ours:
-            dead = int(ours.group(1)) != os.getpid() and _writer_gone(ours.group(1), ours.group(2))
-        elif legacy:
+        if ours and ours.group(1) == _host():
+            dead = int(ours.group(2)) != os.getpid() and _writer_gone(ours.group(2), ours.group(3))
+        elif ours or legacy:
             try:
                 dead = now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS
             except OSError:
