@@ -204,3 +204,40 @@ def test_a_live_writer_on_another_host_keeps_its_temporary(tmp_path, monkeypatch
     finally:
         os.killpg(far.pid, signal.SIGKILL)
         far.wait()
+
+
+def _next_temporary(target: Path) -> Path:
+    """The name paths.temporary gives `target`'s next write in this process (one serial on)."""
+    from perflab.core import paths
+
+    return target.with_name(f".{target.name}.{paths._writer()}.{next(paths._serial) + 1}.tmp")
+
+
+def test_a_symlink_or_directory_planted_at_a_temporary_s_name_is_not_written_through(tmp_path, monkeypatch):
+    """The temporary's name is foreseeable (as a reused pid-and-start's after a reboot is the same):
+    what already holds it is never written through, nor renamed into the cache."""
+    from perflab.core import paths
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = paths.cache_home() / "vm"
+    cache.mkdir(parents=True)
+    victim = tmp_path / "not-the-cache's"
+    victim.write_text("precious\n")
+    target = cache / "ahead-0123.json"
+    planted = _next_temporary(target)
+    planted.symlink_to(victim)
+    paths.write_whole(target, '{"remember": "a boot"}')
+    assert victim.read_text() == "precious\n"
+    assert not target.is_symlink() and target.read_text() == '{"remember": "a boot"}'
+    assert planted.is_symlink()                      # not ours: left to the sweep's rules
+
+    taken = _next_temporary(target)
+    taken.mkdir()
+    paths.write_whole(target, b"whole")
+    assert target.read_bytes() == b"whole" and taken.is_dir()
+    elsewhere = tmp_path / "a directory elsewhere"
+    elsewhere.mkdir()
+    _next_temporary(cache / "fetch").symlink_to(elsewhere)            # a download's directory too
+    with paths.temporary_directory(cache / "fetch") as scratch:
+        assert scratch.is_dir() and not scratch.is_symlink() and scratch.parent == cache
+    assert list(elsewhere.iterdir()) == []
