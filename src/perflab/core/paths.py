@@ -57,7 +57,13 @@ def temporary(target: Path) -> Path:
     """A name beside `target` to write it under before the rename, this process's (and unique
     within it: two threads may write the same target). Sweeps the directory's dead temporaries."""
     sweep(target.parent)
-    return target.with_name(f".{target.name}.{_writer()}.{next(_serial)}.tmp")
+    for _ in range(100):
+        path = target.with_name(f".{target.name}.{_writer()}.{next(_serial)}.tmp")
+        # A name already taken (the name is foreseeable: planted, or a reused pid-and-start's
+        # after a reboot) is never written through; the next one is taken.
+        if not os.path.lexists(path):
+            return path
+    raise FileExistsError(f"{target.parent}: 100 temporaries of {target.name} of this process already exist")
 
 
 @contextlib.contextmanager
@@ -76,11 +82,11 @@ def temporary_directory(target: Path):
 def write_whole(target: Path, data: bytes | str) -> None:
     """`target` holding `data`, whole or not at all (another perflab may write it meanwhile)."""
     tmp = temporary(target)
+    # O_EXCL|O_NOFOLLOW: created here, never a symlink or file that appeared at its name since.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     try:
-        if isinstance(data, str):
-            tmp.write_text(data)
-        else:
-            tmp.write_bytes(data)
+        with os.fdopen(fd, "w" if isinstance(data, str) else "wb") as f:
+            f.write(data)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
