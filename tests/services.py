@@ -45,11 +45,14 @@ def until(what: str, condition, timeout: float = 120.0, step: float = 0.05, show
     for what never comes, not a measure of speed (the wait ends when the condition holds): past
     it, an AssertionError naming `what` and whatever `show()` tells (a log's tail)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
+        past = time.monotonic() >= deadline    # read before the look: the last one is past the backstop
         got = condition()
-        if got:
-            return got
+        if got or past:
+            break
         time.sleep(step)
+    if got:
+        return got
     raise AssertionError(f"timed out waiting for {what} ({timeout:g} s)" + (f": {show()}" if show else ""))
 
 
