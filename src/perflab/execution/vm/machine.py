@@ -130,7 +130,7 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
     cmdline = KERNEL_CMDLINE + (f" {spec.append}" if spec.append else "")
     return [
         binary, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M", *ram_args(spec),
+        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M", *ram_args(spec, binary),
         "-kernel", str(image or spec.kernel), "-initrd", str(initrd), "-append", cmdline,
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
@@ -147,13 +147,37 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
 # "The guest's RAM under icount"). The guest sees the same RAM at the same addresses;
 # instruction-time does not depend on the host's pages. Not under tcg and kvm: there the host's
 # page size is under every memory access a wall-time figure times.
+# A QEMU before 5.0 has no -machine memory-backend=: it keeps its own memory, and the fact says so.
 RAM_BACKEND_ID = "perflab-ram"
 RAM_FACT = "a memfd (shared memory: the host's base pages where its shmem_enabled is never)"
+MEMFD_QEMU = (5, 0)
 
 
-def ram_args(spec: VmSpec) -> list[str]:
-    """QEMU's arguments for the guest's RAM when it is not QEMU's own anonymous memory."""
+def _known_version(binary: str) -> str:
+    """QEMU's version, asked now if not remembered ("" if it cannot be: not a QEMU to run)."""
+    if remembering.output(binary, ("--version",)) is None:
+        try:
+            asked = asking_version(binary)
+        except OSError:
+            return ""
+        return qemu_version(binary, asked)
+    return qemu_version(binary)
+
+
+def ram_backing(spec: VmSpec, binary: str) -> str | None:
+    """The fact vm_ram_backing: what the guest's RAM is under icount; None under tcg and kvm."""
     if spec.mode != "icount":
+        return None
+    version = _known_version(binary)
+    numbers = re.match(r"(\d+)\.(\d+)", version)
+    if numbers and (int(numbers.group(1)), int(numbers.group(2))) >= MEMFD_QEMU:
+        return RAM_FACT
+    return f"QEMU's anonymous memory (QEMU {version or '?'} has no -machine memory-backend; 5.0 and later give a memfd)"
+
+
+def ram_args(spec: VmSpec, binary: str) -> list[str]:
+    """QEMU's arguments for the guest's RAM when it is not QEMU's own anonymous memory."""
+    if ram_backing(spec, binary) != RAM_FACT:
         return []
     return ["-object", f"memory-backend-memfd,id={RAM_BACKEND_ID},size={spec.memory_mib}M",
             "-machine", f"memory-backend={RAM_BACKEND_ID}"]
@@ -569,7 +593,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         }
         if spec.mode == "icount":
             facts["time_base"] = "instruction-time (QEMU icount shift=0: 1 ns per guest instruction)"
-            facts["vm_ram_backing"] = RAM_FACT
+            facts["vm_ram_backing"] = ram_backing(spec, binary)
         if guest_facts.get("settle"):
             facts.update(settle_facts(guest_facts))
         facts.update(boot_phase_facts(guest_facts))
