@@ -141,36 +141,22 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
     ]
 
 
-# Under icount the guest's RAM is a memfd rather than QEMU's anonymous memory, for which QEMU asks
-# transparent huge pages: on a host that hands free memory back to its hypervisor, their first
-# touches cost 0.45-2.6 s of system time per will-it-scale guest, base pages 0.36-0.85 s (docs/vm.md,
-# "The guest's RAM under icount"). The guest sees the same RAM at the same addresses;
-# instruction-time does not depend on the host's pages. Not under tcg and kvm: there the host's
-# page size is under every memory access a wall-time figure times.
-# A QEMU before 5.0 has no -machine memory-backend=: it keeps its own memory, and the fact says so.
+# Under icount the guest's RAM is a memfd, not QEMU's anonymous memory with transparent huge pages,
+# whose first touches cost a host handing free memory back to its hypervisor 0.45-2.6 s of system
+# time per will-it-scale guest, base pages 0.36-0.85 s (docs/vm.md, "The guest's RAM under icount");
+# instruction-time is the same. Not under tcg and kvm: there the host's pages are under wall time.
 RAM_BACKEND_ID = "perflab-ram"
 RAM_FACT = "a memfd (shared memory: the host's base pages where its shmem_enabled is never)"
-MEMFD_QEMU = (5, 0)
-
-
-def _known_version(binary: str) -> str:
-    """QEMU's version, asked now if not remembered ("" if it cannot be: not a QEMU to run)."""
-    if remembering.output(binary, ("--version",)) is None:
-        try:
-            asked = asking_version(binary)
-        except OSError:
-            return ""
-        return qemu_version(binary, asked)
-    return qemu_version(binary)
 
 
 def ram_backing(spec: VmSpec, binary: str) -> str | None:
-    """The fact vm_ram_backing: what the guest's RAM is under icount; None under tcg and kvm."""
+    """The fact vm_ram_backing under icount (None under tcg and kvm): a memfd, or QEMU's own memory
+    on a QEMU before 5.0 (no -machine memory-backend=), its version asked once and remembered."""
     if spec.mode != "icount":
         return None
-    version = _known_version(binary)
+    version = qemu_version(binary) if os.path.isabs(binary) else ""   # not qemu_append's bare name
     numbers = re.match(r"(\d+)\.(\d+)", version)
-    if numbers and (int(numbers.group(1)), int(numbers.group(2))) >= MEMFD_QEMU:
+    if numbers and (int(numbers.group(1)), int(numbers.group(2))) >= (5, 0):
         return RAM_FACT
     return f"QEMU's anonymous memory (QEMU {version or '?'} has no -machine memory-backend; 5.0 and later give a memfd)"
 
