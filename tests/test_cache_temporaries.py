@@ -241,3 +241,30 @@ def test_a_symlink_or_directory_planted_at_a_temporary_s_name_is_not_written_thr
     with paths.temporary_directory(cache / "fetch") as scratch:
         assert scratch.is_dir() and not scratch.is_symlink() and scratch.parent == cache
     assert list(elsewhere.iterdir()) == []
+
+
+def test_an_older_perflab_s_killed_download_directories_go_once_a_day_old(tmp_path, monkeypatch):
+    """Before the writer-named temporaries, a kernel download went into tempfile's directories,
+    `.PACKAGE.XXXXXXXX` beside the kernel and `.fetch.XXXXXXXX` beside its .deb: a killed one's
+    (a package's worth of megabytes) goes with the next download once a day old, a fresh one stays."""
+    from perflab.core import paths
+    from perflab.execution.vm import kernel
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    package = "linux-image-6.1.0-50-amd64-unsigned"
+    deb_dir = kernel.cache_dir() / package / "deb"
+    deb_dir.mkdir(parents=True)
+    (kernel.cache_dir() / package / "boot").mkdir()                      # the kernel itself
+    old_unpack, old_fetch = kernel.cache_dir() / f".{package}.k3x_9q2a", deb_dir / ".fetch.p0_ab7zq"
+    fresh = kernel.cache_dir() / f".{package}.m4n8w2c1"
+    for d in (old_unpack, old_fetch, fresh):
+        d.mkdir()
+        (d / "linux-image.deb").write_bytes(b"part of a package")
+    for d in (old_unpack, old_fetch):
+        os.utime(d, (time.time() - 2 * paths.STALE_SECONDS,) * 2)
+    with paths.temporary_directory(kernel.cache_dir() / package):       # the next download's start
+        pass
+    with paths.temporary_directory(deb_dir / "fetch"):
+        pass
+    assert not old_unpack.exists() and not old_fetch.exists()
+    assert fresh.exists() and (kernel.cache_dir() / package / "boot").is_dir()
