@@ -29,7 +29,9 @@ from perflab.core.process import process_start_time
 # removed only when it is far older than any write of a cache takes.
 STALE_SECONDS = 24 * 3600
 _TEMPORARY = re.compile(r"\..+\.([A-Za-z0-9-]+)\.(\d+)-(\d+)\.\d+\.tmp")
-_LEGACY = re.compile(r"\..+\.\d+\.tmp|\.tmp-.+")        # .NAME.PID.tmp, .NAME.PID.TID.tmp, mkstemp's .tmp-XXXX
+# .NAME.PID.tmp, .NAME.PID.TID.tmp, mkstemp's .tmp-XXXX; the kernels' download directories of
+# tempfile (.PACKAGE.XXXXXXXX beside the kernel, .fetch.XXXXXXXX beside its .deb)
+_LEGACY = re.compile(r"\..+\.\d+\.tmp|\.tmp-.+|\.(linux-image-.+|fetch)\.[a-z0-9_]{8}")
 _serial = itertools.count()
 _me: tuple[int, str] | None = None
 
