@@ -170,15 +170,14 @@ def test_a_killed_kernel_download_s_directory_goes_with_the_next_download(tmp_pa
         live.wait()
 
 
-def _another_host(argv: list[str], env: dict) -> list[str] | None:
-    """`argv` run as on another machine sharing this cache (a home over NFS): a hostname and pids
-    of its own (user, UTS and pid namespaces); None where this kernel gives no such namespaces."""
+def _another_host(script: str, *args: str) -> list[str] | None:
+    """Python `script` run as on another machine sharing this cache (a home over NFS): a hostname
+    and pids of its own (user, UTS and pid namespaces); None where this kernel gives none."""
     unshare = shutil.which("unshare")
-    if unshare is None or subprocess.run([unshare, "--user", "--map-root-user", "--uts", "--pid", "--fork",
-                                          "--mount-proc", "true"], capture_output=True).returncode != 0:
+    namespaces = [unshare, "--user", "--map-root-user", "--uts", "--pid", "--fork", "--mount-proc"]
+    if unshare is None or subprocess.run([*namespaces, "true"], capture_output=True).returncode != 0:
         return None
-    return [unshare, "--user", "--map-root-user", "--uts", "--pid", "--fork", "--mount-proc",
-            "sh", "-c", 'hostname far-host && exec "$@"', "sh", *argv]
+    return [*namespaces, sys.executable, "-c", "import socket; socket.sethostname('far-host')\n" + script, *args]
 
 
 def test_a_live_writer_on_another_host_keeps_its_temporary(tmp_path, monkeypatch):
@@ -189,12 +188,12 @@ def test_a_live_writer_on_another_host_keeps_its_temporary(tmp_path, monkeypatch
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     initramfs.cache_dir().mkdir(parents=True)
-    argv = _another_host([sys.executable, "-c", WRITER, "initramfs-89ab.cpio"], dict(os.environ))
+    argv = _another_host(WRITER, "initramfs-89ab.cpio")
     if argv is None:
         pytest.skip("no user/UTS/pid namespaces here to stand for another host")
     far = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        far_tmp = initramfs.cache_dir() / Path(far.stdout.readline().strip()).name
+        far_tmp = Path(far.stdout.readline().strip())
         assert far_tmp.exists() and far.poll() is None
         initramfs.build(data={"hello": b"world\n"}, with_busybox=False)    # this host's next write
         assert far_tmp.exists()
