@@ -50,3 +50,22 @@ def test_an_older_qemu_keeps_its_own_ram_under_icount_and_the_run_says_so(tmp_pa
     assert machine.ram_backing(VmSpec(kernel="vmlinuz", mode="icount"), qemu) == machine.RAM_FACT
     assert not any("memory-backend" in word for word in _command(qemu, "tcg") + _command(qemu, "kvm"))
     assert machine.ram_backing(VmSpec(kernel="vmlinuz", mode="tcg"), qemu) is None
+
+
+def test_the_ram_backing_fact_is_no_part_of_a_run_s_variant():
+    """docs/views.md: runs of one kernel and mode before the memfd (no fact), with it, and on a QEMU
+    before 5.0 are one variant and one line, pooled and matched: the figures are the same."""
+    from types import SimpleNamespace
+
+    from perflab.analysis import variant
+
+    def run(**facts):
+        return SimpleNamespace(params={"vm": "icount", "testcase": "getppid1"}, box="lab", tag="t",
+                               benchmark="will-it-scale", commit="c0ffee",
+                               job={"kernel": "debian:6.1.0-47-amd64", "vm": {"mode": "icount"}},
+                               environment={"kernel_release": "6.1.0-47-amd64", **facts})
+
+    before, memfd = variant.of(run()), variant.of(run(vm_ram_backing=machine.RAM_FACT))
+    old_qemu = variant.of(run(vm_ram_backing="QEMU's anonymous memory (QEMU 4.2.1 has no ...)"))
+    assert before.identity == memfd.identity == old_qemu.identity
+    assert before.line == memfd.line == old_qemu.line
