@@ -233,6 +233,23 @@ def other_release_installed(box):
                 timeout=1800)
 
 
+@contextlib.contextmanager
+def release_bisection(box, tmp_path: Path):
+    """The kernel tree (c0 6.1.0-47, c1 and c2 6.1.0-50) and its job and box configuration, with
+    6.1.0-50 installed on the box while inside: (repo, commits, job file, configuration file)."""
+    k47, k50 = _debian_images()
+    with other_release_installed(box):
+        repo = tmp_path / "linux"
+        shas = kernel_tree(repo, [k47, k50, k50])
+        job = tmp_path / "release.yaml"
+        job.write_text(RELEASE_JOB)
+        # A kexec's page copy under TCG took 10 minutes at load 13 here (2 boxes, 2 cores): the box's
+        # boot_timeout is longer for these tests of 14 kexecs, which are not tests of that bound.
+        config = tmp_path / "slow-box.toml"
+        config.write_text(box.machine_config("testbox", boot_timeout=2400))
+        yield repo, shas, job, config
+
+
 def _debian_images() -> tuple[Path, Path]:
     from perflab.execution.vm import kernel as kernels
 
@@ -262,16 +279,7 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
     is the release the job reads there (exact): the verdict does not depend on load."""
     import subprocess
 
-    k47, k50 = _debian_images()
-    with other_release_installed(box):
-        repo = tmp_path / "linux"
-        shas = kernel_tree(repo, [k47, k50, k50])
-        job = tmp_path / "release.yaml"
-        job.write_text(RELEASE_JOB)
-        # A kexec's page copy under TCG took 10 minutes at load 13 here (2 boxes, 2 cores): the box's
-        # boot_timeout is longer for this test of 14 kexecs, which is not a test of that bound.
-        config = tmp_path / "slow-box.toml"
-        config.write_text(box.machine_config("testbox", boot_timeout=2400))
+    with release_bisection(box, tmp_path) as (repo, shas, job, config):
         proc = on_box("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
                       "--kernel", "arch/x86/boot/bzImage", "--on", "testbox", "--job", job,
                       "--metric", "kernel.abi", timeout=6 * 3600,
@@ -301,14 +309,7 @@ def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_b
     import test_lab_ssh
     from test_lab import Lab
 
-    k47, k50 = _debian_images()
-    with other_release_installed(box):
-        repo = tmp_path / "linux"
-        shas = kernel_tree(repo, [k47, k50, k50])
-        job = tmp_path / "release.yaml"
-        job.write_text(RELEASE_JOB)
-        config = tmp_path / "slow-box.toml"
-        config.write_text(box.machine_config("testbox", boot_timeout=2400))
+    with release_bisection(box, tmp_path) as (repo, shas, job, config):
         lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
         lab.env.update(PERFLAB_CONFIG=str(config), PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
         try:
