@@ -489,7 +489,8 @@ class BoxMeasurer:
         self.source_url, self.build_cmd, self.build_timeout, self.say = source_url, build_cmd, build_timeout, say
         self.kernel = kernel
         # The box boots the kernel in a guest, or kexecs it when the box is an SSH machine: its worker knows.
-        self.place = f" on box {box}" + (" in a VM" if kernel and kernel.vm_asked else " (its kernel)" if kernel else "")
+        booted = " in a VM" if kernel and kernel.vm_asked else " (its kernel)" if kernel else ""
+        self.place = f" on box {box}{booted}"
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         from perflab.automate.lab.client import run_on_box
