@@ -305,7 +305,7 @@ def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_b
     one kernel build path, the builds kept per repository), then kexecs it on the box as `bisect --on
     testbox --kernel` does from a controller; the same tree and exact metric as the test above.
     Measured once (load average 7-16, three simulated boxes of three sessions): 3,318 s with the
-    box's boot and 6.1.0-50's dpkg -i; 7 runs, the first kexec 803 s from request to the box up."""
+    box's boot and 6.1.0-50's dpkg -i; 7 runs or more, the first kexec 803 s from request to the box up."""
     import subprocess
 
     import test_lab_ssh
