@@ -193,6 +193,15 @@ def test_bisect_on_a_machine_refuses_what_does_not_run_there(lab, far, tmp_path)
     assert_one_line_error(robot, "--on with --box")
 
 
+def _ends_with_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """A command that failed with one error line, its last, after its progress lines."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and lines, proc.stderr
+    assert lines[-1].startswith("perflab: error: ") and sum("error" in line for line in lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[-1], (needle, lines[-1])
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -215,6 +224,55 @@ def test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the
     assert all(_facts(r)["ssh_machine"] == "far" and r.job["source"]["commit"] == r.commit for r in runs)
     # Each task's copy of the tree is removed when its step ends: nothing of them stays there.
     assert not list(lab.runs_dir.glob("perflab-tree-*")) and not list(lab.runs_dir.iterdir())
+
+
+def test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_as_far_as_the_kexec(lab, far, tmp_path):
+    """`bisect --box B --kernel IMAGE` where B's worker serves an SSH machine: each commit's kernel
+    is built on the worker and kexec'ed on the machine (`bisect --on --kernel`'s path). What the
+    machine cannot do is refused by the worker in one line before anything is fetched or built: a
+    VM asked for (a guest there is not built), a machine not declared kexec-capable. On one declared
+    kexec-capable, the bisection goes as far as it can here: an end's kernel built on the
+    worker, then refused at the switch, since this machine (the tests' sshd on 127.0.0.1) is the
+    one perflab runs on; nothing of it is left on the machine or in the user's repository."""
+    import test_kexec_box
+    from perflab.execution.vm import kernel as kernels
+
+    image = kernels.cached(kernels.DEFAULT_PACKAGE)
+    if not image:
+        pytest.skip("needs Debian's kernel: python tools/fetch_kernel.py")
+    config = Path(lab.env["PERFLAB_CONFIG"])
+    config.write_text(config.read_text() + f'[machine.kfar]\nssh = "{SshServer.HOST}"\ntmpdir = "{lab.runs_dir}"\n'
+                                           "connect_timeout = 20\nkexec = true\n")
+    _start_machine_worker(lab, "far")
+    _start_machine_worker(lab, "kfar")
+    repo = tmp_path / "linux"
+    shas = test_kexec_box.kernel_tree(repo, [image, image])
+    job = _write(tmp_path / "release.yaml", test_kexec_box.RELEASE_JOB)
+    base = ["bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1], "--build", "sh build.sh",
+            "--kernel", "arch/x86/boot/bzImage", "--job", job, "--metric", "kernel.abi", "--db", lab.db]
+    built = lambda box: list(lab.spool(box).glob("src/kernel-*/images/*"))  # noqa: E731
+
+    # The bisection's start said, its end is the worker's one line.
+    vm = lab.perflab(*base, "--box", "far", "--vm", "icount", check=False, timeout=300)
+    _ends_with_error(vm, "box far: source.kernel.vm: box far is the SSH machine far", "a guest on it is not built")
+    plain = lab.perflab(*base, "--box", "far", check=False, timeout=300)
+    _ends_with_error(plain, "box far: box far is the SSH machine far: far is not declared kexec-capable")
+    assert not built("far") and not list(lab.spool("far").glob("src/*/mirror.git"))   # nothing fetched
+    assert _runs(lab)[1] == []
+
+    done = lab.perflab(*base, "--box", "kfar", check=False, timeout=test_bisect.BISECT_TIMEOUT)
+    _ends_with_error(done, "the job fails at the ", "kfar is the machine perflab runs on (same boot_id/machine-id): "
+                     "perflab does not kexec its own machine")
+    # The first end's kernel was built on the worker, out of tree, and kept there for the next bisection.
+    (first,) = [p.name for p in built("kfar")]
+    assert first in (shas[0], shas[-1])
+    # A refusal, not a kernel that did not boot: no run is stored (the runner's way with bad input).
+    lab.wait_until("the worker idle again", lambda: lab.worker_state("kfar").get("state") == "idle", timeout=120)
+    assert _runs(lab)[1] == []
+    assert not list(lab.runs_dir.iterdir())            # no run directory, no tree left there
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True).stdout  # noqa: E731
+    assert git("status", "--porcelain") == "" and git("rev-parse", "HEAD").strip() == shas[-1]
+    assert git("worktree", "list").count("\n") == 1      # the kernels were built on the worker
 
 
 COUNTER = """#include <stdio.h>
