@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+# With PYTHONDONTWRITEBYTECODE=1 (this machine, CI) pytest rewrote every test module's asserts anew
+# in each worker of each run, about 4 s of CPU a worker: its rewritten modules are kept
+# (tests/__pycache__, checked against the source); the `perflab` processes still inherit the variable.
+sys.dont_write_bytecode = False
 # $PERFLAB_TEST_COMMAND: another entry point (tools/bench/suite.py's, which logs each process's CPU).
 PERFLAB = (os.environ.get("PERFLAB_TEST_COMMAND") or shutil.which("perflab", path=os.path.dirname(sys.executable))
            or shutil.which("perflab"))
@@ -200,6 +204,30 @@ def _marks_of(item) -> set[str]:
     if callspec is not None and callspec.params.get("store_url") == "postgresql":
         marks.add("postgres")
     return marks
+
+
+def _file_marks(name: str) -> set[str]:
+    """The marks every test of a file carries (its file's lane)."""
+    return ({"slow"} if name in SLOW_FILES else set()) | {m for m, files in FILES_BY_MARK.items() if name in files}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A file whose every test `-m` deselects by its file's marks alone is not imported (the fast lane
+    would import the slow files' modules, and what they import, in each worker only to deselect them:
+    docs/testing.md). True only if the expression is false for those marks whatever the others are."""
+    marks, expr = _file_marks(collection_path.name), config.getoption("markexpr", "")
+    if not marks or not expr or "=" in expr:
+        return None
+    from _pytest.mark.expression import Expression
+    names = sorted(set(re.findall(r"[A-Za-z_][\w.]*", expr)) - {"and", "or", "not"} - marks)
+    if len(names) > 12:
+        return None
+    compiled = Expression.compile(expr)
+    for bits in range(1 << len(names)):
+        on = marks | {n for i, n in enumerate(names) if bits >> i & 1}
+        if compiled.evaluate(lambda name, /, **kw: name in on):
+            return None
+    return True
 
 
 def pytest_collection_modifyitems(config, items):
