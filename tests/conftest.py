@@ -37,7 +37,7 @@ os.environ.setdefault("PERFLAB_STEP_AFTER", "3600")
 # input or environment. A `perflab` process costs 0.1-0.2 s of CPU to start, the import of what
 # the command needs; the fast lane started ~200 of these (docs/testing.md). Commands that run,
 # write or kill stay processes, as does every test of process behaviour (its own subprocess).
-IN_PROCESS = frozenset({"log", "show", "compare", "report", "export", "detect"})
+IN_PROCESS = frozenset({"log", "runs", "show", "compare", "report", "export", "detect"})
 
 
 class CLI:
