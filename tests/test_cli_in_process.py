@@ -19,7 +19,8 @@ def test_a_reading_command_in_process_gives_what_the_program_gives(cli):
     cli("run", "cmd", "--runs", "2", "--name", "base\r\x1b[31mé", "--tag", "base", "--", "true")
     cli("run", "cmd", "--runs", "2", "--tag", "head", "--", "true")
     for args in (("log",), ("runs", "--tag", "base"), ("show", "1"), ("compare", "base", "head"),
-                 ("compare", "base", "head", "--style", "json"), ("export", "--format", "csv"), ("show", "99"), ("compare", "base"), ("log", "--nope"),
+                 ("compare", "base", "head", "--style", "json"), ("export", "--format", "csv"), ("show", "99"),
+                 ("compare", "base"), ("log", "--nope"),
                  ("report", "table", "base", "head"), ("detect", "--since", "yesterday-ish")):
         assert args[0] in IN_PROCESS
         here, there = cli(*args, check=False), _as_a_process(cli, *args)
