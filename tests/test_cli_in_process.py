@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import scipy.special  # noqa: F401 (loaded in this process, as in every worker: the commands must not see it)
+
 from conftest import IN_PROCESS, PERFLAB
 
 
