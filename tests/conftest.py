@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import sqlite3
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
 
+# With PYTHONDONTWRITEBYTECODE=1 (this machine, CI) pytest rewrote every test module's asserts anew
+# in each worker of each run, about 4 s of CPU a worker: its rewritten modules are kept
+# (tests/__pycache__, checked against the source); the `perflab` processes still inherit the variable.
+sys.dont_write_bytecode = False
 # $PERFLAB_TEST_COMMAND: another entry point (tools/bench/suite.py's, which logs each process's CPU).
 PERFLAB = (os.environ.get("PERFLAB_TEST_COMMAND") or shutil.which("perflab", path=os.path.dirname(sys.executable))
            or shutil.which("perflab"))
@@ -25,6 +31,15 @@ os.environ.setdefault("PERFLAB_VM_BOOT_TIMEOUT", "300")
 os.environ.setdefault("PERFLAB_STEP_AFTER", "3600")
 
 
+# Commands that read the store and print, leaving nothing behind (no child running, no signal
+# handler, no lock): a test's `cli(...)` of one runs it in the test's own process, through the entry
+# point's body with the same arguments, environment and directory, unless the test gives its own
+# input or environment. A `perflab` process costs 0.1-0.2 s of CPU to start, the import of what
+# the command needs; the fast lane started ~200 of these (docs/testing.md). Commands that run,
+# write or kill stay processes, as does every test of process behaviour (its own subprocess).
+IN_PROCESS = frozenset({"log", "runs", "show", "compare", "report", "export", "detect"})
+
+
 class CLI:
     def __init__(self, db: Path, tmp: Path, cache: Path | None = None):
         self.db = db
@@ -35,11 +50,56 @@ class CLI:
         self.env.pop("PERFLAB_DEBUG", None)
 
     def __call__(self, *args, check=True, input=None, timeout=120, env=None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([PERFLAB, *map(str, args)], capture_output=True, text=True, input=input,
-                              timeout=timeout, env=dict(self.env, **(env or {})), cwd=self.tmp)
+        if args and str(args[0]) in IN_PROCESS and input is None and env is None:
+            proc = self._in_process([str(a) for a in args])
+        else:
+            proc = subprocess.run([PERFLAB, *map(str, args)], capture_output=True, text=True, input=input,
+                                  timeout=timeout, env=dict(self.env, **(env or {})), cwd=self.tmp)
         if check and proc.returncode != 0:
             raise AssertionError(f"perflab {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
+
+    def _in_process(self, args: list[str]) -> subprocess.CompletedProcess:
+        """`perflab ARGS` as the entry point runs it (sys.exit(perflab.cli.main(ARGS))), in this process:
+        the fixture's environment and directory, an empty standard input, its standard output and
+        error taken as bytes (UTF-8; error's with backslashreplace, as Python's own) and read back
+        as subprocess.run(text=True) reads a pipe; an escaped exception is a traceback and status 1."""
+        from perflab.cli import main
+
+        saved_env, saved_cwd, saved_streams = dict(os.environ), os.getcwd(), (sys.stdin, sys.stdout, sys.stderr)
+        out, err = io.BytesIO(), io.BytesIO()
+        wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
+                    io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True))
+        sys.stdout, sys.stderr = wrappers
+        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+        os.environ.clear()
+        os.environ.update(self.env)
+        os.chdir(self.tmp)
+        # perflab.stats.compare takes scipy.special's ufuncs when a process has loaded it already (the
+        # worker has: the tests import scipy), else its own Student's t, equal to 1e-13: a `perflab`
+        # process of a reading command has not, and JSON shows every digit.
+        special = sys.modules.pop("scipy.special", None)
+        try:
+            rc = main(args)
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+        finally:
+            for wrapper in wrappers:
+                wrapper.flush()
+                wrapper.detach()   # a dropped wrapper would close its buffer
+            sys.stdin, sys.stdout, sys.stderr = saved_streams
+            os.chdir(saved_cwd)
+            if special is not None:
+                sys.modules["scipy.special"] = special
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+        def text(data: bytes) -> str:
+            return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        return subprocess.CompletedProcess([PERFLAB, *args], rc, text(out.getvalue()), text(err.getvalue()))
 
     def popen(self, *args, **kw) -> subprocess.Popen:
         return subprocess.Popen([PERFLAB, *map(str, args)], env=self.env, cwd=self.tmp,
@@ -200,6 +260,30 @@ def _marks_of(item) -> set[str]:
     if callspec is not None and callspec.params.get("store_url") == "postgresql":
         marks.add("postgres")
     return marks
+
+
+def _file_marks(name: str) -> set[str]:
+    """The marks every test of a file carries (its file's lane)."""
+    return ({"slow"} if name in SLOW_FILES else set()) | {m for m, files in FILES_BY_MARK.items() if name in files}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A file whose every test `-m` deselects by its file's marks alone is not imported (the fast lane
+    would import the slow files' modules, and what they import, in each worker only to deselect them:
+    docs/testing.md). True only if the expression is false for those marks whatever the others are."""
+    marks, expr = _file_marks(collection_path.name), config.getoption("markexpr", "")
+    if not marks or not expr or "=" in expr:
+        return None
+    from _pytest.mark.expression import Expression
+    names = sorted(set(re.findall(r"[A-Za-z_][\w.]*", expr)) - {"and", "or", "not"} - marks)
+    if len(names) > 12:
+        return None
+    compiled = Expression.compile(expr)
+    for bits in range(1 << len(names)):
+        on = marks | {n for i, n in enumerate(names) if bits >> i & 1}
+        if compiled.evaluate(lambda name, /, **kw: name in on):
+            return None
+    return True
 
 
 def pytest_collection_modifyitems(config, items):

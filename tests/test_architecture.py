@@ -10,6 +10,7 @@ import each other, directly or round a longer loop.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -53,14 +54,22 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def read_imports(root: Path) -> tuple[set[str], list[Import]]:
-    """Every perflab import of every module under `root` (a perflab package directory)."""
+@functools.cache
+def parsed(source: str) -> ast.Module:
+    """A source's tree, parsed once for all the checks that walk it (none changes it)."""
+    return ast.parse(source)
+
+
+@functools.cache
+def read_imports(root: Path) -> tuple[frozenset[str], tuple[Import, ...]]:
+    """Every perflab import of every module under `root` (a perflab package directory); read once a
+    root for the tests that check the tree (a planted tree is a new root each time)."""
     files = sorted(root.rglob("*.py"))
     modules = {module_name(p, root): p for p in files}
     found: list[Import] = []
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path.read_text())
         stack: list[ast.AST] = []
 
         def visit(node: ast.AST, depth: int) -> None:
@@ -87,7 +96,7 @@ def read_imports(root: Path) -> tuple[set[str], list[Import]]:
                 visit(child, inner)
 
         visit(tree, 0)
-    return set(modules), found
+    return frozenset(modules), tuple(found)
 
 
 def unit_of(module: str) -> str:
@@ -277,7 +286,7 @@ def layout_lists(source: str, where: str) -> list[str]:
     names = {layout.name for layout in LAYOUTS}
     formats = {layout.name for layout in LAYOUTS if layout.data}
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = node.elts
         elif isinstance(node, ast.Dict):
@@ -324,7 +333,7 @@ TARGET_WORDS = ("in_guest", "guest.", "VmError", "Qemu", "Host(")
 def target_names(source: str, where: str) -> list[str]:
     """Where `source` (a runner module) imports a target by name or asks a job whether it is a guest's."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, ast.ImportFrom) and node.module:
             # A name imported from a package is a module of it when its file exists.
             package = SRC.parent.joinpath(*node.module.split("."))

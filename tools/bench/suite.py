@@ -13,7 +13,9 @@ the run and removed after; tests/conftest.py starts $PERFLAB_TEST_COMMAND), and 
 system of pytest and everything it waited for), the load average before and after, the
 `perflab` subcommands by CPU and the test files by the CPU of the `perflab` processes they
 started. Wall time means little on a busy machine: compare CPU, and re-measure the wall time on
-a quiet one. --full runs the whole default lane (pytest only: the install and the kernels'
+a quiet one. The reading commands a test runs through the `cli` fixture (tests/conftest.py,
+IN_PROCESS: log, show, compare, report, ...) run in the test's process, not as `perflab`
+processes: the per-command table counts the others; their CPU is in the tests' own. --full runs the whole default lane (pytest only: the install and the kernels'
 fetch, ~1 min from a fresh clone, come on top of it).
 
 It also prints the test files by all the CPU their tests cost: the test's own process and every
