@@ -75,10 +75,6 @@ class CLI:
         os.environ.clear()
         os.environ.update(self.env)
         os.chdir(self.tmp)
-        # perflab.stats.compare takes scipy.special's ufuncs when a process has loaded it already (the
-        # worker has: the tests import scipy), else its own Student's t, equal to 1e-13: a `perflab`
-        # process of a reading command has not, and JSON shows every digit.
-        special = sys.modules.pop("scipy.special", None)
         try:
             rc = main(args)
         except SystemExit as e:
@@ -92,8 +88,6 @@ class CLI:
                 wrapper.detach()   # a dropped wrapper would close its buffer
             sys.stdin, sys.stdout, sys.stderr = saved_streams
             os.chdir(saved_cwd)
-            if special is not None:
-                sys.modules["scipy.special"] = special
             os.environ.clear()
             os.environ.update(saved_env)
 

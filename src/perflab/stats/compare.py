@@ -58,15 +58,15 @@ from perflab.stats.verdicts import CHANGED, IMPROVEMENT, INSUFFICIENT, NO_CHANGE
 # Student's t: perflab.stats.student_t (the math module) for the few metrics of an everyday
 # comparison, where importing scipy.special would cost `perflab compare` 0.18 s of its 0.4
 # (issue 47); scipy's ufuncs from SCIPY_FROM elements on, where a quantile each in Python
-# (~40 us) would cost more than the import, and whenever scipy.special is loaded already (a
-# process that compares thousands of times: its ufuncs then cost nothing more). The two agree
-# to 1e-13 (tests/test_student_t.py, tests/test_startup.py).
+# (~40 us) would cost more than the import. The choice depends on the input alone, never on
+# what the process has imported: the same comparison prints the same digits in every process
+# (the two agree to 1e-13: tests/test_student_t.py, tests/test_startup.py).
 SCIPY_FROM = 500
 
 
 def _special(size: int):
     """scipy.special where it is the cheaper way to `size` elements, else None."""
-    if size >= SCIPY_FROM or "scipy.special" in sys.modules:
+    if size >= SCIPY_FROM:
         from scipy import special
 
         return special
