@@ -24,10 +24,10 @@ import pytest
 from conftest import assert_one_line_error
 from perflab.monitors.perf import symbols_from_series
 from perflab.monitors.perf.probe import probe_events
-from services import SshServer, sshd_named
+from services import SshServer, sshd_named, until
 from test_monitors_perf import HOT_C
 from perflab.execution.targets.ssh import IDLE_SECONDS
-from test_ssh_target import FAR_NAME, _left_behind, _until
+from test_ssh_target import FAR_NAME, _left_behind
 
 needs_perf = pytest.mark.skipif(shutil.which("perf") is None or os.geteuid() != 0,
                                 reason="needs perf and root (system-wide counting on the far side)")
@@ -124,7 +124,7 @@ def test_perf_stat_counts_a_planted_workload_on_the_far_machine(cli, far, progra
         assert "no hardware counters on far: software events only" in record["notes"]
     series = cli.sql("SELECT count(*) FROM monitor_series WHERE monitor = 'perf-stat'")[0][0]
     assert series >= 2
-    assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
+    assert until("nothing of the run left on the machine", lambda: not _left_behind(runs),
                   show=lambda: _left_behind(runs))
 
 
@@ -150,7 +150,7 @@ def test_perf_profile_names_a_planted_function_of_a_c_program_run_over_ssh(cli, 
         assert "perf-profile sampled cpu-clock at 999 Hz there" in record["notes"]
         assert "no hardware counters on far: software events only" in record["notes"]
     # Its recording and script went with the run directory.
-    assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
+    assert until("nothing of the run left on the machine", lambda: not _left_behind(runs),
                   show=lambda: _left_behind(runs))
 
 
@@ -177,12 +177,12 @@ def test_kill_9_of_perflab_mid_run_leaves_no_perf_on_the_machine(cli, far, progr
         running = any(_exe(f"process {pid}") == str(hot) for pid in filter(str.isdigit, os.listdir("/proc")))
         return running and bool(_perf_there(runs))
 
-    _until(both, "the benchmark and its perf running there", show=lambda: _left_behind(runs))
+    until("the benchmark and its perf running there", both, show=lambda: _left_behind(runs))
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=120)
     # The end of its channel ends the agent, which ends its helpers: no perf outlives the run
     # directory (well within the agent's own watchdog).
-    assert _until(lambda: not _left_behind(runs), "nothing of the run left on the machine",
+    assert until("nothing of the run left on the machine", lambda: not _left_behind(runs),
                   timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(runs))
 
 
@@ -462,7 +462,7 @@ def test_the_agent_outlives_a_helpers_long_epilogue_while_perflab_ticks(tmp_path
         # 1. An epilogue that lasts until perflab has written 64 pages of TICKs through a one-page pipe.
         said: dict = {}
         runner = execute("touch began; while [ ! -e ticked ]; do sleep 0.05; done; echo folded > h.out", said)
-        _until(lambda: (run_dir / "began").exists(), "the helper's epilogue began", backstop)
+        until("the helper's epilogue began", lambda: (run_dir / "began").exists(), backstop)
         writer = threading.Thread(target=lambda: [channel.send("TICK") for _ in range(64 * page // 20)], daemon=True)
         writer.start()
         writer.join(backstop)
@@ -474,13 +474,13 @@ def test_the_agent_outlives_a_helpers_long_epilogue_while_perflab_ticks(tmp_path
         # 2. The channel ends during an epilogue: the agent ends it, and the sleep it started.
         said = {}
         runner = execute("echo $$ > post.pid; sleep 3600 & echo $! > child.pid; touch began2; wait", said)
-        _until(lambda: (run_dir / "began2").exists(), "the second epilogue began", backstop)
+        until("the second epilogue began", lambda: (run_dir / "began2").exists(), backstop)
         pids = [int((run_dir / name).read_text()) for name in ("post.pid", "child.pid")]
         agent.stdin.close()
         agent.wait(backstop)
         runner.join(backstop)
         for pid in pids:
-            _until(lambda: _gone(pid), f"process {pid} of the epilogue ended with the agent", backstop)
+            until(f"process {pid} of the epilogue ended with the agent", lambda: _gone(pid), backstop)
     finally:
         (run_dir / "ticked").touch()
         if not agent.stdin.closed:
