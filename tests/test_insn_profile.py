@@ -175,13 +175,18 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     total = by["insn-profile.instructions"]
     assert set(total) == {0, 1} and 0.09e9 < total[0] < 0.3e9          # a window of >= 0.1 s of instruction-time
     assert by["insn-profile.user"][0] + by["insn-profile.kernel"][0] == total[0]
-    # The window is 0.1 s of instruction-time, fixed up to the harness's wake-up: ~1e-4 apart here
-    # (1.03e-4 seen at load 14: a 10 us later wake-up). What the kernel's own work (timer ticks,
-    # RCU, the agent's channel) took of it moves the function's share: within 1e-3 on a quiet
-    # machine, once past it under -n 2 at load 9. Both are held to issue 35's goal, 0.5%, or less.
-    assert abs(total[0] - total[1]) / total[0] < 5e-4, total
-    getppid = [by["insn-profile.self.__x64_sys_getppid"][r] / total[r] for r in (0, 1)]
-    assert abs(getppid[0] - getppid[1]) / getppid[0] < 5e-3, getppid
+    # What is exact is the work per operation, as `report profile` scales a row: its share of the
+    # window times the benchmark's instruction-time per operation (1e9 / ops per second). getppid's
+    # own instructions per call are a whole number, in both repetitions alike. The window's share
+    # and its total are not: the one vCPU also runs what else wakes in those 0.1 s (perf stat's
+    # interval print, the agent's readings), and whether that falls in the window follows when the
+    # host answered the guest's I/O before it: at load 14, 3.3% of one window (getppid's share
+    # 3.4% apart) while its per-call figure moved 1.4e-5 (docs/vm.md, insn-profile).
+    per_op = {r: 1e9 / v for r, v in cli.sql("SELECT repetition, value FROM sample WHERE run_id = 1 "
+                                              "AND metric = 'will-it-scale.workload'")}
+    getppid = [by["insn-profile.self.__x64_sys_getppid"][r] / total[r] * per_op[r] for r in (0, 1)]
+    per_call = round(getppid[0])        # 13 on 6.1.0-47; within 1e-4: a few ops at the window's edges
+    assert per_call > 0 and all(abs(g - per_call) < 1e-4 * per_call for g in getppid), getppid
     values = dict(cli.sql("SELECT metric, avg(value) FROM sample WHERE run_id = 1 GROUP BY metric"))
     assert values["vmstat.cpu.sy"] > 50 and values["interrupts.LOC:Local_timer_interrupts"] > 0
     # perf stat ran in the guest (the host's perf over 9p), counting only around the benchmark
