@@ -175,18 +175,22 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     total = by["insn-profile.instructions"]
     assert set(total) == {0, 1} and 0.09e9 < total[0] < 0.3e9          # a window of >= 0.1 s of instruction-time
     assert by["insn-profile.user"][0] + by["insn-profile.kernel"][0] == total[0]
-    # What is exact is the work per operation, as `report profile` scales a row: its share of the
-    # window times the benchmark's instruction-time per operation (1e9 / ops per second). getppid's
-    # own instructions per call are a whole number, in both repetitions alike. The window's share
-    # and its total are not: the one vCPU also runs what else wakes in those 0.1 s (perf stat's
-    # interval print, the agent's readings), and whether that falls in the window follows when the
-    # host answered the guest's I/O before it: at load 14, 3.3% of one window (getppid's share
-    # 3.4% apart) while its per-call figure moved 1.4e-5 (docs/vm.md, insn-profile).
+    # Exact: getppid's own instructions are whole calls in both repetitions (13 each on 6.1.0-47;
+    # the kernel switches tasks at the syscall's exit), and the report's per-operation figure (a
+    # row's share of the window times the benchmark's instruction-time per operation, 1e9 / ops
+    # per second) is that per-call count. It moves only
+    # by the blocks other processes left early (page faults) in the window, which the plugin
+    # counts whole: 9.7e-5 with a third of the window another process's (3e-4 if all of it were).
+    # The window's share and total are not exact: the one vCPU runs what else wakes in those 0.1 s
+    # (perf stat, the agent's readings), and how much of it falls in the window follows the host's
+    # answers to the guest's I/O: getppid's share 3.4% and 32% apart at load 14-16 (docs/vm.md).
     per_op = {r: 1e9 / v for r, v in cli.sql("SELECT repetition, value FROM sample WHERE run_id = 1 "
                                               "AND metric = 'will-it-scale.workload'")}
-    getppid = [by["insn-profile.self.__x64_sys_getppid"][r] / total[r] * per_op[r] for r in (0, 1)]
-    per_call = round(getppid[0])        # 13 on 6.1.0-47; within 1e-4: a few ops at the window's edges
-    assert per_call > 0 and all(abs(g - per_call) < 1e-4 * per_call for g in getppid), getppid
+    own = by["insn-profile.self.__x64_sys_getppid"]
+    getppid = [own[r] / total[r] * per_op[r] for r in (0, 1)]
+    per_call = round(getppid[0])
+    assert per_call > 0 and all(own[r] % per_call == 0 for r in (0, 1)), (own, per_call)
+    assert all(abs(g - per_call) < 1e-3 * per_call for g in getppid), getppid
     values = dict(cli.sql("SELECT metric, avg(value) FROM sample WHERE run_id = 1 GROUP BY metric"))
     assert values["vmstat.cpu.sy"] > 50 and values["interrupts.LOC:Local_timer_interrupts"] > 0
     # perf stat ran in the guest (the host's perf over 9p), counting only around the benchmark
