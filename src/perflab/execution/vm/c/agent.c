@@ -569,16 +569,22 @@ static long long busy_ns(void)
 	return (long long)((v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * (1000000000ULL / (unsigned long long)(hz > 0 ? hz : 100)));
 }
 
-/* Write a command on the helper's control FIFO and wait for its "ack": HELPER_WAIT_MS of wall
- * time on an SSH machine (--remote), of the guest's busy time in a guest (busy_ns). */
+/* What a wait for a helper (HELPER_WAIT_MS) is counted in: wall time on an SSH machine
+ * (--remote), the guest's busy time in a guest (busy_ns). */
+typedef long long (*wait_clock)(void);
+static wait_clock helper_clock(void)
+{
+	return !remote_mode && busy_ns() >= 0 ? busy_ns : now_ns;
+}
+
+/* Write a command on the helper's control FIFO and wait for its "ack". */
 static int helper_say(struct helper *h, const char *what)
 {
 	char line[64];
 	int n = snprintf(line, sizeof line, "%s\n", what);
 	if (write(h->ctl, line, (size_t)n) != n)
 		return -1;
-	int by_busy = !remote_mode && busy_ns() >= 0;
-	long long (*clock_of_wait)(void) = by_busy ? busy_ns : now_ns;
+	wait_clock clock_of_wait = helper_clock();
 	long long until = clock_of_wait() + HELPER_WAIT_MS * 1000000LL;
 	char got[64];
 	size_t have = 0;
@@ -688,10 +694,11 @@ static void helper_stop(struct helper *h)
 {
 	if (h->pid > 0) {
 		kill(h->pid, SIGINT);     /* perf writes its output and exits */
-		long long until = now_ns() + HELPER_WAIT_MS * 1000000LL;
+		wait_clock clock_of_wait = helper_clock();
+		long long until = clock_of_wait() + HELPER_WAIT_MS * 1000000LL;
 		int status;
 		while (waitpid(h->pid, &status, WNOHANG) == 0) {
-			if (now_ns() > until) {
+			if (clock_of_wait() > until) {
 				kill_group(h->pid);
 				break;
 			}
