@@ -815,7 +815,7 @@ int main(int argc, char **argv)
 	/* A window sized in work (-N: instruction-time under icount) ends where this thread wakes.
 	   With the default 50 us of timer slack the kernel wakes it at any other timer that expires
 	   in those 50 us, whose phase follows the host (when I/O came back), so the measured part
-	   moved by up to 5e-4 of 100 ms between repetitions; with 1 ns it wakes at its own deadline.
+	   could move by up to 5e-4 of 100 ms between repetitions; with 1 ns it wakes at its deadline.
 	   Set after the tasks started: they keep the default (docs/vm.md, "insn-profile"). */
 	if (wis.ops_target)
 		prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
