@@ -175,13 +175,22 @@ def test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel(cli):
     total = by["insn-profile.instructions"]
     assert set(total) == {0, 1} and 0.09e9 < total[0] < 0.3e9          # a window of >= 0.1 s of instruction-time
     assert by["insn-profile.user"][0] + by["insn-profile.kernel"][0] == total[0]
-    # The window is 0.1 s of instruction-time, fixed up to the harness's wake-up: ~1e-4 apart here
-    # (1.03e-4 seen at load 14: a 10 us later wake-up). What the kernel's own work (timer ticks,
-    # RCU, the agent's channel) took of it moves the function's share: within 1e-3 on a quiet
-    # machine, once past it under -n 2 at load 9. Both are held to issue 35's goal, 0.5%, or less.
-    assert abs(total[0] - total[1]) / total[0] < 5e-4, total
-    getppid = [by["insn-profile.self.__x64_sys_getppid"][r] / total[r] for r in (0, 1)]
-    assert abs(getppid[0] - getppid[1]) / getppid[0] < 5e-3, getppid
+    # Exact: getppid's own instructions are whole calls in both repetitions (13 each on 6.1.0-47;
+    # the kernel switches tasks at the syscall's exit), and the report's per-operation figure (a
+    # row's share of the window times the benchmark's instruction-time per operation, 1e9 / ops
+    # per second) is that per-call count. It moves only
+    # by the blocks other processes left early (page faults) in the window, which the plugin
+    # counts whole: 9.7e-5 with a third of the window another process's (3e-4 if all of it were).
+    # The window's share and total are not exact: the one vCPU runs what else wakes in those 0.1 s
+    # (perf stat, the agent's readings), and how much of it falls in the window follows the host's
+    # answers to the guest's I/O: getppid's share 3.4% and 32% apart at load 14-16 (docs/vm.md).
+    per_op = {r: 1e9 / v for r, v in cli.sql("SELECT repetition, value FROM sample WHERE run_id = 1 "
+                                              "AND metric = 'will-it-scale.workload'")}
+    own = by["insn-profile.self.__x64_sys_getppid"]
+    getppid = [own[r] / total[r] * per_op[r] for r in (0, 1)]
+    per_call = round(getppid[0])
+    assert per_call > 0 and all(own[r] % per_call == 0 for r in (0, 1)), (own, per_call)
+    assert all(abs(g - per_call) < 1e-3 * per_call for g in getppid), getppid
     values = dict(cli.sql("SELECT metric, avg(value) FROM sample WHERE run_id = 1 GROUP BY metric"))
     assert values["vmstat.cpu.sy"] > 50 and values["interrupts.LOC:Local_timer_interrupts"] > 0
     # perf stat ran in the guest (the host's perf over 9p), counting only around the benchmark

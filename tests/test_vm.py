@@ -364,3 +364,40 @@ def _qemus(pattern: str) -> set[int]:
     """QEMU processes whose command line holds `pattern`."""
     out = subprocess.run(["pgrep", "-f", f"qemu-system-x86_64 .*{pattern}"], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
+
+
+@needs_vm
+def test_a_helper_slow_on_the_hosts_io_is_waited_for_under_icount(tmp_path):
+    """Under icount (sleep=off) an idle guest's clock jumps from timer to timer, so while a helper
+    (perf in the host's root over 9p) waits for the host's answers, the guest's clock runs far
+    ahead of the host's. The agent's wait for the helper's ack must not follow it: here the
+    helper reads 256 MiB of the host over 9p before its first ack and again when told to stop
+    (hundreds of round trips, each a jump of the guest's clock), and is still enabled, heard and
+    let finish (docs/vm.md, insn-profile)."""
+    from perflab.execution import executor
+    from perflab.execution.vm import modules
+    from perflab.execution.vm.machine import KERNEL_CMDLINE
+
+    # Not under /tmp: the guest's own /tmp is bound over the host's in the chroot.
+    where = Path(os.environ.get("PERFLAB_TEST_VAR_TMP", "/var/tmp"))
+    big = where / f"perflab-helper-{os.getpid()}.bin"
+    for path in (big, big.with_suffix(".stop")):      # two: the guest keeps what it read (cache=loose)
+        with path.open("wb") as f:
+            f.truncate(256 << 20)
+    try:
+        plan = modules.plan(KERNEL, ["9p"], "test", cmdline=KERNEL_CMDLINE)
+        spec = VmSpec(kernel=KERNEL, mode="icount", share_root=True, boot_timeout=BOOT_TIMEOUT)
+        setup = [*modules.setup_lines(plan), *modules.share_root_lines("/host")]
+        # Slow at its first ack and again at its end (SIGINT), where perf writes its output.
+        answer = ('trap \'cat "${2%.bin}.stop" >/dev/null; echo stopped >>"$3"; exit 0\' INT; exec 3<>"$0" 4<>"$1"; '
+                  'read -r w <&3; cat "$2" >/dev/null; echo ack >&4; '
+                  'while read -r w <&3; do echo "$w" >>"$3"; echo ack >&4; done')
+        ctl, ack, out = "/run/perflab/slow.ctl", "/run/perflab/slow.ack", "/tmp/slow.out"
+        helper = executor.Helper(["/bin/sh", "-c", answer, ctl, ack, str(big), out], "/host", ctl, ack, out)
+        with boot(spec, files=plan.files(), setup=setup, data=plan.data()) as guest:
+            result = guest.execute(ProcessSpec(["/bin/true"]), hooks=executor.Hooks(inside=[helper]))
+        assert result.ok, result.stderr_tail
+        assert helper.output.split() == ["enable", "disable", "stopped"], (helper.output, helper.stderr)
+    finally:
+        big.unlink()
+        big.with_suffix(".stop").unlink()

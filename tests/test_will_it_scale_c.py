@@ -337,6 +337,31 @@ def test_ops_mode_fits_one_measured_interval_to_the_operations(binaries):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "-N" in proc.stderr
 
 
+@pytest.mark.parametrize("sized", [True, False])
+def test_a_window_sized_in_work_wakes_at_its_own_deadline(binaries, sized):
+    """-N: the harness's timer slack is 1 ns, so its wake-ups that bound the measured part come at
+    their deadlines and not at another timer's within 50 us (under icount, a timer whose phase
+    follows the host: docs/vm.md, insn-profile); its tasks, and the harness without -N, keep 50 us.
+    The runs last until stopped (-d 1000), so what is read does not depend on the machine's speed."""
+    args = ["-w", "0.05", "-d", "1000"] + (["-N", str(1 << 49)] if sized else ["-i", "1000"])
+    proc = subprocess.Popen([binaries["getppid1"], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["event"] == "start"
+        harness = Path(f"/proc/{proc.pid}")
+        (task,) = (harness / "task" / str(proc.pid) / "children").read_text().split()
+        want = 1 if sized else 50_000
+        for _ in range(6000):        # the harness sets it just after this line: wait for that, not a time
+            if int((harness / "timerslack_ns").read_text()) == want:
+                break
+            time.sleep(0.01)
+        assert int((harness / "timerslack_ns").read_text()) == want
+        assert int(Path(f"/proc/{task}/timerslack_ns").read_text()) == 50_000
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM      # stopped as SIGTERM stops it (above)
+
+
 @pytest.mark.parametrize("mode, tasks", [("process", 1), ("thread", 2)])
 def test_a_cycling_testcase_measures_its_second_whole_cycle_with_ops_mode(binaries, mode, tasks):
     """page_fault1's loop maps 128 MB, faults every page and unmaps: with -N its sample is each

@@ -546,6 +546,37 @@ static void keep_reading(void)
 		fill(0);
 }
 
+/* The guest's busy time in ns (/proc/stat: all but idle and iowait), -1 if unread. Under icount
+ * (sleep=off) an idle guest's clock jumps from timer to timer, so while a helper waits for the
+ * host (perf paging itself in over 9p) the guest's clock runs far ahead of the host's: 120 s of
+ * it passed in about a second on a loaded host and the helper was left behind. Its busy time
+ * does not move while it only waits. */
+static long long busy_ns(void)
+{
+	char buf[256];
+	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	unsigned long long v[8] = {0};
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+		   &v[5], &v[6], &v[7]) < 4)
+		return -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	return (long long)((v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * (1000000000ULL / (unsigned long long)(hz > 0 ? hz : 100)));
+}
+
+/* What a wait for a helper (HELPER_WAIT_MS) is counted in: wall time on an SSH machine
+ * (--remote), the guest's busy time in a guest (busy_ns). */
+typedef long long (*wait_clock)(void);
+static wait_clock helper_clock(void)
+{
+	return !remote_mode && busy_ns() >= 0 ? busy_ns : now_ns;
+}
+
 /* Write a command on the helper's control FIFO and wait for its "ack". */
 static int helper_say(struct helper *h, const char *what)
 {
@@ -553,10 +584,11 @@ static int helper_say(struct helper *h, const char *what)
 	int n = snprintf(line, sizeof line, "%s\n", what);
 	if (write(h->ctl, line, (size_t)n) != n)
 		return -1;
-	long long until = now_ns() + HELPER_WAIT_MS * 1000000LL;
+	wait_clock clock_of_wait = helper_clock();
+	long long until = clock_of_wait() + HELPER_WAIT_MS * 1000000LL;
 	char got[64];
 	size_t have = 0;
-	while (now_ns() < until) {
+	while (clock_of_wait() < until) {
 		struct pollfd fd = {h->ack, POLLIN, 0};
 		if (poll(&fd, 1, 100) <= 0) {
 			int status;
@@ -662,10 +694,11 @@ static void helper_stop(struct helper *h)
 {
 	if (h->pid > 0) {
 		kill(h->pid, SIGINT);     /* perf writes its output and exits */
-		long long until = now_ns() + HELPER_WAIT_MS * 1000000LL;
+		wait_clock clock_of_wait = helper_clock();
+		long long until = clock_of_wait() + HELPER_WAIT_MS * 1000000LL;
 		int status;
 		while (waitpid(h->pid, &status, WNOHANG) == 0) {
-			if (now_ns() > until) {
+			if (clock_of_wait() > until) {
 				kill_group(h->pid);
 				break;
 			}
