@@ -522,6 +522,9 @@ class _Places:
                 own.close()
                 self.failed[key] = e
                 raise
+            except BaseException:
+                own.close()       # a refusal on opening (perf on a kernel under test): the machine's lock let go
+                raise
             self.open[key] = (own, place, [u for u, _ in users])
         _stack, place, users = self.open[key]
         return place.admit(next(i for i, u in enumerate(users) if u is o))
