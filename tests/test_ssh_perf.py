@@ -76,12 +76,13 @@ def programs(tmp_path_factory):
     return d
 
 
-def _machine(cli, server: SshServer, tmp_path: Path) -> Path:
-    """A configured machine `far` reached through `server`, its run directories under tmp_path/far-runs."""
+def _machine(cli, server: SshServer, tmp_path: Path, more: str = "") -> Path:
+    """A configured machine `far` reached through `server` (its settings `more` added), its run
+    directories under tmp_path/far-runs."""
     runs = tmp_path / "far-runs"
     runs.mkdir(exist_ok=True)
     config = tmp_path / "perflab.toml"
-    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n{more}')
     cli.env.update(PERFLAB_SSH_CONFIG=str(server.config), PERFLAB_CONFIG=str(config))
     return runs
 
@@ -186,8 +187,9 @@ def test_kill_9_of_perflab_mid_run_leaves_no_perf_on_the_machine(cli, far, progr
                   timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(runs))
 
 
-def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(cli, tmp_path):
-    """The sshd gives its sessions a PATH of every program of this machine's but perf."""
+@contextlib.contextmanager
+def _server_without_perf(tmp_path: Path):
+    """An sshd whose sessions get a PATH of every program of this machine's but perf."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for d in ("/usr/local/bin", "/usr/bin", "/bin"):
@@ -198,6 +200,13 @@ def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(c
     server.env["PATH"] = str(bin_dir)
     try:
         server.start()
+        yield server
+    finally:
+        server.destroy()
+
+
+def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(cli, tmp_path):
+    with _server_without_perf(tmp_path) as server:
         runs = _machine(cli, server, tmp_path)
         for monitor in ("perf-stat", "perf-profile"):
             proc = cli("run", "cmd", "--on", "far", "--monitor", monitor, "--", "true", check=False, timeout=120)
@@ -205,8 +214,26 @@ def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(c
                                   "perf-stat and perf-profile run the machine's own perf", "bin)")
         assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
         assert not list(runs.iterdir())          # nothing was started there
-    finally:
-        server.destroy()
+
+
+def test_with_a_kernel_under_test_perf_is_not_asked_for_on_the_default_kernel(cli, tmp_path):
+    """Issue 46: with --kernel, perf was asked for on the machine's default kernel before the kexec
+    (and a perf that fails only on the kernel under test failed the monitor mid-run). Now it is
+    asked once the machine runs that kernel (tests/test_kexec_box.py shows it there): a machine
+    without perf on its default kernel is not refused for it before the switch. This machine is
+    the sshd's, so the switch itself is what refuses, in one line: it never kexecs itself."""
+    from perflab.execution.vm import kernel as kernels
+
+    image = kernels.cached(kernels.OTHER_PACKAGE)
+    if not image:
+        pytest.skip("no cached Debian 6.1.0-50 kernel (tools/fetch_kernel.py --both)")
+    with _server_without_perf(tmp_path) as server:
+        runs = _machine(cli, server, tmp_path, "kexec = true\n")
+        proc = cli("run", "cmd", "--on", "far", "--kernel", image, "--monitor", "perf-stat", "--", "true",
+                   check=False, timeout=120)
+        assert_one_line_error(proc, "far is the machine perflab runs on")
+        assert "no perf" not in proc.stderr
+        assert not list(runs.iterdir())
 
 
 # -- the probe's verdicts, from the probe itself run here (no sshd: the same /bin/sh script) --

@@ -286,44 +286,6 @@ class KernelFailed(BuildFailed):
         return cls(f"kernel of {commit[:12]} did not boot: {failure.message.strip()}", failure.console_tail.strip())
 
 
-def is_package(image: str) -> bool:
-    """Whether `--kernel` names the Debian package a commit's build leaves (a pattern: '../linux-image-*.deb')."""
-    from perflab.execution.targets import kexec
-
-    return image.endswith(kexec.DEB_SUFFIX)
-
-
-def take_package(out: Path, pattern: str, since: float, into: Path) -> None:
-    """The one linux-image package the build left matching `pattern` (relative to `out`, written
-    since `since`: one an earlier build left is not this commit's) moved to `into`; the other files
-    of that build of the package (linux-headers, linux-libc-dev, .buildinfo, .changes: its version
-    in their names) removed. BuildFailed in one line naming the pattern (no match, several) or the
-    file (not a linux-image package)."""
-    import glob
-
-    from perflab.execution.targets import kexec
-
-    found = [Path(p) for p in sorted(glob.glob(str(out / pattern)))]
-    found = [p for p in found if p.is_file() and p.stat().st_mtime >= since - 1]
-    # kbuild's debug symbols (CONFIG_DEBUG_INFO): linux-image-RELEASE-dbg_VERSION_ARCH.deb, not a kernel.
-    kernels = [p for p in found if "-dbg_" not in p.name]
-    if len(kernels) != 1:
-        why = (f"the build left no package matching --kernel {pattern} (relative to $KBUILD_OUTPUT)" if not kernels
-               else f"--kernel {pattern} matches {len(kernels)} packages of the build "
-                    f"({', '.join(p.name for p in kernels[:3])}): name one")
-        raise BuildFailed(f"--build: {why}", why)
-    deb = kernels[0]
-    try:
-        package = kexec.package_of(deb)
-    except PerflabError as e:
-        why = f"--kernel {pattern}: {e}"
-        raise BuildFailed(f"--build: {why}", why) from None
-    os.replace(deb, into)
-    for left in deb.parent.glob(f"*_{package.version}_*"):
-        if left.is_file() and left.stat().st_mtime >= since - 1:
-            left.unlink(missing_ok=True)
-
-
 @dataclass(frozen=True)
 class KernelSpec:
     """The kernel a commit's build makes and where it is booted: a guest, or an SSH machine (kexec)."""
@@ -368,18 +330,16 @@ def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "-
     from perflab.execution.vm.machine import qemu_binary
     from perflab import jobs
     from perflab.jobs import guest
+    from perflab.execution.targets import kexec
 
-    package = is_package(image)
     parts = Path(image).parts
     # kbuild's bindeb-pkg writes its packages in the output directory's parent: `../` leads a package's pattern.
-    if not image or os.path.isabs(image) or ".." in (parts[1:] if package else parts):
+    if not image or os.path.isabs(image) or ".." in (parts[1:] if kexec.is_package(image) else parts):
         raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
                            "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage (or, on an SSH machine, the "
                            "package the build leaves: '../linux-image-*.deb')")
     on = getattr(job.target, "on", "")
-    if package and not on:
-        raise UsageProblem(f"--kernel {image}: a kernel package is installed on an SSH machine (--on MACHINE); "
-                           "a VM boots the image: --kernel arch/x86/boot/bzImage")
+    kexec.check_package_pattern(image, on)
     if on:
         return _machine_kernel_spec(image, vm_mode, job, on, where)
     # The options go on as `run --kernel --vm` puts them on a job (the targets' one way: --vm over
@@ -406,8 +366,6 @@ def _machine_kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, on: st
     if job.target.kernel:
         raise UsageProblem(f"{where} {image}: the job names its own kernel ({job.target.kernel}) on {on}; "
                            "each commit's kernel is the one its build makes")
-    if is_package(image) and shutil.which("dpkg-deb") is None:
-        raise UsageProblem(f"{where} {image}: each commit's package is read with dpkg-deb here (Debian package dpkg)")
     spec = KernelSpec(image, {}, on=on, keep=bool(job.target.keep_kernel))
     placed = jobs.placed(job, spec.target(image), where)
     placed.target.check(placed.needs, placed.benchmark, placed.params)
@@ -474,12 +432,12 @@ class KernelBuilds:
 
     def image_of(self, commit: str) -> Path:
         """The kernel image of `commit`, built when not kept yet; BuildFailed when the build fails."""
+        from perflab.execution.targets import kexec
         from perflab.execution.vm import kbuild
         from perflab.execution.vm.recipe import DEB
 
-        package = is_package(self.image)
         # A package (a pattern of the files the build leaves) is kept under one name, as a recipe's is.
-        made = DEB if package else self.image
+        made = DEB if (package := kexec.is_package(self.image)) else self.image
         entry = self.images / commit
         kept = entry / Path(made).name
         expect = {"commit": commit, "image": self.image}
@@ -496,7 +454,7 @@ class KernelBuilds:
                 except BuildFailed as e:
                     raise BuildFailed(f"--build failed: {e.why}", e.why) from None
             if package:
-                take_package(run.out, self.image, since, run.out / DEB)
+                kexec.take_package(run.out, self.image, since, run.out / DEB)
 
         started = time.monotonic()
         try:

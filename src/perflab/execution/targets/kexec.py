@@ -145,6 +145,55 @@ def package_of(deb: Path) -> Package:
     return Package(name, version.strip(), release)
 
 
+def is_package(kernel: str) -> bool:
+    """Whether a kernel is a package file (a kernel tree's `--kernel` names the one its build leaves
+    by a pattern: '../linux-image-*.deb')."""
+    return kernel.endswith(DEB_SUFFIX)
+
+
+def check_package_pattern(image: str, on: str) -> None:
+    """`--kernel PATTERN.deb` of a kernel tree: UsageProblem in one line unless on an SSH machine
+    (a VM boots an image) with dpkg-deb here (it reads each commit's package)."""
+    if not is_package(image):
+        return
+    if not on:
+        raise UsageProblem(f"--kernel {image}: a kernel package is installed on an SSH machine (--on MACHINE); "
+                           "a VM boots the image: --kernel arch/x86/boot/bzImage")
+    if shutil.which("dpkg-deb") is None:
+        raise UsageProblem(f"--kernel {image}: each commit's package is read with dpkg-deb here (Debian package dpkg)")
+
+
+def take_package(out: Path, pattern: str, since: float, into: Path) -> None:
+    """The one linux-image package the build left matching `pattern` (relative to `out`, written
+    since `since`: one an earlier build left is not this commit's) moved to `into`; the other files
+    of that build of the package (linux-headers, linux-libc-dev, .buildinfo, .changes: its version
+    in their names) removed. BuildFailed in one line naming the pattern (no match, several) or the
+    file (not a linux-image package)."""
+    import glob
+
+    from perflab.core.git import BuildFailed
+
+    found = [Path(p) for p in sorted(glob.glob(str(out / pattern)))]
+    found = [p for p in found if p.is_file() and p.stat().st_mtime >= since - 1]
+    # kbuild's debug symbols (CONFIG_DEBUG_INFO): linux-image-RELEASE-dbg_VERSION_ARCH.deb, not a kernel.
+    kernels = [p for p in found if "-dbg_" not in p.name]
+    if len(kernels) != 1:
+        why = (f"the build left no package matching --kernel {pattern} (relative to $KBUILD_OUTPUT)" if not kernels
+               else f"--kernel {pattern} matches {len(kernels)} packages of the build "
+                    f"({', '.join(p.name for p in kernels[:3])}): name one")
+        raise BuildFailed(f"--build: {why}", why)
+    deb = kernels[0]
+    try:
+        package = package_of(deb)
+    except PerflabError as e:
+        why = f"--kernel {pattern}: {e}"
+        raise BuildFailed(f"--build: {why}", why) from None
+    os.replace(deb, into)
+    for left in deb.parent.glob(f"*_{package.version}_*"):
+        if left.is_file() and left.stat().st_mtime >= since - 1:
+            left.unlink(missing_ok=True)
+
+
 def label(kernel: str | dict) -> str:
     """The kernel in a message or a fact: as written, or a recipe's keys as JSON."""
     return json.dumps(kernel, sort_keys=True) if isinstance(kernel, dict) else kernel
