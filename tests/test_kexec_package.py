@@ -20,6 +20,7 @@ from conftest import assert_one_line_error
 from perflab.core.errors import PerflabError
 from perflab.core.git import BuildFailed
 from perflab.execution.targets import kexec
+from test_kexec_refusal import _kernel_tree
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/dpkg-deb").exists(), reason="needs dpkg-deb")
 
@@ -62,16 +63,9 @@ def test_run_with_a_package_that_is_not_a_kernels_is_refused_in_one_line(cli, tm
 
 
 def _tree(tmp_path: Path, build: str) -> tuple[Path, str, Path]:
-    """A one-commit "kernel tree" whose build script is `build`; the tree, its commit and a mark
-    its build leaves (to show nothing was built)."""
-    tree = tmp_path / "linux"
-    tree.mkdir()
-    mark = tmp_path / "built"
-    (tree / "build.sh").write_text(f"touch {mark}\n{build}")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "a"], ["commit", "-q", "--allow-empty", "-m", "b"]):
-        subprocess.run(["git", "-C", str(tree), *args], check=True, env=env)
+    """test_kexec_refusal's two-commit "kernel tree" whose build script runs `build`; the tree, its
+    last commit and the mark its build leaves (to show nothing was built)."""
+    tree, mark = _kernel_tree(tmp_path, build)
     sha = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], check=True, capture_output=True,
                          text=True).stdout.strip()
     return tree, sha, mark
