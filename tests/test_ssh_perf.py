@@ -264,6 +264,52 @@ def test_a_login_that_may_not_count_system_wide_is_refused_naming_the_setting():
     assert f"kernel.perf_event_paranoid is {level}" in said and "\n" not in said
 
 
+class _ProbeHere:
+    """A machine's connection whose commands (the probe's script) this machine's /bin/sh runs with
+    PATH `path` (no SSH)."""
+
+    def __init__(self):
+        self.path, self.asked = "", 0
+
+    def run(self, script: str) -> str:
+        self.asked += 1
+        return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
+                              env={"PATH": self.path}).stdout
+
+
+def _bin_without_perf(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"                # this machine's programs but perf
+    bin_dir.mkdir()
+    for d in ("/usr/bin", "/bin"):
+        for f in Path(d).iterdir() if Path(d).is_dir() else ():
+            if f.name != "perf" and not (bin_dir / f.name).exists():
+                os.symlink(f, bin_dir / f.name)
+    return bin_dir
+
+
+@needs_perf
+def test_perf_found_on_the_default_kernel_is_not_taken_for_the_kernel_under_tests(tmp_path):
+    """Issue 46: perf is asked for on each kernel the machine runs: found on its default kernel, it
+    is asked again on a kernel under test (there without perf: refused), and what was found there
+    is what the monitors then get (ssh_perf.found)."""
+    from perflab.core.errors import PerflabError
+    from perflab.execution.targets import ssh_perf
+    from perflab.execution.targets.ssh_machine import machine_of
+
+    machine, here = machine_of("ssh://box-kernels"), _ProbeHere()
+    ssh_perf.forget()
+    try:
+        here.path = os.environ["PATH"]                       # its default kernel: perf there
+        default = ssh_perf.perf_of(machine, here)
+        assert here.asked == 1 and ssh_perf.found(machine, "") is default
+        here.path = str(_bin_without_perf(tmp_path))         # the kernel under test: no perf for it
+        with pytest.raises(PerflabError, match="has no perf on its PATH"):
+            ssh_perf.perf_of(machine, here, "debian:6.1.0-50-amd64")
+        assert here.asked == 2 and ssh_perf.found(machine, "debian:6.1.0-50-amd64") is None
+    finally:
+        ssh_perf.forget()
+
+
 def test_a_machine_refused_for_want_of_perf_is_asked_again_once_perf_is_there(tmp_path):
     """Review of issue 46: a long-lived lab worker remembered "no perf" for a machine for its
     whole life. The probe (run here, as the machine's /bin/sh would) is asked again after a
@@ -272,23 +318,8 @@ def test_a_machine_refused_for_want_of_perf_is_asked_again_once_perf_is_there(tm
     from perflab.execution.targets import ssh_perf
     from perflab.execution.targets.ssh_machine import machine_of
 
-    class Here:
-        """The probe's script run by this machine's /bin/sh with PATH `path` (no SSH)."""
-        path = ""
-        asked = 0
-
-        def run(self, script: str) -> str:
-            Here.asked += 1
-            return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
-                                  env={"PATH": self.path}).stdout
-
-    bin_dir = tmp_path / "bin"                # this machine's programs but perf
-    bin_dir.mkdir()
-    for d in ("/usr/bin", "/bin"):
-        for f in Path(d).iterdir() if Path(d).is_dir() else ():
-            if f.name != "perf" and not (bin_dir / f.name).exists():
-                os.symlink(f, bin_dir / f.name)
-    machine, here = machine_of("ssh://box-review"), Here()
+    bin_dir = _bin_without_perf(tmp_path)
+    machine, here = machine_of("ssh://box-review"), _ProbeHere()
     ssh_perf.forget()
     try:
         here.path = str(bin_dir)                      # no perf on its PATH

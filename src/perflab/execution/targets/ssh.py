@@ -185,7 +185,13 @@ class Ssh(Target):
         when it has none (check said so before the job ran) or cannot be reached."""
         from perflab.execution.targets import ssh_perf
 
-        return ssh_perf.perf_of(self.machine, connection(self.machine), self._kernel_label())
+        if self.kernel:
+            # Asked when the place opened, on the kernel under test (_perf_on_kernel); not asked: it never ran.
+            there = ssh_perf.found(self.machine, self._kernel_label())
+            if there is None:
+                raise PerflabError(f"{self.on} did not run the kernel under test: its perf was not asked for there")
+            return there
+        return ssh_perf.perf_of(self.machine, connection(self.machine))
 
     def _perf_on_kernel(self, machine: Machine, release: str) -> None:
         """The machine's perf asked for on the kernel under test, which it now runs (Debian's perf

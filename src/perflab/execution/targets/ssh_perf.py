@@ -59,6 +59,12 @@ def perf_of(machine: Machine, connection: Connection, kernel: str = "") -> PerfT
     return found
 
 
+def found(machine: Machine, kernel: str) -> PerfThere | None:
+    """What perf_of found on `machine` running `kernel`, if it was asked there."""
+    with _LOCK:
+        return _FOUND.get((machine, kernel))
+
+
 def _found(machine: Machine, text: str) -> PerfThere | PerflabError:
     said: dict[str, str] = {}
     stat: list[str] = []
