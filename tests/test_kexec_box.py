@@ -351,7 +351,6 @@ def test_each_commits_package_is_installed_kexeced_and_purged_on_the_box(box, tm
             assert not list(base.glob("*.deb"))
     finally:
         measurer.close()
-        store.close()
 
 
 def test_perf_is_asked_for_on_the_kernel_under_test_after_the_kexec(on_box, box):
