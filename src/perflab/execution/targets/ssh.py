@@ -60,8 +60,8 @@ ON_OPTION = TargetOption(
     "--on", "on", "ssh://[USER@]HOST[:PORT]|MACHINE",
     "Run the job on a machine reached over SSH, on its running kernel: ssh://[user@]host[:port], or a "
     "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\"). With --kernel "
-    "debian:RELEASE|RECIPE.yaml|IMAGE on a machine configured with kexec = true: that kernel, installed there (a "
-    "recipe built as a Debian package) and kexec'ed.")
+    "debian:RELEASE|RECIPE.yaml|IMAGE|PKG.deb on a machine configured with kexec = true: that kernel, installed "
+    "there (a recipe built as a Debian package) and kexec'ed.")
 KEEP_KERNEL_KEY = "keep_kernel"
 KEEP_KERNEL_OPTION = TargetOption(
     "--keep-kernel", KEEP_KERNEL_KEY, "",
