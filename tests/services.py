@@ -10,6 +10,8 @@ If a server cannot be started, the fixture FAILS with the reason: these
 tests are never skipped silently (tools/test.sh installs the packages).
 
     from tests.services import PostgresCluster, RedisServer, SshServer   # or through conftest's fixtures
+
+`until` is the tests' one way to wait for what a service or a process of theirs is to do.
 """
 
 from __future__ import annotations
@@ -36,6 +38,22 @@ STOP_TIMEOUT = 10.0
 
 class ServiceError(RuntimeError):
     """A service could not be started; the message says why (and shows its log's tail)."""
+
+
+def until(what: str, condition, timeout: float = 120.0, step: float = 0.05, show=None):
+    """The first true value of `condition()`, asked every `step` seconds. `timeout` is a backstop
+    for what never comes, not a measure of speed (the wait ends when the condition holds): past
+    it, an AssertionError naming `what` and whatever `show()` tells (a log's tail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        past = time.monotonic() >= deadline    # read before the look: the last one is past the backstop
+        got = condition()
+        if got or past:
+            break
+        time.sleep(step)
+    if got:
+        return got
+    raise AssertionError(f"timed out waiting for {what} ({timeout:g} s)" + (f": {show()}" if show else ""))
 
 
 def free_port() -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import redis
 
 from conftest import PERFLAB, assert_one_line_error
-from services import free_port
+from services import free_port, until
 
 # The default install: perflab without the 'postgres' extra, i.e. no psycopg to import.
 WITHOUT_PSYCOPG = ("import sys; sys.modules['psycopg'] = None; sys.argv[0] = 'perflab'; "
@@ -97,21 +97,11 @@ def _running(argv: list[str]) -> bool:
     return False
 
 
-def _until(what: str, predicate, timeout: float = 120.0):   # a backstop: waits end when the predicate holds
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_server):     # M8
     r = redis.Redis.from_url(redis_server.url, decode_responses=True)
     first = _worker(tmp_path, redis_server.url, "X", "spool-1", "first.log")
     try:
-        state = _until("the first worker's heartbeat", lambda: _alive_workers(r, "X"))[0]
+        state = until("the first worker's heartbeat", lambda: _alive_workers(r, "X"))[0]
         second = subprocess.run([PERFLAB, "worker", "--box", "X", "--broker", redis_server.url,
                                  "--db", str(tmp_path / "shared.db"), "--spool", str(tmp_path / "spool-2")],
                                 env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -120,7 +110,7 @@ def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_serve
         assert first.poll() is None and [w["worker"] for w in _alive_workers(r, "X")] == [state["worker"]]
         # Another box is not affected.
         other = _worker(tmp_path, redis_server.url, "Y", "spool-3", "other.log")
-        _until("box Y's worker", lambda: _alive_workers(r, "Y"))
+        until("box Y's worker", lambda: _alive_workers(r, "Y"))
         other.terminate()
         other.wait(120)
         # kill -9 of the first: a worker started at once on this host takes the box over.
@@ -128,15 +118,15 @@ def test_a_second_worker_of_a_box_refuses_naming_the_first(tmp_path, redis_serve
         first.wait()
         again = _worker(tmp_path, redis_server.url, "X", "spool-1", "again.log")
         try:
-            _until("the new worker's heartbeat",
-                   lambda: any(w["pid"] == str(again.pid) for w in _alive_workers(r, "X")))
+            until("the new worker's heartbeat",
+                  lambda: any(w["pid"] == str(again.pid) for w in _alive_workers(r, "X")))
             assert r.get("perflab:lock:X") == f"{state['host']}-{again.pid}"
         finally:
             again.terminate()
             again.wait(120)
         # Released at its end (or, for a SIGTERM before Celery took the signal, expired in a few beats:
         # its time to live is 4 s).
-        _until("box X free again", lambda: r.get("perflab:lock:X") is None, timeout=60)
+        until("box X free again", lambda: r.get("perflab:lock:X") is None, timeout=60)
     finally:
         if first.poll() is None:
             first.kill()
@@ -147,12 +137,12 @@ def test_sigterm_of_a_worker_mid_job_logs_one_line(tmp_path, redis_server):     
     r = redis.Redis.from_url(redis_server.url, decode_responses=True)
     worker = _worker(tmp_path, redis_server.url, "T", "spool", "worker.log")
     try:
-        _until("the worker's heartbeat", lambda: _alive_workers(r, "T"))
+        until("the worker's heartbeat", lambda: _alive_workers(r, "T"))
         subprocess.run([PERFLAB, "submit", _job(tmp_path, "slow.yaml", "/bin/sleep 31.5"), "--box", "T",
                         "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path, check=True, capture_output=True)
         # The benchmark running: the runner holds SIGTERM by then (before, Celery's warm shutdown
         # would wait for the job to end).
-        _until("the benchmark running", lambda: _running(["/bin/sleep", "31.5"]))
+        until("the benchmark running", lambda: _running(["/bin/sleep", "31.5"]))
         worker.terminate()
         assert worker.wait(120) == 0
     finally:
@@ -250,28 +240,28 @@ def test_a_broker_error_leaves_the_state_once_the_broker_is_back(tmp_path, redis
     argv = ["/bin/sh", "-c", f"while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.05; done"]
     away = None
     try:
-        _until("the worker's heartbeat", lambda: _alive_workers(r, "R"))
+        until("the worker's heartbeat", lambda: _alive_workers(r, "R"))
         subprocess.run([PERFLAB, "submit", _job(tmp_path, "held.yaml", shlex.join(argv)), "--box", "R",
                         "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path, check=True, capture_output=True)
-        _until("the benchmark running", lambda: _running(argv))
+        until("the benchmark running", lambda: _running(argv))
         redis_server.stop()
         # The job ends while the broker is away: its end cannot be recorded ("connection refused",
         # then the stand-in's error reply, which tells the test that the worker has met the error).
         release.touch()
-        _until("the benchmark ended", lambda: not _running(argv))
+        until("the benchmark ended", lambda: not _running(argv))
         away = _AwayBroker(redis_server.port)
-        _until("the worker's record of the job's end, refused", away.record_refused.is_set)
+        until("the worker's record of the job's end, refused", away.record_refused.is_set)
         away.close()
         away = None
         redis_server.start()
-        _until("the worker's heartbeat, idle, after the broker came back",
-               lambda: [w for w in _alive_workers(r, "R") if w["state"] == "idle"])
-        _until("the worker's log saying the broker is back", lambda: "broker back at" in log.read_text())
+        until("the worker's heartbeat, idle, after the broker came back",
+              lambda: [w for w in _alive_workers(r, "R") if w["state"] == "idle"])
+        until("the worker's log saying the broker is back", lambda: "broker back at" in log.read_text())
         # A few more beats (each one seen: its `seen` field, removed here, written again): the error stays away.
         for beat in range(3):
-            key = _until("the worker's heartbeat key", lambda: next(iter(r.scan_iter("perflab:worker:R:*")), None))
+            key = until("the worker's heartbeat key", lambda: next(iter(r.scan_iter("perflab:worker:R:*")), None))
             r.hdel(key, "seen")
-            state = _until(f"beat {beat + 1}", lambda: (h := r.hgetall(key)) and "seen" in h and h)
+            state = until(f"beat {beat + 1}", lambda: (h := r.hgetall(key)) and "seen" in h and h)
             assert not state["last_error"].startswith("broker:"), state
         shown = subprocess.run([PERFLAB, "queue", "--broker", redis_server.url], env=_env(tmp_path), cwd=tmp_path,
                                capture_output=True, text=True, check=True).stdout

@@ -9,22 +9,12 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import PERFLAB
-
-
-def _until(what: str, predicate, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+from services import until
 
 
 def _found(root: Path, pattern: str) -> list[Path]:
@@ -41,12 +31,12 @@ def _killed_while(cli, env: dict, args: list[str], ready) -> None:
     proc = subprocess.Popen([PERFLAB, *map(str, args)], env=env, cwd=cli.tmp, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        _until(" ".join(map(str, args)) + " under way", ready)
+        until(" ".join(map(str, args)) + " under way", ready)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     # Its benchmark dies with it (the launcher's parent-death signal); wait for the group to end.
-    _until("the killed run's processes to end", lambda: not _group_alive(proc.pid), timeout=30)
+    until("the killed run's processes to end", lambda: not _group_alive(proc.pid), timeout=30)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -74,7 +64,7 @@ def test_fio_data_left_by_kill_9_is_removed_by_the_next_command(cli, tmp_path):
     other = subprocess.Popen([PERFLAB, "run", "fio", "--size", "8M", "--runtime", "60"], env=env, cwd=cli.tmp,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _until("the second run's data", lambda: [p for p in _fio_data(tmp) if f"-{other.pid}-" in str(p)])
+        until("the second run's data", lambda: [p for p in _fio_data(tmp) if f"-{other.pid}-" in str(p)])
         assert not any(p.exists() for p in dead)
         cli("runs", env=env)
         left = _fio_data(tmp)

@@ -21,6 +21,7 @@ import pytest
 
 from conftest import CLI, PERFLAB, assert_one_line_error
 from perflab.report.html import BUNDLE_ENV, CARTESIAN_BUNDLE, _package_bundle, bundle_banner, plotly_bundle
+from services import until
 
 EVIL_TAG = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 EVIL_COMMENT = "<!-- c --><script>alert(3)</script><img src=x onerror=alert(4)> </script> $x^2$"
@@ -310,13 +311,7 @@ def _no_errors(driver) -> None:
 
 def _wait_for(driver, script: str, what: str, *args) -> None:
     """Poll a script until it returns true; fail naming `what` after DRAW_LIMIT seconds."""
-    import time
-
-    start = time.monotonic()
-    while not driver.execute_script(script, *args):
-        waited = time.monotonic() - start
-        assert waited < DRAW_LIMIT, f"waited {waited:.0f} s (the limit) for {what}"
-        time.sleep(0.05)
+    until(what, lambda: driver.execute_script(script, *args), DRAW_LIMIT)
 
 
 def _settle(driver) -> None:

@@ -14,12 +14,12 @@ import shutil
 import signal
 import socket
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import CLI, assert_one_line_error
+from services import until
 
 DATA = Path(__file__).parent / "data" / "importers"
 UTC = {"TZ": "UTC"}
@@ -573,16 +573,16 @@ def _big_hyperfine(path: Path, times: int, commands: int = 1, bad_last: bool = F
 
 
 def _wait_for_importing_runs(cli, proc, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def importing() -> bool:
         try:
             if cli.sql("SELECT count(*) FROM run WHERE status='importing'")[0][0]:
-                return
+                return True
         except sqlite3.OperationalError:  # the schema is not there yet
             pass
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.005)
-    raise AssertionError("no run appeared as 'importing'")
+        return False
+
+    until("a run shown as 'importing'", importing, timeout, step=0.005)
 
 
 def test_an_error_after_several_batches_leaves_nothing(cli, tmp_path):

@@ -2,23 +2,23 @@
 
 import os
 import signal
-import time
 
 import pytest
 
+from services import until
+
 
 def wait_for_samples(cli, at_least: int, timeout: float = 120) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def samples() -> int:
         if cli.db.exists():
             try:
                 n = cli.sql("SELECT count(DISTINCT repetition) FROM sample")[0][0]
             except Exception:  # the schema may not exist yet
                 n = 0
-            if n >= at_least:
-                return n
-        time.sleep(0.05)
-    raise AssertionError("no samples appeared")
+            return n if n >= at_least else 0
+        return 0
+
+    return until(f"{at_least} repetitions' samples", samples, timeout)
 
 
 def test_sigkill_keeps_completed_repetitions(cli):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -147,6 +149,28 @@ def test_jobs_list_split_run_and_rerun(cli, tmp_path):
 
 
 # ---- will-it-scale on the runner ----------------------------------------------------
+
+def test_will_it_scale_without_an_nr_task_sweep_ends_without_importing_numpy():
+    """The scalability figure needs a sweep; four testcases at one nr_task (issue 47's guest
+    command) computed nothing, but imported numpy after the last job: 0.1-0.3 s of CPU at the
+    end of the command (docs/vm.md). A fresh interpreter: the family's after_jobs on two runs
+    of two testcases, then the same with a sweep, which imports it and adds the figure."""
+    code = textwrap.dedent("""
+        import sys
+        from types import SimpleNamespace as NS
+        from perflab.benchmarks.will_it_scale.family import WillItScaleFamily, WORKLOAD
+        def run(test, tasks, ops):
+            return NS(session=NS(params={"test": test, "nr_task": tasks}), values={WORKLOAD: [ops, ops]})
+        added = []
+        family = WillItScaleFamily()
+        family.after_jobs([run("getppid1", 1, 3e6), run("brk1", 1, 1.6e5)], lambda *a: added.append(a))
+        print("numpy" in sys.modules, len(added))
+        family.after_jobs([run("getppid1", 1, 3e6), run("getppid1", 2, 5.4e6)], lambda *a: added.append(a))
+        print("numpy" in sys.modules, len(added))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["False 0", "True 4"], out
+
 
 def test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts(cli):
     cli("run", "will-it-scale", "--test", "getppid1", "--mode", "process", "--mode", "thread",

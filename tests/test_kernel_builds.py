@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PERFLAB, assert_one_line_error
+from services import until
 
 MAKEFILE = """\
 O ?= .
@@ -68,13 +69,6 @@ def _recipe(tmp_path: Path, tree: Path, ref: str, extra: str = "") -> Path:
     return path
 
 
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"still not {what} after {WAIT:g} s"
-        time.sleep(0.05)
-
-
 def _alive(pid: int) -> bool:
     """The process exists and is not a zombie (one already ended, waiting to be reaped)."""
     try:
@@ -93,7 +87,7 @@ def test_kill_9_of_a_kernel_build_kills_make_and_the_next_ref_builds_its_own(cli
     tree, gates = _tree(tmp_path)
     first = cli.popen("kernel", "build", _recipe(tmp_path, tree, "main"))
     try:
-        _until(lambda: (gates / "started-a").exists() or first.poll() is not None, "started")
+        until("started", lambda: (gates / "started-a").exists() or first.poll() is not None, WAIT)
         assert first.poll() is None, first.communicate()
         make = int((gates / "make-a.pid").read_text())
         first.send_signal(signal.SIGKILL)
@@ -122,14 +116,14 @@ def test_two_builds_of_one_tree_at_once_each_publish_their_own_source(cli, tmp_p
     first = cli.popen("kernel", "build", _recipe(tmp_path, tree, "main"))
     second = None
     try:
-        _until(lambda: (gates / "started-a").exists() or first.poll() is not None, "started")
+        until("started", lambda: (gates / "started-a").exists() or first.poll() is not None, WAIT)
         assert first.poll() is None, first.communicate()
         err = open(tmp_path / "second.err", "w+")
         second = subprocess.Popen([PERFLAB, "kernel", "build", str(_recipe(tmp_path, tree, "b"))], env=cli.env,
                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True)
         # B either waits for A (the fix) or has moved the shared checkout to B under A's make (the defect).
-        _until(lambda: "waiting for the build" in (tmp_path / "second.err").read_text()
-               or (gates / "started-b").exists() or second.poll() is not None, "waiting or started")
+        until("waiting or started", lambda: "waiting for the build" in (tmp_path / "second.err").read_text()
+              or (gates / "started-b").exists() or second.poll() is not None, WAIT)
         (gates / "open-a").touch()
         a_out, a_err = first.communicate(timeout=WAIT)
         b_out, _ = second.communicate(timeout=WAIT)
@@ -330,11 +324,11 @@ def test_two_measurers_on_one_build_directory_take_turns(tmp_path):
     (gates / "open-v1").touch()
     first = threading.Thread(target=measurer, args=(0,))
     first.start()
-    _until(lambda: (gates / "started-v0").exists(), "started")
+    until("started", lambda: (gates / "started-v0").exists(), WAIT)
     second = threading.Thread(target=measurer, args=(1,))
     second.start()
-    _until(lambda: any("waiting for the build" in line for line in said) or (gates / "started-v1").exists()
-           or not second.is_alive(), "waiting or started")
+    until("waiting or started", lambda: any("waiting for the build" in line for line in said)
+          or (gates / "started-v1").exists() or not second.is_alive(), WAIT)
     (gates / "open-v0").touch()
     first.join(WAIT)
     second.join(WAIT)

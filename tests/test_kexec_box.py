@@ -25,7 +25,9 @@ the boot at load 12-13. Marked slow and vm (tests/conftest.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -193,25 +195,85 @@ metrics:
 """
 
 
-def _kernel_tree(tmp_path, build: str, kernels) -> tuple:
-    """A git tree whose build script `build` "makes" the file kernel.txt of each commit names: one
-    commit per entry of `kernels`; the tree, its commits' shas and a git of it."""
+def kernel_tree(repo: Path, images: list[Path], build: str = BOX_BUILD) -> list[str]:
+    """A kernel tree at `repo` whose commit i builds images[i] (`build`: BOX_BUILD, or DEB_BUILD for
+    a package); its commits."""
     import subprocess
 
-    repo = tmp_path / "linux"
     repo.mkdir()
     git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,  # noqa: E731
                                     text=True).stdout.strip()
     git("init", "-q")
     (repo / "build.sh").write_text(build)
     shas = []
-    for i, kernel in enumerate(kernels):
-        (repo / "kernel.txt").write_text(f"{kernel}\n")
+    for i, image in enumerate(images):
+        (repo / "kernel.txt").write_text(f"{image}\n")
         (repo / "n.txt").write_text(f"{i}\n")
         git("add", "-A")
         git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", f"c{i}")
         shas.append(git("rev-parse", "HEAD"))
-    return repo, shas, git
+    return shas
+
+
+@contextlib.contextmanager
+def other_release_installed(box):
+    """An image of 6.1.0-50 boots on the box with that release's modules and initramfs, as a box
+    kept for a kernel tree has them: its package installed while inside, purged after."""
+    import subprocess
+
+    from perflab.execution.targets import kexec
+
+    deb = kexec.debian_deb(f"debian:{OTHER}")
+    with open(deb, "rb") as f:
+        done = subprocess.run(["ssh", "-F", str(box.ssh_config), "testbox",
+                               "cat > /var/tmp/k.deb && DEBIAN_FRONTEND=noninteractive dpkg -i /var/tmp/k.deb "
+                               ">/dev/null && rm /var/tmp/k.deb"], stdin=f, capture_output=True, text=True,
+                              timeout=3600)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield
+    finally:
+        box.ssh(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {PACKAGE} >/dev/null; rm -rf /lib/modules/{OTHER}",
+                timeout=1800)
+
+
+@contextlib.contextmanager
+def release_bisection(box, tmp_path: Path):
+    """The kernel tree (c0 6.1.0-47, c1 and c2 6.1.0-50) and its job and box configuration, with
+    6.1.0-50 installed on the box while inside: (repo, commits, job file, configuration file)."""
+    k47, k50 = _debian_images()
+    with other_release_installed(box):
+        repo = tmp_path / "linux"
+        shas = kernel_tree(repo, [k47, k50, k50])
+        job = tmp_path / "release.yaml"
+        job.write_text(RELEASE_JOB)
+        # A kexec's page copy under TCG took 10 minutes at load 13 here (2 boxes, 2 cores): the box's
+        # boot_timeout is longer for these tests of 14 kexecs, which are not tests of that bound.
+        config = tmp_path / "slow-box.toml"
+        config.write_text(box.machine_config("testbox", boot_timeout=2400))
+        yield repo, shas, job, config
+
+
+def _debian_images() -> tuple[Path, Path]:
+    from perflab.execution.vm import kernel as kernels
+
+    k47, k50 = kernels.cached(kernels.DEFAULT_PACKAGE), kernels.cached(kernels.OTHER_PACKAGE)
+    if not k47 or not k50:
+        pytest.skip("needs both Debian kernels: python tools/fetch_kernel.py --both")
+    return k47, k50
+
+
+def _assert_kexec_runs(runs, shas: list[str]) -> None:
+    """Every run of a kernel bisection on the box: on its commit's kernel, kexec'ed there."""
+    assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
+    for commit, status, params, facts in runs:
+        params, facts = (json.loads(x) if isinstance(x, str) else x for x in (params, facts))
+        want = DEFAULT if commit == shas[0] else OTHER
+        assert status == "finished" and params["on"] == "testbox", (status, facts)
+        # One parameter for every commit's kernel: their runs compare.
+        assert params["kernel"] == "arch/x86/boot/bzImage"
+        assert facts["kernel_release"] == want and facts["kexec_release"] == want
+        assert facts["kexec_default_kernel"] == DEFAULT and facts["kexec_initrd"] == f"/boot/initrd.img-{want}"
 
 
 def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, tmp_path):
@@ -221,30 +283,7 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
     is the release the job reads there (exact): the verdict does not depend on load."""
     import subprocess
 
-    from perflab.execution.vm import kernel as kernels
-
-    k47, k50 = kernels.cached(kernels.DEFAULT_PACKAGE), kernels.cached(kernels.OTHER_PACKAGE)
-    if not k47 or not k50:
-        pytest.skip("needs both Debian kernels: python tools/fetch_kernel.py --both")
-    from perflab.execution.targets import kexec
-
-    # An image of 6.1.0-50 boots on the box with that release's modules and initramfs, as a box
-    # kept for a kernel tree has them: its package installed (removed at the end).
-    deb = kexec.debian_deb(f"debian:{OTHER}")
-    with open(deb, "rb") as f:
-        done = subprocess.run(["ssh", "-F", str(box.ssh_config), "testbox",
-                               "cat > /var/tmp/k.deb && DEBIAN_FRONTEND=noninteractive dpkg -i /var/tmp/k.deb "
-                               ">/dev/null && rm /var/tmp/k.deb"], stdin=f, capture_output=True, text=True,
-                              timeout=3600)
-    assert done.returncode == 0, done.stderr
-    try:
-        repo, shas, git = _kernel_tree(tmp_path, BOX_BUILD, (k47, k50, k50))
-        job = tmp_path / "release.yaml"
-        job.write_text(RELEASE_JOB)
-        # A kexec's page copy under TCG took 10 minutes at load 13 here (2 boxes, 2 cores): the box's
-        # boot_timeout is longer for this test of 14 kexecs, which is not a test of that bound.
-        config = tmp_path / "slow-box.toml"
-        config.write_text(box.machine_config("testbox", boot_timeout=2400))
+    with release_bisection(box, tmp_path) as (repo, shas, job, config):
         proc = on_box("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
                       "--kernel", "arch/x86/boot/bzImage", "--on", "testbox", "--job", job,
                       "--metric", "kernel.abi", timeout=6 * 3600,
@@ -253,25 +292,52 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
         assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
         runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
                           'JOIN environment e ON e.id = r.environment_id')
-        assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
-        for commit, status, params, facts in runs:
-            params, facts = json.loads(params), json.loads(facts)
-            want = DEFAULT if commit == shas[0] else OTHER
-            assert status == "finished" and params["on"] == "testbox", (status, facts)
-            # One parameter for every commit's kernel: their runs compare.
-            assert params["kernel"] == "arch/x86/boot/bzImage"
-            assert facts["kernel_release"] == want and facts["kexec_release"] == want
-            assert facts["kexec_default_kernel"] == DEFAULT and facts["kexec_initrd"] == f"/boot/initrd.img-{want}"
+        _assert_kexec_runs(runs, shas)
         values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
                             "WHERE s.metric = 'kernel.abi'")
         assert {(c, v) for c, v in values} == {(shas[0], 47.0), (shas[1], 50.0), (shas[2], 50.0)}
         assert f"testbox: back on its default kernel {DEFAULT} by kexec" in proc.stderr
         assert box.ssh("uname -r").stdout.strip() == DEFAULT
         assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
-        assert git("worktree", "list").count("\n") == 0
-    finally:
-        box.ssh(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {PACKAGE} >/dev/null; rm -rf /lib/modules/{OTHER}",
-                timeout=1800)
+        worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True)
+        assert worktrees.stdout.count("\n") == 1, worktrees.stdout
+
+
+def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_box, box, redis_server, tmp_path):
+    """`perflab bisect --box testbox --kernel IMAGE` to the worker that drives the box (`perflab worker
+    --machine testbox`): the worker fetches each commit and builds its kernel in its own checkout (the
+    one kernel build path, the builds kept per repository), then kexecs it on the box as `bisect --on
+    testbox --kernel` does from a controller; the same tree and exact metric as the test above.
+    Measured once (load average 7-16, three simulated boxes of three sessions): 3,318 s with the
+    box's boot and 6.1.0-50's dpkg -i; 7 runs or more, the first kexec 803 s from request to the box up."""
+    import subprocess
+
+    import test_lab_ssh
+    from test_lab import Lab
+
+    with release_bisection(box, tmp_path) as (repo, shas, job, config):
+        lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
+        lab.env.update(PERFLAB_CONFIG=str(config), PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
+        try:
+            test_lab_ssh._start_machine_worker(lab, "testbox")
+            proc = lab.perflab("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
+                               "--kernel", "arch/x86/boot/bzImage", "--box", "testbox", "--job", job,
+                               "--metric", "kernel.abi", "--db", lab.db, check=False, timeout=6 * 3600)
+        finally:
+            lab.stop()
+        assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:], lab.logs()[-3000:])
+        store, runs = test_lab_ssh._runs(lab)
+        _assert_kexec_runs([(r.commit, r.status, r.params, test_lab_ssh._facts(r)) for r in runs], shas)
+        assert {r.box for r in runs} == {"testbox"}
+        commit_of = {r.id: r.commit for r in runs}
+        values = {(commit_of[s.run_id], s.value) for s in store.samples(list(commit_of)) if s.metric == "kernel.abi"}
+        assert values == {(shas[0], 47.0), (shas[1], 50.0), (shas[2], 50.0)}
+        # Built on the worker, in its checkout: each commit's image kept there, nothing in the user's tree.
+        assert {p.name for p in lab.spool("testbox").glob("src/kernel-*/images/*")} >= {shas[0], shas[1]}
+        worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True)
+        assert worktrees.stdout.count("\n") == 1, worktrees.stdout
+        assert box.ssh("uname -r").stdout.strip() == DEFAULT
+        assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
 
 
 # A kernel tree's build as kbuild's bindeb-pkg leaves it: the commit's linux-image package (a real
@@ -316,7 +382,8 @@ def test_each_commits_package_is_installed_kexeced_and_purged_on_the_box(box, tm
     debs = (kexec.debian_deb(f"debian:{OTHER}"), box_deb)
     releases = [kexec.package_of(d).release for d in debs]
     assert releases == [OTHER, "6.1.192-box"]
-    repo, shas, _git = _kernel_tree(tmp_path, DEB_BUILD, debs)
+    repo = tmp_path / "linux"
+    shas = kernel_tree(repo, list(debs), DEB_BUILD)
     config = tmp_path / "slow-box.toml"
     config.write_text(box.machine_config("testbox", boot_timeout=2400))
     monkeypatch.setenv("PERFLAB_CONFIG", str(config))

@@ -1,5 +1,5 @@
 """A kernel tree's commits as Debian packages on an SSH machine: `--kernel '../linux-image-*.deb'`
-(execution/targets/kexec.py check_package_pattern, take_package, package_of; automate/measurer.py).
+(execution/targets/kexec.py check_built_kernel, take_package, package_of; automate/measurer.py).
 
 The form is checked in one line before anything is built; after each commit's build the pattern
 must name one linux-image package the build left, else that commit's build fails naming the

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from conftest import PERFLAB, assert_one_line_error
-from services import free_port
+from services import free_port, until
 
 COMMANDS = ["/bin/sleep 0.05", "/bin/sleep 0.051", "/bin/sleep 0.052", "/bin/sleep 0.053"]
 # A worker's heartbeat, in seconds: its heartbeat key (what `queue` and the dashboard show) lives
@@ -42,10 +42,11 @@ class Lab:
     def spool(self, box: str) -> Path:
         return self.tmp / f"spool-{box}"
 
-    def start_worker(self, box: str) -> subprocess.Popen:
+    def start_worker(self, box: str, serves: str = "--box", visibility_timeout: str = "3") -> subprocess.Popen:
+        """`perflab worker` for BOX (`serves="--machine"`: the configured SSH machine of that name)."""
         log = open(self.tmp / f"worker-{box}.log", "ab")
-        proc = subprocess.Popen([PERFLAB, "worker", "--box", box, "--db", self.db, "--spool", str(self.spool(box)),
-                                 "--visibility-timeout", "3", "--heartbeat", HEARTBEAT],
+        proc = subprocess.Popen([PERFLAB, "worker", serves, box, "--db", self.db, "--spool", str(self.spool(box)),
+                                 "--visibility-timeout", visibility_timeout, "--heartbeat", HEARTBEAT],
                                 env=self.env, cwd=self.tmp, stdout=log, stderr=subprocess.STDOUT)
         self.workers[box] = proc
         return proc
@@ -76,14 +77,7 @@ class Lab:
         return {}
 
     def wait_until(self, what: str, predicate, timeout: float = 120.0, step: float = 0.05):
-        # `timeout`: a backstop for what never comes, not a measure of speed (waits end when `predicate` holds)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(step)
-        raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
+        return until(what, predicate, timeout, step, show=lambda: "\n" + self.logs())
 
     def stop(self) -> None:
         for proc in self.workers.values():

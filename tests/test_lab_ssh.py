@@ -6,21 +6,22 @@ against a `perflab run --on far` from the same controller (the machine lock); an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 import test_bisect
 from conftest import PERFLAB, assert_one_line_error
-from services import SshServer, sshd_named
-from test_lab import HEARTBEAT, Lab
+from services import SshServer, sshd_named, until
+from test_lab import Lab
 
 FAR_NAME = "perflab-lab-far"
+WAIT = 300.0      # a backstop for a wait on the machine, not a measure of speed
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +29,21 @@ def far():
     yield from sshd_named(FAR_NAME)
 
 
-@pytest.fixture
-def lab(tmp_path, redis_server, far):
-    """A lab whose commands reach `far` as the configured machine `far` (run directories under
-    tmp_path/far-runs), with a machine-lock directory of the test's own."""
+def _far_machine(tmp_path: Path) -> tuple[Path, Path]:
+    """A configuration naming `far` (the tests' sshd) the machine `far`, its run directories under
+    the returned directory: (that directory, the configuration file)."""
     runs = tmp_path / "far-runs"
     runs.mkdir()
     config = tmp_path / "perflab.toml"
     config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    return runs, config
+
+
+@pytest.fixture
+def lab(tmp_path, redis_server, far):
+    """A lab whose commands reach `far` as the configured machine `far` (run directories under
+    tmp_path/far-runs), with a machine-lock directory of the test's own."""
+    runs, config = _far_machine(tmp_path)
     lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
     lab.env.update(PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config),
                    PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
@@ -45,11 +53,7 @@ def lab(tmp_path, redis_server, far):
 
 
 def _start_machine_worker(lab: Lab, name: str) -> subprocess.Popen:
-    log = open(lab.tmp / f"worker-{name}.log", "ab")
-    proc = subprocess.Popen([PERFLAB, "worker", "--machine", name, "--db", lab.db, "--spool", str(lab.spool(name)),
-                             "--visibility-timeout", "600", "--heartbeat", HEARTBEAT],
-                            env=lab.env, cwd=lab.tmp, stdout=log, stderr=subprocess.STDOUT)
-    lab.workers[name] = proc
+    proc = lab.start_worker(name, serves="--machine", visibility_timeout="600")
     lab.wait_until(f"the worker of {name}", lambda: lab.worker_state(name))
     return proc
 
@@ -119,11 +123,7 @@ def test_the_worker_and_a_run_on_the_same_machine_take_turns(lab, far):
     quick = lab.tmp / "quick.yaml"
     quick.write_text(f"benchmark: cmd\nruns: 1\nshell: true\ncommand: 'echo run-start >> {log}; "
                      f"echo run-end >> {log}'\n")
-    err = lab.tmp / "run.err"
-    with open(err, "wb") as stderr:
-        run = subprocess.Popen([PERFLAB, "run", str(quick), "--on", "far", "--db", str(lab.tmp / "mine.db")],
-                               env=lab.env, cwd=lab.tmp, stdout=subprocess.DEVNULL, stderr=stderr)
-    try:
+    with _running(lab.env, lab.tmp, "run", "run", quick, "--on", "far", "--db", lab.tmp / "mine.db") as (run, err):
         said = lab.wait_until("the run waiting for the machine",
                               lambda: "waiting for machine far" in err.read_text(errors="replace")
                               and err.read_text(errors="replace"), timeout=300)
@@ -131,9 +131,6 @@ def test_the_worker_and_a_run_on_the_same_machine_take_turns(lab, far):
         assert log.read_text().split() == ["worker-start"]      # nothing of the run there yet
         go.touch()
         assert run.wait(300) == 0, err.read_text()
-    finally:
-        if run.poll() is None:
-            run.kill()
     lab.wait_until("the worker's job ended", lambda: _ended(lab, sid, 1), timeout=120)
     assert log.read_text().split() == ["worker-start", "worker-end", "run-start", "run-end"]
     assert lab.progress(sid).get("done:far") == "1"
@@ -196,6 +193,15 @@ def test_bisect_on_a_machine_refuses_what_does_not_run_there(lab, far, tmp_path)
     assert_one_line_error(robot, "--on with --box")
 
 
+def _ends_with_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """A command that failed with one error line, its last, after its progress lines."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and lines, proc.stderr
+    assert lines[-1].startswith("perflab: error: ") and sum("error" in line for line in lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[-1], (needle, lines[-1])
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -218,6 +224,55 @@ def test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the
     assert all(_facts(r)["ssh_machine"] == "far" and r.job["source"]["commit"] == r.commit for r in runs)
     # Each task's copy of the tree is removed when its step ends: nothing of them stays there.
     assert not list(lab.runs_dir.glob("perflab-tree-*")) and not list(lab.runs_dir.iterdir())
+
+
+def test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_as_far_as_the_kexec(lab, far, tmp_path):
+    """`bisect --box B --kernel IMAGE` where B's worker serves an SSH machine: each commit's kernel
+    is built on the worker and kexec'ed on the machine (`bisect --on --kernel`'s path). What the
+    machine cannot do is refused by the worker in one line before anything is fetched or built: a
+    VM asked for (a guest there is not built), a machine not declared kexec-capable. On one declared
+    kexec-capable, the bisection goes as far as it can here: an end's kernel built on the
+    worker, then refused at the switch, since this machine (the tests' sshd on 127.0.0.1) is the
+    one perflab runs on; nothing of it is left on the machine or in the user's repository."""
+    import test_kexec_box
+    from perflab.execution.vm import kernel as kernels
+
+    image = kernels.cached(kernels.DEFAULT_PACKAGE)
+    if not image:
+        pytest.skip("needs Debian's kernel: python tools/fetch_kernel.py")
+    config = Path(lab.env["PERFLAB_CONFIG"])
+    config.write_text(config.read_text() + f'[machine.kfar]\nssh = "{SshServer.HOST}"\ntmpdir = "{lab.runs_dir}"\n'
+                                           "connect_timeout = 20\nkexec = true\n")
+    _start_machine_worker(lab, "far")
+    _start_machine_worker(lab, "kfar")
+    repo = tmp_path / "linux"
+    shas = test_kexec_box.kernel_tree(repo, [image, image])
+    job = _write(tmp_path / "release.yaml", test_kexec_box.RELEASE_JOB)
+    base = ["bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1], "--build", "sh build.sh",
+            "--kernel", "arch/x86/boot/bzImage", "--job", job, "--metric", "kernel.abi", "--db", lab.db]
+    built = lambda box: list(lab.spool(box).glob("src/kernel-*/images/*"))  # noqa: E731
+
+    # The bisection's start said, its end is the worker's one line.
+    vm = lab.perflab(*base, "--box", "far", "--vm", "icount", check=False, timeout=300)
+    _ends_with_error(vm, "box far: source.kernel.vm: box far is the SSH machine far", "a guest on it is not built")
+    plain = lab.perflab(*base, "--box", "far", check=False, timeout=300)
+    _ends_with_error(plain, "box far: box far is the SSH machine far: far is not declared kexec-capable")
+    assert not built("far") and not list(lab.spool("far").glob("src/*/mirror.git"))   # nothing fetched
+    assert _runs(lab)[1] == []
+
+    done = lab.perflab(*base, "--box", "kfar", check=False, timeout=test_bisect.BISECT_TIMEOUT)
+    _ends_with_error(done, "the job fails at the ", "kfar is the machine perflab runs on (same boot_id/machine-id): "
+                     "perflab does not kexec its own machine")
+    # The first end's kernel was built on the worker, out of tree, and kept there for the next bisection.
+    (first,) = [p.name for p in built("kfar")]
+    assert first in (shas[0], shas[-1])
+    # A refusal, not a kernel that did not boot: no run is stored (the runner's way with bad input).
+    lab.wait_until("the worker idle again", lambda: lab.worker_state("kfar").get("state") == "idle", timeout=120)
+    assert _runs(lab)[1] == []
+    assert not list(lab.runs_dir.iterdir())            # no run directory, no tree left there
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True).stdout  # noqa: E731
+    assert git("status", "--porcelain") == "" and git("rev-parse", "HEAD").strip() == shas[-1]
+    assert git("worktree", "list").count("\n") == 1      # the kernels were built on the worker
 
 
 COUNTER = """#include <stdio.h>
@@ -291,31 +346,31 @@ def _controllers(cli, far, tmp_path: Path, n: int = 2) -> tuple[Path, list[dict]
     """The environments of `n` controllers of one machine: each its own store and its own lock
     directory (as two hosts have, or two users who set PERFLAB_MACHINE_LOCKS apart), all reaching
     `far` as the configured machine `far` (run directories and trees under the returned directory)."""
-    runs = tmp_path / "far-runs"
-    runs.mkdir()
-    config = tmp_path / "perflab.toml"
-    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    runs, config = _far_machine(tmp_path)
     return runs, [dict(cli.env, PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config),
                        PERFLAB_DB=str(tmp_path / f"controller{i}.db"),
                        PERFLAB_MACHINE_LOCKS=str(tmp_path / f"locks{i}"))
                   for i in range(n)]
 
 
-def _until(what: str, condition, timeout: float = 300.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {timeout:g} s")
-
-
 def _start(env: dict, tmp: Path, name: str, *args) -> tuple[subprocess.Popen, Path]:
+    """`perflab ARGS` started in `tmp`, its stderr in tmp/NAME.err: (the process, that file)."""
     err = tmp / f"{name}.err"
     with open(err, "wb") as stderr:
         proc = subprocess.Popen([PERFLAB, *map(str, args)], env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=stderr)
     return proc, err
+
+
+@contextlib.contextmanager
+def _running(env: dict, tmp: Path, name: str, *args):
+    """`_start`'s process for the block's time: killed (if it still runs) and reaped when it ends."""
+    proc, err = _start(env, tmp, name, *args)
+    try:
+        yield proc, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 def _holding_job(tmp: Path, log: Path, go: Path, name: str) -> Path:
@@ -325,54 +380,47 @@ def _holding_job(tmp: Path, log: Path, go: Path, name: str) -> Path:
                                         f"done; echo {name}-end >> {log}'\n")
 
 
+@contextlib.contextmanager
+def _second_waiting_for_first(cli, far, tmp_path: Path, first_goes_on: Path):
+    """Two controllers of `far`: the first's job on the machine, holding it until `first_goes_on`
+    exists; the second's typed meanwhile, waiting for it (it said so, naming the first's pid).
+    Yields (log of their jobs' lines, first, its stderr file, second, its stderr file); both are
+    killed and reaped when the block ends."""
+    _runs, (one, two) = _controllers(cli, far, tmp_path)
+    log = tmp_path / "turns.log"
+    with _running(one, tmp_path, "first", "run", _holding_job(tmp_path, log, first_goes_on, "first")) as (first,
+                                                                                                       first_err):
+        until("the first controller's job running on the machine", lambda: log.exists() and log.read_text(),
+              timeout=WAIT)
+        with _running(two, tmp_path, "second", "run",
+                      _holding_job(tmp_path, log, tmp_path, "second")) as (second, second_err):
+            until("the second controller waiting for the first",      # its whole line
+                  lambda: any(f"pid {first.pid} on" in x and x.endswith("\n")
+                              for x in second_err.read_text().splitlines(keepends=True)), timeout=WAIT)
+            yield log, first, first_err, second, second_err
+
+
 def test_two_controllers_driving_one_machine_take_turns_the_waiter_naming_the_holder(cli, far, tmp_path):
     """Two controllers with lock directories of their own (this controller's lock cannot keep them
     apart): the lock on the machine does. The second says whom it waits for (host, pid, job), and
     their lines on the machine never interleave."""
-    _runs, (one, two) = _controllers(cli, far, tmp_path)
-    log, go = tmp_path / "turns.log", tmp_path / "go"
-    first, first_err = _start(one, tmp_path, "first", "run", _holding_job(tmp_path, log, go, "first"))
-    try:
-        _until("the first controller's job running on the machine", lambda: log.exists() and log.read_text())
-        second, second_err = _start(two, tmp_path, "second", "run", _holding_job(tmp_path, log, tmp_path, "second"))
-        try:
-            said = _until("the second controller waiting for the first",
-                          lambda: f"pid {first.pid} on {os.uname().nodename}" in second_err.read_text()
-                          and second_err.read_text())
-            line = next(x for x in said.splitlines() if f"pid {first.pid}" in x)
-            assert "waiting for machine far" in line and "the lock on the machine" in line, line
-            assert log.read_text().split() == ["first-start"]       # nothing of the second there yet
-            go.touch()
-            assert first.wait(300) == 0, first_err.read_text()
-            assert second.wait(300) == 0, second_err.read_text()
-        finally:
-            if second.poll() is None:
-                second.kill()
-    finally:
-        if first.poll() is None:
-            first.kill()
+    go = tmp_path / "go"
+    with _second_waiting_for_first(cli, far, tmp_path, go) as (log, first, first_err, second, second_err):
+        line = next(x for x in second_err.read_text().splitlines() if f"pid {first.pid}" in x)
+        assert f"pid {first.pid} on {os.uname().nodename}" in line, line
+        assert "waiting for machine far" in line and "the lock on the machine" in line, line
+        assert log.read_text().split() == ["first-start"]       # nothing of the second there yet
+        go.touch()
+        assert first.wait(300) == 0, first_err.read_text()
+        assert second.wait(300) == 0, second_err.read_text()
     assert log.read_text().split() == ["first-start", "first-end", "second-start", "second-end"]
 
 
 def test_a_controller_killed_while_it_holds_the_machine_frees_it_for_the_other(cli, far, tmp_path):
-    _runs, (one, two) = _controllers(cli, far, tmp_path)
-    log, never = tmp_path / "turns.log", tmp_path / "never"
-    first, _ = _start(one, tmp_path, "first", "run", _holding_job(tmp_path, log, never, "first"))
-    try:
-        _until("the first controller's job running on the machine", lambda: log.exists() and log.read_text())
-        second, second_err = _start(two, tmp_path, "second", "run", _holding_job(tmp_path, log, tmp_path, "second"))
-        try:
-            _until("the second controller waiting for the first",
-                   lambda: f"pid {first.pid} on" in second_err.read_text())
-            os.kill(first.pid, signal.SIGKILL)
-            assert second.wait(300) == 0, second_err.read_text()
-        finally:
-            if second.poll() is None:
-                second.kill()
-    finally:
-        if first.poll() is None:
-            first.kill()
-        first.wait()
+    never = tmp_path / "never"
+    with _second_waiting_for_first(cli, far, tmp_path, never) as (log, first, _, second, second_err):
+        os.kill(first.pid, signal.SIGKILL)
+        assert second.wait(300) == 0, second_err.read_text()
     assert log.read_text().split() == ["first-start", "second-start", "second-end"]
 
 
@@ -383,20 +431,16 @@ def test_a_bisection_killed_on_a_machine_leaves_no_copy_of_its_tree_there(cli, f
     go = tmp_path / "go"
     job = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB.replace(
         "command: ./prog", f"shell: true\ncommand: 'while [ ! -e {go} ]; do sleep 0.05; done; ./prog'"))
-    bisect, err = _start(env, tmp_path, "bisect", "bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1],
-                         "--build", test_bisect.BUILD, "--job", job, "--metric", "loop.iterations", "--on", "far")
-    try:
+    with _running(env, tmp_path, "bisect", "bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1],
+                  "--build", test_bisect.BUILD, "--job", job, "--metric", "loop.iterations",
+                  "--on", "far") as (bisect, err):
         # A step waits on the machine in the copy of its commit's tree.
-        _until("a step running in its tree's copy", lambda: list(runs.glob("perflab-tree-*/cur/prog"))
-               or bisect.poll() is not None)
+        until("a step running in its tree's copy", lambda: list(runs.glob("perflab-tree-*/cur/prog"))
+              or bisect.poll() is not None, timeout=WAIT)
         assert bisect.poll() is None, err.read_text()
         os.kill(bisect.pid, signal.SIGKILL)
-    finally:
-        if bisect.poll() is None:
-            bisect.kill()
-        bisect.wait()
     # Its session there ended with perflab's ssh: the shell that held the copy removed it.
-    _until("the copy removed", lambda: not list(runs.glob("perflab-tree-*")), timeout=120)
+    until("the copy removed", lambda: not list(runs.glob("perflab-tree-*")), timeout=120)
 
 
 def test_the_next_session_on_a_machine_sweeps_a_dead_bisections_tree_and_spares_a_live_ones(cli, far, tmp_path,
@@ -459,8 +503,8 @@ def test_a_lock_lost_with_the_machines_boot_is_taken_again_before_the_reconnecti
             job = _write(tmp_path / "other.yaml",
                          f"benchmark: cmd\nruns: 1\nshell: true\non: far\ncommand: 'echo other >> {log}'\n")
             other, err = _start(two, tmp_path, "other", "run", job)
-            _until("the other controller waiting for us", lambda: f"pid {os.getpid()} on" in err.read_text()
-                   and "a kernel under test" in err.read_text())
+            until("the other controller waiting for us", lambda: f"pid {os.getpid()} on" in err.read_text()
+                  and "a kernel under test" in err.read_text(), timeout=WAIT)
             assert not log.exists()
         assert other.wait(300) == 0, err.read_text()
         assert log.read_text().split() == ["other"]

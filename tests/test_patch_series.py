@@ -24,22 +24,36 @@ def _git(repo: Path, *args: str) -> str:
                           check=True, capture_output=True, text=True).stdout.strip()
 
 
-def _series(tmp_path: Path, culprit: int = 4, total: int = 6) -> tuple[Path, Path, str]:
+def mailed(tmp_path: Path, files: dict[str, str], patches: list[tuple[str, dict[str, str]]]) -> tuple[Path, Path, str]:
+    """A repository tmp_path/proj whose main holds `files` (name -> text), and a directory of mails
+    (git format-patch, a cover letter) of `patches` (subject, files written) on it: (the
+    repository, back on main; the mails' directory; the base commit)."""
     repo = tmp_path / "proj"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
-    (repo / "prog.c").write_text(PROGRAM % (100000, "base"))
-    _git(repo, "add", "prog.c")
-    _git(repo, "commit", "-qm", "base")
+
+    def commit(written: dict[str, str], subject: str) -> None:
+        for name, text in written.items():
+            (repo / name).write_text(text)
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-qm", subject)
+
+    commit(files, "base")
     base = _git(repo, "rev-parse", "HEAD")
     _git(repo, "checkout", "-qb", "topic")
-    for i in range(1, total + 1):
-        n = 130000 if i >= culprit else 100000
-        (repo / "prog.c").write_text(PROGRAM % (n, f"step {i}"))
-        _git(repo, "commit", "-qam", f"prog: {'more work' if i == culprit else 'a comment'} ({i})")
+    for subject, written in patches:
+        commit(written, subject)
     out = tmp_path / "mails"
     _git(repo, "format-patch", "-q", "--base", base, "--cover-letter", "-o", str(out), f"{base}..topic")
     _git(repo, "checkout", "-q", "main")
+    return repo, out, base
+
+
+def _series(tmp_path: Path, culprit: int = 4, total: int = 6) -> tuple[Path, Path, str]:
+    repo, out, base = mailed(tmp_path, {"prog.c": PROGRAM % (100000, "base")},
+                             [(f"prog: {'more work' if i == culprit else 'a comment'} ({i})",
+                               {"prog.c": PROGRAM % (130000 if i >= culprit else 100000, f"step {i}")})
+                              for i in range(1, total + 1)])
     mbox = tmp_path / "series.mbox"
     mbox.write_text("".join(p.read_text() for p in sorted(out.glob("*.patch"))))
     return repo, mbox, base
@@ -99,27 +113,10 @@ int main(void) { work(%s); if (%d) usleep(%d); return 0; }
 
 def _project(tmp_path: Path, patches: list[tuple[str, dict[str, str]]]) -> tuple[Path, Path, str]:
     """A repository whose base is a small C program, and a mailbox of `patches` (subject, files written) on it."""
-    repo = tmp_path / "proj"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
     # The base waits 30 ms, so a start-up delay of a loaded machine is small against it (as in
     # tests/test_robot.py); the planted changes add hundreds of milliseconds.
-    files = {"prog.c": TIMED % ("SCALE * 2000000L", 1, 30000), "scale.h": "#define SCALE 1\n", "README": "notes\n"}
-    for name, text in files.items():
-        (repo / name).write_text(text)
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "base")
-    base = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-qb", "topic")
-    for subject, changed in patches:
-        for name, text in changed.items():
-            (repo / name).write_text(text)
-        _git(repo, "add", ".")
-        _git(repo, "commit", "-qm", subject)
-    out = tmp_path / "mails"
-    _git(repo, "format-patch", "-q", "--base", base, "--cover-letter", "-o", str(out), f"{base}..topic")
-    _git(repo, "checkout", "-q", "main")
-    return repo, out, base
+    return mailed(tmp_path, {"prog.c": TIMED % ("SCALE * 2000000L", 1, 30000), "scale.h": "#define SCALE 1\n",
+                             "README": "notes\n"}, patches)
 
 
 def _notes(i: int) -> tuple[str, dict[str, str]]:

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import assert_one_line_error
+from services import until
 from perflab.execution.executor import ProcessSpec, execute
 
 
@@ -73,10 +74,7 @@ def test_timeout_kills_the_group_grandchild_that_ignores_sigterm_too(tmp_path):
     assert time.monotonic() - began < 30            # SIGKILL after the grace, not the sleeps' end
     pids = [int(p) for p in pidfile.read_text().split()]
     assert len(pids) == 2
-    deadline = time.monotonic() + 30
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not any(_alive(p) for p in pids)
+    until("the sleeps killed", lambda: not any(_alive(p) for p in pids), 30, step=0.02)
 
 
 def test_no_aslr_and_cpu_binding():
@@ -189,17 +187,12 @@ def test_kill_9_mid_matrix_leaves_no_benchmark_running_and_completed_jobs_stored
         command: ["true", "echo $$ >> {marker}; exec sleep 60", "true"]
     """))
     proc = cli.popen("run", str(job))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not marker.exists():
-        time.sleep(0.02)
+    until("the second command started", marker.exists, 30, step=0.02)
     time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     sleeper = int(marker.read_text().split()[0])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _alive(sleeper):
-        time.sleep(0.05)
-    assert not _alive(sleeper)
+    until("the second command's sleep ended", lambda: not _alive(sleeper), 30)
     rows = cli.sql("SELECT name, status FROM run ORDER BY id")
     assert rows[0] == ("true", "finished") and len(rows) == 2
 

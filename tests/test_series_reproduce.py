@@ -14,38 +14,16 @@ from pathlib import Path
 import pytest
 
 from conftest import PERFLAB
+from test_patch_series import PROGRAM, mailed
 
-PROGRAM = """static volatile long sink;
-__attribute__((noinline)) void work(int n) { for (int i = 0; i < n; i++) sink += i; }
-int main(void) { work(%d); return 0; }
-// %s
-"""
 STEP = " " * 8
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.org", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _project(tmp_path: Path) -> tuple[Path, Path, str]:
     """A C program, and three patches on it mailed with a cover letter; the second doubles the work."""
-    repo = tmp_path / "proj"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "prog.c").write_text(PROGRAM % (50000, "base"))
-    _git(repo, "add", "prog.c")
-    _git(repo, "commit", "-qm", "base")
-    base = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-qb", "topic")
-    for i, (n, subject) in enumerate(((50000, "prog: say why"), (100000, "prog: twice the work"),
-                                      (100000, "prog: a comment")), 1):
-        (repo / "prog.c").write_text(PROGRAM % (n, f"step {i}"))
-        _git(repo, "commit", "-qam", subject)
-    mails = tmp_path / "mails"
-    _git(repo, "format-patch", "-q", "--base", base, "--cover-letter", "-o", str(mails), f"{base}..topic")
-    _git(repo, "checkout", "-q", "main")
-    return repo, mails, base
+    return mailed(tmp_path, {"prog.c": PROGRAM % (50000, "base")},
+                  [(subject, {"prog.c": PROGRAM % (n, f"step {i}")}) for i, (n, subject) in
+                   enumerate(((50000, "prog: say why"), (100000, "prog: twice the work"), (100000, "prog: a comment")), 1)])
 
 
 def _section(mail: str) -> list[str]:

@@ -12,14 +12,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import assert_one_line_error
 from perflab.execution.targets.ssh import IDLE_SECONDS
-from services import SshServer, free_port, sshd_named
+from services import SshServer, free_port, sshd_named, until
 
 FAR_NAME = "perflab-far-box"
 
@@ -74,16 +73,6 @@ def _ssh_of(perflab_pid: int) -> list[str]:
         if cmdline.startswith("ssh ") and f"perflab-ssh-{perflab_pid}-" in cmdline:
             found.append(f"{pid}: {cmdline[:120]}")
     return found
-
-
-def _until(condition, what: str, timeout: float = 90.0, show=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {timeout:g} s: {show()}")
 
 
 def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, far):
@@ -159,7 +148,7 @@ def test_a_job_files_cmd_runs_on_the_named_machine_and_leaves_nothing(on_far, fa
     assert status == "finished" and json.loads(params)["on"] == "far"
     assert cli.sql("SELECT count(*) FROM sample WHERE metric = 'time.elapsed_time'") == [(3,)]
     assert _facts(cli, run_id)["ssh_machine"] == "far"
-    assert _until(lambda: not _left_behind(cli.runs_dir), "the run directory removed")
+    assert until("the run directory removed", lambda: not _left_behind(cli.runs_dir))
 
 
 def _running(runs: Path, program: str) -> bool:
@@ -173,14 +162,14 @@ def test_ctrl_c_or_kill_9_mid_run_leaves_nothing_on_the_machine(on_far, sig, whe
     cli = on_far
     proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
                      "--runs", "5", "--on", "far")
-    _until(lambda: _running(cli.runs_dir, when), f"a process of {when} on the machine")
+    until(f"a process of {when} on the machine", lambda: _running(cli.runs_dir, when))
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err
     # Well within the agent's own watchdog (ssh.IDLE_SECONDS): the end of its channel stops it.
-    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
-                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
-    assert _until(lambda: not _ssh_of(proc.pid), "no ssh of perflab's left", show=lambda: _ssh_of(proc.pid))
+    assert until("nothing of the run left on the machine", lambda: not _left_behind(cli.runs_dir),
+                 timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
+    assert until("no ssh of perflab's left", lambda: not _ssh_of(proc.pid), show=lambda: _ssh_of(proc.pid))
     if sig == signal.SIGINT:
         assert proc.returncode == 130
         assert cli.sql("SELECT status FROM run") == [("interrupted",)]
@@ -251,15 +240,15 @@ def test_an_agent_killed_on_the_machine_fails_the_run_as_target_down_and_leaves_
     cli = on_far
     proc = cli.popen("run", "will-it-scale", "--test", "getppid1", "--duration", "60", "--warmup-time", "0",
                      "--runs", "3", "--on", "far")
-    _until(lambda: _running(cli.runs_dir, "bin/"), "the benchmark started")
+    until("the benchmark started", lambda: _running(cli.runs_dir, "bin/"))
     agent = next(s.split()[1] for s in _left_behind(cli.runs_dir) if s.startswith("process") and s.endswith("/agent)"))
     os.kill(int(agent), signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "Traceback" not in err
     assert "target down: perflab's agent on far ended while running 'getppid1'" in err
     assert cli.sql("SELECT status FROM run") == [("failed",)]
-    assert _until(lambda: not _left_behind(cli.runs_dir), "nothing of the run left on the machine",
-                  timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
+    assert until("nothing of the run left on the machine", lambda: not _left_behind(cli.runs_dir),
+                 timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(cli.runs_dir))
 
 
 # -- a far user who is not root; a machine behind a jump host --------------------------------
@@ -312,8 +301,9 @@ def test_a_far_user_who_is_not_root_runs_jobs_and_what_it_may_not_do_is_one_line
     # its holder file is gone with its session.
     lock = far.base / "machine-lock"
     assert lock.is_dir() and not (lock / f"holder.{user.pw_uid}").exists()
-    assert _until(lambda: not list(home.glob("perflab-run.*")) and not _processes_of(user.pw_uid),
-                  "nothing of the run left there", show=lambda: _processes_of(user.pw_uid))
+    assert until("nothing of the run left there",
+                 lambda: not list(home.glob("perflab-run.*")) and not _processes_of(user.pw_uid),
+                 show=lambda: _processes_of(user.pw_uid))
     # A directory it may not write: the run fails in one line naming the machine and the refusal.
     proc = cli("run", "cmd", "--runs", "1", "--on", "closed", "--", "true", check=False, timeout=300)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

@@ -519,3 +519,33 @@ def test_mmtests_does_not_head_a_section_with_the_kernel_of_another_benchmarks_r
     section = out.split("\n\n")[0].splitlines()
     assert section[0].startswith("will-it-scale "), out
     assert section[1].split() == ["6.1.0-47-amd64", "-"], out
+
+
+def test_report_table_keeps_a_recipe_s_builds_apart_and_says_they_are_one_recipe(cli, db):
+    """Issue 46's leftover: `--cols variant` put e1's and e2's builds of one recipe (the same keys at
+    two commits) in two columns while compare matches them. Right (a different commit is a different
+    build: never pooled, as two releases of one Debian flavour are not), but the headings differed by
+    a bare `ref=`: the note says they are one recipe's builds, the ref the commit each was built at."""
+    fv.plant_head(str(cli.db))
+    done = cli("report", "table", "syscall.null", "--rows", "tag", "--cols", "variant", "--tag", fv.TAG,
+               "--tag", "e2")
+    header = done.stdout.splitlines()[1]
+    for commit in ("c0ffee" * 2, "d00d" * 3):
+        assert f"6.1.192 gcc-12 ref={commit}" in header and \
+            f"6.1.192 gcc-12 +CC_OPTIMIZE_FOR_PERFORMANCE ref={commit}" in header, header
+    e1, e2 = (line.split() for line in done.stdout.splitlines()[3:5])
+    assert e1[0] == "e1" and e2[0] == "e2"
+    # A column per build: e1's figure under e1's build only, e2's under e2's (the fast one 1.2x slower).
+    assert e1[-4:] == ["0.08000", "0.07000", "-", "-"] and e2[-4:] == ["-", "-", "0.08000", "0.08400"], done.stdout
+    note = [line for line in done.stderr.splitlines() if "one recipe built at other commits" in line]
+    assert len(note) == 1 and "ref=: the commit built" in note[0], done.stderr
+    assert f"6.1.192 gcc-12 ref={'c0ffee' * 2} | 6.1.192 gcc-12 ref={'d00d' * 3}" in note[0], note
+    # Two runs of one build (e1's build measured again under e3) are one column; nothing said of builds.
+    again = fv._run(open_store(str(cli.db)), "lmbench", fv.RECIPE, {"kernel_build": "a1b2c3d4e5f60718"}, "6.1.192",
+                    [Sample("syscall.null", 0.09, "µs (icount)", LOWER_IS_BETTER, exact=True)], tag="e3",
+                    env_extra={"kernel_recipe_commit": "c0ffee" * 6 + "abcd"})
+    one = cli("report", "table", "syscall.null", "--rows", "tag", "--cols", "variant", "--tag", fv.TAG,
+              "--tag", "e3")
+    assert "ref=" not in one.stdout and "one recipe" not in one.stderr, one.stdout + one.stderr
+    e3 = next(line.split() for line in one.stdout.splitlines() if line.startswith("e3"))
+    assert e3[-2:] == ["0.09000", "-"] and again, one.stdout      # under e1's `6.1.192 gcc-12`

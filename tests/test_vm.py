@@ -134,10 +134,23 @@ def test_a_boot_splits_by_the_guest_clock_into_the_kernel_and_the_agent():
     assert boot_phase_facts({"init_ns": "5", "hello_ns": "4"}) == {}
 
 
+def _ram_mappings(pid: int) -> list[tuple[str, int]]:
+    """QEMU's memfd mappings (path, bytes), from /proc/PID/maps."""
+    out = []
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        words = line.split(maxsplit=5)
+        if len(words) == 6 and words[5].startswith("/memfd:"):
+            start, end = (int(a, 16) for a in words[0].split("-"))
+            out.append((words[5], end - start))
+    return out
+
+
 @needs_vm
 def test_boot_and_execute(guest):
     facts = guest.facts
     assert facts["vm_mode"] == "tcg" and facts["vm_cpus"] == "1"
+    # under tcg the guest's RAM stays QEMU's own anonymous memory (huge pages): no memfd, no fact
+    assert _ram_mappings(guest.process.pid) == [] and "vm_ram_backing" not in facts
     assert facts["guest_kernel_release"] and facts["qemu_version"][0].isdigit()
     assert re.fullmatch(r"kernel to /init \d+\.\d{3} s, /init to HELLO \d+\.\d{3} s \(guest clock\)",
                         facts["vm_boot_guest"]), facts["vm_boot_guest"]
@@ -202,7 +215,8 @@ def test_icount_is_repeatable_across_boots(getppid_program):
         try:
             with boot(VmSpec(kernel=KERNEL, mode="icount", boot_timeout=BOOT_TIMEOUT),
                       files={"/usr/bin/getppid_ns": getppid_program}) as g:
-                results[i] = (g.facts, g.execute(ProcessSpec(["/usr/bin/getppid_ns", "200000", "9"])))
+                results[i] = (g.facts, g.execute(ProcessSpec(["/usr/bin/getppid_ns", "200000", "9"])),
+                              _ram_mappings(g.process.pid))
         except Exception as e:        # noqa: BLE001 (reported below)
             results[i] = e
 
@@ -215,8 +229,11 @@ def test_icount_is_repeatable_across_boots(getppid_program):
         if isinstance(value, Exception):
             raise value
     figures = []
-    for facts, result in results.values():
+    for facts, result, ram in results.values():
         assert facts["vm_mode"] == "icount" and "instruction-time" in facts["time_base"]
+        # the guest's RAM is a memfd, not QEMU's anonymous memory with huge pages (docs/vm.md)
+        assert ram == [("/memfd:memory-backend-memfd (deleted)", 512 << 20)], ram
+        assert facts["vm_ram_backing"].startswith("a memfd")
         assert result.ok, result.stderr_tail
         figures.append([float(line.split(": ")[-1].rstrip("}")) for line in result.stdout.splitlines()])
     a, b = (min(f) for f in figures)

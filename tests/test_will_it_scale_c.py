@@ -22,6 +22,7 @@ import pytest
 from perflab.core import cbuild
 from perflab.benchmarks.will_it_scale.family import parse_output
 from perflab.benchmarks.will_it_scale import testcases as wis
+from services import until
 
 NAMES = sorted(wis.TESTCASES)
 ADDR_NO_RANDOMIZE = 0x0040000
@@ -221,10 +222,9 @@ def test_kill_9_of_the_harness_leaves_no_task_running(binaries):
     assert len(kids) == 4, kids      # two tasks and their partners
     proc.kill()
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 30      # a poll: a loaded machine may take a while to deliver the kills
-    while any(running(k) for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not [k for k in kids if running(k)]
+    # A poll: a loaded machine may take a while to deliver the kills.
+    until("the tasks killed", lambda: not [k for k in kids if running(k)], 30, step=0.02,
+          show=lambda: [k for k in kids if running(k)])
 
 
 @pytest.mark.parametrize("mode", wis.MODES)

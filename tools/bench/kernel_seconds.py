@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Kernels under test in seconds (issues 34 and 47): this tree against an earlier one, side by side.
 
-    tools/bench/kernel_seconds.py [--against 1979835] [--rounds 1] [--boots 5] [--skip-before-lmbench] [--tcg-only]
+    tools/bench/kernel_seconds.py [--against 1979835] [--rounds 1] [--boots 5] [--skip-before-lmbench]
+                                  [--tcg-only | --wis-only]
 
 For each round, the two trees alternate (the earlier one first in odd rounds), each with the same
 Python, kernels and QEMU, and a fresh store:
@@ -11,7 +12,8 @@ Python, kernels and QEMU, and a fresh store:
    <= 10 s, issue 47), and each testcase's figure in both trees (the two should agree within the
    repetitions' spread: instruction-time does not depend on the load). Each job's repetitions run
    in two guests side by side (docs/vm.md): besides the command's CPU, each guest's QEMU CPU
-   seconds (`QEMU/guest`, the most of its guests): a guest spins its CPU from boot to power-off
+   seconds (`QEMU/guest`, the most of its guests) and their system seconds (the host's first
+   touches of guest RAM: docs/vm.md, "The guest's RAM under icount"): a guest spins its CPU from boot to power-off
    under icount, so on a quiet 2-core box the command's wall time is about this plus Python's
    start-up, where the command's CPU, which adds the guests up, says less.
 2. The quick LMbench-class suite (`perflab run lmbench --quick`) on 6.1.0-47 under icount, boot
@@ -73,11 +75,12 @@ def tree_env(tree: Path, **more: str) -> dict[str, str]:
 
 CPU_SECONDS: list[float] = []     # the CPU seconds of each perflab() command, in order
 QEMU_SECONDS: list[list[float]] = []   # each perflab() command's QEMU processes' CPU seconds, in order
+QEMU_SYSTEM: list[list[float]] = []    # the same QEMUs' system seconds (first touches of guest RAM: docs/vm.md)
 HZ = os.sysconf("SC_CLK_TCK")
 
 
-def _qemu_cpu(root: int) -> dict[int, float]:
-    """The CPU seconds (utime + stime) of the QEMU processes under process `root`, as they are now."""
+def _qemu_cpu(root: int) -> dict[int, tuple[float, float]]:
+    """The CPU seconds (utime + stime, and stime) of the QEMU processes under process `root`, as they are now."""
     parent, cpu = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -89,7 +92,7 @@ def _qemu_cpu(root: int) -> dict[int, float]:
         name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
         parent[int(entry)] = int(fields[1])
         if name.startswith("qemu-system"):
-            cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / HZ
+            cpu[int(entry)] = ((int(fields[11]) + int(fields[12])) / HZ, int(fields[12]) / HZ)
     def under(pid: int) -> bool:
         while pid > 1:
             pid = parent.get(pid, 0)
@@ -105,7 +108,7 @@ def perflab(tree: Path, db: Path, *args: str) -> float:
     env = tree_env(tree, PERFLAB_DB=str(db))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    qemu: dict[int, float] = {}
+    qemu: dict[int, tuple[float, float]] = {}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-c", "from perflab.cli import entry; entry()", *args], env=env,
                                 stdout=out, stderr=err, text=True)
@@ -115,7 +118,8 @@ def perflab(tree: Path, db: Path, *args: str) -> float:
         seconds = time.monotonic() - started
         out.seek(0), err.seek(0)
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
-    QEMU_SECONDS.append([round(v, 2) for v in qemu.values() if v > 0.5])    # not QEMU's --version
+    QEMU_SECONDS.append([round(v, 2) for v, _ in qemu.values() if v > 0.5])    # not QEMU's --version
+    QEMU_SYSTEM.append([round(sys_s, 2) for v, sys_s in qemu.values() if v > 0.5])
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU_SECONDS.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if done.returncode != 0:
@@ -218,6 +222,7 @@ def main() -> None:
     parser.add_argument("--boots", type=int, default=5, help="commands per kernel and tree for the TCG figure")
     parser.add_argument("--skip-before-lmbench", action="store_true", help="measure lmbench in this tree only")
     parser.add_argument("--tcg-only", action="store_true", help="only the TCG command (3.), not the icount figures")
+    parser.add_argument("--wis-only", action="store_true", help="only the four will-it-scale testcases (1.)")
     args = parser.parse_args()
 
     k61, k612 = kernels.fetch(K61), kernels.fetch(K612)
@@ -248,8 +253,11 @@ def main() -> None:
                     for test, values in figures(db).items():
                         seen[name].setdefault(test, []).extend(values)
                     print(f"[round {round_no + 1}] {name}: 4 will-it-scale testcases {seconds:.1f} s "
-                          f"({CPU_SECONDS[-1]:.1f} s CPU; QEMU CPU per guest {QEMU_SECONDS[-1]} s; load {at})",
+                          f"({CPU_SECONDS[-1]:.1f} s CPU; QEMU CPU per guest {QEMU_SECONDS[-1]} s, of which system "
+                          f"{QEMU_SYSTEM[-1]} s; load {at})",
                           flush=True)
+                    if args.wis_only:
+                        continue
                     if name == "after" or not args.skip_before_lmbench:
                         at = load()
                         db = work / f"{name}-{round_no}-lmbench.db"

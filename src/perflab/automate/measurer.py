@@ -294,10 +294,14 @@ class KernelSpec:
     vm: dict          # vm keys laid over the job's own (a bisection's: the whole block, normalized)
     on: str = ""      # a kexec-capable SSH machine the image is kexec'ed on, instead of a guest
     keep: bool = False   # with `on`: leave each commit's image copied there (--keep-kernel)
+    # `vm` holds keys that were asked for (--vm, the job's vm block), not only the defaults: a lab
+    # box that is an SSH machine kexecs the kernel itself and refuses a guest (automate/lab/worker.py).
+    vm_asked: bool = False
 
     def to_dict(self) -> dict:
         return {"image": self.image, "vm": dict(self.vm),
-                **({"on": self.on} if self.on else {}), **({"keep": True} if self.keep else {})}
+                **({"on": self.on} if self.on else {}), **({"keep": True} if self.keep else {}),
+                **({"vm_asked": True} if self.vm_asked else {})}
 
     def target(self, image: Path | str):
         """Where a commit's jobs run: its built image, booted in this guest, or installed on the
@@ -320,33 +324,26 @@ class KernelSpec:
         """The same kernel booted in another mode (icount, to count)."""
         if self.on:
             raise PerflabError(f"vm mode {vm_mode}: the kernels run on {self.on}, not in a VM")
-        return KernelSpec(self.image, {**self.vm, "mode": vm_mode})
+        return KernelSpec(self.image, {**self.vm, "mode": vm_mode}, vm_asked=True)
 
 
 def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
     """`--kernel IMAGE --vm MODE` for a job, checked before anything is built (one-line errors)."""
-    from perflab.core.errors import UsageProblem
     from perflab.execution import targets
     from perflab.execution.vm.machine import qemu_binary
     from perflab import jobs
     from perflab.jobs import guest
     from perflab.execution.targets import kexec
 
-    parts = Path(image).parts
-    # kbuild's bindeb-pkg writes its packages in the output directory's parent: `../` leads a package's pattern.
-    if not image or os.path.isabs(image) or ".." in (parts[1:] if kexec.is_package(image) else parts):
-        raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
-                           "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage (or, on an SSH machine, the "
-                           "package the build leaves: '../linux-image-*.deb')")
     on = getattr(job.target, "on", "")
-    kexec.check_package_pattern(image, on)
+    kexec.check_built_kernel(image, on)
     if on:
         return _machine_kernel_spec(image, vm_mode, job, on, where)
     # The options go on as `run --kernel --vm` puts them on a job (the targets' one way: --vm over
     # the job's vm block); the image is the build's, so only the machine block is kept.
     keys = targets.placed(job.target.keys(), targets.option_keys({"kernel": image, "vm_mode": vm_mode}))
     _path, vm = guest.normalize(job.benchmark, image, keys.get("vm") or {}, where, job.monitors)
-    spec = KernelSpec(image, vm)
+    spec = KernelSpec(image, vm, vm_asked=bool(keys.get("vm")))
     # The job as each commit will run it, placed once now: what watches it (valgrind) must run in
     # the guest too, refused before the first build.
     jobs.placed(job, spec.target(image), where)
@@ -495,7 +492,9 @@ class BoxMeasurer:
         self.store, self.broker, self.box = store, broker, box
         self.source_url, self.build_cmd, self.build_timeout, self.say = source_url, build_cmd, build_timeout, say
         self.kernel = kernel
-        self.place = f" on box {box}" + (" in a VM" if kernel else "")
+        # The box boots the kernel in a guest, or kexecs it when the box is an SSH machine: its worker knows.
+        booted = " in a VM" if kernel and kernel.vm_asked else " (its kernel)" if kernel else ""
+        self.place = f" on box {box}{booted}"
 
     def measure(self, commit: str, jobs: list[AtomicJob], *, slot: str = "") -> list[Measured]:
         from perflab.automate.lab.client import run_on_box

@@ -20,7 +20,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -212,8 +211,8 @@ def build(program: str, source_dir: Path, *, cc: str | None = None,
         return target
     directory.mkdir(parents=True, exist_ok=True)
     # Unique per process and thread: two threads building the same program (two guests booted
-    # side by side) must not rename each other's output away.
-    tmp = directory / f".{program}-{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+    # side by side) must not rename each other's output away. A killed build's is swept.
+    tmp = paths.temporary(target)
     cmd = [comp.path, *comp.command[1:], *flags, "-I", str(source_dir), "-I", str(RUNTIME_DIR), "-o", str(tmp), str(source), *libs]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT,

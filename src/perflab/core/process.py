@@ -94,6 +94,18 @@ class ProcessResult:
         return ": " + " | ".join(tail) if tail else ""
 
 
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of a process, to tell a live pid from a reused one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses; fields follow the last ')'.
+    fields = data[data.rindex(")") + 2 :].split()
+    return fields[19]  # field 22 of stat(5): starttime
+
+
 def kill_group(process) -> None:
     """A child started in a process group of its own (start_new_session), ended whatever state it
     is in: the whole group killed if it still runs, reaped, its pipes closed."""

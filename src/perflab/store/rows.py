@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perflab.core.errors import PerflabError
+from perflab.core.process import process_start_time  # noqa: F401  (its home is core; the store's callers import it here)
 from perflab.store.basics import LENGTHS
 
 if TYPE_CHECKING:
@@ -125,18 +126,6 @@ def disk_full(e: SQLAlchemyError) -> bool:
     orig = getattr(e, "orig", e)   # SQLAlchemy's wrapper, or the driver's own error (perflab.store.recording)
     # SQLITE_FULL is 13 (the low byte of an extended code); 53100 is PostgreSQL's disk_full.
     return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) == 13 or getattr(orig, "sqlstate", None) == "53100"
-
-
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of a process, to tell a live pid from a reused one."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses; fields follow the last ')'.
-    fields = data[data.rindex(")") + 2 :].split()
-    return fields[19]  # field 22 of stat(5): starttime
 
 
 def without_nul(value):

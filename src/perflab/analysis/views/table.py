@@ -25,7 +25,7 @@ class Pivot:
     row_values: list[str]
     col_values: list[tuple[str, ...]]
     cells: dict[tuple[str, tuple[str, ...]], float]
-    note: str = ""       # why the columns carry a key the user did not ask for
+    note: str = ""       # why the columns carry a key the user did not ask for; what variants are builds
     left_out: str = ""   # the rows and columns of the runs shown that hold no sample of this metric
 
 
@@ -46,14 +46,25 @@ def key_value(run, key: str) -> str | None:
 VARIANT_KEY = "variant"   # --rows/--cols variant: each run's variant, labelled among the runs shown
 
 
-def _variant_values(runs) -> dict[int, str]:
-    """run id -> its variant's label among the runs' variants (analysis.naming.variant_labels)."""
+def _variant_values(runs) -> tuple[dict[int, str], str]:
+    """run id -> its variant's label among the runs' variants (analysis.naming.variant_labels),
+    and a note naming the labels that are one recipe built at several commits."""
     from perflab.analysis import naming, variant
 
     variants = {r.id: variant.of(r) for r in runs}
     kinds = {v.measured: v for v in variants.values()}
     label = dict(zip(kinds, naming.variant_labels(list(kinds.values()))))
-    return {rid: label[v.measured] for rid, v in variants.items()}
+    # A recipe built at another commit is another build: a variant of its own, as another release
+    # of one Debian flavour is (docs/views.md), never pooled; the note says which variants are one
+    # recipe's builds, the history a comparison matches them along.
+    builds: dict[tuple, list[str]] = {}
+    for measured, v in kinds.items():
+        if v.kernel.origin == variant.RECIPE:
+            builds.setdefault(v.line, []).append(label[measured])
+    several = [" | ".join(labels) for labels in builds.values() if len(labels) > 1]
+    note = ("one recipe built at other commits is a variant per build, never pooled (ref=: the commit "
+            f"built; `perflab compare` matches them): {'; '.join(several)}") if several else ""
+    return {rid: label[v.measured] for rid, v in variants.items()}, note
 
 
 def _kernel_order(placed, releases) -> dict[str, tuple]:
@@ -105,7 +116,7 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
     runs = [r for r in store.find_runs(benchmark=benchmark) if r.status in USABLE_STATUSES
             and (not boxes or r.box in boxes) and (not tags or (r.tag or "") in tags)]
     placed = []
-    variant_of = _variant_values(runs) if VARIANT_KEY in (row_key, *cols) else {}
+    variant_of, builds_note = _variant_values(runs) if VARIANT_KEY in (row_key, *cols) else ({}, "")
 
     def value(r, key):
         return variant_of.get(r.id) if key == VARIANT_KEY else key_value(r, key)
@@ -123,7 +134,7 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
         found = pivots(store, metrics, row_key, [*cols, VARIANT_KEY], benchmark, boxes, tags)
         note = (f"a cell of --rows {row_key} --cols {','.join(cols)} held runs of more than one variant: "
                 f"the columns are split by {VARIANT_KEY} too")
-        return [Pivot(**{**p.__dict__, "note": note}) for p in found]
+        return [Pivot(**{**p.__dict__, "note": "; ".join(filter(None, (note, p.note)))}) for p in found]
     row_values = list(dict.fromkeys(row for _, row, _ in placed))
     if row_key == "kernel":   # kernels in version order, whatever order they were run in
         row_values.sort(key=_kernel_order(placed, row_values).__getitem__)
@@ -157,5 +168,6 @@ def pivots(store, metrics: tuple[str, ...], row_key: str, cols: list[str], bench
         if len(columns) < len(col_values):
             empty.append(f"{','.join(cols)} " + ", ".join("/".join(c) for c in col_values if c not in columns))
         left_out = f"{metric}: left out, no sample of it: {'; '.join(empty)}" if empty else ""
-        out.append(Pivot(metric, units.get(metric, ""), row_key, cols, rows, columns, cells, left_out=left_out))
+        out.append(Pivot(metric, units.get(metric, ""), row_key, cols, rows, columns, cells, note=builds_note,
+                         left_out=left_out))
     return out

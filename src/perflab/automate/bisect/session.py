@@ -73,9 +73,18 @@ def start(store, *, repo: str, good: str, bad: str, build_cmd: str, job: AtomicJ
     rec.save()
     say(f"bisection {bisect_id}: {good_sha[:12]}..{bad_sha[:12]} in {root}, metric {metric}, "
         f"runs tagged {tag}, record {rec.path}"
-        + (f"; kernel $KBUILD_OUTPUT/{spec.image} " + (f"kexec'ed on {spec.on}" if spec.on else
-                                                         f"booted in a VM ({spec.vm['mode']})") if spec else ""))
+        + (f"; kernel $KBUILD_OUTPUT/{spec.image} " + _booted(spec, box if broker else None) if spec else ""))
     return Bisection(store, rec, say, measurer).run()
+
+
+def _booted(spec, box: str | None) -> str:
+    """Where each commit's kernel boots, in words: a lab box's worker decides between a guest and its
+    SSH machine (kexec) unless a VM was asked for."""
+    if spec.on:
+        return f"kexec'ed on {spec.on}"
+    if box and not spec.vm_asked:
+        return f"booted on box {box} (kexec'ed when the box is an SSH machine, else in a VM ({spec.vm['mode']}))"
+    return f"booted in a VM ({spec.vm['mode']})"
 
 
 def _planned(store, job: AtomicJob, metric: str, settings: Settings, runs: int | None, box: str | None,

@@ -12,7 +12,9 @@ the atomic job is run with a "lab" entry added to it, stored with the run
 
 A job with a "source" (bisect/robot --box) is measured by a LocalMeasurer
 (perflab.automate.measurer) in a worktree of that commit, fetched and built on
-this box first (perflab.automate.lab.checkouts). What became of each
+this box first (perflab.automate.lab.checkouts); with a "source.kernel", the
+commit's kernel is built here and booted in a guest, or, on a worker serving an
+SSH machine, kexec'ed on that machine (KernelSpec.on). What became of each
 task — its status and the uuids of its runs — is left in perflab:result:TASK for
 a submitter that waits on it.
 """
@@ -159,7 +161,7 @@ class Worker:
                 job = self._on_machine(job)
             if job.get("source") is not None:
                 source = check_source(job["source"])
-                measurer = self._measurer(source, job["source"].get("kernel"))
+                measurer = self._measurer(source, job["source"].get("kernel"), job)
                 try:
                     outcome = measurer.measure(source["commit"], [AtomicJob.from_dict(job)])[0]
                 finally:
@@ -209,7 +211,8 @@ class Worker:
     def _on_machine(self, job: dict) -> dict:
         """A job as this worker runs it: on its machine, over SSH. A kernel the submitter gave
         (`submit --kernel debian:R|IMAGE`) is the kernel under test there, installed and kexec'ed (a
-        machine configured with kexec = true), not a guest's: a guest on the machine (--vm) is not
+        machine configured with kexec = true), not a guest's, and so is each commit's kernel of a kernel
+        bisection (source.kernel): a guest on the machine (--vm; source.kernel's vm asked for) is not
         built, and a job that names another machine is not this box's; PerflabError either way."""
         from perflab.execution.targets.ssh import ON_KEY, Ssh
 
@@ -222,9 +225,12 @@ class Worker:
             raise PerflabError(f"--vm: box {self.box} is the SSH machine {self.machine}, whose kernel under test runs "
                                "on the machine itself (kexec); a guest on it is not built: submit without --vm")
         source = job.get("source")
-        if isinstance(source, dict) and source.get("kernel") is not None:
-            raise SourceError(f"box {self.box} is the SSH machine {self.machine}: a kernel bisection there (each "
-                              "commit's kernel installed and kexec'ed) is not built; bisect kernels in a guest")
+        kernel_keys = source.get("kernel") if isinstance(source, dict) else None
+        if isinstance(kernel_keys, dict) and kernel_keys.get("vm_asked"):
+            # SourceError: the submitter's bisection stops at once on this one line, before any build.
+            raise SourceError(f"source.kernel.vm: box {self.box} is the SSH machine {self.machine}, where each "
+                              "commit's kernel is kexec'ed; a guest on it is not built: bisect without --vm (and "
+                              "without a vm block in the job)")
         placed = {k: v for k, v in job.items() if k not in ("vm", "kernel")}
         placed[ON_KEY] = self.machine
         kernel = job.get("kernel")
@@ -232,9 +238,11 @@ class Worker:
             placed["kernel"] = Ssh.check_kernel(kernel, "key 'kernel'")
         return placed
 
-    def _measurer(self, source: dict, kernel_keys):
+    def _measurer(self, source: dict, kernel_keys, job: dict):
         """The Measurer of a job's source: built in a checkout here, or (source.kernel) a kernel tree
-        built out of tree here and booted in a guest on this box (its builds kept per repository)."""
+        built out of tree here (its builds kept per repository) and booted in a guest on this box, or,
+        when this box is an SSH machine, each commit's image kexec'ed there (what `bisect --on MACHINE
+        --kernel IMAGE` does from a controller; the runner holds the machine's lock around each switch)."""
         from perflab.automate.measurer import Here, KernelDirs, KernelSpec, MeasurerSpec, measurer_for
 
         def trees(build: str, timeout: float | None):
@@ -244,10 +252,13 @@ class Worker:
         if kernel_keys is None:
             spec = MeasurerSpec(Here(trees, box=self.box), source["build"], source["build_timeout"])
             return measurer_for(self.spool.store, spec)
-        if not (isinstance(kernel_keys, dict) and isinstance(kernel_keys.get("image"), str)
-                and isinstance(kernel_keys.get("vm"), dict)):
+        if self.machine is not None:
+            kernel = self._machine_kernel(kernel_keys, job)
+        elif not (isinstance(kernel_keys, dict) and isinstance(kernel_keys.get("image"), str)
+                  and isinstance(kernel_keys.get("vm"), dict)):
             raise SourceError("job key 'source.kernel': expected {image: path in the build output, vm: {...}}")
-        kernel = KernelSpec(kernel_keys["image"], kernel_keys["vm"])
+        else:
+            kernel = KernelSpec(kernel_keys["image"], kernel_keys["vm"])
         # Kept between jobs (a bisection's steps build incrementally), one per repository, build and image.
         key = hashlib.sha1(json.dumps([source["repo"], source["build"], kernel.image]).encode()).hexdigest()[:16]
         home = self.checkouts.directory / f"kernel-{key}"
@@ -255,6 +266,19 @@ class Worker:
         dirs = KernelDirs(mirror, home / "src", home / "build", home / "images", owned=False)
         spec = MeasurerSpec(Here(trees, box=self.box, kernel_dirs=dirs), source["build"], source["build_timeout"], kernel)
         return measurer_for(self.spool.store, spec)
+
+    def _machine_kernel(self, kernel_keys, job: dict):
+        """The KernelSpec of source.kernel on this box's machine: each commit's image kexec'ed there,
+        checked as `bisect --on MACHINE --kernel IMAGE` checks it (declared kexec-capable, the job
+        placeable there) before anything is fetched or built; SourceError in one line otherwise."""
+        from perflab.automate.measurer import kernel_spec
+
+        if not (isinstance(kernel_keys, dict) and isinstance(kernel_keys.get("image"), str)):
+            raise SourceError("job key 'source.kernel': expected {image: path in the build output}")
+        try:
+            return kernel_spec(kernel_keys["image"], None, AtomicJob.from_dict(job), "source.kernel.image")
+        except PerflabError as e:
+            raise SourceError(f"box {self.box} is the SSH machine {self.machine}: {e}") from None
 
     def _record_end(self, submission: str, task_id: str, counter: str, result: dict,
                     patience_s: float = 60.0) -> None:

@@ -227,8 +227,6 @@ class WillItScaleFamily(Family):
 
     def after_jobs(self, outcomes: list, add_samples) -> None:
         """will-it-scale.scalability for each run of a job that swept nr_task and has its 1-task point."""
-        from perflab.stats.scaling import scalability
-
         def point(o):
             p = dict(o.session.params)
             return tuple(sorted((k, json.dumps(v)) for k, v in p.items() if k != "nr_task"))
@@ -240,6 +238,10 @@ class WillItScaleFamily(Family):
             one = [o for o in runs if o.session.params["nr_task"] == 1]
             if len(runs) < 2 or not one or not one[0].values.get(WORKLOAD):
                 continue
+            # Imported only for a sweep: it brings numpy, 0.1-0.3 s of CPU at the end of every
+            # run of testcases without one (four of them in a guest: on the command's critical path).
+            from perflab.stats.scaling import scalability
+
             base = one[0].values[WORKLOAD]
             for o in runs:
                 figures = scalability(o.values.get(WORKLOAD, []), o.session.params["nr_task"], base)

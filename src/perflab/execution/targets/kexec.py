@@ -151,9 +151,16 @@ def is_package(kernel: str) -> bool:
     return kernel.endswith(DEB_SUFFIX)
 
 
-def check_package_pattern(image: str, on: str) -> None:
-    """`--kernel PATTERN.deb` of a kernel tree: UsageProblem in one line unless on an SSH machine
-    (a VM boots an image) with dpkg-deb here (it reads each commit's package)."""
+def check_built_kernel(image: str, on: str) -> None:
+    """`--kernel` of a kernel tree (bisect, series, robot): the image's path relative to the build
+    output directory, or the package the build leaves (PATTERN.deb: on an SSH machine only, with
+    dpkg-deb here to read each commit's); UsageProblem in one line before anything is built."""
+    parts = Path(image).parts
+    # kbuild's bindeb-pkg writes its packages in the output directory's parent: `../` leads a package's pattern.
+    if not image or os.path.isabs(image) or ".." in (parts[1:] if is_package(image) else parts):
+        raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
+                           "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage (or, on an SSH machine, the "
+                           "package the build leaves: '../linux-image-*.deb')")
     if not is_package(image):
         return
     if not on:

@@ -22,13 +22,13 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 
+from perflab.core import paths
 from perflab.core.errors import UsageProblem
 from perflab.execution.targets import Executor, Opening
 
@@ -133,8 +133,6 @@ TOOK_FILE = "side-by-side-seconds.json"
 
 
 def _took_path():
-    from perflab.core import paths
-
     return paths.cache_home() / "vm" / TOOK_FILE
 
 
@@ -159,14 +157,7 @@ def remember(memory: str, took: dict[str, float]) -> None:
         data.pop(memory, None)
         data[memory] = {k: round(v, 3) for k, v in took.items()}
         data = dict(list(data.items())[-50:])
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-side-")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        paths.write_whole(path, json.dumps(data))
     except OSError:
         pass                 # a cache: the next run orders its first round as given
 

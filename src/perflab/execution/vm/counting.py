@@ -157,9 +157,7 @@ def _keep(path: Path, text: str) -> None:
     """Write the copy whole (a temporary file renamed) and keep the newest few."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        paths.write_whole(path, text)
         kept = sorted(path.parent.glob("kallsyms-*"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[KEPT_SYMBOL_FILES:]:
             old.unlink(missing_ok=True)

@@ -25,7 +25,6 @@ import os
 import shutil
 import struct
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,14 +144,7 @@ def _has_pvh_note(elf: bytes) -> bool:
 
 def _write(path: Path, data: bytes) -> None:
     """Whole or not at all: another process may be writing the same file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
+    paths.write_whole(path, data)
 
 
 def _unlink(path: str) -> None:

@@ -157,9 +157,7 @@ def _applets(path: Path) -> list[str]:
     applets = sorted(set(listing.stdout.split()))
     if listing.returncode == 0 and applets:
         kept.parent.mkdir(parents=True, exist_ok=True)
-        tmp = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
-        tmp.write_text("\n".join(applets) + "\n")
-        os.replace(tmp, kept)
+        paths.write_whole(kept, "\n".join(applets) + "\n")
     return applets
 
 
@@ -251,9 +249,7 @@ def build(files: Mapping[str, Path | str] | None = None, *, with_busybox: bool =
             os.utime(target)            # used again: kept longest (_prune_archives)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(archive)
-    os.replace(tmp, target)
+    paths.write_whole(target, archive)
     _prune_archives()
     return target
 

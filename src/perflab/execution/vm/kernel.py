@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from perflab.core import paths
@@ -110,7 +109,7 @@ def fetch(package: str = DEFAULT_PACKAGE, replace_damaged: bool = False) -> Path
     target.parent.mkdir(parents=True, exist_ok=True)
     # Download and unpack into a scratch directory beside the target, then rename it into
     # place: an interrupted fetch never leaves a half-unpacked kernel where `cached` looks.
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{package}.") as scratch:
+    with paths.temporary_directory(target) as scratch:
         debs = [_download(package, Path(scratch))]
         unpack = Path(scratch) / "unpacked"
         unpack.mkdir()
@@ -181,7 +180,7 @@ def download_deb(package: str) -> Path:
     if found:
         return found[0]
     top.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=top, prefix=".fetch.") as scratch:
+    with paths.temporary_directory(top / "fetch") as scratch:
         deb = _download(package, Path(scratch))
         os.rename(deb, top / deb.name)
     return top / deb.name

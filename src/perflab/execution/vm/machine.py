@@ -130,7 +130,7 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
     cmdline = KERNEL_CMDLINE + (f" {spec.append}" if spec.append else "")
     return [
         binary, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M",
+        *accel, "-smp", str(spec.cpus), "-m", f"{spec.memory_mib}M", *ram_args(spec, binary),
         "-kernel", str(image or spec.kernel), "-initrd", str(initrd), "-append", cmdline,
         "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
         "-chardev", "stdio,id=agent,signal=off", "-serial", "chardev:agent",
@@ -139,6 +139,34 @@ def qemu_command(binary: str, spec: VmSpec, initrd: Path, console: Path, image: 
           if spec.count_instructions and counts else []),
         *spec.qemu_args,
     ]
+
+
+# Under icount the guest's RAM is a memfd, not QEMU's anonymous memory with transparent huge pages,
+# whose first touches cost a host handing free memory back to its hypervisor 0.45-2.6 s of system
+# time per will-it-scale guest, base pages 0.36-0.85 s (docs/vm.md, "The guest's RAM under icount");
+# instruction-time is the same. Not under tcg and kvm: there the host's pages are under wall time.
+RAM_BACKEND_ID = "perflab-ram"
+RAM_FACT = "a memfd (shared memory: the host's base pages where its shmem_enabled is never)"
+
+
+def ram_backing(spec: VmSpec, binary: str) -> str | None:
+    """The fact vm_ram_backing under icount (None under tcg and kvm): a memfd, or QEMU's own memory
+    on a QEMU before 5.0 (no -machine memory-backend=), its version asked once and remembered."""
+    if spec.mode != "icount":
+        return None
+    version = qemu_version(binary) if os.path.isabs(binary) else ""   # not qemu_append's bare name
+    numbers = re.match(r"(\d+)\.(\d+)", version)
+    if numbers and (int(numbers.group(1)), int(numbers.group(2))) >= (5, 0):
+        return RAM_FACT
+    return f"QEMU's anonymous memory (QEMU {version or '?'} has no -machine memory-backend; 5.0 and later give a memfd)"
+
+
+def ram_args(spec: VmSpec, binary: str) -> list[str]:
+    """QEMU's arguments for the guest's RAM when it is not QEMU's own anonymous memory."""
+    if ram_backing(spec, binary) != RAM_FACT:
+        return []
+    return ["-object", f"memory-backend-memfd,id={RAM_BACKEND_ID},size={spec.memory_mib}M",
+            "-machine", f"memory-backend={RAM_BACKEND_ID}"]
 
 
 def device_args(spec: VmSpec) -> list[str]:
@@ -551,6 +579,7 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
         }
         if spec.mode == "icount":
             facts["time_base"] = "instruction-time (QEMU icount shift=0: 1 ns per guest instruction)"
+            facts["vm_ram_backing"] = ram_backing(spec, binary)
         if guest_facts.get("settle"):
             facts.update(settle_facts(guest_facts))
         facts.update(boot_phase_facts(guest_facts))

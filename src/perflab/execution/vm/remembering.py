@@ -63,9 +63,7 @@ def keep(remember: str, command: Sequence[str]) -> None:
     path = _path(remember)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"remember": remember, "command": list(command)}))
-        os.replace(tmp, path)
+        paths.write_whole(path, json.dumps({"remember": remember, "command": list(command)}))
         kept = sorted(path.parent.glob("ahead-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[KEPT:]:
             old.unlink(missing_ok=True)
@@ -111,6 +109,4 @@ def keep_output(program: str, args: Sequence[str], out: str) -> None:
     if path is not None and out.strip():
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(out)
-            os.replace(tmp, path)
+            paths.write_whole(path, out)
