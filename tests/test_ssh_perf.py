@@ -24,10 +24,15 @@ import pytest
 from conftest import assert_one_line_error
 from perflab.monitors.perf import symbols_from_series
 from perflab.monitors.perf.probe import probe_events
-from services import SshServer, sshd_named
+from services import SshServer, sshd_named, until
 from test_monitors_perf import HOT_C
 from perflab.execution.targets.ssh import IDLE_SECONDS
-from test_ssh_target import FAR_NAME, _left_behind, _until
+from test_ssh_target import FAR_NAME, _left_behind
+
+
+def _until(condition, what: str, timeout: float = 90.0, show=None):
+    # test_ssh_target's _until of before, now services.until (its arguments in another order).
+    return until(what, condition, timeout, show=show)
 
 needs_perf = pytest.mark.skipif(shutil.which("perf") is None or os.geteuid() != 0,
                                 reason="needs perf and root (system-wide counting on the far side)")
