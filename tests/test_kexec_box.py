@@ -17,7 +17,10 @@ falling to 2, with six other engineers' tests): the module 1,386 s; the boot 81 
 974 s (its dpkg -i and initramfs under TCG at that load); the recipe's package (built before,
 2,398 s at load 11-14) 103 s; the panic 208 s. The lab's way to the same kexec (submit to
 `perflab worker --machine testbox`, a real redis-server) ran 918 s alone, with the box's image
-and boot, at load 10-15. Marked slow and vm (tests/conftest.py).
+and boot, at load 10-15. Each commit's package of a kernel tree (6.1.0-50, then the recipe's),
+installed, kexec'ed and purged in turn: 1,140 s alone with the boot at load 11-13; perf asked
+for on the kernel under test (6.1.0-50 installed, kexec'ed, refused, back): 741 s alone with
+the boot at load 12-13. Marked slow and vm (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -192,15 +195,16 @@ metrics:
 """
 
 
-def kernel_tree(repo: Path, images: list[Path]) -> list[str]:
-    """A kernel tree at `repo` whose commit i builds images[i] (BOX_BUILD); its commits."""
+def kernel_tree(repo: Path, images: list[Path], build: str = BOX_BUILD) -> list[str]:
+    """A kernel tree at `repo` whose commit i builds images[i] (`build`: BOX_BUILD, or DEB_BUILD for
+    a package); its commits."""
     import subprocess
 
     repo.mkdir()
     git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,  # noqa: E731
                                     text=True).stdout.strip()
     git("init", "-q")
-    (repo / "build.sh").write_text(BOX_BUILD)
+    (repo / "build.sh").write_text(build)
     shas = []
     for i, image in enumerate(images):
         (repo / "kernel.txt").write_text(f"{image}\n")
@@ -334,3 +338,111 @@ def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_b
         assert worktrees.stdout.count("\n") == 1, worktrees.stdout
         assert box.ssh("uname -r").stdout.strip() == DEFAULT
         assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
+
+
+# A kernel tree's build as kbuild's bindeb-pkg leaves it: the commit's linux-image package (a real
+# one: Debian's 6.1.0-50, or the box recipe's, built by make bindeb-pkg) in the parent of
+# $KBUILD_OUTPUT.
+DEB_BUILD = """set -e
+mkdir -p "$KBUILD_OUTPUT"
+cp "$(cat kernel.txt)" "$KBUILD_OUTPUT/../linux-image-commit_1_amd64.deb"
+"""
+# The release the job reads on the box: 6.1.0-50-amd64 -> 0, 6.1.192-box -> 192 (exact).
+SUBLEVEL_JOB = {"benchmark": "cmd", "params": {"command": "uname -r", "metrics": [
+    {"name": "kernel.sublevel", "pattern": "^6\\.1\\.(\\d+)", "direction": 1}]}, "on": "testbox", "runs": 1}
+
+
+def _box_recipe_deb(tmp_path, monkeypatch):
+    """The box recipe's package (make bindeb-pkg of linux-source-6.1; minutes the first time, then
+    kept in the user's cache as the box's image is), or None without the source."""
+    from perflab.execution.vm import recipe
+
+    spec = testbox.box_recipe(tmp_path / "box.yaml")
+    if spec is None:
+        return None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(testbox.cache_home().parent))
+    return recipe.build(recipe.recipe_of(recipe.read_recipe_file(str(spec))), package=True).image
+
+
+def test_each_commits_package_is_installed_kexeced_and_purged_on_the_box(box, tmp_path, monkeypatch):
+    """`--kernel '../linux-image-*.deb' --on testbox` of a kernel tree (bisect, series): each commit's
+    build leaves a linux-image package; it is kept with the commit, dpkg -i'd on the box (its
+    modules and initramfs by the box's own hooks), kexec'ed, `uname -r` the package's release, the
+    job run there, the box back on its default kernel and the package purged, commit after commit.
+    Measured through the Measurer bisect and series use (each end of a bisection would be 3 such
+    switches: minutes each under TCG here)."""
+    from perflab.automate.measurer import KernelBuilds, LocalMeasurer, ScratchTree, kernel_spec
+    from perflab.execution.targets import kexec
+    from perflab.jobs import resolve
+    from perflab.store import open_store
+
+    box_deb = _box_recipe_deb(tmp_path, monkeypatch)
+    if box_deb is None:
+        pytest.skip("no linux-source-6.1 (apt-get install linux-source-6.1 flex bison)")
+    debs = (kexec.debian_deb(f"debian:{OTHER}"), box_deb)
+    releases = [kexec.package_of(d).release for d in debs]
+    assert releases == [OTHER, "6.1.192-box"]
+    repo = tmp_path / "linux"
+    shas = kernel_tree(repo, list(debs), DEB_BUILD)
+    config = tmp_path / "slow-box.toml"
+    config.write_text(box.machine_config("testbox", boot_timeout=2400))
+    monkeypatch.setenv("PERFLAB_CONFIG", str(config))
+    monkeypatch.setenv("PERFLAB_MACHINE_LOCKS", str(tmp_path / "locks"))
+    job = resolve(dict(SUBLEVEL_JOB))
+    spec = kernel_spec("../linux-image-*.deb", None, job)
+    assert spec.on == "testbox" and spec.image == "../linux-image-*.deb"
+    store = open_store(str(tmp_path / "perflab.db"))
+    base = tmp_path / "kernels"
+    builds = KernelBuilds(repo, base / "src", base / "out", base / "images", "sh build.sh", spec.image)
+    measurer = LocalMeasurer(store, ScratchTree(repo, ""), kernel=spec, builds=builds)
+    try:
+        for sha, deb, release in zip(shas, debs, releases):
+            before = box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+            (got,) = measurer.measure(sha, [job.with_(kernel=None)])
+            assert got.status == "done", got.error
+            assert got.values["kernel.sublevel"] == [float(release.split(".")[2].split("-")[0])]
+            (run_id,) = got.runs
+            run = store.get_run(run_id)
+            facts = run.environment if isinstance(run.environment, dict) else json.loads(run.environment)
+            # Its own package, with its modules and the initramfs the box's hooks made.
+            assert facts["kernel_release"] == release and facts["kexec_release"] == release
+            assert facts["kexec_package"] == kexec.package_of(deb).name
+            assert facts["kexec_initrd"] == f"/boot/initrd.img-{release}"
+            assert facts["kexec_default_kernel"] == DEFAULT
+            assert run.params["kernel"] == "../linux-image-*.deb" and run.params["on"] == "testbox"
+            # Back on the default kernel, the package purged, nothing of ours left.
+            assert box.ssh("uname -r").stdout.strip() == DEFAULT
+            assert box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip() != before
+            assert box.ssh(f"dpkg-query -W -f='${{Status}}' {kexec.package_of(deb).name}").stdout.strip() in (
+                "", "unknown ok not-installed")
+            assert box.ssh(f"ls /boot/vmlinuz-{release} /var/tmp/perflab-kernel").returncode != 0
+            # The package is kept with its commit; the build's other files are gone from the build's parent.
+            assert (base / "images" / sha / "linux-image.deb").is_file()
+            assert not list(base.glob("*.deb"))
+    finally:
+        measurer.close()
+
+
+def test_perf_is_asked_for_on_the_kernel_under_test_after_the_kexec(on_box, box):
+    """A perf monitor with --kernel: the machine's perf is asked for once the box runs the kernel
+    under test (Debian's perf is the running kernel's), not on its default kernel before the switch:
+    the box has none, so the run is refused in one line naming that kernel, after the kexec; the box
+    back on its default kernel and the package purged all the same."""
+    from perflab.execution.targets import kexec
+
+    deb = kexec.debian_deb(f"debian:{OTHER}")
+    before = box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    assert box.ssh("command -v perf").returncode != 0          # the box has no perf
+    proc = _wis(on_box, "--on", "testbox", "--kernel", str(deb), "--monitor", "perf-stat", check=False)
+    assert proc.returncode != 0
+    # One error line naming the kernel (the other lines are the switch's progress, said on stderr).
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"perf on the kernel under test {OTHER} ({deb}) of testbox: testbox has no perf on its PATH" \
+        in errors[0], errors
+    # It was asked there: the box kexec'ed, then came back by kexec.
+    assert f"testbox: back on its default kernel {DEFAULT} by kexec" in proc.stderr
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip() != before
+    assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
+    assert not on_box.db.exists() or on_box.sql("SELECT count(*) FROM sample") == [(0,)]

@@ -166,15 +166,16 @@ def test_the_console_text_is_this_boots_only():
 
 # -- a kernel bisection on a box (perflab bisect/series --kernel IMAGE --on BOX) ---------------
 
-def _kernel_tree(tmp_path: Path) -> tuple[Path, Path]:
-    """A two-commit "kernel tree" whose build leaves a mark (to show nothing was built) and no image."""
+def _kernel_tree(tmp_path: Path, build: str = "") -> tuple[Path, Path]:
+    """A two-commit "kernel tree" whose build leaves a mark (to show nothing was built) and runs
+    `build` (none: no image)."""
     import os
     import subprocess
 
     tree = tmp_path / "linux"
     tree.mkdir()
     mark = tmp_path / "built"
-    (tree / "build.sh").write_text(f"touch {mark}\n")
+    (tree / "build.sh").write_text(f"touch {mark}\n{build}")
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "a"]):

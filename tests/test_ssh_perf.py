@@ -76,12 +76,13 @@ def programs(tmp_path_factory):
     return d
 
 
-def _machine(cli, server: SshServer, tmp_path: Path) -> Path:
-    """A configured machine `far` reached through `server`, its run directories under tmp_path/far-runs."""
+def _machine(cli, server: SshServer, tmp_path: Path, more: str = "") -> Path:
+    """A configured machine `far` reached through `server` (its settings `more` added), its run
+    directories under tmp_path/far-runs."""
     runs = tmp_path / "far-runs"
     runs.mkdir(exist_ok=True)
     config = tmp_path / "perflab.toml"
-    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n')
+    config.write_text(f'[machine.far]\nssh = "{SshServer.HOST}"\ntmpdir = "{runs}"\nconnect_timeout = 20\n{more}')
     cli.env.update(PERFLAB_SSH_CONFIG=str(server.config), PERFLAB_CONFIG=str(config))
     return runs
 
@@ -186,8 +187,9 @@ def test_kill_9_of_perflab_mid_run_leaves_no_perf_on_the_machine(cli, far, progr
                   timeout=IDLE_SECONDS * 2 / 3, show=lambda: _left_behind(runs))
 
 
-def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(cli, tmp_path):
-    """The sshd gives its sessions a PATH of every program of this machine's but perf."""
+@contextlib.contextmanager
+def _server_without_perf(tmp_path: Path):
+    """An sshd whose sessions get a PATH of every program of this machine's but perf."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for d in ("/usr/local/bin", "/usr/bin", "/bin"):
@@ -198,6 +200,13 @@ def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(c
     server.env["PATH"] = str(bin_dir)
     try:
         server.start()
+        yield server
+    finally:
+        server.destroy()
+
+
+def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(cli, tmp_path):
+    with _server_without_perf(tmp_path) as server:
         runs = _machine(cli, server, tmp_path)
         for monitor in ("perf-stat", "perf-profile"):
             proc = cli("run", "cmd", "--on", "far", "--monitor", monitor, "--", "true", check=False, timeout=120)
@@ -205,8 +214,26 @@ def test_a_far_machine_without_perf_is_refused_in_one_line_before_the_job_runs(c
                                   "perf-stat and perf-profile run the machine's own perf", "bin)")
         assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
         assert not list(runs.iterdir())          # nothing was started there
-    finally:
-        server.destroy()
+
+
+def test_with_a_kernel_under_test_perf_is_not_asked_for_on_the_default_kernel(cli, tmp_path):
+    """Issue 46: with --kernel, perf was asked for on the machine's default kernel before the kexec
+    (and a perf that fails only on the kernel under test failed the monitor mid-run). Now it is
+    asked once the machine runs that kernel (tests/test_kexec_box.py shows it there): a machine
+    without perf on its default kernel is not refused for it before the switch. This machine is
+    the sshd's, so the switch itself is what refuses, in one line: it never kexecs itself."""
+    from perflab.execution.vm import kernel as kernels
+
+    image = kernels.cached(kernels.OTHER_PACKAGE)
+    if not image:
+        pytest.skip("no cached Debian 6.1.0-50 kernel (tools/fetch_kernel.py --both)")
+    with _server_without_perf(tmp_path) as server:
+        runs = _machine(cli, server, tmp_path, "kexec = true\n")
+        proc = cli("run", "cmd", "--on", "far", "--kernel", image, "--monitor", "perf-stat", "--", "true",
+                   check=False, timeout=120)
+        assert_one_line_error(proc, "far is the machine perflab runs on")
+        assert "no perf" not in proc.stderr
+        assert not list(runs.iterdir())
 
 
 # -- the probe's verdicts, from the probe itself run here (no sshd: the same /bin/sh script) --
@@ -237,6 +264,52 @@ def test_a_login_that_may_not_count_system_wide_is_refused_naming_the_setting():
     assert f"kernel.perf_event_paranoid is {level}" in said and "\n" not in said
 
 
+class _ProbeHere:
+    """A machine's connection whose commands (the probe's script) this machine's /bin/sh runs with
+    PATH `path` (no SSH)."""
+
+    def __init__(self):
+        self.path, self.asked = "", 0
+
+    def run(self, script: str) -> str:
+        self.asked += 1
+        return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
+                              env={"PATH": self.path}).stdout
+
+
+def _bin_without_perf(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"                # this machine's programs but perf
+    bin_dir.mkdir()
+    for d in ("/usr/bin", "/bin"):
+        for f in Path(d).iterdir() if Path(d).is_dir() else ():
+            if f.name != "perf" and not (bin_dir / f.name).exists():
+                os.symlink(f, bin_dir / f.name)
+    return bin_dir
+
+
+@needs_perf
+def test_perf_found_on_the_default_kernel_is_not_taken_for_the_kernel_under_tests(tmp_path):
+    """Issue 46: perf is asked for on each kernel the machine runs: found on its default kernel, it
+    is asked again on a kernel under test (there without perf: refused), and what was found there
+    is what the monitors then get (ssh_perf.found)."""
+    from perflab.core.errors import PerflabError
+    from perflab.execution.targets import ssh_perf
+    from perflab.execution.targets.ssh_machine import machine_of
+
+    machine, here = machine_of("ssh://box-kernels"), _ProbeHere()
+    ssh_perf.forget()
+    try:
+        here.path = os.environ["PATH"]                       # its default kernel: perf there
+        default = ssh_perf.perf_of(machine, here)
+        assert here.asked == 1 and ssh_perf.found(machine, "") is default
+        here.path = str(_bin_without_perf(tmp_path))         # the kernel under test: no perf for it
+        with pytest.raises(PerflabError, match="has no perf on its PATH"):
+            ssh_perf.perf_of(machine, here, "debian:6.1.0-50-amd64")
+        assert here.asked == 2 and ssh_perf.found(machine, "debian:6.1.0-50-amd64") is None
+    finally:
+        ssh_perf.forget()
+
+
 def test_a_machine_refused_for_want_of_perf_is_asked_again_once_perf_is_there(tmp_path):
     """Review of issue 46: a long-lived lab worker remembered "no perf" for a machine for its
     whole life. The probe (run here, as the machine's /bin/sh would) is asked again after a
@@ -245,23 +318,8 @@ def test_a_machine_refused_for_want_of_perf_is_asked_again_once_perf_is_there(tm
     from perflab.execution.targets import ssh_perf
     from perflab.execution.targets.ssh_machine import machine_of
 
-    class Here:
-        """The probe's script run by this machine's /bin/sh with PATH `path` (no SSH)."""
-        path = ""
-        asked = 0
-
-        def run(self, script: str) -> str:
-            Here.asked += 1
-            return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
-                                  env={"PATH": self.path}).stdout
-
-    bin_dir = tmp_path / "bin"                # this machine's programs but perf
-    bin_dir.mkdir()
-    for d in ("/usr/bin", "/bin"):
-        for f in Path(d).iterdir() if Path(d).is_dir() else ():
-            if f.name != "perf" and not (bin_dir / f.name).exists():
-                os.symlink(f, bin_dir / f.name)
-    machine, here = machine_of("ssh://box-review"), Here()
+    bin_dir = _bin_without_perf(tmp_path)
+    machine, here = machine_of("ssh://box-review"), _ProbeHere()
     ssh_perf.forget()
     try:
         here.path = str(bin_dir)                      # no perf on its PATH

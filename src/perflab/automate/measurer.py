@@ -329,16 +329,14 @@ class KernelSpec:
 
 def kernel_spec(image: str, vm_mode: str | None, job: AtomicJob, where: str = "--kernel") -> KernelSpec:
     """`--kernel IMAGE --vm MODE` for a job, checked before anything is built (one-line errors)."""
-    from perflab.core.errors import UsageProblem
     from perflab.execution import targets
     from perflab.execution.vm.machine import qemu_binary
     from perflab import jobs
     from perflab.jobs import guest
+    from perflab.execution.targets import kexec
 
-    if not image or os.path.isabs(image) or ".." in Path(image).parts:
-        raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
-                           "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage")
     on = getattr(job.target, "on", "")
+    kexec.check_built_kernel(image, on)
     if on:
         return _machine_kernel_spec(image, vm_mode, job, on, where)
     # The options go on as `run --kernel --vm` puts them on a job (the targets' one way: --vm over
@@ -431,27 +429,33 @@ class KernelBuilds:
 
     def image_of(self, commit: str) -> Path:
         """The kernel image of `commit`, built when not kept yet; BuildFailed when the build fails."""
+        from perflab.execution.targets import kexec
         from perflab.execution.vm import kbuild
+        from perflab.execution.vm.recipe import DEB
 
+        # A package (a pattern of the files the build leaves) is kept under one name, as a recipe's is.
+        made = DEB if (package := kexec.is_package(self.image)) else self.image
         entry = self.images / commit
-        kept = entry / Path(self.image).name
+        kept = entry / Path(made).name
         expect = {"commit": commit, "image": self.image}
         if kbuild.published(entry, kept.name, expect) is not None:
             os.utime(entry)      # used: the newest are kept when old images are pruned (a series' clone)
             return kept
 
         def steps(run: kbuild.Running) -> None:
-            if not self.build_cmd.strip():
-                return
-            try:
-                run.run(["/bin/sh", "-c", self.build_cmd], f"--build {self.build_cmd!r}",
-                        {v: str(run.out) for v in BUILD_DIR_VARS})
-            except BuildFailed as e:
-                raise BuildFailed(f"--build failed: {e.why}", e.why) from None
+            since = time.time()
+            if self.build_cmd.strip():
+                try:
+                    run.run(["/bin/sh", "-c", self.build_cmd], f"--build {self.build_cmd!r}",
+                            {v: str(run.out) for v in BUILD_DIR_VARS})
+                except BuildFailed as e:
+                    raise BuildFailed(f"--build failed: {e.why}", e.why) from None
+            if package:
+                kexec.take_package(run.out, self.image, since, run.out / DEB)
 
         started = time.monotonic()
         try:
-            kbuild.build(kbuild.Worktree(self.repo, self.src), commit, self.out, steps, image=self.image, entry=entry,
+            kbuild.build(kbuild.Worktree(self.repo, self.src), commit, self.out, steps, image=made, entry=entry,
                          facts=lambda _out: {"build": self.build_cmd}, expect=expect, timeout=self.build_timeout,
                          say=self.say)
         except kbuild.NoImage:

@@ -252,31 +252,38 @@ class _Loop:
                         if line is not None:
                             self.bar.echo(line)
 
+    def attach(self, o: JobOutcome, stack: ExitStack) -> None:
+        job = o.job
+        for instrument in job.watching:
+            o.watches.append(instrument.attach(job.benchmark, warn=self.bar.warn, target=job.target))
+            stack.callback(o.watches[-1].close)
+        # Placement and address randomisation are recorded for every run of every family.
+        for watch in o.watches:
+            o.session.facts.update(watch.facts)
+        o.session.facts.setdefault("placement", "the scheduler's choice")
+        o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
+        interrupt.check()
+
     def run_batch(self, batch: list[JobOutcome], places: _Places) -> None:
         store, bar = self.store, self.bar
         with ExitStack() as stack:
             for o in batch:
-                job = o.job
-                for instrument in job.watching:
-                    o.watches.append(instrument.attach(job.benchmark, warn=bar.warn, target=job.target))
-                    stack.callback(o.watches[-1].close)
-                # Placement and address randomisation are recorded for every run of every family.
-                for watch in o.watches:
-                    o.session.facts.update(watch.facts)
-                o.session.facts.setdefault("placement", "the scheduler's choice")
-                o.session.facts.setdefault("benchmark_aslr", "the system setting (aslr)")
-                interrupt.check()
-            for o in batch:
                 target = o.job.target
-                facts = o.session.facts
+                run_in = None
                 try:
                     # A place brought up once for the jobs that share it (a guest booted); the loop runs
                     # in it through the executor it admits this job with.
                     run_in = places.admit(o, stack)
-                    facts, o.executor, o.together = {**facts, **run_in.facts}, run_in.execute, run_in.together
                 except TargetDown as e:
                     o.error = str(e)     # the run is recorded failed, with the console's tail
                     o.boot_failure = BootFailure(e.summary, e.console_tail)
+                # Attached once the place is up: what they ask of it is asked where the processes run
+                # (an SSH machine's perf on the kernel under test kexec'ed there, not on its default one).
+                self.attach(o, stack)
+                facts = o.session.facts
+                if run_in is not None:
+                    facts, o.executor, o.together = {**facts, **run_in.facts}, run_in.execute, run_in.together
+                else:
                     facts = {**facts, **target.unopened_facts()}
                 facts = {**facts, **target.facts()}
                 params = dict(o.session.params)
@@ -521,6 +528,9 @@ class _Places:
             except TargetDown as e:
                 own.close()
                 self.failed[key] = e
+                raise
+            except BaseException:
+                own.close()       # a refusal on opening (perf on a kernel under test): the machine's lock let go
                 raise
             self.open[key] = (own, place, [u for u, _ in users])
         _stack, place, users = self.open[key]

@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -98,8 +99,106 @@ def check_kernel(value, where: str) -> str | dict:
     path = Path(value).expanduser()
     if not path.is_file():
         raise UsageProblem(f"{where} = {value!r}: no such kernel image (on an SSH machine: debian:RELEASE, a kernel "
-                           "recipe RECIPE.yaml or an image file)")
+                           "recipe RECIPE.yaml, an image file or a linux-image .deb)")
+    if path.name.endswith(DEB_SUFFIX):
+        try:
+            package_of(path)
+        except PerflabError as e:
+            raise UsageProblem(f"{where} = {value!r}: {e}") from None
     return str(path.resolve())
+
+
+# A package file (`--kernel linux-image-R_V_amd64.deb`, a kernel tree's `make bindeb-pkg`): installed
+# with dpkg as Debian's are.
+DEB_SUFFIX = ".deb"
+
+
+@dataclass(frozen=True)
+class Package:
+    """A kernel's Debian package file, as its control fields say."""
+
+    name: str          # linux-image-RELEASE (kbuild's bindeb-pkg), linux-image-RELEASE-unsigned (Debian's)
+    version: str
+    release: str       # what `uname -r` says on its kernel
+
+
+def package_of(deb: Path) -> Package:
+    """The kernel package `deb` is: PerflabError in one line naming the file when it is not a
+    linux-image package (linux-headers, linux-libc-dev, the -dbg symbols, a metapackage) or dpkg-deb
+    cannot read it. The release is the package's name after linux-image- (Debian's unsigned
+    packages: without -unsigned), as kbuild and Debian name them."""
+    import re
+
+    if shutil.which("dpkg-deb") is None:
+        raise PerflabError(f"{deb}: a kernel package is read with dpkg-deb (Debian package dpkg)")
+    done = subprocess.run(["dpkg-deb", "--show", "--showformat=${Package}\\n${Version}\\n", str(deb)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        said = " ".join(done.stderr.split()[-12:]) or f"exit {done.returncode}"
+        raise PerflabError(f"{deb}: not a Debian package dpkg-deb can read ({said})")
+    name, _, version = done.stdout.strip().partition("\n")
+    release = name.removeprefix("linux-image-").removesuffix("-unsigned")
+    if (not name.startswith("linux-image-") or name.endswith("-dbg")
+            or not re.fullmatch(r"\d+\.\d+[\w.+~-]*", release)):
+        raise PerflabError(f"{deb}: package {name or '?'} is not a kernel's linux-image package "
+                           "(linux-image-RELEASE: its /boot/vmlinuz-RELEASE, modules and initramfs hooks)")
+    return Package(name, version.strip(), release)
+
+
+def is_package(kernel: str) -> bool:
+    """Whether a kernel is a package file (a kernel tree's `--kernel` names the one its build leaves
+    by a pattern: '../linux-image-*.deb')."""
+    return kernel.endswith(DEB_SUFFIX)
+
+
+def check_built_kernel(image: str, on: str) -> None:
+    """`--kernel` of a kernel tree (bisect, series, robot): the image's path relative to the build
+    output directory, or the package the build leaves (PATTERN.deb: on an SSH machine only, with
+    dpkg-deb here to read each commit's); UsageProblem in one line before anything is built."""
+    parts = Path(image).parts
+    # kbuild's bindeb-pkg writes its packages in the output directory's parent: `../` leads a package's pattern.
+    if not image or os.path.isabs(image) or ".." in (parts[1:] if is_package(image) else parts):
+        raise UsageProblem(f"--kernel {image}: give the image's path relative to the kernel build's output "
+                           "directory ($KBUILD_OUTPUT), e.g. arch/x86/boot/bzImage (or, on an SSH machine, the "
+                           "package the build leaves: '../linux-image-*.deb')")
+    if not is_package(image):
+        return
+    if not on:
+        raise UsageProblem(f"--kernel {image}: a kernel package is installed on an SSH machine (--on MACHINE); "
+                           "a VM boots the image: --kernel arch/x86/boot/bzImage")
+    if shutil.which("dpkg-deb") is None:
+        raise UsageProblem(f"--kernel {image}: each commit's package is read with dpkg-deb here (Debian package dpkg)")
+
+
+def take_package(out: Path, pattern: str, since: float, into: Path) -> None:
+    """The one linux-image package the build left matching `pattern` (relative to `out`, written
+    since `since`: one an earlier build left is not this commit's) moved to `into`; the other files
+    of that build of the package (linux-headers, linux-libc-dev, .buildinfo, .changes: its version
+    in their names) removed. BuildFailed in one line naming the pattern (no match, several) or the
+    file (not a linux-image package)."""
+    import glob
+
+    from perflab.core.git import BuildFailed
+
+    found = [Path(p) for p in sorted(glob.glob(str(out / pattern)))]
+    found = [p for p in found if p.is_file() and p.stat().st_mtime >= since - 1]
+    # kbuild's debug symbols (CONFIG_DEBUG_INFO): linux-image-RELEASE-dbg_VERSION_ARCH.deb, not a kernel.
+    kernels = [p for p in found if "-dbg_" not in p.name]
+    if len(kernels) != 1:
+        why = (f"the build left no package matching --kernel {pattern} (relative to $KBUILD_OUTPUT)" if not kernels
+               else f"--kernel {pattern} matches {len(kernels)} packages of the build "
+                    f"({', '.join(p.name for p in kernels[:3])}): name one")
+        raise BuildFailed(f"--build: {why}", why)
+    deb = kernels[0]
+    try:
+        package = package_of(deb)
+    except PerflabError as e:
+        why = f"--kernel {pattern}: {e}"
+        raise BuildFailed(f"--build: {why}", why) from None
+    os.replace(deb, into)
+    for left in deb.parent.glob(f"*_{package.version}_*"):
+        if left.is_file() and left.stat().st_mtime >= since - 1:
+            left.unlink(missing_ok=True)
 
 
 def label(kernel: str | dict) -> str:
@@ -157,6 +256,7 @@ class Install:
     image: Path | None = None
     facts: tuple = ()                         # (key, value) facts of the kernel (a recipe's build)
     version: str = ""                         # what `uname -v` will say (an image's header), when known
+    version_of_package: str = ""              # a package file's Version (another is installed over one there)
 
 
 def to_install(kernel: str | dict, say=lambda line: None) -> Install:
@@ -175,6 +275,10 @@ def to_install(kernel: str | dict, say=lambda line: None) -> Install:
                               ("kernel_build_commands", facts.get("kernel_build_commands", ""))))
     if kernel.startswith(kernels.DEBIAN):
         return Install(release_of(kernel), deb=debian_deb(kernel), package=kernels.debian_package(kernel))
+    if kernel.endswith(DEB_SUFFIX):
+        package = package_of(Path(kernel))
+        return Install(package.release, deb=Path(kernel), package=package.name, version_of_package=package.version,
+                       facts=(("kexec_package", package.name), ("kexec_package_version", package.version)))
     return Install(release_of(kernel), image=Path(kernel), version=version_of(Path(kernel)))
 
 
@@ -277,8 +381,13 @@ class Switch:
         """The image and initrd to kexec, on the machine."""
         what = self.what
         if what.deb is not None:
-            status = self.run(f"dpkg-query -W -f='${{Status}}' {shlex.quote(what.package)} 2>/dev/null || true")
-            if "install ok installed" not in status:
+            status = self.run(f"dpkg-query -W -f='${{Status}} ${{Version}}' {shlex.quote(what.package)} 2>/dev/null "
+                              "|| true")
+            # A kernel tree's commits make packages of one name: another commit's, kept there
+            # (--keep-kernel), is installed over.
+            there = "install ok installed" in status and (not what.version_of_package
+                                                          or status.split()[-1] == what.version_of_package)
+            if not there:
                 remote = f"{REMOTE_DIR}/{what.package}.deb"
                 modules = f"/lib/modules/{self.release}"
                 # What depmod and initramfs-tools write there belongs to no package: removed with it
@@ -421,7 +530,9 @@ def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, co
         # A package of the running release would replace the default kernel's files (and its purge
         # remove them). An image is only copied: one of the default's release (a kernel tree's
         # build, each commit of a bisection) is kexec'ed like any other, told apart by `uname -v`.
-        raise PerflabError(f"{machine.on} already runs {default}: run on its running kernel (leave --kernel out)")
+        raise PerflabError(f"{machine.on} already runs {default}: a package of that release ({shown}) would replace "
+                           "its default kernel's files; run on its running kernel (leave --kernel out), or build "
+                           "the kernel with a release of its own (LOCALVERSION)")
     try:
         image, initrd = switch.install()
     except TargetDown as e:

@@ -153,7 +153,8 @@ KERNEL_OPTION = TargetOption(
     "--kernel", "kernel", "PATH",
     "Boot this kernel in a QEMU guest and run the job inside (every family that can run there; a refusal "
     "says why: docs/vm.md): a bzImage/vmlinuz, debian:RELEASE or a recipe (RECIPE.yaml); for bisect, series "
-    "and robot the image the build makes, relative to its output directory (e.g. arch/x86/boot/bzImage); "
+    "and robot the image the build makes, relative to its output directory (e.g. arch/x86/boot/bzImage; "
+    "with --on MACHINE the package it leaves, '../linux-image-*.deb'); "
     "for submit a path on the boxes.", name="kernel")
 VM_OPTION = TargetOption(
     "--vm", "vm", "[" + "|".join(MODES) + "]",

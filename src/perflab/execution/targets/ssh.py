@@ -60,8 +60,8 @@ ON_OPTION = TargetOption(
     "--on", "on", "ssh://[USER@]HOST[:PORT]|MACHINE",
     "Run the job on a machine reached over SSH, on its running kernel: ssh://[user@]host[:port], or a "
     "machine named in perflab's configuration ([machine.NAME]; docs/lab.md, \"Test boxes over SSH\"). With --kernel "
-    "debian:RELEASE|RECIPE.yaml|IMAGE on a machine configured with kexec = true: that kernel, installed there (a "
-    "recipe built as a Debian package) and kexec'ed.")
+    "debian:RELEASE|RECIPE.yaml|IMAGE|PKG.deb on a machine configured with kexec = true: that kernel, installed "
+    "there (a recipe built as a Debian package) and kexec'ed.")
 KEEP_KERNEL_KEY = "keep_kernel"
 KEEP_KERNEL_OPTION = TargetOption(
     "--keep-kernel", KEEP_KERNEL_KEY, "",
@@ -169,7 +169,8 @@ class Ssh(Target):
         if shutil.which("ssh") is None:
             raise PerflabError("ssh not found: an SSH machine is reached with the OpenSSH client "
                                "(Debian package openssh-client)")
-        if HOST_TOOLS in needs:
+        # With a kernel under test, perf is asked for on that kernel, once the machine runs it (open).
+        if HOST_TOOLS in needs and not self.kernel:
             from perflab.execution.targets import ssh_perf
 
             try:
@@ -184,7 +185,27 @@ class Ssh(Target):
         when it has none (check said so before the job ran) or cannot be reached."""
         from perflab.execution.targets import ssh_perf
 
+        if self.kernel:
+            # Asked when the place opened, on the kernel under test (_perf_on_kernel); not asked: it never ran.
+            there = ssh_perf.found(self.machine, self._kernel_label())
+            if there is None:
+                raise PerflabError(f"{self.on} did not run the kernel under test: its perf was not asked for there")
+            return there
         return ssh_perf.perf_of(self.machine, connection(self.machine))
+
+    def _perf_on_kernel(self, machine: Machine, release: str) -> None:
+        """The machine's perf asked for on the kernel under test, which it now runs (Debian's perf
+        is a wrapper of the running kernel's version): PerflabError in one line naming the kernel;
+        leaving `open`, the machine goes back to its default kernel and what was installed goes."""
+        from perflab.execution.targets import ssh_perf
+
+        try:
+            ssh_perf.perf_of(machine, connection(machine), self._kernel_label())
+        except SshDown:
+            pass                  # unreachable: the run fails as target down where it runs
+        except PerflabError as e:
+            raise PerflabError(f"perf on the kernel under test {release} ({self.kernel_name or self._kernel_label()}) "
+                               f"of {self.on}: {e}") from None
 
     @contextlib.contextmanager
     def preparing(self, needs: frozenset[str], what: str) -> Iterator[None]:
@@ -214,6 +235,8 @@ class Ssh(Target):
                 switched = stack.enter_context(kexec.under_test(machine, kexec.control_of(dict(machine.settings)),
                                                                 self.kernel, self.keep_kernel, connection,
                                                                 keeping(reconnect), say=say))
+                if any(HOST_TOOLS in o.needs for o in openings):
+                    self._perf_on_kernel(machine, switched["kexec_release"])
             conn = connection(machine)
             with _session(conn, openings) as (far, shipped, workdirs):
                 facts = {**_facts(far, machine), **switched}

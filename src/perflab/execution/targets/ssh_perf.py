@@ -36,25 +36,33 @@ PROBE = "\n".join([
 ])
 REFUSED = ("perf_event_paranoid", "Access to performance monitoring", "Permission denied", "Operation not permitted")
 
-# A machine's perf as found (once per process); a refusal is not kept: a lab worker lives for
-# days, and perf installed on its machine meanwhile is found by the next job that asks.
-_FOUND: dict[Machine, PerfThere] = {}
+# A machine's perf as found (once per process and kernel: the one it runs, "", or a kernel under
+# test kexec'ed there, whose perf may differ); a refusal is not kept: a lab worker lives for days,
+# and perf installed on its machine meanwhile is found by the next job that asks.
+_FOUND: dict[tuple[Machine, str], PerfThere] = {}
 _LOCK = threading.Lock()
 
 
-def perf_of(machine: Machine, connection: Connection) -> PerfThere:
-    """How perf runs on `machine` (asked once per process): PerflabError in one line naming the
-    machine when it has none, it does not run or may not count system-wide (asked again next
-    time); SshDown when the machine does not answer (the run then fails as target down)."""
+def perf_of(machine: Machine, connection: Connection, kernel: str = "") -> PerfThere:
+    """How perf runs on `machine` on `kernel` ("" its own; else the label of the kernel under test,
+    asked once it runs it) (asked once per process): PerflabError in one line naming the machine
+    when it has none, it does not run or may not count system-wide (asked again next time);
+    SshDown when the machine does not answer (the run then fails as target down)."""
     with _LOCK:
-        found = _FOUND.get(machine)
+        found = _FOUND.get((machine, kernel))
     if found is None:
         found = _found(machine, connection.run("exec /bin/sh -c " + shlex.quote(PROBE)))
         if isinstance(found, PerflabError):
             raise found
         with _LOCK:
-            _FOUND[machine] = found
+            _FOUND[(machine, kernel)] = found
     return found
+
+
+def found(machine: Machine, kernel: str) -> PerfThere | None:
+    """What perf_of found on `machine` running `kernel`, if it was asked there."""
+    with _LOCK:
+        return _FOUND.get((machine, kernel))
 
 
 def _found(machine: Machine, text: str) -> PerfThere | PerflabError:
