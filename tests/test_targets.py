@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from dataclasses import dataclass, field
 
 import pytest
@@ -461,3 +462,28 @@ def test_nothing_is_started_ahead_for_the_host_or_a_kernel_that_is_not_there(tmp
                            "--kernel", str(tmp_path / "no-vmlinuz"), "--", "true"])
     assert rc != 0 and err.strip() == f"perflab: error: kernel {tmp_path / 'no-vmlinuz'}: no such file"
     assert not machine._AHEAD
+
+
+def test_a_machine_lock_is_named_after_what_the_ssh_config_resolves(tmp_path, monkeypatch):
+    """The controller's lock names the HostName and Port an ssh config's Host alias stands for
+    (`ssh -G`, which reaches nothing): one alias in two configs for two addresses is two machines
+    (two test sshds did wait for each other), and the alias and the address it names are one."""
+    from perflab.execution import machine_lock
+    from perflab.execution.targets.ssh_machine import machine_of
+
+    if shutil.which("ssh") is None:
+        pytest.skip("needs the OpenSSH client")
+    paths = []
+    for port in (2201, 2202):
+        (tmp_path / f"ssh{port}").write_text(f"Host box-alias\n  HostName 127.0.0.1\n  Port {port}\n")
+        (tmp_path / f"perflab{port}.toml").write_text(
+            f'[machine.far]\nssh = "box-alias"\nssh_config = "{tmp_path / f"ssh{port}"}"\n')
+        monkeypatch.setenv("PERFLAB_CONFIG", str(tmp_path / f"perflab{port}.toml"))
+        paths.append(machine_lock.lock_path(machine_of("far")))
+    assert paths[0] != paths[1]
+    assert machine_lock.lock_path(machine_of("ssh://root@127.0.0.1:2202")) == paths[1]
+    (tmp_path / "jump").write_text("Host behind\n  HostName 10.0.0.5\n  ProxyJump gate.lab.example\n")
+    monkeypatch.setenv("PERFLAB_CONFIG", str(tmp_path / "jump.toml"))
+    (tmp_path / "jump.toml").write_text(f'[machine.b]\nssh = "behind"\nssh_config = "{tmp_path / "jump"}"\n')
+    assert machine_lock.machine_key(machine_of("b")) == "10.0.0.5:22 via gate.lab.example"
+    assert machine_lock.lock_path(machine_of("b")) != machine_lock.lock_path(machine_of("ssh://10.0.0.5"))

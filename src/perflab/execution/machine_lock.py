@@ -5,8 +5,9 @@ machine (the runner, for every job that runs there; a bisection shipping a commi
 holds two locks while it is there, taken in this order:
 
 1. This controller's: an exclusive flock on a file named after the machine's address (host and
-   port, not the name it was given by: `--on box1` and `--on ssh://perf@box1.lab` are the same
-   machine when box1 is configured as that address), in one directory for every user of the
+   port as ssh resolves them, not the name it was given by: `--on box1` and `--on
+   ssh://perf@box1.lab` are the same machine when box1 is configured, in perflab's configuration
+   or the ssh config, as that address), in one directory for every user of the
    controller ($PERFLAB_MACHINE_LOCKS, else /tmp/perflab-machine-locks, mode 1777, each file mode
    666). A lab worker and a `perflab run --on` typed on the same controller wait for each other
    here, without a word to the machine.
@@ -70,9 +71,37 @@ def directory() -> str:
 
 
 def machine_key(machine) -> str:
-    """The address a machine is reached at (host[:port], without the user): the lock's name."""
-    host = machine.destination.rpartition("@")[2]
-    return f"{host}:{machine.port or 22}"
+    """The address a machine is reached at (host[:port], without the user; the hop before it when
+    ssh goes through one): the lock's name. Asked of ssh's own configuration (`ssh -G`, which reads
+    the config and reaches nothing), so an ssh config's Host alias is the HostName and Port it
+    stands for: `--on box1` (Host box1, HostName 10.0.0.5) and `ssh://10.0.0.5` are one machine,
+    and two configs' same alias for two addresses are two."""
+    key = _resolved.get(machine)
+    if key is None:
+        key = _resolved[machine] = _ssh_address(machine) or \
+            f"{machine.destination.rpartition('@')[2]}:{machine.port or 22}"
+    return key
+
+
+_resolved: dict = {}
+
+
+def _ssh_address(machine) -> str | None:
+    """host:port[ via HOP] as `ssh -G` resolves the machine's destination, or None (no ssh, an
+    ssh without -G, an unreadable config: the address as written is the name then)."""
+    argv = machine.ssh("none", "-G")
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    said = {}
+    for line in out.splitlines():
+        name, _, value = line.partition(" ")
+        said.setdefault(name.lower(), value.strip())
+    if not said.get("hostname") or not said.get("port", "").isdigit():
+        return None
+    hop = said.get("proxyjump") or said.get("proxycommand") or ""
+    return f"{said['hostname']}:{said['port']}" + (f" via {hop}" if hop and hop != "none" else "")
 
 
 def lock_path(machine) -> str:
