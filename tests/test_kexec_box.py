@@ -190,11 +190,12 @@ metrics:
 """
 
 
-def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, tmp_path):
-    """`perflab bisect --kernel IMAGE --on testbox`: each commit's image built here (the one kernel
-    build path), copied to the box, kexec'ed, `uname -r` and `uname -v` checked, the job run there,
-    the box back on its default kernel by kexec and the image removed, step after step. The metric
-    is the release the job reads there (exact): the verdict does not depend on load."""
+@pytest.fixture
+def kernel_tree(box, tmp_path):
+    """The three-commit kernel tree above (c0 6.1.0-47, c1 and c2 6.1.0-50; `sh build.sh`), with
+    6.1.0-50's package on the box (its modules and initramfs, as a box kept for a kernel tree has
+    them; purged at the end): (repo, shas, the configuration giving the box a boot_timeout for many
+    kexecs, its own lock directory). Shared by the bisection and the robot on the box."""
     import subprocess
 
     from perflab.execution.vm import kernel as kernels
@@ -204,8 +205,6 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
         pytest.skip("needs both Debian kernels: python tools/fetch_kernel.py --both")
     from perflab.execution.targets import kexec
 
-    # An image of 6.1.0-50 boots on the box with that release's modules and initramfs, as a box
-    # kept for a kernel tree has them: its package installed (removed at the end).
     deb = kexec.debian_deb(f"debian:{OTHER}")
     with open(deb, "rb") as f:
         done = subprocess.run(["ssh", "-F", str(box.ssh_config), "testbox",
@@ -227,36 +226,119 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
             git("add", "-A")
             git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", f"c{i}")
             shas.append(git("rev-parse", "HEAD"))
-        job = tmp_path / "release.yaml"
-        job.write_text(RELEASE_JOB)
         # A kexec's page copy under TCG took 10 minutes at load 13 here (2 boxes, 2 cores): the box's
-        # boot_timeout is longer for this test of 14 kexecs, which is not a test of that bound.
+        # boot_timeout is longer for these tests of many kexecs, which are not tests of that bound.
         config = tmp_path / "slow-box.toml"
         config.write_text(box.machine_config("testbox", boot_timeout=2400))
-        proc = on_box("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
-                      "--kernel", "arch/x86/boot/bzImage", "--on", "testbox", "--job", job,
-                      "--metric", "kernel.abi", timeout=6 * 3600,
-                      # This box's own lock: another session's box is also `testbox` (ssh alias, port 22).
-                      env={"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")})
-        assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
-        runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
-                          'JOIN environment e ON e.id = r.environment_id')
-        assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
-        for commit, status, params, facts in runs:
-            params, facts = json.loads(params), json.loads(facts)
-            want = DEFAULT if commit == shas[0] else OTHER
-            assert status == "finished" and params["on"] == "testbox", (status, facts)
-            # One parameter for every commit's kernel: their runs compare.
-            assert params["kernel"] == "arch/x86/boot/bzImage"
-            assert facts["kernel_release"] == want and facts["kexec_release"] == want
-            assert facts["kexec_default_kernel"] == DEFAULT and facts["kexec_initrd"] == f"/boot/initrd.img-{want}"
-        values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
-                            "WHERE s.metric = 'kernel.abi'")
-        assert {(c, v) for c, v in values} == {(shas[0], 47.0), (shas[1], 50.0), (shas[2], 50.0)}
-        assert f"testbox: back on its default kernel {DEFAULT} by kexec" in proc.stderr
-        assert box.ssh("uname -r").stdout.strip() == DEFAULT
-        assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
-        assert git("worktree", "list").count("\n") == 0
+        # This box's own lock: another session's box is also `testbox` (ssh alias, port 22).
+        yield repo, shas, {"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")}
     finally:
         box.ssh(f"DEBIAN_FRONTEND=noninteractive dpkg --purge {PACKAGE} >/dev/null; rm -rf /lib/modules/{OTHER}",
                 timeout=1800)
+
+
+def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, kernel_tree, tmp_path):
+    """`perflab bisect --kernel IMAGE --on testbox`: each commit's image built here (the one kernel
+    build path), copied to the box, kexec'ed, `uname -r` and `uname -v` checked, the job run there,
+    the box back on its default kernel by kexec and the image removed, step after step. The metric
+    is the release the job reads there (exact): the verdict does not depend on load."""
+    repo, shas, env = kernel_tree
+    job = tmp_path / "release.yaml"
+    job.write_text(RELEASE_JOB)
+    proc = on_box("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[2], "--build", "sh build.sh",
+                  "--kernel", "arch/x86/boot/bzImage", "--on", "testbox", "--job", job,
+                  "--metric", "kernel.abi", timeout=6 * 3600, env=env)
+    assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+    runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
+                      'JOIN environment e ON e.id = r.environment_id')
+    assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
+    _on_the_box_with_each_commits_kernel(runs, shas)
+    values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
+                        "WHERE s.metric = 'kernel.abi'")
+    assert {(c, v) for c, v in values} == {(shas[0], 47.0), (shas[1], 50.0), (shas[2], 50.0)}
+    _box_left_clean(proc, box, repo)
+
+
+def _on_the_box_with_each_commits_kernel(runs, shas) -> None:
+    """Every run finished on the box, on the release of its commit's image, under one `kernel` parameter."""
+    for commit, status, params, facts in runs:
+        params, facts = json.loads(params), json.loads(facts)
+        want = DEFAULT if commit == shas[0] else OTHER
+        assert status == "finished" and params["on"] == "testbox", (status, facts)
+        # One parameter for every commit's kernel: their runs compare.
+        assert params["kernel"] == "arch/x86/boot/bzImage"
+        assert facts["kernel_release"] == want and facts["kexec_release"] == want
+        assert facts["kexec_default_kernel"] == DEFAULT and facts["kexec_initrd"] == f"/boot/initrd.img-{want}"
+
+
+def _box_left_clean(proc, box, repo) -> None:
+    """The box back on its default kernel by kexec, no image left there, no worktree left here."""
+    import subprocess
+
+    assert f"testbox: back on its default kernel {DEFAULT} by kexec" in proc.stderr
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
+    worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    assert worktrees.strip().count("\n") == 0, worktrees
+
+
+# The robot watches for a regression: the release read is a cost here (47 -> 50 is +6.4%), three
+# repetitions per tested commit (one kexec each), so that each side is exact by measurement.
+ROBOT_JOB = RELEASE_JOB.replace("direction: 1", "direction: -1") + "runs: 3\n"
+
+
+def test_the_robot_kexecs_each_new_commits_kernel_on_the_box_and_mails_the_culprit(on_box, box, kernel_tree,
+                                                                                   tmp_path):
+    """`perflab robot --once --kernel IMAGE --on testbox`: the first pass measures c0 (--start) and the
+    tip c2, each commit's kernel kexec'ed on the box by the Measurer bisect uses; the regression
+    (47 -> 50) is bisected there to c1 and mailed once, its reproduce steps building each side's
+    kernel into $KBUILD_OUTPUT and running the job on the box kexec'ed into it — run as written,
+    they measure both sides there again and see the same change."""
+    import os
+    import subprocess
+
+    from conftest import PERFLAB
+
+    repo, shas, env = kernel_tree
+    job = tmp_path / "release.yaml"
+    job.write_text(ROBOT_JOB)
+    out = tmp_path / "reports"
+    proc = on_box("robot", "--repo", repo, "--job", job, "--build", "sh build.sh", "--kernel",
+                  "arch/x86/boot/bzImage", "--on", "testbox", "--start", shas[0], "--out", out, "--once",
+                  "--no-revert", "--name", "box", timeout=6 * 3600, env=env)
+    assert "2 commit(s) tested" in proc.stdout and "1 new report(s)" in proc.stdout, (proc.stdout,
+                                                                                     proc.stderr[-3000:])
+    (report,) = out.iterdir()
+    text = report.read_text()
+    assert report.name.startswith(shas[1][:12]) and f"commit: {shas[1]}" in text, text
+    assert text.startswith(f"Subject: [perflab] {shas[1][:10]}: kernel.abi +6.4% regression"), text
+    assert "on test machine: testbox:" in text, text
+    runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
+                      'JOIN environment e ON e.id = r.environment_id')
+    _on_the_box_with_each_commits_kernel(runs, shas)
+    tags = {t for (t,) in on_box.sql("SELECT DISTINCT tag FROM run")}
+    assert "robot-box" in tags and any(t.startswith("bisect-") for t in tags), tags   # the bisection ran there
+    _box_left_clean(proc, box, repo)
+
+    # The mail's steps, run as a shell script in a fresh directory on a fresh store: each side's
+    # kernel built into $KBUILD_OUTPUT, the job run on the box kexec'ed into it, the change seen again.
+    from test_mail import _steps
+
+    script = _steps(text, "To reproduce:")
+    assert any(s.startswith("export KBUILD_OUTPUT=") for s in script), script
+    assert sum('--kernel "$KBUILD_OUTPUT/arch/x86/boot/bzImage"' in s for s in script) == 2, script
+    assert "on: testbox" in script and not any(s.startswith("kernel:") for s in script), script
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    done = subprocess.run(["sh", "-ec", "\n".join(script)], cwd=reader, capture_output=True, text=True,
+                          timeout=6 * 3600, env={**on_box.env, **env, "PERFLAB_DB": str(tmp_path / "reader.db"),
+                                                 "PATH": f"{os.path.dirname(PERFLAB)}:{os.environ['PATH']}"})
+    assert done.returncode == 0, (script, done.stderr[-3000:])
+    assert "kernel.abi" in done.stdout.split("-- regressions --")[1], done.stdout
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "reader.db")
+    seen = con.execute('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
+                       "WHERE s.metric = 'kernel.abi'").fetchall()
+    con.close()
+    assert {(c, v) for c, v in seen} == {(shas[0], 47.0), (shas[1], 50.0)}, seen
