@@ -327,7 +327,7 @@ def test_the_robot_kexecs_each_new_commits_kernel_on_the_box_and_mails_the_culpr
     script = _steps(text, "To reproduce:")
     assert any(s.startswith("export KBUILD_OUTPUT=") for s in script), script
     assert sum('--kernel "$KBUILD_OUTPUT/arch/x86/boot/bzImage"' in s for s in script) == 2, script
-    assert "on: testbox" in script and not any(s.startswith("kernel:") for s in script), script
+    assert "'on': testbox" in script and not any(s.startswith("kernel:") for s in script), script
     reader = tmp_path / "reader"
     reader.mkdir()
     done = subprocess.run(["sh", "-ec", "\n".join(script)], cwd=reader, capture_output=True, text=True,
