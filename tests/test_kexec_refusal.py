@@ -192,16 +192,22 @@ def _kernel_tree(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_kernel_bisection_on_a_machine_is_refused_before_anything_is_built(cli, tmp_path, extra, needle):
     """What remains refused of `bisect --kernel IMAGE --on MACHINE`: a machine not declared
     kexec-capable, and a VM mode (the kernel boots on the machine); one line, nothing built."""
+    job = tmp_path / "wis.yaml"
+    # Any job (not only cmd): a kernel bisection's commits change the kernel, not the program.
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\n")
+    _refused_before_any_build(cli, tmp_path, needle, lambda tree: (
+        "bisect", "--repo", tree, "--good", "HEAD~1", "--bad", "HEAD", "--build", "sh build.sh", "--kernel",
+        "arch/x86/boot/bzImage", "--job", job, "--metric", "will-it-scale.per_process_ops", *extra))
+
+
+def _refused_before_any_build(cli, tmp_path: Path, needle: str, command) -> None:
+    """`command(tree)` over the two-commit tree, machines plain and kbox (kexec-capable) configured:
+    refused in one line naming `needle`, nothing built, no run stored."""
     tree, mark = _kernel_tree(tmp_path)
     config = tmp_path / "perflab.toml"
     config.write_text('[machine.plain]\nssh = "perf@plain.invalid"\nconnect_timeout = 2\n'
                       '[machine.kbox]\nssh = "root@kbox.invalid"\nconnect_timeout = 2\nkexec = true\n')
-    job = tmp_path / "wis.yaml"
-    # Any job (not only cmd): a kernel bisection's commits change the kernel, not the program.
-    job.write_text("benchmark: will-it-scale\ntest: getppid1\n")
-    proc = cli("bisect", "--repo", tree, "--good", "HEAD~1", "--bad", "HEAD", "--build", "sh build.sh",
-               "--kernel", "arch/x86/boot/bzImage", "--job", job, "--metric", "will-it-scale.per_process_ops",
-               *extra, check=False, env={"PERFLAB_CONFIG": str(config)})
+    proc = cli(*command(tree), check=False, env={"PERFLAB_CONFIG": str(config)})
     assert_one_line_error(proc, needle)
     assert not mark.exists()
     assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
@@ -217,21 +223,15 @@ def test_the_robot_with_a_kernel_on_a_machine_refuses_what_cannot_work_before_an
         cli, tmp_path, extra, needle):
     """`robot --kernel IMAGE --on BOX` (or a job file's `on:`): what cannot work is one line before
     the first build: a machine not kexec-capable, a VM mode, a lab box, jobs in two places."""
-    tree, mark = _kernel_tree(tmp_path)
-    config = tmp_path / "perflab.toml"
-    config.write_text('[machine.plain]\nssh = "perf@plain.invalid"\nconnect_timeout = 2\n'
-                      '[machine.kbox]\nssh = "root@kbox.invalid"\nconnect_timeout = 2\nkexec = true\n')
     on_file = tmp_path / "on.yaml"
     on_file.write_text("benchmark: will-it-scale\ntest: getppid1\non: kbox\n")
     guest = tmp_path / "guest.yaml"
     guest.write_text("benchmark: will-it-scale\ntest: getppid1\n")
     extra = [str(guest) if x == "GUEST" else x for x in extra]
     job = guest if "--on" in extra else on_file
-    proc = cli("robot", "--repo", tree, "--job", job, "--build", "sh build.sh", "--kernel", "arch/x86/boot/bzImage",
-               "--once", *extra, check=False, env={"PERFLAB_CONFIG": str(config)})
-    assert_one_line_error(proc, needle)
-    assert not mark.exists()
-    assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+    _refused_before_any_build(cli, tmp_path, needle, lambda tree: (
+        "robot", "--repo", tree, "--job", job, "--build", "sh build.sh", "--kernel", "arch/x86/boot/bzImage",
+        "--once", *extra))
 
 
 def test_the_robots_kernel_pass_on_a_machine_is_the_bisections_measurer(tmp_path, monkeypatch):
