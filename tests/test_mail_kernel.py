@@ -92,6 +92,16 @@ def test_a_kernel_trees_mail_on_a_test_box_builds_and_kexecs_each_side(tmp_path)
                 f"--repo . --tag {sha[:10]})") in steps, steps
     assert steps.index("export KBUILD_OUTPUT") < steps.index(f"(cd {repo} && sh build.sh)")
     assert "on test machine: box1: 4 threads Test CPU" in text
+    # A patch series' mail of such runs (`series --kernel --on box1`): built and kexec'ed the same way.
+    from dataclasses import replace
+
+    from perflab.analysis.regression import SeriesFacts
+
+    series = render(replace(report, series=SeriesFacts(patch="[PATCH 1/1] x", index=1, total=1, culprit=None,
+                                                       mbox="series.mbox")))
+    steps = series[series.index("To reproduce:"):]
+    assert "export KBUILD_OUTPUT=$PWD/../kbuild" in steps and "'on': box1" in steps, steps
+    assert steps.count('perflab run ../job.yaml --repo . --kernel "$KBUILD_OUTPUT/arch/x86/boot/bzImage"') == 2
 
     class Run:
         def __init__(self, params, job):
