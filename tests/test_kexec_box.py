@@ -264,8 +264,7 @@ def _debian_images() -> tuple[Path, Path]:
 
 
 def _assert_kexec_runs(runs, shas: list[str]) -> None:
-    """Every run of a kernel bisection on the box: on its commit's kernel, kexec'ed there."""
-    assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
+    """Every run of a kernel bisection (or the robot) on the box: on its commit's kernel, kexec'ed there."""
     for commit, status, params, facts in runs:
         params, facts = (json.loads(x) if isinstance(x, str) else x for x in (params, facts))
         want = DEFAULT if commit == shas[0] else OTHER
@@ -292,6 +291,7 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
         assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
         runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
                           'JOIN environment e ON e.id = r.environment_id')
+        assert len(runs) >= 7, runs     # 3 of each end (exact by measurement) and the step
         _assert_kexec_runs(runs, shas)
         values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
                             "WHERE s.metric = 'kernel.abi'")
@@ -327,6 +327,7 @@ def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_b
             lab.stop()
         assert f"first bad commit: {shas[1]}" in proc.stdout, (proc.stdout, proc.stderr[-3000:], lab.logs()[-3000:])
         store, runs = test_lab_ssh._runs(lab)
+        assert len(runs) >= 7, runs
         _assert_kexec_runs([(r.commit, r.status, r.params, test_lab_ssh._facts(r)) for r in runs], shas)
         assert {r.box for r in runs} == {"testbox"}
         commit_of = {r.id: r.commit for r in runs}
@@ -446,3 +447,76 @@ def test_perf_is_asked_for_on_the_kernel_under_test_after_the_kexec(on_box, box)
     assert box.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip() != before
     assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
     assert not on_box.db.exists() or on_box.sql("SELECT count(*) FROM sample") == [(0,)]
+
+
+def _box_left_clean(proc, box, repo) -> None:
+    """The box back on its default kernel by kexec, no image left there, no worktree left here."""
+    import subprocess
+
+    assert f"testbox: back on its default kernel {DEFAULT} by kexec" in proc.stderr
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
+    worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    assert worktrees.strip().count("\n") == 0, worktrees
+
+
+# The robot watches for a regression: the release read is a cost here (47 -> 50 is +6.4%), three
+# repetitions per tested commit (one kexec each), so that each side is exact by measurement.
+ROBOT_JOB = RELEASE_JOB.replace("direction: 1", "direction: -1") + "runs: 3\n"
+
+
+def test_the_robot_kexecs_each_new_commits_kernel_on_the_box_and_mails_the_culprit(on_box, box, tmp_path):
+    """`perflab robot --once --kernel IMAGE --on testbox`: the first pass measures c0 (--start) and the
+    tip c2, each commit's kernel kexec'ed on the box by the Measurer bisect uses; the regression
+    (47 -> 50) is bisected there to c1 and mailed once, its reproduce steps building each side's
+    kernel into $KBUILD_OUTPUT and running the job on the box kexec'ed into it — run as written,
+    they measure both sides there again and see the same change."""
+    import os
+    import subprocess
+
+    from conftest import PERFLAB
+
+    with release_bisection(box, tmp_path) as (repo, shas, _, config):
+        env = {"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")}
+        job = tmp_path / "robot.yaml"
+        job.write_text(ROBOT_JOB)
+        out = tmp_path / "reports"
+        proc = on_box("robot", "--repo", repo, "--job", job, "--build", "sh build.sh", "--kernel",
+                      "arch/x86/boot/bzImage", "--on", "testbox", "--start", shas[0], "--out", out, "--once",
+                      "--no-revert", "--name", "box", timeout=6 * 3600, env=env)
+        assert "2 commit(s) tested" in proc.stdout and "1 new report(s)" in proc.stdout, (proc.stdout,
+                                                                                         proc.stderr[-3000:])
+        (report,) = out.iterdir()
+        text = report.read_text()
+        assert report.name.startswith(shas[1][:12]) and f"commit: {shas[1]}" in text, text
+        assert text.startswith(f"Subject: [perflab] {shas[1][:10]}: kernel.abi +6.4% regression"), text
+        assert "on test machine: testbox:" in text, text
+        runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
+                          'JOIN environment e ON e.id = r.environment_id')
+        _assert_kexec_runs(runs, shas)
+        tags = {t for (t,) in on_box.sql("SELECT DISTINCT tag FROM run")}
+        assert "robot-box" in tags and any(t.startswith("bisect-") for t in tags), tags   # the bisection ran there
+        _box_left_clean(proc, box, repo)
+
+        # The mail's steps, run as a shell script in a fresh directory on a fresh store: each side's
+        # kernel built into $KBUILD_OUTPUT, the job run on the box kexec'ed into it, the change seen again.
+        from test_mail import _steps
+
+        script = _steps(text, "To reproduce:")
+        assert any(s.startswith("export KBUILD_OUTPUT=") for s in script), script
+        assert sum('--kernel "$KBUILD_OUTPUT/arch/x86/boot/bzImage"' in s for s in script) == 2, script
+        assert "'on': testbox" in script and not any(s.startswith("kernel:") for s in script), script
+        reader = tmp_path / "reader"
+        reader.mkdir()
+        done = subprocess.run(["sh", "-ec", "\n".join(script)], cwd=reader, capture_output=True, text=True,
+                              timeout=6 * 3600, env={**on_box.env, **env, "PERFLAB_DB": str(tmp_path / "reader.db"),
+                                                     "PATH": f"{os.path.dirname(PERFLAB)}:{os.environ['PATH']}"})
+        assert done.returncode == 0, (script, done.stderr[-3000:])
+        assert "kernel.abi" in done.stdout.split("-- regressions --")[1], done.stdout
+        import sqlite3
+
+        con = sqlite3.connect(tmp_path / "reader.db")
+        seen = con.execute('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
+                           "WHERE s.metric = 'kernel.abi'").fetchall()
+        con.close()
+        assert {(c, v) for c, v in seen} == {(shas[0], 47.0), (shas[1], 50.0)}, seen

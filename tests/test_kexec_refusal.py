@@ -193,19 +193,111 @@ def _kernel_tree(tmp_path: Path, build: str = "") -> tuple[Path, Path]:
 def test_a_kernel_bisection_on_a_machine_is_refused_before_anything_is_built(cli, tmp_path, extra, needle):
     """What remains refused of `bisect --kernel IMAGE --on MACHINE`: a machine not declared
     kexec-capable, and a VM mode (the kernel boots on the machine); one line, nothing built."""
+    job = tmp_path / "wis.yaml"
+    # Any job (not only cmd): a kernel bisection's commits change the kernel, not the program.
+    job.write_text("benchmark: will-it-scale\ntest: getppid1\n")
+    _refused_before_any_build(cli, tmp_path, needle, lambda tree: (
+        "bisect", "--repo", tree, "--good", "HEAD~1", "--bad", "HEAD", "--build", "sh build.sh", "--kernel",
+        "arch/x86/boot/bzImage", "--job", job, "--metric", "will-it-scale.per_process_ops", *extra))
+
+
+def _refused_before_any_build(cli, tmp_path: Path, needle: str, command) -> None:
+    """`command(tree)` over the two-commit tree, machines plain and kbox (kexec-capable) configured:
+    refused in one line naming `needle`, nothing built, no run stored."""
     tree, mark = _kernel_tree(tmp_path)
     config = tmp_path / "perflab.toml"
     config.write_text('[machine.plain]\nssh = "perf@plain.invalid"\nconnect_timeout = 2\n'
                       '[machine.kbox]\nssh = "root@kbox.invalid"\nconnect_timeout = 2\nkexec = true\n')
-    job = tmp_path / "wis.yaml"
-    # Any job (not only cmd): a kernel bisection's commits change the kernel, not the program.
-    job.write_text("benchmark: will-it-scale\ntest: getppid1\n")
-    proc = cli("bisect", "--repo", tree, "--good", "HEAD~1", "--bad", "HEAD", "--build", "sh build.sh",
-               "--kernel", "arch/x86/boot/bzImage", "--job", job, "--metric", "will-it-scale.per_process_ops",
-               *extra, check=False, env={"PERFLAB_CONFIG": str(config)})
+    proc = cli(*command(tree), check=False, env={"PERFLAB_CONFIG": str(config)})
     assert_one_line_error(proc, needle)
     assert not mark.exists()
     assert not cli.db.exists() or cli.sql("SELECT count(*) FROM run") == [(0,)]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--on", "plain"], "plain is not declared kexec-capable"),
+    (["--on", "kbox", "--vm", "tcg"], "--vm tcg: with --on kbox each commit's kernel is kexec'ed on the machine"),
+    (["--on", "kbox", "--box", "b1"], "--on with --box: a lab box's worker drives its own machine"),
+    (["--job", "GUEST"], "the jobs run in different places (a guest, kbox)"),
+])
+def test_the_robot_with_a_kernel_on_a_machine_refuses_what_cannot_work_before_anything_is_built(
+        cli, tmp_path, extra, needle):
+    """`robot --kernel IMAGE --on BOX` (or a job file's `on:`): what cannot work is one line before
+    the first build: a machine not kexec-capable, a VM mode, a lab box, jobs in two places."""
+    on_file = tmp_path / "on.yaml"
+    on_file.write_text("benchmark: will-it-scale\ntest: getppid1\non: kbox\n")
+    guest = tmp_path / "guest.yaml"
+    guest.write_text("benchmark: will-it-scale\ntest: getppid1\n")
+    extra = [str(guest) if x == "GUEST" else x for x in extra]
+    job = guest if "--on" in extra else on_file
+    _refused_before_any_build(cli, tmp_path, needle, lambda tree: (
+        "robot", "--repo", tree, "--job", job, "--build", "sh build.sh", "--kernel", "arch/x86/boot/bzImage",
+        "--once", *extra))
+
+
+def test_the_robots_kernel_pass_on_a_machine_is_the_bisections_measurer(tmp_path, monkeypatch):
+    """The plumbing of `robot --kernel IMAGE --on kbox`: the pass's Measurer is the LocalMeasurer bisect
+    makes for `--kernel --on` (KernelBuilds here, each commit's image kexec'ed on kbox), and the
+    culprit's bisection is started with the kernel and the job still on kbox. The robot's pass is
+    driven with a scripted Measurer (the product path's Measurer is checked, not used)."""
+    from perflab.automate import bisect, robot
+    from perflab.automate.measurer import KernelSpec, LocalMeasurer, Measured
+    from perflab.jobs.job import AtomicJob
+    from perflab.store import open_store
+    from test_robot import make_repo
+
+    config = tmp_path / "perflab.toml"
+    config.write_text('[machine.kbox]\nssh = "root@kbox.invalid"\nconnect_timeout = 2\nkexec = true\n')
+    monkeypatch.setenv("PERFLAB_CONFIG", str(config))
+    repo = tmp_path / "linux"
+    shas = make_repo(repo, commits=3)
+    store = open_store(str(tmp_path / "perflab.db"))
+    job = AtomicJob.from_dict({"benchmark": "cmd", "params": {"command": "uname -r", "metrics": [
+        {"name": "kernel.abi", "pattern": "^6\\.1\\.0-(\\d+)-amd64", "direction": -1}]}, "on": "kbox", "runs": 3})
+    spec = robot._kernel("arch/x86/boot/bzImage", None, [job])
+    assert spec == KernelSpec("arch/x86/boot/bzImage", {}, on="kbox")
+    made = robot.make_measurer(store, repo, "sh build.sh", None, None, lambda _m: None, spec)
+    try:
+        assert isinstance(made, LocalMeasurer) and made.kernel == spec and made.place == " on kbox (kexec)"
+        assert made.builds.image == "arch/x86/boot/bzImage" and made.builds.build_cmd == "sh build.sh"
+    finally:
+        made.close()
+
+    class Scripted:
+        """Each commit's release as its runs on the box would give it: 47 at the first commit, then 50."""
+        place = " on kbox (kexec)"
+        kernel = spec
+
+        def measure(self, commit, jobs, *, slot=""):
+            out = []
+            for j in jobs:
+                value = 47.0 if commit == shas[0] else 50.0
+                run = store.create_run(box="kbox", environment={}, benchmark="cmd", name="uname", tag=j.tag,
+                                       commit=commit, params={"on": "kbox", "kernel": "arch/x86/boot/bzImage"},
+                                       job=j.to_dict())
+                from perflab.core.model import LOWER_IS_BETTER, Sample
+
+                for rep in range(j.runs or 1):
+                    store.add_samples(run, rep, [Sample("kernel.abi", value, "", LOWER_IS_BETTER)])
+                store.finish_run(run, "finished")
+                out.append(Measured("done", None, [run], {"kernel.abi": [value] * (j.runs or 1)}, j.runs or 1))
+            return out
+
+        def summary(self, measured):
+            return "scripted"
+
+    started = {}
+
+    def bisect_start(store, **kw):
+        started.update(kw)
+        raise bisect.BisectError("stopped here: the test checks what the bisection was given")
+
+    monkeypatch.setattr(bisect, "start", bisect_start)
+    done = robot.run_once(store, repo=str(repo), branch=None, jobs=[job], build_cmd="sh build.sh", name="box",
+                          start=shas[0], measurer=Scripted(), kernel="arch/x86/boot/bzImage", revert=False)
+    assert done.tested == [shas[0], shas[2]] and done.findings
+    assert started["kernel"] == "arch/x86/boot/bzImage" and started["vm_mode"] is None
+    assert started["job"].target.on == "kbox" and started["build_cmd"] == "sh build.sh"
 
 
 def test_a_kernel_bisections_steps_on_a_machine_kexec_each_commits_image(tmp_path, monkeypatch):
@@ -240,11 +332,14 @@ def test_a_kernel_bisections_steps_on_a_machine_kexec_each_commits_image(tmp_pat
     # A job file's own kernel on the machine is not the commits': refused.
     with pytest.raises(Exception, match="the job names its own kernel"):
         kernel_spec("arch/x86/boot/bzImage", None, job.with_(kernel="debian:6.1.0-50-amd64"))
-    # The robot does not kexec per commit: its job's `on:` with --kernel is refused, not booted in a guest.
+    # The robot kexecs each commit's kernel there too (the same spec, so the same Measurer as bisect's);
+    # its jobs in two places (a guest and the machine) are refused: each commit's kernel boots in one.
     from perflab.automate import robot
 
-    with pytest.raises(PerflabError, match="the robot does not kexec each commit's kernel"):
-        robot._kernel("arch/x86/boot/bzImage", None, [job])
+    assert robot._kernel("arch/x86/boot/bzImage", None, [job, job]) == spec
+    in_guest = atomic("will-it-scale", {"test": "getppid1", "nr_task": 1})
+    with pytest.raises(PerflabError, match=r"the jobs run in different places \(a guest, kbox\)"):
+        robot._kernel("arch/x86/boot/bzImage", None, [in_guest, job])
 
 
 def test_an_image_of_the_default_release_is_told_apart_by_uname_v():

@@ -156,7 +156,7 @@ def test_the_series_mails_job_keeps_the_kernels_boot_options(tmp_path):
     reproduce = text[text.index("To reproduce:"):]
     job = reproduce[:reproduce.index("EOF\n", reproduce.index("cat > job.yaml"))]
     assert "kernel:\n" in job and "  cmdline: mitigations=off\n" in job, reproduce
-    assert "--kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" in reproduce, reproduce
+    assert '--kernel "$KBUILD_OUTPUT/arch/x86/boot/bzImage"' in reproduce, reproduce
 
 
 def test_a_kernel_kexeced_on_an_ssh_machine_is_not_a_guest():

@@ -110,6 +110,9 @@ class RegressionReport:
     series: SeriesFacts | None = None  # base and head are a patch series' ends; the culprit is one of its patches
     change_kind: str = ""              # the kind of the change, one line (stats.change_kind), or why there is none
     revert_check: str = ""             # the culprit reverted on the head, one line (automate.series)
+    # A kernel tree's build made each side's kernel: this image, a path in the build's output directory
+    # ($KBUILD_OUTPUT), which the reproduce steps build and boot (a guest's or kexec'ed on the machine).
+    kernel_image: str = ""
 
     @property
     def change(self) -> float:
@@ -178,6 +181,18 @@ def kernel_side(run) -> KernelSide | None:
                       cpus=_number(env.get("vm_cpus")) or target.cpus,
                       memory_mib=_number(env.get("vm_memory_mib")) or target.memory_mib,
                       build=env.get("kernel_build_commands") or None, boot_options=decoded.kernel.cmdline)
+
+
+def tree_image(run) -> str:
+    """The image of a kernel tree's build a run's machine was kexec'ed into, as a path in the build's
+    output directory (`bisect/series/robot --kernel IMAGE --on BOX` record it as the parameter
+    `kernel`, the job keeping each commit's own file); "" for any other run."""
+    params = run.params if isinstance(run.params, dict) else {}
+    job = run.job if isinstance(run.job, dict) else {}
+    image = params.get("kernel")
+    if not params.get("on") or not isinstance(image, str) or not image or image == job.get("kernel"):
+        return ""
+    return "" if os.path.isabs(image) or image.startswith("debian:") else image
 
 
 def _memory(kib) -> str:
@@ -287,7 +302,7 @@ def build(store: Store, base: str, head: str, *, tag: str = "perflab", benchmark
         # An exact metric detects what its resolution lets it call; others, from their spread.
         detectable=(headline.heads[0].detectable if headline.heads[0].exact
                     else detectable_of(headline.base_values, headline.head_values[0], alpha=alpha)),
-        kernels=guests if all(guests) else None,
+        kernels=guests if all(guests) else None, kernel_image=tree_image(head_run),
         kind=kind, trailer=trailer_of(mail, msgid, head_info) if kind == REGRESSION else None,
         message_id=msgid, secondary_left_out=left_out, base_box=base_run.box,
         where=where_view(store, base, head, benchmark, first=(headline.benchmark, headline.params)),

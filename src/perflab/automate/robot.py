@@ -22,6 +22,11 @@ One pass (`perflab robot --once`):
    metric; the store's robot_report table remembers it, so no culprit is ever
    reported twice.
 
+With `--kernel IMAGE` the repository is a kernel tree: each commit's kernel is built here
+(measurer.KernelBuilds) and the jobs run in a guest booted from it, or, for jobs on a
+kexec-capable SSH machine (`--on BOX`), on that machine kexec'ed into it and back — the
+Measurer bisect uses for `--kernel --on` (docs/bisect.md, "A kernel on a test box").
+
 With `--box NAME` the commits are measured on that lab box instead of here: the
 jobs are queued with their source (repository URL, commit, build command), the
 box's worker builds and runs them, and the runs are read back from the shared
@@ -223,17 +228,23 @@ def run_once(store, *, repo: str, branch: str | None, jobs: list[AtomicJob], bui
 
 
 def _kernel(kernel: str | None, vm_mode: str | None, jobs: list[AtomicJob]) -> KernelSpec | None:
-    """--kernel/--vm checked against every job before anything is built; the keys laid over each job's vm."""
+    """--kernel/--vm checked against every job before anything is built: the jobs booted in a guest
+    (the keys laid over each job's vm), or all on one kexec-capable SSH machine (`--on`, a job file's
+    `on:`), each commit's kernel kexec'ed there as bisect does (docs/bisect.md, "A kernel on a test box")."""
     if kernel is None:
         if vm_mode:
             raise PerflabError(f"--vm {vm_mode}: give the kernel the build makes with --kernel IMAGE "
                                "(e.g. arch/x86/boot/bzImage)")
         return None
-    for job in jobs:
-        if kernel_spec(kernel, vm_mode, job, f"--kernel (job {job.benchmark})").on:
-            # (bisect and series do: docs/bisect.md, "A kernel on a test box")
-            raise PerflabError(f"--kernel with a job on {job.target.on}: the robot does not kexec each commit's "
-                               "kernel on an SSH machine; test kernels in a guest (--kernel IMAGE --vm MODE)")
+    specs = [kernel_spec(kernel, vm_mode, job, f"--kernel (job {job.benchmark})") for job in jobs]
+    machines = {s.on for s in specs}
+    if len(machines) > 1:
+        # One pass boots each commit's kernel in one place: its runs compare commit with commit.
+        shown = ", ".join(sorted(m or "a guest" for m in machines))
+        raise PerflabError(f"--kernel {kernel}: the jobs run in different places ({shown}); each commit's kernel "
+                           "is booted in one: give the jobs one `on:` (or --on) or none")
+    if specs[0].on:
+        return specs[0]
     return KernelSpec(kernel, {"mode": vm_mode} if vm_mode else {})
 
 
@@ -289,6 +300,8 @@ def _pass(store, *, repo, branch, jobs, build_cmd, name, start, metrics, box, ou
         report = regression.build(store, base_op, head_op, tag=subject_tag, metrics=[f.metric], repo=str(root),
                                   build_command=build_cmd or None)
         report.change_kind = kind
+        if spec is not None:
+            report.kernel_image = spec.image    # each side's kernel is its build's: the reproducer builds it
         if revert and culprit != order[-1]:
             report.revert_check = _revert_on_tip(store, root, f, culprit, order[-1], jobs, measurer, exact,
                                                  head_op.split(",", 1)[0].removeprefix("tag="), say)

@@ -232,7 +232,7 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
     Its state (commits tested, culprits reported) lives in the store, so it
     survives restarts. See docs/robot.md. With --kernel the repository is a kernel tree:
     --build makes that image (KBUILD_OUTPUT, kept for the pass), and the jobs run in a
-    guest booted from it.
+    guest booted from it (with --on BOX: on that test box, kexec'ed into it and back).
 
     \b
     Examples:
@@ -242,6 +242,8 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
           --source-url https://git.lab/prog.git --db postgresql://perflab@lab/perflab
       perflab robot --repo ~/linux --job getppid.yaml --build 'make -j2 bzImage' \\
           --kernel arch/x86/boot/bzImage --vm icount --once
+      perflab robot --repo ~/linux --job getppid.yaml --build 'make -j8 bzImage' \\
+          --kernel arch/x86/boot/bzImage --on testbox --once
     """
     import time
 
@@ -249,13 +251,11 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
     from perflab.automate import robot
 
     refuse_targets(targets, "robot", supported=("on", "keep_kernel"))   # --on: each commit measured on an SSH machine
-    if targets.get("on") and (kernel or vm_mode or box):
+    if targets.get("on") and box:
         from perflab.core.errors import UsageProblem
 
-        raise UsageProblem(f"--on with {'--box' if box else '--kernel'}: "
-                           + ("a lab box's worker drives its own machine (perflab worker --machine); give one of them"
-                              if box else "each commit's kernel installed and kexec'ed on an SSH machine is not "
-                              "built; test kernels in a guest (--kernel IMAGE --vm MODE)"))
+        raise UsageProblem("--on with --box: a lab box's worker drives its own machine (perflab worker --machine); "
+                           "give one of them")
     if source_url and not box:
         raise click.UsageError("--source-url is where a lab box fetches the commits: use it with --box")
     if out_dir:
@@ -269,8 +269,9 @@ def robot_cmd(repo, branch, job_files, build_cmd, build_timeout, name, start, me
     from perflab.core import steps
 
     store = get_store(db)
-    # With --on each commit is built here and its tree copied to the machine, where the job runs (docs/lab.md).
-    jobs = [(path, placed_for_commits(j, dict(targets), "robot")) for path in job_files
+    # With --on each commit is built here and its tree copied to the machine, where the job runs (docs/lab.md);
+    # with --kernel too, each commit's kernel is kexec'ed there and no tree is copied (docs/robot.md).
+    jobs = [(path, placed_for_commits(j, dict(targets), "robot", programs=not kernel)) for path in job_files
             for j in jobfiles.load_atomic(path)]
     if box:
         from perflab.automate.lab.app import broker_url

@@ -4,7 +4,8 @@ A stored job carries every key (`tag: null`, `prepare: null`, `metrics: []`, `sh
 false`); written out whole it hides the three parameters that matter. `minimal(job)`
 keeps the benchmark, every parameter whose value is not its family's default (required
 ones always, and those the family would otherwise expand into an axis), `runs`/`warmup`/`timeout` when they are not the family's, the monitors
-with only their non-default options, and the guest and valgrind keys when set. It drops
+with only their non-default options, and the targets' keys (a guest's, an SSH machine's `on:`)
+and valgrind's when set. It drops
 the tag (the command line's `--tag` names the runs), the comment (a note, not part of
 what runs) and keys a job file cannot hold (a lab job's source). Written with
 perflab.jobs.to_yaml, the result expands to the stored job (less tag and comment).
@@ -12,6 +13,7 @@ perflab.jobs.to_yaml, the result expands to the stored job (less tag and comment
 
 from __future__ import annotations
 
+from perflab.execution.targets import registered_keys
 from perflab.jobs.job import MEASURE_KEYS
 
 
@@ -88,7 +90,8 @@ def minimal(job: dict, runs: int | None = None) -> dict:
         out["timeout"] = job["timeout"]
     if job.get("monitors"):
         out["monitors"] = _monitors(job["monitors"])
-    for key in ("kernel", "vm", *MEASURE_KEYS):
+    # Where it ran too (a target's keys: an SSH machine's `on:`), or the reproduction runs elsewhere.
+    for key in dict.fromkeys(("kernel", "vm", *registered_keys(), *MEASURE_KEYS)):
         if job.get(key) not in (None, {}, [], False):
             out[key] = job[key]
     out["params"] = differing_params(benchmark, params)

@@ -165,9 +165,10 @@ def _series_reproduce(report: RegressionReport) -> list[str]:
              f"git clone -q {repo} series-test && cd series-test",
              f"git checkout -q {report.base.sha if report.base else 'BASE'}"]
     run = "perflab run ../job.yaml --repo ."     # the job file stays out of the checkout git am patches
-    if kernel:
-        steps.append("export KBUILD_OUTPUT=$PWD/../kbuild   # kbuild's output directory, for the build below")
-        run += " --kernel $KBUILD_OUTPUT/arch/x86/boot/bzImage" + (f" --vm {kernel.mode}" if kernel.mode else "")
+    if kernel or report.kernel_image:
+        steps.append(_kbuild_output("$PWD/../kbuild"))
+        run += f" --kernel {_tree_kernel(report.kernel_image)}" + (f" --vm {kernel.mode}" if kernel and kernel.mode
+                                                                   else "")
     for name, step in (("base", None), ("head", f"git am {am}")):
         if step:
             steps.append(step)
@@ -180,6 +181,16 @@ def _series_reproduce(report: RegressionReport) -> list[str]:
         out += ["", "or all of it, the bisection inside the series and the checks included:", "",
                 STEP + printable(s.command, None)]
     return out
+
+
+def _kbuild_output(where: str) -> str:
+    """The step that names kbuild's output directory, where the build steps below write the kernel."""
+    return f"export KBUILD_OUTPUT={where}   # kbuild's output directory, for the builds below"
+
+
+def _tree_kernel(image: str) -> str:
+    """The --kernel of a side whose kernel the build below made in $KBUILD_OUTPUT."""
+    return f'"$KBUILD_OUTPUT/{image or "arch/x86/boot/bzImage"}"'
 
 
 def render(report: RegressionReport) -> str:
@@ -230,6 +241,9 @@ def _job_files(report: RegressionReport) -> tuple[list[str], list[str]]:
     other options each get a file of their own."""
     job = report.job
     if not report.kernels:
+        if report.kernel_image:
+            # The kernel is each side's build's (--kernel below), not the file the job booted here.
+            job = {k: v for k, v in job.items() if k != "kernel"}
         return ["cat > job.yaml <<'EOF'", *to_yaml(job).rstrip("\n").splitlines(), "EOF"], ["job.yaml"] * 2
     bare = {k: v for k, v in job.items() if k != "kernel"}
 
@@ -268,7 +282,9 @@ def _run_side(report: RegressionReport, which: int, repo: str, job_file: str = "
     if report.build and commit:
         out.append(f"(cd {repo} && {shown(report.build, 300)})")
     run = f"perflab run {job_file}"
-    if kernel:
+    if report.kernel_image and commit:
+        run += f" --kernel {_tree_kernel(report.kernel_image)}"     # built above into $KBUILD_OUTPUT
+    elif kernel:
         run += f" --kernel {shlex.quote(kernel.image)}"
     if commit:
         # In the checkout, as the robot ran it: a job's relative paths (./prog) are the commit's files.
@@ -288,6 +304,8 @@ def _reproduce(report: RegressionReport) -> list[str]:
     steps, files = _job_files(report)
     if not report.repo and report.remote:
         steps.insert(0, f"git clone {shlex.quote(report.remote)} SUT")
+    kbuild = [_kbuild_output("$PWD/kbuild")] if report.kernel_image and report.base else []
+    steps += kbuild
     steps += _run_side(report, 0, repo, files[0]) + _run_side(report, 1, repo, files[1])
     base_tag, head_tag = _side(report, 0)[1], _side(report, 1)[1]
     steps.append(f"perflab compare {base_tag} {head_tag}")
@@ -299,7 +317,7 @@ def _reproduce(report: RegressionReport) -> list[str]:
         out += ["", f"The base runs measured here are in {shown(report.base_export)} beside this mail; to compare",
                 "your head with them rather than run the base yourself (two machines' figures differ,",
                 "so only a comparison on one machine is reliable):", "",
-                STEP + f"perflab import {shlex.quote(report.base_export)}",
+                STEP + f"perflab import {shlex.quote(report.base_export)}", *(STEP + s for s in kbuild),
                 *(STEP + s for s in _run_side(report, 1, repo, files[1])[1:]),
                 STEP + f"perflab compare --cross-box {operand} {head_tag}"]
     return out
