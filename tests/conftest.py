@@ -251,9 +251,16 @@ LONG_TESTS = {
 CHEAP_MODULE_FIXTURES = {"far"}     # test_lab_ssh's sshd: a key and a process, well under a second
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    # xdist's controller, for each worker: a worker's own --dist reads "no", so it is told the run's.
+    node.workerinput["perflab_dist"] = node.config.getoption("dist")
+
+
 def _longest_first(config, items) -> None:
-    workers = getattr(config, "workerinput", {}).get("workercount")
-    if not workers or workers < 2 or config.getoption("dist", None) != "worksteal":
+    given = getattr(config, "workerinput", {})
+    workers = given.get("workercount")
+    if not workers or workers < 2 or given.get("perflab_dist") != "worksteal":
         return
 
     def weight(item) -> float:

@@ -13,13 +13,15 @@ TESTS = Path(__file__).resolve().parent
 
 
 class _Config:
+    """A worker's config as xdist makes it: its own --dist is "no", the run's is in workerinput
+    (conftest.pytest_configure_node puts it there)."""
+
     def __init__(self, workers: int | None, dist: str = "worksteal"):
         if workers is not None:
-            self.workerinput = {"workercount": workers}
-        self.dist = dist
+            self.workerinput = {"workercount": workers, "perflab_dist": dist}
 
     def getoption(self, name, default=None):
-        return self.dist if name == "dist" else default
+        return "no" if name == "dist" else default
 
 
 def _item(file: str, name: str, module_fixture: str | None = None):
@@ -54,6 +56,13 @@ def test_the_longest_tests_head_each_workers_share_and_the_rest_keep_their_order
     assert [s[0].name for s in shares] == ["test_a", "test_b", "test_c"] and shares[2][1].name == "test_d"
     assert [i for i in items if i.path.name == "test_a.py"] == short      # the rest in collected order
     assert items[-1] is kept
+
+
+def test_the_controller_tells_each_worker_the_runs_dist():
+    node = SimpleNamespace(workerinput={"workerid": "gw0"},
+                           config=SimpleNamespace(getoption=lambda name: "worksteal" if name == "dist" else None))
+    conftest.pytest_configure_node(node)
+    assert node.workerinput["perflab_dist"] == "worksteal"
 
 
 def test_without_worksteal_nothing_moves():
