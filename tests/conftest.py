@@ -280,10 +280,92 @@ def pytest_ignore_collect(collection_path, config):
     return True
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(config, items):
+    # Before every other plugin's hook: the marks -m selects by; after them (-m has deselected), the order.
     for item in items:
         for mark in sorted(_marks_of(item)):
             item.add_marker(getattr(pytest.mark, mark))
+    yield
+    _longest_first(config, items)
+
+
+# -- order: the longest tests at the head of each worker's share (issue 47, item 2) -------------
+#
+# xdist's worksteal gives each of the N workers a contiguous Nth of the collection and lets an
+# idle one steal the back half of the longest queue: a long test collected late (test_vm*.py,
+# test_will_it_scale_c.py come last) starts late and makes the run's tail, one worker busy while
+# the others have nothing left. These tests, the longest measured (wall seconds of a
+# `-m "not box and (slow or ...)"` run at load 13-21, call phase), go first, dealt to the workers'
+# shares longest first onto the least loaded one; the rest keep their collected order. A test with
+# a module-scoped fixture other than those in CHEAP_MODULE_FIXTURES stays in place (moving it
+# would build the fixture twice). Every worker computes the same order from the same collection
+# and worker count, as xdist requires; without xdist (or with another --dist) nothing moves.
+LONG_TESTS = {
+    "test_lab_ssh.py::test_the_robot_on_an_ssh_machine_reports_the_planted_regression_once": 239,
+    "test_stats.py::test_aa_false_regression_rate_at_most_alpha": 149,
+    "test_lab_bisect.py::test_robot_on_a_lab_box_reports_the_planted_regression_once": 144,
+    "test_kernel_bisect.py::test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does_not_build": 126,
+    "test_robot.py::test_robot_finds_bisects_and_reports_a_planted_regression_once": 104,
+    "test_store_postgres.py::test_runs_environments_and_testboxes_past_2_31_on_postgresql": 82,
+    "test_lab_ssh.py::test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the_machine": 80,
+    "test_store_postgres.py::test_cli_run_runs_show_log_rerun_annotate_on_postgresql": 76,
+    "test_lab_ssh.py::test_bisect_on_an_ssh_machine_finds_the_commit_with_every_step_measured_there": 71,
+    "test_insn_profile.py::test_a_marker_flood_is_capped_in_the_hosts_disk_and_memory_and_said": 67,
+    "test_insn_profile.py::test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel": 66,
+    "test_vm_runs.py::test_icount_figures_are_the_same_in_one_guest_and_in_two_side_by_side": 66,
+    "test_patch_series.py::test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_revert": 64,
+    "test_vm_runs.py::test_under_icount_a_will_it_scale_sample_is_a_number_of_operations_in_one_guest_or_two": 62,
+    "test_patch_series.py::test_bisect_kind_labels_the_culprit_against_its_parent": 62,
+    "test_insn_profile.py::test_a_job_cannot_forge_the_kernel_symbols_that_name_the_counts": 59,
+    "test_kconfig.py::test_kernel_config_writes_a_config_with_every_option_from_tinyconfig": 49,
+    "test_runner.py::test_ctrl_c_during_fast_repetitions_is_always_clean": 49,
+    "test_lab_ssh.py::test_series_on_an_ssh_machine_names_the_patch_measured_there": 48,
+    "test_lab.py::test_two_boxes_survive_a_killed_worker_and_a_store_outage": 47,
+    "test_store_faults.py::test_reading_commands_work_on_a_read_only_store": 46,
+    "test_store_postgres.py::test_cli_export_import_between_backends_round_trips": 45,
+    "test_lab_bisect.py::test_bisect_on_a_lab_box_finds_the_commit_and_skips_the_unbuildable_one": 41,
+}
+CHEAP_MODULE_FIXTURES = {"far"}     # test_lab_ssh's sshd: a key and a process, well under a second
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    # xdist's controller, for each worker: a worker's own --dist reads "no", so it is told the run's.
+    node.workerinput["perflab_dist"] = node.config.getoption("dist")
+
+
+def _longest_first(config, items) -> None:
+    given = getattr(config, "workerinput", {})
+    workers = given.get("workercount")
+    if not workers or workers < 2 or given.get("perflab_dist") != "worksteal":
+        return
+
+    def weight(item) -> float:
+        seconds = LONG_TESTS.get(f"{item.path.name}::{item.name}", 0)
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if seconds and any(d.scope != "session" and d.scope != "function" and name not in CHEAP_MODULE_FIXTURES
+                           for name, ds in defs.items() for d in ds):
+            return 0
+        return seconds
+
+    longest = sorted((item for item in items if weight(item)), key=weight, reverse=True)
+    if not longest:
+        return
+    # The shares as worksteal cuts them: len(pending) // workers left, in order.
+    sizes, left = [], len(items)
+    for k in range(workers):
+        sizes.append(left // (workers - k))
+        left -= sizes[-1]
+    heads, loads = [[] for _ in range(workers)], [0.0] * workers
+    for item in longest:
+        k = min(range(workers), key=lambda k: (loads[k], len(heads[k])))
+        if len(heads[k]) < sizes[k]:
+            heads[k].append(item)
+            loads[k] += weight(item)
+    moved = {id(item) for head in heads for item in head}
+    rest = iter([item for item in items if id(item) not in moved])
+    items[:] = [item for k in range(workers) for item in heads[k] + [next(rest) for _ in range(sizes[k] - len(heads[k]))]]
 
 
 # -- honest skips: in the full run (tools/test.sh sets PERFLAB_TEST_FULL=1) a skip that hides a

@@ -278,7 +278,7 @@ def test_a_marker_flood_is_capped_in_the_hosts_disk_and_memory_and_said(tmp_path
         counts = InstructionCounts()
         tracemalloc.start()
         try:
-            result = guest.execute(ProcessSpec(["/usr/bin/marker_flood", "40000"], timeout=900),
+            result = guest.execute(ProcessSpec(["/usr/bin/marker_flood", "12000"], timeout=900),
                                    hooks=Hooks(inside=[counts]))
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -286,7 +286,7 @@ def test_a_marker_flood_is_capped_in_the_hosts_disk_and_memory_and_said(tmp_path
             done.set()
             watcher.join()
         assert result.ok, result.stderr_tail
-        assert counts.note.startswith("the guest reported 40,001 instruction-counting windows for one process")
+        assert counts.note.startswith("the guest reported 12,001 instruction-counting windows for one process")
         assert "capped" in counts.note and counts.windows[0], largest
         assert largest[0] <= WINDOW_FILE_LIMIT + (1 << 20), largest
         assert peak < 4 << 20, peak         # reading the windows: one at a time
