@@ -396,6 +396,30 @@ def test_a_nearly_exact_culprit_is_confirmed_when_the_ends_estimate_is_a_little_
     assert v.dropped == 1 and v.verdict == "confirmed", v
 
 
+def test_a_culprit_whose_pairs_all_lie_beyond_the_ends_change_is_confirmed():
+    """Seen in CI (a series' 64x planted work, load high): ends at +102% measured at another speed of
+    the machine, the culprit's pairs all near +210%. Every pair lay 'far' beyond both levels and was
+    left out as straddling a switch of speed: 15 of 16 dropped, undecided, no culprit named. Pairs
+    consistently beyond the change on its own side are a larger change, kept; a pair far on the
+    other side still marks a switch and is left out."""
+    import math
+    import random
+
+    from perflab.stats import sequential
+
+    rng = random.Random(47)
+    parent = [0.0345 * rng.lognormvariate(0, 0.03) for _ in range(16)]
+    culprit = [p * 3.1 * rng.lognormvariate(0, 0.03) for p in parent]
+    d, logged = sequential.paired_differences(parent, culprit)
+    delta, delta_se = math.log(2.0195), 0.015
+    v = sequential.confirm(d, delta, delta_se, 0.005, logged, 1.0, (), 0.01, noise=0.02)
+    assert v.dropped == 0 and v.verdict == "confirmed", v
+    # pairs far on both sides (a two-speed machine, the order random in each pair): still left out
+    v = sequential.confirm(list(d[:3]) + [-1.2, -1.1, -1.3, -1.2], delta, delta_se, 0.005, logged, 1.0, (), 0.01,
+                           noise=0.02)
+    assert v.dropped == 7 and v.verdict is None, v
+
+
 def test_a_culprit_is_not_refuted_by_pairs_whose_own_spread_holds_the_ends_change():
     """Seen at load 14 (a series' 30 -> 300 ms sleep): three pairs at +10%, +30% and +600% against
     ends that moved +900%, the other groups' pooled noise tiny. The pooled noise made the pairs'
