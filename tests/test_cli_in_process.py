@@ -29,3 +29,28 @@ def test_a_reading_command_in_process_gives_what_the_program_gives(cli):
         assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr), args
     assert cli("show", "99", check=False).returncode != 0
     assert "base" in cli("log").stdout
+
+
+def test_an_in_process_command_leaves_no_connection_open_behind_it(postgres_url, postgres_cluster, tmp_path, shared_cache):
+    """A store a command opened is closed when the command returns, not when the collector finds
+    it: the program's connection ends with its process, the test worker's would stay open (one
+    PostgreSQL backend per call, up to max_connections, whatever test comes next in the worker)."""
+    import gc
+
+    from conftest import CLI
+
+    cli = CLI(postgres_url, tmp_path, shared_cache)
+    cli("run", "cmd", "--runs", "2", "--tag", "base", "--", "true")
+    database = postgres_url.rsplit("/", 1)[1]
+    others = ("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid != pg_backend_pid()", (database,))
+    assert postgres_cluster.sql(database, *others) == [(0,)]
+    collecting = gc.isenabled()
+    gc.disable()   # what is closed is closed by the command, not by a collection that happens to run
+    try:
+        for args in (("runs",), ("log",), ("show", "1"), ("export", "--format", "csv"), ("compare", "base", "base"),
+                     ("show", "99")):
+            cli(*args, check=False)
+            assert postgres_cluster.sql(database, *others) == [(0,)], args
+    finally:
+        if collecting:
+            gc.enable()

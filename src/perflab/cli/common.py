@@ -51,6 +51,7 @@ def get_store(db: str | None = None, *, reading: bool = False, recording: bool =
 
         reader = open_reader(target or default_url())
         if reader is not None:
+            ctx.call_on_close(reader.close)
             return reader
     if recording:
         from perflab.store.basics import default_url
@@ -62,6 +63,10 @@ def get_store(db: str | None = None, *, reading: bool = False, recording: bool =
     from perflab.store import open_store   # SQLAlchemy: only for the commands that need it
 
     store = open_store(target)
+    if reading:
+        # Closed when the command returns, as its process would: a process that calls main() again
+        # (a test worker, in process) would keep each command's connection until a collection.
+        ctx.call_on_close(store.engine.dispose)
     store.reap_dead_runs()
     return store
 
