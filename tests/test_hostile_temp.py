@@ -5,6 +5,7 @@ what is left (or not) there is this test's alone."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import signal
@@ -18,7 +19,12 @@ from services import until
 
 
 def _found(root: Path, pattern: str) -> list[Path]:
-    return sorted(root.rglob(pattern))
+    # os.walk, not rglob: the runs under test remove their directories while we look, and
+    # rglob raises FileNotFoundError for a directory gone between listing and entering it.
+    found = []
+    for top, dirs, files in os.walk(root):
+        found += [Path(top, name) for name in dirs + files if fnmatch.fnmatch(name, pattern)]
+    return sorted(found)
 
 
 def _tmp_env(cli, tmp: Path) -> dict:
@@ -48,7 +54,14 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _fio_data(root: Path) -> list[Path]:
-    return [p for p in _found(root, "perflab-fio-*") if p.is_dir() and any(p.iterdir())]
+    return [p for p in _found(root, "perflab-fio-*") if _has_files(p)]
+
+
+def _has_files(path: Path) -> bool:
+    try:
+        return any(path.iterdir())
+    except (FileNotFoundError, NotADirectoryError):   # removed while we looked, or a file
+        return False
 
 
 @pytest.mark.skipif(not shutil.which("fio"), reason="fio is not installed")
