@@ -372,7 +372,12 @@ class SshServer(_ProcessServer):
             f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {self.base / 'host_key'}\n"
             f"AuthorizedKeysFile {self.base / 'keys'}/%u\nStrictModes no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPidFile none\n"
-            "MaxSessions 50\nMaxStartups 50\n")
+            "MaxSessions 50\nMaxStartups 50\n"
+            # Curve25519 alone: OpenSSH's default key exchange (sntrup761x25519, post-quantum) costs
+            # each new connection ~50 ms more of its client's CPU (61 ms against 9-11 here), and the
+            # tests make hundreds (every job's machine lock is a connection of its own). Which key
+            # exchange a loopback sshd agrees on is nothing perflab does; a client offers both.
+            "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org\n")
         # Its sessions' environment (sshd's SetEnv, written at start: sshd takes one SetEnv line).
         # Its own machine lock (execution/machine_lock.py): the test machines share this kernel,
         # and one /tmp/perflab-machine-lock would make them one machine to each other.
