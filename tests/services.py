@@ -372,11 +372,21 @@ class SshServer(_ProcessServer):
             f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {self.base / 'host_key'}\n"
             f"AuthorizedKeysFile {self.base / 'keys'}/%u\nStrictModes no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nPidFile none\n"
-            "MaxSessions 50\nMaxStartups 50\n")
+            "MaxSessions 50\nMaxStartups 50\n"
+            # Curve25519 alone: OpenSSH's default key exchange (sntrup761x25519, post-quantum) costs
+            # each new connection ~50 ms more of its client's CPU (61 ms against 9-11 here), and the
+            # tests make hundreds (every job's machine lock is a connection of its own). Which key
+            # exchange a loopback sshd agrees on is nothing perflab does; a client offers both.
+            "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org\n")
         # Its sessions' environment (sshd's SetEnv, written at start: sshd takes one SetEnv line).
         # Its own machine lock (execution/machine_lock.py): the test machines share this kernel,
         # and one /tmp/perflab-machine-lock would make them one machine to each other.
-        self.env = {FAR_LOCK_ENV: str(self.base / "machine-lock")}
+        # SHLVL=1: bash, the login shell sshd runs each session's command with, reads the user's
+        # ~/.bashrc when started by sshd at level 1 only, and starts at SHLVL + 1. Here root's
+        # runs `pyenv init` (some twenty processes, ~0.1 s of CPU): every ssh call perflab makes
+        # paid it, 162 times in the robot's test. A far machine's shell start-up is its owner's,
+        # nothing perflab does; the sessions' PATH is sshd's default (or `env`'s).
+        self.env = {FAR_LOCK_ENV: str(self.base / "machine-lock"), "SHLVL": "1"}
         self.config.write_text(
             f"Host {self.HOST}\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"
             f"  IdentityFile {self.base / 'client_key'}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"

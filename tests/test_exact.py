@@ -52,6 +52,34 @@ def test_resolution_and_is_exact():
     assert not exact.is_exact([10.0, 10.5, 9.8], [11.0, 11.2, 10.9])
 
 
+def test_is_exact_without_medians_decides_as_the_resolution_does():
+    """is_exact turns a group away by its range against its largest sample before any median is
+    taken (a noisy comparison's cost): the same answer as `resolution` <= EXACT_LIMIT gives, also
+    for spreads a hair from the limit on either side and for groups whose median is their largest."""
+    rng = np.random.default_rng(47)
+    near = 0
+    for _ in range(3000):
+        groups = []
+        for _side in range(2):
+            n = int(rng.integers(1, 8))
+            u = rng.uniform(0, 1, n)
+            if n >= 2:
+                u[0], u[1] = 0.0, 1.0
+                if rng.random() < 0.3:
+                    u[2:] = 1.0                       # the median is the largest sample
+            target = exact.EXACT_LIMIT * float(rng.choice([rng.uniform(0.5, 1.5), 1 + rng.normal(0, 1e-9), 0.0]))
+            m = float(np.median(u))
+            width = target / (1 - target * m)         # (max - min) / median == target
+            groups.append((float(np.exp(rng.uniform(-5, 20))) * (1 + width * u)).tolist())
+        res = exact.resolution(*groups)
+        near += res is not None and abs(res / exact.EXACT_LIMIT - 1) < 1e-6
+        for assume in (True, False):
+            small = any(len(g) < exact.MEASURED_MIN for g in groups)
+            want = (res is None or res <= exact.EXACT_LIMIT) if assume else \
+                (not small and res is not None and res <= exact.EXACT_LIMIT)
+            assert exact.is_exact(*groups, assume_exact=assume) == want, (groups, assume, res)
+    assert near > 100
+
 def test_compare_exact_calls_a_planted_one_percent_and_not_zero():
     one = exact.compare_exact([1_000_000], [1_010_000], resolution=None, threshold=0.01)
     assert one.verdict == "regression" and one.called

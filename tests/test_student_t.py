@@ -95,3 +95,38 @@ def test_random_arguments_against_scipy():
         reference = float(2 * special.stdtr(df, -t))
         if reference > 1e-290:
             assert _rel(student_t.two_sided_p(df, t), reference) < 1e-10, (df, t)
+
+
+def test_the_bisection_ends_tests_agree_with_scipy_stats_without_importing_scipy():
+    """bisect's test of its ends (Welch on two groups, or a paired t-test) took scipy.stats' t:
+    importing scipy.stats cost every `perflab bisect`, `robot` and `series` about a second. Its
+    p-value and interval are scipy.stats' (ttest_ind, ttest_1samp) to 1e-10, from a process
+    that never loads scipy."""
+    import json
+    import subprocess
+    import sys
+
+    from scipy import stats
+
+    rng = np.random.default_rng(47)
+    good, bad = (100 * np.exp(rng.normal(0, 0.01, 7))).tolist(), (103 * np.exp(rng.normal(0, 0.02, 5))).tolist()
+    script = ("import json, sys\n"
+              "from perflab.stats import sequential\n"
+              "good, bad = json.loads(sys.argv[1])\n"
+              "out = [sequential.ends_differ(good, bad, 0.01, 3, 0.01),\n"
+              "       sequential.ends_differ_paired(good, bad, 0.01, 3, 0.01)]\n"
+              "print(json.dumps([[v.p_value, *v.ci, v.change] for v in out]\n"
+              "                 + [sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')]))\n")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps([good, bad])], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    welch, paired, scipy_modules = json.loads(proc.stdout)
+    assert scipy_modules == []
+    lg, lb = np.log(good), np.log(bad)
+    looked = 0.01 / 3
+    for (p, lo, hi, change), t in ((welch, stats.ttest_ind(lb, lg, equal_var=False)),
+                                  (paired, stats.ttest_1samp(lb[:5] - lg[:5], 0.0))):
+        interval = t.confidence_interval(1 - looked)
+        assert _rel(p, float(t.pvalue)) < 1e-10
+        assert _rel(lo, math.expm1(interval.low)) < 1e-10 and _rel(hi, math.expm1(interval.high)) < 1e-10
+        assert lo < change < hi

@@ -124,7 +124,6 @@ class EndsVerdict:
 
 def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVerdict:
     """Welch's two-sided test of the ends at alpha / looks; differ only if significant and >= threshold."""
-    from scipy import stats   # here: importing it costs a second, which a refusal need not pay
     (g, b), logged = transform(good, bad)
     (g, b), dropped = drop_disturbed(g, b)
     ng, nb = g.size, b.size
@@ -140,8 +139,8 @@ def ends_differ(good, bad, alpha: float, looks: int, threshold: float) -> EndsVe
         p, df = (0.0 if delta else 1.0), float(ng + nb - 2)
     else:
         df = (vg + vb) ** 2 / ((vg ** 2 / (ng - 1) if ng > 1 else 0) + (vb ** 2 / (nb - 1) if nb > 1 else 0) or 1e-300)
-        p = float(2 * stats.t.sf(abs(delta) / se, df))
-    half = float(stats.t.ppf(1 - alpha_look / 2, df) * se) if se else 0.0
+        p = student_t.two_sided_p(df, delta / se)
+    half = student_t.quantile(df, 1 - alpha_look / 2) * se if se else 0.0
     base = float(g.mean())
     change = relative_change(delta, logged, base)
     ci = (relative_change(delta - half, logged, base), relative_change(delta + half, logged, base))
@@ -298,7 +297,6 @@ def paired_differences(first, second) -> tuple[np.ndarray, bool]:
 def ends_differ_paired(good, bad, alpha: float, looks: int, threshold: float) -> EndsVerdict:
     """The ends' test on pairs (good_i, bad_i): a one-sample t-test of the differences at
     alpha / looks; differ only if significant and >= threshold."""
-    from scipy import stats   # here: importing it costs a second, which a refusal need not pay
     d, logged = paired_differences(good, bad)
     (d,), dropped = drop_disturbed(d)
     n = d.size
@@ -312,8 +310,8 @@ def ends_differ_paired(good, bad, alpha: float, looks: int, threshold: float) ->
     if se == 0:
         p = 0.0 if delta else 1.0
     else:
-        p = float(2 * stats.t.sf(abs(delta) / se, n - 1))
-    half = float(stats.t.ppf(1 - alpha_look / 2, n - 1) * se) if se else 0.0
+        p = student_t.two_sided_p(n - 1, delta / se)
+    half = student_t.quantile(n - 1, 1 - alpha_look / 2) * se if se else 0.0
     scale = 1.0 if logged else base
     change = relative_change(delta, logged, scale)
     ci = (relative_change(delta - half, logged, scale), relative_change(delta + half, logged, scale))
