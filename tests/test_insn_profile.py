@@ -323,3 +323,6 @@ def test_a_job_cannot_forge_the_kernel_symbols_that_name_the_counts(cli, tmp_pat
     assert len(named) > 2 and not [m for m in named if "POISONED_" in m], named
     kept = list((cache / "perflab" / "kallsyms").glob("kallsyms-*"))
     assert kept and all("POISONED_" not in p.read_text() for p in kept)
+    # Only the text symbols came through the agent's UART (SYMS): half the file's bytes.
+    lines = [line.split() for p in kept for line in p.read_text().splitlines()]
+    assert len(lines) > 1000 and {words[1] for words in lines} <= set("tTwW"), {words[1] for words in lines}
