@@ -338,6 +338,10 @@ class Guest:
         """A file of the guest (empty when it cannot be read), through the agent."""
         return self._ask("READ", os.fsencode(path), "FILE", f"reading {path}")
 
+    def text_symbols(self) -> bytes:
+        """The lines of the guest's /proc/kallsyms that name code (t, T, w, W: the agent's SYMS)."""
+        return self._ask("SYMS", b"", "FILE", "reading its kernel's symbols")
+
     def make_directory(self, path: str, root: str = "") -> None:
         """`mkdir -p path` in the guest, seen from `root` as execute's processes see it; the agent
         does it itself (a process started for it cost 0.07-0.09 s under icount). PerflabError
@@ -563,19 +567,15 @@ def boot(spec: VmSpec, files: Mapping[str, Path | str] | None = None, setup: Seq
             raise VmError(f"the guest of kernel {Path(spec.kernel).name} could not prepare its devices: "
                           f"{guest_facts['setup_error']}", _tail(console))
         facts = {
-            "vm_mode": spec.mode,
-            "vm_cpus": guest_facts.get("cpus", str(spec.cpus)),
-            "vm_memory_mib": str(spec.memory_mib),
-            "vm_cpu_model": guest_facts.get("cpu_model", ""),
+            "vm_mode": spec.mode, "vm_cpus": guest_facts.get("cpus", str(spec.cpus)),
+            "vm_memory_mib": str(spec.memory_mib), "vm_cpu_model": guest_facts.get("cpu_model", ""),
             "qemu_version": qemu_version(binary, version),
             "guest_kernel_release": guest_facts.get("release", ""),
             "guest_kernel_version": guest_facts.get("version", ""),
-            "guest_machine": guest_facts.get("machine", ""),
-            "kernel_path": str(Path(spec.kernel).resolve()),
+            "guest_machine": guest_facts.get("machine", ""), "kernel_path": str(Path(spec.kernel).resolve()),
             "kernel_config_hash": kernels.config_hash(Path(spec.kernel)) or "",
             "host_kernel": os.uname().release,
-            "vm_boot_seconds": f"{time.monotonic() - started:.2f}",
-            "kernel_entry": entry.how,
+            "vm_boot_seconds": f"{time.monotonic() - started:.2f}", "kernel_entry": entry.how,
         }
         if spec.mode == "icount":
             facts["time_base"] = "instruction-time (QEMU icount shift=0: 1 ns per guest instruction)"

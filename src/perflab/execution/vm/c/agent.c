@@ -13,13 +13,15 @@
  *     "@PL " TYPE " " LENGTH " " FNV1A32-HEX "\n"  then LENGTH bytes, then "\n"
  *
  * guest -> host: HELLO (key=value lines: uname, CPUs, memory), RESULT, BYE.
- * host -> guest: RUN, STOP (ask the running launcher to stop), READ, MKDIR, STATE, OFF.
+ * host -> guest: RUN, STOP (ask the running launcher to stop), READ, SYMS, MKDIR, STATE, OFF.
  * MKDIR makes a directory (answer MADE), STATE lists what a job could have changed in a
  * shared boot (answer FILE): see make_directory and guest_state.
  * READ's payload is a path; the answer is FILE, the file's content (at most
- * READ_LIMIT bytes; empty when it cannot be read), e.g. the guest's
- * /proc/kallsyms for the host to name kernel addresses (read right after
- * HELLO, before any RUN: a job could mount a forged one).
+ * READ_LIMIT bytes; empty when it cannot be read).  SYMS (no payload) answers
+ * FILE with the text symbols' lines of /proc/kallsyms (types t T w W), for the
+ * host to name kernel addresses (read right after HELLO, before any RUN: a job
+ * could mount a forged one): half the bytes of the whole file, whose 3.9 MB
+ * (Debian 6.1) took 4.1 s of QEMU's CPU through the UART under icount.
  * RUN's payload is NUL-terminated strings: N, then N launcher arguments
  * (options, "--", the program's argv), then M, then M environment entries,
  * then "1"/"0" (capture stdout), then the root to run in ("" for the
@@ -481,6 +483,26 @@ static char *read_whole(const char *path, size_t *n)
 		*n += (size_t)r;
 	}
 	close(fd);
+	return buf;
+}
+
+/* /proc/kallsyms's text symbols ("ADDRESS TYPE NAME[\tMODULE]" lines of type t, T, w or W),
+ * the only ones the host names addresses with; the rest is half the file. */
+static char *text_symbols(size_t *n)
+{
+	size_t len = 0, kept = 0;
+	char *buf = read_whole("/proc/kallsyms", &len);
+	for (size_t at = 0; at < len;) {
+		char *end = memchr(buf + at, '\n', len - at);
+		size_t line = end ? (size_t)(end - (buf + at)) + 1 : len - at;
+		char *space = memchr(buf + at, ' ', line);
+		if (space && (size_t)(space - (buf + at)) + 2 < line && space[2] == ' ' && strchr("tTwW", space[1])) {
+			memmove(buf + kept, buf + at, line);
+			kept += line;
+		}
+		at += line;
+	}
+	*n = kept;
 	return buf;
 }
 
@@ -1065,6 +1087,11 @@ static int serve(void)
 			send_frame("FILE", data, len);
 			free(data);
 			free(path);
+		} else if (strcmp(type, "SYMS") == 0) {
+			size_t len = 0;
+			char *data = text_symbols(&len);
+			send_frame("FILE", data, len);
+			free(data);
 		} else if (strcmp(type, "MKDIR") == 0) {
 			make_directory(payload, n);
 		} else if (strcmp(type, "STATE") == 0) {
