@@ -180,6 +180,50 @@ def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, b
     assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
 
 
+def test_a_lab_worker_of_the_box_power_cycles_a_panicking_kernel_and_goes_on_serving(on_box, box, redis_server,
+                                                                                      tmp_path):
+    """`perflab submit JOB --box quickbox --kernel IMAGE` of the panicking kernel above to the worker
+    that drives the box (`perflab worker --machine quickbox`): the box comes back by its power-cycle
+    command, the submission is counted failed and its run stored failed, "kernel did not boot" with
+    the console's text; the worker goes on serving: the next submission runs on the default kernel."""
+    import test_lab_ssh
+    from test_lab import Lab
+
+    image = testbox.kernel_dir(PACKAGE) / "boot" / f"vmlinuz-{OTHER}"
+    if not image.is_file():
+        pytest.skip(f"no cached {image} (tools/fetch_kernel.py --both)")
+    lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
+    lab.env.update(PERFLAB_CONFIG=on_box.env["PERFLAB_CONFIG"], PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
+    try:
+        test_lab_ssh._start_machine_worker(lab, "quickbox")
+        job = tmp_path / "wis.yaml"
+        job.write_text("benchmark: will-it-scale\ntest: getppid1\nduration: 1\nwarmup_time: 0\nruns: 2\n")
+        panics = lab.perflab("submit", job, "--box", "quickbox", "--kernel", image).stdout.strip()
+        lab.wait_until("the panic's end", lambda: test_lab_ssh._ended(lab, panics, 1), timeout=3600, step=1)
+        assert lab.progress(panics).get("failed:quickbox") == "1", (lab.progress(panics), lab.logs())
+        good = lab.submit(job, "quickbox")
+        lab.wait_until("the next job's end", lambda: test_lab_ssh._ended(lab, good, 1), timeout=3600, step=1)
+        assert lab.progress(good).get("done:quickbox") == "1", (lab.progress(good), lab.logs())
+        lab.wait_until("both runs uploaded", lambda: len(test_lab_ssh._runs(lab)[1]) == 2, timeout=120)
+        store, runs = test_lab_ssh._runs(lab)
+        state = lab.worker_state("quickbox")
+    finally:
+        lab.stop()
+    (failed,) = [r for r in runs if r.job["lab"]["submission"] == panics]
+    (served,) = [r for r in runs if r.job["lab"]["submission"] == good]
+    assert failed.status == "failed" and failed.params["kernel"] == str(image), (failed.error, lab.logs())
+    assert failed.error.startswith("kernel did not boot on quickbox"), failed.error
+    assert "VFS: Unable to mount root" in failed.error or "Kernel panic" in failed.error, failed.error
+    assert not store.samples([failed.id])
+    assert on_box.cycled.read_text().splitlines() == ["cycled"]
+    # The worker served on: the next job on the box's default kernel, nothing of the panic left there.
+    assert served.status == "finished" and "kernel" not in served.params, (served.error, lab.logs())
+    assert test_lab_ssh._facts(served)["kernel_release"] == DEFAULT
+    assert state.get("state") == "idle", state
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
+
+
 # A kernel tree whose build "makes" one of two real Debian kernels, as kernel.txt of the commit says
 # (tests/test_kernel_bisect.py's way): c0 6.1.0-47 (the box's default release: kexec'ed all the same,
 # told from the default kernel by `uname -v`), c1 6.1.0-50 (the culprit), c2 6.1.0-50.
@@ -301,6 +345,36 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
         assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
         worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True)
         assert worktrees.stdout.count("\n") == 1, worktrees.stdout
+
+
+def test_a_patch_series_of_a_kernel_tree_kexecs_each_patchs_kernel_on_the_box(on_box, box, tmp_path):
+    """`perflab series --kernel IMAGE --on testbox` of the same tree posted as a series (c1, c2 on
+    base c0): the series applied in perflab's clone, each measured commit's image built here and
+    kexec'ed on the box (bisect's Measurer), the patch that changed the release named; the kind not
+    labelled (icount counts in a guest only); the revert check left out (--no-revert: 3 more kexecs
+    that the bisection's own steps already prove)."""
+    import subprocess
+
+    with release_bisection(box, tmp_path) as (repo, shas, job, config):
+        mails = tmp_path / "mails"
+        subprocess.run(["git", "-C", str(repo), "format-patch", "-q", "--base", shas[0], "--cover-letter", "-o",
+                        str(mails), f"{shas[0]}..{shas[2]}"], check=True, capture_output=True)
+        proc = on_box("series", "--repo", repo, "--mbox", mails, "--build", "sh build.sh", "--kernel",
+                      "arch/x86/boot/bzImage", "--on", "testbox", "--job", job, "--metric", "kernel.abi",
+                      "--no-revert", timeout=6 * 3600,
+                      env={"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")})
+        assert "the patch: [PATCH 1/2] c1 (1 of 2)" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+        assert "kind of change: not labelled (the steps ran on an SSH machine; icount counts in a guest only)" \
+            in proc.stderr, proc.stderr[-3000:]
+        runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
+                          'JOIN environment e ON e.id = r.environment_id')
+        # The base is c0 itself; the patches are applied anew in perflab's clone (their own commits).
+        assert len({c for c, *_ in runs}) == 3 and len(runs) >= 7, runs
+        _assert_kexec_runs(runs, shas)
+        values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
+                            "WHERE s.metric = 'kernel.abi'")
+        assert {v for c, v in values if c == shas[0]} == {47.0} and {v for c, v in values if c != shas[0]} == {50.0}
+        _box_left_clean(proc, box, repo)
 
 
 def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_box, box, redis_server, tmp_path):
