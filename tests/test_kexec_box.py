@@ -132,12 +132,17 @@ def test_a_recipe_built_as_a_package_kexeced_then_back_by_kexec_and_the_package_
     assert box.ssh(f"ls /boot/vmlinuz-{release} /lib/modules/{release} /var/tmp/perflab-kernel").returncode != 0
 
 
-def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_box, box, tmp_path):
-    # Debian's 6.1.0-50 image without an initramfs (the box has none of that release): its virtio
-    # disk driver is a module, so it panics, unable to mount the root file system, and never answers.
+def _panicking_image() -> Path:
+    """Debian's 6.1.0-50 image without an initramfs (the box has none of that release): its virtio
+    disk driver is a module, so it panics, unable to mount the root file system, and never answers."""
     image = testbox.kernel_dir(PACKAGE) / "boot" / f"vmlinuz-{OTHER}"
     if not image.is_file():
         pytest.skip(f"no cached {image} (tools/fetch_kernel.py --both)")
+    return image
+
+
+def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_box, box, tmp_path):
+    image = _panicking_image()
     proc = _wis(on_box, "--on", "quickbox", "--kernel", str(image), check=False)
     assert proc.returncode != 0
     _, status, params, facts, error = _run(on_box)
@@ -151,27 +156,35 @@ def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_
     assert on_box.sql("SELECT count(*) FROM sample") == [(0,)]
 
 
-
-def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, box, redis_server, tmp_path):
-    """0-day's way: `perflab submit JOB --box testbox --kernel debian:R` to the worker that drives the
-    box (`perflab worker --machine testbox`): the kernel installed and kexec'ed there, the job run on
-    it, the box back on its default kernel and the package gone (the same path as `run --on --kernel`)."""
+@contextlib.contextmanager
+def _machine_lab(on_box, redis_server, tmp_path: Path, machine: str):
+    """A lab (a real redis-server) whose worker drives the box as `machine` (`perflab worker
+    --machine`), and a will-it-scale job file to submit to it: (lab, job file)."""
+    import test_lab_ssh
     from test_lab import Lab
 
     lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
     lab.env.update(PERFLAB_CONFIG=on_box.env["PERFLAB_CONFIG"], PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
     try:
-        import test_lab_ssh
-
-        test_lab_ssh._start_machine_worker(lab, "testbox")
+        test_lab_ssh._start_machine_worker(lab, machine)
         job = tmp_path / "wis.yaml"
         job.write_text("benchmark: will-it-scale\ntest: getppid1\nduration: 1\nwarmup_time: 0\nruns: 2\n")
+        yield lab, job
+    finally:
+        lab.stop()
+
+
+def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, box, redis_server, tmp_path):
+    """0-day's way: `perflab submit JOB --box testbox --kernel debian:R` to the worker that drives the
+    box (`perflab worker --machine testbox`): the kernel installed and kexec'ed there, the job run on
+    it, the box back on its default kernel and the package gone (the same path as `run --on --kernel`)."""
+    import test_lab_ssh
+
+    with _machine_lab(on_box, redis_server, tmp_path, "testbox") as (lab, job):
         sid = lab.perflab("submit", job, "--box", "testbox", "--kernel", f"debian:{OTHER}").stdout.strip()
         lab.wait_until("the job's end", lambda: test_lab_ssh._ended(lab, sid, 1), timeout=3600, step=1)
         lab.wait_until("the run uploaded", lambda: test_lab_ssh._runs(lab)[1], timeout=120)
         _store, (run,) = test_lab_ssh._runs(lab)
-    finally:
-        lab.stop()
     facts = test_lab_ssh._facts(run)
     assert run.status == "finished" and run.box == "testbox", (run.error, lab.logs())
     assert run.params["on"] == "testbox" and run.params["kernel"] == f"debian:{OTHER}"
@@ -187,28 +200,23 @@ def test_a_lab_worker_of_the_box_power_cycles_a_panicking_kernel_and_goes_on_ser
     command, the submission is counted failed and its run stored failed, "kernel did not boot" with
     the console's text; the worker goes on serving: the next submission runs on the default kernel."""
     import test_lab_ssh
-    from test_lab import Lab
+    from perflab.automate.lab import app
 
-    image = testbox.kernel_dir(PACKAGE) / "boot" / f"vmlinuz-{OTHER}"
-    if not image.is_file():
-        pytest.skip(f"no cached {image} (tools/fetch_kernel.py --both)")
-    lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
-    lab.env.update(PERFLAB_CONFIG=on_box.env["PERFLAB_CONFIG"], PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
-    try:
-        test_lab_ssh._start_machine_worker(lab, "quickbox")
-        job = tmp_path / "wis.yaml"
-        job.write_text("benchmark: will-it-scale\ntest: getppid1\nduration: 1\nwarmup_time: 0\nruns: 2\n")
+    image = _panicking_image()
+    with _machine_lab(on_box, redis_server, tmp_path, "quickbox") as (lab, job):
         panics = lab.perflab("submit", job, "--box", "quickbox", "--kernel", image).stdout.strip()
         lab.wait_until("the panic's end", lambda: test_lab_ssh._ended(lab, panics, 1), timeout=3600, step=1)
         assert lab.progress(panics).get("failed:quickbox") == "1", (lab.progress(panics), lab.logs())
+        # What a waiting submitter reads of the task: failed, the reason.
+        (task,) = lab.redis.smembers(app.done_key(panics))
+        told = json.loads(lab.redis.get(app.result_key(task)))
+        assert told["status"] == "failed" and told["error"].startswith("kernel did not boot on quickbox"), told
         good = lab.submit(job, "quickbox")
         lab.wait_until("the next job's end", lambda: test_lab_ssh._ended(lab, good, 1), timeout=3600, step=1)
         assert lab.progress(good).get("done:quickbox") == "1", (lab.progress(good), lab.logs())
         lab.wait_until("both runs uploaded", lambda: len(test_lab_ssh._runs(lab)[1]) == 2, timeout=120)
         store, runs = test_lab_ssh._runs(lab)
         state = lab.worker_state("quickbox")
-    finally:
-        lab.stop()
     (failed,) = [r for r in runs if r.job["lab"]["submission"] == panics]
     (served,) = [r for r in runs if r.job["lab"]["submission"] == good]
     assert failed.status == "failed" and failed.params["kernel"] == str(image), (failed.error, lab.logs())
