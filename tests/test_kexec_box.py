@@ -20,7 +20,9 @@ falling to 2, with six other engineers' tests): the module 1,386 s; the boot 81 
 and boot, at load 10-15. Each commit's package of a kernel tree (6.1.0-50, then the recipe's),
 installed, kexec'ed and purged in turn: 1,140 s alone with the boot at load 11-13; perf asked
 for on the kernel under test (6.1.0-50 installed, kexec'ed, refused, back): 741 s alone with
-the boot at load 12-13. Marked slow and vm (tests/conftest.py).
+the boot at load 12-13. Through the worker, the panicking kernel then a plain job: 229 s after
+the boot at load 1.5-2.9; a two-patch series of the release tree (`series --kernel --on`): 751 s
+alone with the boot at load 3.7-4.7. Marked slow and vm (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -132,12 +134,17 @@ def test_a_recipe_built_as_a_package_kexeced_then_back_by_kexec_and_the_package_
     assert box.ssh(f"ls /boot/vmlinuz-{release} /lib/modules/{release} /var/tmp/perflab-kernel").returncode != 0
 
 
-def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_box, box, tmp_path):
-    # Debian's 6.1.0-50 image without an initramfs (the box has none of that release): its virtio
-    # disk driver is a module, so it panics, unable to mount the root file system, and never answers.
+def _panicking_image() -> Path:
+    """Debian's 6.1.0-50 image without an initramfs (the box has none of that release): its virtio
+    disk driver is a module, so it panics, unable to mount the root file system, and never answers."""
     image = testbox.kernel_dir(PACKAGE) / "boot" / f"vmlinuz-{OTHER}"
     if not image.is_file():
         pytest.skip(f"no cached {image} (tools/fetch_kernel.py --both)")
+    return image
+
+
+def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_box, box, tmp_path):
+    image = _panicking_image()
     proc = _wis(on_box, "--on", "quickbox", "--kernel", str(image), check=False)
     assert proc.returncode != 0
     _, status, params, facts, error = _run(on_box)
@@ -151,33 +158,80 @@ def test_a_kernel_that_panics_at_boot_power_cycles_the_box_and_fails_the_run(on_
     assert on_box.sql("SELECT count(*) FROM sample") == [(0,)]
 
 
-
-def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, box, redis_server, tmp_path):
-    """0-day's way: `perflab submit JOB --box testbox --kernel debian:R` to the worker that drives the
-    box (`perflab worker --machine testbox`): the kernel installed and kexec'ed there, the job run on
-    it, the box back on its default kernel and the package gone (the same path as `run --on --kernel`)."""
+@contextlib.contextmanager
+def _machine_lab(on_box, redis_server, tmp_path: Path, machine: str):
+    """A lab (a real redis-server) whose worker drives the box as `machine` (`perflab worker
+    --machine`), and a will-it-scale job file to submit to it: (lab, job file)."""
+    import test_lab_ssh
     from test_lab import Lab
 
     lab = Lab(tmp_path, redis_server.url, str(tmp_path / "shared.db"))
     lab.env.update(PERFLAB_CONFIG=on_box.env["PERFLAB_CONFIG"], PERFLAB_MACHINE_LOCKS=str(tmp_path / "locks"))
     try:
-        import test_lab_ssh
-
-        test_lab_ssh._start_machine_worker(lab, "testbox")
+        test_lab_ssh._start_machine_worker(lab, machine)
         job = tmp_path / "wis.yaml"
         job.write_text("benchmark: will-it-scale\ntest: getppid1\nduration: 1\nwarmup_time: 0\nruns: 2\n")
+        yield lab, job
+    finally:
+        lab.stop()
+
+
+def test_a_lab_worker_of_the_box_boots_a_submitted_debian_kernel_there(on_box, box, redis_server, tmp_path):
+    """0-day's way: `perflab submit JOB --box testbox --kernel debian:R` to the worker that drives the
+    box (`perflab worker --machine testbox`): the kernel installed and kexec'ed there, the job run on
+    it, the box back on its default kernel and the package gone (the same path as `run --on --kernel`)."""
+    import test_lab_ssh
+
+    with _machine_lab(on_box, redis_server, tmp_path, "testbox") as (lab, job):
         sid = lab.perflab("submit", job, "--box", "testbox", "--kernel", f"debian:{OTHER}").stdout.strip()
         lab.wait_until("the job's end", lambda: test_lab_ssh._ended(lab, sid, 1), timeout=3600, step=1)
         lab.wait_until("the run uploaded", lambda: test_lab_ssh._runs(lab)[1], timeout=120)
         _store, (run,) = test_lab_ssh._runs(lab)
-    finally:
-        lab.stop()
     facts = test_lab_ssh._facts(run)
     assert run.status == "finished" and run.box == "testbox", (run.error, lab.logs())
     assert run.params["on"] == "testbox" and run.params["kernel"] == f"debian:{OTHER}"
     assert facts["kernel_release"] == OTHER and facts["kexec_default_kernel"] == DEFAULT
     assert box.ssh("uname -r").stdout.strip() == DEFAULT
     assert box.ssh(f"dpkg-query -W -f='${{Status}}' {PACKAGE}").stdout.strip() in ("", "unknown ok not-installed")
+
+
+def test_a_lab_worker_of_the_box_power_cycles_a_panicking_kernel_and_goes_on_serving(on_box, box, redis_server,
+                                                                                      tmp_path):
+    """`perflab submit JOB --box quickbox --kernel IMAGE` of the panicking kernel above to the worker
+    that drives the box (`perflab worker --machine quickbox`): the box comes back by its power-cycle
+    command, the submission is counted failed and its run stored failed, "kernel did not boot" with
+    the console's text; the worker goes on serving: the next submission runs on the default kernel."""
+    import test_lab_ssh
+    from perflab.automate.lab import app
+
+    image = _panicking_image()
+    with _machine_lab(on_box, redis_server, tmp_path, "quickbox") as (lab, job):
+        panics = lab.perflab("submit", job, "--box", "quickbox", "--kernel", image).stdout.strip()
+        lab.wait_until("the panic's end", lambda: test_lab_ssh._ended(lab, panics, 1), timeout=3600, step=1)
+        assert lab.progress(panics).get("failed:quickbox") == "1", (lab.progress(panics), lab.logs())
+        # What a waiting submitter reads of the task: failed, the reason.
+        (task,) = lab.redis.smembers(app.done_key(panics))
+        told = json.loads(lab.redis.get(app.result_key(task)))
+        assert told["status"] == "failed" and told["error"].startswith("kernel did not boot on quickbox"), told
+        good = lab.submit(job, "quickbox")
+        lab.wait_until("the next job's end", lambda: test_lab_ssh._ended(lab, good, 1), timeout=3600, step=1)
+        assert lab.progress(good).get("done:quickbox") == "1", (lab.progress(good), lab.logs())
+        lab.wait_until("both runs uploaded", lambda: len(test_lab_ssh._runs(lab)[1]) == 2, timeout=120)
+        store, runs = test_lab_ssh._runs(lab)
+        state = lab.worker_state("quickbox")
+    (failed,) = [r for r in runs if r.job["lab"]["submission"] == panics]
+    (served,) = [r for r in runs if r.job["lab"]["submission"] == good]
+    assert failed.status == "failed" and failed.params["kernel"] == str(image), (failed.error, lab.logs())
+    assert failed.error.startswith("kernel did not boot on quickbox"), failed.error
+    assert "VFS: Unable to mount root" in failed.error or "Kernel panic" in failed.error, failed.error
+    assert not store.samples([failed.id])
+    assert on_box.cycled.read_text().splitlines() == ["cycled"]
+    # The worker served on: the next job on the box's default kernel, nothing of the panic left there.
+    assert served.status == "finished" and "kernel" not in served.params, (served.error, lab.logs())
+    assert test_lab_ssh._facts(served)["kernel_release"] == DEFAULT
+    assert state.get("state") == "idle", state
+    assert box.ssh("uname -r").stdout.strip() == DEFAULT
+    assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
 
 
 # A kernel tree whose build "makes" one of two real Debian kernels, as kernel.txt of the commit says
@@ -301,6 +355,36 @@ def test_a_kernel_bisection_kexecs_each_commits_kernel_on_the_box(on_box, box, t
         assert box.ssh("ls /var/tmp/perflab-kernel").returncode != 0
         worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True)
         assert worktrees.stdout.count("\n") == 1, worktrees.stdout
+
+
+def test_a_patch_series_of_a_kernel_tree_kexecs_each_patchs_kernel_on_the_box(on_box, box, tmp_path):
+    """`perflab series --kernel IMAGE --on testbox` of the same tree posted as a series (c1, c2 on
+    base c0): the series applied in perflab's clone, each measured commit's image built here and
+    kexec'ed on the box (bisect's Measurer), the patch that changed the release named; the kind not
+    labelled (icount counts in a guest only); the revert check left out (--no-revert: 3 more kexecs
+    that the bisection's own steps already prove)."""
+    import subprocess
+
+    with release_bisection(box, tmp_path) as (repo, shas, job, config):
+        mails = tmp_path / "mails"
+        subprocess.run(["git", "-C", str(repo), "format-patch", "-q", "--base", shas[0], "--cover-letter", "-o",
+                        str(mails), f"{shas[0]}..{shas[2]}"], check=True, capture_output=True)
+        proc = on_box("series", "--repo", repo, "--mbox", mails, "--build", "sh build.sh", "--kernel",
+                      "arch/x86/boot/bzImage", "--on", "testbox", "--job", job, "--metric", "kernel.abi",
+                      "--no-revert", timeout=6 * 3600,
+                      env={"PERFLAB_CONFIG": str(config), "PERFLAB_MACHINE_LOCKS": str(tmp_path / "locks")})
+        assert "the patch: [PATCH 1/2] c1 (1 of 2)" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+        assert "kind of change: not labelled (the steps ran on an SSH machine; icount counts in a guest only)" \
+            in proc.stderr, proc.stderr[-3000:]
+        runs = on_box.sql('SELECT r."commit", r.status, r.params, e.facts FROM run r '
+                          'JOIN environment e ON e.id = r.environment_id')
+        # The base is c0 itself; the patches are applied anew in perflab's clone (their own commits).
+        assert len({c for c, *_ in runs}) == 3 and len(runs) >= 7, runs
+        _assert_kexec_runs(runs, shas)
+        values = on_box.sql('SELECT r."commit", s.value FROM sample s JOIN run r ON r.id = s.run_id '
+                            "WHERE s.metric = 'kernel.abi'")
+        assert {v for c, v in values if c == shas[0]} == {47.0} and {v for c, v in values if c != shas[0]} == {50.0}
+        _box_left_clean(proc, box, repo)
 
 
 def test_a_lab_worker_of_the_box_bisects_a_kernel_tree_kexecing_each_commit(on_box, box, redis_server, tmp_path):

@@ -226,6 +226,26 @@ def test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the
     assert not list(lab.runs_dir.glob("perflab-tree-*")) and not list(lab.runs_dir.iterdir())
 
 
+def test_kind_on_the_box_of_a_machine_is_refused_before_the_bisection_starts(lab, far, tmp_path):
+    """`bisect --box far --kind` where box far's live worker drives the SSH machine far (its heartbeat
+    says so): one line at the start, as `bisect --on far --kind` is refused, not "not labelled" at the
+    end of a bisection measured there; nothing queued, measured or recorded."""
+    from perflab.automate.lab import app
+
+    _start_machine_worker(lab, "far")
+    assert lab.worker_state("far")["machine"] == "far"
+    repo = tmp_path / "repo"
+    shas = test_bisect.make_repo(repo, n=3)
+    job = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB)
+    kind = lab.perflab("bisect", "--repo", repo, "--good", shas[0], "--bad", shas[-1], "--build", test_bisect.BUILD,
+                       "--job", job, "--metric", "loop.iterations", "--box", "far", "--kind", "--db", lab.db,
+                       check=False, timeout=test_bisect.BISECT_TIMEOUT)
+    assert_one_line_error(kind, "--kind with --box far: its worker drives the SSH machine far", "without --kind")
+    assert lab.redis.llen(app.queue_name("far")) == 0 and lab.worker_state("far")["state"] == "idle"
+    assert not Path(lab.db).exists() or _runs(lab)[1] == []
+    assert not Path(lab.db + ".bisect").exists()
+
+
 def test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_as_far_as_the_kexec(lab, far, tmp_path):
     """`bisect --box B --kernel IMAGE` where B's worker serves an SSH machine: each commit's kernel
     is built on the worker and kexec'ed on the machine (`bisect --on --kernel`'s path). What the

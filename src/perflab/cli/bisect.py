@@ -117,6 +117,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
         # --kernel, each commit's kernel kexec'ed there (docs/bisect.md, "A kernel on a test box").
         job = placed_for_commits(job, targets, "bisect", programs=not kernel)
         _refuse_on_machine(job, box, kind)
+        if box and kind:
+            _refuse_kind_on_a_machines_box(_broker(broker), box)
         store = get_store(db)
         settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind, revert=revert)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
@@ -143,6 +145,20 @@ def _refuse_on_machine(job, box, kind) -> None:
         raise UsageProblem("--on with --kind: the kind of a change is counted on this machine (valgrind) or in a "
                            "guest (icount), not on an SSH machine; label it afterwards with `perflab bisect --kind` "
                            "here")
+
+
+def _refuse_kind_on_a_machines_box(broker: str, box: str) -> None:
+    """--kind with --box: refused as with --on when a live worker of the box drives an SSH machine
+    (`perflab worker --machine`, which says so in its heartbeat). With no worker alive now, the one
+    that will serve the box is unknown: the bisection starts, and its end says "not labelled"."""
+    from perflab.automate.lab import app as lab
+    from perflab.automate.lab.client import machine_of_box
+    from perflab.core.errors import UsageProblem
+
+    machine = machine_of_box(lab.redis_client(broker), lab.check_box(box))
+    if machine:
+        raise UsageProblem(f"--kind with --box {box}: its worker drives the SSH machine {machine}; the kind of a change "
+                           "is counted by valgrind or in a guest (icount), not on an SSH machine: bisect without --kind")
 
 
 def _broker(broker: str | None) -> str:

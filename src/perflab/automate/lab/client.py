@@ -114,6 +114,15 @@ def workers(r) -> list[dict]:
     return sorted((w for w in found if w), key=lambda w: (w.get("box", ""), w.get("worker", "")))
 
 
+def machine_of_box(r, box: str) -> str | None:
+    """The SSH machine a live worker of `box` drives (`perflab worker --machine`), else None: also
+    when no worker of it is alive now, since the controller cannot know which one will serve it."""
+    for w in workers(r):
+        if w.get("box") == box and w.get("machine"):
+            return w["machine"]
+    return None
+
+
 def queue_status(broker: str) -> list[dict]:
     """One row per box: its workers' states and the number of messages waiting in its queue."""
     r = lab.redis_client(broker)

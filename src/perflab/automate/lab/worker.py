@@ -56,6 +56,8 @@ def _now() -> str:
 class WorkerState:
     box: str
     name: str
+    # The SSH machine it drives ("" for this one): a controller refuses at the start what cannot run there.
+    machine: str = ""
     state: str = "idle"
     job: str = ""
     submission: str = ""
@@ -71,7 +73,7 @@ class WorkerState:
     def as_hash(self, pending: int) -> dict:
         with self.lock:
             return {"box": self.box, "worker": self.name, "host": socket.gethostname(), "pid": os.getpid(),
-                    "state": self.state, "job": self.job, "submission": self.submission, "since": self.since,
+                    "machine": self.machine, "state": self.state, "job": self.job, "submission": self.submission, "since": self.since,
                     "last_error": self.last_error, "spooled": pending, "seen": _now()}
 
 
@@ -112,7 +114,7 @@ class Worker:
         self.lock.acquire()
         self.spool = Spool(spool_dir, box, db)
         self.checkouts = Checkouts(spool_dir / "src")
-        self.state = WorkerState(box, self.name)
+        self.state = WorkerState(box, self.name, machine or "")
         self.heartbeat_s = heartbeat_s
         self.app = lab.make_app(broker, visibility_timeout)
         self._stop = threading.Event()
