@@ -255,6 +255,7 @@ def test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_a
     worker, then refused at the switch, since this machine (the tests' sshd on 127.0.0.1) is the
     one perflab runs on; nothing of it is left on the machine or in the user's repository."""
     import test_kexec_box
+    from perflab.automate.lab import app
     from perflab.execution.vm import kernel as kernels
 
     image = kernels.cached(kernels.DEFAULT_PACKAGE)
@@ -263,7 +264,6 @@ def test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_a
     config = Path(lab.env["PERFLAB_CONFIG"])
     config.write_text(config.read_text() + f'[machine.kfar]\nssh = "{SshServer.HOST}"\ntmpdir = "{lab.runs_dir}"\n'
                                            "connect_timeout = 20\nkexec = true\n")
-    _start_machine_worker(lab, "far")
     _start_machine_worker(lab, "kfar")
     repo = tmp_path / "linux"
     shas = test_kexec_box.kernel_tree(repo, [image, image])
@@ -272,9 +272,19 @@ def test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_a
             "--kernel", "arch/x86/boot/bzImage", "--job", job, "--metric", "kernel.abi", "--db", lab.db]
     built = lambda box: list(lab.spool(box).glob("src/kernel-*/images/*"))  # noqa: E731
 
-    # The bisection's start said, its end is the worker's one line.
+    # --vm with no worker of the box alive: which machine will serve it is not known at the start;
+    # the bisection waits for the worker, whose one line ends it before anything is fetched or built.
+    with _running(lab.env, lab.tmp, "vm", *base, "--box", "far", "--vm", "icount") as (vm, err):
+        lab.wait_until("the bisection waiting for a worker",
+                       lambda: "no worker of it is alive" in err.read_text(errors="replace"), timeout=300)
+        _start_machine_worker(lab, "far")
+        vm.wait(300)
+        _ends_with_error(subprocess.CompletedProcess(vm.args, vm.returncode, "", err.read_text()),
+                         "box far: source.kernel.vm: box far is the SSH machine far", "a guest on it is not built")
+    # With the worker alive (it says in its heartbeat which machine it drives): refused at the start.
     vm = lab.perflab(*base, "--box", "far", "--vm", "icount", check=False, timeout=300)
-    _ends_with_error(vm, "box far: source.kernel.vm: box far is the SSH machine far", "a guest on it is not built")
+    assert_one_line_error(vm, "--vm with --box far: its worker drives the SSH machine far", "bisect without --vm")
+    assert lab.redis.llen(app.queue_name("far")) == 0
     plain = lab.perflab(*base, "--box", "far", check=False, timeout=300)
     _ends_with_error(plain, "box far: box far is the SSH machine far: far is not declared kexec-capable")
     assert not built("far") and not list(lab.spool("far").glob("src/*/mirror.git"))   # nothing fetched

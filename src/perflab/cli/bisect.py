@@ -117,8 +117,8 @@ def bisect_cmd(repo, good, bad, build_cmd, job_file, metric, tag, box, broker, s
         # --kernel, each commit's kernel kexec'ed there (docs/bisect.md, "A kernel on a test box").
         job = placed_for_commits(job, targets, "bisect", programs=not kernel)
         _refuse_on_machine(job, box, kind)
-        if box and kind:
-            _refuse_kind_on_a_machines_box(_broker(broker), box)
+        if box and (kind or vm_mode):
+            _refuse_on_a_machines_box(_broker(broker), box, kind, vm_mode)
         store = get_store(db)
         settings = bisect.Settings(alpha=alpha, threshold=threshold, pairing=pairing, kind=kind, revert=revert)
         result = bisect.start(store, repo=repo, good=good, bad=bad, build_cmd=build_cmd, job=job, metric=metric,
@@ -147,18 +147,23 @@ def _refuse_on_machine(job, box, kind) -> None:
                            "here")
 
 
-def _refuse_kind_on_a_machines_box(broker: str, box: str) -> None:
-    """--kind with --box: refused as with --on when a live worker of the box drives an SSH machine
-    (`perflab worker --machine`, which says so in its heartbeat). With no worker alive now, the one
-    that will serve the box is unknown: the bisection starts, and its end says "not labelled"."""
+def _refuse_on_a_machines_box(broker: str, box: str, kind: bool, vm_mode: str | None) -> None:
+    """--kind or --vm with --box: refused as with --on when a live worker of the box drives an SSH
+    machine (`perflab worker --machine`, which says so in its heartbeat). With no worker alive now, the
+    one that will serve the box is unknown: the bisection starts; its end says "not labelled" (--kind)
+    or is the worker's refusal of a guest on its machine (--vm), before anything is fetched or built."""
     from perflab.automate.lab import app as lab
     from perflab.automate.lab.client import machine_of_box
     from perflab.core.errors import UsageProblem
 
     machine = machine_of_box(lab.redis_client(broker), lab.check_box(box))
-    if machine:
+    if not machine:
+        return
+    if kind:
         raise UsageProblem(f"--kind with --box {box}: its worker drives the SSH machine {machine}; the kind of a change "
                            "is counted by valgrind or in a guest (icount), not on an SSH machine: bisect without --kind")
+    raise UsageProblem(f"--vm with --box {box}: its worker drives the SSH machine {machine}, where each commit's kernel "
+                       "is kexec'ed; a guest on it is not built: bisect without --vm")
 
 
 def _broker(broker: str | None) -> str:
