@@ -211,6 +211,7 @@ TOOL_TESTS = {
     "test_hostile_temp.py": ("skipif", ("fio", "perf")),
     "test_hostile_perf.py": ("skipif", ("perf", "setpriv")),
     "test_kexec_box.py": ("*", ("mmdebstrap", "qemu-system-x86_64", "qemu-img")),
+    "test_test_sh.py": ("*", ("dpkg-query", "xz")),     # and linux-source-6.1's tarball
 }
 FILES_BY_MARK = {"box": {"test_kexec_box.py"},
                  "postgres": {"test_store_postgres.py", "test_services.py"},

@@ -385,7 +385,8 @@ class SshServer(_ProcessServer):
         # ~/.bashrc when started by sshd at level 1 only, and starts at SHLVL + 1. Here root's
         # runs `pyenv init` (some twenty processes, ~0.1 s of CPU): every ssh call perflab makes
         # paid it, 162 times in the robot's test. A far machine's shell start-up is its owner's,
-        # nothing perflab does; the sessions' PATH is sshd's default (or `env`'s).
+        # nothing perflab does; the sessions' PATH is sshd's default (or `env`'s). A chatty ~/.bashrc
+        # is tested with an sshd without it (test_ssh_target.py).
         self.env = {FAR_LOCK_ENV: str(self.base / "machine-lock"), "SHLVL": "1"}
         self.config.write_text(
             f"Host {self.HOST}\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from perflab.execution.vm.channel import BULK, BULK_WAIT, FRAME_LIMIT, Channel, VmError, _Dead, frame
+from perflab.execution.vm.channel import BULK, BULK_WAIT, FRAME_LIMIT, Channel, VmError, _Dead, _Late, frame
 
 
 def _flooded(head: bytes, flood: int, tail: bytes = b""):
@@ -116,6 +116,48 @@ def test_a_long_frame_trickling_in_is_read_in_pieces_not_as_it_comes(monkeypatch
     assert max(n for _, _, n in reads) <= 512
     far = [i for i in range(1, len(reads)) if reads[i][1] > BULK]
     assert len(far) > 100 and all(reads[i][0] - reads[i - 1][0] >= BULK_WAIT for i in far), reads[:20]
+
+
+def test_junk_without_end_cannot_hold_a_request_past_its_deadline():
+    """A job runs as root in the guest and can write the agent's port without end (a daemon it
+    left). The deadline was looked at only when nothing was ready to read, so a stream of what
+    cannot be a frame kept the host waiting for ever: no timeout, no STOP. /dev/zero is such a
+    stream. A frame whose header came keeps being read (it ends within FRAME_LIMIT)."""
+    zero = os.open("/dev/zero", os.O_RDONLY)
+    channel = Channel(os.open(os.devnull, os.O_WRONLY), zero)
+    said = []
+
+    def receive():
+        try:
+            channel.receive(time.monotonic() + 0.2)
+        except _Late:
+            said.append("late")
+        except OSError:
+            said.append("still reading when the test gave up")
+
+    reader = threading.Thread(target=receive, daemon=True)
+    reader.start()
+    try:
+        reader.join(120)       # it ends in a fraction of a second; only a hang waits this long
+    finally:
+        os.close(zero)         # a reader still going fails its next read and ends
+        reader.join()
+    assert said == ["late"]
+
+
+def test_a_frame_already_waiting_at_the_deadline_is_still_taken():
+    """A host slower than the deadline (load) must not turn a frame that did come into a timeout:
+    what is ready to read at the deadline is read once before the channel says late."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"junk" + frame("RESULT", b"done"))
+    channel = Channel(os.open(os.devnull, os.O_WRONLY), read_fd)
+    try:
+        assert channel.receive(time.monotonic() - 1) == ("RESULT", b"done")
+        with pytest.raises(_Late):
+            channel.receive(time.monotonic() - 1)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def test_readings_with_a_negative_length_are_garbled_not_a_loop():

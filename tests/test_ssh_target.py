@@ -335,3 +335,35 @@ def test_a_machine_behind_a_jump_host_is_reached_through_the_users_ssh_config(cl
     job.write_text(job.read_text().replace(on, far.on))
     cli("run", job, "--tag", "direct", timeout=300, check=False)
     assert cli.sql("SELECT status FROM run WHERE tag = 'direct'") == [("failed",)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a far user of its own, whose ~/.bashrc prints")
+def test_a_far_bashrc_that_prints_does_not_garble_what_perflab_reads_there(monkeypatch):
+    """bash, a far user's login shell, reads ~/.bashrc for sshd's commands too (the tests' sshd
+    turns that off with SHLVL=1, for speed: this test's does not), and a real one may print (a
+    greeting, a tool's warning). Its words came first in every short command's output: a bisection's
+    far tree was "not a directory", kexec saw no initrd ("Welcome...\\nyes" is not "yes"), the
+    machine's CPUs were unknown."""
+    import pwd
+
+    from perflab.execution.targets import ssh_machine
+
+    server = SshServer()
+    server.env.pop("SHLVL")
+    server.start()
+    try:
+        name, on = server.add_user()
+        subprocess.run(["usermod", "-s", "/bin/bash", name], check=True, capture_output=True, timeout=60)
+        (Path(pwd.getpwnam(name).pw_dir) / ".bashrc").write_text('echo "Welcome to the lab box"\nprintf "(no newline)"\n')
+        plain = subprocess.run(["ssh", "-F", str(server.config), on[len("ssh://"):], "echo yes"],
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert plain.stdout == "Welcome to the lab box\n(no newline)yes\n"      # the far side is chatty indeed
+        monkeypatch.setenv(ssh_machine.SSH_CONFIG_ENV, str(server.config))
+        machine = ssh_machine.machine_of(on)
+        connection = ssh_machine.connection(machine)
+        assert connection.run("test -d / && echo yes || echo no") == "yes\n"
+        assert connection.run("cd / && pwd -P").strip() == "/"
+        assert ssh_machine.machine_cpus(machine) == os.sysconf("SC_NPROCESSORS_ONLN")
+    finally:
+        ssh_machine.close_connections()
+        server.destroy()

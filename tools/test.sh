@@ -53,18 +53,28 @@ if [ "$fast" = 0 ]; then
     # and renamed, so an interrupted unpack is never taken for a tree. Both run beside the
     # Python install (fetch_kernel.py needs only the standard library), which waits on the
     # package index as much as on the CPU: ~20 s less from a fresh clone (docs/testing.md).
+    # A script's background jobs ignore Ctrl-C and outlive it: when test.sh stops early (a
+    # failed install under set -e, Ctrl-C, kill) it stops them, waits, and removes the half
+    # tree, so no tar goes on unpacking beside the next measurement.
+    fetching="" unpacking="" scratch=""
+    trap 'for job in $fetching $unpacking; do kill "$job" 2>/dev/null || :; done; wait
+          [ -z "$scratch" ] || rm -rf "$scratch"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
     "${PYTHON:-python3}" tools/fetch_kernel.py --both >/dev/null &
     fetching=$!
     tree="${XDG_CACHE_HOME:-$HOME/.cache}/perflab/linux"
-    unpacking=""
     if [ ! -f "$tree/linux-source-6.1/Makefile" ] && [ -f /usr/src/linux-source-6.1.tar.xz ]; then
+        mkdir -p "$tree"
+        scratch=$(mktemp -d "$tree/.unpack.XXXXXX")
         (
-            mkdir -p "$tree"
-            scratch=$(mktemp -d "$tree/.unpack.XXXXXX")
-            tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$scratch"
+            untar=""
+            trap 'kill $untar 2>/dev/null || :; wait; exit 143' TERM     # (before tar starts)
+            tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$scratch" &
+            untar=$!
+            wait "$untar"
             rm -rf "$tree/linux-source-6.1"
             mv "$scratch/linux-source-6.1" "$tree/linux-source-6.1"
-            rm -rf "$scratch"
         ) &
         unpacking=$!
     fi
@@ -75,6 +85,9 @@ if [ "$fast" = 0 ]; then
     if [ -n "$unpacking" ]; then
         wait "$unpacking" || { echo "test.sh: the kernel tree did not unpack into $tree" >&2; exit 1; }
     fi
+    [ -z "$scratch" ] || rm -rf "$scratch"
+    fetching="" unpacking="" scratch=""
+    trap - EXIT INT TERM
 fi
 if [ "$fast" = 1 ]; then
     # Every mark tests/conftest.py assigns (registered in pyproject.toml), deselected.

@@ -27,6 +27,9 @@ from perflab.execution import scratch
 SCHEME = "ssh://"
 SSH_CONFIG_ENV = "PERFLAB_SSH_CONFIG"     # `ssh -F FILE` for every machine (the tests' sshd)
 CONNECT_TIMEOUT = 10.0
+# Printed before a short command's output: what comes before it is the far shell's start-up
+# (bash reads ~/.bashrc for sshd's commands too, and one may print), not the command's.
+OUTPUT_MARK = "@perflab-output@"
 CONTROL_PREFIX = "perflab-ssh-"           # this machine's directory of a connection's control socket
 HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\]")
 USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
@@ -144,14 +147,15 @@ class Connection:
     def run(self, script: str, timeout: float = 60.0) -> str:
         """The output of a short command on the machine; SshDown when it fails."""
         try:
-            done = subprocess.run(self.command(script), capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+            done = subprocess.run(self.command(f"printf '\\n%s\\n' {OUTPUT_MARK}; {script}"), capture_output=True,
+                                  text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise SshDown(f"target down: {self.machine.on} did not answer within {timeout:g} s") from None
         if done.returncode != 0:
             said = " ".join(done.stderr.split()[-40:]) or f"exit status {done.returncode}"
             raise SshDown(f"target down: {self.machine.on}: {script!r} failed: {said}")
-        return done.stdout
+        at = done.stdout.find(f"\n{OUTPUT_MARK}\n")
+        return done.stdout[at + len(OUTPUT_MARK) + 2:] if at >= 0 else done.stdout
 
     def close(self) -> None:
         if self.master.poll() is None:

@@ -101,14 +101,22 @@ class Channel:
         return words[1].decode(errors="replace"), payload
 
     def receive(self, deadline: float | None, poll: Callable[[], None] | None = None) -> tuple[str, bytes]:
-        """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s."""
+        """The next whole frame; _Late at the deadline, _Dead when QEMU is gone. `poll` runs every 0.2 s.
+
+        Past the deadline, what is ready is read once more (a frame that came while the host was
+        slow is taken), and a frame whose header came is read to its end (FRAME_LIMIT bounds it);
+        anything else is late, also a stream that never stops (a job writing the agent's port)."""
+        read_late = False
         while True:
             whole = self._whole_frame()
             if whole is not None:
                 return whole
+            if read_late and not self.need:
+                raise _Late()
             wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
             ready, _, _ = select.select([self.read_fd], [], [], wait)
             if ready:
+                read_late = deadline is not None and time.monotonic() >= deadline
                 if self.need - len(self.buffer) > BULK and self.last_read < TRICKLE:
                     time.sleep(BULK_WAIT)
                 chunk = os.read(self.read_fd, 1 << 20)
