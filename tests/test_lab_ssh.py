@@ -234,6 +234,8 @@ def test_kind_on_the_box_of_a_machine_is_refused_before_the_bisection_starts(lab
 
     _start_machine_worker(lab, "far")
     assert lab.worker_state("far")["machine"] == "far"
+    shown = lab.perflab("queue").stdout.splitlines()      # the machine a box's worker drives, in its row
+    assert shown[0].split()[:2] == ["BOX", "MACHINE"] and [r.split()[:2] for r in shown[1:]] == [["far", "far"]]
     repo = tmp_path / "repo"
     shas = test_bisect.make_repo(repo, n=3)
     job = _write(tmp_path / "count.yaml", test_bisect.COUNT_JOB)

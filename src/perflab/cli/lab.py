@@ -117,9 +117,11 @@ def queue_cmd(broker) -> None:
     if not rows:
         click.echo("no boxes: nothing was submitted and no worker is running")
         return
-    header = ("BOX", "QUEUED", "STATE", "SINCE", "JOB", "SUBMISSION", "SPOOLED", "WORKER", "LAST ERROR")
-    table = [header] + [(r["box"], str(r["queued"]), r["state"], r["since"], printable(r["job"], 50),
-                         r["submission"] or "-", str(r["spooled"]), r["worker"], printable(r["last_error"], 80) or "-")
+    # MACHINE: the SSH machine a worker drives (`perflab worker --machine`), "-" for the worker's own.
+    header = ("BOX", "MACHINE", "QUEUED", "STATE", "SINCE", "JOB", "SUBMISSION", "SPOOLED", "WORKER", "LAST ERROR")
+    table = [header] + [(r["box"], printable(r["machine"], 40) or "-", str(r["queued"]), r["state"], r["since"],
+                         printable(r["job"], 50), r["submission"] or "-", str(r["spooled"]), r["worker"],
+                         printable(r["last_error"], 80) or "-")
                         for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:

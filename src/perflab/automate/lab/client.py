@@ -133,7 +133,7 @@ def queue_status(broker: str) -> list[dict]:
         queued = r.llen(lab.queue_name(box))
         mine = [w for w in alive if w["box"] == box] or [{}]
         for w in mine:
-            rows.append({"box": box, "queued": queued, "worker": w.get("worker", "-"),
+            rows.append({"box": box, "queued": queued, "worker": w.get("worker", "-"), "machine": w.get("machine", ""),
                          "state": w.get("state", "no worker"), "job": w.get("job", ""),
                          "submission": w.get("submission", ""), "since": w.get("since", ""),
                          "spooled": int(w.get("spooled", 0) or 0), "last_error": w.get("last_error", "")})

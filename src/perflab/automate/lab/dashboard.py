@@ -60,10 +60,10 @@ class Dashboard:
                 from perflab.automate.lab import client
 
                 rows = client.queue_status(self.broker)
-                parts.append(_table("boxes", ["box", "queued", "state", "since", "job", "submission", "spooled",
-                                              "worker", "last error"],
-                                    [[r["box"], r["queued"], r["state"], r["since"], r["job"], r["submission"],
-                                      r["spooled"], r["worker"], r["last_error"]] for r in rows],
+                parts.append(_table("boxes", ["box", "machine", "queued", "state", "since", "job", "submission",
+                                              "spooled", "worker", "last error"],
+                                    [[r["box"], r["machine"], r["queued"], r["state"], r["since"], r["job"],
+                                      r["submission"], r["spooled"], r["worker"], r["last_error"]] for r in rows],
                                     [r["state"].replace(" ", "-") for r in rows]))
             except PerflabError as e:
                 parts.append(f"<p class='failed' id='boxes'>{html.escape(str(e))}</p>")
