@@ -279,7 +279,8 @@ def test_a_far_user_who_is_not_root_runs_jobs_and_what_it_may_not_do_is_one_line
     config = tmp_path / "perflab.toml"
     alias = on[len("ssh://"):]
     config.write_text(f'[machine.mine]\nssh = "{alias}"\ntmpdir = "{home}"\nconnect_timeout = 20\n'
-                      f'[machine.closed]\nssh = "{alias}"\ntmpdir = "{closed}"\nconnect_timeout = 20\n')
+                      f'[machine.closed]\nssh = "{alias}"\ntmpdir = "{closed}"\nconnect_timeout = 20\n'
+                      f'[machine.kmine]\nssh = "{alias}"\ntmpdir = "{home}"\nconnect_timeout = 20\nkexec = true\n')
     cli.env.update(PERFLAB_SSH_CONFIG=str(far.config), PERFLAB_CONFIG=str(config))
     # A dead bisection's copies there: one of the far user's, one of another user (root's, this test's).
     own = home / "perflab-tree-0wn000000000"
@@ -310,6 +311,18 @@ def test_a_far_user_who_is_not_root_runs_jobs_and_what_it_may_not_do_is_one_line
     assert proc.returncode != 0 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "target down: closed: the run directory and agent did not start" in lines[0], lines[0]
     assert "Permission denied" in lines[0], lines[0]
+    # A kernel under test needs root there, or sudo without a password (this user has neither):
+    # refused in one line before anything is copied, not stored as a kernel that did not boot.
+    from perflab.execution.vm import kernel as kernels
+
+    image = kernels.cached(kernels.DEFAULT_PACKAGE)
+    if image:
+        runs, there = cli.sql("SELECT count(*) FROM run"), set(home.iterdir())
+        proc = cli("run", "cmd", "--runs", "1", "--on", "kmine", "--kernel", image, "--", "true", check=False,
+                   timeout=300)
+        assert_one_line_error(proc, "kmine: its user is not root and `sudo -n true` failed", "needs root there")
+        assert cli.sql("SELECT count(*) FROM run") == runs
+        assert set(home.iterdir()) == there                                   # nothing copied there
     if os.geteuid() == 0:
         import shutil
 

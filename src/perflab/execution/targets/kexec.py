@@ -324,6 +324,16 @@ def refuse_this_machine(machine, far: dict) -> None:
                            "does not kexec its own machine")
 
 
+def refuse_without_sudo(machine, conn) -> None:
+    """PerflabError when the machine's user, not root, cannot run a command as root with `sudo -n`:
+    found before anything is copied or installed, not taken for a kernel that did not boot."""
+    try:
+        conn.run("sudo -n true", timeout=60)
+    except TargetDown as e:
+        raise PerflabError(f"{machine.on}: its user is not root and `sudo -n true` failed ({e.summary}): installing "
+                           "and kexec'ing a kernel needs root there, or sudo without a password (docs/lab.md)") from None
+
+
 def _cmdline_words(text: str) -> list[str]:
     # kexec --reuse-cmdline drops the boot loader's BOOT_IMAGE= (and initrd=) words.
     return [w for w in text.split() if not w.startswith(("BOOT_IMAGE=", "initrd="))]
@@ -521,7 +531,10 @@ def under_test(machine, control: BootControl, kernel: str | dict, keep: bool, co
     what = to_install(kernel, say)           # a recipe's package built before the machine is touched
     shown = label(kernel)
     switch = Switch(machine, control, kernel, keep, connect, reconnect, what, say)
-    first = _probe(connect(machine))
+    conn = connect(machine)
+    first = _probe(conn)
+    if first["uid"] != "0":
+        refuse_without_sudo(machine, conn)
     refuse_this_machine(machine, first)
     switch.sudo = "" if first["uid"] == "0" else "sudo -n "
     # The default kernel, recorded before the switch: the way back boots it again with this command line.
