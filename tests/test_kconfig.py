@@ -19,8 +19,12 @@ from conftest import PERFLAB, assert_one_line_error
 from perflab.execution.vm import kconfig, kernel
 
 DEBIAN = kernel.cached(kernel.DEFAULT_PACKAGE)
-TREE = Path(os.environ.get("PERFLAB_LINUX_TREE")
-            or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perflab/linux/linux-source-6.1")
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perflab"
+# $PERFLAB_LINUX_TREE, else a whole tree unpacked in the cache, else what of one tools/test.sh unpacks
+# for kconfig (its Kconfig, Makefile and Kbuild files, scripts/, the configs: the same config).
+TREE = Path(os.environ.get("PERFLAB_LINUX_TREE") or next(
+    (t for t in (_CACHE / "linux/linux-source-6.1", _CACHE / "kconfig-tree/linux-source-6.1")
+     if (t / "Makefile").is_file()), _CACHE / "kconfig-tree/linux-source-6.1"))
 
 
 def _full() -> str:
@@ -75,7 +79,7 @@ def test_ikconfig_is_read_from_an_image(tmp_path):
 
 
 @pytest.mark.skipif(not (TREE / "Makefile").is_file(), reason=f"needs a kernel tree at {TREE} "
-                    "(apt-get install linux-source-6.1 flex bison; tools/bench/kernel_bisect.py unpacks it)")
+                    "(apt-get install linux-source-6.1 flex bison; tools/test.sh unpacks it)")
 def test_kernel_config_writes_a_config_with_every_option_from_tinyconfig(cli, tmp_path):
     out = tmp_path / "min.config"
     cli("kernel", "config", "--tree", TREE, "-o", out, timeout=600)
