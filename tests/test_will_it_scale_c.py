@@ -330,8 +330,10 @@ def test_ops_mode_fits_one_measured_interval_to_the_operations(binaries):
     assert len(measured) == 1 and len(measured[0]["ops"]) == 1
     # its length is fitted (the count and the time are the machine's: a busy CPU may give the
     # task none of it, so only the shape is checked here; tests/test_vm_runs.py checks the
-    # figure under icount, where the guest's clock counts its instructions)
-    assert 0 < measured[0]["elapsed"] <= 5 and measured[0]["ops"][0] >= 0
+    # figure under icount, where the guest's clock counts its instructions); its end is planned at
+    # most -d after its start, and a loaded machine only ever wakes the harness late (LATE): seen
+    # in CI, 5.003 s
+    assert 0 < measured[0]["elapsed"] <= 5 + LATE and measured[0]["ops"][0] >= 0
     assert got[-1]["event"] == "end"
     proc = subprocess.run([binaries["getppid1"], "-w", "0", "-N", "100"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "-N" in proc.stderr
