@@ -100,7 +100,7 @@ def check_kernel(value, where: str) -> str | dict:
     if not path.is_file():
         raise UsageProblem(f"{where} = {value!r}: no such kernel image (on an SSH machine: debian:RELEASE, a kernel "
                            "recipe RECIPE.yaml, an image file or a linux-image .deb)")
-    if path.name.endswith(DEB_SUFFIX):
+    if is_package(path.name):
         try:
             package_of(path)
         except PerflabError as e:
@@ -275,7 +275,7 @@ def to_install(kernel: str | dict, say=lambda line: None) -> Install:
                               ("kernel_build_commands", facts.get("kernel_build_commands", ""))))
     if kernel.startswith(kernels.DEBIAN):
         return Install(release_of(kernel), deb=debian_deb(kernel), package=kernels.debian_package(kernel))
-    if kernel.endswith(DEB_SUFFIX):
+    if is_package(kernel):
         package = package_of(Path(kernel))
         return Install(package.release, deb=Path(kernel), package=package.name, version_of_package=package.version,
                        facts=(("kexec_package", package.name), ("kexec_package_version", package.version)))

@@ -189,7 +189,7 @@ def _unpack(deb: Path, into: Path) -> list[str]:
                 for member in archive:
                     names.append(member.name)
                     if any(fnmatch.fnmatchcase(member.name, p) for p in patterns):
-                        archive.extract(member, into, set_attrs=True, **extract)
+                        archive.extract(member, into, **extract)
         except (tarfile.TarError, OSError) as e:
             data.kill()
             raise PerflabError(f"cannot unpack {deb.name}: {e}") from None
