@@ -116,7 +116,8 @@ FOLDED = "perflab-folded"
 # a system-wide profile of a many-CPU machine is ~600 bytes a sample, 64 MiB in a couple of
 # seconds, and it comes back through the agent; its distinct stacks are few. Per stack: "comm
 # SAMPLES PERIOD" and its frames, each address made 0 or 8000000000000000 (user or kernel:
-# all reduce_profile reads of it). FOLDED first, only when a sample was read.
+# all reduce_profile reads of it). FOLDED first, only when a sample was read. A task perf
+# lost track of (one exiting while it recorded) is ":-1  -1  PERIOD": its pid is negative.
 FOLD_AWK = r"""
 function flush() { if (have) { n[key]++; p[key] += period; have = 0 } }
 /^[ \t]*$/ { flush(); next }
@@ -127,9 +128,9 @@ function flush() { if (have) { n[key]++; p[key] += period; have = 0 } }
     }
     next
 }
-NF >= 3 && $(NF - 1) ~ /^[0-9]+$/ && $NF ~ /^[0-9]+$/ {
+NF >= 3 && $(NF - 1) ~ /^-?[0-9]+$/ && $NF ~ /^[0-9]+$/ {
     flush(); period = $NF; comm = $0
-    sub(/[ \t]+[0-9]+[ \t]+[0-9]+[ \t]*$/, "", comm); sub(/^[ \t]+/, "", comm)
+    sub(/[ \t]+-?[0-9]+[ \t]+[0-9]+[ \t]*$/, "", comm); sub(/^[ \t]+/, "", comm)
     key = comm; have = 1
 }
 END {
