@@ -106,21 +106,51 @@ def test_a_timing_culprit_next_to_an_unbuildable_commit_is_confirmed_in_pairs(tm
     assert {slot for _c, slot, _n in machine.calls} >= {"culprit", "parent"}
 
 
-def test_the_confirmation_still_refuses_a_wrong_first_measured_bad_commit(tmp_path, capfd):
+def test_a_refuted_culprit_sends_the_bisection_on_with_the_misjudged_step_corrected(tmp_path, capfd):
+    """Really slower from commit 13; during the steps commits 11 and 12 looked slow as well (a
+    disturbance that the confirmation's own pairs do not have). Each refuted confirmation puts the
+    culprit and its parent at the good end's level: the culprit's step was misjudged bad. The
+    bisection goes on from there with it good, twice, and names commit 13, confirmed."""
     from perflab.cli import bisect as cli
 
     shas = make_repo(tmp_path / "repo")
-    # Really slower from commit 13; during the steps commits 11 and 12 looked slow as well.
     machine = Unbuildable(SteadyMachine(shas, 13, lies_from=CULPRIT), {shas[BROKEN - 1]})
-    result = _bisection(tmp_path, shas, machine, rid="a0000002").run()
+    said: list[str] = []
+    result = _bisection(tmp_path, shas, machine, rid="a0000002", say=said.append).run()
+    assert result.culprit.sha == shas[12] and result.confirmation.verdict == "confirmed"
+    assert result.confirmation.parent == shas[11]
+    corrected = [s for s in result.steps if s.corrected]
+    assert [(s.commit, s.verdict) for s in corrected] == [(shas[11], "good")]     # this pass's path
+    text = "\n".join(said)
+    for commit in (shas[CULPRIT - 1], shas[11]):
+        assert (f"at the good end's level (position " in text
+                and f"step {commit[:12]} was misjudged bad; bisecting again with it good" in text), text
+    assert text.count("confirmation: refuted") == 2 and text.count("confirmation: confirmed") == 1
+    # The skipped commit is not tried again, nor said again.
+    assert text.count("skipped (--build failed") == 1
+    stored = json.loads(Path(result.record.path).read_text())
+    assert stored["result"]["state"] == "culprit"
+    assert any(s["corrected"] and s["commit"] == shas[11] for s in stored["steps"])
+    cli._print(result)
+    assert f"first bad commit: {shas[12]}" in capfd.readouterr().out
+
+
+def test_the_confirmation_still_refuses_a_wrong_first_measured_bad_commit(tmp_path, capfd):
+    """Really slower only at the bad end (commit 16); during the steps commits 11 on looked slow.
+    Two passes after the first correct commits 11 and 12; the third pass's culprit, 13, is refuted
+    as well, and no more passes are made: nothing is named."""
+    from perflab.cli import bisect as cli
+
+    shas = make_repo(tmp_path / "repo")
+    machine = Unbuildable(SteadyMachine(shas, 16, lies_from=CULPRIT), {shas[BROKEN - 1]})
+    result = _bisection(tmp_path, shas, machine, rid="a0000003").run()
     assert result.culprit is None
-    assert result.unconfirmed.sha == shas[CULPRIT - 1]
-    assert [c.sha for c in result.ambiguous_with] == [shas[BROKEN - 1]]
+    assert result.unconfirmed.sha == shas[12]
     assert result.confirmation.verdict == "refuted"
     assert json.loads(Path(result.record.path).read_text())["result"]["state"] == "unconfirmed"
     cli._print(result)
     out = capfd.readouterr().out
-    assert f"could not confirm a first bad commit: the first measured bad commit is {shas[CULPRIT - 1]}" in out
+    assert f"could not confirm a first bad commit: git bisect named {shas[12]}" in out
     assert "refuted: it is at its parent's level" in out
 
 

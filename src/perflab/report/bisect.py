@@ -53,6 +53,10 @@ def step_line(number: int, commit: Commit, step: StepRecord, ends_n: tuple[int, 
         flag += " (paired with good)"
     if step.between:
         flag += _BETWEEN
+    if step.corrected:
+        return (f"{head}: {step.verdict}, corrected: the confirmation measured it beside its neighbour "
+                f"at the {step.verdict} end's level (position {step.position:+.2f}); its own {step.n} runs said "
+                f"{'good' if step.verdict == 'bad' else 'bad'}")
     return (f"{head}: {step.verdict} after {step.n} runs (P(bad)={step.p_bad:.4f}, position "
             f"{step.position:+.2f}; ends now n={ends_n[0]}+{ends_n[1]}){flag}")
 
