@@ -16,7 +16,7 @@ import signal
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from perflab.automate.bisect import ambiguous, confirm
@@ -43,7 +43,7 @@ from perflab.stats import sequential
 from perflab.stats.sequential import BAD, GOOD
 
 
-# Passes of git bisect after the first when a confirmation refutes the culprit (_contradicted):
+# Passes of git bisect after the first when a confirmation refutes the culprit (confirm.contradicted):
 # each corrects one step a disturbance misjudged, and costs the new steps and a confirmation.
 RECHECKS = 2
 
@@ -300,7 +300,7 @@ class Bisection:
                 steps = self._bisect()
                 result = self._result(ends, steps)
                 for _ in range(RECHECKS):
-                    corrected = self._contradicted(result, steps)
+                    corrected = confirm.contradicted(self, result, steps)
                     if corrected is None:
                         break
                     steps = self._bisect(steps, corrected)
@@ -334,32 +334,9 @@ class Bisection:
                 far.close()      # the commits' trees copied to the SSH machine the steps ran on
             self.worktrees.close()
 
-    def _contradicted(self, result: Result, steps: list[StepRecord]) -> StepRecord | None:
-        """After a refuted confirmation: the step whose verdict its pairs contradict, corrected.
-
-        Refuted: the culprit and its parent measured alike, one right after the other. Where both
-        lie, against the ends, says which of the two steps a disturbance misjudged: at the good
-        end's level the culprit was not bad; at the bad end's the parent was not good. None when
-        the pairs lie at neither level (or outside the ends: the machine moved), or the misjudged
-        one is an end. Whatever the next pass names is confirmed against its parent in turn."""
-        checked, named = result.confirmation, result.unconfirmed
-        if self.exact or checked is None or checked.verdict != "refuted" or named is None:
-            return None
-        values = [v for pair in checked.values for v in pair]
-        v = sequential.classify(self.samples[self.rec.good], self.samples[self.rec.bad], values,
-                                self.settings.alpha, self.settings.min_step)
-        wrong = {GOOD: named.sha, BAD: checked.parent}.get(v.verdict) if not v.outside else None
-        judged = next((s for s in reversed(steps) if s.commit == wrong and s.verdict != "skip"), None)
-        if judged is None or judged.verdict == v.verdict:
-            return None
-        self.say(f"the confirmation's pairs put {named.sha[:12]} and its parent {checked.parent[:12]} at the "
-                 f"{v.verdict} end's level (position {v.position:+.2f}): step {wrong[:12]} was misjudged "
-                 f"{judged.verdict}; bisecting again with it {v.verdict}")
-        return replace(judged, verdict=v.verdict, position=v.position, corrected=True)
-
     def _bisect(self, before: list[StepRecord] = (), corrected: StepRecord | None = None) -> list[StepRecord]:
         """git bisect from the ends, each step decided by the sequential test. `before`: a pass
-        before this one, whose verdicts are taken as they were, but `corrected`'s (_contradicted)."""
+        before this one, whose verdicts are taken as they were, but `corrected`'s (confirm.contradicted)."""
         rec = self.rec
         # git bisect checks the steps out here; a kernel tree's files are not needed (the Measurer
         # builds each commit in a worktree of its own): a sparse checkout of none of them.

@@ -12,17 +12,20 @@ pairs taken one right after the other, the order random within each pair (a
 randomised multiple interleaved trial: a slow stretch of the machine hits
 either side alike), until perflab.stats.sequential.confirm calls it confirmed
 or refuted at the bisection's alpha, or CONFIRM_MAX pairs leave it undecided.
-Only a confirmed culprit is named as the first bad commit.
+Only a confirmed culprit is named as the first bad commit. `contradicted` says which step a
+refuted confirmation's pairs show was misjudged, for another pass of git bisect.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from perflab.core.bisection import Confirmation
+from perflab.core.bisection import Confirmation, StepRecord
 from perflab.stats import sequential, stationarity
+from perflab.stats.sequential import BAD, GOOD
 
 RELEVANT = 0.25    # a departure from the assumptions matters when it is this share of the ends' change or more
 
@@ -124,3 +127,27 @@ def confirm_culprit(b, culprit: str, parent: str) -> Confirmation:
                         dropped=verdict.dropped, change=verdict.change, ci=tuple(verdict.ci),
                         ends_change=math.expm1(delta) if logged else delta / scale if scale else math.nan,
                         llr=verdict.llr, values=[list(p) for p in pairs])
+
+
+def contradicted(b, result, steps: list[StepRecord]) -> StepRecord | None:
+    """After a refuted confirmation: the step whose verdict its pairs contradict, corrected.
+
+    Refuted: the culprit and its parent measured alike, one right after the other. Where both
+    lie, against the ends, says which of the two steps a disturbance misjudged: at the good
+    end's level the culprit was not bad; at the bad end's the parent was not good. None when
+    the pairs lie at neither level (or outside the ends: the machine moved), or the misjudged
+    one is an end. Whatever the next pass names is confirmed against its parent in turn."""
+    checked, named = result.confirmation, result.unconfirmed
+    if b.exact or checked is None or checked.verdict != "refuted" or named is None:
+        return None
+    values = [v for pair in checked.values for v in pair]
+    v = sequential.classify(b.samples[b.rec.good], b.samples[b.rec.bad], values,
+                            b.settings.alpha, b.settings.min_step)
+    wrong = {GOOD: named.sha, BAD: checked.parent}.get(v.verdict) if not v.outside else None
+    judged = next((s for s in reversed(steps) if s.commit == wrong and s.verdict != "skip"), None)
+    if judged is None or judged.verdict == v.verdict:
+        return None
+    b.say(f"the confirmation's pairs put {named.sha[:12]} and its parent {checked.parent[:12]} at the "
+          f"{v.verdict} end's level (position {v.position:+.2f}): step {wrong[:12]} was misjudged "
+          f"{judged.verdict}; bisecting again with it {v.verdict}")
+    return replace(judged, verdict=v.verdict, position=v.position, corrected=True)
