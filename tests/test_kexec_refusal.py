@@ -349,7 +349,7 @@ def test_an_image_of_the_default_release_is_told_apart_by_uname_v():
 
     image = kernels.cached(kernels.OTHER_PACKAGE)
     if not image:
-        pytest.skip("no cached Debian 6.1.0-50 kernel (tools/fetch_kernel.py --both)")
+        pytest.skip(f"no cached Debian 6.1.0-50 kernel in {kernels.cache_dir()} (tools/fetch_kernel.py --both)")
     what = kexec.to_install(str(image))
     assert what.release == "6.1.0-50-amd64" and what.version.startswith("#1 SMP PREEMPT_DYNAMIC Debian 6.1.176")
     far = {"release": "6.1.0-50-amd64", "version": what.version}

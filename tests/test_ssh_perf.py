@@ -226,7 +226,7 @@ def test_with_a_kernel_under_test_perf_is_not_asked_for_on_the_default_kernel(cl
 
     image = kernels.cached(kernels.OTHER_PACKAGE)
     if not image:
-        pytest.skip("no cached Debian 6.1.0-50 kernel (tools/fetch_kernel.py --both)")
+        pytest.skip(f"no cached Debian 6.1.0-50 kernel in {kernels.cache_dir()} (tools/fetch_kernel.py --both)")
     with _server_without_perf(tmp_path) as server:
         runs = _machine(cli, server, tmp_path, "kexec = true\n")
         proc = cli("run", "cmd", "--on", "far", "--kernel", image, "--monitor", "perf-stat", "--", "true",
