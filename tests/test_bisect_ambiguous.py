@@ -108,9 +108,10 @@ def test_a_timing_culprit_next_to_an_unbuildable_commit_is_confirmed_in_pairs(tm
 
 def test_a_refuted_culprit_sends_the_bisection_on_with_the_misjudged_step_corrected(tmp_path, capfd):
     """Really slower from commit 13; during the steps commits 11 and 12 looked slow as well (a
-    disturbance that the confirmation's own pairs do not have). Each refuted confirmation puts the
-    culprit and its parent at the good end's level: the culprit's step was misjudged bad. The
-    bisection goes on from there with it good, twice, and names commit 13, confirmed."""
+    disturbance that the confirmation's own pairs, and pairs of the commit with the good end
+    taken after it, do not have). Each refuted confirmation has the culprit measured again in
+    pairs with the good end: good, so its step was misjudged bad. The bisection goes on from
+    there with it good, twice, and names commit 13, confirmed."""
     from perflab.cli import bisect as cli
 
     shas = make_repo(tmp_path / "repo")
@@ -123,8 +124,9 @@ def test_a_refuted_culprit_sends_the_bisection_on_with_the_misjudged_step_correc
     assert [(s.commit, s.verdict) for s in corrected] == [(shas[11], "good")]     # this pass's path
     text = "\n".join(said)
     for commit in (shas[CULPRIT - 1], shas[11]):
-        assert (f"at the good end's level (position " in text
-                and f"step {commit[:12]} was misjudged bad; bisecting again with it good" in text), text
+        assert f"the confirmation refuted {commit[:12]} against " in text, text
+        assert f"{commit[:12]} measured again: good (P(bad)=" in text, text
+        assert "its step said bad; bisecting again with it good" in text
     assert text.count("confirmation: refuted") == 2 and text.count("confirmation: confirmed") == 1
     # The skipped commit is not tried again, nor said again.
     assert text.count("skipped (--build failed") == 1
@@ -132,7 +134,11 @@ def test_a_refuted_culprit_sends_the_bisection_on_with_the_misjudged_step_correc
     assert stored["result"]["state"] == "culprit"
     assert any(s["corrected"] and s["commit"] == shas[11] for s in stored["steps"])
     cli._print(result)
-    assert f"first bad commit: {shas[12]}" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert f"first bad commit: {shas[12]}" in out
+    assert (f"  {shas[11][:12]} measured again in pairs with good after a refuted confirmation: good (P(bad)="
+            in out and "its first runs said bad" in out), out
+    assert f"its parent {shas[11][:12]} judged good: P(bad)=0.00" in out, out
 
 
 def test_the_confirmation_still_refuses_a_wrong_first_measured_bad_commit(tmp_path, capfd):

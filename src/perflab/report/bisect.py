@@ -54,8 +54,8 @@ def step_line(number: int, commit: Commit, step: StepRecord, ends_n: tuple[int, 
     if step.between:
         flag += _BETWEEN
     if step.corrected:
-        return (f"{head}: {step.verdict}, corrected: the confirmation measured it beside its neighbour "
-                f"at the {step.verdict} end's level (position {step.position:+.2f}); its own {step.n} runs said "
+        return (f"{head}: {step.verdict}, corrected: measured again in pairs with good after a refuted "
+                f"confirmation (P(bad)={step.p_bad:.4f}, position {step.position:+.2f}); its first runs said "
                 f"{'good' if step.verdict == 'bad' else 'bad'}")
     return (f"{head}: {step.verdict} after {step.n} runs (P(bad)={step.p_bad:.4f}, position "
             f"{step.position:+.2f}; ends now n={ends_n[0]}+{ends_n[1]}){flag}")
@@ -148,6 +148,11 @@ def _evidence(r: BisectionResult) -> list[str]:
         lines.append(f"  {_parent_word(r)} is the good end")
     elif ev.parent_p_bad is not None:
         lines.append(f"  {_parent_word(r)} {ev.parent[:12]} judged good: P(bad)={ev.parent_p_bad:.6f}")
+    for s in r.steps:
+        if s.corrected:     # a refuted confirmation sent the bisection on (docs/bisect.md)
+            lines.append(f"  {s.commit[:12]} measured again in pairs with good after a refuted confirmation: "
+                         f"{s.verdict} (P(bad)={s.p_bad:.6f}); its first runs said "
+                         f"{'good' if s.verdict == 'bad' else 'bad'}")
     lines.append("  samples: " + " ".join(_num(v) for v in ev.culprit_values))
     return lines
 

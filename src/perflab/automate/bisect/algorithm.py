@@ -199,20 +199,21 @@ class Bisection:
                 raise BisectError(f"the job fails at the {role} end {commit[:12]}: {e}") from None
         self.end_pairs.append((got[GOOD], got[BAD]))
 
-    def _step_pair(self, commit: str) -> None:
+    def _step_pair(self, commit: str, role: str = "step") -> None:
         pairs = self.pairs[commit]
-        order = ((commit, "step"), (self.rec.good, GOOD)) if self.rng.random() < 0.5 else \
-            ((self.rec.good, GOOD), (commit, "step"))
-        got = {role: self._one(c, role) for c, role in order}
-        pairs.append((got[GOOD], got["step"]))
+        order = ((commit, role), (self.rec.good, GOOD)) if self.rng.random() < 0.5 else \
+            ((self.rec.good, GOOD), (commit, role))
+        got = {r: self._one(c, r) for c, r in order}
+        pairs.append((got[GOOD], got[role]))
 
-    def _decide_paired(self, commit: str) -> StepRecord:
-        """Measure `commit` in pairs with good until the paired sequential test calls it (or max_step pairs)."""
+    def _decide_paired(self, commit: str, role: str = "step") -> StepRecord:
+        """Measure `commit` in pairs with good until the paired sequential test calls it (or max_step
+        pairs); `role`: the worktree it is measured in (a step's, or the confirmation's)."""
         import numpy as np
 
         s = self.settings
         while len(self.pairs[commit]) < s.min_step:
-            self._step_pair(commit)
+            self._step_pair(commit, role)
         while True:
             # One scale for every pair (logs when every value measured in pairs is positive),
             # each pair's difference taken second minus first: bad - good, commit - good.
@@ -234,7 +235,7 @@ class Bisection:
             if v.next == "ends" and len(self.end_pairs) < s.max_end:
                 self._end_pair()
             else:
-                self._step_pair(commit)
+                self._step_pair(commit, role)
 
     # -- one step ----------------------------------------------------------------------
     def decide(self, commit: str) -> StepRecord:
@@ -303,6 +304,7 @@ class Bisection:
                     corrected = confirm.contradicted(self, result, steps)
                     if corrected is None:
                         break
+                    rec.status = "running"           # a resume without --id finds it again
                     steps = self._bisect(steps, corrected)
                     result = self._result(ends, steps)
                 if self.settings.kind:
@@ -352,18 +354,8 @@ class Bisection:
             commit = git(path, "rev-parse", "HEAD").stdout.strip()
             info = Commit(**commit_info(path, commit))
             skip = rec.skips.get(commit)     # skipped before an interruption: not built again
-            again = known.get(commit)
-            if again is not None:
-                steps.append(again)
-                rec.steps = list(steps)
-                rec.save()
-                if again.corrected:
-                    self.say(step_line(len(steps), info, again, (len(self.samples[rec.good]),
-                                                                 len(self.samples[rec.bad]))))
-                out = git(path, "bisect", again.verdict, commit, check=False)
-                text = out.stdout + out.stderr
-                continue
-            if skip is None:
+            step = known.get(commit)         # a later pass: the verdict as it was, or as corrected
+            if step is None and skip is None:
                 try:
                     step = self.decide(commit)
                 except KernelFailed as e:
@@ -372,13 +364,14 @@ class Bisection:
                     skip = Skip(str(e), SkipCause.BUILD)
                 except CommitFailed as e:
                     skip = Skip(str(e), SkipCause.RUN)
-            if skip is not None:
+            if step is None:
                 rec.skips[commit] = skip
                 step = StepRecord(commit, "skip", why=skip.why, console=skip.console, cause=skip.cause)
             steps.append(step)
             rec.steps = list(steps)
             rec.save()
-            self.say(step_line(len(steps), info, step, (len(self.samples[rec.good]), len(self.samples[rec.bad]))))
+            if commit not in known or step is corrected:
+                self.say(step_line(len(steps), info, step, (len(self.samples[rec.good]), len(self.samples[rec.bad]))))
             out = git(path, "bisect", step.verdict, commit, check=False)
             text = out.stdout + out.stderr
             if out.returncode != 0 and not _finished(text):

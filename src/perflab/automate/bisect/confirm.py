@@ -130,24 +130,33 @@ def confirm_culprit(b, culprit: str, parent: str) -> Confirmation:
 
 
 def contradicted(b, result, steps: list[StepRecord]) -> StepRecord | None:
-    """After a refuted confirmation: the step whose verdict its pairs contradict, corrected.
+    """After a refuted confirmation: the step a disturbance misjudged, measured again and corrected.
 
-    Refuted: the culprit and its parent measured alike, one right after the other. Where both
-    lie, against the ends, says which of the two steps a disturbance misjudged: at the good
-    end's level the culprit was not bad; at the bad end's the parent was not good. None when
-    the pairs lie at neither level (or outside the ends: the machine moved), or the misjudged
-    one is an end. Whatever the next pass names is confirmed against its parent in turn."""
+    Refuted: the culprit and its parent measured alike, one right after the other, so one of the
+    two steps that led git to the culprit was misjudged. Which one is measured, not inferred from
+    absolute levels taken at other times: the culprit again in fresh pairs with the good end (the
+    paired test, whatever the bisection's pairing), and when that says bad, the parent the same
+    way. The first whose fresh verdict differs from its step's is returned, corrected. None when
+    neither does, when the one to measure is an end, or when it was corrected before (no step is
+    corrected twice). Whatever the next pass names is confirmed against its parent in turn."""
     checked, named = result.confirmation, result.unconfirmed
     if b.exact or checked is None or checked.verdict != "refuted" or named is None:
         return None
-    values = [v for pair in checked.values for v in pair]
-    v = sequential.classify(b.samples[b.rec.good], b.samples[b.rec.bad], values,
-                            b.settings.alpha, b.settings.min_step)
-    wrong = {GOOD: named.sha, BAD: checked.parent}.get(v.verdict) if not v.outside else None
-    judged = next((s for s in reversed(steps) if s.commit == wrong and s.verdict != "skip"), None)
-    if judged is None or judged.verdict == v.verdict:
-        return None
-    b.say(f"the confirmation's pairs put {named.sha[:12]} and its parent {checked.parent[:12]} at the "
-          f"{v.verdict} end's level (position {v.position:+.2f}): step {wrong[:12]} was misjudged "
-          f"{judged.verdict}; bisecting again with it {v.verdict}")
-    return replace(judged, verdict=v.verdict, position=v.position, corrected=True)
+    judged = {s.commit: s for s in steps if s.verdict != "skip"}
+    b.say(f"the confirmation refuted {named.sha[:12]} against {checked.parent[:12]}: one of their steps was "
+          "misjudged; measuring them again in pairs with the good end")
+    for commit, was, role in ((named.sha, BAD, "culprit"), (checked.parent, GOOD, "parent")):
+        step = judged.get(commit)
+        if step is None or step.corrected or step.verdict != was:
+            return None
+        while len(b.end_pairs) < b.settings.min_step:
+            b._end_pair()
+        b.pairs[commit] = []                     # fresh pairs only: its step's runs are what is in doubt
+        # In the confirmation's worktree of it (built there already; a kernel is not built again).
+        fresh = b._decide_paired(commit, _slot(b, commit, role))
+        if fresh.verdict != was:
+            b.say(f"{commit[:12]} measured again: {fresh.verdict} (P(bad)={fresh.p_bad:.4f}); its step said "
+                  f"{was}; bisecting again with it {fresh.verdict}")
+            return replace(fresh, corrected=True)
+        b.say(f"{commit[:12]} measured again: {was}, as its step said")
+    return None
