@@ -178,3 +178,24 @@ def test_the_robot_names_the_culprit_and_says_in_one_line_what_it_could_also_be(
     assert also == (f"The bisection could not test {shas[BROKEN - 1][:12]} (it did not build or run): the first "
                     "bad commit could also be that one.")
     assert "\n" not in also and any(line.endswith(also) for line in said)
+
+
+def test_the_robot_says_why_it_names_no_culprit_when_the_confirmation_did_not_hold_up(tmp_path):
+    """Review of the rechecks: a robot whose bisection ended unconfirmed said "without a single
+    culprit (0 candidates left by skipped commits)", as if skips were why."""
+    from perflab.automate import robot
+    from perflab.jobs.job import AtomicJob
+    from perflab.store import open_store
+
+    shas = make_repo(tmp_path / "repo")
+    store = open_store(str(tmp_path / "perflab.db"))
+    job = AtomicJob("cmd", {"argv": ["./prog"], "metrics": [{"name": METRIC, "pattern": "json:ms", "unit": "ms"}]},
+                    runs=3)
+    machine = Unbuildable(SteadyMachine(shas, 16, lies_from=CULPRIT), {shas[BROKEN - 1]})
+    finding = robot.Finding("cmd", METRIC, shas[0], shas[-1], 0.05, "change point")
+    said: list[str] = []
+    sha, *_ = robot._culprit(store, tmp_path / "repo", finding, shas, [job], "", "robot-u", None, said.append, None,
+                             machine, given=machine)
+    assert sha is None
+    line = next(line for line in said if "ended without a culprit" in line)
+    assert f"git bisect named {shas[12][:12]}, which its confirmation did not hold up (refuted)" in line, said

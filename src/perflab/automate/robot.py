@@ -356,8 +356,14 @@ def _culprit(store, root: Path, f: Finding, order: list[str], jobs, build_cmd, t
         say(f"not bisected: {e}")
         return None, None, None, "", "", False
     if result.culprit is None:
-        say(f"bisection {result.record.id} ended without a single culprit "
-            f"({len(result.candidates)} candidates left by skipped commits)")
+        if result.unconfirmed is not None:
+            c = result.confirmation
+            say(f"bisection {result.record.id} ended without a culprit: git bisect named "
+                f"{result.unconfirmed.sha[:12]}, which its confirmation did not hold up "
+                f"({c.verdict if c else 'not confirmed'})")
+        else:
+            say(f"bisection {result.record.id} ended without a single culprit "
+                f"({len(result.candidates)} candidates left by skipped commits)")
         return None, None, None, "", "", False
     sha = result.culprit.sha
     btag = result.record.tag
