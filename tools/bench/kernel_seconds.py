@@ -2,7 +2,7 @@
 """Kernels under test in seconds (issues 34 and 47): this tree against an earlier one, side by side.
 
     tools/bench/kernel_seconds.py [--against 1979835] [--rounds 1] [--boots 5] [--skip-before-lmbench]
-                                  [--tcg-only | --wis-only]
+                                  [--tcg-only | --wis-only | --lmbench-only]
 
 For each round, the two trees alternate (the earlier one first in odd rounds), each with the same
 Python, kernels and QEMU, and a fresh store:
@@ -223,7 +223,10 @@ def main() -> None:
     parser.add_argument("--skip-before-lmbench", action="store_true", help="measure lmbench in this tree only")
     parser.add_argument("--tcg-only", action="store_true", help="only the TCG command (3.), not the icount figures")
     parser.add_argument("--wis-only", action="store_true", help="only the four will-it-scale testcases (1.)")
+    parser.add_argument("--lmbench-only", action="store_true", help="only lmbench --quick under icount (2.)")
     args = parser.parse_args()
+    if sum((args.tcg_only, args.wis_only, args.lmbench_only)) > 1:
+        parser.error("--tcg-only, --wis-only and --lmbench-only each choose one part: give one of them")
 
     k61, k612 = kernels.fetch(K61), kernels.fetch(K612)
     work = Path(tempfile.mkdtemp(prefix="perflab-kernel-seconds-"))
@@ -240,7 +243,7 @@ def main() -> None:
             order = ["before", "after"] if round_no % 2 == 0 else ["after", "before"]
             for name in order:
                 tree = trees[name]
-                if not args.tcg_only:
+                if not args.tcg_only and not args.lmbench_only:
                     db = work / f"{name}-{round_no}-wis.db"
                     tests = [w for t in TESTS for w in ("--test", t)]
                     at = load()
@@ -256,8 +259,9 @@ def main() -> None:
                           f"({CPU_SECONDS[-1]:.1f} s CPU; QEMU CPU per guest {QEMU_SECONDS[-1]} s, of which system "
                           f"{QEMU_SYSTEM[-1]} s; load {at})",
                           flush=True)
-                    if args.wis_only:
-                        continue
+                if args.wis_only:
+                    continue
+                if not args.tcg_only:
                     if name == "after" or not args.skip_before_lmbench:
                         at = load()
                         db = work / f"{name}-{round_no}-lmbench.db"
@@ -273,6 +277,8 @@ def main() -> None:
                                       if lm["before"][m] else 0.0)
                             print(f"[round {round_no + 1}] lmbench figures after/before: {len(common)} figures, the "
                                   f"farthest {far} {lm['after'][far] / lm['before'][far]:.5f}", flush=True)
+                if args.lmbench_only:
+                    continue
                 for label, kernel in (("6.1.0-47", k61), ("6.12.107", k612)):
                     at = load()
                     runs = [tcg_command(tree, kernel, work / f"{name}-{round_no}-tcg.db") for _ in range(args.boots)]
