@@ -24,16 +24,10 @@ ALL_TASKS = ",".join(f"{t}:1" for t in tk.TASKS)
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
-    saved = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("aim7-cbuild"))
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("aim7-cbuild")))
         return (cbuild.build(tk.PROGRAM, tk.SOURCE_DIR, flags=tk.BUILD_FLAGS),
                 cbuild.build(tk.HELPER, tk.SOURCE_DIR, flags=tk.BUILD_FLAGS))
-    finally:
-        if saved is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = saved
 
 
 def run_program(programs, cwd, *args, check=True):

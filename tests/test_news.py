@@ -22,15 +22,9 @@ def binary(tmp_path_factory):
     # Built into a cache of its own, and the worker's environment left as it was: the setting
     # once outlived the module, and a later test of the same worker looked for Debian's kernels
     # in this cache and skipped (test_ssh_perf, a -n 4 run).
-    saved = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
         return str(news.build())
-    finally:
-        if saved is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = saved
 
 
 def run_phase(binary, phase, style, root: Path, feed, expire_days=7.0) -> dict:

@@ -48,15 +48,9 @@ class Binaries(dict):
         self.cache = cache
 
     def __missing__(self, name: str) -> Path:
-        saved = os.environ.get("XDG_CACHE_HOME")
-        os.environ["XDG_CACHE_HOME"] = str(self.cache)
-        try:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("XDG_CACHE_HOME", str(self.cache))
             self[name] = cbuild.build(name, wis.SOURCE_DIR, flags=wis.BUILD_FLAGS, libs=wis.BUILD_LIBS)
-        finally:
-            if saved is None:
-                os.environ.pop("XDG_CACHE_HOME", None)
-            else:
-                os.environ["XDG_CACHE_HOME"] = saved
         return self[name]
 
 
