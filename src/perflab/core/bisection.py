@@ -63,7 +63,7 @@ class StepRecord:
     console: str = ""         # a kernel that did not boot: its console's tail
     exact: bool = False       # an exact metric's step: one run, judged against the resolution
     cause: SkipCause | None = None   # for skips: what failed at the commit
-    corrected: bool = False   # the verdict a refuted confirmation's pairs gave it, not its own runs'
+    corrected: bool = False   # decided again in fresh pairs after a refuted confirmation (first runs: the other)
 
 
 @dataclass(frozen=True)

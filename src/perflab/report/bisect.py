@@ -48,15 +48,15 @@ def step_line(number: int, commit: Commit, step: StepRecord, ends_n: tuple[int, 
         where = "midway within the resolution: the closer end wins" if step.forced else "exact"
         return (f"{head}: {step.verdict} after {step.n} run{'' if step.n == 1 else 's'} "
                 f"(position {step.position:+.2f}; {where})" + (_BETWEEN if step.between else ""))
+    if step.corrected:
+        return (f"{head}: {step.verdict}, corrected: measured again in pairs with good after a refuted "
+                f"confirmation (P(bad)={step.p_bad:.4f}, position {step.position:+.2f}); its first runs said "
+                f"{'good' if step.verdict == 'bad' else 'bad'}")
     flag = " (undecided at the run limit: the closer end wins)" if step.forced else ""
     if step.paired:
         flag += " (paired with good)"
     if step.between:
         flag += _BETWEEN
-    if step.corrected:
-        return (f"{head}: {step.verdict}, corrected: measured again in pairs with good after a refuted "
-                f"confirmation (P(bad)={step.p_bad:.4f}, position {step.position:+.2f}); its first runs said "
-                f"{'good' if step.verdict == 'bad' else 'bad'}")
     return (f"{head}: {step.verdict} after {step.n} runs (P(bad)={step.p_bad:.4f}, position "
             f"{step.position:+.2f}; ends now n={ends_n[0]}+{ends_n[1]}){flag}")
 

@@ -237,6 +237,14 @@ class Bisection:
             else:
                 self._step_pair(commit, role)
 
+    def decide_again(self, commit: str, role: str) -> StepRecord:
+        """`commit` decided afresh in pairs with good, in `role`'s worktree, its earlier pairs set
+        aside (what is in doubt after a refuted confirmation: confirm.contradicted)."""
+        while len(self.end_pairs) < self.settings.min_step:
+            self._end_pair()
+        self.pairs[commit] = []
+        return self._decide_paired(commit, role)
+
     # -- one step ----------------------------------------------------------------------
     def decide(self, commit: str) -> StepRecord:
         """Measure `commit` until the sequential test calls it good or bad (or max_step runs)."""

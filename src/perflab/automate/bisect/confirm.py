@@ -149,11 +149,8 @@ def contradicted(b, result, steps: list[StepRecord]) -> StepRecord | None:
         step = judged.get(commit)
         if step is None or step.corrected or step.verdict != was:
             return None
-        while len(b.end_pairs) < b.settings.min_step:
-            b._end_pair()
-        b.pairs[commit] = []                     # fresh pairs only: its step's runs are what is in doubt
         # In the confirmation's worktree of it (built there already; a kernel is not built again).
-        fresh = b._decide_paired(commit, _slot(b, commit, role))
+        fresh = b.decide_again(commit, _slot(b, commit, role))
         if fresh.verdict != was:
             b.say(f"{commit[:12]} measured again: {fresh.verdict} (P(bad)={fresh.p_bad:.4f}); its step said "
                   f"{was}; bisecting again with it {fresh.verdict}")
