@@ -296,34 +296,52 @@ def pytest_collection_modifyitems(config, items):
 # xdist's worksteal gives each of the N workers a contiguous Nth of the collection and lets an
 # idle one steal the back half of the longest queue: a long test collected late (test_vm*.py,
 # test_will_it_scale_c.py come last) starts late and makes the run's tail, one worker busy while
-# the others have nothing left. These tests, the longest measured (wall seconds of a
-# `-m "not box and (slow or ...)"` run at load 13-21, call phase), go first, dealt to the workers'
-# shares longest first onto the least loaded one; the rest keep their collected order. A test with
-# a module-scoped fixture other than those in CHEAP_MODULE_FIXTURES stays in place (moving it
-# would build the fixture twice). Every worker computes the same order from the same collection
-# and worker count, as xdist requires; without xdist (or with another --dist) nothing moves.
+# the others have nothing left. These tests, the longest measured (wall seconds of the call phase
+# in a whole quiet `-n 3` run, tools/bench/suite.py --durations), go first; the rest keep their
+# collected order. A test with a module-scoped fixture other than those in CHEAP_MODULE_FIXTURES
+# stays in place (moving it would build the fixture twice). Every worker computes the same order
+# from the same collection, worker count and CPU count, as xdist requires; without xdist (or with
+# another --dist) nothing moves.
 LONG_TESTS = {
-    "test_lab_ssh.py::test_the_robot_on_an_ssh_machine_reports_the_planted_regression_once": 239,
-    "test_stats.py::test_aa_false_regression_rate_at_most_alpha": 149,
-    "test_lab_bisect.py::test_robot_on_a_lab_box_reports_the_planted_regression_once": 144,
-    "test_kernel_bisect.py::test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does_not_build": 126,
-    "test_robot.py::test_robot_finds_bisects_and_reports_a_planted_regression_once": 104,
-    "test_store_postgres.py::test_runs_environments_and_testboxes_past_2_31_on_postgresql": 82,
-    "test_lab_ssh.py::test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the_machine": 80,
-    "test_store_postgres.py::test_cli_run_runs_show_log_rerun_annotate_on_postgresql": 76,
-    "test_lab_ssh.py::test_bisect_on_an_ssh_machine_finds_the_commit_with_every_step_measured_there": 71,
-    "test_insn_profile.py::test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel": 66,
-    "test_vm_runs.py::test_icount_figures_are_the_same_in_one_guest_and_in_two_side_by_side": 66,
-    "test_patch_series.py::test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_revert": 64,
-    "test_vm_runs.py::test_under_icount_a_will_it_scale_sample_is_a_number_of_operations_in_one_guest_or_two": 62,
-    "test_patch_series.py::test_bisect_kind_labels_the_culprit_against_its_parent": 62,
-    "test_kconfig.py::test_kernel_config_writes_a_config_with_every_option_from_tinyconfig": 49,
-    "test_runner.py::test_ctrl_c_during_fast_repetitions_is_always_clean": 49,
-    "test_lab_ssh.py::test_series_on_an_ssh_machine_names_the_patch_measured_there": 48,
-    "test_lab.py::test_two_boxes_survive_a_killed_worker_and_a_store_outage": 47,
-    "test_store_faults.py::test_reading_commands_work_on_a_read_only_store": 46,
-    "test_store_postgres.py::test_cli_export_import_between_backends_round_trips": 45,
-    "test_lab_bisect.py::test_bisect_on_a_lab_box_finds_the_commit_and_skips_the_unbuildable_one": 41,
+    "test_lab_ssh.py::test_the_robot_on_an_ssh_machine_reports_the_planted_regression_once": 37,
+    "test_kernel_bisect.py::test_bisect_names_the_kernel_that_slowed_getppid_and_skips_the_one_that_does_not_build": 34,
+    "test_robot.py::test_robot_finds_bisects_and_reports_a_planted_regression_once": 25,
+    "test_patch_series.py::test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_revert": 23,
+    "test_lab_bisect.py::test_robot_on_a_lab_box_reports_the_planted_regression_once": 19,
+    "test_kconfig.py::test_kernel_config_writes_a_config_with_every_option_from_tinyconfig": 19,
+    "test_patch_series.py::test_bisect_kind_labels_the_culprit_against_its_parent": 18,
+    "test_vm_runs.py::test_under_icount_a_will_it_scale_sample_is_a_number_of_operations_in_one_guest_or_two": 17,
+    "test_runner.py::test_ctrl_c_during_fast_repetitions_is_always_clean": 17,
+    "test_vm_runs.py::test_icount_figures_are_the_same_in_one_guest_and_in_two_side_by_side": 16,
+    "test_lab_ssh.py::test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_as_far_as_the_kexec": 16,
+    "test_vm.py::test_icount_is_repeatable_across_boots_and_waits_for_a_helper_slow_on_the_hosts_io": 16,
+    "test_insn_profile.py::test_an_icount_guest_gives_monitors_and_an_exact_profile_of_its_kernel": 13,
+    "test_lab_ssh.py::test_bisect_on_the_box_of_a_machine_builds_on_the_worker_and_measures_on_the_machine": 12,
+    "test_stats.py::test_aa_false_regression_rate_at_most_alpha": 12,
+    "test_patch_series.py::test_a_timed_regression_is_named_checked_by_revert_labelled_code_path_and_mailed": 11,
+    "test_hostile_lab.py::test_submit_wait_on_a_box_without_worker_says_so": 11,
+    "test_lab_ssh.py::test_series_on_an_ssh_machine_names_the_patch_measured_there": 10,
+    "test_lab_bisect.py::test_bisect_on_a_lab_box_finds_the_commit_and_skips_the_unbuildable_one": 9,
+    "test_lab.py::test_two_boxes_survive_a_killed_worker_and_a_store_outage": 8,
+    "test_insn_profile.py::test_a_job_cannot_forge_the_kernel_symbols_that_name_the_counts": 8,
+    "test_lab_ssh.py::test_bisect_on_an_ssh_machine_finds_the_commit_with_every_step_measured_there": 8,
+    "test_lab_ssh.py::test_bisect_on_a_machine_refuses_what_does_not_run_there": 8,
+}
+# Of those, the ones that mostly wait: their CPU (their own and that of every process they waited
+# for, tools/bench/suite_cpu.py) is under 0.4 of their wall time, spent in planted sleeps, a robot's
+# runs of `sleep`, a worker's polls. Dealt over the workers like the others, three of them started
+# side by side and left the two cores a third used for 20 s (per-second /proc/stat of a whole run).
+# They head the shares of the workers beyond the cores (one lane of 3 workers on 2 cores), one
+# after the other, while the other workers start on the long tests that compute.
+WAITING_TESTS = {
+    "test_lab_ssh.py::test_the_robot_on_an_ssh_machine_reports_the_planted_regression_once",       # 0.29
+    "test_robot.py::test_robot_finds_bisects_and_reports_a_planted_regression_once",               # 0.19
+    "test_patch_series.py::test_a_sleep_is_timing_only_and_a_later_patch_can_keep_the_change_after_the_revert",  # 0.32
+    "test_lab_bisect.py::test_robot_on_a_lab_box_reports_the_planted_regression_once",             # 0.24
+    "test_patch_series.py::test_bisect_kind_labels_the_culprit_against_its_parent",                # 0.21
+    "test_lab_ssh.py::test_a_kernel_bisection_on_the_box_of_a_machine_is_checked_first_then_goes_as_far_as_the_kexec",  # 0.26
+    "test_patch_series.py::test_a_timed_regression_is_named_checked_by_revert_labelled_code_path_and_mailed",  # 0.38
+    "test_hostile_lab.py::test_submit_wait_on_a_box_without_worker_says_so",                       # 0.05
 }
 CHEAP_MODULE_FIXTURES = {"far"}     # test_lab_ssh's sshd: a key and a process, well under a second
 
@@ -356,10 +374,16 @@ def _longest_first(config, items) -> None:
     for k in range(workers):
         sizes.append(left // (workers - k))
         left -= sizes[-1]
+    # The waiting tests' lanes: the workers beyond the cores (at least one, never all of them).
+    waiting = any(f"{item.path.name}::{item.name}" in WAITING_TESTS for item in longest)
+    lanes = min(workers - 1, max(1, workers - (os.cpu_count() or 1))) if waiting else 0
     heads, loads = [[] for _ in range(workers)], [0.0] * workers
     for item in longest:
-        k = min(range(workers), key=lambda k: (loads[k], len(heads[k])))
-        if len(heads[k]) < sizes[k]:
+        waits = f"{item.path.name}::{item.name}" in WAITING_TESTS
+        shares = [k for k in range(workers) if (k < lanes) == waits and len(heads[k]) < sizes[k]] or \
+            [k for k in range(workers) if len(heads[k]) < sizes[k]]
+        if shares:
+            k = min(shares, key=lambda k: (loads[k], len(heads[k])))
             heads[k].append(item)
             loads[k] += weight(item)
     moved = {id(item) for head in heads for item in head}

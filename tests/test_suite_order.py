@@ -72,3 +72,27 @@ def test_without_worksteal_nothing_moves():
         before = list(items)
         conftest._longest_first(config, items)
         assert items == before
+
+
+def test_the_tests_that_mostly_wait_head_the_workers_beyond_the_cores_one_after_the_other(monkeypatch):
+    long = {"test_z.py::test_w1": 30, "test_z.py::test_b1": 25, "test_z.py::test_w2": 20, "test_z.py::test_b2": 15,
+            "test_z.py::test_b3": 10, "test_z.py::test_w3": 5}
+    monkeypatch.setattr(conftest, "LONG_TESTS", long)
+    monkeypatch.setattr(conftest, "WAITING_TESTS", {"test_z.py::test_w1", "test_z.py::test_w2", "test_z.py::test_w3"})
+    monkeypatch.setattr(conftest.os, "cpu_count", lambda: 2)
+    short = [_item("test_a.py", f"test_{i}") for i in range(12)]
+    items = short + [_item("test_z.py", key.split("::")[1]) for key in long]
+    conftest._longest_first(_Config(3), items)
+    shares = [items[0:6], items[6:12], items[12:18]]
+    # 3 workers on 2 cores: one lane waits (longest first), the two others compute, so that no two
+    # of the waiting tests run at once and the cores are not left idle
+    assert [[i.name for i in s if i.path.name == "test_z.py"] for s in shares] == \
+        [["test_w1", "test_w2", "test_w3"], ["test_b1"], ["test_b2", "test_b3"]]
+    assert [i for i in items if i.path.name == "test_a.py"] == short
+    # as many workers as cores: still one lane; with more workers than cores, as many lanes as beyond them
+    monkeypatch.setattr(conftest.os, "cpu_count", lambda: 1)
+    items = short + [_item("test_z.py", key.split("::")[1]) for key in long]
+    conftest._longest_first(_Config(3), items)
+    shares = [items[0:6], items[6:12], items[12:18]]
+    assert [[i.name for i in s if i.path.name == "test_z.py"] for s in shares] == \
+        [["test_w1"], ["test_w2", "test_w3"], ["test_b1", "test_b2", "test_b3"]]
