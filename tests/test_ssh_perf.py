@@ -111,7 +111,7 @@ def test_perf_stat_counts_a_planted_workload_on_the_far_machine(cli, far, progra
     assert cli.sql("SELECT status FROM run") == [("finished",)]
     m = _metrics(cli, "perf-stat.")
     # Counted there, per repetition, while the workload ran: at least a switch per round trip.
-    assert len(m["perf-stat.context-switches.total"]) == 2
+    assert len(m.get("perf-stat.context-switches.total", [])) == 2, (m, _monitors(cli), cli("show", "1").stdout)
     assert all(v >= ROUND_TRIPS for v in m["perf-stat.context-switches.total"]), m
     assert all(v > 0 for v in m["perf-stat.task-clock.total"])
     record = _monitors(cli)["perf-stat"]
@@ -393,6 +393,34 @@ def test_a_perf_script_text_the_agent_cut_is_refused_not_reduced():
             assert "perf-profile" not in collected and record["status"] == "failed", record
             assert any("reached the 64 MiB the agent reads back and was cut" in e for e in record["errors"]), record
             assert any("perf-profile" in w and "64 MiB" in w for w in warned), warned
+
+
+def test_a_perf_stat_that_wrote_no_counts_there_fails_the_monitor_in_its_own_words():
+    """Where the processes run elsewhere (an SSH machine, a guest), a perf stat that wrote no
+    counts (its header alone: killed before its first interval) left the run without perf-stat's
+    figures and the monitor recorded as run, nothing said. As on the host, the monitor now fails,
+    with perf's last words there; one that counted gives its totals."""
+    from perflab.execution.targets import PerfThere
+    from perflab.monitors.guest import GuestMonitorSet
+
+    header = "# started on Sun Nov 29 10:42:04 2026\n"
+    counted = header + ("\n     0.200265173;<not counted>;;context-switches;0;100.00;;"
+                        "\n     0.355032286;47;;context-switches;110995206;100.00;423.463;/sec")
+    for output, counts in ((header, False), (counted, True)):
+        warned: list[str] = []
+        watching = GuestMonitorSet({"perf-stat": {"events": ["context-switches"]}}, warn=warned.append,
+                                   perf_there=lambda: PerfThere("/usr/bin/perf", said="the perf of box1"))
+        (helper,) = watching.hooks(0).inside
+        helper.output, helper.stderr = output, "Events disabled\n"
+        collected = watching.collect()
+        record = watching.record["perf-stat"]
+        if counts:
+            totals = {s.metric: s.value for s in collected["perf-stat"].samples}
+            assert totals["perf-stat.context-switches.total"] == 47 and record["status"] == "ran", record
+        else:
+            assert "perf-stat" not in collected and record["status"] == "failed", record
+            assert record["errors"] == ["RuntimeError: perf stat wrote no counts there: Events disabled"], record
+            assert any("perf-stat" in w and "no counts" in w for w in warned), warned
 
 
 @needs_perf

@@ -163,6 +163,11 @@ class GuestMonitorSet:
 
     def _perf_stat(self, mon: PerfStat, process: int | None, helper: Helper) -> None:
         totals, units, rows, unsupported = parse_stat_intervals(_output(helper), self.cpus)
+        if not totals and not unsupported:
+            # As on the host (PerfStat's PerfFailed): a repetition with no counts fails the monitor, said
+            # with perf's own last words there, rather than leaving the run without its figures unsaid.
+            said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
+            raise RuntimeError(f"perf stat wrote no counts there{': ' + said if said else ''}")
         entry = self.record[mon.name]
         entry["unsupported"] = sorted(set(entry["unsupported"]) | unsupported)
         # The counted time: the intervals' running time (perf counted only while enabled).
