@@ -120,6 +120,23 @@ def shared_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def system_thp(tmp_path_factory):
+    """This machine's system-wide THP mode held for the test, against the other workers' tests: a
+    will-it-scale run with `--thp` here sets it (and restores it after), and a test that checks it
+    untouched would see the other's setting. An exclusive lock on one file of the session."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    lock = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "system-thp.lock"
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture
 def cli(tmp_path, shared_cache) -> CLI:
     assert PERFLAB, "the perflab command is not installed in this environment"
     return CLI(tmp_path / "perflab.db", tmp_path, shared_cache)

@@ -172,7 +172,7 @@ def test_will_it_scale_without_an_nr_task_sweep_ends_without_importing_numpy():
     assert out.split("\n")[:2] == ["False 0", "True 4"], out
 
 
-def test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts(cli):
+def test_will_it_scale_sweep_stores_lkp_metrics_scalability_and_facts(cli, system_thp):
     cli("run", "will-it-scale", "--test", "getppid1", "--mode", "process", "--mode", "thread",
         "--nr-task", "1", "--nr-task", "2", "--duration", "0.3", "--warmup-time", "0", "--interval", "0.1",
         "--runs", "2", "--thp", "never", "--tag", "t")

@@ -103,7 +103,7 @@ def test_will_it_scale_over_ssh_stores_samples_and_the_far_machines_facts(cli, f
     assert facts["thp_enabled"] != "n/a"
 
 
-def test_a_thp_mode_on_a_far_machine_is_the_harness_s_and_this_machine_s_setting_untouched(cli, far):
+def test_a_thp_mode_on_a_far_machine_is_the_harness_s_and_this_machine_s_setting_untouched(cli, far, system_thp):
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     before = thp.read_text() if thp.exists() else None
     cli.env["PERFLAB_SSH_CONFIG"] = str(far.config)
