@@ -166,7 +166,7 @@ class GuestMonitorSet:
         if not totals and not unsupported:
             # As on the host (PerfStat's PerfFailed): a repetition with no counts fails the monitor, said
             # with perf's own last words there, rather than leaving the run without its figures unsaid.
-            said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
+            said = _last_words(helper)
             raise RuntimeError(f"perf stat wrote no counts there{': ' + said if said else ''}")
         entry = self.record[mon.name]
         entry["unsupported"] = sorted(set(entry["unsupported"]) | unsupported)
@@ -248,6 +248,10 @@ def _output(helper: Helper) -> str:
                            f"{AGENT_READINGS_LIMIT >> 20} MiB the agent sends of one run (lower the monitor's freq, "
                            "monitor fewer things at once, or shorten the run)")
     if not helper.output.strip():
-        said = " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
-        raise RuntimeError(f"perf did not run there: {said or 'no output'}")
+        raise RuntimeError(f"perf did not run there: {_last_words(helper) or 'no output'}")
     return helper.output
+
+
+def _last_words(helper: Helper) -> str:
+    """The last lines a helper wrote on its stderr there, as one line."""
+    return " | ".join(line.strip() for line in helper.stderr.splitlines()[-3:] if line.strip())
