@@ -375,8 +375,11 @@ def _longest_first(config, items) -> None:
     if not workers or workers < 2 or given.get("perflab_dist") != "worksteal":
         return
 
+    def key(item) -> str:
+        return f"{item.path.name}::{item.name}"
+
     def weight(item) -> float:
-        seconds = LONG_TESTS.get(f"{item.path.name}::{item.name}", 0)
+        seconds = LONG_TESTS.get(key(item), 0)
         defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         if seconds and any(d.scope != "session" and d.scope != "function" and name not in CHEAP_MODULE_FIXTURES
                            for name, ds in defs.items() for d in ds):
@@ -392,11 +395,11 @@ def _longest_first(config, items) -> None:
         sizes.append(left // (workers - k))
         left -= sizes[-1]
     # The waiting tests' lanes: the workers beyond the cores (at least one, never all of them).
-    waiting = any(f"{item.path.name}::{item.name}" in WAITING_TESTS for item in longest)
+    waiting = any(key(item) in WAITING_TESTS for item in longest)
     lanes = min(workers - 1, max(1, workers - (os.cpu_count() or 1))) if waiting else 0
     heads, loads = [[] for _ in range(workers)], [0.0] * workers
     for item in longest:
-        waits = f"{item.path.name}::{item.name}" in WAITING_TESTS
+        waits = key(item) in WAITING_TESTS
         shares = [k for k in range(workers) if (k < lanes) == waits and len(heads[k]) < sizes[k]] or \
             [k for k in range(workers) if len(heads[k]) < sizes[k]]
         if shares:
